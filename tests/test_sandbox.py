@@ -1,0 +1,217 @@
+"Hostile-code tests of `cove.tasks.code.run_sandboxed`: every run must return, contained, and the test process must go on."
+import os, re, socket, sys, tempfile, threading, time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+import pytest
+from cove.tasks.code import run_sandboxed, run_command_sandboxed, uid_processes
+
+ROOT = os.geteuid() == 0
+PROT = run_sandboxed('pass').protections
+DROPPED = any(p.startswith('uid ') for p in PROT)
+NETNS = any(p.startswith('netns') for p in PROT)
+
+def sandbox_procs() -> list[int]:
+    "Live processes started by the sandbox launcher (none may outlive a run)."
+    out = []
+    for d in os.listdir('/proc'):
+        if not d.isdigit() or int(d) == os.getpid(): continue
+        try: cmd = Path(f'/proc/{d}/cmdline').read_bytes()
+        except OSError: continue
+        if b'_sbx_main()' in cmd: out.append(int(d))
+    return out
+
+def sandbox_uid_procs(r) -> list[int]:
+    "Live (non-zombie) processes of the throw-away uid of result `r`, when privileges were dropped."
+    uid = next((int(p.split()[1]) for p in r.protections if p.startswith('uid ')), None)
+    return [] if uid is None else uid_processes(uid)
+
+@pytest.fixture
+def canary():
+    "A directory with a file that sandboxed code will try to destroy by absolute path."
+    d = Path(tempfile.mkdtemp(prefix='cove-canary-'))
+    f = d/'canary.txt'; f.write_text('alive')
+    yield d, f
+    import shutil; shutil.rmtree(d, ignore_errors=True)
+
+def test_protections_reported():
+    assert {'session+killpg', 'output-cap', 'cpu', 'as', 'fsize', 'core', 'guard'} <= set(PROT), PROT
+    if ROOT:
+        assert DROPPED and 'uid-sweep' in PROT and 'no_new_privs' in PROT, PROT
+
+def test_ok_stdin_and_workdir():
+    r = run_sandboxed("import os, sys\nprint(sys.stdin.read().upper()); print(os.getcwd() == os.environ['HOME'] == os.environ['TMPDIR'])\n"
+                      "open('scratch.txt', 'w').write('x'); print(os.getcwd())", stdin='abc')
+    assert r.status == 'ok' and r.returncode == 0, r
+    lines = r.stdout.split('\n')
+    assert lines[:2] == ['ABC', 'True'] and 'cove-sbx-' in lines[2]
+    assert not Path(lines[2]).exists(), 'the sandbox directory must be removed after the run'
+
+def test_infinite_loop_times_out():
+    t0 = time.monotonic()
+    r = run_sandboxed('while True: pass', timeout=1.5)
+    assert r.status == 'timeout' and time.monotonic() - t0 < 1.5 + 2
+    assert not sandbox_procs()
+
+def test_sleeping_loop_times_out_on_wall_clock():
+    t0 = time.monotonic()
+    r = run_sandboxed('import time\nwhile True: time.sleep(0.1)', timeout=1.0)
+    assert r.status == 'timeout' and time.monotonic() - t0 < 3
+
+def test_cpu_limit():
+    r = run_sandboxed('while True: pass', timeout=20, cpu_s=1)
+    assert r.status == 'timeout' and r.elapsed_s < 5, r
+
+def test_fork_bomb_blocked_by_guard():
+    t0 = time.monotonic()
+    r = run_sandboxed('import os\nwhile True: os.fork()', timeout=3)
+    assert r.status == 'error' and 'sandbox: os.fork is disabled' in r.stderr
+    assert time.monotonic() - t0 < 5 and not sandbox_procs()
+
+@pytest.mark.parametrize('guard', [True, False])
+def test_fork_bomb_contained_without_guard(guard):
+    "With or without the guard, a fork bomb that swallows errors (via `posix`) ends at the timeout and leaves nothing behind."
+    before = len(os.listdir('/proc'))
+    code = ('import posix, time\nwhile True:\n    try: posix.fork()\n    except Exception: time.sleep(0.01)')
+    t0 = time.monotonic()
+    r = run_sandboxed(code, timeout=2, guard=guard)
+    assert r.status in ('timeout', 'error') and time.monotonic() - t0 < 2 + 3, r
+    time.sleep(0.2)
+    assert not sandbox_procs() and not sandbox_uid_procs(r)
+    assert len(os.listdir('/proc')) < before + 20, 'processes leaked'
+
+@pytest.mark.skipif(not DROPPED, reason='needs the privilege drop (root): only the uid sweep catches a process that left the session')
+def test_session_escape_is_swept():
+    code = ('import os, time\npid = os.fork()\nif pid == 0:\n    os.setsid()\n    time.sleep(60)\nelse:\n    print(pid)')
+    r = run_sandboxed(code, timeout=3, guard=False)
+    assert r.status == 'ok', r
+    pid = int(r.stdout.strip())
+    time.sleep(0.1)
+    assert not Path(f'/proc/{pid}').exists() or 'Z' in Path(f'/proc/{pid}/stat').read_text().split()[2]
+
+@pytest.mark.parametrize('code', ["x = ' ' * 10**10", "l = []\nwhile True: l.append(' ' * 10**6)"])
+def test_memory_hog(code):
+    r = run_sandboxed(code, timeout=10, memory_mb=256)
+    assert r.status == 'memory', r
+    assert run_sandboxed('print(1)').stdout == '1\n'
+
+@pytest.mark.parametrize('attack', [
+    "os.system('rm -rf ' + CANARY)",
+    "shutil.rmtree(CANARY)",
+    "os.remove(os.path.join(CANARY, 'canary.txt'))",
+    "os.unlink(os.path.join(CANARY, 'canary.txt'))",
+    "os.rename(os.path.join(CANARY, 'canary.txt'), 'stolen.txt')",
+    "open(os.path.join(CANARY, 'canary.txt'), 'w').write('dead')",
+    "subprocess.run(['rm', '-rf', CANARY])",
+    "os.chmod(CANARY, 0o777)",
+])
+def test_destruction_blocked(canary, attack):
+    d, f = canary
+    r = run_sandboxed(f"import os, shutil, subprocess\nCANARY = {str(d)!r}\n{attack}")
+    assert r.status == 'error' and 'PermissionError' in r.stderr and 'sandbox:' in r.stderr, r
+    assert f.read_text() == 'alive'
+
+def test_rmtree_home_only_reaches_the_sandbox(canary):
+    home = Path.home()
+    names = sorted(p.name for p in home.iterdir())
+    r = run_sandboxed("import os, shutil\nshutil.rmtree(os.path.expanduser('~'))\nprint(os.path.expanduser('~'))")
+    assert 'cove-sbx-' in r.stdout or 'cove-sbx-' in r.stderr, r
+    assert home.exists() and sorted(p.name for p in home.iterdir()) == names
+
+@pytest.mark.skipif(not DROPPED, reason='the kernel-level file protection needs the privilege drop (root)')
+@pytest.mark.parametrize('attack', ["os.system('rm -rf ' + CANARY)", "shutil.rmtree(CANARY)", "open(os.path.join(CANARY, 'x'), 'w')"])
+def test_destruction_blocked_without_guard(canary, attack):
+    "The guard off, the throw-away uid alone stops the damage."
+    d, f = canary
+    r = run_sandboxed(f"import os, shutil\nCANARY = {str(d)!r}\n{attack}", guard=False)
+    assert f.read_text() == 'alive' and sorted(p.name for p in d.iterdir()) == ['canary.txt'], r
+
+@pytest.mark.skipif(not DROPPED, reason='needs the privilege drop (root)')
+def test_repository_not_writable_without_guard():
+    target = Path(__file__).resolve().parent.parent/'settings.ini'
+    before = target.read_bytes()
+    r = run_sandboxed(f"open({str(target)!r}, 'a').write('# gone')", guard=False)
+    assert r.status == 'error' and 'Permission denied' in r.stderr and target.read_bytes() == before
+
+@pytest.fixture
+def listener():
+    s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(5); s.settimeout(0.5)
+    yield s
+    s.close()
+
+def _no_connection(s) -> bool:
+    try: s.accept()
+    except socket.timeout: return True
+    return False
+
+def test_network_blocked(listener):
+    port = listener.getsockname()[1]
+    r = run_sandboxed(f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2).sendall(b'hi')")
+    assert r.status == 'error' and 'network' in r.stderr, r
+    r = run_sandboxed(f"import socket\ns = socket.socket(); s.connect(('127.0.0.1', {port}))")
+    assert r.status == 'error' and 'PermissionError' in r.stderr, r
+    assert _no_connection(listener)
+
+@pytest.mark.skipif(not NETNS, reason='no network namespace on this machine (only the socket guard)')
+def test_network_blocked_by_namespace_without_guard(listener):
+    port = listener.getsockname()[1]
+    r = run_sandboxed(f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2).sendall(b'hi')", guard=False)
+    assert r.status == 'error' and ('unreachable' in r.stderr or 'refused' in r.stderr), r
+    assert _no_connection(listener)
+
+def test_huge_output_capped():
+    t0 = time.monotonic()
+    r = run_sandboxed("import sys\nsys.stdout.write('x' * 10**8)\nsys.stderr.write('y' * 10**7)", timeout=20)
+    assert r.status == 'ok' and r.truncated, r.status
+    assert len(r.stdout) < (1 << 16) + 100 and len(r.stderr) < (1 << 16) + 100 and 'truncated' in r.stdout
+    r = run_sandboxed("while True: print('spam' * 100)", timeout=1.5)
+    assert r.status == 'timeout' and r.truncated and len(r.stdout) < (1 << 16) + 100
+    assert time.monotonic() - t0 < 20
+
+def test_file_size_limit():
+    r = run_sandboxed("open('big.bin', 'wb').write(b'0' * (64 << 20))", file_mb=4)
+    assert r.status == 'error', r
+
+def test_segfault_is_an_error():
+    r = run_sandboxed("import ctypes\nctypes.string_at(0)")
+    assert r.status == 'error' and r.returncode == -11, r
+    assert run_sandboxed('print(2)').stdout == '2\n'
+
+def test_exit_codes_and_syntax_errors():
+    assert run_sandboxed('import sys\nsys.exit(3)').returncode == 3
+    r = run_sandboxed('def f(:\n  pass')
+    assert r.status == 'error' and 'SyntaxError' in r.stderr
+
+def test_concurrent_runs_do_not_interfere():
+    "Threads running sandboxes at once (as `check_gold` does) each get their own output and report."
+    def one(i):
+        r = run_sandboxed(f"__cove_report__({{'i': {i}}})\nprint({i} * 2)")
+        return r.status, r.stdout.strip(), r.report
+    with ThreadPoolExecutor(6) as ex: res = list(ex.map(one, range(24)))
+    assert res == [('ok', str(2 * i), [{'i': i}]) for i in range(24)]
+
+def test_command_mode():
+    r = run_command_sandboxed(['/bin/cat', 'a.txt'], files={'a.txt': 'from a file'}, timeout=10)
+    assert (r.status, r.stdout) == ('ok', 'from a file'), r
+    r = run_command_sandboxed(['/bin/sleep', '30'], timeout=1)
+    assert r.status == 'timeout' and r.elapsed_s < 3
+    with pytest.raises(ValueError, match='absolute path'): run_command_sandboxed(['cat'])
+
+def test_large_stdin():
+    data = 'x' * (4 << 20)
+    r = run_sandboxed('import sys\nprint(len(sys.stdin.read()))', stdin=data, timeout=10)
+    assert r.stdout.strip() == str(len(data))
+
+def test_setup_failure_raises(monkeypatch):
+    "A launcher that dies before running the code is the sandbox's failure, not the code's: it raises."
+    import cove.tasks.code as C
+    monkeypatch.setattr(C, '_runner_source', lambda: 'import sys\nsys.stderr.write("boom")\nsys.exit(5)')
+    with pytest.raises(C.SandboxError, match='boom'): C.run_sandboxed('print(1)')
+
+def test_without_privilege_drop_still_contained(canary):
+    "The fallback when cove does not run as root: limits, session kill and guard still hold."
+    d, f = canary
+    r = run_sandboxed('while True: pass', timeout=1, drop_privileges=False)
+    assert r.status == 'timeout' and not any(p.startswith('uid ') for p in r.protections)
+    r = run_sandboxed(f"import shutil\nshutil.rmtree({str(d)!r})", drop_privileges=False)
+    assert r.status == 'error' and f.read_text() == 'alive'
+    assert not sandbox_procs()
