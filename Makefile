@@ -29,7 +29,7 @@ export: install
 	if [ "$$before" != "$$after" ]; then echo "nbdev-export changed the tree: cove/ is out of sync with nbs/"; git status --short; exit 1; fi
 
 test: export
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=15
 
 # quick loop while editing: package tests only, no notebooks
 test-fast: install

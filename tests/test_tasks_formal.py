@@ -26,7 +26,8 @@ def fixture_env(tmp_path):
 
 def test_registry():
     assert isinstance(make_env('formal:minif2f'), MiniF2FEnv)
-    with pytest.raises(ValueError, match='unknown source'): make_env('formal')
+    assert isinstance(make_env('formal'), MiniF2FEnv)   # its only source needs no suffix
+    with pytest.raises(ValueError, match='unknown source'): make_env('formal:lean3')
 
 def test_loader_fixture(fixture_env):
     ts = fixture_env.tasks('all')
