@@ -17,13 +17,15 @@ def _episodes(out):
 def test_resume_after_kill(tmp_path):
     out = tmp_path/'run'
     env = {**os.environ, 'OMP_NUM_THREADS': '1'}
-    for attempt in range(3):   # kill it mid-run a few times, at growing delays
+    kills = 0
+    for attempt in range(3):   # kill it mid-run a few times, as soon as it has written a new episode
         p = subprocess.Popen(_cmd(out), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         n0 = len(_episodes(out))
         deadline = time.time() + 120
         while time.time() < deadline and p.poll() is None and len(_episodes(out)) <= n0: time.sleep(0.2)
-        if p.poll() is None: p.send_signal(signal.SIGKILL)
+        if p.poll() is None: p.send_signal(signal.SIGKILL); kills += 1
         p.wait()
+    assert kills >= 1 and len(_episodes(out)) < 12, "the run was never interrupted: this test would prove nothing"
     r = subprocess.run(_cmd(out), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     eps = [e['episode'] for e in _episodes(out)]
