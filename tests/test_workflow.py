@@ -59,3 +59,28 @@ def test_workflow_resume_after_kill(tmp_path):
     m2 = json.loads((out/'metrics.json').read_text())
     assert (m2['parametric_updates'], m2['train_tokens'], m2['kb']) == (m['parametric_updates'], m['train_tokens'], m['kb'])
     print(f"killed after {killed_at} episodes, pending update {was_pending}; updates {[(u['family'], u.get('name')) for u in st['updates']]}")
+
+def _run_in_process(out, algo, families):
+    from cove.config import load_config
+    from cove.llm import HFPolicy
+    from cove.run import Run, RunSpec
+    cfg = load_config(env={}, overrides={'model.name': 'tiny', 'trigger.N': 2, 'trigger.k': 2, 'trigger.w': 2, 'model.batch_size': 2,
+                                         'model.max_new_tokens': 12, 'train.max_steps': 1, 'release.heldout': 1, 'train.algo': algo,
+                                         'train.reference_tasks': 2, 'train.grpo_generations': 2})
+    m = Run(RunSpec('always_both', families, 2), cfg, out).execute(HFPolicy.load('tiny'), progress=False)
+    return m, json.loads((Path(out)/'workflow_state.json').read_text())
+
+def test_workflow_grpo_update_with_anti_recitation(tmp_path):
+    "train.algo=grpo: the triggered update is a GRPO LoRA on memory-aware, renamed tableqa prompts, hot-swapped and counted."
+    m, st = _run_in_process(tmp_path/'grpo', 'grpo', ['tableqa'])
+    done = [u for u in st['updates'] if u.get('adapter')]
+    assert done and all(u['algo'] == 'grpo' and u['train_tokens'] > 0 for u in done), st['updates']
+    assert m['kpo']['renamed'] >= 2            # each GRPO prompt renamed for its episode
+    assert m['parametric_updates'] == len(done)
+
+def test_workflow_sft_renames_volatile_names(tmp_path):
+    "With KnowledgePO, the SFT update's reference conversations are renamed per episode (anti-recitation)."
+    m, st = _run_in_process(tmp_path/'sft', 'sft', ['tableqa'])
+    done = [u for u in st['updates'] if u.get('adapter')]
+    assert done and all(u['algo'] == 'sft' for u in done)
+    assert m['kpo']['renamed'] >= 2

@@ -1,0 +1,24 @@
+"Experiment notebooks (`nbs/experiments/`) execute under papermill with their parameters cell overridden (tiny model, smoke sizes)."
+import json, os, shutil
+from pathlib import Path
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+def test_api_renaming_runs_with_papermill(tmp_path):
+    pm = pytest.importorskip('papermill')
+    out = tmp_path/'run'
+    os.environ.setdefault('OMP_NUM_THREADS', '1')
+    pm.execute_notebook(str(ROOT/'nbs/experiments/api_renaming.ipynb'), str(tmp_path/'executed.ipynb'), cwd=str(ROOT), progress_bar=False,
+                        parameters=dict(model='tiny', n_train=3, n_eval=2, max_steps=1, out_dir=str(out)))
+    m = json.loads((out/'metrics.json').read_text())
+    arms = {(r['arm'], r['split']): r for r in m['table']}
+    assert set(arms) == {(a, s) for a in ('base', 'base + memory', 'standard', 'anti-recitation') for s in ('same', 'renamed')}
+    assert all(r['n'] == 2 for r in arms.values())
+    for name in ('standard', 'anti_recitation'):
+        u = m['updates'][name]
+        assert u['train_tokens'] > 0 and u['examples'] == 3 and (out/'adapters'/name/'adapter_config.json').exists()
+    assert m['renamed'] == 3                       # every anti-recitation training episode had its own renaming
+    assert m['kb']['label']['volatile'] > 0 and m['kb']['label']['stable'] > 0
+    assert sum(sum(v for k, v in r.items() if k not in ('arm', 'split')) for r in m['failures']) == 16
+    for f in ('table.csv', 'table.md', 'failures.csv', 'success_api.png', 'failures.png', 'episodes.jsonl'): assert (out/f).exists(), f
