@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install test test-fast demo bench export clean-nbs
+.PHONY: install test test-fast demo bench export clean-nbs experiment-api-renaming
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -37,6 +37,11 @@ test-fast: install
 
 demo: install
 	$(VENV)/bin/cove demo
+
+# the API-renaming experiment (COVE Table 1 / Figure 7a-b) at its smoke defaults; pass papermill -p flags via ARGS
+experiment-api-renaming: install
+	@run=outputs/api_renaming/$$(date +%Y%m%d-%H%M%S); mkdir -p $$run; \
+	$(VENV)/bin/papermill nbs/experiments/api_renaming.ipynb $$run/api_renaming.ipynb -p out_dir $$run $(ARGS) && cat $$run/table.md
 
 bench: install
 	$(VENV)/bin/cove bench --quick
