@@ -1,0 +1,121 @@
+"EvolveR (`cove.evolver`): the equations on hand-computed cases, a `cove run --method evolver` killed with SIGKILL that resumes with exactly N episodes and nothing applied twice, and a tiny GRPO update (after a cold-start SFT) through the method."
+import json, os, signal, sqlite3, subprocess, sys, time
+from collections import Counter
+from pathlib import Path
+import numpy as np
+import pytest
+from cove.evolver import (metric_score, to_prune, find_equivalent, format_reward, think_score, search_score, evolver_reward,
+                          parse_actions, close_stopped, answer_turn, EvolverMethod)
+
+ROOT = Path(__file__).resolve().parents[1]
+LAUNCH = [sys.executable, '-c', 'import sys, cove.evolver; from cove.cli import main; sys.exit(main(sys.argv[1:]))']
+ENV = {**os.environ, 'OMP_NUM_THREADS': '1', 'HF_HUB_OFFLINE': '1'}
+
+# --- equations, hand-computed -------------------------------------------------------------------
+
+def test_metric_score_and_pruning():
+    assert metric_score(0, 0) == 0.5 and metric_score(0, 2) == 0.25 and metric_score(4, 6) == 5/8
+    assert abs(metric_score(0, 1) - 1/3) < 1e-12
+    # 0.3 threshold: (0,1) -> 0.333 stays, (0,2) -> 0.25 pruned, (1,5) -> 2/7 = 0.286 pruned, (2,5) -> 3/7 stays
+    assert to_prune({'a': (0, 1), 'b': (0, 2), 'c': (1, 5), 'd': (2, 5), 'e': (0, 0)}, 0.3) == ['b', 'c']
+    assert to_prune({'x': (1, 3)}, 0.4) == [] and to_prune({'x': (1, 4)}, 0.4) == ['x']   # 2/5 = 0.4 is not below 0.4
+
+def test_dedup_threshold_boundary():
+    e0, at = np.array([1.0, 0.0]), (lambda c: np.array([c, np.sqrt(1 - c * c)]))
+    calls = []
+    def llm(i): calls.append(i); return True
+    assert find_equivalent(e0, [(1, at(0.85))], llm, threshold=0.85) == (1, [(1, 0.85, True)]) and calls == [1]
+    calls.clear()
+    assert find_equivalent(e0, [(1, at(0.8499)), (2, at(0.2))], llm, threshold=0.85) == (None, []) and calls == []
+    no = lambda i: calls.append(i) or False
+    assert find_equivalent(e0, [(3, at(0.9)), (4, at(0.95)), (5, at(0.7))], no)[0] is None and calls == [4, 3]   # best first, 5 never checked
+
+def test_format_reward_and_reward():
+    assert [think_score(n) for n in (1, 2, 3, 4, 5, 6, 8, 9)] == [0.2, 0.3, 0.4, 0.6, 0.8, 1.0, 1.0, 0.5]
+    assert search_score(1, 1) == pytest.approx(0.6) and search_score(0, 1) == 0.2 and search_score(2, 0) == pytest.approx(0.3)
+    assert search_score(4, 4) == pytest.approx(1.0)                     # 0.5 + bonus capped at 0.5
+    t = '<think>first hop</think><search_knowledge>who founded X</search_knowledge><think>second hop</think><answer>Oslo</answer>'
+    assert format_reward(t) == pytest.approx((0.3 + 0.2) / 2)
+    assert format_reward(t.replace('<search_knowledge>who founded X</search_knowledge>', '')) == 0.0   # no search: incomplete
+    assert format_reward('<think>abc</think><search_experience>ab</search_experience><answer>1</answer>') == 0.0  # 'ab' is no valid search
+    e = '<think>plan</think><search_experience>lessons</search_experience><search_knowledge>facts</search_knowledge><answer>1</answer>'
+    assert format_reward(e) == pytest.approx((0.2 + 0.6) / 2)
+    assert evolver_reward(1, format_reward(e)) == pytest.approx(1.04) and evolver_reward(0, 0.5, 1.0, 0.1) == pytest.approx(0.05)
+
+def test_action_parsing():
+    acts, probs = parse_actions('<think>x y z</think> text <search_experience>q</search_experience><answer> 42 </answer><think>open')
+    assert [(a.kind, a.content, a.valid) for a in acts] == [('think', 'x y z', True), ('search_experience', 'q', False), ('answer', '42', True)]
+    assert probs == ['unclosed <think>']
+    assert close_stopped('<think>go</think><answer>Oslo', 'stop') == '<think>go</think><answer>Oslo</answer>'
+    assert answer_turn('math', '12') == 'Answer: 12' and answer_turn('code', '```python\nx=1\n```') == '```python\nx=1\n```'
+
+# --- kill -9 and resume -------------------------------------------------------------------------
+
+def _cmd(out, episodes):
+    return LAUNCH + ['run', '--method', 'evolver', '--tasks', 'multihop,math', '--episodes', str(episodes), '--model', 'tiny',
+                     '--set', 'model.batch_size=2', '--set', 'model.max_new_tokens=12', '--set', 'evolver.prune_every=2',
+                     '--set', 'evolver.max_turns=1', '--out', str(out), '--quiet']
+
+def _episodes(out):
+    p = Path(out)/'episodes.jsonl'
+    return [json.loads(l) for l in p.read_text().splitlines() if l.strip()] if p.exists() else []
+
+def test_evolver_resume_after_kill(tmp_path):
+    out, per = tmp_path/'run', 5
+    n = 2 * per
+    p = subprocess.Popen(_cmd(out, per), cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and p.poll() is None and len(_episodes(out)) < 3: time.sleep(0.05)
+    assert p.poll() is None, 'the run finished before it could be killed'
+    p.send_signal(signal.SIGKILL); p.wait()
+    killed_at = len(_episodes(out))
+    assert killed_at < n
+    r = subprocess.run(_cmd(out, per), cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    eps = _episodes(out)
+    assert sorted(e['episode'] for e in eps) == list(range(n))          # each episode exactly once
+    for e in eps: assert {'reward', 'format_reward', 'actions', 'principles_used', 'parse_failures'} <= set(e)
+    con = sqlite3.connect(out/'evolver.sqlite')
+    assert con.execute('PRAGMA integrity_check').fetchone()[0] == 'ok'
+    assert con.execute('SELECT COUNT(*), COUNT(DISTINCT key) FROM episodes').fetchone() == (n, n)            # applied once each
+    assert sorted(x for (x,) in con.execute('SELECT n FROM episodes')) == list(range(1, n + 1))
+    assert [x for (x,) in con.execute('SELECT n FROM phases ORDER BY n')] == list(range(1, n // 2 + 1))    # one phase per 2 episodes
+    per_ep = Counter(json.loads(d)['episode'] for (d,) in con.execute("SELECT detail FROM events WHERE kind IN ('distilled', 'distill_failed')"))
+    assert len(per_ep) == n and set(per_ep.values()) == {1}                                               # each trajectory distilled once
+    assert con.execute('SELECT COUNT(*) FROM episodes WHERE distilled = 0').fetchone()[0] == 0
+    uses = con.execute('SELECT COALESCE(SUM(uses), 0) FROM principles').fetchone()[0]
+    assert uses == sum(len(json.loads(i)['used']) for (i,) in con.execute('SELECT info FROM episodes'))   # uses counted once per episode
+    m = json.loads((out/'metrics.json').read_text())
+    assert m['overall']['n'] == n and m['applied'] == n and m['offline_phases'] == n // 2
+    assert m['distilled'] + m['distill_failures'] == n
+    assert m['principles_inserted'] == sum(m['principles'].values()) + sum(m['principles_pruned'].values())
+    r = subprocess.run(_cmd(out, per), cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)   # finished: adds nothing
+    assert r.returncode == 0, r.stderr[-3000:]
+    m2 = json.loads((out/'metrics.json').read_text())
+    assert len(_episodes(out)) == n and {k: m2[k] for k in ('applied', 'distilled', 'principles', 'merges')} == {k: m[k] for k in ('applied', 'distilled', 'principles', 'merges')}
+    print(f"killed after {killed_at} of {n} episodes; principles {m['principles']}, distilled {m['distilled']}, failures {m['distill_failures']}")
+
+# --- one tiny GRPO update through the method ------------------------------------------------------
+
+def test_cold_start_and_grpo_update(tmp_path):
+    from cove.config import load_config
+    from cove.llm import HFPolicy
+    from cove.tasks.base import make_env
+    cfg = load_config(overrides={'model.name': 'tiny', 'model.max_new_tokens': 8, 'evolver.max_turns': 1, 'evolver.prune_every': 0,
+                                 'evolver.train_every': 2, 'evolver.cold_start': True, 'train.algo': 'grpo', 'train.max_steps': 1})
+    pol = HFPolicy.load('tiny')
+    meth = EvolverMethod(cfg, tmp_path, pol)
+    env = make_env('math')
+    res = meth.run_batch(env, env.tasks('test', 2, 0))
+    assert len(res) == 2
+    ups = {r[0]: (r[1], json.loads(r[2])) for r in meth.store.conn.execute('SELECT key, name, detail FROM updates')}
+    assert set(ups) == {'cold_start:math', 'train:1'}, ups
+    cs, grpo = ups['cold_start:math'], ups['train:1']
+    assert cs[0] and cs[1]['algo'] == 'sft' and cs[1]['train_tokens'] > 0                     # cold-start SFT on reference trajectories
+    assert grpo[0] and grpo[1]['algo'] == 'grpo' and grpo[1]['steps'] == 1 and grpo[1]['train_tokens'] > 0, grpo
+    assert (tmp_path/'adapters'/grpo[0]/'adapter_config.json').exists() and pol.active_adapter == grpo[0]
+    m = meth.metrics()
+    assert m['parametric_updates'] == 2 and m['train_tokens'] == cs[1]['train_tokens'] + grpo[1]['train_tokens'] and m['adapter'] == grpo[0]
+    pol2 = HFPolicy.load('tiny')                                                                 # resume: the latest adapter is hot-swapped back
+    meth2 = EvolverMethod(cfg, tmp_path, pol2)
+    assert meth2.adapter == grpo[0] and pol2.active_adapter == grpo[0] and meth2.n_applied == 2
