@@ -28,9 +28,12 @@ export: install
 	after=$$(git status --porcelain; git diff | md5sum); \
 	if [ "$$before" != "$$after" ]; then echo "nbdev-export changed the tree: cove/ is out of sync with nbs/"; git status --short; exit 1; fi
 
-# two pytest workers with one torch thread each: on 2 cores this beats one worker with two threads
+# two pytest workers with one torch thread each: on 2 cores this beats one worker with two threads.
+# The sandbox tests run alone afterwards: they assert that no sandboxed process is left anywhere on
+# the machine, which another worker's live sandbox would break.
 test: export
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 2 --durations=20
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 2 --durations=20 --ignore=tests/test_sandbox.py
+	$(PY) -m pytest -q tests/test_sandbox.py
 
 # quick loop while editing: package tests only, no notebooks
 test-fast: install

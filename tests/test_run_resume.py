@@ -22,7 +22,7 @@ def test_resume_after_kill(tmp_path):
         p = subprocess.Popen(_cmd(out), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         n0 = len(_episodes(out))
         deadline = time.time() + 120
-        while time.time() < deadline and p.poll() is None and len(_episodes(out)) <= n0: time.sleep(0.2)
+        while time.time() < deadline and p.poll() is None and len(_episodes(out)) <= n0: time.sleep(0.02)   # kill right after the new batch
         if p.poll() is None: p.send_signal(signal.SIGKILL); kills += 1
         p.wait()
     assert kills >= 1 and len(_episodes(out)) < 12, "the run was never interrupted: this test would prove nothing"
