@@ -100,6 +100,8 @@ def test_evaluator_right_and_wrong(env):
     assert fb.message == f"wrong answer: got '{int(t.target) + 1}', expected '{t.target}'" and failure_kind(st, fb) == 'right_api_wrong_answer'
     st, fb = replay(env, t, calls)
     assert fb.status == 'failure' and fb.message.startswith("format: no 'Answer:' line") and failure_kind(st, fb) == 'format'
+    st, fb = replay(env, t, [f'Answer: {int(t.target) + 1}'])
+    assert not st.calls and fb.status == 'failure' and failure_kind(st, fb) == 'no_tool_call'
     rt = with_surface(t, rename(s, 5), split='renamed')
     st, fb = replay(env, rt, calls + [f'Answer: {int(t.target) + 1}'])
     assert st.api_correct is False and 'API error: unknown tool' in fb.message and '(surface v2)' in fb.message
