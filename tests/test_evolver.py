@@ -119,3 +119,28 @@ def test_cold_start_and_grpo_update(tmp_path):
     pol2 = HFPolicy.load('tiny')                                                                 # resume: the latest adapter is hot-swapped back
     meth2 = EvolverMethod(cfg, tmp_path, pol2)
     assert meth2.adapter == grpo[0] and pol2.active_adapter == grpo[0] and meth2.n_applied == 2
+
+def test_sft_ablation_update(tmp_path):
+    "The SFT ablation (`train.algo=sft`): rejection fine-tuning on the successful trajectories since the last update only."
+    from cove.config import load_config
+    from cove.llm import HFPolicy
+    from cove.tasks.base import make_env
+    from cove.agent import replay_reference
+    cfg = load_config(overrides={'model.name': 'tiny', 'model.max_new_tokens': 8, 'evolver.max_turns': 1, 'evolver.prune_every': 0,
+                                 'evolver.train_every': 2, 'train.algo': 'sft', 'train.max_steps': 1})
+    pol = HFPolicy.load('tiny')
+    meth = EvolverMethod(cfg, tmp_path, pol)
+    env = make_env('math')
+    meth.run_batch(env, env.tasks('test', 2, 0))
+    ups = lambda: {r[0]: (r[1], json.loads(r[2])) for r in meth.store.conn.execute('SELECT key, name, detail FROM updates')}
+    assert meth.store.conn.execute('SELECT SUM(success) FROM episodes').fetchone()[0] == 0    # the random tiny model solves nothing
+    assert ups()['train:1'][0] is None and ups()['train:1'][1]['skipped'] == 'no successful trajectory'
+    # two successful trajectories (reference replays) join the stream; the next update trains on exactly those
+    info = json.loads(meth.store.conn.execute('SELECT info FROM episodes ORDER BY n LIMIT 1').fetchone()[0])   # the fields run_batch records
+    for t in env.tasks('train', 2, 0):
+        r = replay_reference(env, t)
+        assert r.success and meth.apply(r, info | dict(reward=1.0))
+    meth.update('train:2')
+    name, d = ups()['train:2']
+    assert name and d['algo'] == 'sft' and d['examples'] == 2 and d['steps'] == 1 and d['train_tokens'] > 0, d
+    assert pol.active_adapter == name and meth.metrics()['parametric_updates'] == 1
