@@ -132,7 +132,7 @@ def test_apps_real_data():
     assert (len(ts), env.report.n_bad) == (64, 0)
     assert all(env.reference(t) is None for t in ts)
     acc, rej = check_gold(env, ts[:3])
-    assert acc == [] and [m for _, m in rej] == ['no reference'] * 3
+    assert acc == [] and [m for _, m in rej] == ['no reference solution'] * 3
     call = [t for t in ts if t.payload['entry_point']]
     assert len(call) == 40 and all(t.payload['n_params'] >= 1 for t in call)
     t = next(t for t in ts if t.id == 'apps/2798')
