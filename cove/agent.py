@@ -6,14 +6,14 @@ Docs: https://cove-research.github.io/cove/agent.html.md"""
 
 # %% ../nbs/06_agent.ipynb #324af92c
 from __future__ import annotations
-import time, traceback
+import time, traceback, zlib
 from dataclasses import dataclass, field
 from .core import Feedback, Task, msg, get_logger
 from .tasks.base import Environment, EpisodeState
 
 # %% auto #0
-__all__ = ['VOLATILE_OPEN', 'VOLATILE_CLOSE', 'render_entry', 'knowledge_block', 'build_messages', 'EpisodeResult',
-           'HarnessAgent', 'replay_reference']
+__all__ = ['VOLATILE_OPEN', 'VOLATILE_CLOSE', 'render_entry', 'knowledge_block', 'build_messages', 'reference_turns',
+           'WorkedExamples', 'EpisodeResult', 'HarnessAgent', 'replay_reference']
 
 # %% ../nbs/06_agent.ipynb #fc0c8384
 VOLATILE_OPEN, VOLATILE_CLOSE = '<volatile>', '</volatile>'
@@ -29,12 +29,74 @@ def knowledge_block(entries:list) -> str:
     return "Relevant knowledge from earlier tasks (marked volatile = may have changed since; trust the current tool list):\n" + '\n'.join(map(render_entry, entries))
 
 # %% ../nbs/06_agent.ipynb #8a461bb6
-def build_messages(env:Environment, task:Task, entries:list|None=None) -> list[dict]:
-    "System (instructions + knowledge) and user (task) messages for the first turn."
+def build_messages(env:Environment, task:Task, entries:list|None=None, examples:list[dict]|None=None) -> list[dict]:
+    "System (instructions + knowledge), the worked-example turns, then the user's task."
     system = env.instructions(task)
     kb = knowledge_block(entries or [])
     if kb: system = f"{system}\n\n{kb}"
-    return [msg('system', system), msg('user', task.prompt)]
+    return [msg('system', system), *(examples or []), msg('user', task.prompt)]
+
+# %% ../nbs/06_agent.ipynb #c7274455
+def _safe(fn, *args, **kwargs):
+    "`(fn(*args, **kwargs), None)`, or `(None, 'ExcType: message')` if it raised."
+    try: return fn(*args, **kwargs), None
+    except Exception as e: return None, f"{type(e).__name__}: {e}"
+
+def reference_turns(env:Environment, task:Task) -> tuple[EpisodeState|None, list[dict], str|None]:
+    "Play `env.reference(task)` as the agent's turns: `(state, messages from the task on, error or None)`."
+    ref, err = _safe(env.reference, task)
+    st, err2 = _safe(env.reset, task)
+    if err or err2 or st is None: return st, [], f"reference error: {err or err2}"
+    if not ref: return st, [], 'no reference solution'
+    msgs = [msg('user', task.prompt)]
+    for action in ref:
+        msgs.append(msg('assistant', action))
+        obs, err = _safe(env.step, st, action)
+        if err: return st, msgs, f"environment error: {err}"
+        if obs is None or st.done: break
+        msgs.append(msg('user', obs))
+    return st, msgs, None
+
+# %% ../nbs/06_agent.ipynb #5ab6258b
+class WorkedExamples:
+    "Up to `k` worked examples per task from the family's train split, rendered on the task's tool surface."
+    def __init__(self, k:int=2, # examples per task
+                 pool:int=64,   # train tasks to choose from, per environment
+                 seed:int=0):   # seed of the train pool
+        self.k, self.n_pool, self.seed, self._pools, self._turns = k, pool, seed, {}, {}
+        self.log = get_logger('agent')
+
+    def pool(self, env:Environment) -> list[Task]:
+        "The train tasks examples come from (cached per environment)."
+        if env not in self._pools: self._pools[env] = env.tasks('train', n=self.n_pool, seed=self.seed)
+        return self._pools[env]
+
+    def select(self, env:Environment, task:Task) -> list[Task]:
+        "The train tasks shown for `task`: its own kind first, each group rotated by the task id; never `task` itself."
+        pool = [t for t in self.pool(env) if t.id != task.id and t.prompt != task.prompt]
+        kind = env.kind(task)
+        same = [t for t in pool if kind and env.kind(t) == kind]
+        rest = [t for t in pool if not (kind and env.kind(t) == kind)]
+        r = zlib.crc32(task.id.encode())
+        rot = lambda xs: xs[r % len(xs):] + xs[:r % len(xs)] if xs else xs
+        return (rot(same) + rot(rest))[:self.k]
+
+# %% ../nbs/06_agent.ipynb #96b8cb27
+from fastcore.basics import patch
+
+@patch
+def render(self:WorkedExamples, env:Environment, task:Task) -> tuple[list[dict], list[str]]:
+    "`(messages, example ids)`: the selected examples' reference turns on `task`'s surface, ready to go before the task."
+    out, ids = [], []
+    for t in self.select(env, task):
+        ex = env.example_task(t, task)
+        key = (id(env), ex.id, repr(ex.payload.get('surface')))
+        if key not in self._turns:
+            _, msgs, err = reference_turns(env, ex)
+            if err: self.log.warning(f"worked example {ex.id} skipped: {err}")
+            self._turns[key] = None if err else msgs
+        if self._turns[key]: out += self._turns[key]; ids.append(ex.id)
+    return out, ids
 
 # %% ../nbs/06_agent.ipynb #7bdc0eab
 @dataclass
@@ -49,6 +111,7 @@ class EpisodeResult:
     retrieved: list = field(default_factory=list)  # ids of knowledge entries in the prompt
     turns: int = 0
     elapsed_s: float = 0.0
+    examples: list = field(default_factory=list)   # ids of the worked examples in the prompt
 
     @property
     def success(self) -> bool: return self.feedback.success
@@ -59,25 +122,30 @@ class EpisodeResult:
         return dict(task_id=t.id, family=t.family, split=t.split, status=self.feedback.status,
                     success=self.success, score=self.feedback.score, message=self.feedback.message,
                     prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
-                    retrieved=self.retrieved, api_correct=self.state.api_correct, turns=self.turns,
+                    retrieved=self.retrieved, examples=self.examples, api_correct=self.state.api_correct, turns=self.turns,
                     answer=self.state.answer, elapsed_s=round(self.elapsed_s, 3), trace=self.messages)
-
-def _safe(fn, *args, **kwargs):
-    "`(fn(*args, **kwargs), None)`, or `(None, 'ExcType: message')` if it raised."
-    try: return fn(*args, **kwargs), None
-    except Exception as e: return None, f"{type(e).__name__}: {e}"
 
 # %% ../nbs/06_agent.ipynb #f0823835
 class HarnessAgent:
-    "A policy acting in task environments with retrieved knowledge in its prompt."
+    "A policy acting in task environments with retrieved knowledge and worked examples in its prompt."
     def __init__(self, policy, # a `cove.llm` policy (`generate` over chat messages)
                  kb=None, # a knowledge base with `retrieve(query, k, mode)`, or None for no memory
                  k:int=3, # entries injected per attempt
                  mode:str='hybrid', # retrieval mode
-                 max_new_tokens:int=96, temperature:float=0.0, seed:int|None=None):
-        self.policy, self.kb, self.k, self.mode = policy, kb, k, mode
+                 max_new_tokens:int=96, temperature:float=0.0, seed:int|None=None,
+                 shots:int=0, # worked examples per task from the family's train split (`WorkedExamples`)
+                 stop:bool=True): # end each turn at the family's stops (`Environment.stop`)
+        self.policy, self.kb, self.k, self.mode, self.stop = policy, kb, k, mode, stop
         self.gen_kw = dict(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
+        self.examples = WorkedExamples(shots) if shots > 0 else None
         self.log = get_logger('agent')
+
+    @classmethod
+    def from_config(cls, policy, cfg, kb=None, **kw) -> HarnessAgent:
+        "An agent with the config's `model.*`, `retrieval.*`, `agent.*` and `run.seed` settings; `kw` overrides any."
+        a = dict(kb=kb, k=cfg['retrieval.k'], mode=cfg['retrieval.mode'], max_new_tokens=cfg['model.max_new_tokens'],
+                 temperature=cfg['model.temperature'], seed=cfg['run.seed'], shots=cfg['agent.shots'], stop=cfg['agent.stop'])
+        return cls(policy, **(a | kw))
 
     def retrieve(self, task:Task) -> list:
         "Knowledge entries for `task` (empty without a knowledge base)."
@@ -86,24 +154,36 @@ class HarnessAgent:
         return [getattr(h, 'entry', h) for h in hits]
 
 # %% ../nbs/06_agent.ipynb #4081c92d
-from fastcore.basics import patch
+def _stops(envs) -> list|None:
+    "The union of the environments' stops, in first-seen order (None when there are none)."
+    out = []
+    for en in envs:
+        for s in getattr(en, 'stop', ()) or ():
+            if s not in out: out.append(s)
+    return out or None
 
 @patch
 def run(self:HarnessAgent, env:Environment|list[Environment], tasks:list[Task], entries:list[list]|None=None) -> list[EpisodeResult]:
     "Play `tasks` together, in `env` or in `env[i]` for task i (families can share a batch); `entries[i]` overrides retrieval for task i."
+    # each result's `messages` is the episode's own conversation; the worked examples shown are only in the prompt (ids in `examples`)
     t0 = time.time()
     envs = env if isinstance(env, (list, tuple)) else [env] * len(tasks)
     if len(envs) != len(tasks): raise ValueError(f"{len(envs)} environments for {len(tasks)} tasks")
     eps = []
     for i, (en, t) in enumerate(zip(envs, tasks)):
         ents = entries[i] if entries is not None else self.retrieve(t)
+        rend, ex_err = _safe(self.examples.render, en, t) if self.examples else (([], []), None)
+        if ex_err: self.log.error(f"worked examples for {t.id} failed, playing without: {ex_err}"); rend = ([], [])
+        shots, ex_ids = rend
         st, err = _safe(en.reset, t)
-        eps.append(dict(task=t, env=en, state=st or EpisodeState(t), messages=build_messages(en, t, ents), err=err,
-                        ids=[getattr(e, 'id', None) for e in ents], pt=0, ct=0, turns=0))
+        eps.append(dict(task=t, env=en, state=st or EpisodeState(t), messages=build_messages(en, t, ents), shots=shots, err=err,
+                        ids=[getattr(e, 'id', None) for e in ents], ex=ex_ids, pt=0, ct=0, turns=0))
     while True:
         live = [e for e in eps if e['err'] is None and not e['state'].done and e['turns'] < e['env'].max_turns]
         if not live: break
-        gens, err = _safe(self.policy.generate, [e['messages'] for e in live], **self.gen_kw)
+        stop = _stops(e['env'] for e in live) if self.stop else None
+        prompts = [e['messages'][:1] + e['shots'] + e['messages'][1:] for e in live]   # the examples go after the system message
+        gens, err = _safe(self.policy.generate, prompts, stop=stop, **self.gen_kw)
         if err:
             self.log.error(f"generation failed for {len(live)} episodes: {err}")
             for e in live: e['err'] = f"policy error: {err}"
@@ -120,24 +200,17 @@ def run(self:HarnessAgent, env:Environment|list[Environment], tasks:list[Task], 
         fb = Feedback('error', 0.0, e['err'][:500]) if e['err'] else None
         if fb is None: fb, err = _safe(e['env'].evaluate, e['state'])
         if fb is None: fb = Feedback('error', 0.0, f"evaluator error: {err}"[:500])
-        out.append(EpisodeResult(e['task'], e['state'], fb, e['messages'], e['pt'], e['ct'], e['ids'], e['turns'], dt))
+        out.append(EpisodeResult(e['task'], e['state'], fb, e['messages'], e['pt'], e['ct'], e['ids'], e['turns'], dt, e['ex']))
     return out
 
 # %% ../nbs/06_agent.ipynb #c064561d
 def replay_reference(env:Environment, task:Task) -> EpisodeResult:
     "Play `env.reference(task)` as the agent's turns and evaluate."
     t0 = time.time()
-    ref, err = _safe(env.reference, task)
-    st, err2 = _safe(env.reset, task)
-    if err or err2 or st is None: return EpisodeResult(task, st or EpisodeState(task), Feedback('error', 0.0, f"reference error: {err or err2}"[:500]))
-    if not ref: return EpisodeResult(task, st, Feedback('error', 0.0, 'no reference solution'))
-    msgs = [msg('user', task.prompt)]
-    for turn, action in enumerate(ref):
-        msgs.append(msg('assistant', action))
-        obs, err = _safe(env.step, st, action)
-        if err: return EpisodeResult(task, st, Feedback('error', 0.0, f"environment error: {err}"[:500]), msgs, turns=turn+1)
-        if obs is None or st.done: break
-        msgs.append(msg('user', obs))
+    st, msgs, err = reference_turns(env, task)
+    turns = sum(m['role'] == 'assistant' for m in msgs)
+    if st is None: return EpisodeResult(task, EpisodeState(task), Feedback('error', 0.0, err[:500]))
+    if err: return EpisodeResult(task, st, Feedback('error', 0.0, err[:500]), msgs, turns=turns)
     fb, err = _safe(env.evaluate, st)
     fb = fb or Feedback('error', 0.0, f"evaluator error: {err}"[:500])
-    return EpisodeResult(task, st, fb, msgs, turns=len([m for m in msgs if m['role'] == 'assistant']), elapsed_s=time.time()-t0)
+    return EpisodeResult(task, st, fb, msgs, turns=turns, elapsed_s=time.time()-t0)

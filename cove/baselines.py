@@ -182,7 +182,7 @@ def run_batch(self:EvoMemory, env, tasks):
     keys, vecs, now = self.keys.keys(tasks), self.memory.key_vectors(tasks), self.memory.max_id()
     limits = [self.applied[k]['memory_at_play'] if k in self.applied else now for k in keys]   # a replay sees its first play's memory
     hits = [self.memory.retrieve(vecs[i:i+1], c['evo_memory.k'], lim)[0] for i, lim in enumerate(limits)]
-    agent = HarnessAgent(self.policy, kb=None, max_new_tokens=c['model.max_new_tokens'], temperature=c['model.temperature'], seed=c['run.seed'])
+    agent = HarnessAgent.from_config(self.policy, c)
     results = agent.run(env, tasks, entries=[[h.entry for h in hs] for hs in hits])
     self.keys.commit(tasks)
     new = {k: dict(memory_at_play=lim, entry=None) for k, lim in zip(keys, limits) if k not in self.applied}
@@ -464,7 +464,7 @@ def run_batch(self:SelfChallenging, env, tasks):
     self.run_pending()
     keys = self.keys.keys(tasks)
     plays = [self.applied[k]['adapter'] if k in self.applied else self.adapter for k in keys]
-    agent = HarnessAgent(self.policy, kb=None, max_new_tokens=c['model.max_new_tokens'], temperature=c['model.temperature'], seed=c['run.seed'])
+    agent = HarnessAgent.from_config(self.policy, c)
     results = [None] * len(tasks)
     for ad in dict.fromkeys(plays):   # one group per adapter (only a replay after a kill has two)
         idx = [i for i, a in enumerate(plays) if a == ad]

@@ -562,7 +562,7 @@ def run_batch(self:CoEvoMem, env, tasks):
     "Play `tasks` (one family) and apply the phase's updates; returns the episode results."
     if self.policy is None: raise ValueError("method coevo needs a policy to play episodes")
     c = self.cfg
-    agent = HarnessAgent(self.policy, kb=None, max_new_tokens=c['model.max_new_tokens'], temperature=c['model.temperature'], seed=c['run.seed'])
+    agent = HarnessAgent.from_config(self.policy, c)
     plan = self.plan(tasks)
     results = [None] * len(plan)
     for r in sorted({p['phase'] for p in plan}, key=lambda x: -1 if x is None else x):

@@ -6,14 +6,14 @@ Docs: https://cove-research.github.io/cove/core.html.md"""
 
 # %% ../nbs/00_core.ipynb #52872cde
 from __future__ import annotations
-import contextlib, json, logging, os, re, sqlite3, time
+import contextlib, json, logging, math, os, re, sqlite3, time
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Any
 
 # %% auto #0
 __all__ = ['STATUSES', 'ROLES', 'Feedback', 'redact_expected', 'Task', 'msg', 'repo_root', 'get_logger', 'append_jsonl',
-           'read_jsonl', 'write_tx', 'import_optional']
+           'read_jsonl', 'write_tx', 'import_optional', 'wilson', 'rate_ci']
 
 # %% ../nbs/00_core.ipynb #427cb844
 STATUSES = ('success', 'failure', 'error', 'timeout')
@@ -118,3 +118,18 @@ def import_optional(package:str, names) -> list[str]:
         except ModuleNotFoundError as e:
             if e.name != f'{package}.{m}': raise
     return out
+
+# %% ../nbs/00_core.ipynb #bfa77b6d
+def wilson(k:int, n:int, z:float=1.96) -> tuple[float, float]|tuple[None, None]:
+    "Wilson score interval of a rate `k / n` (95% for z = 1.96); `(None, None)` when n = 0."
+    if n <= 0: return None, None
+    if not 0 <= k <= n: raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
+    p, z2 = k / n, z * z
+    mid, half = (p + z2 / (2 * n)) / (1 + z2 / n), z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return max(0.0, mid - half), min(1.0, mid + half)
+
+def rate_ci(k:int, n:int) -> str:
+    "`'0.250 [0.102, 0.495] (n=16)'`: a rate with its Wilson 95% interval and n."
+    if n <= 0: return 'n/a (n=0)'
+    lo, hi = wilson(k, n)
+    return f"{k / n:.3f} [{lo:.3f}, {hi:.3f}] (n={n})"

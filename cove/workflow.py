@@ -107,8 +107,7 @@ def run_chunk(self:CoveMethod, pairs:list[tuple]):
     "Algorithm 1 over a batch of `(env, task)` pairs (families may be mixed), in stream order; returns the episode results."
     c = self.cfg
     if self.policy is None: raise ValueError(f"method {self.variant!r} needs a policy to play episodes")
-    agent = HarnessAgent(self.policy, kb=self.kb, k=c.get('retrieval.k', 3), mode=c.get('retrieval.mode', 'hybrid'),
-                         max_new_tokens=c['model.max_new_tokens'], temperature=c['model.temperature'], seed=c['run.seed'])
+    agent = HarnessAgent.from_config(self.policy, c, kb=self.kb)
     env_of = {t.family: e for e, t in pairs}
     for fam, e in env_of.items(): self.run_pending(e, fam)   # an update a kill interrupted
     results = agent.run([e for e, _ in pairs], [t for _, t in pairs])
@@ -181,7 +180,7 @@ def _heldout(self:CoveMethod, env):
     "`(tasks, evaluate)`: a few held-out train tasks and the `HeldoutEval` of the current policy."
     c = self.cfg
     tasks = env.tasks('train', c.get('release.heldout', 4), c['run.seed'] + 1)
-    agent = HarnessAgent(self.policy, kb=None, max_new_tokens=c['model.max_new_tokens'], temperature=0.0, seed=c['run.seed'])
+    agent = HarnessAgent.from_config(self.policy, c, temperature=0.0)
     return tasks, HeldoutEval(agent, env)
 
 @patch

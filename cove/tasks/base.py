@@ -13,9 +13,9 @@ from typing import Any, Callable, Iterable
 from ..core import Feedback, Task, get_logger, import_optional
 
 # %% auto #0
-__all__ = ['FAMILIES', 'ToolCall', 'EpisodeState', 'last_boxed', 'parse_answer', 'Environment', 'register_env', 'parse_spec',
-           'env_class', 'make_env', 'DataUnavailable', 'data_path', 'LoadReport', 'load_rows', 'jsonl_rows',
-           'split_seed', 'sample_split']
+__all__ = ['ANSWER_LINE', 'FAMILIES', 'ToolCall', 'EpisodeState', 'last_boxed', 'parse_answer', 'Environment', 'register_env',
+           'parse_spec', 'env_class', 'make_env', 'DataUnavailable', 'data_path', 'LoadReport', 'load_rows',
+           'jsonl_rows', 'split_seed', 'sample_split']
 
 # %% ../../nbs/05_tasks.ipynb #8d050848
 @dataclass
@@ -67,12 +67,15 @@ def parse_answer(text:str) -> str|None:
     return last_boxed(text)
 
 # %% ../../nbs/05_tasks.ipynb #6197ca23
+ANSWER_LINE = re.compile(r'^[\s*>#-]*(?:final\s+)?answer\b[\s*]*[:：].*\S.*\n', re.I | re.M)   # a complete `Answer: ...` line
+
 class Environment:
     "Base class of a task family's multi-turn environment."
     family: str = ''
     source: str = 'embedded'
     splits: tuple = ('train', 'test')
     max_turns: int = 1
+    stop: tuple = (ANSWER_LINE,)   # what ends one assistant turn (strings and/or compiled patterns, see `cove.llm`)
 
     def available(self) -> tuple[bool, str]: return True, ''
     def tasks(self, split:str='train', n:int|None=None, seed:int=0) -> list[Task]: raise NotImplementedError
@@ -84,6 +87,12 @@ class Environment:
         return None
     def evaluate(self, state:EpisodeState) -> Feedback: raise NotImplementedError
     def reference(self, task:Task) -> list[str]|None: return None
+    def kind(self, task:Task) -> str:
+        "The task's question type or template (what a worked example should share with it), '' if none."
+        return str(task.meta.get('qtype') or task.meta.get('template') or '')
+    def example_task(self, example:Task, task:Task) -> Task:
+        "Train task `example` as a worked example for `task` (families with a tool surface render it on `task`'s)."
+        return example
 
     def check_split(self, split:str):
         if split not in self.splits: raise ValueError(f"{self.family}:{self.source} has no split {split!r}; splits are {self.splits}")
