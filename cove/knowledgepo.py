@@ -164,8 +164,10 @@ def _cand(kind, content, proposed, task, surface) -> Candidate:
     return Candidate(kind, content, symbol_names(content, surface), None,
                      task.id, task.family, 'rules', proposed)
 
+def _clip(s:str, n:int=300) -> str: return s if len(s) <= n else s[:n].rstrip() + '…'
+
 def rule_candidates(task:Task, result:EpisodeResult, max_candidates:int=2) -> list[Candidate]:
-    "Deterministic candidates read off the episode: tool-surface memory, call-pattern skills, feedback hints."
+    "Deterministic candidates read off the episode: tool-surface memory, call-pattern skills, worked examples, feedback hints."
     st, fb, surface, out = result.state, result.feedback, _surface_of(task), []
     errs = [m for c in st.calls if not c.legal and (m := _UNKNOWN.search(c.result))]
     if errs and surface:
@@ -179,6 +181,9 @@ def rule_candidates(task:Task, result:EpisodeResult, max_candidates:int=2) -> li
         out.append(_cand('skill', f"For questions like '{q}' (tool surface v{surface.version}): call {pattern}, then answer with the result.", 'volatile', task, surface))
         what = ' then '.join(f"the tool for '{op_purpose(op)}' with {', '.join(a) or 'no arguments'}" for op, _, a in steps)
         out.append(_cand('skill', f"For questions like '{q}': use {what}, then answer with its result.", 'stable', task, surface))
+    last = ' '.join((st.actions[-1] if st.actions else '').split())
+    if fb.success and not surface and last and '```' not in last:   # a worked example of a family without tools (code is not flattened)
+        out.append(_cand('skill', f"Solved example. Question: {_clip(question_of(task))} Solution: {_clip(last)}", 'stable', task, surface))
     if not fb.success:
         if surface and not st.calls: out.append(_cand('memory', NO_CALL_HINT, 'strategic', task, surface))
         hint = next((h for p, h in FEEDBACK_HINTS if re.search(p, fb.message, re.I | re.M)), None)

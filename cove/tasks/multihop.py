@@ -15,9 +15,9 @@ from .base import (sample_split, Environment, EpisodeState, register_env, data_p
                              LoadReport, load_rows, jsonl_rows, split_seed)
 
 # %% auto #0
-__all__ = ['QUESTION_KINDS', 'normalize_answer', 'answer_em', 'answer_f1', 'qa_feedback', 'check_gold', 'make_world',
-           'world_paragraphs', 'qa_prompt', 'make_multihop_task', 'hash_split', 'QAEnv', 'MultihopEnv', 'fit_context',
-           'parse_hotpot_row', 'dataset_dir', 'HotpotQAEnv']
+__all__ = ['QUESTION_KINDS', 'ONE_HOP_KINDS', 'DIFFICULTIES', 'normalize_answer', 'answer_em', 'answer_f1', 'qa_feedback',
+           'check_gold', 'make_world', 'world_paragraphs', 'qa_prompt', 'make_multihop_task', 'hash_split', 'QAEnv',
+           'MultihopEnv', 'fit_context', 'parse_hotpot_row', 'dataset_dir', 'HotpotQAEnv']
 
 # %% ../../nbs/05b_multihop.ipynb #3de3370a
 def normalize_answer(s:str) -> str:
@@ -136,25 +136,45 @@ def _q_compare(rng, w, kind):
 QUESTION_KINDS = {'founder_town': 'bridge', 'founder_year': 'bridge', 'hq_river': 'bridge', 'birth_province': 'bridge',
                   'founded_earlier': 'comparison', 'born_earlier': 'comparison', 'same_river': 'comparison'}
 
+# %% ../../nbs/05b_multihop.ipynb #ce9a2258
+def _q_one_hop(rng, w, kind):
+    C, P, T = w['companies'], w['people'], w['towns']
+    if kind in ('birth_town', 'birth_year'):
+        p = rng.choice(list(P)); town, year = P[p]['town'], P[p]['year']
+        if kind == 'birth_town': return f'In which town was {p} born?', town, [p], f'{p} was born in {town}.'
+        return f'In what year was {p} born?', str(year), [p], f'{p} was born in {year}.'
+    if kind in ('founded_year', 'founder', 'hq_town'):
+        c = rng.choice(list(C)); a = C[c]
+        if kind == 'founded_year': return f'In what year was {c} founded?', str(a['year']), [c], f"{c} was founded in {a['year']}."
+        if kind == 'founder': return f'Who founded {c}?', a['founder'], [c], f"{c} was founded by {a['founder']}."
+        return f'In which town are the headquarters of {c}?', a['hq'], [c], f"{c} has its headquarters in {a['hq']}."
+    t = rng.choice(list(T))
+    if kind == 'town_river': return f'On which river does {t} lie?', T[t]['river'], [t], f"{t} lies on the {T[t]['river']}."
+    return f'In which province is {t}?', T[t]['province'], [t], f"{t} is in the province of {T[t]['province']}."
+
+ONE_HOP_KINDS = {k: 'single' for k in ('birth_town', 'birth_year', 'founded_year', 'founder', 'hq_town', 'town_river', 'town_province')}
+
 # %% ../../nbs/05b_multihop.ipynb #79925bf9
 def qa_prompt(paragraphs:list, question:str) -> str:
     "The user prompt: `title: text` paragraphs, a blank line apart, then the question."
     return '\n\n'.join(f'{t}: {x}' for t, x in paragraphs) + f'\n\nQuestion: {question}'
 
-def make_multihop_task(rng:random.Random, id:str, split:str) -> Task:
-    "One 2-hop question over a fresh fictional world, with 4-6 shuffled paragraphs."
+def make_multihop_task(rng:random.Random, id:str, split:str,
+                       difficulty:int=2) -> Task: # 0: one hop + 1 distractor; 1: two hops + 1 distractor; 2: two hops, 4-6 paragraphs
+    "One question over a fresh fictional world, with its supporting and distractor paragraphs shuffled."
     w = make_world(rng); paras = world_paragraphs(w)
+    kinds = ONE_HOP_KINDS if difficulty == 0 else QUESTION_KINDS
     while True:
-        kind = rng.choice(list(QUESTION_KINDS))
-        q = (_q_bridge if QUESTION_KINDS[kind] == 'bridge' else _q_compare)(rng, w, kind)
+        kind = rng.choice(list(kinds))
+        q = (_q_one_hop if difficulty == 0 else _q_bridge if kinds[kind] == 'bridge' else _q_compare)(rng, w, kind)
         if q: break
     question, gold, support, why = q
     others = [t for t in paras if t not in support]
-    titles = support + rng.sample(others, rng.randint(4, 6) - 2); rng.shuffle(titles)
+    titles = support + rng.sample(others, rng.randint(4, 6) - 2 if difficulty == 2 else 1); rng.shuffle(titles)
     ps = [[t, paras[t]] for t in titles]
     return Task(id, 'multihop', split, qa_prompt(ps, question), payload=dict(question=question, paragraphs=ps),
-                target=gold, meta=dict(source='embedded', type=QUESTION_KINDS[kind], template=kind,
-                                       supporting=support, reference=f'{why}\nAnswer: {gold}'))
+                target=gold, meta=dict(source='embedded', type=kinds[kind], template=kind,
+                                       supporting=support, reference=f'{why}\nAnswer: {gold}', difficulty=difficulty))
 
 # %% ../../nbs/05b_multihop.ipynb #a4e052a8
 def hash_split(text:str, test_mod:int=5) -> str:
@@ -171,16 +191,25 @@ class QAEnv(Environment):
     def evaluate(self, state:EpisodeState) -> Feedback: return qa_feedback(state, self.max_turns)
     def reference(self, task:Task) -> list[str]: return [task.meta['reference']]
 
+DIFFICULTIES = {0: 'one hop (a single fact of a named entity), 1 distractor: 2 paragraphs',
+                1: 'two hops (bridge or comparison), 1 distractor: 3 paragraphs',
+                2: 'two hops, 4-6 paragraphs (the default)'}
+
 @register_env('multihop')
 class MultihopEnv(QAEnv):
-    "Embedded 2-hop QA over seeded fictional worlds with distractor paragraphs."
+    "Embedded QA over seeded fictional worlds with distractor paragraphs (2-hop questions by default)."
     sizes = {'train': 1000, 'test': 200}  # tasks when `n=None`
+    def __init__(self, difficulty:int=2): # 0: one hop, 2 paragraphs; 1: two hops, 3 paragraphs; 2: two hops, 4-6 paragraphs
+        if difficulty not in DIFFICULTIES: raise ValueError(f'multihop difficulty must be one of {sorted(DIFFICULTIES)}, got {difficulty!r}')
+        self.difficulty = difficulty
+
     def tasks(self, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
         self.check_split(split)
-        out, base = [], split_seed(split, seed)
+        out, base, d = [], split_seed(split, seed), self.difficulty
+        pre = 'mh' if d == 2 else f'mh-d{d}'   # the default keeps its historical ids
         for i in range(self.sizes[split] if n is None else n):
             r = random.Random(f'{base}:{i}')
-            while (t := make_multihop_task(r, f'mh-{split}-{seed}-{i}', split)) and hash_split(t.payload['question']) != split: pass
+            while (t := make_multihop_task(r, f'{pre}-{split}-{seed}-{i}', split, d)) and hash_split(t.payload['question']) != split: pass
             out.append(t)
         return out
 

@@ -15,17 +15,18 @@ from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger
 from .base import (Environment, EpisodeState, ToolCall, LoadReport, parse_answer, register_env,
                              data_path, split_seed, DataUnavailable)
+from .multihop import hash_split   # train/test by a hash of the prompt (levels other than the default)
 
 # %% auto #0
-__all__ = ['COMPARATORS', 'OPS', 'SYNONYMS', 'PREFIXES', 'INSTRUCTIONS', 'FAILURE_KINDS', 'DOMAINS', 'QTYPES', 'to_number',
-           'fmt_num', 'norm_text', 'cell_eq', 'ToolError', 'Table', 'tool_columns', 'tool_select', 'tool_filter_rows',
-           'tool_count', 'tool_sum', 'tool_argmax', 'tool_lookup', 'tool_sql', 'op_usage', 'Surface', 'default_surface',
-           'rename', 'find_calls', 'parse_args', 'split_call', 'parse_call', 'run_call', 'norm_answer', 'split_items',
-           'answers_match', 'answer_text', 'TableQA', 'raw_answer', 'api_note', 'failure_kind', 'make_table',
-           'make_question', 'render_call', 'renamed_surface', 'with_surface', 'split_surface', 'EmbeddedTableQA',
-           'replay', 'check_gold', 'wtq_normalize', 'WTQValue', 'StringValue', 'NumberValue', 'DateValue', 'to_value',
-           'to_value_list', 'check_denotation', 'wtq_canon', 'wtq_match', 'tsv_unescape', 'tsv_unescape_list',
-           'read_wtq_table', 'read_wtq_tsv', 'WTQTableQA']
+__all__ = ['COMPARATORS', 'OPS', 'SYNONYMS', 'PREFIXES', 'INSTRUCTIONS', 'TURN_LINE', 'FAILURE_KINDS', 'DOMAINS', 'QTYPES',
+           'DIFFICULTIES', 'to_number', 'fmt_num', 'norm_text', 'cell_eq', 'ToolError', 'Table', 'tool_columns',
+           'tool_select', 'tool_filter_rows', 'tool_count', 'tool_sum', 'tool_argmax', 'tool_lookup', 'tool_sql',
+           'op_usage', 'Surface', 'default_surface', 'rename', 'find_calls', 'parse_args', 'split_call', 'parse_call',
+           'run_call', 'norm_answer', 'split_items', 'answers_match', 'answer_text', 'TableQA', 'raw_answer',
+           'api_note', 'failure_kind', 'make_table', 'make_question', 'render_call', 'renamed_surface', 'with_surface',
+           'split_surface', 'EmbeddedTableQA', 'replay', 'check_gold', 'wtq_normalize', 'WTQValue', 'StringValue',
+           'NumberValue', 'DateValue', 'to_value', 'to_value_list', 'check_denotation', 'wtq_canon', 'wtq_match',
+           'tsv_unescape', 'tsv_unescape_list', 'read_wtq_table', 'read_wtq_tsv', 'WTQTableQA']
 
 # %% ../../nbs/05a_tableqa.ipynb #e772d110
 _THOUSANDS = re.compile(r'[-+]?\d{1,3}(,\d{3})+(\.\d+)?')
@@ -399,6 +400,15 @@ class TableQA(Environment):
     def table(self, task:Task) -> Table: return Table.from_dict(task.payload['table'])
     def instructions(self, task:Task) -> str: return INSTRUCTIONS.format(tools=self.surface(task).doc())
 
+# %% ../../nbs/05a_tableqa.ipynb #eac2015f
+TURN_LINE = re.compile(r'^[\s*`>#-]*(?:action|(?:final\s+)?answer)\b[\s*`]*[:：].*\S.*\n', re.I | re.M)   # a complete Action/Answer line
+TableQA.stop = (TURN_LINE, '\nResult of', '\nObservation')
+
+@patch
+def example_task(self:TableQA, example:Task, task:Task) -> Task:
+    "Train task `example` on `task`'s tool surface (its id is kept)."
+    return with_surface(example, self.surface(task))
+
 # %% ../../nbs/05a_tableqa.ipynb #1c375e68
 _RAW_ANS = re.compile(r'(?:final\s+)?answer\b(?:\*\*)?\s*[:：]', re.I)
 
@@ -469,28 +479,33 @@ def failure_kind(state:EpisodeState, feedback:Feedback) -> str:
 DOMAINS = {
     'players': dict(entity='player', plural='players', key='name',
         keys=['Arlo', 'Brina', 'Caspian', 'Dalia', 'Eero', 'Fenna', 'Goran', 'Hesper', 'Ilse', 'Jorah', 'Kael', 'Liora'],
+        more_keys=['Mirel', 'Nestor', 'Orla', 'Piet', 'Quilla', 'Rosk', 'Sabra', 'Tevin'],   # used only by tables of more than 12 rows
         cats={'team': ['Hawks', 'Otters', 'Comets', 'Pines'], 'position': ['guard', 'forward', 'center']},
         nums={'points': (0, 60, 1), 'games': (1, 40, 1), 'assists': (0, 30, 1)}),
     'cities': dict(entity='city', plural='cities', key='city',
         keys=['Velmora', 'Quenby', 'Ostrava Nova', 'Tarn', 'Elsinor', 'Brackwater', 'Mireth', 'Duncastle', 'Falkby', 'Yarrow', 'Ninefold', 'Corvale'],
+        more_keys=['Ambleth', 'Brisa', 'Caldmoor', 'Dorvik', 'Esmer', 'Fallow', 'Grenn', 'Holtby'],   # used only by tables of more than 12 rows
         cats={'country': ['Aldoria', 'Brevia', 'Corland'], 'region': ['north', 'south', 'coast', 'hills']},
         nums={'population': (5000, 900000, 1000), 'area': (10, 900, 1)}),
     'products': dict(entity='product', plural='products', key='product',
         keys=['Lumo lamp', 'Pax kettle', 'Orbi chair', 'Zest blender', 'Kiva rug', 'Nimbus fan', 'Tuli mug', 'Vanta desk', 'Sola clock', 'Brio shelf', 'Edda vase', 'Rumi stool'],
+        more_keys=['Aro tray', 'Beni jar', 'Cora bench', 'Dova pot', 'Elmo stand', 'Fiko bowl', 'Gala frame', 'Hovi bin'],   # used only by tables of more than 12 rows
         cats={'category': ['kitchen', 'living', 'office'], 'store': ['Downtown', 'Harbor', 'Mall']},
         nums={'price': (1, 100, 0.5), 'stock': (0, 250, 1)}),
     'employees': dict(entity='employee', plural='employees', key='name',
         keys=['Mara Voss', 'Tobin Reyes', 'Lina Park', 'Odo Finch', 'Suri Lam', 'Pell Hart', 'Ines Duro', 'Vik Sorel', 'Alba Kent', 'Rho Imai', 'Zane Cobb', 'Uma Brill'],
+        more_keys=['Bea Marsh', 'Cal Odum', 'Dina Roth', 'Eli Varga', 'Fay Quist', 'Gus Lehto', 'Hana Ruiz', 'Ivo Stern'],   # used only by tables of more than 12 rows
         cats={'department': ['sales', 'research', 'support'], 'office': ['Lyon', 'Oslo', 'Quito']},
         nums={'salary': (30000, 120000, 500), 'age': (21, 65, 1)}),
 }
 
-def make_table(rng:random.Random, domain:str) -> Table:
-    "A random table of `domain` with 5-10 rows, the key column, 1-2 categorical and 1-2 numeric columns."
-    d, n = DOMAINS[domain], rng.randint(5, 10)
+def make_table(rng:random.Random, domain:str, rows:tuple=(5, 10)) -> Table:
+    "A random table of `domain` with `rows[0]`-`rows[1]` rows, the key column, 1-2 categorical and 1-2 numeric columns."
+    d, n = DOMAINS[domain], rng.randint(*rows)
+    keys = d['keys'] if n <= len(d['keys']) else d['keys'] + d['more_keys']
     cats, nums = rng.sample(sorted(d['cats']), rng.randint(1, 2)), rng.sample(sorted(d['nums']), rng.randint(1, 2))
     cols = [d['key']] + cats + nums
-    data = {d['key']: rng.sample(d['keys'], n)}
+    data = {d['key']: rng.sample(keys, n)}
     for c in cats: data[c] = rng.choices(rng.sample(d['cats'][c], 3), k=n)
     for c in nums:
         lo, hi, step = d['nums'][c]
@@ -555,25 +570,38 @@ def split_surface(split:str, seed:int, surface:Surface|None) -> Surface:
     if surface is not None: return surface
     return renamed_surface(seed) if split == 'renamed' else default_surface()
 
+DIFFICULTIES = {0: 'one lookup/count/argmax call, tables of 4-6 rows',
+                1: 'one call of any single-call type (lookup, count, filter, argmax, sum), 5-10 rows',
+                2: 'all six types incl. the two-call compare, 5-10 rows (the default)',
+                3: 'all six types, tables of 12-20 rows'}
+_LEVELS = {0: (('lookup', 'count', 'argmax'), (4, 6)), 1: (QTYPES[:5], (5, 10)), 2: (QTYPES, (5, 10)), 3: (QTYPES, (12, 20))}  # (question types, rows)
+
 @register_env('tableqa', 'embedded')
 class EmbeddedTableQA(TableQA):
     "Seeded random tables with templated questions and exact answers."
     def __init__(self, n_train:int=1000, # tasks in `train` when `n` is None
                  n_test:int=200, # tasks in `test`/`same`/`renamed` when `n` is None
-                 data_dir=None): # unused: accepted so that every family takes `data_dir`
-        self.sizes = dict(train=n_train, test=n_test)
+                 data_dir=None, # unused: accepted so that every family takes `data_dir`
+                 difficulty:int=2): # 0: one lookup/count/argmax call, 4-6 rows; 1: any single call, 5-10 rows; 2: all types incl. compare, 5-10 rows; 3: as 2 with 12-20 rows
+        if difficulty not in DIFFICULTIES: raise ValueError(f'tableqa difficulty must be one of {sorted(DIFFICULTIES)}, got {difficulty!r}')
+        self.sizes, self.difficulty = dict(train=n_train, test=n_test), difficulty
 
     def tasks(self, split:str='train', n:int|None=None, seed:int=0, surface:Surface|None=None) -> list[Task]:
         self.check_split(split)
         base = 'train' if split == 'train' else 'test'
         rng, s, out = random.Random(split_seed(base, seed)), split_surface(split, seed, surface), []
+        qtypes, rows = _LEVELS[self.difficulty]
+        pre = 'tableqa' if self.difficulty == 2 else f'tableqa-d{self.difficulty}'   # the default keeps its historical ids
         for i in range(self.sizes[base] if n is None else n):
-            t = make_table(rng, rng.choice(sorted(DOMAINS))); qt = QTYPES[i % len(QTYPES)]
-            q, plan, ans = make_question(rng, t, qt)
-            prompt = f"Table '{t.name}' ({len(t.rows)} rows) with columns: {', '.join(t.columns)}.\nQuestion: {q}"
-            out.append(Task(f'tableqa-{split}-{seed}-{i}', 'tableqa', split, prompt,
+            while True:   # other levels redraw until the prompt hashes into `base`; the default predates this and is kept as it was
+                t = make_table(rng, rng.choice(sorted(DOMAINS)), rows); qt = qtypes[i % len(qtypes)]
+                q, plan, ans = make_question(rng, t, qt)
+                prompt = f"Table '{t.name}' ({len(t.rows)} rows) with columns: {', '.join(t.columns)}.\nQuestion: {q}"
+                if self.difficulty == 2 or hash_split(prompt) == base: break
+            out.append(Task(f'{pre}-{split}-{seed}-{i}', 'tableqa', split, prompt,
                             payload=dict(table=t.to_dict(), surface=s.to_dict(), plan=plan, qtype=qt), target=ans,
-                            meta=dict(source='embedded', qtype=qt, base_id=f'tableqa-{base}-{seed}-{i}', surface_version=s.version)))
+                            meta=dict(source='embedded', qtype=qt, base_id=f'{pre}-{base}-{seed}-{i}', surface_version=s.version,
+                                      difficulty=self.difficulty)))
         return out
 
 # %% ../../nbs/05a_tableqa.ipynb #bc76d71f
