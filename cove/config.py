@@ -54,7 +54,7 @@ SCHEMA: dict[str, Key] = {k.name: k for k in [
     Key('train.lr', float, 2e-4, 'LoRA learning rate'),
     Key('train.lora_r', int, 8, 'LoRA rank'),
     Key('train.max_steps', int, 8, 'optimizer steps per parametric update'),
-    Key('train.max_length', int, 384, 'training sequence cap (tokens)'),
+    Key('train.max_length', int, 512, 'training sequence cap (tokens); embedded reference conversations are 100-420 tokens, and batches pad only to their longest'),
     Key('train.algo', str, 'sft', 'parametric update: rejection fine-tuning or GRPO', ('sft', 'grpo')),
     Key('train.reference_tasks', int, 4, 'train-split tasks whose reference solutions join each SFT update, or the GRPO prompts (0 = none)'),
     Key('train.grpo_generations', int, 4, 'GRPO completions per prompt (the group)'),

@@ -28,13 +28,14 @@ def test_calibration_runs_with_papermill(tmp_path):
     out = tmp_path/'run'
     os.environ.setdefault('OMP_NUM_THREADS', '1')
     pm.execute_notebook(str(ROOT/'nbs/experiments/calibration.ipynb'), str(tmp_path/'executed.ipynb'), cwd=str(ROOT), progress_bar=False,
-                        parameters=dict(model='tiny', n=2, shots='0,1', out_dir=str(out), overrides={'model.max_new_tokens': 8}))
+                        parameters=dict(out_dir=str(out)))   # the notebook's own smoke defaults: SmolLM2, n=2, shots 0 and 2
     m = json.loads((out/'metrics.json').read_text())
     cells = {(r['family'], r['shots']) for r in m['grid']}
-    assert cells == {(f, s) for f in ('tableqa', 'multihop', 'math', 'code') for s in (0, 1)}
+    assert cells == {(f, s) for f in ('tableqa', 'multihop', 'math', 'code') for s in (0, 2)}
     assert all(r['n'] == 2 and 0 <= r['ci_lo'] <= r['success'] <= r['ci_hi'] <= 1 for r in m['grid'])
     recs = [json.loads(l) for l in (out/'episodes.jsonl').read_text().splitlines()]
     assert len(recs) == 16 and all(r['split'] == 'test' for r in recs)
+    assert all(r['n'] == 2 for r in m['grid']) and {r['difficulty'] for r in m['grid'] if r['family'] == 'tableqa'} == {m['defaults']['tableqa']['difficulty']}
     assert all('-train-' in e for r in recs for e in r['examples'])   # worked examples are train tasks
     assert any(r['examples'] for r in recs) and not any(r['examples'] for r in recs if r['shots'] == 0)
     for f in ('calibration.csv', 'table.md', 'calibration.png'): assert (out/f).exists(), f
@@ -49,3 +50,13 @@ def test_learning_curve_runs_with_papermill(tmp_path):
     assert [r['step'] for r in m['curve']] == [0, 1, 2] and all(r['n'] == 2 for r in m['curve'])
     assert m['curve'][0]['train_tokens'] == 0 < m['curve'][1]['train_tokens'] < m['curve'][2]['train_tokens']   # one run, cut into segments
     assert (out/'adapters'/'step-002'/'adapter_config.json').exists() and (out/'curve.png').exists()
+
+def test_learning_curve_smoke_defaults(tmp_path):
+    "The notebook's own smoke defaults (SmolLM2, 2 steps) run end to end."
+    pm = pytest.importorskip('papermill')
+    out = tmp_path/'run'
+    os.environ.setdefault('OMP_NUM_THREADS', '1')
+    pm.execute_notebook(str(ROOT/'nbs/experiments/learning_curve.ipynb'), str(tmp_path/'executed.ipynb'), cwd=str(ROOT), progress_bar=False,
+                        parameters=dict(out_dir=str(out)))
+    m = json.loads((out/'metrics.json').read_text())
+    assert [r['step'] for r in m['curve']] == [0, 2] and m['n_train'] == 4 and m['curve'][1]['train_tokens'] > 0
