@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install test test-fast demo bench export clean-nbs experiment-api-renaming
+.PHONY: install test test-fast demo bench export clean-nbs experiment-api-renaming experiment-calibration experiment-learning-curve
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -46,6 +46,16 @@ demo: install
 experiment-api-renaming: install
 	@run=outputs/api_renaming/$$(date +%Y%m%d-%H%M%S); mkdir -p $$run; \
 	$(VENV)/bin/papermill nbs/experiments/api_renaming.ipynb $$run/api_renaming.ipynb -p out_dir $$run $(ARGS) && cat $$run/table.md
+
+# Base success per family x difficulty x worked examples (the README table: ARGS="-p difficulties 0,1 -p shots 2 -p n 64")
+experiment-calibration: install
+	@run=outputs/calibration/$$(date +%Y%m%d-%H%M%S); mkdir -p $$run; \
+	$(VENV)/bin/papermill nbs/experiments/calibration.ipynb $$run/calibration.ipynb -p out_dir $$run $(ARGS) && cat $$run/table.md
+
+# success after 0..64 LoRA SFT steps (the README curve: ARGS="-p steps 0,8,16,32,64 -p n_train 64 -p n_eval 64 -p lr 0.0005")
+experiment-learning-curve: install
+	@run=outputs/learning_curve/$$(date +%Y%m%d-%H%M%S); mkdir -p $$run; \
+	$(VENV)/bin/papermill nbs/experiments/learning_curve.ipynb $$run/learning_curve.ipynb -p out_dir $$run $(ARGS) && cat $$run/table.md
 
 bench: install
 	$(VENV)/bin/cove bench --quick

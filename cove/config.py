@@ -51,7 +51,7 @@ SCHEMA: dict[str, Key] = {k.name: k for k in [
     Key('kb.hnsw_threshold', int, 50_000, 'entries above which the dense index switches from flat to HNSW'),
     Key('train.use_cpu', bool, True, 'train on CPU (TRL `use_cpu`)'),
     Key('train.batch_size', int, 4, 'per-device training batch'),
-    Key('train.lr', float, 2e-4, 'LoRA learning rate'),
+    Key('train.lr', float, 5e-4, 'LoRA SFT learning rate (constant; nbs/experiments/learning_curve measured tableqa at this rate)'),
     Key('train.lora_r', int, 8, 'LoRA rank'),
     Key('train.max_steps', int, 8, 'optimizer steps per parametric update'),
     Key('train.max_length', int, 512, 'training sequence cap (tokens); embedded reference conversations are 100-420 tokens, and batches pad only to their longest'),

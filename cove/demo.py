@@ -19,9 +19,9 @@ __all__ = ['DEMO_METHODS', 'DEMO_FAMILIES', 'DEMO_EPISODES', 'DEMO_OVERRIDES', '
 # %% ../nbs/19_demo.ipynb #506c2e0f
 DEMO_METHODS = ['base', 'harness_only', 'parametric_only', 'cove']
 DEMO_FAMILIES = ['tableqa', 'multihop', 'math', 'code']
-DEMO_EPISODES = 6
-DEMO_OVERRIDES = {'trigger.k': 3, 'trigger.N': 3, 'trigger.w': 3, 'model.batch_size': 12, 'train.max_steps': 2,
-                  'train.reference_tasks': 4, 'release.heldout': 2}
+DEMO_EPISODES = 24
+DEMO_OVERRIDES = {'trigger.k': 8, 'trigger.N': 8, 'trigger.w': 8, 'model.batch_size': 16, 'train.max_steps': 8,
+                  'train.reference_tasks': 16, 'release.heldout': 2}
 
 def demo_config(profile:str|None=None, sets:list[str]|dict|None=None, env:dict|None=None) -> Config:
     "The profile with the demo budget on top; explicit `sets` win over both."

@@ -176,7 +176,8 @@ def _train_args(cls, out_dir:Path, lr, epochs, max_steps, batch_size, use_cpu, b
     "A TRL config object of class `cls` with cove's defaults, overridden by `config`."
     base = dict(output_dir=str(out_dir), learning_rate=lr, num_train_epochs=epochs, max_steps=max_steps or -1,
                 per_device_train_batch_size=batch_size, use_cpu=use_cpu, bf16=bf16, seed=seed, logging_steps=1,
-                save_strategy='no', report_to='none', disable_tqdm=not progress, activation_checkpointing=False)
+                save_strategy='no', report_to='none', disable_tqdm=not progress, activation_checkpointing=False,
+                lr_scheduler_type='constant')   # updates are short (8-64 steps) and may continue an adapter: no decay to zero
     return cls(**{**base, **kw, **(config or {})})
 
 @contextlib.contextmanager

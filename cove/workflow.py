@@ -237,11 +237,11 @@ def _train(self:CoveMethod, env, family:str, n_param:int):
         data = self._sft_data(env, family, memory_aware)
         if data is None: return None, memory_aware
         try:
-            return train_sft(trainee, data, self.adapter_dir, lr=c.get('train.lr', 2e-4), batch_size=min(2, c.get('train.batch_size', 2)),
-                             max_length=c.get('train.max_length', 384), **kw), memory_aware
+            return train_sft(trainee, data, self.adapter_dir, lr=c['train.lr'], batch_size=c['train.batch_size'],
+                             max_length=c['train.max_length'], **kw), memory_aware
         except ValueError as e:   # every conversation longer than train.max_length
             if 'no SFT examples' not in str(e): raise
-            _log.warning(f"{family}: no {'memory-aware ' if memory_aware else ''}SFT example fits train.max_length={c.get('train.max_length', 384)}"
+            _log.warning(f"{family}: no {'memory-aware ' if memory_aware else ''}SFT example fits train.max_length={c['train.max_length']}"
                          + ('; retrying without retrieved entries in the prompts' if memory_aware else ''))
     return None, False
 
