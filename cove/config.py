@@ -53,7 +53,7 @@ SCHEMA: dict[str, Key] = {k.name: k for k in [
     Key('train.batch_size', int, 4, 'per-device training batch'),
     Key('train.lr', float, 5e-4, 'LoRA SFT learning rate (constant; nbs/experiments/learning_curve measured tableqa at this rate)'),
     Key('train.lora_r', int, 8, 'LoRA rank'),
-    Key('train.max_steps', int, 8, 'optimizer steps per parametric update'),
+    Key('train.max_steps', int, 32, 'optimizer steps per parametric update (the best point of nbs/experiments/learning_curve on tableqa; the demo uses 8 for time)'),
     Key('train.max_length', int, 512, 'training sequence cap (tokens); embedded reference conversations are 100-420 tokens, and batches pad only to their longest'),
     Key('train.algo', str, 'sft', 'parametric update: rejection fine-tuning or GRPO', ('sft', 'grpo')),
     Key('train.reference_tasks', int, 4, 'train-split tasks whose reference solutions join each SFT update, or the GRPO prompts (0 = none)'),
