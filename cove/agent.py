@@ -29,12 +29,12 @@ def knowledge_block(entries:list) -> str:
     return "Relevant knowledge from earlier tasks (marked volatile = may have changed since; trust the current tool list):\n" + '\n'.join(map(render_entry, entries))
 
 # %% ../nbs/06_agent.ipynb #8a461bb6
-def build_messages(env:Environment, task:Task, entries:list|None=None, examples:list[dict]|None=None) -> list[dict]:
-    "System (instructions + knowledge), the worked-example turns, then the user's task."
+def build_messages(env:Environment, task:Task, entries:list|None=None) -> list[dict]:
+    "System (instructions + knowledge) and user (task) messages for the first turn; `HarnessAgent.run` puts worked examples between them."
     system = env.instructions(task)
     kb = knowledge_block(entries or [])
     if kb: system = f"{system}\n\n{kb}"
-    return [msg('system', system), *(examples or []), msg('user', task.prompt)]
+    return [msg('system', system), msg('user', task.prompt)]
 
 # %% ../nbs/06_agent.ipynb #c7274455
 def _safe(fn, *args, **kwargs):
