@@ -33,6 +33,7 @@ SCHEMA: dict[str, Key] = {k.name: k for k in [
     Key('model.device', str, 'cpu', 'torch device for the `hf` backend'),
     Key('model.batch_size', int, 16, 'episodes generated together'),
     Key('model.max_new_tokens', int, 96, 'completion cap per turn'),
+    Key('model.prefix_cache_tokens', int, 32768, 'tokens of KV the `hf` backend keeps to reuse across turns (`cove.llm.PrefixCache`); 0 = off'),
     Key('model.temperature', float, 0.0, 'sampling temperature for rollouts (0 = greedy)'),
     Key('model.base_url', str, '', 'OpenAI-compatible endpoint for the `openai` backend'),
     Key('model.allow_download', bool, False, 'let a hub name download weights (never by default)'),

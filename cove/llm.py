@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, asdict
 from functools import lru_cache
 from pathlib import Path
+import numpy as np
 import torch
 from fastcore.basics import patch
 from .core import get_logger, msg
@@ -23,7 +24,7 @@ __all__ = ['EMBEDDED_PACKAGE', 'EMBEDDED_GGUF', 'EMBEDDED_NAME', 'EMBEDDED_DIR',
            'model_cache_dir', 'embedded_cache_path', 'is_embedded_cached', 'ensure_embedded_model', 'ModelRef',
            'resolve_model', 'cpu_has_native_bf16', 'pick_dtype', 'available_cores', 'torch_threads', 'set_threads',
            'smollm2_tokenizer', 'tiny_llama', 'load_model', 'TokenLedger', 'modelled_train_cost', 'Generation',
-           'as_messages', 'Policy', 'render_chat', 'count_tokens_with', 'choice_token_spans', 'HFPolicy',
+           'as_messages', 'Policy', 'render_chat', 'count_tokens_with', 'choice_token_spans', 'PrefixCache', 'HFPolicy',
            'stop_strings', 'stop_patterns', 'PatternStop', 'client_stop', 'make_test_adapter', 'bench_generation',
            'bench_load', 'VLLMPolicy', 'HTTPError', 'post_json', 'OpenAIPolicy', 'make_policy']
 
@@ -348,11 +349,53 @@ def choice_token_spans(tokenizer, messages, choices:list[str], end:bool=True, **
         out.append((list(enc['input_ids']), start))
     return out
 
+# %% ../nbs/02_llm.ipynb #ffa6b1d3
+class PrefixCache:
+    "Per-row KV caches of recent prompts, reused for the longest common token prefix (LRU, at most `max_tokens` tokens)."
+    def __init__(self, max_tokens:int=32768):
+        if max_tokens < 0: raise ValueError(f"max_tokens must be >= 0 (0 disables the cache), got {max_tokens}")
+        self.max_tokens, self.rows = max_tokens, []   # rows: (key, ids as an int64 array, [(k, v) per layer] with k, v: heads x tokens x dim)
+        self.stats = dict(lookups=0, hits=0, reused_tokens=0, prompt_tokens=0)
+    @property
+    def tokens(self) -> int: return sum(len(r[1]) for r in self.rows)
+    def clear(self): self.rows = []
+    @staticmethod
+    def common_prefix(seqs:list[list[int]]) -> int:
+        "Length of the longest prefix shared by all `seqs`."
+        n = min(map(len, seqs)); a = np.asarray(seqs[0][:n], dtype=np.int64)
+        for s in seqs[1:]:
+            eq = a[:n] == np.asarray(s[:n], dtype=np.int64); n = n if eq.all() else int(eq.argmin())
+        return n
+
+    def lookup(self, key, ids:list[int]) -> tuple[list|None, int]:
+        "The kept row (its per-layer KV) sharing the longest prefix with `ids` under `key`, and that length (at most `len(ids) - 1`)."
+        a, best, n = np.asarray(ids, dtype=np.int64), None, 0
+        for j, r in enumerate(self.rows):
+            if r[0] != key: continue
+            m = min(len(r[1]), len(a) - 1)
+            eq = r[1][:m] == a[:m]
+            k = m if eq.all() else int(eq.argmin())
+            if k > n: best, n = j, k
+        self.stats['lookups'] += 1; self.stats['prompt_tokens'] += len(ids)
+        if best is None: return None, 0
+        best = self.rows.pop(best); self.rows.append(best)    # most recently used last
+        self.stats['hits'] += 1; self.stats['reused_tokens'] += n
+        return best[2], n
+
+    def add(self, key, ids:list[int], kv:list):
+        "Keep a row's ids and KV (`[(k, v)]` per layer, each heads x len(ids) x dim); evicts the oldest rows beyond `max_tokens`."
+        if not ids or len(ids) > self.max_tokens: return
+        if any(k.shape[-2] != len(ids) for k, _ in kv): raise ValueError(f"KV length {kv[0][0].shape[-2]} != {len(ids)} ids")
+        self.rows.append((key, np.asarray(ids, dtype=np.int64), kv))
+        while self.tokens > self.max_tokens: self.rows.pop(0)
+    def __repr__(self): return f"PrefixCache({len(self.rows)} rows, {self.tokens}/{self.max_tokens} tokens, {self.stats})"
+
 # %% ../nbs/02_llm.ipynb #52097ba5
 class HFPolicy(Policy):
     "A transformers causal LM as a `Policy`: batched left-padded chat generation, choice scoring, LoRA hot-swap."
     def __init__(self, model, tokenizer, batch_size:int=16, # rows per forward pass
-                 name:str|None=None, template_kw:dict|None=None): # extra chat-template args, e.g. `{'enable_thinking': False}`
+                 name:str|None=None, template_kw:dict|None=None, # extra chat-template args, e.g. `{'enable_thinking': False}`
+                 prefix_cache_tokens:int=32768): # tokens of KV kept for reuse across turns (`PrefixCache`); 0: off
         super().__init__()
         self.model, self.tokenizer, self.batch_size = model.eval(), tokenizer, batch_size
         self.name = name or getattr(model.config, 'name_or_path', '') or type(model).__name__
@@ -361,6 +404,7 @@ class HFPolicy(Policy):
         tokenizer.padding_side = 'left'
         eos = model.generation_config.eos_token_id
         self.eos_ids = {tokenizer.eos_token_id, *(eos if isinstance(eos, list) else [eos])} - {None}
+        self.prefix_cache = PrefixCache(prefix_cache_tokens)
 
     @classmethod
     def load(cls, name:str=EMBEDDED_NAME, dtype:str|torch.dtype='auto', device:str='cpu', batch_size:int=16,
@@ -460,23 +504,80 @@ def _adapter_ctx(self:HFPolicy):
 def generate(self:HFPolicy, batch:list, max_new_tokens:int=128, temperature:float=0.0, top_p:float=1.0,
              stop:list|None=None, seed:int|None=None, min_new_tokens:int=0) -> list[Generation]:
     "Complete each conversation in `batch`, `batch_size` rows at a time (greedy when `temperature == 0`); `stop` holds strings and/or compiled patterns."
-    from transformers import StoppingCriteriaList
-    prompts = [render_chat(self.tokenizer, m, **self.template_kw) for m in batch]
+    toks = [self.tokenizer(render_chat(self.tokenizer, m, **self.template_kw), add_special_tokens=False)['input_ids'] for m in batch]
     cfg = self._gen_config(max_new_tokens, temperature, top_p, stop, min_new_tokens)
-    order, out = sorted(range(len(prompts)), key=lambda i: -len(prompts[i])), [None]*len(prompts)
+    out = [None]*len(toks)
     with self._adapter_ctx(), torch.inference_mode(), _seeded(seed):
+        hits = self._cache_hits(toks)
+        order = sorted(range(len(toks)), key=lambda i: -(len(toks[i]) - hits[i][1]))   # similar work to prefill in a chunk
         for s in range(0, len(order), self.batch_size):
             idx = order[s:s+self.batch_size]
-            enc = self.tokenizer([prompts[i] for i in idx], add_special_tokens=False, padding=True,
-                                 padding_side='left', return_tensors='pt').to(self.device)
-            start = enc['input_ids'].shape[1]
-            crit = StoppingCriteriaList([PatternStop(self.tokenizer, stop_patterns(stop), start)]) if stop_patterns(stop) else None
-            ids = self.model.generate(**enc, generation_config=cfg, tokenizer=self.tokenizer if stop_strings(stop) else None,
-                                      stopping_criteria=crit)
-            new, n_prompt = ids[:, start:].tolist(), enc['attention_mask'].sum(1).tolist()
-            for i, row, n in zip(idx, new, n_prompt): out[i] = self._finish(row, n, stop)
+            for i, g in zip(idx, self._generate_rows([toks[i] for i in idx], [hits[i] for i in idx], cfg, stop)): out[i] = g
     self.ledger.add('generate', sum(g.prompt_tokens for g in out), sum(g.completion_tokens for g in out), calls=len(out))
     return out
+
+# %% ../nbs/02_llm.ipynb #9af55db3
+@patch
+def _cache_hits(self:HFPolicy, toks:list[list[int]]) -> list[tuple[list|None, int]]:
+    "For each prompt, the kept KV and the length of the prefix it covers; a prefix shared by all prompts is prefilled once first."
+    pc, key = self.prefix_cache, self._active
+    if not pc.max_tokens: return [(None, 0)]*len(toks)
+    hits = [pc.lookup(key, t) for t in toks]
+    shared = min(min(map(len, toks)) - 1, PrefixCache.common_prefix(toks)) if len(toks) > 1 else 0
+    if shared >= 16 and any(n < shared for _, n in hits):
+        ids = toks[0][:shared]
+        o = self.model(input_ids=torch.tensor([ids], device=self.device), use_cache=True, logits_to_keep=1)
+        if kv := self._kv_rows(o.get('cache') or o.get('past_key_values'), [(0, list(range(shared)))]):
+            pc.add(key, ids, kv[0])
+            hits = [(kv[0], shared) if n < shared else (h, n) for h, n in hits]
+    return hits
+
+@patch
+def _kv_rows(self:HFPolicy, cache, rows:list[tuple[int, list[int]]]) -> list[list]|None:
+    "Copies of the keys and values at positions `pos` of batch row `b`, for each `(b, pos)`; None (and the cache off) for caches other than plain per-layer KV."
+    layers = getattr(cache, 'layers', None)
+    if not layers or any(type(l).__name__ != 'DynamicLayer' for l in layers):
+        _log.warning(f"prefix cache off: {type(cache).__name__} with layers {sorted({type(l).__name__ for l in layers or []})} is not plain per-layer KV")
+        self.prefix_cache.max_tokens = 0; self.prefix_cache.clear(); return None
+    out = []
+    for b, pos in rows:
+        p = torch.tensor(pos, device=self.device)
+        out.append([(l.keys[b][:, p], l.values[b][:, p]) for l in layers])
+    return out
+
+@patch
+def _generate_rows(self:HFPolicy, toks:list[list[int]], hits:list, cfg, stop) -> list[Generation]:
+    "Generate one chunk of rows, reusing each row's cached prefix, and keep each row's KV for the next turn."
+    from transformers import DynamicCache, StoppingCriteriaList
+    B, pad, cs = len(toks), self.tokenizer.pad_token_id, [n for _, n in hits]
+    C = max(cs); S = max(len(t) - c for t, c in zip(toks, cs))
+    ids, mask = torch.full((B, C + S), pad, dtype=torch.long), torch.zeros((B, C + S), dtype=torch.long)
+    for b, (t, c) in enumerate(zip(toks, cs)):   # [pad | reused prefix | pad | new tokens]
+        ids[b, C-c:C], mask[b, C-c:C] = torch.tensor(t[:c], dtype=torch.long), 1
+        ids[b, C+S-len(t)+c:], mask[b, C+S-len(t)+c:] = torch.tensor(t[c:], dtype=torch.long), 1
+    kw = {}
+    if C:
+        ref = next(kv for kv, c in hits if c)
+        layers = []
+        for l, (k0, v0) in enumerate(ref):
+            K, V = k0.new_zeros((B, k0.shape[0], C, k0.shape[-1])), v0.new_zeros((B, v0.shape[0], C, v0.shape[-1]))
+            for b, (kv, c) in enumerate(hits):
+                if c: K[b, :, C-c:], V[b, :, C-c:] = kv[l][0][:, :c], kv[l][1][:, :c]
+            layers.append((K, V))
+        kw['cache'] = DynamicCache(layers)
+    ids, mask, start = ids.to(self.device), mask.to(self.device), C + S
+    crit = StoppingCriteriaList([PatternStop(self.tokenizer, stop_patterns(stop), start)]) if stop_patterns(stop) else None
+    res = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg, tokenizer=self.tokenizer if stop_strings(stop) else None,
+                              stopping_criteria=crit, return_dict_in_generate=True, **kw)
+    gens = [self._finish(row, len(t), stop) for t, row in zip(toks, res.sequences[:, start:].tolist())]
+    cache = res.get('cache') or res.get('past_key_values')
+    if self.prefix_cache.max_tokens and cache is not None:
+        fed = cache.get_seq_length() - start    # completion tokens whose KV exists (the last one sampled was never fed)
+        keep = [min(g.completion_tokens, fed) for g in gens]
+        pos = [(b, mask[b].nonzero().squeeze(1).tolist() + list(range(start, start + k))) for b, k in enumerate(keep)]
+        for t, row, k, kv in zip(toks, res.sequences[:, start:].tolist(), keep, self._kv_rows(cache, pos) or []):
+            self.prefix_cache.add(self._active, t + row[:k], kv)
+    return gens
 
 # %% ../nbs/02_llm.ipynb #e4bef7a6
 @patch
@@ -542,6 +643,7 @@ def load_adapter(self:HFPolicy, path:str|Path, name:str|None=None) -> str:
     path = Path(path)
     if not (path/'adapter_config.json').exists(): raise FileNotFoundError(f"no LoRA adapter (adapter_config.json) in {path}")
     name = name or path.name
+    self.prefix_cache.clear()   # kept KV was computed with the weights before this load
     with warnings.catch_warnings():
         warnings.simplefilter('ignore', FutureWarning)
         if not isinstance(self.model, PeftModel): self.model = PeftModel.from_pretrained(self.model, str(path), adapter_name=name)
@@ -563,6 +665,7 @@ def _drop(self:HFPolicy, name:str):
 def unload_adapter(self:HFPolicy, name:str):
     "Remove a loaded adapter; the base model becomes active if it was the active one."
     if name not in self.adapters: raise KeyError(f"adapter {name!r} not loaded; loaded: {self.adapters}")
+    self.prefix_cache.clear()
     if len(self.adapters) == 1: self.model, self._active = self.model.unload(), None; return  # back to the plain model
     self._drop(name)
     self.set_adapter(None if self._active == name else self._active)
