@@ -21,7 +21,8 @@ DEMO_METHODS = ['base', 'harness_only', 'parametric_only', 'cove']
 DEMO_FAMILIES = ['tableqa', 'multihop', 'math', 'code']
 DEMO_EPISODES = 24
 DEMO_OVERRIDES = {'trigger.k': 8, 'trigger.N': 8, 'trigger.w': 8, 'model.batch_size': 16, 'train.max_steps': 8,
-                  'train.reference_tasks': 16, 'release.heldout': 2}
+                  'train.reference_tasks': 16,
+                  'release.heldout': 4, 'release.max_entries': 4}
 
 def demo_config(profile:str|None=None, sets:list[str]|dict|None=None, env:dict|None=None) -> Config:
     "The profile with the demo budget on top; explicit `sets` win over both."
@@ -50,7 +51,7 @@ def comparison_rows(metrics:dict[str, dict], families:list[str]) -> list[dict]:
                          train_tokens_modelled=m.get('train_tokens_modelled', 0), updates=m.get('parametric_updates', 0),
                          trigger_events=sum((m.get('trigger_events') or {}).values()),
                          kb_volatile=kb.get('volatile'), kb_stable=kb.get('stable'), kb_strategic=kb.get('strategic'),
-                         internalized=rel.get('internalized'), discarded=rel.get('discarded'), kept=rel.get('kept'),
+                         internalized=rel.get('internalized'), discarded=rel.get('discarded'), kept=rel.get('kept'), untested=rel.get('untested'),
                          minutes=_rate(m.get('wall_s', 0) / 60)))
     return rows
 

@@ -26,7 +26,7 @@ __all__ = ['ORIGINS', 'NO_CALL_HINT', 'FEEDBACK_HINTS', 'EXTRACT_PROMPTS', 'EXTR
            'promote_revised', 'rename_names', 'resurface', 'rename_volatile', 'RolloutPrompt', 'legal_names',
            'observed_names', 'memory_aware_prompt', 'memory_aware_messages', 'called_names', 'recitation_violations',
            'anti_recitation_reward', 'rename_trace', 'anti_recitation_sft', 'anti_recitation_grpo', 'had_utility',
-           'ab_deltas', 'measure_utility', 'release', 'KnowledgePO']
+           'ab_deltas', 'ab_order', 'measure_utility', 'release', 'KnowledgePO']
 
 # %% ../nbs/12_knowledgepo.ipynb #9d8e79e0
 @dataclass
@@ -536,36 +536,49 @@ def ab_deltas(evaluate_fn:Callable, tasks:list, entries:list) -> tuple[float, di
     if len(scores) != len(sets): raise ValueError(f"evaluate_fn.many returned {len(scores)} scores for {len(sets)} entry sets")
     return scores[0], {e.id: s - scores[0] for e, s in zip(entries, scores[1:])}
 
+def ab_order(entries:list, max_entries:int|None=None) -> list:
+    "The entries an A/B tests: most successful uses first (then most uses, then oldest); at most `max_entries` (None or 0: all)."
+    es = sorted(entries, key=lambda e: (-e.successes, -e.uses, e.id))
+    return es[:max_entries] if max_entries else es
+
 def measure_utility(kb, evaluate_fn:Callable, tasks:list, labels:tuple=('stable',), field:str='delta_pre',
                     family:str|None=None, # only entries extracted from this family (None: all)
+                    max_entries:int|None=None, # A/B at most this many (`ab_order`); None or 0: all
                    ) -> dict[int, float]:
     "A/B every online entry with a label in `labels` on `tasks` and store Δ in `field` (`delta_pre` before training)."
     if field not in ('delta_pre', 'delta_post'): raise ValueError(f"field {field!r} must be 'delta_pre' or 'delta_post'")
-    _, d = ab_deltas(evaluate_fn, tasks, [e for e in kb.entries(status='online', family=family) if e.label in labels and not e.promoted])
+    es = [e for e in kb.entries(status='online', family=family) if e.label in labels and not e.promoted]
+    _, d = ab_deltas(evaluate_fn, tasks, ab_order(es, max_entries))
     for i, v in d.items(): kb.update(i, reason='A/B utility', **{field: v})
     return d
 
 # %% ../nbs/12_knowledgepo.ipynb #ff41177c
 def release(kb, evaluate_fn:Callable, heldout_tasks:list,
-            threshold:float=0.0, # Δ below this: internalized
+            threshold:float=0.0, # Δ_post at or below this: internalized
             labels:tuple=('stable',), # labels eligible for release
             stats:KPOStats|None=None,
             family:str|None=None, # only entries extracted from this family, the one just trained (None: all)
+            min_tasks:int=4, # an A/B on fewer held-out tasks cannot show "no utility": such entries are kept, not discarded
+            max_entries:int|None=None, # A/B at most this many entries (`ab_order`); the rest stay online as `untested`
            ) -> dict:
     "Memory release after training (§4.4.2): internalize, discard or keep each online entry."
-    out = dict(internalized=[], discarded=[], kept=[], protected=[], deltas={}, baseline=None)
+    n = len(heldout_tasks)
+    out = dict(internalized=[], discarded=[], kept=[], protected=[], untested=[], deltas={}, baseline=None, n=n)
     todo = []
     for e in kb.entries(status='online', family=family):
         if e.label == 'volatile' or e.promoted or e.label not in labels: out['protected'].append(e.id)
-        elif not had_utility(e): kb.discard(e.id, reason='memory release: no demonstrated utility before training'); out['discarded'].append(e.id)
-        else: todo.append(e)
-    out['baseline'], out['deltas'] = ab_deltas(evaluate_fn, heldout_tasks, todo)
-    for e in todo:
+        elif had_utility(e): todo.append(e)
+        elif e.delta_pre is not None and n < min_tasks: out['kept'].append(e.id)   # Δ_pre <= 0 on too few tasks to tell
+        else: kb.discard(e.id, reason=f'memory release: no demonstrated utility before training (n={n})'); out['discarded'].append(e.id)
+    tested = ab_order(todo, max_entries)
+    out['untested'] = [e.id for e in todo if e not in tested]
+    out['baseline'], out['deltas'] = ab_deltas(evaluate_fn, heldout_tasks, tested)
+    for e in tested:
         d = out['deltas'][e.id]
-        kb.update(e.id, reason='memory release A/B', delta_post=d)
-        if d < threshold: kb.set_status(e.id, 'internalized', reason=f"memory release: delta {d:+.3f} < {threshold}"); out['internalized'].append(e.id)
+        kb.update(e.id, reason=f'memory release A/B (n={n})', delta_post=d)
+        if d <= threshold: kb.set_status(e.id, 'internalized', reason=f"memory release: useful before training, delta {d:+.3f} <= {threshold} after (n={n})"); out['internalized'].append(e.id)
         else: out['kept'].append(e.id)
-    if stats is not None: stats.releases.update({k: len(out[k]) for k in ('internalized', 'discarded', 'kept', 'protected')})
+    if stats is not None: stats.releases.update({k: len(out[k]) for k in ('internalized', 'discarded', 'kept', 'protected', 'untested')})
     return out
 
 # %% ../nbs/12_knowledgepo.ipynb #90a11db1
@@ -614,11 +627,13 @@ def reward(self:KnowledgePO, r_task:float, calls:list, prompt:RolloutPrompt) -> 
     return anti_recitation_reward(r_task, calls, prompt.legal, prompt.observed, self.lam, self.stats)
 
 @patch
-def release(self:KnowledgePO, evaluate_fn:Callable, heldout_tasks:list, threshold:float=0.0, labels:tuple=('stable',), family:str|None=None) -> dict:
+def release(self:KnowledgePO, evaluate_fn:Callable, heldout_tasks:list, threshold:float=0.0, labels:tuple=('stable',), family:str|None=None,
+            min_tasks:int=4, max_entries:int|None=None) -> dict:
     "Memory release after a parametric update (see `release`)."
-    return release(self.kb, evaluate_fn, heldout_tasks, threshold, labels, self.stats, family)
+    return release(self.kb, evaluate_fn, heldout_tasks, threshold, labels, self.stats, family, min_tasks, max_entries)
 
 @patch
-def measure_utility(self:KnowledgePO, evaluate_fn:Callable, heldout_tasks:list, labels:tuple=('stable',), family:str|None=None) -> dict:
+def measure_utility(self:KnowledgePO, evaluate_fn:Callable, heldout_tasks:list, labels:tuple=('stable',), family:str|None=None,
+                    max_entries:int|None=None) -> dict:
     "Pre-training A/B utility (`delta_pre`) of the releasable entries (see `measure_utility`)."
-    return measure_utility(self.kb, evaluate_fn, heldout_tasks, labels, 'delta_pre', family)
+    return measure_utility(self.kb, evaluate_fn, heldout_tasks, labels, 'delta_pre', family, max_entries)

@@ -179,7 +179,7 @@ class HeldoutEval:
 def _heldout(self:CoveMethod, env):
     "`(tasks, evaluate)`: a few held-out train tasks and the `HeldoutEval` of the current policy."
     c = self.cfg
-    tasks = env.tasks('train', c.get('release.heldout', 4), c['run.seed'] + 1)
+    tasks = env.tasks('train', c['release.heldout'], c['run.seed'] + 1)
     agent = HarnessAgent.from_config(self.policy, c, temperature=0.0)
     return tasks, HeldoutEval(agent, env)
 
@@ -255,7 +255,7 @@ def parametric_update(self:CoveMethod, env, family:str) -> str|None:
     if self.kpo:
         self.observe_references(env, family)
         tasks, evaluate = self._heldout(env)
-        pre = {str(k): v for k, v in self.kpo.measure_utility(evaluate, tasks, family=family).items()}   # delta_pre of each stable entry
+        pre = {str(k): v for k, v in self.kpo.measure_utility(evaluate, tasks, family=family, max_entries=self.cfg['release.max_entries']).items()}   # delta_pre of each stable entry
     res, memory_aware = self._train(env, family, n_param)
     if res is None:
         _log.warning(f"trigger fired for {family} but there is no usable training data; update skipped")
@@ -272,7 +272,8 @@ def parametric_update(self:CoveMethod, env, family:str) -> str|None:
 def release_memory(self:CoveMethod, env, family:str) -> dict:
     "A/B every releasable stable entry of `family` on a few held-out train tasks (score with vs without it)."
     tasks, evaluate = self._heldout(env)
-    out = self.kpo.release(evaluate, tasks, threshold=self.cfg.get('release.threshold', 0.0), family=family)
+    c = self.cfg
+    out = self.kpo.release(evaluate, tasks, threshold=c['release.threshold'], family=family, min_tasks=c['release.min_tasks'], max_entries=c['release.max_entries'])
     self.released += out['internalized']
     base = out['baseline']
     return out | {'baseline': None if base != base else base, 'deltas': {str(k): v for k, v in out['deltas'].items()}}   # NaN (nothing tested) -> null
@@ -287,7 +288,7 @@ def metrics(self:CoveMethod) -> dict:
                 parametric_updates=len(done), updates_skipped=len(self.updates) - len(done), trigger_events=dict(ev),
                 trigger_suppressed=int(self.trigger.stats.get('suppressed', 0)),
                 kb=self.kb.counts() if self.kb is not None else None, released=len(self.released),
-                release={k: int(self.kpo.stats.releases.get(k, 0)) for k in ('internalized', 'discarded', 'kept')} if self.kpo else None,
+                release={k: int(self.kpo.stats.releases.get(k, 0)) for k in ('internalized', 'discarded', 'kept', 'untested')} if self.kpo else None,
                 promoted=self.kpo.stats.promotions if self.kpo else 0, kpo=self.kpo.stats.to_dict() if self.kpo else None,
                 router_shares=self.router.shares() if self.router.log else {}, adapter=self.adapter,
                 ledger=self.policy.ledger.to_dict() if getattr(self.policy, 'ledger', None) is not None else self.saved_ledger)

@@ -176,18 +176,28 @@ def test_release_every_branch(emb):
         assert tasks == ['h1']; seen.append(tuple(e.id for e in entries))
         return score[entries[0].id] if entries else 0.5
     s = KPOStats()
-    out = release(kb, evaluate_fn, ['h1'], threshold=0.25, stats=s)
-    assert out['kept'] == [ids['keep'], ids['edge']]                 # Δ = 0.5, and Δ == threshold is not below it
-    assert out['internalized'] == [ids['intern']]
+    out = release(kb, evaluate_fn, ['h1'], threshold=0.25, stats=s, min_tasks=1)
+    assert out['kept'] == [ids['keep']]                             # Δ = 0.5 > threshold
+    assert out['internalized'] == [ids['intern'], ids['edge']]      # Δ = 0.125, and Δ == threshold (§4.4.2: Δ_post <= threshold)
     assert out['discarded'] == [ids['neg_pre'], ids['unused']]      # measured non-positive utility; never a success
     assert out['protected'] == [ids['vol'], ids['strat']]
     assert seen.count(()) == 1 and len(seen) == 4
     assert kb.get(ids['intern']).status == 'internalized' and kb.get(ids['intern']).delta_post == 0.125
     assert kb.get(ids['vol']).delta_post is None
-    assert dict(s.releases) == {'internalized': 1, 'discarded': 2, 'kept': 2, 'protected': 2}
+    assert dict(s.releases) == {'internalized': 2, 'discarded': 2, 'kept': 1, 'protected': 2, 'untested': 0}
+    assert out['n'] == 1 and out['untested'] == []
     assert [had_utility(Entry('x y z w', 'memory', 'stable', uses=2, successes=s_, delta_pre=d)) for s_, d in ((0, None), (1, None), (1, 0.0))] == [False, True, False]
     empty = release(KnowledgeBase(embedder=emb), lambda *a: pytest.fail('no entry needs an A/B'), ['h1'])
     assert [empty[k] for k in ('internalized', 'discarded', 'kept', 'protected', 'deltas')] == [[], [], [], [], {}]
+
+
+def test_release_needs_enough_tasks_to_discard(emb):
+    kb = KnowledgeBase(embedder=emb)
+    i = kb.insert(Entry('a lesson that did not help before training', 'memory', 'stable', uses=1, delta_pre=0.0))
+    assert release(kb, lambda *a: 0.5, ['h1', 'h2'])['kept'] == [i]           # n = 2 < min_tasks = 4: cannot tell
+    assert kb.get(i).status == 'online'
+    assert release(kb, lambda *a: 0.5, ['h1', 'h2', 'h3', 'h4'])['discarded'] == [i]
+    assert kb.get(i).status == 'discarded'
 
 
 def test_knowledgepo_facade(emb):
