@@ -11,36 +11,20 @@ from collections import Counter
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from fastcore.basics import patch
-from .core import Feedback, Task, msg, get_logger, read_jsonl, redact_expected
+from .core import Feedback, Task, msg, get_logger, read_jsonl, redact_expected, EpisodeKeys
 from .run import Method, register_method, write_json
 from .agent import HarnessAgent, EpisodeResult, _safe
 from .tasks.base import Environment, EpisodeState, parse_answer
 
 # %% auto #0
 __all__ = ['FUNCTION_WORDS', 'SUMMARY_SYSTEM', 'SUMMARY_TOKENS', 'SC_FAMILIES', 'SC_EXAMPLES', 'SC_EXAMPLE_CONTEXT', 'SC_ASK',
-           'SC_TEMPERATURE', 'SC_GEN_TOKENS', 'SC_TIMEOUT', 'SC_SEED_POOL', 'task_key', 'StreamKeys', 'squash',
-           'task_gist', 'clean_summary', 'trace_digest', 'experience_text', 'ExperienceMemory', 'summary_messages',
-           'EvoMemory', 'GeneratedTask', 'parse_generated', 'run_verification', 'validate_task', 'challenger_system',
-           'seed_context', 'challenger_messages', 'solver_task', 'VerifiedEnv', 'solve_generated', 'SelfChallenging',
-           'round_summary']
+           'SC_TEMPERATURE', 'SC_GEN_TOKENS', 'SC_TIMEOUT', 'SC_SEED_POOL', 'squash', 'task_gist', 'clean_summary',
+           'trace_digest', 'experience_text', 'ExperienceMemory', 'summary_messages', 'EvoMemory', 'GeneratedTask',
+           'parse_generated', 'run_verification', 'validate_task', 'challenger_system', 'seed_context',
+           'challenger_messages', 'solver_task', 'VerifiedEnv', 'solve_generated', 'SelfChallenging', 'round_summary']
 
 # %% ../nbs/17_baselines.ipynb #1fdb4815
 _log = get_logger('baselines')
-
-def task_key(task) -> str: return f"{task.family}|{task.split}|{task.id}"
-
-class StreamKeys:
-    "Occurrence-aware episode keys `family|split|id#n` (the n-th play of a task in this run)."
-    def __init__(self, episodes_path:Path):
-        self.done = Counter(f"{r['family']}|{r['split']}|{r['task_id']}" for r in read_jsonl(episodes_path))
-    def keys(self, tasks:list) -> list[str]:
-        "Keys of a batch about to be played."
-        seen, out = Counter(), []
-        for t in tasks: k = task_key(t); out.append(f"{k}#{self.done[k] + seen[k]}"); seen[k] += 1
-        return out
-    def commit(self, tasks:list):
-        "The batch was played: its records are written next."
-        self.done.update(task_key(t) for t in tasks)
 
 # %% ../nbs/17_baselines.ipynb #e636e973
 def squash(text, n:int|None=None) -> str:
@@ -138,7 +122,7 @@ class EvoMemory(Method):
     def __init__(self, cfg, out, policy=None):
         super().__init__(cfg, Path(out), policy)
         from cove.embed import Embedder
-        self.state_path, self.keys = self.out/'evo_memory_state.json', StreamKeys(self.out/'episodes.jsonl')
+        self.state_path, self.keys = self.out/'evo_memory_state.json', EpisodeKeys(self.out/'episodes.jsonl')
         self.memory = ExperienceMemory(self.out/'memory.sqlite', Embedder(cfg.get('embed.model', 'minilm'), batch_size=cfg.get('embed.batch_size', 64)),
                                        cfg.get('kb.hnsw_threshold', 50_000))
         self.applied, self.saved_ledger, self._batch = {}, None, {}
@@ -418,7 +402,7 @@ class SelfChallenging(Method):
     def __init__(self, cfg, out, policy=None):
         super().__init__(cfg, Path(out), policy)
         self.state_path, self.adapter_dir, self.round_dir = self.out/'self_challenging_state.json', self.out/'adapters', self.out/'self_challenging'
-        self.keys, self._envs, self._batch = StreamKeys(self.out/'episodes.jsonl'), {}, {}
+        self.keys, self._envs, self._batch = EpisodeKeys(self.out/'episodes.jsonl'), {}, {}
         self.applied, self.family_episodes, self.rounds, self.pending = {}, {}, [], {}
         self.adapter, self.next_round, self.saved_ledger = None, 1, None
         if self.state_path.exists(): self.load_state()

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from fastcore.basics import patch
-from .core import get_logger, msg, append_jsonl, read_jsonl, write_tx
+from .core import get_logger, msg, append_jsonl, read_jsonl, write_tx, task_key, EpisodeKeys
 from .run import Method, register_method, write_json
 from .agent import HarnessAgent
 from .embed import tokenize
@@ -26,7 +26,7 @@ __all__ = ['SRQR_EXAMPLE', 'SRQR_PROMPT', 'ZETA_CLIP', 'LIST_DEPTH', 'EDGE_TYPES
            'SRQR', 'parse_srqr', 'smooth_prior', 'ResidualRouter', 'ema_step', 'sample_zeta', 'router_loss',
            'pool_ranks', 'rrf_scores', 'top_k', 'hybrid_retrieve', 'td_residuals', 'traversal_steps', 'path_credit',
            'propagate', 'apply_q', 'Node', 'MemoryGraph', 'clip_text', 'attempt_text', 'outcome_text', 'frequent_terms',
-           'norm_keyword', 'is_placeholder', 'parse_distill', 'utility_content', 'phase_kind', 'task_key', 'CoEvoMem',
+           'norm_keyword', 'is_placeholder', 'parse_distill', 'utility_content', 'phase_kind', 'CoEvoMem',
            'CoEvoFrozen', 'freeze_checkpoint', 'validation_tasks', 'evaluate_frozen', 'select_checkpoint']
 
 # %% ../nbs/15_coevo.ipynb #2d9f18ce
@@ -413,8 +413,6 @@ def phase_kind(r:int, schedule:str, start_empty:bool, n_phases:int|None=None) ->
     raise ValueError(f"unknown coevo.schedule {schedule!r}")
 
 # %% ../nbs/15_coevo.ipynb #35fa9e11
-def task_key(task) -> str: return f"{task.family}|{task.split}|{task.id}"
-
 class CoEvoMem(Method):
     "CoEvo-Mem: SR-QR + residual router + Q-weighted hybrid retrieval over a typed memory graph valued by graph TD."
     frozen = False
@@ -439,7 +437,7 @@ class CoEvoMem(Method):
             from cove.judge import Judge
             self.judge = Judge(policy, log_path=self.out/'coevo_judge.jsonl')
         self._emb, self._extra, self._rho = None, {}, {c: self.p['rho_c'] for c in EDGE_TYPES}
-        self.seen = Counter(f"{r['family']}|{r['split']}|{r['task_id']}" for r in read_jsonl(self.out/'episodes.jsonl')) if (self.out/'episodes.jsonl').exists() else Counter()
+        self.keys = EpisodeKeys(self.out/'episodes.jsonl')   # `family|split|id#n`: each epoch's play is a new episode
         if self.graph.applied: _log.info(f"resumed coevo: {len(self.graph.applied)} episodes applied, {len(self.graph)} memories, phase {self.state['phase']}")
 
     def _new_state(self) -> dict:
@@ -494,10 +492,9 @@ def n_phases(self:CoEvoMem) -> int|None:
 @patch
 def plan(self:CoEvoMem, tasks:list) -> list[dict]:
     "Per task: applied-key, phase, phase kind, and whether it is a replay of an already applied episode."
-    out, occ, n_new = [], Counter(), 0
-    for t in tasks:
-        base = task_key(t); o = self.seen[base] + occ[base]; occ[base] += 1
-        key = f"{base}|{o}"
+    out, n_new = [], 0
+    for t, key in zip(tasks, self.keys.keys(tasks)):
+        o = EpisodeKeys.occurrence(key)
         if self.frozen: out.append(dict(task=t, key=key, phase=None, kind='frozen', replay=False)); continue
         if key in self.graph.applied:
             a = self.graph.applied[key]; out.append(dict(task=t, key=key, phase=a['phase'], kind=a['kind'], replay=True)); continue
@@ -576,7 +573,7 @@ def run_batch(self:CoEvoMem, env, tasks):
         for (i, p), rr in zip(group, res): results[i] = rr; p['result'] = rr
         if not self.frozen: self.update([p for _, p in group if not p['replay']])
         for _, p in group: self._extra[id(p['result'])] = self._episode_fields(p)
-    for t in tasks: self.seen[task_key(t)] += 1
+    self.keys.commit(tasks)
     if self.judge is not None: self.judge.log.clear()
     return results
 

@@ -7,13 +7,14 @@ Docs: https://cove-research.github.io/cove/core.html.md"""
 # %% ../nbs/00_core.ipynb #52872cde
 from __future__ import annotations
 import contextlib, json, logging, math, os, re, sqlite3, time
+from collections import Counter
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Any
 
 # %% auto #0
 __all__ = ['STATUSES', 'ROLES', 'Feedback', 'redact_expected', 'Task', 'msg', 'repo_root', 'get_logger', 'append_jsonl',
-           'read_jsonl', 'write_tx', 'import_optional', 'wilson', 'rate_ci']
+           'read_jsonl', 'task_key', 'EpisodeKeys', 'write_tx', 'import_optional', 'wilson', 'rate_ci']
 
 # %% ../nbs/00_core.ipynb #427cb844
 STATUSES = ('success', 'failure', 'error', 'timeout')
@@ -98,6 +99,27 @@ def read_jsonl(path:str|Path) -> list[dict]:
             if i == len(lines)-1: get_logger('core').warning(f"{p}: skipped torn last line {i+1}"); continue
             raise ValueError(f"{p}: line {i+1} is not JSON: {line[:80]!r}")
     return out
+
+# %% ../nbs/00_core.ipynb #5cf6372d
+def task_key(task) -> str:
+    "`family|split|id`: a task, whichever epoch plays it."
+    return f"{task.family}|{task.split}|{task.id}"
+
+class EpisodeKeys:
+    "Occurrence-aware episode keys `family|split|id#n`: the n-th play (from 0) of a task in a run."
+    def __init__(self, episodes_path:str|Path|None=None): # a run's `episodes.jsonl`: its recorded plays are counted
+        recs = read_jsonl(episodes_path) if episodes_path is not None and Path(episodes_path).exists() else []
+        self.done = Counter(f"{r.get('family')}|{r.get('split')}|{r.get('task_id')}" for r in recs)
+    def keys(self, tasks:list) -> list[str]:
+        "Keys of a batch about to be played (a task twice in the batch gets two occurrences)."
+        seen, out = Counter(), []
+        for t in tasks: k = task_key(t); out.append(f"{k}#{self.done[k] + seen[k]}"); seen[k] += 1
+        return out
+    def commit(self, tasks:list):
+        "The batch was played: its records are written next."
+        self.done.update(task_key(t) for t in tasks)
+    @staticmethod
+    def occurrence(key:str) -> int: return int(key.rsplit('#', 1)[1])
 
 # %% ../nbs/00_core.ipynb #b43bb93e
 @contextlib.contextmanager

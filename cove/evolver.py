@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
-from .core import Feedback, Task, msg, get_logger, write_tx
+from .core import Feedback, Task, msg, get_logger, write_tx, EpisodeKeys
 from .llm import Policy, Generation
 from .run import Method, register_method
 from .agent import EpisodeResult
@@ -485,7 +485,6 @@ def distill(policy:Policy, rows:list[dict], # episode rows: `task` (dict), `traj
 # %% ../nbs/16_evolver.ipynb #aadf3928
 _log = get_logger('evolver')
 
-def _task_key(task) -> str: return f"{task.family}|{task.split}|{task.id}"
 
 @register_method('evolver')
 class EvolverMethod(Method):
@@ -505,6 +504,7 @@ class EvolverMethod(Method):
             from cove.train import hot_swap
             hot_swap(policy, self.adapter_dir/last['name'])
         self.adapter = last['name'] if last else None
+        self.keys, self._keys = EpisodeKeys(self.out/'episodes.jsonl'), {}   # `family|split|id#n`: each epoch's play is a new episode
         _log.info(f"evolver: {self.n_applied} episodes applied, {len(self.store.principles())} active principles, adapter {self.adapter}")
 
     @property
@@ -513,9 +513,8 @@ class EvolverMethod(Method):
 
 # %% ../nbs/16_evolver.ipynb #1ee57bdd
 @patch
-def apply(self:EvolverMethod, r:EpisodeResult, info:dict) -> bool:
-    "Record episode `r` once: principle uses, its row; False if it was applied before (a replay after a kill)."
-    key = _task_key(r.task)
+def apply(self:EvolverMethod, r:EpisodeResult, info:dict, key:str) -> bool:
+    "Record episode `r` (its `EpisodeKeys` key) once: principle uses, its row; False if it was applied before (a replay after a kill)."
     with self.store.tx() as c:
         if c.execute('SELECT 1 FROM episodes WHERE key = ?', (key,)).fetchone(): return False
         self.store.record_use(r.retrieved, r.success)
@@ -533,9 +532,12 @@ def run_batch(self:EvolverMethod, env, tasks):
     if self.p('cold_start'): self.cold_start(env, fam)
     agent = EvolverAgent(self.policy, self.store, k=self.p('k'), max_turns=self.p('max_turns'), exp_retrieve=self.p('exp_retrieve'),
                          max_new_tokens=self.cfg['model.max_new_tokens'], temperature=self.cfg['model.temperature'], seed=self.cfg['run.seed'])
+    keys = self.keys.keys(tasks)
     out = agent.run(env, tasks, self.p('w_o'), self.p('w_f'))
-    for r, info in out:
-        if self.apply(r, info): self.catch_up()
+    for (r, info), key in zip(out, keys):
+        self._keys[id(r)] = key
+        if self.apply(r, info, key): self.catch_up()
+    self.keys.commit(tasks)
     return [r for r, _ in out]
 
 @patch
@@ -552,7 +554,7 @@ def catch_up(self:EvolverMethod):
 @patch
 def extra(self:EvolverMethod, res) -> dict:
     "Fields added to the episode line: actions, reward, format reward, principles used."
-    r = self.store.conn.execute('SELECT info FROM episodes WHERE key = ?', (_task_key(res.task),)).fetchone()
+    r = self.store.conn.execute('SELECT info FROM episodes WHERE key = ?', (self._keys.pop(id(res), None),)).fetchone()
     i = json.loads(r['info']) if r else {}
     return dict(channel=None, reward=i.get('reward'), format_reward=i.get('format_reward'), principles_used=i.get('used', []),
                 actions={a: i.get(a, 0) for a in ACTIONS}, forced=bool(i.get('forced')), parse_failures=i.get('parse_failure', 0))

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 import numpy as np
 from fastcore.basics import patch
-from .core import get_logger, msg, read_jsonl, write_tx, redact_expected
+from .core import get_logger, msg, read_jsonl, write_tx, redact_expected, task_key, EpisodeKeys
 from .run import Method, register_method, write_json
 from .agent import HarnessAgent
 
@@ -219,7 +219,6 @@ def trace_digest(res) -> str:
 _log = get_logger('memrl')
 PARAMS = ('delta', 'k1', 'k2', 'lam', 'alpha', 'q_init', 'update', 'gamma')
 
-def _task_key(t) -> str: return f"{t.family}|{t.split}|{t.id}"
 
 def memory_source(cfg) -> Path|None:
     "The source memory of a frozen (transfer) run: `memrl.source` (also `$COVE_MEMRL_SOURCE`, through `load_config`)."
@@ -253,7 +252,7 @@ class MemRL(Method):
         self.embedder = Embedder(cfg.get('embed.model', 'minilm'), batch_size=cfg.get('embed.batch_size', 64))
         self.bank = MemoryBank(self.mem_path, dim=self.embedder.dim)
         if not self.freeze: self._check_params()
-        self._seen = Counter(f"{r['family']}|{r['split']}|{r['task_id']}" for r in read_jsonl(self.out/'episodes.jsonl'))
+        self.keys = EpisodeKeys(self.out/'episodes.jsonl')
         self._extra = {}
         _log.info(f"memrl {'FROZEN ' if self.freeze else ''}memory {self.bank}, {self.p}")
 
@@ -288,7 +287,7 @@ def _unique_parts(tasks:list) -> list[list]:
     "Split `tasks` into consecutive parts in which no task occurs twice."
     parts, cur = [], []
     for t in tasks:
-        if any(_task_key(t) == _task_key(u) for u in cur): parts.append(cur); cur = []
+        if any(task_key(t) == task_key(u) for u in cur): parts.append(cur); cur = []
         cur.append(t)
     return parts + [cur] if cur else parts
 
@@ -301,8 +300,7 @@ def run_batch(self:MemRL, env, tasks):
 @patch
 def _play(self:MemRL, env, tasks):
     c, p = self.cfg, self.p
-    keys = []
-    for t in tasks: self._seen[_task_key(t)] += 1; keys.append(f"{_task_key(t)}#{self._seen[_task_key(t)]}")
+    keys = self.keys.keys(tasks); self.keys.commit(tasks)
     qv = self.embedder.encode([t.prompt for t in tasks])
     done = [None if self.freeze else self.bank.applied(k) for k in keys]
     plans = [d['retrieval'] if d else self.bank.retrieve(v, p['delta'], p['k1'], p['k2'], p['lam']) for d, v in zip(done, qv)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json, os, time
 from collections import Counter
 from pathlib import Path
-from .core import get_logger
+from .core import get_logger, EpisodeKeys
 from .run import Method, register_method, write_json
 from .agent import HarnessAgent
 from .router import make_router, Router, PARAMETRIC_CHANNELS
@@ -29,8 +29,6 @@ VARIANTS = {  # method -> (router, memory on, trigger)
 }
 _log = get_logger('workflow')
 
-def _task_key(task) -> str: return f"{task.family}|{task.split}|{task.id}"
-
 # %% ../nbs/13_workflow.ipynb #1bc2afff
 class CoveMethod(Method):
     "COVE (Algorithm 1): memory + routing + triggered parametric updates + memory release, resumable."
@@ -48,6 +46,7 @@ class CoveMethod(Method):
         self.kpo = self._kpo() if self.memory else None
         self.applied, self.updates, self.trajectories, self.released, self.pending = {}, [], {}, [], {}
         self.references_seen = []   # train tasks whose reference replay KnowledgePO has observed
+        self.keys, self._keys = EpisodeKeys(self.out/'episodes.jsonl'), {}   # `family|split|id#n`: each epoch's play is a new episode
         self.adapter, self.saved_ledger = None, None
         if self.state_path.exists(): self.load_state()
 
@@ -94,6 +93,8 @@ def load_state(self:CoveMethod):
     self.trigger.load_state_dict(s['trigger']); self.router.load_state_dict(s['router'])
     if self.kpo and s.get('kpo'): self.kpo.stats = KPOStats.from_dict(s['kpo'])
     self.updates, self.trajectories, self.applied, self.released, self.pending = s['updates'], s['trajectories'], s['applied'], s['released'], s['pending']
+    old = lambda k: k if '#' in k else f'{k}#0'   # states written before episode keys carried the occurrence: those were first plays
+    self.applied, self.pending = {old(k): v for k, v in self.applied.items()}, {f: old(k) for f, k in self.pending.items()}
     self.references_seen, self.saved_ledger = s.get('references_seen', []), s.get('ledger')
     if s.get('ledger') and getattr(self.policy, 'ledger', None) is not None:
         self.policy.ledger = self.policy.ledger.merge(TokenLedger.from_dict(s['ledger']))
@@ -110,10 +111,10 @@ def run_chunk(self:CoveMethod, pairs:list[tuple]):
     agent = HarnessAgent.from_config(self.policy, c, kb=self.kb)
     env_of = {t.family: e for e, t in pairs}
     for fam, e in env_of.items(): self.run_pending(e, fam)   # an update a kill interrupted
+    keys = self.keys.keys([t for _, t in pairs])
     results = agent.run([e for e, _ in pairs], [t for _, t in pairs])
-    for r in results:
-        env = env_of[r.task.family]
-        key = _task_key(r.task)
+    for r, key in zip(results, keys):
+        env, self._keys[id(r)] = env_of[r.task.family], key
         if key in self.applied: continue
         if self.kb is not None and r.retrieved: self.kb.record_use([i for i in r.retrieved if i is not None], r.success, reason=f'used in {r.task.id}')
         if self.kpo: self.kpo.observe(r)
@@ -127,6 +128,7 @@ def run_chunk(self:CoveMethod, pairs:list[tuple]):
         if ev is not None: self.pending[r.task.family] = key   # saved with the decision: a kill cannot lose it
         self.save_state()
         if ev is not None: self.run_pending(env, r.task.family)
+    self.keys.commit([t for _, t in pairs])
     return results
 
 @patch
@@ -143,7 +145,7 @@ def run_pending(self:CoveMethod, env, family:str):
 @patch
 def extra(self:CoveMethod, res) -> dict:
     "Fields added to the episode line: channel, signals, trigger condition, adapter of an update it triggered."
-    a = self.applied.get(_task_key(res.task), {})
+    a = self.applied.get(self._keys.pop(id(res), None), {})
     return dict(channel=a.get('channel'), signals=a.get('signals', []), trigger=a.get('trigger'), update=a.get('update'))
 
 # %% ../nbs/13_workflow.ipynb #7b0f21fd

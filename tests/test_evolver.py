@@ -137,9 +137,9 @@ def test_sft_ablation_update(tmp_path):
     assert ups()['train:1'][0] is None and ups()['train:1'][1]['skipped'] == 'no successful trajectory'
     # two successful trajectories (reference replays) join the stream; the next update trains on exactly those
     info = json.loads(meth.store.conn.execute('SELECT info FROM episodes ORDER BY n LIMIT 1').fetchone()[0])   # the fields run_batch records
-    for t in env.tasks('train', 2, 0):
+    for t, key in zip(env.tasks('train', 2, 0), meth.keys.keys(env.tasks('train', 2, 0))):
         r = replay_reference(env, t)
-        assert r.success and meth.apply(r, info | dict(reward=1.0))
+        assert r.success and meth.apply(r, info | dict(reward=1.0), key)
     meth.update('train:2')
     name, d = ups()['train:2']
     assert name and d['algo'] == 'sft' and d['examples'] == 2 and d['steps'] == 1 and d['train_tokens'] > 0, d
