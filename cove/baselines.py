@@ -34,8 +34,7 @@ def squash(text, n:int|None=None) -> str:
 
 def task_gist(task:Task, n:int=300) -> str:
     "What a task asks: its `question` payload when it has one (e.g. multi-hop QA after long paragraphs), else its prompt."
-    q = (task.payload or {}).get('question') if isinstance(task.payload, dict) else None
-    return squash(q if isinstance(q, str) and q.strip() else task.prompt, n)
+    return squash(task.query, n)
 
 # %% ../nbs/17_baselines.ipynb #1429b363
 FUNCTION_WORDS = frozenset('''a an the to of and or in on at by for from with as is are was were be it its this that then than

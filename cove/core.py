@@ -51,6 +51,11 @@ class Task:
     meta: dict = field(default_factory=dict)     # source, reference solution, ...
 
     def to_dict(self) -> dict: return asdict(self)
+    @property
+    def query(self) -> str:
+        "What the task asks, for retrieval and memory intents: `payload['question']` where the family sets one (multi-hop QA puts it after ten paragraphs), else the prompt."
+        q = self.payload.get('question') if isinstance(self.payload, dict) else None
+        return q if isinstance(q, str) and q.strip() else self.prompt
 
 # %% ../nbs/00_core.ipynb #777da82e
 ROLES = ('system', 'user', 'assistant', 'tool')

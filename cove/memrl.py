@@ -30,9 +30,9 @@ def zscore(x) -> np.ndarray:
     return np.zeros_like(x) if sd < 1e-9 else (x - x.mean()) / sd
 
 def phase_a(sims, delta:float, k1:int) -> np.ndarray:
-    "Phase A: positions with `sim > delta` (strict), the `k1` most similar first (ties in position order)."
+    "Phase A: positions with `sim >= delta` (as MemRL's public code), the `k1` most similar first (ties in position order)."
     sims = np.asarray(sims, dtype=np.float64)
-    idx = np.flatnonzero(sims > delta)
+    idx = np.flatnonzero(sims >= delta)
     return idx[np.argsort(-sims[idx], kind='stable')][:k1]
 
 def phase_b_scores(sims, qs, lam:float) -> np.ndarray:
@@ -301,7 +301,7 @@ def run_batch(self:MemRL, env, tasks):
 def _play(self:MemRL, env, tasks):
     c, p = self.cfg, self.p
     keys = self.keys.keys(tasks); self.keys.commit(tasks)
-    qv = self.embedder.encode([t.prompt for t in tasks])
+    qv = self.embedder.encode([t.query for t in tasks])   # the intent is the question (HotpotQA's follows ten paragraphs)
     done = [None if self.freeze else self.bank.applied(k) for k in keys]
     plans = [d['retrieval'] if d else self.bank.retrieve(v, p['delta'], p['k1'], p['k2'], p['lam']) for d, v in zip(done, qv)]
     entries = [[SimpleNamespace(id=m['id'], content=m['experience'], label='stable') for m in self.bank.get(pl['selected'])] for pl in plans]
@@ -352,7 +352,7 @@ def _learn(self:MemRL, key:str, r, plan:dict, qvec, summ) -> dict:
                         info['q_updates'][str(mid)] = [q, new]
                     info['td_resolved'] = dict(of=pend['key'], next_max_q=nxt)
                 self.bank.set_meta('td_pending', dict(key=key, selected=plan['selected'], reward=rew) if plan['selected'] else None)
-            info['new_memory'] = self.bank.insert(r.task.prompt, exp, p['q_init'], qvec, family=r.task.family, task_id=r.task.id,
+            info['new_memory'] = self.bank.insert(r.task.query, exp, p['q_init'], qvec, family=r.task.family, task_id=r.task.id,
                                                   success=int(r.success), summary_ok=int(text is not None), created_by=key)
         self.bank.con.execute('INSERT INTO applied(key, info) VALUES (?, ?)', (key, json.dumps(info)))
     return info

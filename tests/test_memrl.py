@@ -24,7 +24,8 @@ def test_two_phase_ranking_and_threshold():
     assert two_phase(sims, qs, 0.5, 3, 3, 1.0)[1].tolist() == [1, 2, 0]    # λ = 1: utility order
     assert two_phase(sims, qs, 0.5, 5, 5, 0.5)[0].tolist() == [0, 1, 2, 4] # 0.4 is under δ whatever k1
     assert two_phase(sims, qs, 0.85, 3, 3, 0.5)[1].tolist() == [0]         # one candidate: z-scores 0, injected
-    assert two_phase(sims, qs, 0.9, 3, 3, 0.5)[0].tolist() == []           # sim == δ is not > δ: empty pool
+    assert two_phase(sims, qs, 0.9, 3, 3, 0.5)[0].tolist() == [0]          # sim == δ is in: Phase A keeps sim >= δ
+    assert two_phase(sims, qs, 0.95, 3, 3, 0.5)[0].tolist() == []          # nothing that similar: empty pool
     # equal Q in the pool: ẑ(Q) = 0, so the ranking is by similarity alone
     assert two_phase([0.6, 0.9, 0.7], [0.2, 0.2, 0.2], 0.5, 5, 3, 0.5)[1].tolist() == [1, 2, 0]
 
@@ -129,3 +130,18 @@ def test_memrl_resume_after_kill(tmp_path):
     m2 = json.loads((out/'metrics.json').read_text())
     assert (m2['memory'], m2['q_updates'], m2['summaries']) == (m['memory'], m['q_updates'], m['summaries'])
     print(f"killed after {killed_at} episodes; memory {m2['memory']}")
+
+
+def test_intent_is_the_question(tmp_path):
+    "A multi-hop task's memory intent (and retrieval query) is its question, not the ten paragraphs before it."
+    from cove.config import load_config
+    from cove.llm import HFPolicy
+    from cove.memrl import MemRL
+    from cove.run import open_envs
+    cfg = load_config(overrides={'model.name': 'tiny', 'model.max_new_tokens': 8})
+    env = open_envs(['multihop'], cfg)['multihop']
+    t = env.tasks('test', 1, 0)[0]
+    assert t.query == t.payload['question'] and len(t.prompt) > 3 * len(t.query)
+    MemRL(cfg, tmp_path, HFPolicy.load('tiny')).run_batch(env, [t])
+    con = sqlite3.connect(tmp_path/'memrl.sqlite')
+    assert [r[0] for r in con.execute('SELECT intent FROM memories')] == [t.payload['question']]
