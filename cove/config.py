@@ -111,7 +111,7 @@ SCHEMA: dict[str, Key] = {k.name: k for k in [
     Key('coevo.dense_edge', float, 0.6, 'CoEvo-Mem cosine above which two nodes get a Dense edge'),
     Key('coevo.sparse_edge', int, 2, 'CoEvo-Mem shared keywords for a Sparse edge'),
     Key('coevo.schedule', str, 'alternate', 'CoEvo-Mem phase schedule (paper) or its ablations', ('alternate', 'simultaneous', 'two_stage')),
-    Key('coevo.phase_len', int, 0, 'CoEvo-Mem episodes per phase (0 = one full pass of the family stream)'),
+    Key('coevo.phase_len', int, 8, 'CoEvo-Mem applied episodes per phase: Memory, Router, Memory, ... whatever run.epochs (0 = one full pass of the stream per phase, SPEC §6)'),
     Key('coevo.srqr', bool, True, 'CoEvo-Mem SR-QR rewrites and prior (False = ablation w/o SR-QR)'),
     Key('coevo.memory_evolution', bool, True, 'CoEvo-Mem typed edges, path-credit propagation and temporal expansion (False = its paper ablation: direct Q updates of retrieved memories only)'),
     Key('evolver.k', int, 3, 'EvolveR results per search action'),

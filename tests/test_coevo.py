@@ -62,7 +62,8 @@ def test_srqr_fallback_and_schedule():
 
 def _cmd(out):
     return LAUNCH + ['run', '--method', 'coevo', '--tasks', 'math,tableqa', '--episodes', '2', '--split', 'train', '--model', 'tiny',
-                     '--set', 'run.epochs=2', '--set', 'model.batch_size=4', '--set', 'model.max_new_tokens=8', '--out', str(out), '--quiet']
+                     '--set', 'run.epochs=2', '--set', 'coevo.phase_len=0',   # a phase per pass: epoch 1 Memory, epoch 2 Router
+                     '--set', 'model.batch_size=4', '--set', 'model.max_new_tokens=8', '--out', str(out), '--quiet']
 
 def _episodes(out):
     p = Path(out)/'episodes.jsonl'
@@ -115,3 +116,16 @@ def test_coevo_resume_after_kill(tmp_path):
     # finished: a rerun adds nothing
     r = _run(out); assert r.returncode == 0, r.stderr[-3000:]
     assert len(_episodes(out)) == n and len(_state(out)[0]) == n
+
+
+def test_default_schedule_alternates_within_one_pass(tmp_path):
+    "One epoch at the defaults: phases of coevo.phase_len = 8 episodes alternate Memory, Router, Memory, so the router trains."
+    out = tmp_path/'run'
+    cmd = LAUNCH + ['run', '--method', 'coevo', '--tasks', 'math', '--episodes', '20', '--split', 'train', '--model', 'tiny',
+                    '--set', 'model.batch_size=4', '--set', 'model.max_new_tokens=8', '--out', str(out), '--quiet']
+    r = subprocess.run(cmd, cwd=ROOT, env={**os.environ, 'OMP_NUM_THREADS': '1', 'HF_HUB_OFFLINE': '1'}, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    applied, _, _, st, router = _state(out)
+    kinds = [a['kind'] for a in sorted(applied.values(), key=lambda a: a['step'])]
+    assert kinds == ['memory'] * 8 + ['router'] * 8 + ['memory'] * 4, kinds
+    assert st['counts']['router_updates'] == 8 and router is not None
