@@ -543,7 +543,7 @@ def run_batch(self:EvolverMethod, env, tasks):
 @patch
 def catch_up(self:EvolverMethod):
     "Run the offline phase and the policy update that the applied episodes make due (again, if a kill interrupted them)."
-    n, pe, te = self.n_applied, self.p('prune_every'), self.p('train_every')
+    n, pe, te = self.n_applied, self.p('prune_every'), 0 if self.p('no_rl') else self.p('train_every')
     if pe > 0 and n // pe > 0:
         done = self.store.conn.execute('SELECT MAX(n) FROM phases').fetchone()[0] or 0
         if n // pe > done: self.offline_phase(n // pe)
@@ -642,15 +642,16 @@ def _since_last_update(self:EvolverMethod) -> list:
 
 @patch
 def update(self:EvolverMethod, key:str):
-    "Train the policy (GRPO or SFT, `train.algo`) on the trajectories since the last update; hot-swap; record `key`."
+    "Train the policy (GRPO or SFT, `evolver.algo`) on the trajectories since the last update; hot-swap; record `key`."
     from cove.train import train_sft, train_grpo, trajectories_to_sft, turn_prompts
     c, rows, n = self.cfg, self._since_last_update(), int(key.split(':')[1])
     recs = [dict(trace=json.loads(r['trajectory']), score=float(r['success']), task_id=r['task_id'], family=r['family']) for r in rows]
-    kw = dict(lora_r=c['train.lora_r'], lr=c['train.lr'], max_steps=c['train.max_steps'], use_cpu=c['train.use_cpu'], seed=c['run.seed'],
-              init_adapter=self.adapter_dir/self.adapter if self.adapter else None)
+    algo = self.p('algo')
+    kw = dict(lora_r=c['train.lora_r'], lr=c['train.grpo_lr'] if algo == 'grpo' else c['train.lr'], max_steps=c['train.max_steps'],
+              use_cpu=c['train.use_cpu'], seed=c['run.seed'], init_adapter=self.adapter_dir/self.adapter if self.adapter else None)
     res, why = None, None
     try:
-        if c['train.algo'] == 'grpo':
+        if algo == 'grpo':
             tasks = {r['task_id']: Task(**json.loads(r['task'])) for r in rows}
             data = turn_prompts(recs, min_score=0.0)
             if len(data) == 0: why = 'no trajectories'
@@ -662,7 +663,7 @@ def update(self:EvolverMethod, key:str):
             if len(data) == 0: why = 'no successful trajectory'
             else: res = train_sft(self.policy, data, self.adapter_dir, batch_size=min(2, c['train.batch_size']), max_length=c['train.max_length'], **kw)
     except ValueError as e: why = f'{type(e).__name__}: {e}'   # e.g. every conversation longer than train.max_length
-    self._record_update(key, n, res, why, algo=c['train.algo'], examples=len(rows))
+    self._record_update(key, n, res, why, algo=algo, examples=len(rows))
 
 @patch
 def _record_update(self:EvolverMethod, key:str, n:int, res, why:str|None, **detail):

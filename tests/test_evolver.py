@@ -102,7 +102,7 @@ def test_cold_start_and_grpo_update(tmp_path):
     from cove.llm import HFPolicy
     from cove.tasks.base import make_env
     cfg = load_config(overrides={'model.name': 'tiny', 'model.max_new_tokens': 8, 'evolver.max_turns': 1, 'evolver.prune_every': 0,
-                                 'evolver.train_every': 2, 'evolver.cold_start': True, 'train.algo': 'grpo', 'train.max_steps': 1})
+                                 'evolver.train_every': 2, 'evolver.cold_start': True, 'evolver.algo': 'grpo', 'train.max_steps': 1})
     pol = HFPolicy.load('tiny')
     meth = EvolverMethod(cfg, tmp_path, pol)
     env = make_env('math')
@@ -121,13 +121,13 @@ def test_cold_start_and_grpo_update(tmp_path):
     assert meth2.adapter == grpo[0] and pol2.active_adapter == grpo[0] and meth2.n_applied == 2
 
 def test_sft_ablation_update(tmp_path):
-    "The SFT ablation (`train.algo=sft`): rejection fine-tuning on the successful trajectories since the last update only."
+    "The SFT ablation (`evolver.algo=sft`): rejection fine-tuning on the successful trajectories since the last update only."
     from cove.config import load_config
     from cove.llm import HFPolicy
     from cove.tasks.base import make_env
     from cove.agent import replay_reference
     cfg = load_config(overrides={'model.name': 'tiny', 'model.max_new_tokens': 8, 'evolver.max_turns': 1, 'evolver.prune_every': 0,
-                                 'evolver.train_every': 2, 'train.algo': 'sft', 'train.max_steps': 1})
+                                 'evolver.train_every': 2, 'evolver.cold_start': False, 'evolver.algo': 'sft', 'train.max_steps': 1})
     pol = HFPolicy.load('tiny')
     meth = EvolverMethod(cfg, tmp_path, pol)
     env = make_env('math')
@@ -144,3 +144,26 @@ def test_sft_ablation_update(tmp_path):
     name, d = ups()['train:2']
     assert name and d['algo'] == 'sft' and d['examples'] == 2 and d['steps'] == 1 and d['train_tokens'] > 0, d
     assert pol.active_adapter == name and meth.metrics()['parametric_updates'] == 1
+
+
+def test_defaults_are_the_papers_system(tmp_path, monkeypatch):
+    "By default: cold start, then GRPO updates at train.grpo_lr on a schedule; `evolver.no_rl` is the ablation without updates."
+    from cove.config import load_config
+    from cove.llm import HFPolicy
+    from cove.tasks.base import make_env
+    import cove.train
+    d = load_config()
+    assert d['evolver.cold_start'] and d['evolver.algo'] == 'grpo' and d['evolver.train_every'] > 0 and not d['evolver.no_rl']
+    seen = {}
+    def fake_grpo(policy, data, reward, out_dir, **kw): seen.update(kw); raise ValueError('captured')
+    monkeypatch.setattr(cove.train, 'train_grpo', fake_grpo)
+    base = {'model.name': 'tiny', 'model.max_new_tokens': 8, 'evolver.max_turns': 1, 'evolver.prune_every': 0, 'evolver.train_every': 2,
+            'evolver.cold_start': False}
+    env = make_env('math')
+    for sub in ('rl', 'no_rl'): (tmp_path/sub).mkdir()
+    meth = EvolverMethod(load_config(overrides=base), tmp_path/'rl', HFPolicy.load('tiny'))
+    meth.run_batch(env, env.tasks('test', 2, 0))
+    assert seen['lr'] == d['train.grpo_lr'] != d['train.lr']                     # GRPO's own learning rate
+    ablation = EvolverMethod(load_config(overrides={**base, 'evolver.no_rl': True}), tmp_path/'no_rl', HFPolicy.load('tiny'))
+    ablation.run_batch(env, env.tasks('test', 2, 0))
+    assert ablation.n_applied == 2 and ablation.store.conn.execute('SELECT COUNT(*) FROM updates').fetchone()[0] == 0
