@@ -229,11 +229,13 @@ def insert(self:PrincipleStore, kind:str, content:str, family:str|None=None, sou
     return cur.lastrowid
 
 @patch
-def merge(self:PrincipleStore, target:int, content:str, sources:list|None=None, similarity:float|None=None, exact:bool=False):
+def merge(self:PrincipleStore, target:int, content:str, sources:list|None=None, similarity:float|None=None, exact:bool=False,
+          success:bool|None=None): # the absorbed principle's trajectory: one more use, and a success if it succeeded (as EvolveR's code)
     "Absorb an equivalent new principle into `target` (inside the caller's transaction)."
     p = self.get(target)
-    self.conn.execute('UPDATE principles SET merged = merged + 1, sources = ?, updated = ? WHERE id = ?',
-                      (json.dumps(p.sources + list(sources or [])), time.time(), target))
+    use, win = (0, 0) if success is None else (1, int(bool(success)))
+    self.conn.execute('UPDATE principles SET merged = merged + 1, uses = uses + ?, successes = successes + ?, sources = ?, updated = ? WHERE id = ?',
+                      (use, win, json.dumps(p.sources + list(sources or [])), time.time(), target))
     self.event('merge', target, absorbed=content, similarity=similarity, exact=exact)
 
 @patch
@@ -584,7 +586,8 @@ def integrate(self:EvolverMethod, row, d:dict):
         tok = dict(prompt_tokens=d['prompt_tokens'], completion_tokens=d['completion_tokens'])
         if d['principle'] is None: self.store.event('distill_failed', None, kind=d['kind'], error=d['error'], raw=d['raw'][:300], episode=row['key'], **tok)
         elif target is not None:
-            self.store.merge(target, d['principle'], [row['key']], similarity=1.0 if exact is not None else checks[-1][1], exact=exact is not None)
+            self.store.merge(target, d['principle'], [row['key']], similarity=1.0 if exact is not None else checks[-1][1], exact=exact is not None,
+                             success=bool(row['success']))
             self.store.event('distilled', target, episode=row['key'], **tok)
         else: self.store.event('distilled', self.store.insert(d['kind'], d['principle'], row['family'], [row['key']], vec), episode=row['key'], **tok)
         c.execute('UPDATE episodes SET distilled = 1 WHERE key = ?', (row['key'],))
