@@ -427,7 +427,7 @@ class HFPolicy(Policy):
 def _gen_config(self:HFPolicy, max_new_tokens, temperature, top_p, stop, min_new_tokens):
     from transformers import GenerationConfig
     if temperature < 0 or not 0 < top_p <= 1: raise ValueError(f"need temperature >= 0 and 0 < top_p <= 1, got {temperature}, {top_p}")
-    kw = dict(max_new_tokens=max_new_tokens, do_sample=temperature > 0, use_cache=True,
+    kw = dict(max_new_tokens=max_new_tokens, do_sample=temperature > 0, use_cache=True, return_dict_in_generate=True,   # the cache comes back for `PrefixCache`
               pad_token_id=self.tokenizer.pad_token_id, eos_token_id=sorted(self.eos_ids))
     if min_new_tokens: kw['min_new_tokens'] = min_new_tokens
     if temperature > 0: kw.update(temperature=temperature, top_p=top_p, top_k=0)
@@ -568,7 +568,7 @@ def _generate_rows(self:HFPolicy, toks:list[list[int]], hits:list, cfg, stop) ->
     ids, mask, start = ids.to(self.device), mask.to(self.device), C + S
     crit = StoppingCriteriaList([PatternStop(self.tokenizer, stop_patterns(stop), start)]) if stop_patterns(stop) else None
     res = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg, tokenizer=self.tokenizer if stop_strings(stop) else None,
-                              stopping_criteria=crit, return_dict_in_generate=True, **kw)
+                              stopping_criteria=crit, **kw)
     gens = [self._finish(row, len(t), stop) for t, row in zip(toks, res.sequences[:, start:].tolist())]
     cache = res.get('cache') or res.get('past_key_values')
     if self.prefix_cache.max_tokens and cache is not None:

@@ -10,7 +10,8 @@ EPOCHS, EPISODES = 3, 2
 def _run(out, method):
     cmd = [COVE, 'run', '--method', method, '--tasks', 'math', '--episodes', str(EPISODES), '--model', 'tiny',
            '--set', f'run.epochs={EPOCHS}', '--set', 'model.batch_size=2', '--set', 'model.max_new_tokens=8',
-           '--set', 'trigger.k=100', '--out', str(out), '--quiet']   # no parametric update: this is about the episode bookkeeping
+           '--set', 'trigger.k=100', '--set', 'evolver.cold_start=false', '--set', 'evolver.train_every=0',
+           '--out', str(out), '--quiet']   # no parametric update: this is about the episode bookkeeping
     r = subprocess.run(cmd, cwd=ROOT, env={**os.environ, 'OMP_NUM_THREADS': '1'}, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     recs = [json.loads(l) for l in (out/'episodes.jsonl').read_text().splitlines() if l.strip()]

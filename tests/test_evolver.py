@@ -84,7 +84,8 @@ def test_evolver_resume_after_kill(tmp_path):
     assert len(per_ep) == n and set(per_ep.values()) == {1}                                               # each trajectory distilled once
     assert con.execute('SELECT COUNT(*) FROM episodes WHERE distilled = 0').fetchone()[0] == 0
     uses = con.execute('SELECT COALESCE(SUM(uses), 0) FROM principles').fetchone()[0]
-    assert uses == sum(len(json.loads(i)['used']) for (i,) in con.execute('SELECT info FROM episodes'))   # uses counted once per episode
+    merges = con.execute("SELECT COUNT(*) FROM events WHERE kind = 'merge'").fetchone()[0]              # a merged principle adds a use
+    assert uses == sum(len(json.loads(i)['used']) for (i,) in con.execute('SELECT info FROM episodes')) + merges   # once per episode
     m = json.loads((out/'metrics.json').read_text())
     assert m['overall']['n'] == n and m['applied'] == n and m['offline_phases'] == n // 2
     assert m['distilled'] + m['distill_failures'] == n
