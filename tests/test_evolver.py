@@ -54,7 +54,8 @@ def test_action_parsing():
 def _cmd(out, episodes):
     return LAUNCH + ['run', '--method', 'evolver', '--tasks', 'multihop,math', '--episodes', str(episodes), '--model', 'tiny',
                      '--set', 'model.batch_size=2', '--set', 'model.max_new_tokens=12', '--set', 'evolver.prune_every=2',
-                     '--set', 'evolver.max_turns=1', '--out', str(out), '--quiet']
+                     '--set', 'evolver.max_turns=1', '--set', 'evolver.cold_start=false',   # resume bookkeeping only: no training
+                     '--out', str(out), '--quiet']
 
 def _episodes(out):
     p = Path(out)/'episodes.jsonl'
