@@ -230,7 +230,7 @@ def insert(self:PrincipleStore, kind:str, content:str, family:str|None=None, sou
 
 @patch
 def merge(self:PrincipleStore, target:int, content:str, sources:list|None=None, similarity:float|None=None, exact:bool=False,
-          success:bool|None=None): # the absorbed principle's trajectory: one more use, and a success if it succeeded (as EvolveR's code)
+          success:bool|None=None): # the absorbed principle's trajectory: one more use, and a success if it succeeded (issue 11, after EvolveR's public code)
     "Absorb an equivalent new principle into `target` (inside the caller's transaction)."
     p = self.get(target)
     use, win = (0, 0) if success is None else (1, int(bool(success)))

@@ -571,7 +571,8 @@ def release(kb, evaluate_fn:Callable, heldout_tasks:list,
         elif e.delta_pre is not None and n < min_tasks: out['kept'].append(e.id)   # Δ_pre <= 0 on too few tasks to tell
         else: kb.discard(e.id, reason=f'memory release: no demonstrated utility before training (n={n})'); out['discarded'].append(e.id)
     tested = ab_order(todo, max_entries)
-    out['untested'] = [e.id for e in todo if e not in tested]
+    ids = {e.id for e in tested}
+    out['untested'] = [e.id for e in todo if e.id not in ids]
     out['baseline'], out['deltas'] = ab_deltas(evaluate_fn, heldout_tasks, tested)
     for e in tested:
         d = out['deltas'][e.id]

@@ -350,6 +350,13 @@ def choice_token_spans(tokenizer, messages, choices:list[str], end:bool=True, **
     return out
 
 # %% ../nbs/02_llm.ipynb #ffa6b1d3
+def _common_prefix(seqs:list[list[int]]) -> int:
+    "Length of the longest common prefix of `seqs` (prompt prefixes for the prefix cache, choice spans for scoring)."
+    n = min(map(len, seqs)); a = np.asarray(seqs[0][:n], dtype=np.int64)
+    for s in seqs[1:]:
+        eq = a[:n] == np.asarray(s[:n], dtype=np.int64); n = n if eq.all() else int(eq.argmin())
+    return n
+
 class PrefixCache:
     "Per-row KV caches of recent prompts, reused for the longest common token prefix (LRU, at most `max_tokens` tokens)."
     def __init__(self, max_tokens:int=32768):
@@ -359,13 +366,6 @@ class PrefixCache:
     @property
     def tokens(self) -> int: return sum(len(r[1]) for r in self.rows)
     def clear(self): self.rows = []
-    @staticmethod
-    def common_prefix(seqs:list[list[int]]) -> int:
-        "Length of the longest prefix shared by all `seqs`."
-        n = min(map(len, seqs)); a = np.asarray(seqs[0][:n], dtype=np.int64)
-        for s in seqs[1:]:
-            eq = a[:n] == np.asarray(s[:n], dtype=np.int64); n = n if eq.all() else int(eq.argmin())
-        return n
 
     def lookup(self, key, ids:list[int]) -> tuple[list|None, int]:
         "The kept row (its per-layer KV) sharing the longest prefix with `ids` under `key`, and that length (at most `len(ids) - 1`)."
@@ -523,7 +523,7 @@ def _cache_hits(self:HFPolicy, toks:list[list[int]]) -> list[tuple[list|None, in
     pc, key = self.prefix_cache, self._active
     if not pc.max_tokens: return [(None, 0)]*len(toks)
     hits = [pc.lookup(key, t) for t in toks]
-    shared = min(min(map(len, toks)) - 1, PrefixCache.common_prefix(toks)) if len(toks) > 1 else 0
+    shared = min(min(map(len, toks)) - 1, _common_prefix(toks)) if len(toks) > 1 else 0
     if shared >= 16 and any(n < shared for _, n in hits):
         ids = toks[0][:shared]
         o = self.model(input_ids=torch.tensor([ids], device=self.device), use_cache=True, logits_to_keep=1)
@@ -569,13 +569,14 @@ def _generate_rows(self:HFPolicy, toks:list[list[int]], hits:list, cfg, stop) ->
     crit = StoppingCriteriaList([PatternStop(self.tokenizer, stop_patterns(stop), start)]) if stop_patterns(stop) else None
     res = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg, tokenizer=self.tokenizer if stop_strings(stop) else None,
                               stopping_criteria=crit, **kw)
-    gens = [self._finish(row, len(t), stop) for t, row in zip(toks, res.sequences[:, start:].tolist())]
+    new = res.sequences[:, start:].tolist()
+    gens = [self._finish(row, len(t), stop) for t, row in zip(toks, new)]
     cache = res.get('cache') or res.get('past_key_values')
-    if self.prefix_cache.max_tokens and cache is not None:
-        fed = cache.get_seq_length() - start    # completion tokens whose KV exists (the last one sampled was never fed)
+    if self.prefix_cache.max_tokens:   # no cache back from `generate`: `_kv_rows` warns and turns the prefix cache off
+        fed = cache.get_seq_length() - start if cache is not None else 0   # completion tokens whose KV exists (the last one sampled was never fed)
         keep = [min(g.completion_tokens, fed) for g in gens]
         pos = [(b, mask[b].nonzero().squeeze(1).tolist() + list(range(start, start + k))) for b, k in enumerate(keep)]
-        for t, row, k, kv in zip(toks, res.sequences[:, start:].tolist(), keep, self._kv_rows(cache, pos) or []):
+        for t, row, k, kv in zip(toks, new, keep, self._kv_rows(cache, pos) or []):
             self.prefix_cache.add(self._active, t + row[:k], kv)
     return gens
 
@@ -597,11 +598,6 @@ def _score_spans(self:HFPolicy, spans) -> list[float]:
             for b, (x, st) in enumerate(spans)]
 
 # %% ../nbs/02_llm.ipynb #f13def3f
-def _common_prefix(seqs:list[list[int]]) -> int:
-    "Length of the longest common prefix of `seqs`."
-    n = min(map(len, seqs))
-    return next((i for i in range(n) if len({s[i] for s in seqs}) > 1), n)
-
 @patch(as_prop=True)
 def _cache_arg(self:HFPolicy) -> str:
     "The forward argument that takes a KV cache: `cache` in recent transformers, `past_key_values` before."

@@ -30,7 +30,7 @@ def zscore(x) -> np.ndarray:
     return np.zeros_like(x) if sd < 1e-9 else (x - x.mean()) / sd
 
 def phase_a(sims, delta:float, k1:int) -> np.ndarray:
-    "Phase A: positions with `sim >= delta` (as MemRL's public code), the `k1` most similar first (ties in position order)."
+    "Phase A: positions with `sim >= delta` (issue 11's reading of MemRL's public code), the `k1` most similar first (ties in position order)."
     sims = np.asarray(sims, dtype=np.float64)
     idx = np.flatnonzero(sims >= delta)
     return idx[np.argsort(-sims[idx], kind='stable')][:k1]
