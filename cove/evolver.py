@@ -26,8 +26,8 @@ __all__ = ['ACTIONS', 'SEARCHES', 'STOPS', 'THINK_SCORE', 'NO_CORPUS', 'CODE_FAM
            'evolver_reward', 'metric_score', 'to_prune', 'find_equivalent', 'knowledge_corpus', 'user_message',
            'KnowledgeSearch', 'answer_turn', 'answer_like', 'Principle', 'PrincipleStore', 'system_prompt',
            'equiv_content', 'render_experience', 'render_information', 'EvolverAgent', 'ScriptedPolicy',
-           'trajectory_summary', 'parse_principle', 'distill', 'EvolverMethod', 'make_evolver_reward',
-           'reference_script', 'cold_start_data']
+           'trajectory_summary', 'parse_principle', 'distill', 'EvolverMethod', 'evolver_rollout',
+           'make_evolver_reward', 'reference_script', 'cold_start_data']
 
 # %% ../nbs/16_evolver.ipynb #74460ba8
 ACTIONS = ('think', 'search_experience', 'search_knowledge', 'answer')
@@ -65,10 +65,10 @@ def close_stopped(text:str, finish_reason:str) -> str:
     return text + f'</{opened[-1][1]}>' if opened else text
 
 # %% ../nbs/16_evolver.ipynb #44622539
-THINK_SCORE = {0: 0.0, 1: 0.2, 2: 0.3, 3: 0.4, 4: 0.6, 5: 0.8, 6: 1.0, 7: 1.0, 8: 1.0}
+THINK_SCORE = {0: 0.0, 1: 0.2, 2: 0.3, 3: 0.4, 4: 0.6, 5: 0.8, 6: 1.0, 7: 0.0, 8: 0.0}   # 7 and 8: the authors' code (issue 11)
 
 def think_score(n_think:int) -> float:
-    "R_think: 0.2 for one valid `<think>` up to 1.0 for six; 0.5 for more than eight."
+    "R_think: 0.2 for one valid `<think>` up to 1.0 for six; 0 for seven or eight and 0.5 above eight, as the authors' code scores them."
     return THINK_SCORE[n_think] if n_think <= 8 else 0.5
 
 def search_score(n_exp:int, n_know:int) -> float:
@@ -80,9 +80,11 @@ def action_counts(text:str) -> Counter:
     "Valid actions per kind in a trajectory's assistant text."
     return Counter(a.kind for a in parse_actions(text)[0] if a.valid)
 
-def format_reward(text:str) -> float:
-    "R_format of a trajectory (its assistant turns joined): 1(complete) · (R_think + R_search) / 2."
+def format_reward(text:str, exp_retrieve:bool=True) -> float:
+    "R_format of a trajectory (its assistant turns joined): 1(complete) · (R_think + R_search) / 2; without experience retrieval, 1 or 0."
     n = action_counts(text)
+    if not exp_retrieve:   # the no-experience ablation (authors' code): think, knowledge search and answer, and no experience search
+        return float(n['think'] > 0 and n['search_knowledge'] > 0 and n['answer'] > 0 and n['search_experience'] == 0)
     complete = n['think'] > 0 and n['search_experience'] + n['search_knowledge'] > 0 and n['answer'] > 0
     return (think_score(n['think']) + search_score(n['search_experience'], n['search_knowledge'])) / 2 if complete else 0.0
 
@@ -425,7 +427,7 @@ def run(self:EvolverAgent, env, tasks:list[Task], w_o:float=1.0, w_f:float=0.1) 
         else:
             try: fb = env.evaluate(e['state'])
             except Exception as ex: fb = Feedback('error', 0.0, f"evaluator error: {type(ex).__name__}: {ex}"[:500])
-        fmt = format_reward(_trajectory_text(e['messages']))
+        fmt = format_reward(_trajectory_text(e['messages']), self.exp_retrieve)
         info = dict(e['info'], format_reward=fmt, reward=evolver_reward(fb.success, fmt, w_o, w_f), answered=e['answered'])
         out.append((EpisodeResult(e['task'], e['state'], fb, e['messages'], e['pt'], e['ct'], list(dict.fromkeys(e['used'])), e['turns'], dt), info))
     return out
@@ -608,26 +610,45 @@ def offline_phase(self:EvolverMethod, n:int):
     _log.info(f"offline phase {n}: {len(rows)} trajectories distilled, {len(pruned)} principles pruned; {self.store.counts()}")
 
 # %% ../nbs/16_evolver.ipynb #5d22f458
-def make_evolver_reward(envs:dict, tasks:dict, w_o:float=1.0, w_f:float=0.1):
-    "A TRL reward function: R = w_o·EM + w_f·R_format for a completion continuing the prompt's trajectory; counts in `.stats`."
-    from cove.train import _completion_text
+def _prompt_key(messages) -> str: return json.dumps([[m['role'], m['content']] for m in messages])
+
+def evolver_rollout(agent:EvolverAgent, envs:dict, tasks:list[Task]):
+    "`(prompts Dataset, rollout_func)`: each task's opening messages, and a TRL rollout playing the EvolveR loop with the model in training."
+    from cove.train import env_rollout, _prompt_dataset
+    by_prompt, rows = {}, []
+    for t in tasks:
+        m = agent.start(envs[t.family], t)['messages']
+        by_prompt[_prompt_key(m)] = t; rows.append(dict(prompt=m, task_id=t.id))
+    def start(prompt) -> dict:
+        t = by_prompt[_prompt_key(prompt)]
+        return dict(agent.start(envs[t.family], t), env=envs[t.family])
+    def step(e:dict, text:str, turn:int) -> str|None:
+        e['messages'].append(msg('assistant', text)); e['turns'] += 1
+        try: obs = agent.act(e['env'], e, text)   # searches answered by the experience base and the family's corpus
+        except Exception as ex: e['err'] = f"environment error: {type(ex).__name__}: {ex}"; return None
+        if obs is None or turn == agent.max_turns: return None
+        if turn + 1 == agent.max_turns: obs = f"{obs}\n\n{FORCE_ANSWER}"; e['info']['forced'] += 1
+        e['messages'].append(msg('user', obs))
+        return obs
+    return _prompt_dataset(rows), env_rollout(start, step, agent.max_turns + 1, agent.gen_kw['max_new_tokens'], STOPS)
+
+def make_evolver_reward(w_o:float=1.0, w_f:float=0.1, exp_retrieve:bool=True):
+    "A TRL reward function over `evolver_rollout` episodes: R = w_o·EM + w_f·R_format of the whole trajectory; counts in `.stats`."
     stats = Counter()
-    def evolver_reward_fn(prompts, completions, task_id=None, **kw) -> list[float]:
-        if task_id is None: raise ValueError("the prompts dataset needs a 'task_id' column")
+    def evolver_reward_fn(prompts, completions, episode=None, **kw) -> list[float]:
+        if episode is None: raise ValueError("the EvolveR reward reads the `episode` field of `evolver_rollout`; pass its rollout_func to train_grpo")
         out = []
-        for p, c, tid in zip(prompts, completions, task_id):
-            task, text = tasks[tid], _completion_text(c)
-            prev = [m['content'] for m in p if m['role'] == 'assistant'] if isinstance(p, list) else []
-            fmt, em = format_reward('\n'.join(prev + [text])), 0.0
-            ans = next((a for a in parse_actions(text)[0] if a.kind == 'answer' and a.valid), None)
-            if ans is not None:
-                try:
-                    env = envs[task.family]; st = env.reset(task); env.step(st, answer_turn(task.family, ans.content))
-                    em = float(env.evaluate(st).success)
-                except Exception as e:
+        for e in episode:
+            em = 0.0
+            if e.get('err') is None:
+                try: em = float(e['env'].evaluate(e['state']).success)
+                except Exception as ex:
                     stats['errors'] += 1
-                    if stats['errors'] <= 5: _log.warning(f"reward: evaluator error on {tid}: {type(e).__name__}: {e}")
-            stats['calls'] += 1; stats['answers'] += ans is not None; stats['solved'] += em > 0; stats['complete'] += fmt > 0
+                    if stats['errors'] <= 5: _log.warning(f"reward: evaluator error on {e['task'].id}: {type(ex).__name__}: {ex}")
+            else: stats['errors'] += 1
+            fmt = format_reward(_trajectory_text(e['messages']), exp_retrieve)
+            stats['calls'] += 1; stats['answered'] += bool(e['answered']); stats['solved'] += em > 0; stats['complete'] += fmt > 0
+            stats['turns'] += e['turns']
             out.append(evolver_reward(em, fmt, w_o, w_f))
         return out
     evolver_reward_fn.stats = stats
@@ -646,27 +667,31 @@ def _since_last_update(self:EvolverMethod) -> list:
 @patch
 def update(self:EvolverMethod, key:str):
     "Train the policy (GRPO or SFT, `evolver.algo`) on the trajectories since the last update; hot-swap; record `key`."
-    from cove.train import train_sft, train_grpo, trajectories_to_sft, turn_prompts
+    from cove.train import train_sft, train_grpo, trajectories_to_sft
     c, rows, n = self.cfg, self._since_last_update(), int(key.split(':')[1])
     recs = [dict(trace=json.loads(r['trajectory']), score=float(r['success']), task_id=r['task_id'], family=r['family']) for r in rows]
     algo = self.p('algo')
     kw = dict(lora_r=c['train.lora_r'], lr=c['train.grpo_lr'] if algo == 'grpo' else c['train.lr'], max_steps=c['train.max_steps'],
               use_cpu=c['train.use_cpu'], seed=c['run.seed'], init_adapter=self.adapter_dir/self.adapter if self.adapter else None)
-    res, why = None, None
+    res, why, extra = None, None, {}
     try:
-        if algo == 'grpo':
-            tasks = {r['task_id']: Task(**json.loads(r['task'])) for r in rows}
-            data = turn_prompts(recs, min_score=0.0)
-            if len(data) == 0: why = 'no trajectories'
+        if algo == 'grpo':   # multi-turn rollouts of the tasks played since the last update (each once)
+            tasks = list({r['task_id']: Task(**json.loads(r['task'])) for r in rows}.values())
+            if not tasks: why = 'no trajectories'
             else:
-                reward = make_evolver_reward(self.envs, tasks, self.p('w_o'), self.p('w_f'))
-                res = train_grpo(self.policy, data, reward, self.adapter_dir, max_completion_length=c['model.max_new_tokens'], **kw)
+                agent = EvolverAgent(self.policy, self.store, k=self.p('k'), max_turns=self.p('max_turns'), exp_retrieve=self.p('exp_retrieve'),
+                                     max_new_tokens=c['model.max_new_tokens'])
+                data, rollout = evolver_rollout(agent, self.envs, tasks)
+                reward = make_evolver_reward(self.p('w_o'), self.p('w_f'), self.p('exp_retrieve'))
+                res = train_grpo(self.policy, data, reward, self.adapter_dir, num_generations=c['train.grpo_generations'], beta=c['train.grpo_beta'],
+                                 max_completion_length=c['model.max_new_tokens'], rollout_func=rollout, **kw)
+                extra['rollouts'] = dict(reward.stats); _log.info(f"EvolveR GRPO update {key}: {len(tasks)} tasks, rollouts {extra['rollouts']}")
         else:
             data = trajectories_to_sft(recs, min_score=1.0)
             if len(data) == 0: why = 'no successful trajectory'
             else: res = train_sft(self.policy, data, self.adapter_dir, batch_size=min(2, c['train.batch_size']), max_length=c['train.max_length'], **kw)
     except ValueError as e: why = f'{type(e).__name__}: {e}'   # e.g. every conversation longer than train.max_length
-    self._record_update(key, n, res, why, algo=algo, examples=len(rows))
+    self._record_update(key, n, res, why, algo=algo, examples=len(rows), **extra)
 
 @patch
 def _record_update(self:EvolverMethod, key:str, n:int, res, why:str|None, **detail):

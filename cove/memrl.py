@@ -85,7 +85,7 @@ def epoch_metrics(recs:list[dict]) -> dict:
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS memories(id INTEGER PRIMARY KEY, intent TEXT NOT NULL, experience TEXT NOT NULL, q REAL NOT NULL,
   emb BLOB NOT NULL, family TEXT, task_id TEXT, success INTEGER, summary_ok INTEGER, created_by TEXT,
-  n_updates INTEGER NOT NULL DEFAULT 0, created REAL);
+  n_updates INTEGER NOT NULL DEFAULT 0, created REAL, intent_id INTEGER);
 CREATE TABLE IF NOT EXISTS applied(key TEXT PRIMARY KEY, info TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
 """
@@ -97,6 +97,10 @@ class MemoryBank:
         self.path, self.dim = Path(path), dim
         self.con = sqlite3.connect(str(self.path), isolation_level=None)   # autocommit; writes go through `transaction`
         self.con.execute('PRAGMA synchronous=FULL'); self.con.executescript(_SCHEMA)
+        if 'intent_id' not in {r[1] for r in self.con.execute('PRAGMA table_info(memories)')}:   # a bank from before intents were merged
+            with self.transaction():
+                self.con.execute('ALTER TABLE memories ADD COLUMN intent_id INTEGER')
+                self.con.execute('UPDATE memories SET intent_id = id')
 
     def transaction(self):
         "One write transaction on the bank (`cove.core.write_tx`): BEGIN IMMEDIATE ... COMMIT, ROLLBACK on any exception."
@@ -107,13 +111,27 @@ class MemoryBank:
 
 # %% ../nbs/14_memrl.ipynb #ca09f459
 @patch
-def insert(self:MemoryBank, intent:str, experience:str, q:float, emb, **fields) -> int:
-    "Add a triplet `(z, e, Q)` with its intent embedding; returns its id (call inside `transaction` to group it)."
+def insert(self:MemoryBank, intent:str, experience:str, q:float, emb,
+           merge_sim:float|None=None, # join the most similar stored intent if its cosine is ≥ this (None: a new intent)
+           **fields) -> int:
+    "Add a triplet `(z, e, Q)` with its intent embedding, under a near-duplicate stored intent or a new one; returns its id."
     v = np.asarray(emb, dtype=np.float32).reshape(-1)
     if v.shape[0] != self.dim: raise ValueError(f"intent embedding has {v.shape[0]} dims, the bank {self.dim}")
-    cols = dict(intent=intent, experience=experience, q=float(q), emb=v.tobytes(), created=time.time(), **fields)
+    group = None
+    if merge_sim is not None:
+        gids, G = self.intents()
+        if len(gids) and (s := G @ v).max() >= merge_sim: group = int(gids[int(s.argmax())])
+    cols = dict(intent=intent, experience=experience, q=float(q), emb=v.tobytes(), created=time.time(), intent_id=group, **fields)
     cur = self.con.execute(f"INSERT INTO memories({','.join(cols)}) VALUES ({','.join('?' * len(cols))})", list(cols.values()))
+    if group is None: self.con.execute('UPDATE memories SET intent_id = id WHERE id = ?', (cur.lastrowid,))
     return cur.lastrowid
+
+@patch
+def intents(self:MemoryBank) -> tuple[np.ndarray, np.ndarray]:
+    "`(intent ids, embeddings)`: each intent is embedded by the memory that opened it (its id is the intent's)."
+    rows = self.con.execute('SELECT id, emb FROM memories WHERE intent_id = id ORDER BY id').fetchall()
+    if not rows: return np.zeros(0, dtype=np.int64), np.zeros((0, self.dim), dtype=np.float32)
+    return np.array([r[0] for r in rows], dtype=np.int64), np.stack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
 
 @patch
 def arrays(self:MemoryBank) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -160,19 +178,26 @@ def applied(self:MemoryBank, key:str) -> dict|None:
 
 @patch
 def stats(self:MemoryBank) -> dict:
-    "Size, Q mean/min/max, and counts of success/failure memories and of digest fallbacks."
-    n, qm, qlo, qhi, ns, nd = self.con.execute(
-        'SELECT COUNT(*), AVG(q), MIN(q), MAX(q), SUM(success), SUM(summary_ok = 0) FROM memories').fetchone()
-    return dict(size=n, q_mean=qm, q_min=qlo, q_max=qhi, from_success=ns or 0, from_failure=(n - (ns or 0)), digests=nd or 0)
+    "Size, distinct intents, Q mean/min/max, and counts of success/failure memories and of digest fallbacks."
+    n, qm, qlo, qhi, ns, nd, ni = self.con.execute(
+        'SELECT COUNT(*), AVG(q), MIN(q), MAX(q), SUM(success), SUM(summary_ok = 0), COUNT(DISTINCT intent_id) FROM memories').fetchone()
+    return dict(size=n, intents=ni, q_mean=qm, q_min=qlo, q_max=qhi, from_success=ns or 0, from_failure=(n - (ns or 0)), digests=nd or 0)
 
 # %% ../nbs/14_memrl.ipynb #0365525c
 @patch
 def retrieve(self:MemoryBank, qvec, delta:float, k1:int, k2:int, lam:float) -> dict:
-    "Two-Phase Retrieval for one query embedding: the Phase-A pool and the injected top-k2, as memory ids."
-    ids, V, Q = self.arrays()
-    sims = V @ np.asarray(qvec, dtype=np.float32).reshape(-1) if len(ids) else np.zeros(0)
-    pool, sel, sc = two_phase(sims, Q, delta, k1, k2, lam)
-    return dict(pool=ids[pool].tolist(), sims=[round(float(s), 4) for s in sims[pool]], q=[round(float(x), 4) for x in Q[pool]],
+    "Two-Phase Retrieval for one query: Phase A picks the `k1` most similar intents (sim ≥ δ), the pool is their memories, Phase B the top `k2`."
+    gids, G = self.intents()
+    isims = G @ np.asarray(qvec, dtype=np.float32).reshape(-1) if len(gids) else np.zeros(0)
+    chosen = phase_a(isims, delta, k1)
+    sim_of = {int(gids[i]): float(isims[i]) for i in chosen}
+    rows = self.con.execute(f"SELECT id, q, intent_id FROM memories WHERE intent_id IN ({','.join('?' * len(sim_of))}) ORDER BY id",
+                            list(sim_of)).fetchall() if sim_of else []
+    rows.sort(key=lambda r: -sim_of[r[2]])   # most similar intent first (stable: memory order within an intent)
+    ids, qs, sims = np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows]), np.array([sim_of[r[2]] for r in rows])
+    sc = phase_b_scores(sims, qs, lam) if len(rows) else np.zeros(0)
+    sel = np.argsort(-sc, kind='stable')[:k2]
+    return dict(intents=[int(gids[i]) for i in chosen], pool=ids.tolist(), sims=[round(float(s), 4) for s in sims], q=[round(float(x), 4) for x in qs],
                 scores=[round(float(s), 4) for s in sc], selected=ids[sel].tolist())
 
 # %% ../nbs/14_memrl.ipynb #3f57085e
@@ -217,7 +242,7 @@ def trace_digest(res) -> str:
 
 # %% ../nbs/14_memrl.ipynb #603de5f9
 _log = get_logger('memrl')
-PARAMS = ('delta', 'k1', 'k2', 'lam', 'alpha', 'q_init', 'update', 'gamma')
+PARAMS = ('delta', 'k1', 'k2', 'lam', 'alpha', 'q_init', 'update', 'gamma', 'merge_sim')
 
 
 def memory_source(cfg) -> Path|None:
@@ -352,7 +377,7 @@ def _learn(self:MemRL, key:str, r, plan:dict, qvec, summ) -> dict:
                         info['q_updates'][str(mid)] = [q, new]
                     info['td_resolved'] = dict(of=pend['key'], next_max_q=nxt)
                 self.bank.set_meta('td_pending', dict(key=key, selected=plan['selected'], reward=rew) if plan['selected'] else None)
-            info['new_memory'] = self.bank.insert(r.task.query, exp, p['q_init'], qvec, family=r.task.family, task_id=r.task.id,
+            info['new_memory'] = self.bank.insert(r.task.query, exp, p['q_init'], qvec, merge_sim=p['merge_sim'], family=r.task.family, task_id=r.task.id,
                                                   success=int(r.success), summary_ok=int(text is not None), created_by=key)
         self.bank.con.execute('INSERT INTO applied(key, info) VALUES (?, ?)', (key, json.dumps(info)))
     return info

@@ -7,6 +7,7 @@ Docs: https://cove-research.github.io/cove/train.html.md"""
 # %% ../nbs/07_train.ipynb #1c9ac4cb
 from __future__ import annotations
 import argparse, contextlib, copy, json, os, random, shutil, sys, time
+from typing import Callable
 from collections import Counter
 from dataclasses import dataclass, asdict, replace
 from pathlib import Path
@@ -21,7 +22,7 @@ _log = get_logger('train')
 __all__ = ['SFT_COLUMNS', 'LORA_TARGETS', 'ADAPTER_PREFIX', 'sft_messages', 'trajectories_to_sft', 'reference_sft',
            'assistant_spans', 'tokenize_chat', 'sft_dataset', 'UpdateResult', 'lora_config', 'trainable_copy',
            'next_adapter_name', 'train_sft', 'hot_swap', 'grpo_prompts', 'turn_prompts', 'task_score',
-           'make_task_reward', 'train_grpo', 'main']
+           'make_task_reward', 'train_grpo', 'env_rollout', 'main']
 
 # %% ../nbs/07_train.ipynb #d45ef128
 SFT_COLUMNS = ('messages', 'task_id', 'family', 'score')
@@ -344,6 +345,7 @@ def train_grpo(policy_or_model_name, # an `HFPolicy`, or a model name for `load_
                use_cpu:bool=True, bf16:bool=False, seed:int=0, name:str|None=None,
                init_adapter:str|Path|None=None, n_param:int|None=None, dtype:str|None=None,
                progress:bool=False, config:dict|None=None, # extra `trl.GRPOConfig` fields
+               rollout_func:Callable|None=None, # multi-turn episodes instead of one completion (`env_rollout`)
               ) -> UpdateResult:
     "LoRA GRPO of the policy with TRL and custom reward function(s); returns the `UpdateResult`."
     from trl import GRPOConfig, GRPOTrainer
@@ -359,10 +361,65 @@ def train_grpo(policy_or_model_name, # an `HFPolicy`, or a model name for `load_
                        temperature=temperature, beta=beta)
     with _quiet(progress), _kept_rng():
         trainer = GRPOTrainer(model=model, reward_funcs=reward_fn, args=args, train_dataset=prompts_dataset, processing_class=tok,
-                              peft_config=None if init_adapter is not None else lora_config(lora_r))
+                              peft_config=None if init_adapter is not None else lora_config(lora_r), rollout_func=rollout_func)
         res = _run(trainer, final, 'grpo', len(prompts_dataset), n_param, progress, token_factor=args.num_iterations)
     if isinstance(policy_or_model_name, Policy): policy_or_model_name.ledger.add('train_grpo', train_tokens=res.train_tokens)
     return res
+
+# %% ../nbs/07_train.ipynb #bad4c79f
+def _sample_turns(model, tok, contexts:list[list[int]], max_new_tokens:int, stop:list[str]|None, temperature:float) -> list[list[int]]:
+    "One sampled turn per context (token ids, left-padded into one batch); each cut at EOS (dropped) or its stop string (kept)."
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    L = max(map(len, contexts))
+    ids = torch.tensor([[pad] * (L - len(c)) + c for c in contexts])
+    att = torch.tensor([[0] * (L - len(c)) + [1] * len(c) for c in contexts])
+    was_training = model.training; model.eval()
+    try:
+        with torch.no_grad():
+            out = model.generate(input_ids=ids.to(model.device), attention_mask=att.to(model.device), max_new_tokens=max_new_tokens,
+                                 do_sample=temperature > 0, temperature=temperature if temperature > 0 else None, top_p=1.0, top_k=0,
+                                 stop_strings=stop or None, tokenizer=tok if stop else None, pad_token_id=pad)
+    finally: model.train(was_training)
+    ends = {tok.eos_token_id, pad}
+    return [next(([*row[:i]] for i, t in enumerate(row) if t in ends), list(row)) for row in out[:, L:].tolist()]
+
+def _glue(tok, messages:list[dict], text:str, obs:str) -> str:
+    "The chat-template text between an assistant turn `text` and the next generation: end of turn, the user turn `obs`, the assistant header."
+    before = render_chat(tok, messages, add_generation_prompt=True) + text
+    after = render_chat(tok, messages + [dict(role='assistant', content=text), dict(role='user', content=obs)], add_generation_prompt=True)
+    n = next((i for i, (a, b) in enumerate(zip(before, after)) if a != b), min(len(before), len(after)))
+    return after[n:]   # the common prefix is everything up to the turn's text (a template that strips whitespace shifts it)
+
+def env_rollout(start:Callable, # `start(prompt messages) -> episode` (any object the reward functions read)
+                step:Callable, # `step(episode, text, turn) -> next observation | None` (None ends the episode)
+                max_turns:int, max_new_tokens:int, stop:list[str]|None=None):
+    "A TRL `rollout_func` playing multi-turn episodes with the model in training; environment tokens are masked out of the loss."
+    def rollout(prompts, trainer) -> dict:
+        tok = trainer.processing_class
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        temperature = trainer.args.temperature
+        eps = [start(p) for p in prompts]
+        msgs = [[dict(role=m['role'], content=m['content']) for m in p] for p in prompts]
+        pids = [tok(render_chat(tok, m, add_generation_prompt=True), add_special_tokens=False)['input_ids'] for m in msgs]
+        comp, mask, live = [[] for _ in prompts], [[] for _ in prompts], list(range(len(prompts)))
+        for turn in range(max_turns):
+            if not live: break
+            gens = _sample_turns(model, tok, [pids[i] + comp[i] for i in live], max_new_tokens, stop, temperature)
+            nxt = []
+            for i, g in zip(live, gens):
+                text = tok.decode(g, skip_special_tokens=True)
+                comp[i] += g; mask[i] += [1] * len(g)
+                obs = step(eps[i], text, turn)
+                if obs is None or turn == max_turns - 1: continue
+                glue = tok(_glue(tok, msgs[i], text, obs), add_special_tokens=False)['input_ids']
+                comp[i] += glue; mask[i] += [0] * len(glue)
+                msgs[i] += [dict(role='assistant', content=text), dict(role='user', content=obs)]
+                nxt.append(i)
+            live = nxt
+        for i in range(len(prompts)):   # close every completion with EOS (masked): TRL reads a missing EOS as truncation
+            comp[i].append(tok.eos_token_id); mask[i].append(0)
+        return dict(prompt_ids=pids, completion_ids=comp, logprobs=None, env_mask=mask, episode=eps)
+    return rollout
 
 # %% ../nbs/07_train.ipynb #b406301b
 def _parser() -> argparse.ArgumentParser:

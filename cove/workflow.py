@@ -120,9 +120,11 @@ def run_chunk(self:CoveMethod, pairs:list[tuple]):
         if self.kpo: self.kpo.observe(r)
         retrieved = [self.kb.get(i) for i in r.retrieved if i is not None] if self.kb is not None else []
         d = self.router.decide(r.task, r.feedback, None, retrieved)
-        if r.feedback.score >= self.trigger.params.get('q_min', 1.0) and r.messages:
+        grpo_rollout = c['train.algo'] == 'grpo' and d.channel in PARAMETRIC_CHANNELS   # GRPO re-samples from every routed rollout
+        if r.messages and (r.feedback.score >= self.trigger.params.get('q_min', 1.0) or grpo_rollout):
             self.trajectories.setdefault(r.task.family, []).append(dict(trace=r.messages, score=float(r.feedback.score), task_id=r.task.id,
-                                                                        family=r.task.family, surface=r.task.payload.get('surface')))
+                                                                        family=r.task.family, surface=r.task.payload.get('surface'),
+                                                                        channel=d.channel, task=r.task.to_dict() if grpo_rollout else None))
         ev = self.trigger.observe(r.task.family, r.success, float(r.feedback.score), d.channel)
         self.applied[key] = dict(channel=d.channel, signals=d.signals, reason=d.reason, trigger=ev.condition if ev else None, update=None)
         if ev is not None: self.pending[r.task.family] = key   # saved with the decision: a kill cannot lose it
@@ -190,18 +192,9 @@ def _sft_data(self:CoveMethod, env, family:str, memory_aware:bool=True):
     "Successful trajectories of `family` + passing reference solutions of a few train tasks; with KnowledgePO, both renamed per episode."
     from datasets import concatenate_datasets
     from cove.train import trajectories_to_sft, reference_sft
-    from cove.knowledgepo import anti_recitation_sft, rename_trace
-    from cove.tasks.tableqa import Surface, rename
+    from cove.knowledgepo import anti_recitation_sft
     c, seed = self.cfg, self._rename_seed()
-    trajs = self.trajectories.get(family, [])
-    if self.kpo:   # anti-recitation: each trajectory's volatile names renamed consistently (trace, entries, surface)
-        def renamed(i, t):
-            if not t.get('surface'): return t
-            old = Surface.from_dict(t['surface']); new = rename(old, seed + 5000 + i)
-            mp = {old.names[o]: new.names[o] for o in new.names if o in old.names}
-            self.kpo.stats.renamed += 1
-            return dict(t, trace=rename_trace(t['trace'], mp, old.version, new.version))
-        trajs = [renamed(i, t) for i, t in enumerate(trajs)]
+    trajs = [dict(t, trace=self._renamed(i, t)[0]) for i, t in enumerate(self.trajectories.get(family, []))]
     parts = [trajectories_to_sft(trajs, min_score=self.trigger.params.get('q_min', 1.0))]
     n_ref = c['train.reference_tasks']
     if n_ref:
@@ -225,14 +218,10 @@ def _train(self:CoveMethod, env, family:str, n_param:int):
     trainee = self.policy if isinstance(self.policy, HFPolicy) else c['model.name']
     kw = dict(lora_r=c.get('train.lora_r', 8), max_steps=c.get('train.max_steps', 8), use_cpu=c.get('train.use_cpu', True), seed=c['run.seed'],
               n_param=max(1, n_param), init_adapter=self.adapter_dir/self.adapter if self.adapter else None)
-    if c.get('train.algo', 'sft') == 'grpo':   # GRPO on memory-aware, renamed first turns with R = R_task − λ·1[stale/unobserved]
-        from cove.knowledgepo import anti_recitation_grpo
-        ts = env.tasks('train', max(1, c['train.reference_tasks']), c['run.seed'])
-        prompts, reward = anti_recitation_grpo(env, ts, self.kb, c.get('retrieval.k', 3), c.get('retrieval.mode', 'hybrid'), seed=self._rename_seed(),
-                                               rename=self.kpo is not None, lam=c.get('kpo.lam', 0.5) if self.kpo else 0.0,
-                                               stats=self.kpo.stats if self.kpo else None)
+    if c['train.algo'] == 'grpo':   # GRPO on the routed rollouts' turns (+ reference first turns), R = R_task − λ·1[stale name]
+        prompts, reward = self._grpo_data(env, family)
         res = train_grpo(trainee, prompts, reward, self.adapter_dir, lr=c['train.grpo_lr'], num_generations=c['train.grpo_generations'],
-                         max_completion_length=c['model.max_new_tokens'], **kw)
+                         beta=c['train.grpo_beta'], max_completion_length=c['model.max_new_tokens'], **kw)
         _log.info(f"GRPO update of {family}: reward stats {dict(reward.stats)}")
         return res, self.kb is not None
     for memory_aware in ((True, False) if self.kb is not None else (False,)):
@@ -279,6 +268,48 @@ def release_memory(self:CoveMethod, env, family:str) -> dict:
     self.released += out['internalized']
     base = out['baseline']
     return out | {'baseline': None if base != base else base, 'deltas': {str(k): v for k, v in out['deltas'].items()}}   # NaN (nothing tested) -> null
+
+# %% ../nbs/13_workflow.ipynb #4410e063
+@patch
+def _renamed(self:CoveMethod, i:int, t:dict) -> tuple[list[dict], dict|None]:
+    "`(trace, surface)` of collected rollout `i`: with KnowledgePO, its volatile names renamed for the episode (new surface), else as played."
+    if not (self.kpo and t.get('surface')): return t['trace'], t.get('surface')
+    from cove.knowledgepo import rename_trace
+    from cove.tasks.tableqa import Surface, rename
+    old = Surface.from_dict(t['surface']); new = rename(old, self._rename_seed() + 5000 + i)
+    mp = {old.names[o]: new.names[o] for o in new.names if o in old.names}
+    self.kpo.stats.renamed += 1
+    return rename_trace(t['trace'], mp, old.version, new.version), new.to_dict()
+
+@patch
+def _grpo_data(self:CoveMethod, env, family:str):
+    "`(prompts, reward)` for `train_grpo`: every turn of the routed rollouts of `family` + the reference tasks' memory-aware first turns."
+    from dataclasses import replace
+    from cove.core import Task
+    from cove.train import make_task_reward, _prompt_dataset
+    from cove.knowledgepo import memory_aware_prompt, recitation_violations, called_names, legal_names, _surface_of
+    from cove.tasks.tableqa import Surface, with_surface
+    c, seed = self.cfg, self._rename_seed()
+    rows, by_id = [], {}
+    rolls = [t for t in self.trajectories.get(family, []) if t.get('channel') in PARAMETRIC_CHANNELS]
+    if any(not t.get('task') for t in rolls): _log.warning(f"{family}: {sum(not t.get('task') for t in rolls)} rollouts saved without their task are left out")
+    for i, t in enumerate(r for r in rolls if r.get('task')):
+        trace, surface = self._renamed(i, t)
+        task = Task(**t['task']); tid = f"{task.id}#rollout{i}"
+        by_id[tid] = replace(with_surface(task, Surface.from_dict(surface)) if surface else task, id=tid)   # the reward plays the renamed surface
+        rows += [dict(prompt=[dict(role=h['role'], content=str(h['content'])) for h in trace[:j]], task_id=tid)
+                 for j, m in enumerate(trace) if m['role'] == 'assistant']
+    for i, t in enumerate(env.tasks('train', c['train.reference_tasks'], c['run.seed']) if c['train.reference_tasks'] else []):
+        rp = memory_aware_prompt(env, t, self.kb, c['retrieval.k'], c['retrieval.mode'], stats=self.kpo.stats if self.kpo else None,
+                                 rename_seed=seed + i if self.kpo and _surface_of(t) else None)
+        tid = f"{rp.task.id}#reference{i}"; by_id[tid] = replace(rp.task, id=tid)
+        rows.append(dict(prompt=rp.messages, task_id=tid))
+    lam = c['kpo.lam'] if self.kpo else 0.0
+    def stale(prompt, completion:str, task) -> float:   # a volatile name the episode's surface does not have
+        legal = legal_names(task)
+        return lam * bool(legal and recitation_violations(called_names(completion), legal, legal))
+    _log.info(f"GRPO data for {family}: {len(rows)} prompts from {len(rolls)} routed rollouts and {c['train.reference_tasks']} reference tasks")
+    return _prompt_dataset(rows), make_task_reward(env, by_id, penalty_fn=stale)
 
 # %% ../nbs/13_workflow.ipynb #c9f9b51a
 @patch

@@ -44,6 +44,9 @@ def test_evolver_applies_every_epoch(tmp_path):
 def test_memrl_applies_every_epoch(tmp_path):
     _run(tmp_path, 'memrl')
     assert _per_epoch(_keys(tmp_path/'memrl.sqlite', 'applied')) == WANT
+    con = sqlite3.connect(tmp_path/'memrl.sqlite')
+    n, intents = con.execute('SELECT COUNT(*), COUNT(DISTINCT intent_id) FROM memories').fetchone(); con.close()
+    assert (n, intents) == (EPOCHS * EPISODES, EPISODES)   # each epoch's memory joins its task's intent (before: a new copy each epoch)
 
 def test_coevo_applies_every_epoch(tmp_path):
     recs = _run(tmp_path, 'coevo')

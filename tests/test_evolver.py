@@ -31,7 +31,7 @@ def test_dedup_threshold_boundary():
     assert find_equivalent(e0, [(3, at(0.9)), (4, at(0.95)), (5, at(0.7))], no)[0] is None and calls == [4, 3]   # best first, 5 never checked
 
 def test_format_reward_and_reward():
-    assert [think_score(n) for n in (1, 2, 3, 4, 5, 6, 8, 9)] == [0.2, 0.3, 0.4, 0.6, 0.8, 1.0, 1.0, 0.5]
+    assert [think_score(n) for n in (1, 2, 3, 4, 5, 6, 7, 8, 9)] == [0.2, 0.3, 0.4, 0.6, 0.8, 1.0, 0.0, 0.0, 0.5]   # 7-8: the authors' code
     assert search_score(1, 1) == pytest.approx(0.6) and search_score(0, 1) == 0.2 and search_score(2, 0) == pytest.approx(0.3)
     assert search_score(4, 4) == pytest.approx(1.0)                     # 0.5 + bonus capped at 0.5
     t = '<think>first hop</think><search_knowledge>who founded X</search_knowledge><think>second hop</think><answer>Oslo</answer>'
@@ -115,6 +115,8 @@ def test_cold_start_and_grpo_update(tmp_path):
     cs, grpo = ups['cold_start:math'], ups['train:1']
     assert cs[0] and cs[1]['algo'] == 'sft' and cs[1]['train_tokens'] > 0                     # cold-start SFT on reference trajectories
     assert grpo[0] and grpo[1]['algo'] == 'grpo' and grpo[1]['steps'] == 1 and grpo[1]['train_tokens'] > 0, grpo
+    ro = grpo[1]['rollouts']                                    # multi-turn rollouts of the played tasks, scored whole (issue 11)
+    assert ro['calls'] == cfg['train.grpo_generations'] and ro['calls'] <= ro['turns'] <= 2 * ro['calls'], ro
     assert (tmp_path/'adapters'/grpo[0]/'adapter_config.json').exists() and pol.active_adapter == grpo[0]
     m = meth.metrics()
     assert m['parametric_updates'] == 2 and m['train_tokens'] == cs[1]['train_tokens'] + grpo[1]['train_tokens'] and m['adapter'] == grpo[0]

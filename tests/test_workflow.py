@@ -84,3 +84,19 @@ def test_workflow_sft_renames_volatile_names(tmp_path):
     done = [u for u in st['updates'] if u.get('adapter')]
     assert done and all(u['algo'] == 'sft' for u in done)
     assert m['kpo']['renamed'] >= 2
+
+def test_workflow_grpo_trains_on_routed_rollouts(tmp_path, monkeypatch):
+    "Issue 11 item 7: GRPO prompts are the turns of the routed rollouts (injected entries and all), not only reference first turns."
+    import cove.train
+    seen, real = [], cove.train.train_grpo
+    def spy(policy, prompts, reward, *a, **kw): seen.append(prompts); return real(policy, prompts, reward, *a, **kw)
+    monkeypatch.setattr(cove.train, 'train_grpo', spy)
+    m, st = _run_in_process(tmp_path/'grpo', 'grpo', ['tableqa'])
+    assert seen, st['updates']
+    ids = [tid for ds in seen for tid in ds['task_id']]
+    rollout = [i for i, tid in enumerate(seen[0]['task_id']) if '#rollout' in tid]
+    assert rollout, ids                                     # today's code trained on '#reference' (first-turn) prompts only
+    assert sum('#reference' in t for t in seen[0]['task_id']) == 2
+    p = seen[0]['prompt'][rollout[0]]
+    assert p[0]['role'] == 'system' and p[-1]['role'] == 'user'   # the history before an assistant turn of a played episode
+    assert m['kpo']['renamed'] >= 3                           # rollouts renamed for their episode, as the references are
