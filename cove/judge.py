@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 from fastcore.basics import patch
-from .core import append_jsonl, msg
+from .core import append_jsonl, msg, rate_ci, wilson
 from .llm import Policy
 
 # %% auto #0
-__all__ = ['CONTENT_FREE', 'fill', 'check_options', 'Choice', 'Judge', 'JudgeParseError', 'parse_free_text']
+__all__ = ['CONTENT_FREE', 'fill', 'check_options', 'Choice', 'Judge', 'JudgeParseError', 'parse_free_text', 'agreement_row',
+           'few_shot']
 
 # %% ../nbs/02b_judge.ipynb #ccc0eac6
 CONTENT_FREE = 'N/A'  # what replaces `{content}` in the content-free prompt
@@ -140,18 +141,42 @@ def text(self:Judge, prompt:str, max_chars:int=200, # cap on the returned text
     return fallback
 
 # %% ../nbs/02b_judge.ipynb #b0e2d09b
+def _summary(golds:list, preds:list, labels:list) -> dict:
+    "`n`, `agree`, `rate`, its Wilson 95% `ci`, `confusion` (gold -> predicted -> count), `majority_rate`, `predictions`."
+    confusion = {g: {p: sum(1 for x, y in zip(golds, preds) if (x, y) == (g, p)) for p in labels} for g in labels if g in golds}
+    agree = sum(g == p for g, p in zip(golds, preds))
+    return {'n': len(golds), 'agree': agree, 'rate': agree/len(golds), 'ci': wilson(agree, len(golds)), 'confusion': confusion,
+            'majority_rate': Counter(golds).most_common(1)[0][1]/len(golds), 'predictions': preds}
+
 @patch
 def agreement(self:Judge, cases:list[dict], # each: `prompt` (a template if `content` is given), `options`, `gold`
               calibrate:bool=True) -> dict:
-    "Agreement of `choose` with hand labels: `n`, `agree`, `rate`, `confusion` (gold -> predicted -> count), `majority_rate`."
+    "Agreement of `choose` with hand labels (see `_summary`); when calibrated, `raw` is the same summary from the same scores uncalibrated."
     if not cases: raise ValueError("agreement needs at least one case")
-    labels, preds = [], []
+    labels, chs = [], []
     for i, c in enumerate(cases):
         if c.get('gold') not in c.get('options', []): raise ValueError(f"case {i}: gold {c.get('gold')!r} not among options {c.get('options')}")
         labels += [o for o in c['options'] if o not in labels]
-        preds.append(self.choose(c['prompt'], c['options'], calibrate, c.get('content'), c.get('content_free_prompt')).option)
+        chs.append(self.choose(c['prompt'], c['options'], calibrate, c.get('content'), c.get('content_free_prompt')))
     golds = [c['gold'] for c in cases]
-    confusion = {g: {p: sum(1 for x, y in zip(golds, preds) if (x, y) == (g, p)) for p in labels} for g in labels if g in golds}
-    agree = sum(g == p for g, p in zip(golds, preds))
-    return {'n': len(cases), 'agree': agree, 'rate': agree/len(cases), 'confusion': confusion,
-            'majority_rate': Counter(golds).most_common(1)[0][1]/len(cases), 'predictions': preds}
+    out = _summary(golds, [ch.option for ch in chs], labels)
+    if calibrate: out['raw'] = _summary(golds, [ch.options[max(range(len(ch.options)), key=ch.scores.__getitem__)] for ch in chs], labels)
+    return out
+
+def agreement_row(name:str, ag:dict) -> str:
+    "One table row: `name`, agree/n, the rate with its Wilson 95% interval, and the majority-label rate."
+    return f"{name:<28} {ag['agree']:>3}/{ag['n']:<3} {rate_ci(ag['agree'], ag['n'])}  majority {ag['majority_rate']:.3f}"
+
+# %% ../nbs/02b_judge.ipynb #d63b4eb0
+def few_shot(template:str, shots:list, # worked examples: `(content, label)` pairs, written by hand
+             answer:str='Answer: {label}', # how an example's label reads
+             intro:str='Worked examples:', outro:str='Now the case to decide:') -> str:
+    "`template` with `shots` written before the line of its single `{content}` slot, which stays for the case."
+    if template.count('{content}') != 1: raise ValueError(f"template needs exactly one {{content}} slot: {template[:80]!r}")
+    if not shots: return template
+    if any('{content}' in str(c) for c, _ in shots): raise ValueError("a worked example contains a {content} slot")
+    head, tail = template.split('{content}')
+    i = head.rfind('\n') + 1
+    lead = head[i:]   # what precedes the slot on its line, e.g. 'Knowledge: '
+    ex = '\n\n'.join(f"{lead}{c}\n{answer.format(label=l)}" for c, l in shots)
+    return f"{head[:i]}{intro}\n\n{ex}\n\n{outro}\n{lead}{{content}}{tail}"

@@ -11,20 +11,21 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Callable
 from fastcore.basics import patch
-from .core import Task, get_logger, redact_expected
+from .core import Task, get_logger, redact_expected, wilson
 from .store import Entry, KINDS, LABELS
-from .judge import Judge, JudgeParseError
+from .judge import Judge, JudgeParseError, few_shot
 from .agent import build_messages, EpisodeResult
 from .tasks.tableqa import OPS, Surface, rename, with_surface, find_calls, split_call, fmt_num
 
 # %% auto #0
 __all__ = ['ORIGINS', 'NO_CALL_HINT', 'FEEDBACK_HINTS', 'EXTRACT_PROMPTS', 'EXTRACTORS', 'VOLATILITY_PROMPT', 'LABEL_MODES',
-           'VOLATILITY_CASES', 'KB_OPS', 'KB_OP_PROMPT', 'KB_OP_CASES', 'KPOStats', 'Candidate', 'surface_names',
-           'names_in', 'symbol_names', 'question_of', 'generalise', 'op_purpose', 'rule_candidates', 'uninformative',
-           'episode_text', 'judge_candidates', 'extract_candidates', 'label_candidate', 'label_candidates',
-           'volatility_agreement', 'KBOp', 'neighbour', 'update_kb', 'kb_op_agreement', 'revision_counts',
-           'promote_revised', 'rename_names', 'resurface', 'rename_volatile', 'RolloutPrompt', 'legal_names',
-           'observed_names', 'memory_aware_prompt', 'memory_aware_messages', 'called_names', 'recitation_violations',
+           'VOLATILITY_SHOTS', 'VOLATILITY_CASES', 'KB_OPS', 'KB_OP_PROMPT', 'KB_OP_SHOTS', 'KB_OP_CASES', 'KPOStats',
+           'Candidate', 'surface_names', 'names_in', 'symbol_names', 'question_of', 'generalise', 'op_purpose',
+           'rule_candidates', 'uninformative', 'episode_text', 'judge_candidates', 'extract_candidates',
+           'volatility_prompt', 'label_candidate', 'label_candidates', 'volatility_agreement', 'kb_op_content',
+           'kb_op_prompt', 'KBOp', 'neighbour', 'update_kb', 'kb_op_agreement', 'revision_counts', 'promote_revised',
+           'rename_names', 'resurface', 'rename_volatile', 'RolloutPrompt', 'legal_names', 'observed_names',
+           'memory_aware_prompt', 'memory_aware_messages', 'called_names', 'recitation_violations',
            'anti_recitation_reward', 'rename_trace', 'anti_recitation_sft', 'anti_recitation_grpo', 'had_utility',
            'ab_deltas', 'ab_order', 'measure_utility', 'release', 'KnowledgePO']
 
@@ -255,11 +256,25 @@ VOLATILITY_PROMPT = ("Classify a piece of knowledge that an agent learned.\n"
                      "strategic: a higher-level heuristic about how to approach or debug a kind of task.\n\n"
                      "Knowledge: {content}\n\nAnswer with one word: volatile, stable or strategic.")
 LABEL_MODES = ('judge', 'judge+rules', 'rules')
+VOLATILITY_SHOTS = [   # worked examples for the few-shot prompt, two per label: never measurement cases
+    ("On surface v4 the filter tool is keep(col, op, value) and the row counter is n_rows().", 'volatile'),
+    ("A median is the middle value of the sorted list, or the mean of the two middle values when the count is even.", 'stable'),
+    ("After two failed attempts with the same approach, try a different approach.", 'strategic'),
+    ("The orders table stores the customer in a column called cust_id.", 'volatile'),
+    ("Distance equals speed multiplied by time when the speed is constant.", 'stable'),
+    ("Break a long word problem into the quantities it gives and the quantity it asks for.", 'strategic'),
+]
+
+def volatility_prompt(shots:int=0) -> str: # worked examples from `VOLATILITY_SHOTS` (0: zero-shot)
+    "`VOLATILITY_PROMPT` with the first `shots` worked examples."
+    if not 0 <= shots <= len(VOLATILITY_SHOTS): raise ValueError(f"shots={shots} must be in 0..{len(VOLATILITY_SHOTS)}")
+    return few_shot(VOLATILITY_PROMPT, VOLATILITY_SHOTS[:shots])
 
 def label_candidate(judge:Judge|None, candidate:Candidate,
                     mode:str='judge+rules', # 'judge', 'judge+rules' or 'rules'
                     surface=None, # current surface: its names in the content also make it volatile
-                    stats:KPOStats|None=None, calibrate:bool=True) -> str:
+                    stats:KPOStats|None=None, calibrate:bool=True,
+                    shots:int=0) -> str: # worked examples in the judge's prompt (`volatility_prompt`)
     "The volatility label of `candidate` (paper §3.2, §4.4.1)."
     if mode not in LABEL_MODES: raise ValueError(f"label mode {mode!r} not in {LABEL_MODES}")
     named = bool(candidate.names or (surface is not None and names_in(candidate.content, surface)))
@@ -268,7 +283,7 @@ def label_candidate(judge:Judge|None, candidate:Candidate,
         label = 'volatile' if named else candidate.proposed
     else:
         if judge is None: raise ValueError(f"label mode {mode!r} needs a judge")
-        label = judge.choose(VOLATILITY_PROMPT, list(LABELS), calibrate, content=candidate.content).option
+        label = judge.choose(volatility_prompt(shots), list(LABELS), calibrate, content=candidate.content).option
         if mode == 'judge+rules' and named and label != 'volatile':
             label = 'volatile'
             if stats is not None: stats.overrides += 1
@@ -276,9 +291,9 @@ def label_candidate(judge:Judge|None, candidate:Candidate,
     return label
 
 def label_candidates(judge:Judge|None, candidates:list[Candidate], mode:str='judge+rules', surface=None,
-                     stats:KPOStats|None=None, calibrate:bool=True) -> list[Candidate]:
+                     stats:KPOStats|None=None, calibrate:bool=True, shots:int=0) -> list[Candidate]:
     "Copies of `candidates` with their labels set."
-    return [replace(c, label=label_candidate(judge, c, mode, surface, stats, calibrate)) for c in candidates]
+    return [replace(c, label=label_candidate(judge, c, mode, surface, stats, calibrate, shots)) for c in candidates]
 
 # %% ../nbs/12_knowledgepo.ipynb #ec8d343a
 VOLATILITY_CASES = [
@@ -291,15 +306,37 @@ VOLATILITY_CASES = [
     ("When a tool call fails, read the error message and the list of available tools before trying again.", 'strategic'),
     ("If an answer turns out wrong, split the question into smaller lookups and check each result.", 'strategic'),
     ("Answer as soon as a tool result contains the answer instead of making more calls.", 'strategic'),
+    ("In table 'teams' the country column is named ctry, not country.", 'volatile'),
+    ("The db helper is now db.query_rows(sql); db.select no longer exists.", 'volatile'),
+    ("Since v3, parse_date needs the format string as its second argument.", 'volatile'),
+    ("On surface v1 the page search tool for multihop questions is called find_page.", 'volatile'),
+    ("The calculator tool on surface v2 is calc(expr); compute was removed.", 'volatile'),
+    ("The sum tool takes only the column: col_sum(col), after filtering with rows_where(col, value).", 'volatile'),
+    ("The cities table has the columns city, country, area and population.", 'volatile'),
+    ("The perimeter of a rectangle is twice the sum of its length and its width.", 'stable'),
+    ("To take p percent of a number, multiply the number by p and divide by 100.", 'stable'),
+    ("For a two-hop question, first find the entity the question describes, then read the asked attribute of that entity.", 'stable'),
+    ("A running maximum keeps the largest value seen so far and writes it at every position.", 'stable'),
+    ("Compute Fibonacci numbers iteratively with two running variables instead of by recursion.", 'stable'),
+    ("An average is the sum of the values divided by how many values there are.", 'stable'),
+    ("A string is a palindrome when it reads the same backwards after dropping non-alphanumeric characters and lowering the case.", 'stable'),
+    ("When a code solution times out, look for a faster algorithm before tuning details.", 'strategic'),
+    ("Test the function on the examples in its docstring before submitting it.", 'strategic'),
+    ("If the question has two parts, answer the inner question first and write down its result.", 'strategic'),
+    ("When the same mistake repeats across tasks, slow down and check each intermediate step.", 'strategic'),
+    ("Re-read the question at the end to make sure the answer has the requested unit and form.", 'strategic'),
+    ("If a paragraph contradicts what you remember, trust the paragraph.", 'strategic'),
+    ("When unsure between two answers, pick the one the retrieved evidence supports.", 'strategic'),
 ]
 
-def volatility_agreement(judge:Judge, cases:list=VOLATILITY_CASES, calibrate:bool=True, surface=None) -> dict:
+def volatility_agreement(judge:Judge, cases:list=VOLATILITY_CASES, calibrate:bool=True, surface=None,
+                         shots:int=0) -> dict: # worked examples in the prompt (`volatility_prompt`)
     "Agreement with hand labels of the judge alone (`judge`) and with the surface-name rule (`judge+rules`)."
-    ag = judge.agreement([dict(prompt=VOLATILITY_PROMPT, content=c, options=list(LABELS), gold=g) for c, g in cases], calibrate)
+    ag = judge.agreement([dict(prompt=volatility_prompt(shots), content=c, options=list(LABELS), gold=g) for c, g in cases], calibrate)
     ruled = [c[0] for c in cases]
     preds = ['volatile' if names_in(t, surface) else p for t, p in zip(ruled, ag['predictions'])]
     agree = sum(p == g for p, (_, g) in zip(preds, cases))
-    return {'judge': ag, 'judge+rules': dict(n=len(cases), agree=agree, rate=agree/len(cases), predictions=preds,
+    return {'judge': ag, 'judge+rules': dict(n=len(cases), agree=agree, rate=agree/len(cases), ci=wilson(agree, len(cases)), predictions=preds,
                                              overrides=sum(p != q for p, q in zip(preds, ag['predictions'])))}
 
 # %% ../nbs/12_knowledgepo.ipynb #370ac0c4
@@ -307,6 +344,21 @@ KB_OPS = ('insert', 'merge', 'revise', 'discard')
 KB_OP_PROMPT = ("A knowledge base holds an existing entry, and a new entry was proposed.\n{content}\n\n"
                 "merge: both say the same thing. revise: the new entry corrects or updates the existing one. "
                 "insert: they are about different things.\nAnswer with one word: insert, merge or revise.")
+KB_OP_SHOTS = [   # worked examples for the few-shot prompt, (existing, new, op), two per op: never measurement cases
+    ("Check the units of every quantity.", "Make sure all quantities are in the same unit before combining them.", 'merge'),
+    ("The sum tool is col_sum(col).", "On surface v4 the sum tool is total(col); col_sum is gone.", 'revise'),
+    ("Check the units of every quantity.", "Answer multihop questions with the entity's name only.", 'insert'),
+    ("Handle an empty input list first.", "Return early when the input list is empty.", 'merge'),
+    ("The orders table has a column customer.", "Correction: the orders table calls that column cust_id.", 'revise'),
+    ("Handle an empty input list first.", "Use integer division when the task asks for whole items.", 'insert'),
+]
+
+def kb_op_content(existing:str, new:str) -> str: return f"Existing: {existing}\nNew: {new}"
+
+def kb_op_prompt(shots:int=0) -> str: # worked examples from `KB_OP_SHOTS` (0: zero-shot)
+    "`KB_OP_PROMPT` with the first `shots` worked examples."
+    if not 0 <= shots <= len(KB_OP_SHOTS): raise ValueError(f"shots={shots} must be in 0..{len(KB_OP_SHOTS)}")
+    return few_shot(KB_OP_PROMPT, [(kb_op_content(a, b), g) for a, b, g in KB_OP_SHOTS[:shots]])
 
 @dataclass
 class KBOp:
@@ -331,13 +383,14 @@ def neighbour(kb, candidate:Candidate, k:int=8, vec=None):
     return None
 
 # %% ../nbs/12_knowledgepo.ipynb #8a67ec7a
-def _choose_op(judge:Judge, e:Entry, c:Candidate) -> str:
-    return judge.choose(KB_OP_PROMPT, ['insert', 'merge', 'revise'], content=f"Existing: {e.content}\nNew: {c.content}").option
+def _choose_op(judge:Judge, e:Entry, c:Candidate, shots:int=0) -> str:
+    return judge.choose(kb_op_prompt(shots), list(KB_OPS[:3]), content=kb_op_content(e.content, c.content)).option
 
 def update_kb(kb, candidate:Candidate, judge:Judge|None=None, # decides ambiguous same-topic cases when given
               dup_threshold:float=0.9, # cosine at or above which an entry is a near-duplicate
               topic_threshold:float=0.8, # cosine at or above which an entry is on the same topic
-              min_words:int=4, stats:KPOStats|None=None) -> KBOp:
+              min_words:int=4, stats:KPOStats|None=None,
+              shots:int=0) -> KBOp: # worked examples in the judge's prompt (`kb_op_prompt`)
     "Insert, merge, revise or discard for one labelled candidate (paper §4.4.1; SPEC §5 KB update)."
     if candidate.label is None: raise ValueError("label the candidate (`label_candidate`) before `update_kb`")
     why, op = uninformative(candidate.content, min_words), None
@@ -353,7 +406,7 @@ def update_kb(kb, candidate:Candidate, judge:Judge|None=None, # decides ambiguou
         elif e is not None and sim >= topic_threshold and (conflict or same):
             op = 'revise', 'same topic, tool names changed' if conflict else 'same names, new content'
         elif e is not None and sim >= dup_threshold and not conflict: op = 'merge', 'near-duplicate'
-        elif e is not None and sim >= topic_threshold and judge is not None: op = _choose_op(judge, e, candidate), 'judge on same topic'
+        elif e is not None and sim >= topic_threshold and judge is not None: op = _choose_op(judge, e, candidate, shots), 'judge on same topic'
         else: op = 'insert', 'new knowledge'
         op = _apply_op(kb, op[0], op[1], e, sim, candidate, vec)
     if stats is not None:
@@ -379,11 +432,36 @@ KB_OP_CASES = [
     ("Sum questions need the where column first.", "Sum questions need the summed column first, then the where column and value.", 'revise'),
     ("To count rows, count those matching the condition.", "Compare two values as numbers, not as text.", 'insert'),
     ("Finish with a line 'Answer: <answer>'.", "When a tool call fails, read the list of available tools.", 'insert'),
+    ("Compare numbers as numbers, not as strings.", "When comparing two values, convert them to numbers first instead of comparing their text.", 'merge'),
+    ("Call a tool to read the table before answering.", "Read the table with a tool call before giving any answer.", 'merge'),
+    ("For two-hop questions, find the bridge entity first.", "First identify the intermediate entity, then answer the question about it.", 'merge'),
+    ("Percent of a number: multiply by the percent and divide by 100.", "To take p% of x, compute x times p over 100.", 'merge'),
+    ("Iterate instead of recursing for Fibonacci numbers.", "Compute Fibonacci numbers with a loop, not with naive recursion.", 'merge'),
+    ("Test the function on the docstring examples before submitting.", "Before submitting code, run it on the examples given in the docstring.", 'merge'),
+    ("The perimeter of a rectangle is 2 times length plus width.", "A rectangle's perimeter is twice the sum of its length and width.", 'merge'),
+    ("Trust the given paragraphs over remembered facts.", "When the context contradicts what you remember, answer from the context.", 'merge'),
+    ("The lookup tool is called lookup on surface v2.", "Update: on surface v3 the lookup tool is called get, not lookup.", 'revise'),
+    ("Use db.select to read the users.", "db.select was removed in v2; read the users with db.query_rows(sql) instead.", 'revise'),
+    ("The teams table has a column country.", "Correction: the country column of the teams table is named ctry.", 'revise'),
+    ("Call parse_date with just the date string.", "Since v3 parse_date requires the format string as its second argument.", 'revise'),
+    ("Answer math questions with the number only.", "Correction: end a math answer with a line 'Answer: <number>' or a boxed number, not a bare number.", 'revise'),
+    ("Count rows with count(col, value).", "The count tool was renamed: on surface v2 use tbl_tally(col, value).", 'revise'),
+    ("A rectangle's perimeter is its length times its width.", "Correction: length times width is the area; the perimeter is twice length plus width.", 'revise'),
+    ("The calculator tool is compute(expr).", "On surface v2 the calculator is calc(expr); compute no longer exists.", 'revise'),
+    ("Read the table with a tool call before answering.", "Compare numbers as numbers, not as text.", 'insert'),
+    ("Percent of a number: multiply by the percent and divide by 100.", "The perimeter of a rectangle is twice the sum of its sides.", 'insert'),
+    ("Test the function on the docstring examples before submitting.", "Use a loop instead of recursion for Fibonacci numbers.", 'insert'),
+    ("For two-hop questions, find the bridge entity first.", "Copy names exactly as they are written in the paragraph.", 'insert'),
+    ("The lookup tool is called get on surface v3.", "The filter tool is called keep_rows on surface v3.", 'insert'),
+    ("When a code solution times out, look for a faster algorithm.", "Strip whitespace from each input line before parsing it.", 'insert'),
+    ("An average is the sum divided by the count.", "Round money amounts down only when the task asks for whole units.", 'insert'),
+    ("Finish with a line 'Answer: <answer>'.", "Skip cells that are not numbers when summing a column.", 'insert'),
 ]
 
-def kb_op_agreement(judge:Judge, cases:list=KB_OP_CASES, calibrate:bool=True) -> dict:
+def kb_op_agreement(judge:Judge, cases:list=KB_OP_CASES, calibrate:bool=True,
+                    shots:int=0) -> dict: # worked examples in the prompt (`kb_op_prompt`)
     "Agreement of the KB-operation judge with hand labels (`Judge.agreement`)."
-    return judge.agreement([dict(prompt=KB_OP_PROMPT, content=f"Existing: {a}\nNew: {b}", options=['insert', 'merge', 'revise'], gold=g)
+    return judge.agreement([dict(prompt=kb_op_prompt(shots), content=kb_op_content(a, b), options=list(KB_OPS[:3]), gold=g)
                             for a, b, g in cases], calibrate)
 
 # %% ../nbs/12_knowledgepo.ipynb #9f0f7be9
@@ -593,14 +671,16 @@ class KnowledgePO:
                  R:int=2, # revisions that promote a non-volatile entry
                  lam:float=0.5, # anti-recitation penalty λ
                  k:int=3, mode:str='hybrid', # retrieval for memory-aware rollouts
-                 op_judge:bool=True): # let the judge decide ambiguous same-topic KB operations
+                 op_judge:bool=True, # let the judge decide ambiguous same-topic KB operations
+                 label_shots:int=6, # worked examples in the volatility judge's prompt (six-shot measured best on SmolLM2; 0: zero-shot)
+                 op_shots:int=0): # worked examples in the KB-operation judge's prompt (no measured gain; 0: zero-shot)
         if extractor not in EXTRACTORS: raise ValueError(f"extractor {extractor!r} not in {EXTRACTORS}")
         if label_mode not in LABEL_MODES: raise ValueError(f"label mode {label_mode!r} not in {LABEL_MODES}")
         if judge is None and (extractor != 'rules' or label_mode != 'rules'):
             raise ValueError(f"extractor={extractor!r} / label_mode={label_mode!r} need a judge; pass one or use 'rules' for both")
         self.kb, self.judge, self.extractor, self.label_mode, self.max_candidates = kb, judge, extractor, label_mode, max_candidates
         self.dup_threshold, self.topic_threshold, self.R, self.lam, self.k, self.mode = dup_threshold, topic_threshold, R, lam, k, mode
-        self.op_judge = judge if op_judge else None
+        self.op_judge, self.label_shots, self.op_shots = judge if op_judge else None, label_shots, op_shots
         self.stats = KPOStats()
 
     def __repr__(self): return f"KnowledgePO(extractor={self.extractor!r}, label_mode={self.label_mode!r}, R={self.R}, k={self.k})"
@@ -611,8 +691,8 @@ def observe(self:KnowledgePO, result:EpisodeResult) -> list[KBOp]:
     "Harness-side update after one episode: extract candidates, label them, update the KB, promote."
     task = result.task
     cands = extract_candidates(self.judge, task, result, self.max_candidates, self.extractor, self.stats)
-    cands = label_candidates(self.judge, cands, self.label_mode, _surface_of(task), self.stats)
-    ops = [update_kb(self.kb, c, self.op_judge, self.dup_threshold, self.topic_threshold, stats=self.stats)
+    cands = label_candidates(self.judge, cands, self.label_mode, _surface_of(task), self.stats, shots=self.label_shots)
+    ops = [update_kb(self.kb, c, self.op_judge, self.dup_threshold, self.topic_threshold, stats=self.stats, shots=self.op_shots)
            for c in cands]
     promote_revised(self.kb, self.R, self.stats)
     return ops

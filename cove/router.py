@@ -11,13 +11,14 @@ from collections import Counter
 from dataclasses import dataclass, asdict
 from pathlib import Path
 from fastcore.basics import patch
-from .core import Feedback, Task, append_jsonl
+from .core import Feedback, Task, append_jsonl, wilson
 
 # %% auto #0
-__all__ = ['CHANNELS', 'PARAMETRIC_CHANNELS', 'CHANNEL_DOCS', 'ROUTE_TEMPLATE', 'SIGNALS_PROMPT', 'REASON_PROMPT', 'SIGNAL_RE',
-           'ROUTERS', 'ROUTING_CASES', 'check_channel', 'RouteDecision', 'clip', 'render_retrieved', 'route_content',
-           'signal_items', 'parse_signals', 'first_sentence', 'valid_reason', 'BaseRouter', 'FixedRoute', 'AlwaysBoth',
-           'RandomRoute', 'Router', 'make_router', 'routing_judge_cases', 'router_agreement']
+__all__ = ['CHANNELS', 'PARAMETRIC_CHANNELS', 'CHANNEL_DOCS', 'ROUTE_TEMPLATE', 'SIGNALS_PROMPT', 'REASON_PROMPT', 'ROUTE_SHOTS',
+           'SIGNAL_RE', 'ROUTERS', 'ROUTING_CASES', 'check_channel', 'RouteDecision', 'clip', 'render_retrieved',
+           'route_content', 'route_template', 'signal_items', 'parse_signals', 'first_sentence', 'valid_reason',
+           'BaseRouter', 'FixedRoute', 'AlwaysBoth', 'RandomRoute', 'Router', 'make_router', 'routing_judge_cases',
+           'router_agreement']
 
 # %% ../nbs/10_router.ipynb #f8a0e86a
 CHANNELS = ('harness_only', 'parametric_candidate', 'hybrid')
@@ -85,6 +86,39 @@ SIGNALS_PROMPT = ("{content}\n\nChosen channel: {channel}.\nList one to four sho
 
 REASON_PROMPT = ("{content}\n\nChosen channel: {channel}, because {doc}.\n"
                  "In one sentence, explain why this channel fits this task and its feedback.")
+
+# %% ../nbs/10_router.ipynb #3e0c23cc
+def _case(i, family, prompt, status, score, message, history, gold, why, prefix='route'):
+    return dict(task=Task(f'{prefix}-{i}', family, 'test', prompt), feedback=Feedback(status, score, message),
+                history=history, gold=gold, why=why)
+
+_SHOT_ROWS = [   # worked examples for the few-shot prompt: never measurement cases
+    ('tableqa', "Which city has the largest area? Tools (surface v5): names(), where(col, value), top(col).",
+     'failure', 0.0, "API error: unknown tool 'col_max' (surface v5)", {'episodes': 22, 'success_rate': 0.45}, 'harness_only',
+     'a tool name from an older surface; the current name is volatile knowledge'),
+    ('math', "A baker makes 45 rolls an hour for 6 hours and sells all but 38 of them. How many rolls does he sell?",
+     'failure', 0.0, "wrong answer: got '308', expected '232'", {'episodes': 28, 'success_rate': 0.25}, 'parametric_candidate',
+     'a recurring arithmetic-reasoning slip on a stable answer format'),
+    ('code', "Using io2.read_lines(path) (the v2 name of io2.lines), return the longest line of a file that contains no digit.",
+     'error', 0.0, "AttributeError: module 'io2' has no attribute 'lines'; earlier attempts also returned lines with digits",
+     {'episodes': 18, 'success_rate': 0.1}, 'hybrid', 'a renamed helper and a recurring filtering error'),
+    ('multihop', "Paragraphs: [1] Dorna Pell wrote the novel Salt Harbour. [2] Dorna Pell lives in Kessick. Question: Where does the author of Salt Harbour live?",
+     'success', 1.0, 'correct', {'episodes': 14, 'success_rate': 0.65}, 'harness_only', 'the answer is in the given paragraphs'),
+    ('code', "Complete this Python function: def count_vowels(s): return the number of vowels in s, ignoring case.",
+     'failure', 0.6, "input 'AEiou' -> got 3, expected 5", {'episodes': 26, 'success_rate': 0.3}, 'parametric_candidate',
+     'an edge case of a simple procedure, missed again and again'),
+    ('tableqa', "What is the average population of the cities in Velmar? Tools (surface v3): hdrs(), keep_rows(col, op, value), mean(col).",
+     'failure', 0.0, "wrong answer: got '41200', expected '38750'; API error: unknown tool 'avg' (surface v3)", {'episodes': 33, 'success_rate': 0.3},
+     'hybrid', 'a stale tool name and a wrong filter at once'),
+]
+ROUTE_SHOTS: list[dict] = [_case(i, *r, prefix='shot') for i, r in enumerate(_SHOT_ROWS)]
+
+def route_template(shots:int=0) -> str: # worked examples from `ROUTE_SHOTS` (0: zero-shot `ROUTE_TEMPLATE`)
+    "The router's channel prompt with the first `shots` worked episodes of `ROUTE_SHOTS`."
+    if not 0 <= shots <= len(ROUTE_SHOTS): raise ValueError(f"shots={shots} must be in 0..{len(ROUTE_SHOTS)}")
+    if not shots: return ROUTE_TEMPLATE
+    from cove.judge import few_shot   # here, so that importing the router stays free of torch
+    return few_shot(ROUTE_TEMPLATE, [(route_content(c['task'], c['feedback'], c['history']), c['gold']) for c in ROUTE_SHOTS[:shots]])
 
 # %% ../nbs/10_router.ipynb #6b8cbf2f
 SIGNAL_RE = re.compile(r'^(?=.{2,24}$)[a-z][a-z0-9]*(_[a-z0-9]+){0,3}$')  # 2-24 chars, at most four words
@@ -191,11 +225,13 @@ class Router(BaseRouter):
                  max_signals:int=4, # signals kept per decision
                  max_reason_chars:int=200, # cap on the reason
                  history_window:int=20, # episodes in the default family-history success rate
-                 signal_tokens:int=24, reason_tokens:int=48): # generation caps for signals and reason
+                 signal_tokens:int=24, reason_tokens:int=48, # generation caps for signals and reason
+                 shots:int=0): # worked episodes in the channel prompt (`route_template`; 0: zero-shot)
         super().__init__(log_path)
         self.judge, self.calibrate, self.explain = judge, calibrate, explain
         self.max_signals, self.max_reason_chars, self.history_window = max_signals, max_reason_chars, history_window
         self.signal_tokens, self.reason_tokens = signal_tokens, reason_tokens
+        self.shots, self.template = shots, route_template(shots)
 
 # %% ../nbs/10_router.ipynb #08d7cac3
 @patch
@@ -216,7 +252,7 @@ def decide(self:Router, task:Task, feedback:Feedback, history:dict|None=None, re
     "Route episode `(τ_i, f_i)`; `history` defaults to the family's routed history in this router's log."
     hist = history if history is not None else self.family_history(task.family, self.history_window)
     content = route_content(task, feedback, hist, retrieved)
-    ch = self.judge.choose(ROUTE_TEMPLATE, list(CHANNELS), calibrate=self.calibrate, content=content)
+    ch = self.judge.choose(self.template, list(CHANNELS), calibrate=self.calibrate, content=content)
     deciding = ch.calibrated_scores if ch.calibrated_scores is not None else ch.scores
     signals, reason = self.rationale(content, ch.option) if self.explain else ([], '')
     return self._record(task, feedback, RouteDecision(ch.option, signals, reason, {c: round(s, 4) for c, s in zip(CHANNELS, deciding)}, 'judge'))
@@ -238,10 +274,6 @@ def make_router(name:str, # one of `ROUTERS`
     raise ValueError(f"unknown router {name!r}; choose from {ROUTERS}")
 
 # %% ../nbs/10_router.ipynb #8fe9af50
-def _case(i, family, prompt, status, score, message, history, gold, why):
-    return dict(task=Task(f'route-{i}', family, 'test', prompt), feedback=Feedback(status, score, message),
-                history=history, gold=gold, why=why)
-
 _ROUTING_ROWS = [
     ('tableqa', "Which country had the highest gdp in 2004? Tools (surface v2): tbl_cols(), rows_where(col, value), col_max(col), lookup(row, col).",
      'failure', 0.0, "API error: unknown tool 'get_column' (surface v2)", {'episodes': 30, 'success_rate': 0.6}, 'harness_only',
@@ -267,21 +299,88 @@ _ROUTING_ROWS = [
     ('code', "Using the helper library (fetch_rows(table) returns a list of dicts), return the median price of rows whose category is 'book'.",
      'error', 0.0, "NameError: name 'get_rows' is not defined; the median of an even-length list was also computed wrongly in earlier attempts",
      {'episodes': 25, 'success_rate': 0.15}, 'hybrid', 'a stale helper name plus a recurring reasoning error'),
+    # harness_only: a renamed tool or helper, a schema name, or an answer read off the given context
+    ('tableqa', "What is the population of Brenholt? Tools (surface v3): cols(), find(col, value), get(row, col).",
+     'failure', 0.0, "API error: unknown tool 'lookup' (surface v3)", {'episodes': 60, 'success_rate': 0.5}, 'harness_only',
+     'the lookup tool has a new name on this surface'),
+    ('tableqa', "Table 'teams' (8 rows) with columns: club, ctry, founded, titles.\nQuestion: How many titles has Ravens FC? Tools (surface v2): hdrs(), rows_where(col, value), lookup(row, col).",
+     'failure', 0.0, "Error: no column 'country' in table 'teams'; columns: club, ctry, founded, titles", {'episodes': 18, 'success_rate': 0.6},
+     'harness_only', 'a column name of this table, which memory can carry'),
+    ('tableqa', "Table 'cities' (9 rows) with columns: city, country, area, population.\nQuestion: What is the area of Lisk? Tools (surface v2): tbl_cols(), rows_where(col, value), lookup(row, col).",
+     'success', 1.0, 'correct', {'episodes': 12, 'success_rate': 0.8}, 'harness_only', 'solved by reading the table; nothing to internalise'),
+    ('multihop', "Paragraphs: [1] Orrin Tale founded Veldt Shipping in 1952. [2] Veldt Shipping moved its headquarters from Marlow to Fenby in 1990. Question: Where are the headquarters of the company Orrin Tale founded?",
+     'failure', 0.0, "wrong answer: got 'Marlow', expected 'Fenby' (F1 0.00)", {'episodes': 24, 'success_rate': 0.7}, 'harness_only',
+     'the current fact is stated in the given context; the old one was recited'),
+    ('multihop', "Paragraphs: [1] The Karst Bridge spans the Olbe River. [2] The Olbe River flows into Lake Senn. Question: Into which lake flows the river that the Karst Bridge spans?",
+     'success', 1.0, 'correct', {'episodes': 40, 'success_rate': 0.75}, 'harness_only', 'the two hops are in the paragraphs'),
+    ('code', "Using the project's db helper (db.query_rows(sql) replaced db.select in v2), return the names of users older than 30.",
+     'error', 0.0, "AttributeError: module 'db' has no attribute 'select'", {'episodes': 15, 'success_rate': 0.55}, 'harness_only',
+     'a helper renamed between versions'),
+    ('code', "Use the provided parse_date(s, fmt) helper (since v3 fmt is required) to return the weekday of each date string.",
+     'error', 0.0, "TypeError: parse_date() missing 1 required positional argument: 'fmt'", {'episodes': 20, 'success_rate': 0.6}, 'harness_only',
+     'a changed helper signature'),
+    # parametric_candidate: a reasoning, procedure or format competence that keeps failing
+    ('math', "A rectangle is 12 cm long and 5 cm wide. What is its perimeter in cm?",
+     'failure', 0.0, "wrong answer: got '60', expected '34'", {'episodes': 30, 'success_rate': 0.2}, 'parametric_candidate',
+     'area and perimeter confused; a stable reasoning routine'),
+    ('math', "Sara has 3 boxes with 24 apples each. She gives away a quarter of all the apples. How many apples does she keep?",
+     'failure', 0.0, "format: no Answer line or \\boxed{}", {'episodes': 50, 'success_rate': 0.3}, 'parametric_candidate',
+     'the answer format keeps being missed'),
+    ('math', "What is 15% of 240?", 'failure', 0.0, "wrong answer: got '16', expected '36'", {'episodes': 36, 'success_rate': 0.1},
+     'parametric_candidate', 'percentages computed wrongly again and again'),
+    ('code', "Complete this Python function: def running_max(xs): return a list whose i-th item is the maximum of xs[:i+1].",
+     'failure', 0.5, "input [3, 1, 4] -> got [3, 1, 4], expected [3, 3, 4]", {'episodes': 40, 'success_rate': 0.25}, 'parametric_candidate',
+     'a prefix-maximum idiom not yet learned'),
+    ('code', "Complete this Python function: def fib(n): return the n-th Fibonacci number, for n up to 90.",
+     'timeout', 0.33, "timeout after 10 s (2/6 asserts passed)", {'episodes': 22, 'success_rate': 0.2}, 'parametric_candidate',
+     'exponential recursion where an iterative procedure is needed'),
+    ('multihop', "Paragraphs: [1] Tarlo Mills was founded by Edda Vaine. [2] Edda Vaine (born 1871) grew up in Harrow Fen. Question: In which year was the founder of Tarlo Mills born?",
+     'failure', 0.0, "wrong answer: got 'Tarlo Mills', expected '1871' (F1 0.00)", {'episodes': 35, 'success_rate': 0.15}, 'parametric_candidate',
+     'the second hop is never taken: a reasoning routine'),
+    ('tableqa', "Which team has more titles, Ravens FC or Lintel United? Tools (surface v2): hdrs(), rows_where(col, value), lookup(row, col).",
+     'failure', 0.0, "wrong answer: got 'Ravens FC', expected 'Lintel United'", {'episodes': 45, 'success_rate': 0.3}, 'parametric_candidate',
+     'the calls were right; the values 9 and 12 were compared as text'),
+    # hybrid: a volatile-interface failure and a reasoning or format failure at once
+    ('tableqa', "How many cities in Norland have more than 50000 people? Tools (surface v3): hdrs(), keep_rows(col, op, value), n_rows().",
+     'failure', 0.0, "wrong answer: got '7', expected '3'; API error: unknown tool 'filter' (surface v3)", {'episodes': 38, 'success_rate': 0.2},
+     'hybrid', 'a stale tool name and a wrong condition'),
+    ('tableqa', "What is the total area of the cities in Vessia whose population is above 20000? Tools (surface v4): cols(), keep(col, op, value), total(col).",
+     'failure', 0.0, "format: no 'Answer:' line within 4 turns; API error: unknown tool 'col_sum' (surface v4)", {'episodes': 42, 'success_rate': 0.1},
+     'hybrid', 'a renamed tool and a missing answer format'),
+    ('tableqa', "Which country has the largest total population across its cities? Tools (surface v2): tbl_cols(), rows_where(col, value), col_sum(col), col_max(col).",
+     'failure', 0.0, "wrong answer: got 'Ostrava Nova', expected 'Norland'; API error: unknown tool 'group_by' (surface v2)", {'episodes': 55, 'success_rate': 0.25},
+     'hybrid', 'an unavailable tool and a grouping error (a city answered for a country)'),
+    ('code', "Using store.items() (renamed from store.all() in v2), return the total price of the items in stock, rounded down.",
+     'error', 0.0, "AttributeError: 'Store' object has no attribute 'all'; earlier attempts also summed out-of-stock items", {'episodes': 30, 'success_rate': 0.1},
+     'hybrid', 'a renamed method and a recurring filtering error'),
+    ('code', "Using geo.dist(a, b) (the v3 name of geo.distance), return the closest pair of points in a list.",
+     'error', 0.0, "NameError: name 'distance' is not defined; earlier attempts timed out comparing every pair twice", {'episodes': 26, 'success_rate': 0.05},
+     'hybrid', 'a renamed helper and an inefficient algorithm'),
+    ('multihop', "Tools (surface v2): search(query), read(title). Question: Into which sea flows the river that passes the birthplace of Ana Roell?",
+     'failure', 0.0, "API error: unknown tool 'lookup' (surface v2); wrong answer: got 'Roell', expected 'Amber Sea' (F1 0.00)", {'episodes': 32, 'success_rate': 0.1},
+     'hybrid', 'a stale search tool and a broken hop chain'),
+    ('multihop', "Tools (surface v1): find_page(title). Question: Who founded the company whose headquarters are in the town on the Ririond River?",
+     'failure', 0.0, "API error: unknown tool 'search' (surface v1); no final answer within 4 turn(s)", {'episodes': 20, 'success_rate': 0.15},
+     'hybrid', 'an unknown retrieval tool and no final answer'),
+    ('math', "Tools (surface v2): calc(expr). A car uses 6.5 litres of fuel per 100 km. How many litres does it use for 340 km?",
+     'failure', 0.0, "wrong answer: got '52.3', expected '22.1'; API error: unknown tool 'compute' (surface v2)", {'episodes': 27, 'success_rate': 0.2},
+     'hybrid', 'a renamed calculator and a wrong proportion'),
 ]
 ROUTING_CASES: list[dict] = [_case(i, *r) for i, r in enumerate(_ROUTING_ROWS)]
 
-def routing_judge_cases(cases:list[dict]|None=None) -> list[dict]:
-    "`ROUTING_CASES` (or `cases`) as `Judge.agreement` cases over the router's template."
-    return [dict(prompt=ROUTE_TEMPLATE, content=route_content(c['task'], c['feedback'], c['history']), options=list(CHANNELS), gold=c['gold'])
+def routing_judge_cases(cases:list[dict]|None=None, shots:int=0) -> list[dict]:
+    "`ROUTING_CASES` (or `cases`) as `Judge.agreement` cases over the router's template with `shots` worked episodes."
+    tpl = route_template(shots)
+    return [dict(prompt=tpl, content=route_content(c['task'], c['feedback'], c['history']), options=list(CHANNELS), gold=c['gold'])
             for c in (ROUTING_CASES if cases is None else cases)]
 
 # %% ../nbs/10_router.ipynb #817d5db3
 def router_agreement(router:BaseRouter, cases:list[dict]|None=None) -> dict:
     "Agreement of `router`'s channel with the hand labels: `n`, `agree`, `rate`, `confusion`, `majority_rate`, `predictions`."
     cases = ROUTING_CASES if cases is None else cases
-    if isinstance(router, Router): return router.judge.agreement(routing_judge_cases(cases), calibrate=router.calibrate)
+    if isinstance(router, Router): return router.judge.agreement(routing_judge_cases(cases, router.shots), calibrate=router.calibrate)
     golds, preds = [c['gold'] for c in cases], [router._pick(c['task'], c['feedback']) for c in cases]
     agree = sum(g == p for g, p in zip(golds, preds))
-    return {'n': len(cases), 'agree': agree, 'rate': agree/len(cases), 'majority_rate': Counter(golds).most_common(1)[0][1]/len(cases),
+    return {'n': len(cases), 'agree': agree, 'rate': agree/len(cases), 'ci': wilson(agree, len(cases)), 'majority_rate': Counter(golds).most_common(1)[0][1]/len(cases),
             'confusion': {g: {p: sum((x, y) == (g, p) for x, y in zip(golds, preds)) for p in CHANNELS} for g in CHANNELS if g in golds},
             'predictions': preds}

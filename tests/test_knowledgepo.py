@@ -209,3 +209,21 @@ def test_knowledgepo_facade(emb):
     assert kpo.reward(1.0, [p.mapping['argmax']], p) == 1.0 and kpo.reward(1.0, ['argmax'], p) == 0.5
     assert json.loads(json.dumps(kpo.stats.to_dict()))['renamed'] == 1
     assert uninformative('The answer is: 12') == 'too short'
+
+
+class RecordingJudge(FixedJudge):
+    "A `FixedJudge` that keeps every prompt it was asked to choose on."
+    def __init__(self, option): super().__init__(option); self.prompts = []
+    def choose(self, prompt, options, calibrate=True, content=None, content_free_prompt=None):
+        self.prompts.append(prompt); return super().choose(prompt, options, calibrate, content, content_free_prompt)
+
+
+def test_knowledgepo_labels_with_the_six_shot_prompt(emb):
+    "The pipeline's volatility judge reads the six worked examples by default (the measured best); `label_shots=0` is the zero-shot template."
+    from cove.knowledgepo import volatility_prompt, VOLATILITY_PROMPT
+    for shots, want in ((None, volatility_prompt(6)), (0, VOLATILITY_PROMPT)):
+        j = RecordingJudge('stable')
+        kpo = KnowledgePO(KnowledgeBase(embedder=emb), judge=j, extractor='rules', label_mode='judge+rules',
+                          **({} if shots is None else {'label_shots': shots}))
+        kpo.observe(replay_reference(ENV, TASKS[3]))
+        assert j.prompts and set(j.prompts) == {want}
