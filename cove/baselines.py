@@ -122,8 +122,7 @@ class EvoMemory(Method):
         super().__init__(cfg, Path(out), policy)
         from cove.embed import Embedder
         self.state_path, self.keys = self.out/'evo_memory_state.json', EpisodeKeys(self.out/'episodes.jsonl')
-        self.memory = ExperienceMemory(self.out/'memory.sqlite', Embedder(cfg.get('embed.model', 'minilm'), batch_size=cfg.get('embed.batch_size', 64)),
-                                       cfg.get('kb.hnsw_threshold', 50_000))
+        self.memory = ExperienceMemory(self.out/'memory.sqlite', Embedder.from_config(cfg), cfg['kb.hnsw_threshold'])
         self.applied, self.saved_ledger, self._batch = {}, None, {}
         if self.state_path.exists(): self.load_state()
 
@@ -145,7 +144,7 @@ class EvoMemory(Method):
 def summarise(self:EvoMemory, results:list) -> list[tuple[str, str, str, int]]:
     "`(summary, source, reason, tokens)` per episode; source is `policy` or `digest`."
     if not results: return []
-    gens, err = _safe(self.policy.generate, [summary_messages(r) for r in results], max_new_tokens=self.cfg.get('evo_memory.summary_tokens', SUMMARY_TOKENS),
+    gens, err = _safe(self.policy.generate, [summary_messages(r) for r in results], max_new_tokens=self.cfg['evo_memory.summary_tokens'],
                       temperature=0.0, seed=self.cfg['run.seed'])
     if err: _log.warning(f"summary generation failed: {err}")
     out = []
@@ -405,7 +404,7 @@ class SelfChallenging(Method):
         self.applied, self.family_episodes, self.rounds, self.pending = {}, {}, [], {}
         self.adapter, self.next_round, self.saved_ledger = None, 1, None
         if self.state_path.exists(): self.load_state()
-    def opt(self, key, default): return self.cfg.get(f'self_challenging.{key}', default)
+    def opt(self, key): return self.cfg[f'self_challenging.{key}']
 
 # %% ../nbs/17_baselines.ipynb #9362b6b0
 @patch
@@ -454,7 +453,7 @@ def run_batch(self:SelfChallenging, env, tasks):
         self._use(ad)
         for i, r in zip(idx, agent.run(env, [tasks[i] for i in idx])): results[i] = r
     self._use(self.adapter); self.keys.commit(tasks)
-    every = int(self.opt('every', 8))
+    every = int(self.opt('every'))
     for r, k, ad in zip(results, keys, plays):
         if k in self.applied: continue
         n = self.family_episodes[spec] = self.family_episodes.get(spec, 0) + 1
@@ -516,15 +515,15 @@ def round_summary(rec:dict) -> dict:
 @patch
 def challenge(self:SelfChallenging, env, spec:str, rnd:int, replies:list[str]|None=None) -> dict:
     "Generate, parse, validate and solve this round's tasks."
-    c, n, fam = self.cfg, int(self.opt('tasks', 4)), env.family
+    c, n, fam = self.cfg, int(self.opt('tasks')), env.family
     rec = dict(round=rnd, family=spec, generated=[], challenger_tokens=0, solver_tokens=0, skipped=None, adapter_before=self.adapter, update=None)
     if fam not in SC_FAMILIES: rec['skipped'] = f'family {fam!r} not supported by self-challenging'; return rec
-    pool, err = _safe(env.tasks, 'train', int(self.opt('seed_pool', SC_SEED_POOL)), c['run.seed'])
+    pool, err = _safe(env.tasks, 'train', int(self.opt('seed_pool')), c['run.seed'])
     if not pool: rec['skipped'] = f"no train tasks to seed the challenger ({err or 'empty train split'})"; return rec
     seeds = [pool[(rnd * n + j) % len(pool)] for j in range(n)]
-    T, timeout = float(self.opt('temperature', SC_TEMPERATURE)), float(self.opt('timeout', SC_TIMEOUT))
+    T, timeout = float(self.opt('temperature')), float(self.opt('timeout'))
     if replies is None:
-        gens, err = _safe(self.policy.generate, [challenger_messages(env, s) for s in seeds], max_new_tokens=int(self.opt('max_new_tokens', SC_GEN_TOKENS)),
+        gens, err = _safe(self.policy.generate, [challenger_messages(env, s) for s in seeds], max_new_tokens=int(self.opt('max_new_tokens')),
                           temperature=T, seed=c['run.seed'] + rnd)
         if err: rec['skipped'] = f'challenger generation failed: {err}'[:300]; return rec
         replies, rec['challenger_tokens'] = [g.text for g in gens], sum(g.prompt_tokens + g.completion_tokens for g in gens)
@@ -545,7 +544,7 @@ def challenge(self:SelfChallenging, env, spec:str, rnd:int, replies:list[str]|No
 @patch
 def _solve(self:SelfChallenging, env, rec:dict, valid:list, rnd:int, T:float, timeout:float):
     "Attempt the valid tasks with the current policy; record each attempt (traces of the verified ones)."
-    att = int(self.opt('attempts', 2))
+    att = int(self.opt('attempts'))
     res = solve_generated(self.policy, env, valid, att, self.cfg['model.max_new_tokens'], T, self.cfg['run.seed'] + rnd, timeout)
     by = {it['task']['id']: it for it in rec['generated'] if it['valid']}
     for r in res:
@@ -560,7 +559,7 @@ def _solve(self:SelfChallenging, env, rec:dict, valid:list, rnd:int, T:float, ti
 @patch
 def update(self:SelfChallenging, rec:dict, rnd:int) -> dict:
     "Train the shared adapter on the round's verified solutions (or record why not); hot-swap it."
-    from cove.train import trajectories_to_sft, train_sft, UpdateResult
+    from cove.train import trajectories_to_sft, train_sft, sft_kw, UpdateResult
     ok = [dict(trace=a['trace'], score=1.0, task_id=it['task']['id'], family=it['task']['family']) for it in rec['generated'] for a in it['attempts'] if a['verified']]
     if not ok:
         why = rec.get('skipped') or ('no valid generated task' if not any(it['valid'] for it in rec['generated']) else 'no verified solution')
@@ -570,12 +569,11 @@ def update(self:SelfChallenging, rec:dict, rnd:int) -> dict:
     path = self.adapter_dir/name
     if (path/'update.json').exists(): res = UpdateResult(**json.loads((path/'update.json').read_text()))   # trained before a kill
     else:
-        try: res = train_sft(self.policy, trajectories_to_sft(ok, min_score=1.0), self.adapter_dir, name=name, lora_r=c.get('train.lora_r', 8), lr=c.get('train.lr', 2e-4),
-                             max_steps=c.get('train.max_steps', 8), batch_size=min(2, c.get('train.batch_size', 2)), max_length=c.get('train.max_length', 384),
-                             use_cpu=c.get('train.use_cpu', True), seed=c['run.seed'], n_param=len(ok), init_adapter=self.adapter_dir/init if init else None)
+        try: res = train_sft(self.policy, trajectories_to_sft(ok, min_score=1.0), self.adapter_dir, name=name, **sft_kw(c),
+                             n_param=len(ok), init_adapter=self.adapter_dir/init if init else None)
         except ValueError as e:
             if 'no SFT examples' not in str(e): raise
-            return dict(trained=False, skipped=f'no verified solution fits train.max_length={c.get("train.max_length", 384)}', adapter=None)
+            return dict(trained=False, skipped=f'no verified solution fits train.max_length={c["train.max_length"]}', adapter=None)
     self.adapter = name; self._use(name)
     if init and init in self.policy.adapters and hasattr(self.policy, 'unload_adapter'): self.policy.unload_adapter(init)   # one adapter in memory (a replay reloads an old one)
     return dict(trained=True, adapter=name, init_adapter=init, examples=res.examples, train_tokens=res.train_tokens, modelled=res.modelled,

@@ -471,7 +471,7 @@ def _count(self:CoEvoMem, **kw):
 def embedder(self:CoEvoMem):
     if self._emb is None:
         from cove.embed import Embedder
-        self._emb = Embedder(self.cfg.get('embed.model', 'minilm'), batch_size=self.cfg.get('embed.batch_size', 64))
+        self._emb = Embedder.from_config(self.cfg)
     return self._emb
 
 @patch
@@ -482,7 +482,7 @@ def _gen(self:CoEvoMem, prompts:list[str]) -> list:
 # %% ../nbs/15_coevo.ipynb #a4f6c8b7
 @patch
 def n_phases(self:CoEvoMem) -> int|None:
-    epochs = self.cfg.get('run.epochs', 1)
+    epochs = self.cfg['run.epochs']
     if self.p['phase_len'] <= 0: return epochs
     cj = self.out/'config.json'
     if not cj.exists(): return None

@@ -57,6 +57,11 @@ class Embedder:
 
     def __repr__(self): return f"Embedder({self.model!r}, batch_size={self.batch_size}, device={self.device!r})"
 
+    @classmethod
+    def from_config(cls, cfg) -> 'Embedder':
+        "The run's embedder: `embed.model` and `embed.batch_size` of a `cove.config.Config`."
+        return cls(cfg['embed.model'], batch_size=cfg['embed.batch_size'])
+
 # %% ../nbs/03_embed.ipynb #033f1f43
 @patch
 def _load(self:Embedder):

@@ -497,8 +497,7 @@ class EvolverMethod(Method):
         super().__init__(cfg, Path(out), policy)
         self.adapter_dir, self.envs, self.adapter = self.out/'adapters', {}, None
         from cove.embed import Embedder
-        emb = Embedder(cfg.get('embed.model', 'minilm'), batch_size=cfg.get('embed.batch_size', 64))
-        self.store = PrincipleStore(self.out/'evolver.sqlite', emb)
+        self.store = PrincipleStore(self.out/'evolver.sqlite', Embedder.from_config(cfg))
         self.judge = None
         if policy is not None:
             from cove.judge import Judge
@@ -602,7 +601,7 @@ def offline_phase(self:EvolverMethod, n:int):
                  success=bool(r['success']), message=json.loads(r['info']).get('message')) for r in rows]
     t0 = time.time()
     if rows and self.policy is None: raise ValueError("the offline phase needs the policy")
-    gen = distill(self.policy, rows, temperature=self.cfg.get('evolver.distill_temperature', 1.0), seed=self.cfg['run.seed'] + n) if rows else []
+    gen = distill(self.policy, rows, temperature=self.p('distill_temperature'), seed=self.cfg['run.seed'] + n) if rows else []
     for row, d in zip(rows, gen): self.integrate(row, d)
     with self.store.tx() as c:
         pruned = self.store.prune(self.p('prune'))
@@ -667,12 +666,11 @@ def _since_last_update(self:EvolverMethod) -> list:
 @patch
 def update(self:EvolverMethod, key:str):
     "Train the policy (GRPO or SFT, `evolver.algo`) on the trajectories since the last update; hot-swap; record `key`."
-    from cove.train import train_sft, train_grpo, trajectories_to_sft
+    from cove.train import train_sft, train_grpo, trajectories_to_sft, sft_kw, grpo_kw
     c, rows, n = self.cfg, self._since_last_update(), int(key.split(':')[1])
     recs = [dict(trace=json.loads(r['trajectory']), score=float(r['success']), task_id=r['task_id'], family=r['family']) for r in rows]
     algo = self.p('algo')
-    kw = dict(lora_r=c['train.lora_r'], lr=c['train.grpo_lr'] if algo == 'grpo' else c['train.lr'], max_steps=c['train.max_steps'],
-              use_cpu=c['train.use_cpu'], seed=c['run.seed'], init_adapter=self.adapter_dir/self.adapter if self.adapter else None)
+    init = dict(init_adapter=self.adapter_dir/self.adapter if self.adapter else None)
     res, why, extra = None, None, {}
     try:
         if algo == 'grpo':   # multi-turn rollouts of the tasks played since the last update (each once)
@@ -683,13 +681,12 @@ def update(self:EvolverMethod, key:str):
                                      max_new_tokens=c['model.max_new_tokens'])
                 data, rollout = evolver_rollout(agent, self.envs, tasks)
                 reward = make_evolver_reward(self.p('w_o'), self.p('w_f'), self.p('exp_retrieve'))
-                res = train_grpo(self.policy, data, reward, self.adapter_dir, num_generations=c['train.grpo_generations'], beta=c['train.grpo_beta'],
-                                 max_completion_length=c['model.max_new_tokens'], rollout_func=rollout, **kw)
+                res = train_grpo(self.policy, data, reward, self.adapter_dir, rollout_func=rollout, **grpo_kw(c), **init)
                 extra['rollouts'] = dict(reward.stats); _log.info(f"EvolveR GRPO update {key}: {len(tasks)} tasks, rollouts {extra['rollouts']}")
         else:
             data = trajectories_to_sft(recs, min_score=1.0)
             if len(data) == 0: why = 'no successful trajectory'
-            else: res = train_sft(self.policy, data, self.adapter_dir, batch_size=min(2, c['train.batch_size']), max_length=c['train.max_length'], **kw)
+            else: res = train_sft(self.policy, data, self.adapter_dir, **sft_kw(c), **init)
     except ValueError as e: why = f'{type(e).__name__}: {e}'   # e.g. every conversation longer than train.max_length
     self._record_update(key, n, res, why, algo=algo, examples=len(rows), **extra)
 
@@ -730,14 +727,13 @@ def cold_start(self:EvolverMethod, env, family:str, n_tasks:int=4):
     "Cold-start SFT on `family`'s reference trajectories, once (key `cold_start:<family>`)."
     key = f'cold_start:{family}'
     if self.store.conn.execute('SELECT 1 FROM updates WHERE key = ?', (key,)).fetchone(): return
-    from cove.train import train_sft, trajectories_to_sft
+    from cove.train import train_sft, trajectories_to_sft, sft_kw
     c, res, why = self.cfg, None, None
     try:
         recs = cold_start_data(env, env.tasks('train', n_tasks, c['run.seed']), self.p('max_turns'), self.p('k'), self.store, self.p('exp_retrieve'))
         if not recs: why = 'no passing reference trajectory'
-        else: res = train_sft(self.policy, trajectories_to_sft(recs, 1.0), self.adapter_dir, lora_r=c['train.lora_r'], lr=c['train.lr'],
-                              max_steps=c['train.max_steps'], batch_size=min(2, c['train.batch_size']), max_length=c['train.max_length'],
-                              use_cpu=c['train.use_cpu'], seed=c['run.seed'], init_adapter=self.adapter_dir/self.adapter if self.adapter else None)
+        else: res = train_sft(self.policy, trajectories_to_sft(recs, 1.0), self.adapter_dir, **sft_kw(c),
+                              init_adapter=self.adapter_dir/self.adapter if self.adapter else None)
     except Exception as e: why = f'{type(e).__name__}: {e}'
     self._record_update(key, 0, res, why, algo='sft', cold_start=True)
 

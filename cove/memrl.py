@@ -247,7 +247,7 @@ PARAMS = ('delta', 'k1', 'k2', 'lam', 'alpha', 'q_init', 'update', 'gamma', 'mer
 
 def memory_source(cfg) -> Path|None:
     "The source memory of a frozen (transfer) run: `memrl.source` (also `$COVE_MEMRL_SOURCE`, through `load_config`)."
-    s = cfg.get('memrl.source')
+    s = cfg['memrl.source']
     if not s: return None
     p = Path(s).expanduser()
     return p/'memrl.sqlite' if p.is_dir() else p
@@ -274,7 +274,7 @@ class MemRL(Method):
         self.mem_path = self.out/'memrl.sqlite'
         if self.freeze: self._attach_source()
         from cove.embed import Embedder
-        self.embedder = Embedder(cfg.get('embed.model', 'minilm'), batch_size=cfg.get('embed.batch_size', 64))
+        self.embedder = Embedder.from_config(cfg)
         self.bank = MemoryBank(self.mem_path, dim=self.embedder.dim)
         if not self.freeze: self._check_params()
         self.keys = EpisodeKeys(self.out/'episodes.jsonl')
@@ -346,7 +346,7 @@ def _play(self:MemRL, env, tasks):
 def _summarise(self:MemRL, results:list) -> dict[int, tuple[str|None, str|None, int, int]]:
     "`{position: (usable summary or None, raw text, prompt tokens, completion tokens)}` from one batched policy call."
     if not results: return {}
-    try: gens = self.policy.generate([summary_messages(r) for r in results], max_new_tokens=self.cfg.get('memrl.summary_tokens', SUMMARY_MAX_NEW_TOKENS),
+    try: gens = self.policy.generate([summary_messages(r) for r in results], max_new_tokens=self.cfg['memrl.summary_tokens'],
                                      temperature=0.0, seed=self.cfg['run.seed'])
     except Exception as e:
         _log.error(f"summary generation failed for {len(results)} episodes ({type(e).__name__}: {e}); using trace digests")

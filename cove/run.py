@@ -131,7 +131,7 @@ class Run:
         if p.exists():
             old = json.loads(p.read_text())
             oc = old.get('config', {})
-            if old.get('spec') != self.spec.key() or oc.get('model.name') != self.cfg['model.name'] or oc.get('run.epochs', 1) != self.cfg.get('run.epochs', 1):
+            if old.get('spec') != self.spec.key() or oc.get('model.name') != self.cfg['model.name'] or oc.get('run.epochs', 1) != self.cfg['run.epochs']:   # a config.json from before epochs had one
                 raise ValueError(f"{self.out} holds a different run ({old.get('spec')}, model {old.get('config', {}).get('model.name')}); use another --out")
         else:
             from cove import __version__
@@ -154,7 +154,7 @@ def execute(self:Run, policy=None, progress:bool=True) -> dict:
         ok, why = e.available()
         if not ok: self.log.warning(f"family {s} is UNAVAILABLE here: {why} (its episodes are logged as errors)")
     one = task_stream(envs, sp.episodes, sp.split, sp.seed)
-    stream = one * max(1, cfg.get('run.epochs', 1))   # epochs: the same stream again (MemRL-style); episode i is in epoch i // len(one)
+    stream = one * max(1, cfg['run.epochs'])   # epochs: the same stream again (MemRL-style); episode i is in epoch i // len(one)
     done = self.finished()
     todo = [(i, s, t) for i, (s, t) in enumerate(stream) if i not in done]
     cls = METHODS[sp.method]

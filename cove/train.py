@@ -22,7 +22,7 @@ _log = get_logger('train')
 __all__ = ['SFT_COLUMNS', 'LORA_TARGETS', 'ADAPTER_PREFIX', 'sft_messages', 'trajectories_to_sft', 'reference_sft',
            'assistant_spans', 'tokenize_chat', 'sft_dataset', 'UpdateResult', 'lora_config', 'trainable_copy',
            'next_adapter_name', 'train_sft', 'hot_swap', 'grpo_prompts', 'turn_prompts', 'task_score',
-           'make_task_reward', 'train_grpo', 'env_rollout', 'main']
+           'make_task_reward', 'train_grpo', 'env_rollout', 'sft_kw', 'grpo_kw', 'main']
 
 # %% ../nbs/07_train.ipynb #d45ef128
 SFT_COLUMNS = ('messages', 'task_id', 'family', 'score')
@@ -230,7 +230,8 @@ def train_sft(policy_or_model_name, # an `HFPolicy`, or a model name for `load_m
               out_dir, # adapters go to `out_dir/adapter-NNNN`
               lora_r:int=8, lr:float=2e-4, epochs:int=1,
               max_steps:int|None=None, # stop after this many optimizer steps (None: `epochs` full passes)
-              batch_size:int=4, # per-device batch
+              batch_size:int=4, # examples per optimizer step (per device)
+              micro_batch:int|None=None, # examples per forward/backward pass (None: `batch_size`); the rest by gradient accumulation
               max_length:int=512, # tokens per conversation (longer ones are cut at the end)
               use_cpu:bool=True, bf16:bool=False, seed:int=0,
               name:str|None=None, # adapter name (default: the next free `adapter-NNNN`)
@@ -249,8 +250,10 @@ def train_sft(policy_or_model_name, # an `HFPolicy`, or a model name for `load_m
     if init_adapter is not None:
         from peft import PeftModel
         model = PeftModel.from_pretrained(model, str(init_adapter), is_trainable=True)
-    args = _train_args(SFTConfig, final.parent/f'.{final.name}.trainer', lr, epochs, max_steps, batch_size, use_cpu, bf16, seed, progress, config,
-                       max_length=max_length, include_num_input_tokens_seen='non_padding')
+    micro = micro_batch or batch_size
+    if micro < 1 or batch_size % micro: raise ValueError(f"batch_size {batch_size} must be a positive multiple of micro_batch {micro}")
+    args = _train_args(SFTConfig, final.parent/f'.{final.name}.trainer', lr, epochs, max_steps, micro, use_cpu, bf16, seed, progress, config,
+                       max_length=max_length, include_num_input_tokens_seen='non_padding', gradient_accumulation_steps=batch_size // micro)
     with _quiet(progress), _kept_rng():
         trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tok,
                              peft_config=None if init_adapter is not None else lora_config(lora_r))
@@ -420,6 +423,17 @@ def env_rollout(start:Callable, # `start(prompt messages) -> episode` (any objec
             comp[i].append(tok.eos_token_id); mask[i].append(0)
         return dict(prompt_ids=pids, completion_ids=comp, logprobs=None, env_mask=mask, episode=eps)
     return rollout
+
+# %% ../nbs/07_train.ipynb #ae09966c
+def sft_kw(cfg) -> dict:
+    "`train_sft`'s settings from a run config, each from its documented key (no fallbacks, no caps)."
+    return dict(lora_r=cfg['train.lora_r'], lr=cfg['train.lr'], max_steps=cfg['train.max_steps'], batch_size=cfg['train.batch_size'],
+                micro_batch=cfg['train.micro_batch'], max_length=cfg['train.max_length'], use_cpu=cfg['train.use_cpu'], seed=cfg['run.seed'])
+
+def grpo_kw(cfg) -> dict:
+    "`train_grpo`'s settings from a run config: LoRA rank, `train.grpo_lr`, the group, β, the completion cap."
+    return dict(lora_r=cfg['train.lora_r'], lr=cfg['train.grpo_lr'], max_steps=cfg['train.max_steps'], num_generations=cfg['train.grpo_generations'],
+                beta=cfg['train.grpo_beta'], max_completion_length=cfg['model.max_new_tokens'], use_cpu=cfg['train.use_cpu'], seed=cfg['run.seed'])
 
 # %% ../nbs/07_train.ipynb #b406301b
 def _parser() -> argparse.ArgumentParser:

@@ -52,21 +52,19 @@ class CoveMethod(Method):
 
     def _judge(self):
         if self.policy is None: return None
-        if self.cfg.get('judge.backend', 'policy') != 'policy': raise NotImplementedError("workflow: only judge.backend=policy is wired")
+        if self.cfg['judge.backend'] != 'policy': raise NotImplementedError("workflow: only judge.backend=policy is wired")
         from cove.judge import Judge
         return Judge(self.policy)
 
     def _open_kb(self):
         from cove.store import KnowledgeBase
         from cove.embed import Embedder
-        emb = Embedder(self.cfg.get('embed.model', 'minilm'), batch_size=self.cfg.get('embed.batch_size', 64))
-        return KnowledgeBase(self.out/'kb.sqlite', embedder=emb, hnsw_threshold=self.cfg.get('kb.hnsw_threshold', 50_000))
+        return KnowledgeBase(self.out/'kb.sqlite', embedder=Embedder.from_config(self.cfg), hnsw_threshold=self.cfg['kb.hnsw_threshold'])
 
     def _kpo(self):
-        ex = self.cfg.get('kpo.extractor', 'rules')
+        c = self.cfg; ex = c['kpo.extractor']
         return KnowledgePO(self.kb, judge=None if ex == 'rules' else self.judge, extractor=ex,
-                           label_mode='rules' if ex == 'rules' else 'judge+rules', R=self.cfg.get('kpo.R', 2),
-                           lam=self.cfg.get('kpo.lam', 0.5), k=self.cfg.get('retrieval.k', 3), mode=self.cfg.get('retrieval.mode', 'hybrid'))
+                           label_mode='rules' if ex == 'rules' else 'judge+rules', R=c['kpo.R'], lam=c['kpo.lam'], k=c['retrieval.k'], mode=c['retrieval.mode'])
 
 # %% ../nbs/13_workflow.ipynb #fc8218f6
 from fastcore.basics import patch
@@ -121,7 +119,7 @@ def run_chunk(self:CoveMethod, pairs:list[tuple]):
         retrieved = [self.kb.get(i) for i in r.retrieved if i is not None] if self.kb is not None else []
         d = self.router.decide(r.task, r.feedback, None, retrieved)
         grpo_rollout = c['train.algo'] == 'grpo' and d.channel in PARAMETRIC_CHANNELS   # GRPO re-samples from every routed rollout
-        if r.messages and (r.feedback.score >= self.trigger.params.get('q_min', 1.0) or grpo_rollout):
+        if r.messages and (r.feedback.score >= self.cfg['trigger.q_min'] or grpo_rollout):
             self.trajectories.setdefault(r.task.family, []).append(dict(trace=r.messages, score=float(r.feedback.score), task_id=r.task.id,
                                                                         family=r.task.family, surface=r.task.payload.get('surface'),
                                                                         channel=d.channel, task=r.task.to_dict() if grpo_rollout else None))
@@ -159,7 +157,7 @@ def observe_references(self:CoveMethod, env, family:str) -> int:
     "KnowledgePO observes each cold-start reference replay of `family` once (state saved after each); returns how many were new."
     from cove.agent import replay_reference
     c = self.cfg
-    if not (self.kpo and c.get('kpo.observe_references', True) and c['train.reference_tasks']): return 0
+    if not (self.kpo and c['kpo.observe_references'] and c['train.reference_tasks']): return 0
     try: tasks = env.tasks('train', c['train.reference_tasks'], c['run.seed'])
     except Exception as e: _log.warning(f"{family}: no train tasks for KnowledgePO to observe: {type(e).__name__}: {e}"); return 0
     n = 0
@@ -195,14 +193,14 @@ def _sft_data(self:CoveMethod, env, family:str, memory_aware:bool=True):
     from cove.knowledgepo import anti_recitation_sft
     c, seed = self.cfg, self._rename_seed()
     trajs = [dict(t, trace=self._renamed(i, t)[0]) for i, t in enumerate(self.trajectories.get(family, []))]
-    parts = [trajectories_to_sft(trajs, min_score=self.trigger.params.get('q_min', 1.0))]
+    parts = [trajectories_to_sft(trajs, min_score=self.cfg['trigger.q_min'])]
     n_ref = c['train.reference_tasks']
     if n_ref:
         ts = env.tasks('train', n_ref, c['run.seed'])
         kb = self.kb if memory_aware else None
         try:
-            if self.kpo: parts.append(anti_recitation_sft(env, ts, kb, c.get('retrieval.k', 3), c.get('retrieval.mode', 'hybrid'), seed=seed,
-                                                          lam=c.get('kpo.lam', 0.5), q_min=self.trigger.params.get('q_min', 1.0), stats=self.kpo.stats))
+            if self.kpo: parts.append(anti_recitation_sft(env, ts, kb, c['retrieval.k'], c['retrieval.mode'], seed=seed,
+                                                          lam=c['kpo.lam'], q_min=self.cfg['trigger.q_min'], stats=self.kpo.stats))
             else: parts.append(reference_sft(env, ts))
         except Exception as e: _log.warning(f"no reference data for {family}: {type(e).__name__}: {e}")
     parts = [p for p in parts if len(p)]
@@ -211,25 +209,22 @@ def _sft_data(self:CoveMethod, env, family:str, memory_aware:bool=True):
 @patch
 def _train(self:CoveMethod, env, family:str, n_param:int):
     "One LoRA update of `family` (SFT or GRPO by `train.algo`), continuing the current adapter; `(UpdateResult|None, memory_aware)`."
-    from cove.train import train_sft, train_grpo
+    from cove.train import train_sft, train_grpo, sft_kw, grpo_kw
     from cove.llm import HFPolicy
     c = self.cfg
     # an HFPolicy trains a copy of its own weights; a vLLM / OpenAI-served policy holds none here: train the model by name, then hot-swap
     trainee = self.policy if isinstance(self.policy, HFPolicy) else c['model.name']
-    kw = dict(lora_r=c.get('train.lora_r', 8), max_steps=c.get('train.max_steps', 8), use_cpu=c.get('train.use_cpu', True), seed=c['run.seed'],
-              n_param=max(1, n_param), init_adapter=self.adapter_dir/self.adapter if self.adapter else None)
+    kw = dict(n_param=max(1, n_param), init_adapter=self.adapter_dir/self.adapter if self.adapter else None)
     if c['train.algo'] == 'grpo':   # GRPO on the routed rollouts' turns (+ reference first turns), R = R_task − λ·1[stale name]
         prompts, reward = self._grpo_data(env, family)
-        res = train_grpo(trainee, prompts, reward, self.adapter_dir, lr=c['train.grpo_lr'], num_generations=c['train.grpo_generations'],
-                         beta=c['train.grpo_beta'], max_completion_length=c['model.max_new_tokens'], **kw)
+        res = train_grpo(trainee, prompts, reward, self.adapter_dir, **grpo_kw(c), **kw)
         _log.info(f"GRPO update of {family}: reward stats {dict(reward.stats)}")
         return res, self.kb is not None
     for memory_aware in ((True, False) if self.kb is not None else (False,)):
         data = self._sft_data(env, family, memory_aware)
         if data is None: return None, memory_aware
         try:
-            return train_sft(trainee, data, self.adapter_dir, lr=c['train.lr'], batch_size=c['train.batch_size'],
-                             max_length=c['train.max_length'], **kw), memory_aware
+            return train_sft(trainee, data, self.adapter_dir, **sft_kw(c), **kw), memory_aware
         except ValueError as e:   # every conversation longer than train.max_length
             if 'no SFT examples' not in str(e): raise
             _log.warning(f"{family}: no {'memory-aware ' if memory_aware else ''}SFT example fits train.max_length={c['train.max_length']}"
