@@ -118,26 +118,17 @@ def summary_messages(res:EpisodeResult) -> list[dict]:
 @register_method('evo_memory')
 class EvoMemory(Method):
     "Evo-Memory (ExpRAG): store every experience, retrieve the top-k most similar into the prompt; no utility learning."
+    state_file = 'evo_memory_state.json'
     def __init__(self, cfg, out, policy=None):
         super().__init__(cfg, Path(out), policy)
         from cove.embed import Embedder
-        self.state_path, self.keys = self.out/'evo_memory_state.json', EpisodeKeys(self.out/'episodes.jsonl')
         self.memory = ExperienceMemory(self.out/'memory.sqlite', Embedder.from_config(cfg), cfg['kb.hnsw_threshold'])
-        self.applied, self.saved_ledger, self._batch = {}, None, {}
-        if self.state_path.exists(): self.load_state()
+        self.applied = {}
+        if (s := self.read_state()) is not None:
+            self.applied = s['applied']
+            _log.info(f"resumed evo_memory: {len(self.applied)} experiences applied, memory of {len(self.memory)}")
 
-    def state_dict(self) -> dict:
-        led = self.policy.ledger.to_dict() if getattr(self.policy, 'ledger', None) is not None else self.saved_ledger
-        return dict(method='evo_memory', applied=self.applied, ledger=led, saved=time.time())
-    def save_state(self): write_json(self.state_path, self.state_dict())
-    def load_state(self):
-        from cove.llm import TokenLedger
-        s = json.loads(self.state_path.read_text())
-        if s.get('method') != 'evo_memory': raise ValueError(f"{self.state_path} is of method {s.get('method')!r}, not 'evo_memory'")
-        self.applied, self.saved_ledger = s['applied'], s.get('ledger')
-        if self.saved_ledger and getattr(self.policy, 'ledger', None) is not None:
-            self.policy.ledger = self.policy.ledger.merge(TokenLedger.from_dict(self.saved_ledger))
-        _log.info(f"resumed evo_memory: {len(self.applied)} experiences applied, memory of {len(self.memory)}")
+    def state_dict(self) -> dict: return dict(applied=self.applied)
 
 # %% ../nbs/17_baselines.ipynb #9df72e44
 @patch
@@ -164,8 +155,7 @@ def run_batch(self:EvoMemory, env, tasks):
     keys, vecs, now = self.keys.keys(tasks), self.memory.key_vectors(tasks), self.memory.max_id()
     limits = [self.applied[k]['memory_at_play'] if k in self.applied else now for k in keys]   # a replay sees its first play's memory
     hits = [self.memory.retrieve(vecs[i:i+1], c['evo_memory.k'], lim)[0] for i, lim in enumerate(limits)]
-    agent = HarnessAgent.from_config(self.policy, c)
-    results = agent.run(env, tasks, entries=[[h.entry for h in hs] for hs in hits])
+    results = self.agent().run(env, tasks, entries=[[h.entry for h in hs] for hs in hits])
     self.keys.commit(tasks)
     new = {k: dict(memory_at_play=lim, entry=None) for k, lim in zip(keys, limits) if k not in self.applied}
     if new: self.applied.update(new); self.save_state()   # what each episode saw is recorded before anything is written
@@ -174,13 +164,13 @@ def run_batch(self:EvoMemory, env, tasks):
         eid = self.memory.write(k, r.task, experience_text(r.task, s, r.feedback), v)
         self.applied[k].update(entry=eid, summary=src, reason=why, summary_tokens=tok, retrieved=len(r.retrieved))
         self.save_state()
-    self._batch.update(zip(map(id, results), keys))   # read (and dropped) by `extra`
+    for r, k in zip(results, keys): self.note(r, k)   # read (and dropped) by `extra`
     return results
 
 # %% ../nbs/17_baselines.ipynb #fb911899
 @patch
 def extra(self:EvoMemory, res) -> dict:
-    a = self.applied.get(self._batch.pop(id(res), None), {})
+    a = self.applied.get(self.noted(res), {})
     return dict(channel=None, memory_entry=a.get('entry'), summary_source=a.get('summary'))
 
 @patch
@@ -192,7 +182,7 @@ def metrics(self:EvoMemory) -> dict:
                 summaries_digest=src.get('digest', 0), digest_reasons=dict(Counter(x['reason'] for x in a if x['summary'] == 'digest')),
                 summary_tokens=sum(x['summary_tokens'] for x in a), mean_retrieved=(sum(x['retrieved'] for x in a) / len(a)) if a else None,
                 k=self.cfg['evo_memory.k'], train_tokens=0, parametric_updates=0,
-                ledger=self.policy.ledger.to_dict() if getattr(self.policy, 'ledger', None) is not None else self.saved_ledger)
+                ledger=self.ledger_dict())
 
 # %% ../nbs/17_baselines.ipynb #5fedbe0f
 SC_FAMILIES = ('math', 'multihop', 'tableqa', 'code')
@@ -397,44 +387,29 @@ SC_SEED_POOL = 32       # `self_challenging.seed_pool`: train tasks the seeds ar
 @register_method('self_challenging')
 class SelfChallenging(Method):
     "Self-Challenging: generate verifiable tasks, solve them, rejection-fine-tune one shared adapter on verified successes."
+    state_file = 'self_challenging_state.json'
     def __init__(self, cfg, out, policy=None):
         super().__init__(cfg, Path(out), policy)
-        self.state_path, self.adapter_dir, self.round_dir = self.out/'self_challenging_state.json', self.out/'adapters', self.out/'self_challenging'
-        self.keys, self._envs, self._batch = EpisodeKeys(self.out/'episodes.jsonl'), {}, {}
+        self.adapter_dir, self.round_dir, self._envs = self.out/'adapters', self.out/'self_challenging', {}
         self.applied, self.family_episodes, self.rounds, self.pending = {}, {}, [], {}
-        self.adapter, self.next_round, self.saved_ledger = None, 1, None
-        if self.state_path.exists(): self.load_state()
+        self.adapter, self.next_round = None, 1
+        self.load_state()
     def opt(self, key): return self.cfg[f'self_challenging.{key}']
 
 # %% ../nbs/17_baselines.ipynb #9362b6b0
 @patch
 def state_dict(self:SelfChallenging) -> dict:
-    led = self.policy.ledger.to_dict() if getattr(self.policy, 'ledger', None) is not None else self.saved_ledger
-    return dict(method='self_challenging', applied=self.applied, family_episodes=self.family_episodes, rounds=self.rounds,
-                pending=self.pending, adapter=self.adapter, next_round=self.next_round, ledger=led, saved=time.time())
-
-@patch
-def save_state(self:SelfChallenging): write_json(self.state_path, self.state_dict())
+    return dict(applied=self.applied, family_episodes=self.family_episodes, rounds=self.rounds,
+                pending=self.pending, adapter=self.adapter, next_round=self.next_round)
 
 @patch
 def load_state(self:SelfChallenging):
-    "Restore the state and hot-swap the current adapter into the policy."
-    from cove.llm import TokenLedger
-    s = json.loads(self.state_path.read_text())
-    if s.get('method') != 'self_challenging': raise ValueError(f"{self.state_path} is of method {s.get('method')!r}, not 'self_challenging'")
+    "Restore the state (if any) and make the current adapter the policy's."
+    s = self.read_state()
+    if s is None: return
     for k in ('applied', 'family_episodes', 'rounds', 'pending', 'adapter', 'next_round'): setattr(self, k, s[k])
-    self.saved_ledger = s.get('ledger')
-    if self.saved_ledger and getattr(self.policy, 'ledger', None) is not None:
-        self.policy.ledger = self.policy.ledger.merge(TokenLedger.from_dict(self.saved_ledger))
-    if self.adapter and self.policy is not None: self._use(self.adapter)
+    if self.adapter: self.use_adapter(self.adapter)
     _log.info(f"resumed self_challenging: {len(self.applied)} episodes, {len(self.rounds)} rounds, adapter {self.adapter}, pending {list(self.pending)}")
-
-@patch
-def _use(self:SelfChallenging, name:str|None):
-    "Make adapter `name` (None: the base model) the policy's active one, loading it if needed."
-    if name == getattr(self.policy, 'active_adapter', None): return
-    if name is not None and name not in self.policy.adapters: self.policy.load_adapter(self.adapter_dir/name, name)
-    self.policy.set_adapter(name)
 
 # %% ../nbs/17_baselines.ipynb #122de593
 @patch
@@ -446,13 +421,13 @@ def run_batch(self:SelfChallenging, env, tasks):
     self.run_pending()
     keys = self.keys.keys(tasks)
     plays = [self.applied[k]['adapter'] if k in self.applied else self.adapter for k in keys]
-    agent = HarnessAgent.from_config(self.policy, c)
+    agent = self.agent()
     results = [None] * len(tasks)
     for ad in dict.fromkeys(plays):   # one group per adapter (only a replay after a kill has two)
         idx = [i for i, a in enumerate(plays) if a == ad]
-        self._use(ad)
+        self.use_adapter(ad)
         for i, r in zip(idx, agent.run(env, [tasks[i] for i in idx])): results[i] = r
-    self._use(self.adapter); self.keys.commit(tasks)
+    self.use_adapter(self.adapter); self.keys.commit(tasks)
     every = int(self.opt('every'))
     for r, k, ad in zip(results, keys, plays):
         if k in self.applied: continue
@@ -464,7 +439,7 @@ def run_batch(self:SelfChallenging, env, tasks):
         self.applied[k] = dict(adapter=ad, round=rnd)
         self.save_state()
         if rnd is not None: self.run_pending()
-    self._batch.update(zip(map(id, results), keys))   # read (and dropped) by `extra`
+    for r, k in zip(results, keys): self.note(r, k)   # read (and dropped) by `extra`
     return results
 
 # %% ../nbs/17_baselines.ipynb #bba1a076
@@ -497,7 +472,7 @@ def run_round(self:SelfChallenging, env, spec:str, rnd:int, replies:list[str]|No
     if rec.get('update') is None:
         rec['update'] = self.update(rec, rnd)
         write_json(f, rec)
-    elif rec['update'].get('adapter'): self.adapter = rec['update']['adapter']; self._use(self.adapter)
+    elif rec['update'].get('adapter'): self.adapter = rec['update']['adapter']; self.use_adapter(self.adapter)
     _log.info(f"self-challenging round {rnd} ({spec}): {round_summary(rec)}")
     return round_summary(rec) | dict(file=f.name)
 
@@ -574,7 +549,7 @@ def update(self:SelfChallenging, rec:dict, rnd:int) -> dict:
         except ValueError as e:
             if 'no SFT examples' not in str(e): raise
             return dict(trained=False, skipped=f'no verified solution fits train.max_length={c["train.max_length"]}', adapter=None)
-    self.adapter = name; self._use(name)
+    self.adapter = name; self.use_adapter(name)
     if init and init in self.policy.adapters and hasattr(self.policy, 'unload_adapter'): self.policy.unload_adapter(init)   # one adapter in memory (a replay reloads an old one)
     return dict(trained=True, adapter=name, init_adapter=init, examples=res.examples, train_tokens=res.train_tokens, modelled=res.modelled,
                 steps=res.steps, loss=res.loss, seconds=res.seconds)
@@ -582,7 +557,7 @@ def update(self:SelfChallenging, rec:dict, rnd:int) -> dict:
 # %% ../nbs/17_baselines.ipynb #7fba5688
 @patch
 def extra(self:SelfChallenging, res) -> dict:
-    a = self.applied.get(self._batch.pop(id(res), None), {})
+    a = self.applied.get(self.noted(res), {})
     return dict(channel=None, adapter=a.get('adapter'), round=a.get('round'))
 
 @patch
@@ -596,4 +571,4 @@ def metrics(self:SelfChallenging) -> dict:
                 parametric_updates=sum(r['adapter'] is not None for r in R), rounds_skipped=dict(Counter(r['skipped'] for r in R if r['adapter'] is None)),
                 train_tokens=tot('train_tokens'), train_tokens_modelled=tot('modelled_train_tokens'), challenger_tokens=tot('challenger_tokens'),
                 solver_tokens=tot('solver_tokens'), adapter=self.adapter, pending_rounds=len(self.pending), per_round=R,
-                ledger=self.policy.ledger.to_dict() if getattr(self.policy, 'ledger', None) is not None else self.saved_ledger)
+                ledger=self.ledger_dict())

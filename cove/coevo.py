@@ -436,8 +436,7 @@ class CoEvoMem(Method):
         if policy is not None:
             from cove.judge import Judge
             self.judge = Judge(policy, log_path=self.out/'coevo_judge.jsonl')
-        self._emb, self._extra, self._rho = None, {}, {c: self.p['rho_c'] for c in EDGE_TYPES}
-        self.keys = EpisodeKeys(self.out/'episodes.jsonl')   # `family|split|id#n`: each epoch's play is a new episode
+        self._emb, self._rho = None, {c: self.p['rho_c'] for c in EDGE_TYPES}
         if self.graph.applied: _log.info(f"resumed coevo: {len(self.graph.applied)} episodes applied, {len(self.graph)} memories, phase {self.state['phase']}")
 
     def _new_state(self) -> dict:
@@ -559,7 +558,7 @@ def run_batch(self:CoEvoMem, env, tasks):
     "Play `tasks` (one family) and apply the phase's updates; returns the episode results."
     if self.policy is None: raise ValueError("method coevo needs a policy to play episodes")
     c = self.cfg
-    agent = HarnessAgent.from_config(self.policy, c)
+    agent = self.agent()
     plan = self.plan(tasks)
     results = [None] * len(plan)
     for r in sorted({p['phase'] for p in plan}, key=lambda x: -1 if x is None else x):
@@ -572,7 +571,7 @@ def run_batch(self:CoEvoMem, env, tasks):
         res = agent.run(env, [p['task'] for _, p in group], entries=[[self.graph.nodes[m] for m in p['A']] for _, p in group])
         for (i, p), rr in zip(group, res): results[i] = rr; p['result'] = rr
         if not self.frozen: self.update([p for _, p in group if not p['replay']])
-        for _, p in group: self._extra[id(p['result'])] = self._episode_fields(p)
+        for _, p in group: self.note(p['result'], self._episode_fields(p))
     self.keys.commit(tasks)
     if self.judge is not None: self.judge.log.clear()
     return results
@@ -586,7 +585,7 @@ def _episode_fields(self:CoEvoMem, p:dict) -> dict:
 @patch
 def extra(self:CoEvoMem, res) -> dict:
     "CoEvo-Mem fields of an episode line: phase and kind, w, π, ζ, exposed memories, utilities, new node, SR-QR status."
-    return self._extra.pop(id(res), {})
+    return self.noted(res, {})
 
 # %% ../nbs/15_coevo.ipynb #f23d5214
 @patch

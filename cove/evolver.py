@@ -507,7 +507,6 @@ class EvolverMethod(Method):
             from cove.train import hot_swap
             hot_swap(policy, self.adapter_dir/last['name'])
         self.adapter = last['name'] if last else None
-        self.keys, self._keys = EpisodeKeys(self.out/'episodes.jsonl'), {}   # `family|split|id#n`: each epoch's play is a new episode
         _log.info(f"evolver: {self.n_applied} episodes applied, {len(self.store.principles())} active principles, adapter {self.adapter}")
 
     @property
@@ -538,7 +537,7 @@ def run_batch(self:EvolverMethod, env, tasks):
     keys = self.keys.keys(tasks)
     out = agent.run(env, tasks, self.p('w_o'), self.p('w_f'))
     for (r, info), key in zip(out, keys):
-        self._keys[id(r)] = key
+        self.note(r, key)
         if self.apply(r, info, key): self.catch_up()
     self.keys.commit(tasks)
     return [r for r, _ in out]
@@ -557,7 +556,7 @@ def catch_up(self:EvolverMethod):
 @patch
 def extra(self:EvolverMethod, res) -> dict:
     "Fields added to the episode line: actions, reward, format reward, principles used."
-    r = self.store.conn.execute('SELECT info FROM episodes WHERE key = ?', (self._keys.pop(id(res), None),)).fetchone()
+    r = self.store.conn.execute('SELECT info FROM episodes WHERE key = ?', (self.noted(res),)).fetchone()
     i = json.loads(r['info']) if r else {}
     return dict(channel=None, reward=i.get('reward'), format_reward=i.get('format_reward'), principles_used=i.get('used', []),
                 actions={a: i.get(a, 0) for a in ACTIONS}, forced=bool(i.get('forced')), parse_failures=i.get('parse_failure', 0))

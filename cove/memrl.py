@@ -277,8 +277,6 @@ class MemRL(Method):
         self.embedder = Embedder.from_config(cfg)
         self.bank = MemoryBank(self.mem_path, dim=self.embedder.dim)
         if not self.freeze: self._check_params()
-        self.keys = EpisodeKeys(self.out/'episodes.jsonl')
-        self._extra = {}
         _log.info(f"memrl {'FROZEN ' if self.freeze else ''}memory {self.bank}, {self.p}")
 
     def _check_params(self):
@@ -330,15 +328,14 @@ def _play(self:MemRL, env, tasks):
     done = [None if self.freeze else self.bank.applied(k) for k in keys]
     plans = [d['retrieval'] if d else self.bank.retrieve(v, p['delta'], p['k1'], p['k2'], p['lam']) for d, v in zip(done, qv)]
     entries = [[SimpleNamespace(id=m['id'], content=m['experience'], label='stable') for m in self.bank.get(pl['selected'])] for pl in plans]
-    agent = HarnessAgent.from_config(self.policy, c)
-    results = agent.run(env, tasks, entries=entries)
+    results = self.agent().run(env, tasks, entries=entries)
     learn = [i for i, r in enumerate(results) if not self.freeze and done[i] is None and r.feedback.status != 'error']
     summ = self._summarise([results[i] for i in learn])
     for i, r in enumerate(results):
         if self.freeze: info = dict(retrieval=plans[i], frozen=True)
         elif done[i] is not None: info = dict(done[i], replayed=True)
         else: info = self._learn(keys[i], r, plans[i], qv[i], summ.get(learn.index(i)) if i in learn else None)
-        self._extra[id(r)] = info
+        self.note(r, info)
     return results
 
 # %% ../nbs/14_memrl.ipynb #fb2f0c35
@@ -386,7 +383,7 @@ def _learn(self:MemRL, key:str, r, plan:dict, qvec, summ) -> dict:
 @patch
 def extra(self:MemRL, res) -> dict:
     "Fields added to the episode line: `memrl` (retrieval, reward, Q changes, written memory)."
-    return dict(channel=None, memrl=self._extra.pop(id(res), None))
+    return dict(channel=None, memrl=self.noted(res))
 
 @patch
 def metrics(self:MemRL) -> dict:

@@ -11,7 +11,8 @@ from collections import Counter
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from tqdm.auto import tqdm
-from .core import append_jsonl, read_jsonl, get_logger, Feedback, import_optional, wilson
+from fastcore.basics import patch
+from .core import append_jsonl, read_jsonl, get_logger, Feedback, import_optional, wilson, EpisodeKeys
 from .config import Config, load_config, SCHEMA
 from .tasks.base import make_env, parse_spec, Environment
 from .agent import HarnessAgent, replay_reference, EpisodeResult
@@ -71,21 +72,24 @@ def _import_methods():
     import_optional('cove', ('workflow', 'memrl', 'coevo', 'evolver', 'baselines'))
 
 class Method:
-    "Base class: `run_batch(env, tasks) -> list[EpisodeResult]`, plus optional state and metrics."
+    "Base class: `run_batch(env, tasks) -> list[EpisodeResult]`, plus optional state and metrics (the shared plumbing is below)."
     needs_policy = True
-    def __init__(self, cfg:Config, out:Path, policy=None): self.cfg, self.out, self.policy = cfg, out, policy
+    state_file: str|None = None   # JSON state in the run folder (`save_state` / `read_state`); None: the method keeps none there
+    def __init__(self, cfg:Config, out:Path, policy=None):
+        self.cfg, self.out, self.policy = cfg, Path(out), policy
+        self.keys = EpisodeKeys(self.out/'episodes.jsonl')   # `family|split|id#n`: each epoch's play of a task is a new episode
+        self.saved_ledger, self._noted, self._agents = None, {}, {}
     def run_batch(self, env:Environment, tasks:list) -> list[EpisodeResult]: raise NotImplementedError
     def extra(self, res:EpisodeResult) -> dict: return {'channel': None}
     def metrics(self) -> dict: return {}
+    def state_dict(self) -> dict: return {}   # what `save_state` writes besides the method's name, the ledger and the time
 
 @register_method('base')
 class Base(Method):
     "The policy alone: no memory, no training."
     def run_chunk(self, pairs:list[tuple]) -> list[EpisodeResult]:
         "`[(env, task), ...]` of any families, played as one batch."
-        c = self.cfg
-        agent = HarnessAgent.from_config(self.policy, c)
-        return agent.run([e for e, _ in pairs], [t for _, t in pairs])
+        return self.agent().run([e for e, _ in pairs], [t for _, t in pairs])
     def run_batch(self, env, tasks): return self.run_chunk([(env, t) for t in tasks])
 
 @register_method('oracle')
@@ -93,6 +97,58 @@ class Oracle(Method):
     "Reference solutions replayed through the environment."
     needs_policy = False
     def run_batch(self, env, tasks): return [replay_reference(env, t) for t in tasks]
+
+# %% ../nbs/08_run.ipynb #985e6fc5
+@patch
+def agent(self:Method, **kw) -> HarnessAgent:
+    "The harness agent of this method's config (`kw` overrides, e.g. `kb`, `temperature`); one per setting, kept."
+    key = tuple(sorted((k, id(v) if k == 'kb' else v) for k, v in kw.items()))
+    if key not in self._agents: self._agents[key] = HarnessAgent.from_config(self.policy, self.cfg, **kw)
+    return self._agents[key]
+
+@patch
+def note(self:Method, res:EpisodeResult, info) -> None:
+    "Keep `info` for episode result `res` until `noted` takes it (for `extra`)."
+    self._noted[id(res)] = info
+
+@patch
+def noted(self:Method, res:EpisodeResult, default=None):
+    "What `note` kept for `res` (removed), or `default`."
+    return self._noted.pop(id(res), default)
+
+@patch(as_prop=True)
+def state_path(self:Method) -> Path: return self.out/self.state_file
+
+@patch
+def ledger_dict(self:Method) -> dict|None:
+    "The token ledger to save: the live policy's, else the one read from disk (a rerun without a policy)."
+    led = getattr(self.policy, 'ledger', None)
+    return led.to_dict() if led is not None else self.saved_ledger
+
+@patch
+def save_state(self:Method):
+    "Write `state_file` atomically: the method's name, `state_dict()`, the ledger and the time."
+    write_json(self.state_path, dict(method=self.name, **self.state_dict(), ledger=self.ledger_dict(), saved=time.time()))
+
+@patch
+def read_state(self:Method) -> dict|None:
+    "The saved state (None when there is none), checked to be this method's; its ledger is merged into the policy's."
+    if self.state_file is None or not self.state_path.exists(): return None
+    s = json.loads(self.state_path.read_text())
+    who = s.get('method', s.get('variant'))   # COVE's states before issue 12 named it `variant`
+    if who != self.name: raise ValueError(f"{self.state_path} is of method {who!r}, not {self.name!r}; use another --out")
+    self.saved_ledger = s.get('ledger')
+    if self.saved_ledger and getattr(self.policy, 'ledger', None) is not None:
+        from cove.llm import TokenLedger
+        self.policy.ledger = self.policy.ledger.merge(TokenLedger.from_dict(self.saved_ledger))
+    return s
+
+@patch
+def use_adapter(self:Method, name:str|None):
+    "Make adapter `name` of `adapters/` (None: the base model) the policy's active one, loading it once."
+    if self.policy is None or name == getattr(self.policy, 'active_adapter', None): return
+    if name is not None and name not in self.policy.adapters: self.policy.load_adapter(self.out/'adapters'/name, name)
+    self.policy.set_adapter(name)
 
 # %% ../nbs/08_run.ipynb #7cddf26c
 def summarise(recs:list[dict]) -> dict:

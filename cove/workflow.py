@@ -32,11 +32,11 @@ _log = get_logger('workflow')
 # %% ../nbs/13_workflow.ipynb #1bc2afff
 class CoveMethod(Method):
     "COVE (Algorithm 1): memory + routing + triggered parametric updates + memory release, resumable."
-    variant = 'cove'
+    variant, state_file = 'cove', 'workflow_state.json'
     def __init__(self, cfg, out, policy=None):
         super().__init__(cfg, Path(out), policy)
         self.router_name, self.memory, trig = VARIANTS[self.variant]
-        self.state_path, self.adapter_dir = self.out/'workflow_state.json', self.out/'adapters'
+        self.adapter_dir = self.out/'adapters'
         self.judge = self._judge()
         kw = {'seed': cfg['run.seed']} if self.router_name == 'random_route' else {}
         # without a policy (a rerun with nothing left to play) the router only restores its log, for the metrics
@@ -46,9 +46,8 @@ class CoveMethod(Method):
         self.kpo = self._kpo() if self.memory else None
         self.applied, self.updates, self.trajectories, self.released, self.pending = {}, [], {}, [], {}
         self.references_seen = []   # train tasks whose reference replay KnowledgePO has observed
-        self.keys, self._keys = EpisodeKeys(self.out/'episodes.jsonl'), {}   # `family|split|id#n`: each epoch's play is a new episode
-        self.adapter, self.saved_ledger = None, None
-        if self.state_path.exists(): self.load_state()
+        self.adapter = None
+        self.load_state()
 
     def _judge(self):
         if self.policy is None: return None
@@ -71,31 +70,24 @@ from fastcore.basics import patch
 
 @patch
 def state_dict(self:CoveMethod) -> dict:
-    "Everything needed to resume: trigger, router, KnowledgePO stats, ledger, updates, trajectories, applied decisions."
-    led = self.policy.ledger.to_dict() if getattr(self.policy, 'ledger', None) is not None else self.saved_ledger
-    return dict(variant=self.variant, trigger=self.trigger.state_dict(), router=self.router.state_dict(),
-                kpo=self.kpo.stats.to_dict() if self.kpo else None, ledger=led, updates=self.updates, adapter=self.adapter,
+    "Everything needed to resume (besides the ledger `save_state` adds): trigger, router, KnowledgePO stats, updates, trajectories, applied decisions."
+    return dict(trigger=self.trigger.state_dict(), router=self.router.state_dict(),
+                kpo=self.kpo.stats.to_dict() if self.kpo else None, updates=self.updates, adapter=self.adapter,
                 trajectories=self.trajectories, applied=self.applied, released=self.released, pending=self.pending,
-                references_seen=self.references_seen, saved=time.time())
-
-@patch
-def save_state(self:CoveMethod): write_json(self.state_path, self.state_dict())
+                references_seen=self.references_seen)
 
 @patch
 def load_state(self:CoveMethod):
-    "Restore `workflow_state.json` and hot-swap the latest adapter into the policy."
-    from cove.llm import TokenLedger
+    "Restore `workflow_state.json` (if any) and hot-swap the latest adapter into the policy."
     from cove.train import hot_swap
-    s = json.loads(self.state_path.read_text())
-    if s['variant'] != self.variant: raise ValueError(f"{self.state_path} is of method {s['variant']!r}, not {self.variant!r}")
+    s = self.read_state()
+    if s is None: return
     self.trigger.load_state_dict(s['trigger']); self.router.load_state_dict(s['router'])
     if self.kpo and s.get('kpo'): self.kpo.stats = KPOStats.from_dict(s['kpo'])
     self.updates, self.trajectories, self.applied, self.released, self.pending = s['updates'], s['trajectories'], s['applied'], s['released'], s['pending']
     old = lambda k: k if '#' in k else f'{k}#0'   # states written before episode keys carried the occurrence: those were first plays
     self.applied, self.pending = {old(k): v for k, v in self.applied.items()}, {f: old(k) for f, k in self.pending.items()}
-    self.references_seen, self.saved_ledger = s.get('references_seen', []), s.get('ledger')
-    if s.get('ledger') and getattr(self.policy, 'ledger', None) is not None:
-        self.policy.ledger = self.policy.ledger.merge(TokenLedger.from_dict(s['ledger']))
+    self.references_seen = s.get('references_seen', [])
     if s.get('adapter') and self.policy is not None: hot_swap(self.policy, self.adapter_dir/s['adapter']); self.adapter = s['adapter']   # the latest update's adapter
     _log.info(f"resumed {self.variant}: {len(self.applied)} episodes applied, {len(self.updates)} updates, adapter {self.adapter}")
     return self
@@ -106,13 +98,13 @@ def run_chunk(self:CoveMethod, pairs:list[tuple]):
     "Algorithm 1 over a batch of `(env, task)` pairs (families may be mixed), in stream order; returns the episode results."
     c = self.cfg
     if self.policy is None: raise ValueError(f"method {self.variant!r} needs a policy to play episodes")
-    agent = HarnessAgent.from_config(self.policy, c, kb=self.kb)
+    agent = self.agent(kb=self.kb)
     env_of = {t.family: e for e, t in pairs}
     for fam, e in env_of.items(): self.run_pending(e, fam)   # an update a kill interrupted
     keys = self.keys.keys([t for _, t in pairs])
     results = agent.run([e for e, _ in pairs], [t for _, t in pairs])
     for r, key in zip(results, keys):
-        env, self._keys[id(r)] = env_of[r.task.family], key
+        env = env_of[r.task.family]; self.note(r, key)
         if key in self.applied: continue
         if self.kb is not None and r.retrieved: self.kb.record_use([i for i in r.retrieved if i is not None], r.success, reason=f'used in {r.task.id}')
         if self.kpo: self.kpo.observe(r)
@@ -145,7 +137,7 @@ def run_pending(self:CoveMethod, env, family:str):
 @patch
 def extra(self:CoveMethod, res) -> dict:
     "Fields added to the episode line: channel, signals, trigger condition, adapter of an update it triggered."
-    a = self.applied.get(self._keys.pop(id(res), None), {})
+    a = self.applied.get(self.noted(res), {})
     return dict(channel=a.get('channel'), signals=a.get('signals', []), trigger=a.get('trigger'), update=a.get('update'))
 
 # %% ../nbs/13_workflow.ipynb #7b0f21fd
@@ -182,7 +174,7 @@ def _heldout(self:CoveMethod, env):
     "`(tasks, evaluate)`: a few held-out train tasks and the `HeldoutEval` of the current policy."
     c = self.cfg
     tasks = env.tasks('train', c['release.heldout'], c['run.seed'] + 1)
-    agent = HarnessAgent.from_config(self.policy, c, temperature=0.0)
+    agent = self.agent(temperature=0.0)
     return tasks, HeldoutEval(agent, env)
 
 @patch
@@ -319,7 +311,7 @@ def metrics(self:CoveMethod) -> dict:
                 release={k: int(self.kpo.stats.releases.get(k, 0)) for k in ('internalized', 'discarded', 'kept', 'untested')} if self.kpo else None,
                 promoted=self.kpo.stats.promotions if self.kpo else 0, kpo=self.kpo.stats.to_dict() if self.kpo else None,
                 router_shares=self.router.shares() if self.router.log else {}, adapter=self.adapter,
-                ledger=self.policy.ledger.to_dict() if getattr(self.policy, 'ledger', None) is not None else self.saved_ledger)
+                ledger=self.ledger_dict())
 
 # %% ../nbs/13_workflow.ipynb #cd17b633
 register_method('cove')(CoveMethod)
