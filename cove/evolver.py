@@ -630,25 +630,21 @@ def evolver_rollout(agent:EvolverAgent, envs:dict, tasks:list[Task]):
 
 def make_evolver_reward(w_o:float=1.0, w_f:float=0.1, exp_retrieve:bool=True):
     "A TRL reward function over `evolver_rollout` episodes: R = w_o·EM + w_f·R_format of the whole trajectory; counts in `.stats`."
-    stats = Counter()
-    def evolver_reward_fn(prompts, completions, episode=None, **kw) -> list[float]:
-        if episode is None: raise ValueError("the EvolveR reward reads the `episode` field of `evolver_rollout`; pass its rollout_func to train_grpo")
-        out = []
-        for e in episode:
-            em = 0.0
-            if e.get('err') is None:
-                try: em = float(e['env'].evaluate(e['state']).success)
-                except Exception as ex:
-                    stats['errors'] += 1
-                    if stats['errors'] <= 5: _log.warning(f"reward: evaluator error on {e['task'].id}: {type(ex).__name__}: {ex}")
-            else: stats['errors'] += 1
-            fmt = format_reward(_trajectory_text(e['messages']), exp_retrieve)
-            stats['calls'] += 1; stats['answered'] += bool(e['answered']); stats['solved'] += em > 0; stats['complete'] += fmt > 0
-            stats['turns'] += e['turns']
-            out.append(evolver_reward(em, fmt, w_o, w_f))
-        return out
-    evolver_reward_fn.stats = stats
-    return evolver_reward_fn
+    from cove.train import reward_function
+    def check(cols):
+        if cols.get('episode') is None: raise ValueError("the EvolveR reward reads the `episode` field of `evolver_rollout`; pass its rollout_func to train_grpo")
+    def score(prompt, text, row, stats):
+        e, em = row['episode'], 0.0
+        if e.get('err') is None:
+            try: em = float(e['env'].evaluate(e['state']).success)
+            except Exception as ex:
+                stats['errors'] += 1
+                if stats['errors'] <= 5: _log.warning(f"reward: evaluator error on {e['task'].id}: {type(ex).__name__}: {ex}")
+        else: stats['errors'] += 1
+        fmt = format_reward(_trajectory_text(e['messages']), exp_retrieve)
+        stats['answered'] += bool(e['answered']); stats['solved'] += em > 0; stats['complete'] += fmt > 0; stats['turns'] += e['turns']
+        return evolver_reward(em, fmt, w_o, w_f), dict(em=em, format=fmt)
+    return reward_function(score, 'evolver_reward', check)
 
 # %% ../nbs/16_evolver.ipynb #26840666
 @patch

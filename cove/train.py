@@ -20,7 +20,7 @@ _log = get_logger('train')
 __all__ = ['SFT_COLUMNS', 'LORA_TARGETS', 'ADAPTER_PREFIX', 'sft_messages', 'trajectories_to_sft', 'reference_sft',
            'assistant_spans', 'tokenize_chat', 'sft_dataset', 'UpdateResult', 'lora_config', 'trainable_copy',
            'next_adapter_name', 'train_sft', 'hot_swap', 'grpo_prompts', 'turn_prompts', 'task_score',
-           'make_task_reward', 'train_grpo', 'env_rollout', 'sft_kw', 'grpo_kw', 'main']
+           'reward_function', 'make_task_reward', 'train_grpo', 'env_rollout', 'sft_kw', 'grpo_kw', 'main']
 
 # %% ../nbs/07_train.ipynb #d45ef128
 SFT_COLUMNS = ('messages', 'task_id', 'family', 'score')
@@ -306,31 +306,50 @@ def task_score(env, task:Task, prompt, completion:str, step_credit:float=0.1) ->
     return step_credit if new and all(c.legal and not str(c.result).startswith('Error') for c in new) else 0.0
 
 # %% ../nbs/07_train.ipynb #d5d6db41
+def reward_function(score:Callable, # `score(prompt, completion_text, row, stats) -> reward | (reward, {metric: value})`
+                    name:str='reward', # the function's name in TRL's logs
+                    check:Callable|None=None, # `check(columns)` once per call: raise on a malformed batch (a bug, not a bad completion)
+                   ) -> Callable:
+    "The skeleton of every TRL reward function here: `score` per completion (`row` = that completion's dataset or rollout columns), an error scored 0 and counted, counts in `.stats`, per-call metric means to TRL's `log_metric`."
+    stats = Counter()
+    def fn(prompts, completions, log_metric=None, **kw) -> list[float]:
+        if check is not None: check(kw)
+        cols = {k: v for k, v in kw.items() if isinstance(v, list) and len(v) == len(prompts)}
+        out, metrics = [], {}
+        for i, (p, c) in enumerate(zip(prompts, completions)):
+            try:
+                r = score(p, _completion_text(c) if c is not None else '', {k: v[i] for k, v in cols.items()}, stats)
+                r, m = r if isinstance(r, tuple) else (r, {})
+            except Exception as e:
+                stats['errors'] += 1; r, m = 0.0, {}
+                if stats['errors'] <= 5: _log.warning(f"{name}: {type(e).__name__}: {e}")
+            stats['calls'] += 1; out.append(float(r))
+            for k, v in m.items(): metrics.setdefault(k, []).append(v)
+        if log_metric:
+            for k, v in metrics.items(): log_metric(k, sum(v) / len(v))
+        return out
+    fn.__name__, fn.stats = name, stats
+    return fn
+
 def make_task_reward(env, tasks, # the `Task`s the prompts refer to (a list, or a dict by id) via the `task_id` column
                      penalty_fn=None, # `penalty_fn(prompt, completion, task) -> float`, subtracted (anti-recitation)
                      step_credit:float=0.1): # R_task of a valid action that does not end the episode
     "A TRL reward function: R = R_task (environment feedback) − `penalty_fn`; counts in `.stats`."
     by_id = dict(tasks) if isinstance(tasks, dict) else {t.id: t for t in tasks}
-    stats = Counter()
-    def task_reward(prompts, completions, task_id=None, log_metric=None, **kw) -> list[float]:
-        if task_id is None: raise ValueError("the prompts dataset needs a 'task_id' column (see `grpo_prompts`)")
-        missing = sorted(set(task_id) - set(by_id))
+    def check(cols):
+        if cols.get('task_id') is None: raise ValueError("the prompts dataset needs a 'task_id' column (see `grpo_prompts`)")
+        missing = sorted(set(cols['task_id']) - set(by_id))
         if missing: raise KeyError(f"task ids not among the reward's tasks: {missing[:5]}")
-        out, rts, pens = [], [], []
-        for p, c, tid in zip(prompts, completions, task_id):
-            text, task = _completion_text(c), by_id[tid]
-            try: rt = task_score(env, task, p, text, step_credit)
-            except Exception as e:
-                stats['errors'] += 1; rt = 0.0
-                if stats['errors'] <= 5: _log.warning(f"reward: environment error on {tid}: {type(e).__name__}: {e}")
-            pen = float(penalty_fn(p, text, task)) if penalty_fn else 0.0
-            stats['calls'] += 1; stats['solved'] += rt >= 1.0; stats['penalised'] += pen > 0
-            rts.append(rt); pens.append(pen); out.append(rt - pen)
-        if log_metric:
-            log_metric('r_task', sum(rts)/len(rts)); log_metric('penalty', sum(pens)/len(pens))
-        return out
-    task_reward.stats = stats
-    return task_reward
+    def score(p, text, row, stats):
+        tid = row['task_id']; task = by_id[tid]
+        try: rt = task_score(env, task, p, text, step_credit)
+        except Exception as e:   # the environment failed on this completion: R_task 0, the penalty still applies
+            stats['errors'] += 1; rt = 0.0
+            if stats['errors'] <= 5: _log.warning(f"reward: environment error on {tid}: {type(e).__name__}: {e}")
+        pen = float(penalty_fn(p, text, task)) if penalty_fn else 0.0
+        stats['solved'] += rt >= 1.0; stats['penalised'] += pen > 0
+        return rt - pen, dict(r_task=rt, penalty=pen)
+    return reward_function(score, 'task_reward', check)
 
 # %% ../nbs/07_train.ipynb #11710603
 def train_grpo(policy_or_model_name, # an `HFPolicy`, or a model name for `load_model`
