@@ -4,7 +4,8 @@
 
 # %% ../../nbs/05_tasks.ipynb #57ccd045
 from __future__ import annotations
-import json, os, random, re
+import json, os, random, re, zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -13,7 +14,7 @@ from ..core import Feedback, Task, get_logger, import_optional
 # %% auto #0
 __all__ = ['ANSWER_LINE', 'FAMILIES', 'ToolCall', 'EpisodeState', 'last_boxed', 'parse_answer', 'Environment', 'register_env',
            'parse_spec', 'env_class', 'make_env', 'DataUnavailable', 'data_path', 'LoadReport', 'load_rows',
-           'jsonl_rows', 'split_seed', 'sample_split']
+           'jsonl_rows', 'split_seed', 'sample_split', 'check_gold', 'dataset_dir', 'hash_split']
 
 # %% ../../nbs/05_tasks.ipynb #8d050848
 @dataclass
@@ -195,3 +196,28 @@ def sample_split(tasks:list[Task], split:str, n:int|None=None, seed:int=0) -> li
     ts = [t for t in tasks if split == 'all' or t.split == split]
     if n is None or n >= len(ts): return ts
     return [ts[k] for k in sorted(random.Random(seed).sample(range(len(ts)), n))]
+
+# %% ../../nbs/05_tasks.ipynb #a07d098c
+def check_gold(env:Environment, tasks:list[Task],
+               workers:int|None=None, # replay threads (default: one per CPU; sandboxed code runs in parallel)
+              ) -> tuple[list[str], list[tuple[str, str]]]:
+    "Replay `env.reference` on `tasks`: ids the evaluator accepts, and `(id, message)` for those it rejects."
+    from cove.agent import replay_reference   # the one replay the `oracle` method uses too
+    play = lambda t: replay_reference(env, t).feedback
+    with ThreadPoolExecutor(max(1, workers or os.cpu_count() or 2)) as ex: fbs = list(ex.map(play, tasks))
+    fbs = [play(t) if f.status == 'timeout' else f for t, f in zip(tasks, fbs)]   # a timeout under parallel load is replayed alone
+    return [t.id for t, f in zip(tasks, fbs) if f.success], [(t.id, f.message) for t, f in zip(tasks, fbs) if not f.success]
+
+# %% ../../nbs/05_tasks.ipynb #e7f40051
+def dataset_dir(sub:str, data_dir:str|Path|None=None) -> Path:
+    "Folder of dataset `sub`: `data_dir` itself or `data_dir/sub` when given (strictly), else `data_path(sub)`."
+    if data_dir is None: return data_path(sub)
+    d = Path(data_dir)
+    for c in (d/sub, d):
+        if c.is_dir() and c.name == sub: return c.resolve()
+    raise DataUnavailable(f"dataset {sub!r} not found in {str(d)!r} (looked for {str(d/sub)!r})")
+
+# %% ../../nbs/05_tasks.ipynb #a4e052a8
+def hash_split(text:str, test_mod:int=5) -> str:
+    "Deterministic train/test assignment of `text`: `test` iff `crc32(text) % test_mod == 0` (code and formal use 4, the rest 5)."
+    return 'test' if zlib.crc32(str(text).encode()) % test_mod == 0 else 'train'

@@ -12,14 +12,14 @@ from pathlib import Path
 from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger
 from .base import (sample_split, Environment, EpisodeState, register_env, data_path, DataUnavailable,
-                             LoadReport, load_rows, jsonl_rows, split_seed, _Bad)
+                             LoadReport, load_rows, jsonl_rows, split_seed, _Bad, check_gold, hash_split)
 
 # %% auto #0
 __all__ = ['CODE_BLOCK', 'FUNCTION_INSTRUCTIONS', 'DIFFICULTIES', 'BASIC_TEMPLATES', 'TWOSTEP_TEMPLATES', 'CODE_LEVELS',
            'BASIC_SIZES', 'SandboxResult', 'uid_processes', 'SandboxError', 'run_sandboxed', 'run_command_sandboxed',
            'extract_code', 'defines', 'reindent_body', 'solution_program', 'missing_imports', 'harness_program',
-           'error_summary', 'run_function_tests', 'hash_split', 'CodeEnv', 'parse_function_row', 'read_jsonl_any',
-           'reference_program', 'FunctionTestsEnv', 'HumanEvalEnv', 'HumanEvalDefault', 'check_gold', 'basic_problem',
+           'error_summary', 'run_function_tests', 'CodeEnv', 'parse_function_row', 'read_jsonl_any',
+           'reference_program', 'FunctionTestsEnv', 'HumanEvalEnv', 'HumanEvalDefault', 'basic_problem',
            'basic_code_tasks', 'BasicCodeEnv', 'TwoStepCodeEnv', 'MBPPEnv', 'starter_signature', 'io_program',
            'outputs_match', 'run_io_tests', 'apps_instructions', 'parse_apps_row', 'APPSEnv']
 
@@ -433,10 +433,6 @@ def run_function_tests(prompt:str, code:str, test:str, entry_point:str, timeout:
     return Feedback('success', 1.0, f'all {total} asserts passed' if total else 'tests passed')
 
 # %% ../../nbs/05d_code.ipynb #fd13f682
-def hash_split(key:str) -> str:
-    "`'test'` for about a quarter of keys (crc32 % 4 == 0), else `'train'`; stable across runs and machines."
-    return 'test' if zlib.crc32(key.encode()) % 4 == 0 else 'train'
-
 class CodeEnv(Environment):
     "Base of the `code` family: programs checked by tests in the sandbox."
     family, splits = 'code', ('train', 'test', 'all')
@@ -493,7 +489,7 @@ def parse_function_row(r:dict, source:str) -> Task:
     if not defines(prompt, ep): raise ValueError(f'prompt does not define {ep!r}')
     if 'def check' not in test: raise ValueError('test has no check()')
     sol = r.get('canonical_solution')
-    return Task(tid, 'code', hash_split(tid), f"Complete this Python function:\n```python\n{prompt.rstrip()}\n```",
+    return Task(tid, 'code', hash_split(tid, 4), f"Complete this Python function:\n```python\n{prompt.rstrip()}\n```",
                 payload={'prompt': prompt, 'test': test, 'entry_point': ep},
                 meta={'source': source, 'canonical_solution': sol if isinstance(sol, str) and sol.strip() else None})
 
@@ -572,19 +568,6 @@ class HumanEvalDefault(HumanEvalEnv):
     def tasks(self, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
         if self.difficulty == 2: return super().tasks(split, n, seed)
         self.check_split(split); return basic_code_tasks(split, n, seed, self.difficulty)
-
-# %% ../../nbs/05d_code.ipynb #a22fbf56
-def _replay(env:Environment, task:Task) -> Feedback:
-    from cove.agent import replay_reference
-    return replay_reference(env, task).feedback
-
-def check_gold(env:Environment, tasks:list[Task], workers:int|None=None) -> tuple[list[str], list[tuple[str, str]]]:
-    "Replay references on `tasks` in `workers` threads (default: one per CPU): (accepted ids, [(id, message)] rejected)."
-    with ThreadPoolExecutor(max(1, workers or os.cpu_count() or 2)) as ex: fbs = list(ex.map(lambda t: _replay(env, t), tasks))
-    for i, t in enumerate(tasks):  # a timeout under parallel load is re-run alone: a slow machine is not a wrong reference
-        if fbs[i].status == 'timeout': fbs[i] = _replay(env, t)
-    acc = [t.id for t, f in zip(tasks, fbs) if f.success]
-    return acc, [(t.id, f.message) for t, f in zip(tasks, fbs) if not f.success]
 
 # %% ../../nbs/05d_code.ipynb #3c521dff
 _NUMS, _LISTS = ['n', 'x', 'num', 'value'], ['nums', 'numbers', 'values', 'xs']   # argument names
@@ -824,7 +807,7 @@ def basic_code_tasks(split:str, n:int|None=None, seed:int=0, level:int=0) -> lis
         r = random.Random(f'{base}:{i}')
         while True:
             kind = r.choice(list(templates)); p = basic_problem(r, kind, level)
-            if hash_split(p['prompt']) == split: break
+            if hash_split(p['prompt'], 4) == split: break
         out.append(Task(f'{src}-{split}-{seed}-{i}', 'code', split, f"Complete this Python function:\n```python\n{p['prompt'].rstrip()}\n```",
                         payload={k: p[k] for k in ('prompt', 'test', 'entry_point')},
                         meta=dict(source=src, template=kind, difficulty=level, canonical_solution=p['canonical_solution'])))
@@ -989,7 +972,7 @@ def parse_apps_row(r:dict) -> Task:
     for t in sample[:2]:
         o = t['output'][0]
         parts.append(f"Example input:\n{t['input'].rstrip()}\nExample output:\n{o.rstrip() if isinstance(o, str) else repr(o)}")
-    return Task(tid, 'code', hash_split(tid), '\n\n'.join(parts),
+    return Task(tid, 'code', hash_split(tid, 4), '\n\n'.join(parts),
                 payload={'tests': tests, 'sample_io': sample, 'entry_point': fn, 'n_params': k},
                 meta={'source': 'apps', 'difficulty': r.get('difficulty'), 'name': r.get('name')})
 

@@ -11,7 +11,8 @@ from pathlib import Path
 from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger
 from .base import sample_split, Environment, EpisodeState, register_env, data_path, DataUnavailable, load_rows
-from .code import run_command_sandboxed, hash_split, SandboxResult
+from .code import run_command_sandboxed, SandboxResult
+from .base import hash_split
 
 # %% auto #0
 __all__ = ['LEAN_UNAVAILABLE', 'STANDARD_AXIOMS', 'FORMAL_INSTRUCTIONS', 'parse_lean_file', 'normalise_proof', 'extract_proof',
@@ -158,7 +159,7 @@ def parse_minif2f(row:tuple) -> Task:
     sub, fname, text = row
     p = parse_lean_file(text)
     tid = f"minif2f/{p['name']}"
-    return Task(tid, 'formal', hash_split(tid), f"Prove this theorem in Lean 4 (Mathlib):\n```lean\n{p['statement']} := by\n```",
+    return Task(tid, 'formal', hash_split(tid, 4), f"Prove this theorem in Lean 4 (Mathlib):\n```lean\n{p['statement']} := by\n```",
                 payload=p, meta={'source': 'minif2f', 'folder': sub, 'file': fname})
 
 # %% ../../nbs/05e_formal.ipynb #f8a0c9f0

@@ -11,7 +11,7 @@ from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger
 from .base import (sample_split, Environment, EpisodeState, register_env, DataUnavailable, load_rows, jsonl_rows,
                              split_seed, parse_answer, last_boxed)
-from .multihop import check_gold, dataset_dir, hash_split
+from .base import check_gold, dataset_dir, hash_split
 
 # %% auto #0
 __all__ = ['ARITH_TEMPLATES', 'ONE_STEP_TEMPLATES', 'TWO_STEP_TEMPLATES', 'DIFFICULTIES', 'ARITH_LEVELS', 'extract_math_answer',

@@ -10,12 +10,12 @@ from pathlib import Path
 from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger
 from .base import (sample_split, Environment, EpisodeState, register_env, data_path, DataUnavailable,
-                             LoadReport, load_rows, jsonl_rows, split_seed)
+                             LoadReport, load_rows, jsonl_rows, split_seed, check_gold, dataset_dir, hash_split)
 
 # %% auto #0
 __all__ = ['QUESTION_KINDS', 'ONE_HOP_KINDS', 'DIFFICULTIES', 'normalize_answer', 'answer_em', 'answer_f1', 'qa_feedback',
-           'check_gold', 'make_world', 'world_paragraphs', 'qa_prompt', 'make_multihop_task', 'hash_split', 'QAEnv',
-           'MultihopEnv', 'fit_context', 'parse_hotpot_row', 'dataset_dir', 'HotpotQAEnv']
+           'make_world', 'world_paragraphs', 'qa_prompt', 'make_multihop_task', 'QAEnv', 'MultihopEnv', 'fit_context',
+           'parse_hotpot_row', 'HotpotQAEnv']
 
 # %% ../../nbs/05b_multihop.ipynb #3de3370a
 def normalize_answer(s:str) -> str:
@@ -49,17 +49,6 @@ def qa_feedback(state:EpisodeState, max_turns:int=1) -> Feedback:
     if answer_em(pred, gold): return Feedback('success', f1, 'correct')
     short = lambda x: x if len(x) <= 80 else x[:80] + '…'
     return Feedback('failure', f1, f'wrong answer: got {short(pred)!r}, expected {short(gold)!r} (F1 {f1:.2f})')
-
-# %% ../../nbs/05b_multihop.ipynb #a07d098c
-def check_gold(env:Environment, tasks:list[Task]) -> tuple[list[str], list[tuple[str, str]]]:
-    "Replay `env.reference` on `tasks`: ids the evaluator accepts, and `(id, message)` for those it rejects."
-    from cove.agent import replay_reference   # the one replay the `oracle` method uses too
-    accepted, rejected = [], []
-    for t in tasks:
-        r = replay_reference(env, t)
-        if r.success: accepted.append(t.id)
-        else: rejected.append((t.id, r.feedback.message))
-    return accepted, rejected
 
 # %% ../../nbs/05b_multihop.ipynb #51d4c93d
 _SYL = ['ka', 'lo', 've', 'ri', 'mar', 'tel', 'os', 'an', 'dra', 'zu', 'fen', 'qui', 'bel', 'nor', 'sa',
@@ -174,11 +163,6 @@ def make_multihop_task(rng:random.Random, id:str, split:str,
                 target=gold, meta=dict(source='embedded', type=kinds[kind], template=kind,
                                        supporting=support, reference=f'{why}\nAnswer: {gold}', difficulty=difficulty))
 
-# %% ../../nbs/05b_multihop.ipynb #a4e052a8
-def hash_split(text:str, test_mod:int=5) -> str:
-    "Deterministic train/test assignment of `text`: `test` iff `crc32(text) % test_mod == 0`."
-    return 'test' if zlib.crc32(str(text).encode()) % test_mod == 0 else 'train'
-
 # %% ../../nbs/05b_multihop.ipynb #cf7c9c38
 class QAEnv(Environment):
     "Shared single-turn behaviour of the `multihop` sources: instructions, EM/F1 evaluation, reference."
@@ -240,15 +224,6 @@ def parse_hotpot_row(r:dict, max_chars:int|None=3500) -> Task:
                 payload=dict(question=question, paragraphs=ps), target=gold,
                 meta=dict(source='hotpotqa', type=r.get('type'), level=r.get('level'), supporting_facts=sf,
                           support_in_context=in_ctx, support_kept=kept, truncated=cut, reference=f'Answer: {gold}'))
-
-# %% ../../nbs/05b_multihop.ipynb #e7f40051
-def dataset_dir(sub:str, data_dir:str|Path|None=None) -> Path:
-    "Folder of dataset `sub`: `data_dir` itself or `data_dir/sub` when given (strictly), else `data_path(sub)`."
-    if data_dir is None: return data_path(sub)
-    d = Path(data_dir)
-    for c in (d/sub, d):
-        if c.is_dir() and c.name == sub: return c.resolve()
-    raise DataUnavailable(f"dataset {sub!r} not found in {str(d)!r} (looked for {str(d/sub)!r})")
 
 # %% ../../nbs/05b_multihop.ipynb #24213375
 @register_env('multihop', 'hotpotqa')

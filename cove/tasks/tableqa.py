@@ -13,7 +13,7 @@ from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger
 from .base import (Environment, EpisodeState, ToolCall, LoadReport, parse_answer, register_env,
                              data_path, split_seed, DataUnavailable)
-from .multihop import hash_split   # train/test by a hash of the prompt (levels other than the default)
+from .base import hash_split   # train/test by a hash of the prompt (levels other than the default)
 
 # %% auto #0
 __all__ = ['COMPARATORS', 'OPS', 'SYNONYMS', 'PREFIXES', 'INSTRUCTIONS', 'TURN_LINE', 'FAILURE_KINDS', 'DOMAINS', 'QTYPES',
