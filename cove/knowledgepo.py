@@ -24,8 +24,8 @@ __all__ = ['ORIGINS', 'NO_CALL_HINT', 'FEEDBACK_HINTS', 'EXTRACT_PROMPTS', 'EXTR
            'kb_op_prompt', 'KBOp', 'neighbour', 'update_kb', 'kb_op_agreement', 'revision_counts', 'promote_revised',
            'rename_names', 'resurface', 'rename_volatile', 'RolloutPrompt', 'legal_names', 'observed_names',
            'memory_aware_prompt', 'memory_aware_messages', 'called_names', 'recitation_violations',
-           'anti_recitation_reward', 'rename_trace', 'anti_recitation_sft', 'anti_recitation_grpo', 'had_utility',
-           'ab_deltas', 'ab_order', 'measure_utility', 'release', 'KnowledgePO']
+           'anti_recitation_reward', 'rename_trace', 'anti_recitation_sft', 'rename_rollout', 'anti_recitation_grpo',
+           'had_utility', 'ab_deltas', 'ab_order', 'measure_utility', 'release', 'HeldoutEval', 'KnowledgePO']
 
 # %% ../nbs/12_knowledgepo.ipynb #9d8e79e0
 @dataclass
@@ -581,6 +581,16 @@ def anti_recitation_sft(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybri
     if why: get_logger('knowledgepo').info(f"anti_recitation_sft: kept {len(kept)} of {len(tasks)}: {dict(why)}")
     return trajectories_to_sft(kept, min_score=0.0)
 
+# %% ../nbs/12_knowledgepo.ipynb #95ca2931
+def rename_rollout(t:dict, # a collected rollout: `trace` (messages) and the `surface` it was played on (a dict, or None)
+                   seed:int, stats:KPOStats|None=None) -> tuple[list[dict], dict|None]:
+    "`(trace, surface)`: the rollout with its volatile names renamed consistently (trace, entries, tool list) for a new episode; as played without a tool surface."
+    if not t.get('surface'): return t['trace'], t.get('surface')
+    old = Surface.from_dict(t['surface']); new = rename(old, seed)
+    mp = {old.names[o]: new.names[o] for o in new.names if o in old.names}
+    if stats is not None: stats.renamed += 1
+    return rename_trace(t['trace'], mp, old.version, new.version), new.to_dict()
+
 # %% ../nbs/12_knowledgepo.ipynb #42ff1b6c
 def anti_recitation_grpo(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybrid', seed:int=0, rename:bool=True,
                          lam:float=0.5, stats:KPOStats|None=None, step_credit:float=0.1):
@@ -657,6 +667,16 @@ def release(kb, evaluate_fn:Callable, heldout_tasks:list,
         else: out['kept'].append(e.id)
     if stats is not None: stats.releases.update({k: len(out[k]) for k in ('internalized', 'discarded', 'kept', 'protected', 'untested')})
     return out
+
+# %% ../nbs/12_knowledgepo.ipynb #2cc50c4c
+class HeldoutEval:
+    "The A/B evaluator of memory release: mean score of the policy on `tasks` with exactly the given entries (greedy)."
+    def __init__(self, agent, env): self.agent, self.env = agent, env   # agent: a `HarnessAgent` (temperature 0)
+    def __call__(self, tasks, entries): return self.many(tasks, [entries])[0]
+    def many(self, tasks, entry_sets):
+        "Mean score per entry set; every (set, task) episode played in one batch."
+        rs = self.agent.run(self.env, [t for _ in entry_sets for t in tasks], entries=[list(es) for es in entry_sets for _ in tasks])
+        return [sum(r.feedback.score for r in rs[i*len(tasks):(i+1)*len(tasks)]) / max(1, len(tasks)) for i in range(len(entry_sets))]
 
 # %% ../nbs/12_knowledgepo.ipynb #90a11db1
 class KnowledgePO:

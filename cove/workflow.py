@@ -15,7 +15,7 @@ from .trigger import make_trigger
 from .knowledgepo import KnowledgePO, KPOStats
 
 # %% auto #0
-__all__ = ['VARIANTS', 'CoveMethod', 'HeldoutEval', 'HarnessOnly', 'ParametricOnly', 'AlwaysBothMethod', 'RandomRouteMethod']
+__all__ = ['VARIANTS', 'CoveMethod', 'HarnessOnly', 'ParametricOnly', 'AlwaysBothMethod', 'RandomRouteMethod']
 
 # %% ../nbs/13_workflow.ipynb #4b6ea052
 VARIANTS = {  # method -> (router, memory on, trigger)
@@ -158,18 +158,10 @@ def observe_references(self:CoveMethod, env, family:str) -> int:
         self.references_seen.append(t.id); self.save_state()
     return n
 
-class HeldoutEval:
-    "The A/B evaluator of memory release: mean score of the policy on tasks with exactly the given entries (greedy)."
-    def __init__(self, agent, env): self.agent, self.env = agent, env
-    def __call__(self, tasks, entries): return self.many(tasks, [entries])[0]
-    def many(self, tasks, entry_sets):
-        "Mean score per entry set; every (set, task) episode played in one batch."
-        rs = self.agent.run(self.env, [t for _ in entry_sets for t in tasks], entries=[list(es) for es in entry_sets for _ in tasks])
-        return [sum(r.feedback.score for r in rs[i*len(tasks):(i+1)*len(tasks)]) / max(1, len(tasks)) for i in range(len(entry_sets))]
-
 @patch
 def _heldout(self:CoveMethod, env):
-    "`(tasks, evaluate)`: a few held-out train tasks and the `HeldoutEval` of the current policy."
+    "`(tasks, evaluate)`: a few held-out train tasks and the `HeldoutEval` of the current policy (`cove.knowledgepo`)."
+    from cove.knowledgepo import HeldoutEval
     c = self.cfg
     tasks = env.tasks('train', c['release.heldout'], c['run.seed'] + 1)
     agent = self.agent(temperature=0.0)
@@ -257,14 +249,10 @@ def release_memory(self:CoveMethod, env, family:str) -> dict:
 # %% ../nbs/13_workflow.ipynb #4410e063
 @patch
 def _renamed(self:CoveMethod, i:int, t:dict) -> tuple[list[dict], dict|None]:
-    "`(trace, surface)` of collected rollout `i`: with KnowledgePO, its volatile names renamed for the episode (new surface), else as played."
-    if not (self.kpo and t.get('surface')): return t['trace'], t.get('surface')
-    from cove.knowledgepo import rename_trace
-    from cove.tasks.tableqa import Surface, rename
-    old = Surface.from_dict(t['surface']); new = rename(old, self._rename_seed() + 5000 + i)
-    mp = {old.names[o]: new.names[o] for o in new.names if o in old.names}
-    self.kpo.stats.renamed += 1
-    return rename_trace(t['trace'], mp, old.version, new.version), new.to_dict()
+    "`(trace, surface)` of collected rollout `i`: with KnowledgePO renamed for the episode (`knowledgepo.rename_rollout`), else as played."
+    if not self.kpo: return t['trace'], t.get('surface')
+    from cove.knowledgepo import rename_rollout
+    return rename_rollout(t, self._rename_seed() + 5000 + i, self.kpo.stats)
 
 @patch
 def _grpo_data(self:CoveMethod, env, family:str):
