@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install test test-fast demo bench export clean-nbs experiment-api-renaming experiment-calibration experiment-learning-curve
+.PHONY: install test test-fast demo bench export clean-nbs experiment-api-renaming experiment-calibration experiment-learning-curve experiment-table2 experiment-router-pareto
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -56,6 +56,16 @@ experiment-calibration: install
 experiment-learning-curve: install
 	@run=outputs/learning_curve/$$(date +%Y%m%d-%H%M%S); mkdir -p $$run; \
 	$(VENV)/bin/papermill nbs/experiments/learning_curve.ipynb $$run/learning_curve.ipynb -p out_dir $$run $(ARGS) && cat $$run/table.md
+
+# COVE Table 2: the nine methods on one seeded stream, with the hybrid-subset column (the four families: ARGS="-p families tableqa,multihop,math,code -p episodes 24")
+experiment-table2: install
+	@run=outputs/table2_main/$$(date +%Y%m%d-%H%M%S); mkdir -p $$run; \
+	$(VENV)/bin/papermill nbs/experiments/table2_main.ipynb $$run/table2_main.ipynb -p out_dir $$run $(ARGS) && cat $$run/table.md
+
+# COVE Table 3 / Figure 6: Always-Both, Random-Route and COVE, Appendix-A cost, Pareto plot and router shares
+experiment-router-pareto: install
+	@run=outputs/router_pareto/$$(date +%Y%m%d-%H%M%S); mkdir -p $$run; \
+	$(VENV)/bin/papermill nbs/experiments/router_pareto.ipynb $$run/router_pareto.ipynb -p out_dir $$run $(ARGS) && cat $$run/table.md
 
 bench: install
 	$(VENV)/bin/cove bench --quick
