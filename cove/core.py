@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 # %% auto #0
-__all__ = ['STATUSES', 'ROLES', 'Feedback', 'redact_expected', 'Task', 'msg', 'repo_root', 'get_logger', 'append_jsonl',
-           'read_jsonl', 'task_key', 'EpisodeKeys', 'write_tx', 'import_optional', 'wilson', 'rate_ci']
+__all__ = ['STATUSES', 'ROLES', 'Feedback', 'redact_expected', 'Task', 'msg', 'repo_root', 'get_logger', 'repair_tail',
+           'append_jsonl', 'read_jsonl', 'task_key', 'EpisodeKeys', 'write_tx', 'import_optional', 'wilson', 'rate_ci']
 
 # %% ../nbs/00_core.ipynb #427cb844
 STATUSES = ('success', 'failure', 'error', 'timeout')
@@ -84,8 +84,30 @@ def get_logger(name:str) -> logging.Logger:
         root.addHandler(h); root.setLevel(os.environ.get('COVE_LOG_LEVEL', 'WARNING'))
     return log
 
+def repair_tail(path:str|Path) -> bytes:
+    "Make `path` end at a line boundary before more is appended: a last line without its newline (a write a kill cut short) is completed if it is a whole JSON record, else cut off and kept in `<path>.torn`; returns the bytes cut (b'' if none)."
+    p = Path(path)
+    if not p.exists() or p.stat().st_size == 0: return b''
+    with open(p, 'rb+') as f:
+        f.seek(-1, os.SEEK_END)
+        if f.read(1) == b'\n': return b''
+        f.seek(0); data = f.read()
+        keep = data.rfind(b'\n') + 1
+        tail = data[keep:]
+        try: json.loads(tail); whole = True
+        except ValueError: whole = False
+        if whole: f.write(b'\n')                  # the record was all written but its newline: keep it
+        else:
+            with open(str(p) + '.torn', 'ab') as t: t.write(tail + b'\n'); t.flush(); os.fsync(t.fileno())
+            f.truncate(keep)
+        f.flush(); os.fsync(f.fileno())
+    if whole: return b''
+    get_logger('core').warning(f"{p}: cut a torn last line of {len(tail)} bytes (kept in {p.name}.torn) before appending")
+    return tail
+
 def append_jsonl(path:str|Path, rec:dict):
-    "Append `rec` as one JSON line to `path`, flushed and fsynced."
+    "Append `rec` as one JSON line to `path` (after `repair_tail`), flushed and fsynced."
+    repair_tail(path)
     with open(path, 'a') as f:
         f.write(json.dumps(rec, default=str) + '\n'); f.flush(); os.fsync(f.fileno())
 
