@@ -9,17 +9,17 @@ from collections import Counter
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from fastcore.basics import patch
-from .core import Feedback, Task, msg, get_logger, read_jsonl, redact_expected, EpisodeKeys
+from .core import Feedback, Task, msg, get_logger, read_jsonl, redact_expected
 from .run import Method, register_method, write_json
 from .agent import HarnessAgent, EpisodeResult, _safe
 from .tasks.base import Environment, EpisodeState, parse_answer
 
 # %% auto #0
-__all__ = ['FUNCTION_WORDS', 'SUMMARY_SYSTEM', 'SUMMARY_TOKENS', 'SC_FAMILIES', 'SC_EXAMPLES', 'SC_EXAMPLE_CONTEXT', 'SC_ASK',
-           'SC_TEMPERATURE', 'SC_GEN_TOKENS', 'SC_TIMEOUT', 'SC_SEED_POOL', 'squash', 'task_gist', 'clean_summary',
-           'trace_digest', 'experience_text', 'ExperienceMemory', 'summary_messages', 'EvoMemory', 'GeneratedTask',
-           'parse_generated', 'run_verification', 'validate_task', 'challenger_system', 'seed_context',
-           'challenger_messages', 'solver_task', 'VerifiedEnv', 'solve_generated', 'SelfChallenging', 'round_summary']
+__all__ = ['FUNCTION_WORDS', 'SUMMARY_SYSTEM', 'SC_FAMILIES', 'SC_EXAMPLES', 'SC_EXAMPLE_CONTEXT', 'SC_ASK', 'squash',
+           'task_gist', 'clean_summary', 'trace_digest', 'experience_text', 'ExperienceMemory', 'summary_messages',
+           'EvoMemory', 'GeneratedTask', 'parse_generated', 'run_verification', 'validate_task', 'challenger_system',
+           'seed_context', 'challenger_messages', 'solver_task', 'VerifiedEnv', 'solve_generated', 'SelfChallenging',
+           'round_summary']
 
 # %% ../nbs/17_baselines.ipynb #1fdb4815
 _log = get_logger('baselines')
@@ -102,7 +102,6 @@ def retrieve(self:ExperienceMemory, vecs, k:int, limit:int|None=None) -> list[li
 # %% ../nbs/17_baselines.ipynb #dcdf86ae
 SUMMARY_SYSTEM = ("You write the memory of an agent. Summarise the attempt below in one or two short sentences: "
                   "what the agent did and what to do next time on a similar task.")
-SUMMARY_TOKENS = 64   # `evo_memory.summary_tokens` (not a config key yet): cap of a policy summary
 
 def summary_messages(res:EpisodeResult) -> list[dict]:
     "The prompt asking the policy to summarise an episode."
@@ -377,11 +376,6 @@ def solve_generated(policy, env, gens:list, attempts:int=2, max_new_tokens:int=9
     return HarnessAgent(policy, kb=None, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed).run(venv, tasks)
 
 # %% ../nbs/17_baselines.ipynb #980cb33b
-SC_TEMPERATURE = 0.7    # `self_challenging.temperature`: sampling for generation and attempts
-SC_GEN_TOKENS = 320     # `self_challenging.max_new_tokens`: cap of a challenger reply
-SC_TIMEOUT = 5.0        # `self_challenging.timeout`: seconds per sandboxed verification
-SC_SEED_POOL = 32       # `self_challenging.seed_pool`: train tasks the seeds are drawn from
-
 @register_method('self_challenging')
 class SelfChallenging(Method):
     "Self-Challenging: generate verifiable tasks, solve them, rejection-fine-tune one shared adapter on verified successes."

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
-from .core import Feedback, Task, msg, get_logger, write_tx, EpisodeKeys
+from .core import Feedback, Task, msg, get_logger, write_tx
 from .llm import Policy, Generation
 from .run import Method, register_method
 from .agent import EpisodeResult

@@ -10,14 +10,14 @@ from pathlib import Path
 from types import SimpleNamespace
 import numpy as np
 from fastcore.basics import patch
-from .core import get_logger, msg, read_jsonl, write_tx, redact_expected, task_key, EpisodeKeys
+from .core import get_logger, msg, read_jsonl, write_tx, redact_expected, task_key
 from .run import Method, register_method, write_json
 from .agent import HarnessAgent
 
 # %% auto #0
-__all__ = ['SUMMARY_MAX_NEW_TOKENS', 'SUMMARY_INSTRUCTION', 'FUNCTION_WORDS', 'PARAMS', 'zscore', 'phase_a', 'phase_b_scores',
-           'two_phase', 'reward', 'mc_update', 'td_update', 'epoch_metrics', 'MemoryBank', 'summary_messages',
-           'usable_summary', 'trace_digest', 'memory_source', 'memories_digest', 'MemRL']
+__all__ = ['SUMMARY_INSTRUCTION', 'FUNCTION_WORDS', 'PARAMS', 'zscore', 'phase_a', 'phase_b_scores', 'two_phase', 'reward',
+           'mc_update', 'td_update', 'epoch_metrics', 'MemoryBank', 'summary_messages', 'usable_summary',
+           'trace_digest', 'memory_source', 'memories_digest', 'MemRL']
 
 # %% ../nbs/14_memrl.ipynb #cf320c6a
 def zscore(x) -> np.ndarray:
@@ -199,7 +199,6 @@ def retrieve(self:MemoryBank, qvec, delta:float, k1:int, k2:int, lam:float) -> d
                 scores=[round(float(s), 4) for s in sc], selected=ids[sel].tolist())
 
 # %% ../nbs/14_memrl.ipynb #3f57085e
-SUMMARY_MAX_NEW_TOKENS = 64   # default summary length cap (config `memrl.summary_tokens`)
 SUMMARY_INSTRUCTION = "In one to three sentences, state the lesson for similar tasks: what worked, or what went wrong and what to do instead."
 
 def summary_messages(res) -> list[dict]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json, os, time
 from collections import Counter
 from pathlib import Path
-from .core import get_logger, EpisodeKeys
+from .core import get_logger
 from .run import Method, register_method, write_json
 from .agent import HarnessAgent
 from .router import make_router, Router, PARAMETRIC_CHANNELS
