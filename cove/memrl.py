@@ -10,13 +10,14 @@ from pathlib import Path
 from types import SimpleNamespace
 import numpy as np
 from fastcore.basics import patch
-from .core import get_logger, msg, read_jsonl, write_tx, redact_expected, task_key
+from .core import get_logger, msg, read_jsonl, redact_expected, task_key
 from .run import Method, register_method, write_json
 from .agent import HarnessAgent
+from .store import SqliteStore
 
 # %% auto #0
-__all__ = ['SUMMARY_INSTRUCTION', 'FUNCTION_WORDS', 'PARAMS', 'zscore', 'phase_a', 'phase_b_scores', 'two_phase', 'reward',
-           'mc_update', 'td_update', 'epoch_metrics', 'MemoryBank', 'summary_messages', 'usable_summary',
+__all__ = ['INTENTS', 'SUMMARY_INSTRUCTION', 'FUNCTION_WORDS', 'PARAMS', 'zscore', 'phase_a', 'phase_b_scores', 'two_phase',
+           'reward', 'mc_update', 'td_update', 'epoch_metrics', 'MemoryBank', 'summary_messages', 'usable_summary',
            'trace_digest', 'memory_source', 'memories_digest', 'MemRL']
 
 # %% ../nbs/14_memrl.ipynb #cf320c6a
@@ -83,29 +84,26 @@ def epoch_metrics(recs:list[dict]) -> dict:
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS memories(id INTEGER PRIMARY KEY, intent TEXT NOT NULL, experience TEXT NOT NULL, q REAL NOT NULL,
   emb BLOB NOT NULL, family TEXT, task_id TEXT, success INTEGER, summary_ok INTEGER, created_by TEXT,
-  n_updates INTEGER NOT NULL DEFAULT 0, created REAL, intent_id INTEGER);
-CREATE TABLE IF NOT EXISTS applied(key TEXT PRIMARY KEY, info TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
+  n_updates INTEGER NOT NULL DEFAULT 0, created REAL, intent_id INTEGER)
 """
+INTENTS = 'SELECT id, emb FROM memories WHERE intent_id = id ORDER BY id'   # each intent is embedded by the memory that opened it
 
-class MemoryBank:
-    "MemRL's memory M = {(z, e, Q)} with intent embeddings, in SQLite; each episode's changes are one transaction."
+class MemoryBank(SqliteStore):
+    "MemRL's memory M = {(z, e, Q)} with intent embeddings, a `cove.store.SqliteStore`; each episode's changes are one transaction."
+    schema = _SCHEMA
     def __init__(self, path:str|Path, # the SQLite file (created if missing)
                  dim:int=384): # embedding dimension
-        self.path, self.dim = Path(path), dim
-        self.con = sqlite3.connect(str(self.path), isolation_level=None)   # autocommit; writes go through `transaction`
-        self.con.execute('PRAGMA synchronous=FULL'); self.con.executescript(_SCHEMA)
-        if 'intent_id' not in {r[1] for r in self.con.execute('PRAGMA table_info(memories)')}:   # a bank from before intents were merged
-            with self.transaction():
-                self.con.execute('ALTER TABLE memories ADD COLUMN intent_id INTEGER')
-                self.con.execute('UPDATE memories SET intent_id = id')
+        self.dim = dim
+        super().__init__(path)
 
-    def transaction(self):
-        "One write transaction on the bank (`cove.core.write_tx`): BEGIN IMMEDIATE ... COMMIT, ROLLBACK on any exception."
-        return write_tx(self.con)
+    def migrate(self):
+        if 'intent_id' not in self.columns('memories'):   # a bank from before intents were merged
+            self.conn.execute('ALTER TABLE memories ADD COLUMN intent_id INTEGER'); self.conn.execute('UPDATE memories SET intent_id = id')
+        if 'k' in self.columns('meta'):                    # a bank from before the shared store layer
+            self.conn.execute('ALTER TABLE meta RENAME COLUMN k TO key'); self.conn.execute('ALTER TABLE meta RENAME COLUMN v TO value')
 
-    def __len__(self): return self.con.execute('SELECT COUNT(*) FROM memories').fetchone()[0]
-    def __repr__(self): return f"MemoryBank({self.path.name}, {len(self)} memories)"
+    def __len__(self): return self.conn.execute('SELECT COUNT(*) FROM memories').fetchone()[0]
+    def __repr__(self): return f"MemoryBank({Path(self.path).name}, {len(self)} memories)"
 
 # %% ../nbs/14_memrl.ipynb #ca09f459
 @patch
@@ -117,41 +115,36 @@ def insert(self:MemoryBank, intent:str, experience:str, q:float, emb,
     if v.shape[0] != self.dim: raise ValueError(f"intent embedding has {v.shape[0]} dims, the bank {self.dim}")
     group = None
     if merge_sim is not None:
-        gids, G = self.intents()
-        if len(gids) and (s := G @ v).max() >= merge_sim: group = int(gids[int(s.argmax())])
+        gid, s = self.dense(INTENTS, self.dim).search(v, 1)
+        if len(gid) and s[0] >= merge_sim: group = int(gid[0])
     cols = dict(intent=intent, experience=experience, q=float(q), emb=v.tobytes(), created=time.time(), intent_id=group, **fields)
-    cur = self.con.execute(f"INSERT INTO memories({','.join(cols)}) VALUES ({','.join('?' * len(cols))})", list(cols.values()))
-    if group is None: self.con.execute('UPDATE memories SET intent_id = id WHERE id = ?', (cur.lastrowid,))
+    cur = self.conn.execute(f"INSERT INTO memories({','.join(cols)}) VALUES ({','.join('?' * len(cols))})", list(cols.values()))
+    if group is None: self.conn.execute('UPDATE memories SET intent_id = id WHERE id = ?', (cur.lastrowid,))
     return cur.lastrowid
 
 @patch
 def intents(self:MemoryBank) -> tuple[np.ndarray, np.ndarray]:
     "`(intent ids, embeddings)`: each intent is embedded by the memory that opened it (its id is the intent's)."
-    rows = self.con.execute('SELECT id, emb FROM memories WHERE intent_id = id ORDER BY id').fetchall()
-    if not rows: return np.zeros(0, dtype=np.int64), np.zeros((0, self.dim), dtype=np.float32)
-    return np.array([r[0] for r in rows], dtype=np.int64), np.stack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
+    return self.vectors(INTENTS, self.dim)
 
 @patch
 def arrays(self:MemoryBank) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     "`(ids, embeddings (n, dim), Q)` of every memory."
-    rows = self.con.execute('SELECT id, emb, q FROM memories ORDER BY id').fetchall()
-    if not rows: return np.zeros(0, dtype=np.int64), np.zeros((0, self.dim), dtype=np.float32), np.zeros(0)
-    return (np.array([r[0] for r in rows], dtype=np.int64), np.stack([np.frombuffer(r[1], dtype=np.float32) for r in rows]),
-            np.array([r[2] for r in rows], dtype=np.float64))
+    ids, V = self.vectors('SELECT id, emb FROM memories ORDER BY id', self.dim)
+    return ids, V, np.array([r[0] for r in self.conn.execute('SELECT q FROM memories ORDER BY id')], dtype=np.float64)
 
 @patch
 def get(self:MemoryBank, ids:list[int]) -> list[dict]:
     "Memories by id, in the order given (missing ids are skipped)."
     if not ids: return []
-    cur = self.con.execute(f"SELECT * FROM memories WHERE id IN ({','.join('?' * len(ids))})", [int(i) for i in ids])
-    names = [d[0] for d in cur.description]
-    got = {r[0]: dict(zip(names, r)) for r in cur.fetchall()}
-    return [{k: v for k, v in got[int(i)].items() if k != 'emb'} for i in ids if int(i) in got]
+    rows = self.conn.execute(f"SELECT * FROM memories WHERE id IN ({','.join('?' * len(ids))})", [int(i) for i in ids]).fetchall()
+    got = {r['id']: {k: r[k] for k in r.keys() if k != 'emb'} for r in rows}
+    return [got[int(i)] for i in ids if int(i) in got]
 
 @patch
 def set_q(self:MemoryBank, i:int, q:float):
     "Store a new utility for memory `i` (counting the update)."
-    self.con.execute('UPDATE memories SET q = ?, n_updates = n_updates + 1 WHERE id = ?', (float(q), int(i)))
+    self.conn.execute('UPDATE memories SET q = ?, n_updates = n_updates + 1 WHERE id = ?', (float(q), int(i)))
 
 @patch
 def q_of(self:MemoryBank, ids:list[int]) -> dict[int, float]:
@@ -159,25 +152,9 @@ def q_of(self:MemoryBank, ids:list[int]) -> dict[int, float]:
     return {m['id']: m['q'] for m in self.get(ids)}
 
 @patch
-def meta(self:MemoryBank, k:str, default=None):
-    "A JSON value from the `meta` table."
-    r = self.con.execute('SELECT v FROM meta WHERE k = ?', (k,)).fetchone()
-    return json.loads(r[0]) if r else default
-
-@patch
-def set_meta(self:MemoryBank, k:str, v):
-    self.con.execute('INSERT OR REPLACE INTO meta(k, v) VALUES (?, ?)', (k, json.dumps(v)))
-
-@patch
-def applied(self:MemoryBank, key:str) -> dict|None:
-    "What was learnt from episode occurrence `key`, or None if it was not yet."
-    r = self.con.execute('SELECT info FROM applied WHERE key = ?', (key,)).fetchone()
-    return json.loads(r[0]) if r else None
-
-@patch
 def stats(self:MemoryBank) -> dict:
     "Size, distinct intents, Q mean/min/max, and counts of success/failure memories and of digest fallbacks."
-    n, qm, qlo, qhi, ns, nd, ni = self.con.execute(
+    n, qm, qlo, qhi, ns, nd, ni = self.conn.execute(
         'SELECT COUNT(*), AVG(q), MIN(q), MAX(q), SUM(success), SUM(summary_ok = 0), COUNT(DISTINCT intent_id) FROM memories').fetchone()
     return dict(size=n, intents=ni, q_mean=qm, q_min=qlo, q_max=qhi, from_success=ns or 0, from_failure=(n - (ns or 0)), digests=nd or 0)
 
@@ -185,12 +162,11 @@ def stats(self:MemoryBank) -> dict:
 @patch
 def retrieve(self:MemoryBank, qvec, delta:float, k1:int, k2:int, lam:float) -> dict:
     "Two-Phase Retrieval for one query: Phase A picks the `k1` most similar intents (sim ≥ δ), the pool is their memories, Phase B the top `k2`."
-    gids, G = self.intents()
-    isims = G @ np.asarray(qvec, dtype=np.float32).reshape(-1) if len(gids) else np.zeros(0)
+    gids, isims = self.dense(INTENTS, self.dim).search(np.asarray(qvec, dtype=np.float32).reshape(-1), k1)
     chosen = phase_a(isims, delta, k1)
     sim_of = {int(gids[i]): float(isims[i]) for i in chosen}
-    rows = self.con.execute(f"SELECT id, q, intent_id FROM memories WHERE intent_id IN ({','.join('?' * len(sim_of))}) ORDER BY id",
-                            list(sim_of)).fetchall() if sim_of else []
+    rows = self.conn.execute(f"SELECT id, q, intent_id FROM memories WHERE intent_id IN ({','.join('?' * len(sim_of))}) ORDER BY id",
+                             list(sim_of)).fetchall() if sim_of else []
     rows.sort(key=lambda r: -sim_of[r[2]])   # most similar intent first (stable: memory order within an intent)
     ids, qs, sims = np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows]), np.array([sim_of[r[2]] for r in rows])
     sc = phase_b_scores(sims, qs, lam) if len(rows) else np.zeros(0)
@@ -294,12 +270,13 @@ class MemRL(Method):
         if not src.is_file(): raise FileNotFoundError(f"MemRL source memory {src} does not exist")
         tmp = Path(str(self.mem_path) + '.tmp'); tmp.unlink(missing_ok=True)
         s, d = sqlite3.connect(str(src)), sqlite3.connect(str(tmp))
-        s.backup(d); s.close()
-        params = d.execute("SELECT v FROM meta WHERE k = 'params'").fetchone()
-        d.execute('DELETE FROM applied'); d.execute('DELETE FROM meta')   # the source run's bookkeeping; memories untouched
-        d.execute('INSERT INTO meta(k, v) VALUES (?, ?)', ('frozen_from', json.dumps(str(src.resolve())))); d.commit(); d.close()
+        s.backup(d); s.close(); d.close()
+        with MemoryBank(tmp) as b, b.transaction():
+            params = b.meta('params')
+            b.conn.execute('DELETE FROM applied'); b.conn.execute('DELETE FROM meta')   # the source run's bookkeeping; memories untouched
+            b.set_meta('frozen_from', str(src.resolve()))
         write_json(self.out/'memrl_source.json', dict(source=str(src.resolve()), memories_sha256=memories_digest(tmp),
-                                                     source_params=json.loads(params[0]) if params else None, copied=time.strftime('%Y-%m-%dT%H:%M:%S')))
+                                                     source_params=params, copied=time.strftime('%Y-%m-%dT%H:%M:%S')))
         os.replace(tmp, self.mem_path)   # last: a kill before this leaves no copy, and the next start copies again
 
 # %% ../nbs/14_memrl.ipynb #b85363a3
@@ -373,7 +350,7 @@ def _learn(self:MemRL, key:str, r, plan:dict, qvec, summ) -> dict:
                 self.bank.set_meta('td_pending', dict(key=key, selected=plan['selected'], reward=rew) if plan['selected'] else None)
             info['new_memory'] = self.bank.insert(r.task.query, exp, p['q_init'], qvec, merge_sim=p['merge_sim'], family=r.task.family, task_id=r.task.id,
                                                   success=int(r.success), summary_ok=int(text is not None), created_by=key)
-        self.bank.con.execute('INSERT INTO applied(key, info) VALUES (?, ?)', (key, json.dumps(info)))
+        self.bank.mark_applied(key, info)
     return info
 
 # %% ../nbs/14_memrl.ipynb #dd78b4df
@@ -386,7 +363,7 @@ def extra(self:MemRL, res) -> dict:
 def metrics(self:MemRL) -> dict:
     "SR (last epoch), CSR, FR, memory size and Q statistics, empty pools, summary failures, pending TD update."
     recs = read_jsonl(self.out/'episodes.jsonl')
-    infos = [json.loads(r[0]) for r in self.bank.con.execute('SELECT info FROM applied ORDER BY rowid')]
+    infos = self.bank.applied_all()
     learnt = [i for i in infos if 'skipped' not in i]
     pools = [r['memrl']['retrieval']['pool'] for r in recs if r.get('memrl')]
     src = self.out/'memrl_source.json'

@@ -13,8 +13,8 @@ from .core import get_logger, write_tx
 from .embed import Embedder, DenseIndex, SparseIndex, hybrid_merge
 
 # %% auto #0
-__all__ = ['KINDS', 'LABELS', 'ENTRY_STATUSES', 'COLUMNS', 'SCHEMA', 'SQL_COLUMNS', 'MODES', 'Entry', 'Hit', 'KnowledgeBase',
-           'synthetic_corpus', 'bench_retrieval']
+__all__ = ['KINDS', 'LABELS', 'ENTRY_STATUSES', 'COLUMNS', 'BASE_SCHEMA', 'SCHEMA', 'SQL_COLUMNS', 'MODES', 'Entry', 'Hit',
+           'StoreError', 'open_sqlite', 'SqliteStore', 'KnowledgeBase', 'synthetic_corpus', 'bench_retrieval']
 
 # %% ../nbs/04_store.ipynb #8f356ec5
 KINDS = ('memory', 'skill')
@@ -71,6 +71,118 @@ class Hit:
     entry: Entry
     score: float
 
+# %% ../nbs/04_store.ipynb #ba4d8caf
+class StoreError(RuntimeError):
+    "A store file that cannot be used as it is; the message names the file and what to do."
+
+def open_sqlite(path:str|Path, # SQLite file, or ':memory:'
+                synchronous:str='FULL') -> sqlite3.Connection: # 'NORMAL' or 'FULL' (fsync every commit)
+    "An autocommit, WAL connection with rows as `sqlite3.Row`; a damaged file raises `StoreError`."
+    if synchronous not in ('NORMAL', 'FULL'): raise ValueError(f"synchronous {synchronous!r} not in ('NORMAL', 'FULL')")
+    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    try:
+        conn.execute('PRAGMA busy_timeout=10000'); conn.execute('PRAGMA journal_mode=WAL')
+        if (ok := conn.execute('PRAGMA quick_check').fetchone()[0]) != 'ok': raise sqlite3.DatabaseError(ok)
+    except sqlite3.DatabaseError as e:
+        conn.close()
+        raise StoreError(f"{path} is not a sound SQLite database ({e}): move it aside (mv {path} {path}.bad) "
+                         "to start this store fresh, or restore it from a copy") from None
+    conn.execute(f'PRAGMA synchronous={synchronous}')
+    return conn
+
+# %% ../nbs/04_store.ipynb #245a2329
+BASE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS applied(key TEXT PRIMARY KEY, info TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS audit(
+  seq INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL NOT NULL, op TEXT NOT NULL, entry_id INTEGER,
+  before TEXT, after TEXT, reason TEXT NOT NULL DEFAULT '');
+CREATE INDEX IF NOT EXISTS audit_entry ON audit(entry_id);
+"""
+
+class SqliteStore:
+    "One memory's SQLite file: its own tables (`schema`), the shared `meta`, `applied` and `audit`, explicit write transactions."
+    schema = ''   # the subclass's tables
+    def __init__(self, path:str|Path=':memory:', # SQLite file, or ':memory:'
+                 synchronous:str='FULL'): # 'NORMAL' or 'FULL'
+        self.path, self.conn, self._dense = str(path), open_sqlite(path, synchronous), {}
+        with self.transaction():
+            for stmt in (BASE_SCHEMA + self.schema).split(';'):
+                if stmt.strip(): self.conn.execute(stmt)
+            self.migrate()
+
+    def migrate(self):
+        "Bring a file from an older version up to `schema` (inside the opening transaction)."
+    def transaction(self):
+        "One write transaction (`cove.core.write_tx`): `BEGIN IMMEDIATE` … `COMMIT`, rolled back on any exception."
+        return write_tx(self.conn)
+    def columns(self, table:str) -> list[str]: return [r[1] for r in self.conn.execute(f'PRAGMA table_info({table})')]
+    def close(self): self.conn.close()
+    def __enter__(self): return self
+    def __exit__(self, *a): self.close()
+
+# %% ../nbs/04_store.ipynb #9877dec7
+@patch
+def meta(self:SqliteStore, key:str, default=None):
+    "A JSON value from `meta`."
+    r = self.conn.execute('SELECT value FROM meta WHERE key = ?', (key,)).fetchone()
+    return json.loads(r[0]) if r else default
+
+@patch
+def set_meta(self:SqliteStore, key:str, value):
+    self.conn.execute('INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)', (key, json.dumps(value)))
+
+@patch
+def applied(self:SqliteStore, key:str) -> dict|None:
+    "What was learnt from episode `key`, or None if nothing was yet."
+    r = self.conn.execute('SELECT info FROM applied WHERE key = ?', (key,)).fetchone()
+    return json.loads(r[0]) if r else None
+
+@patch
+def mark_applied(self:SqliteStore, key:str, info:dict):
+    "Record what was learnt from episode `key` (in the caller's transaction, with the change itself)."
+    self.conn.execute('INSERT INTO applied(key, info) VALUES (?, ?)', (key, json.dumps(info)))
+
+@patch
+def applied_all(self:SqliteStore) -> list[dict]:
+    "Every `applied` record, oldest first."
+    return [json.loads(r[0]) for r in self.conn.execute('SELECT info FROM applied ORDER BY rowid')]
+
+# %% ../nbs/04_store.ipynb #edaaa52d
+@patch
+def audit(self:SqliteStore, op:str, entry_id:int|None=None, before=None, after=None, reason:str='', ts:float|None=None):
+    "Add one audit row (`before`/`after` as JSON), in the caller's transaction."
+    self.conn.execute('INSERT INTO audit(ts, op, entry_id, before, after, reason) VALUES (?,?,?,?,?,?)',
+                      (ts or time.time(), op, entry_id, None if before is None else json.dumps(before),
+                       None if after is None else json.dumps(after), reason))
+
+@patch
+def audit_log(self:SqliteStore, entry_id:int|None=None) -> list[dict]:
+    "Audit records (oldest first), of one entry or all; `before`/`after` decoded from JSON."
+    q, args = ('SELECT * FROM audit WHERE entry_id=? ORDER BY seq', (entry_id,)) if entry_id is not None else ('SELECT * FROM audit ORDER BY seq', ())
+    out = []
+    for r in self.conn.execute(q, args):
+        d = dict(r); d['before'], d['after'] = (json.loads(d[c]) if d[c] else None for c in ('before', 'after')); out.append(d)
+    return out
+
+# %% ../nbs/04_store.ipynb #9dccb606
+@patch
+def vectors(self:SqliteStore, sql:str, dim:int, args=()) -> tuple[np.ndarray, np.ndarray]:
+    "`(ids, embeddings (n, dim))` of the `(id, float32 blob)` rows `sql` selects."
+    rows = self.conn.execute(sql, args).fetchall()
+    if not rows: return np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
+    return np.array([r[0] for r in rows], np.int64), np.frombuffer(b''.join(r[1] for r in rows), np.float32).reshape(len(rows), dim)
+
+@patch
+def dense(self:SqliteStore, sql:str, dim:int, **kw) -> DenseIndex:
+    "A `DenseIndex` (`kw` passed on) over the rows of `vectors(sql, dim)`, cached until the file next changes."
+    n = self.conn.total_changes
+    if sql not in self._dense or self._dense[sql][0] != n:
+        ix = DenseIndex(dim, **kw); ix.add(*self.vectors(sql, dim))
+        self._dense[sql] = (n, ix)
+    return self._dense[sql][1]
+
 # %% ../nbs/04_store.ipynb #ca7ae752
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries(
@@ -83,11 +195,6 @@ CREATE TABLE IF NOT EXISTS entries(
   status TEXT NOT NULL CHECK(status IN ('online','internalized','archived','discarded')),
   created REAL NOT NULL, updated REAL NOT NULL, embedding BLOB);
 CREATE INDEX IF NOT EXISTS entries_status ON entries(status);
-CREATE TABLE IF NOT EXISTS audit(
-  seq INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL NOT NULL, op TEXT NOT NULL, entry_id INTEGER,
-  before TEXT, after TEXT, reason TEXT NOT NULL DEFAULT '');
-CREATE INDEX IF NOT EXISTS audit_entry ON audit(entry_id);
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 SQL_COLUMNS = tuple(c for c in COLUMNS if c != 'id')
 
@@ -105,8 +212,9 @@ def _from_row(row:sqlite3.Row) -> Entry:
     return Entry(**d)
 
 # %% ../nbs/04_store.ipynb #9781a6dd
-class KnowledgeBase:
+class KnowledgeBase(SqliteStore):
     "Entries in SQLite with an audit log, retrieved by dense (faiss), sparse (BM25) or hybrid search."
+    schema = SCHEMA
     def __init__(self, path:str|Path=':memory:', # SQLite file, or ':memory:'
                  embedder:Embedder|None=None, # embeds contents and text queries
                  dim:int|None=None, # embedding dimension when there is no embedder
@@ -114,15 +222,8 @@ class KnowledgeBase:
                  sparse_backend:str='bm25s', # 'bm25s' or 'rank_bm25'
                  synchronous:str='NORMAL', # SQLite synchronous mode: 'NORMAL' or 'FULL'
                  M:int=32, ef_search:int=64, ef_construction:int=40): # HNSW parameters of `DenseIndex`
-        if synchronous not in ('NORMAL', 'FULL'): raise ValueError(f"synchronous {synchronous!r} not in ('NORMAL', 'FULL')")
-        self.path, self.embedder, self.log = str(path), embedder, get_logger('store')
-        self.conn = sqlite3.connect(self.path, isolation_level=None)  # transactions are explicit (`_tx`)
-        self.conn.row_factory = sqlite3.Row
-        self.conn.execute('PRAGMA journal_mode=WAL'); self.conn.execute(f'PRAGMA synchronous={synchronous}')
-        self.conn.execute('PRAGMA busy_timeout=10000')
-        with self._tx():
-            for stmt in SCHEMA.split(';'):
-                if stmt.strip(): self.conn.execute(stmt)
+        super().__init__(path, synchronous)
+        self.embedder, self.log = embedder, get_logger('store')
         self.dim = self._check_dim(embedder.dim if embedder else dim)
         self.hnsw_threshold, self.dense_kw = hnsw_threshold, dict(M=M, ef_search=ef_search, ef_construction=ef_construction)
         self.sparse, self._sparse_dirty = SparseIndex(sparse_backend), True
@@ -131,24 +232,16 @@ class KnowledgeBase:
 
     def __repr__(self): return f"KnowledgeBase({self.path!r}, n={len(self)}, online={len(self.dense) if self.dense else 0}, dim={self.dim})"
     def __len__(self): return self.conn.execute('SELECT COUNT(*) FROM entries').fetchone()[0]
-    def close(self): self.conn.close()
-    def __enter__(self): return self
-    def __exit__(self, *a): self.close()
 
 # %% ../nbs/04_store.ipynb #5cca9b7c
 @patch
-def _tx(self:KnowledgeBase):
-    "One write transaction on the KB's connection (`cove.core.write_tx`)."
-    return write_tx(self.conn)
-
-@patch
 def _check_dim(self:KnowledgeBase, dim):
     "The embedding dimension, recorded in `meta` on first use and checked on every open."
-    row = self.conn.execute("SELECT value FROM meta WHERE key='dim'").fetchone()
-    if row and dim and int(row[0]) != dim: raise ValueError(f"{self.path} holds {row[0]}-d embeddings, but dim={dim} was given")
-    if dim and not row:
-        with self._tx(): self.conn.execute("INSERT INTO meta VALUES ('dim', ?)", (str(dim),))
-    return int(row[0]) if row else dim
+    old = self.meta('dim')
+    if old and dim and int(old) != dim: raise ValueError(f"{self.path} holds {old}-d embeddings, but dim={dim} was given")
+    if dim and not old:
+        with self.transaction(): self.set_meta('dim', dim)
+    return int(old) if old else dim
 
 @patch
 def _backfill(self:KnowledgeBase):
@@ -156,7 +249,7 @@ def _backfill(self:KnowledgeBase):
     rows = self.conn.execute('SELECT id, content FROM entries WHERE embedding IS NULL').fetchall()
     if not rows: return
     V = self.embedder.encode([r['content'] for r in rows])
-    with self._tx(): self.conn.executemany('UPDATE entries SET embedding=? WHERE id=?', [(v.tobytes(), r['id']) for v, r in zip(V, rows)])
+    with self.transaction(): self.conn.executemany('UPDATE entries SET embedding=? WHERE id=?', [(v.tobytes(), r['id']) for v, r in zip(V, rows)])
     self.log.info(f"backfilled embeddings of {len(rows)} entries")
 
 @patch
@@ -195,10 +288,9 @@ def insert_many(self:KnowledgeBase, entries:list[Entry], reason:str='insert') ->
         e.created, e.updated = e.created or now, now
     self._embed(entries)
     sql = f"INSERT INTO entries({','.join(SQL_COLUMNS)}) VALUES ({','.join('?'*len(SQL_COLUMNS))})"
-    with self._tx():
+    with self.transaction():
         for e in entries: e.id = self.conn.execute(sql, _to_row(e)).lastrowid
-        self.conn.executemany('INSERT INTO audit(ts, op, entry_id, before, after, reason) VALUES (?,?,?,?,?,?)',
-                              [(now, 'insert', e.id, None, json.dumps(e.record()), reason) for e in entries])
+        for e in entries: self.audit('insert', e.id, after=e.record(), reason=reason, ts=now)
     on = [e for e in entries if e.status == 'online']
     vec = [e for e in on if e.embedding is not None]
     if vec: self.dense.add([e.id for e in vec], np.stack([e.embedding for e in vec]))
@@ -231,9 +323,7 @@ def _apply(self:KnowledgeBase, id:int, op:str, reason:str, changes:dict, now:flo
     cols = [c for c in SQL_COLUMNS if c in changes or c == 'updated']
     row = dict(zip(SQL_COLUMNS, _to_row(after)))
     self.conn.execute(f"UPDATE entries SET {', '.join(c+'=?' for c in cols)} WHERE id=?", [row[c] for c in cols] + [after.id])
-    self.conn.execute('INSERT INTO audit(ts, op, entry_id, before, after, reason) VALUES (?,?,?,?,?,?)',
-                      (now, op, after.id, json.dumps({c: getattr(before, c) for c in diff}),
-                       json.dumps({c: getattr(after, c) for c in diff}), reason))
+    self.audit(op, after.id, {c: getattr(before, c) for c in diff}, {c: getattr(after, c) for c in diff}, reason, ts=now)
     return before, after
 
 @patch
@@ -255,7 +345,7 @@ def update(self:KnowledgeBase, id:int, reason:str='', op:str='update', **changes
         if not self.embedder: self.log.warning(f"entry {id}: content changed without an embedding; it leaves the dense index")
     if changes.get('embedding') is not None:
         changes['embedding'] = np.asarray(changes['embedding'], np.float32).reshape(-1); self._check_vec(changes['embedding'])
-    with self._tx(): before, after = self._apply(id, op, reason, changes, time.time())
+    with self.transaction(): before, after = self._apply(id, op, reason, changes, time.time())
     self._sync(before, after)
     return after
 
@@ -290,21 +380,11 @@ def promote(self:KnowledgeBase, id:int, reason:str='') -> Entry:
 def record_use(self:KnowledgeBase, ids:list[int], success:bool, reason:str='') -> list[Entry]:
     "Count one use (and a success if `success`) for each entry in `ids`, in one transaction."
     now, out = time.time(), []
-    with self._tx():
+    with self.transaction():
         for i in ids:
             e = self.get(i)
             out.append(self._apply(i, 'use', reason, dict(uses=e.uses+1, successes=e.successes+int(bool(success))), now))
     return [a for _, a in out]
-
-# %% ../nbs/04_store.ipynb #384f9d0e
-@patch
-def audit_log(self:KnowledgeBase, entry_id:int|None=None) -> list[dict]:
-    "Audit records (oldest first), of one entry or all; `before`/`after` decoded from JSON."
-    q, args = ('SELECT * FROM audit WHERE entry_id=? ORDER BY seq', (entry_id,)) if entry_id is not None else ('SELECT * FROM audit ORDER BY seq', ())
-    out = []
-    for r in self.conn.execute(q, args):
-        d = dict(r); d['before'], d['after'] = (json.loads(d[c]) if d[c] else None for c in ('before', 'after')); out.append(d)
-    return out
 
 # %% ../nbs/04_store.ipynb #0bb5f767
 def _combine(a:str, b:str) -> str:
@@ -329,7 +409,7 @@ def merge(self:KnowledgeBase, target_id:int, other:int|Entry|str, reason:str='',
     else: ch['embedding'] = None; self.log.warning(f"entry {t.id}: merged content has no embedding; it leaves the dense index")
     if ch['embedding'] is not None: self._check_vec(ch['embedding'])
     now, why = time.time(), f"merged {'entry ' + str(o.id) if o.id is not None else 'a new candidate'}: {reason}"
-    with self._tx():
+    with self.transaction():
         changed = [self._apply(t.id, 'merge', why, ch, now)]
         if o.id is not None: changed.append(self._apply(o.id, 'merge', f"merged into entry {t.id}: {reason}", dict(status='discarded'), now))
     for b, a in changed: self._sync(b, a)
