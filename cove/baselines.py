@@ -263,7 +263,8 @@ __cove_report__({'accepted': True, 'returned': 'check passed'})
 
 def run_verification(g:GeneratedTask, candidate:str|None, timeout:float=5.0) -> tuple[bool, str]:
     "`(accepted, detail)` of `candidate` under `g`'s verification code, run in the sandbox."
-    from cove.tasks.code import run_sandboxed, error_summary
+    from cove.sandbox import run_sandboxed
+    from cove.tasks.code import error_summary
     if candidate is None: return False, 'no answer'
     code = g.family == 'code'
     data = json.dumps([g.verify, candidate, g.entry_point] if code else [g.verify, candidate])

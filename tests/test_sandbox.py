@@ -1,9 +1,9 @@
-"Hostile-code tests of `cove.tasks.code.run_sandboxed`: every run must return, contained, and the test process must go on."
+"Hostile-code tests of `cove.sandbox.run_sandboxed`: every run must return, contained, and the test process must go on."
 import os, re, socket, sys, tempfile, threading, time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import pytest
-from cove.tasks.code import run_sandboxed, run_command_sandboxed, uid_processes
+from cove.sandbox import run_sandboxed, run_command_sandboxed, uid_processes
 
 ROOT = os.geteuid() == 0
 PROT = run_sandboxed('pass').protections
@@ -203,7 +203,7 @@ def test_large_stdin():
 
 def test_setup_failure_raises(monkeypatch):
     "A launcher that dies before running the code is the sandbox's failure, not the code's: it raises."
-    import cove.tasks.code as C
+    import cove.sandbox as C
     monkeypatch.setattr(C, '_runner_source', lambda: 'import sys\nsys.stderr.write("boom")\nsys.exit(5)')
     with pytest.raises(C.SandboxError, match='boom'): C.run_sandboxed('print(1)')
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger
 from .base import sample_split, Environment, EpisodeState, register_env, data_path, DataUnavailable, load_rows
-from .code import run_command_sandboxed, SandboxResult
+from ..sandbox import run_command_sandboxed, SandboxResult
 from .base import hash_split
 
 # %% auto #0
