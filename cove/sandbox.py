@@ -10,7 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['SandboxResult', 'uid_processes', 'SandboxError', 'run_sandboxed', 'run_command_sandboxed']
+__all__ = ['DEVICES', 'SandboxResult', 'uid_processes', 'SandboxError', 'run_sandboxed', 'run_command_sandboxed']
 
 # %% ../nbs/04b_sandbox.ipynb #47592610
 @dataclass
@@ -41,7 +41,8 @@ def _sbx_netns():
 def _sbx_limits(cfg):
     "Child side: resource limits (CPU s, address space, file size, core, open files, processes); names of those set."
     import resource
-    lims = {'CPU': (cfg['cpu_s'], cfg['cpu_s'] + 1), 'FSIZE': cfg['file_bytes'], 'CORE': 0,
+    grace = 0 if cfg['view'] else 1   # pid 1 of a namespace ignores SIGXCPU: there, SIGKILL at the limit
+    lims = {'CPU': (cfg['cpu_s'], cfg['cpu_s'] + grace), 'FSIZE': cfg['file_bytes'], 'CORE': 0,
             'NOFILE': 256, 'NPROC': cfg['max_procs']}
     if cfg['memory_bytes']: lims['AS'] = cfg['memory_bytes']
     done = []
@@ -74,6 +75,50 @@ def _sbx_drop(uid, read_cap):
         libc.prctl(47, 2, 2, 0, 0)                       # PR_CAP_AMBIENT_RAISE: keep it across exec (commands)
         label += ' (+read-only cap)'
     return label
+
+# %% ../nbs/04b_sandbox.ipynb #42116245
+def _sbx_view(cfg):
+    "Child side, as root: a private mount namespace whose root is `cfg['view']` holding only `cfg['binds']` (read-only) and the sandbox directory, and a pid namespace; returns the pid of the process that runs the code (0 in that process)."
+    import ctypes, os
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+    RDONLY, NOSUID, NODEV, NOEXEC, REMOUNT, BIND, REC, PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
+    def mount(src, dst, fs, flags, data=None):
+        if libc.mount(src and src.encode(), dst.encode(), fs and fs.encode(), flags, data and data.encode()) != 0:
+            e = ctypes.get_errno(); raise OSError(e, f'mount {src} on {dst}: {os.strerror(e)}')
+    if libc.unshare(0x00020000 | 0x20000000) != 0:   # CLONE_NEWNS | CLONE_NEWPID
+        e = ctypes.get_errno(); raise OSError(e, f'unshare(mount, pid): {os.strerror(e)}')
+    new, work = cfg['view'], os.getcwd()
+    mount(None, '/', None, REC | PRIVATE)
+    mount('tmpfs', new, 'tmpfs', NOSUID | NODEV, 'size=4m,mode=0755')
+    def bind(src, rw=False):
+        dst = new + src
+        if os.path.islink(src) and os.path.dirname(src) == '/': return os.symlink(os.readlink(src), dst)   # /lib -> usr/lib
+        if os.path.isdir(src): os.makedirs(dst, exist_ok=True)
+        else: os.makedirs(os.path.dirname(dst), exist_ok=True); open(dst, 'a').close()
+        mount(src, dst, None, BIND | REC)
+        if not rw: mount(None, dst, None, REMOUNT | BIND | RDONLY | NOSUID | NODEV)
+    for p in cfg['binds']:
+        if os.path.lexists(p) and not os.path.lexists(new + p): bind(p)
+    for p in cfg['devices']:
+        if os.path.exists(p): bind(p, rw=True)
+    bind(work, rw=True)
+    os.makedirs(new + '/proc')
+    pid = os.fork()
+    if pid: return pid
+    mount('proc', new + '/proc', 'proc', NOSUID | NODEV | NOEXEC)   # this pid namespace's processes only
+    os.chroot(new); os.chdir(work)
+    return 0
+
+def _sbx_wait(pid, cfg):
+    "Child side, outside the pid namespace: wait for the process running the code and end the same way."
+    import os, signal
+    for fd in (0, 1, 2, cfg['status_fd'], cfg['report_fd']): os.close(fd)   # the pipes reach EOF when the code's process ends
+    _, st = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(st):
+        if (sig := os.WTERMSIG(st)) not in (signal.SIGKILL, signal.SIGSTOP): signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+    os._exit(os.waitstatus_to_exitcode(st))
 
 # %% ../nbs/04b_sandbox.ipynb #10a9cbf6
 def _sbx_guard(root):
@@ -124,7 +169,10 @@ def _sbx_main():
     import json, os, sys, traceback, ctypes
     cfg = json.loads(sys.argv[1])
     active = [n for n in [_sbx_netns() if cfg['netns'] else ''] if n] + _sbx_limits(cfg)
-    try: drop = _sbx_drop(cfg['uid'], cfg['read_cap']) if cfg['uid'] is not None else ''
+    try:
+        if cfg['view'] and (pid := _sbx_view(cfg)): _sbx_wait(pid, cfg)   # never returns
+        if cfg['view']: active += ['fs-view', 'pidns']
+        drop = _sbx_drop(cfg['uid'], cfg['read_cap']) if cfg['uid'] is not None else ''
     except Exception as e: sys.stderr.write(f'sandbox setup failed: {e}\n'); os._exit(97)
     if drop: active.append(drop)
     if os.getuid() == 0 and 'nproc' in active: active[active.index('nproc')] = 'nproc(ignored: root)'
@@ -147,7 +195,7 @@ def _sbx_main():
 def _runner_source() -> str:
     "The child-side launcher, as source for `python -I -c`."
     import inspect
-    fns = (_sbx_netns, _sbx_limits, _sbx_drop, _sbx_guard, _sbx_main)
+    fns = (_sbx_netns, _sbx_limits, _sbx_drop, _sbx_view, _sbx_wait, _sbx_guard, _sbx_main)
     return '\n\n'.join(inspect.getsource(f) for f in fns) + '\n_sbx_main()\n'
 
 # %% ../nbs/04b_sandbox.ipynb #66b8f55a
@@ -190,6 +238,19 @@ def _kill_uid(uid:int, rounds:int=5):
             try: os.kill(p, signal.SIGKILL)
             except OSError: pass
         time.sleep(0.02)
+
+# %% ../nbs/04b_sandbox.ipynb #70ebc080
+DEVICES = ('/dev/null', '/dev/zero', '/dev/full', '/dev/random', '/dev/urandom')
+
+def _view_binds(extra=()) -> tuple:
+    "What sandboxed code sees, read-only: the interpreter's prefixes, `/usr` (and its top-level links), the linker cache, `extra`."
+    py = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    system = ('/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/etc/ld.so.cache', '/etc/localtime', '/etc/alternatives')
+    return tuple(sorted({*py, *system, *(os.path.realpath(p) for p in extra)}))
+
+def _view_readable(paths) -> bool:
+    "Can another user read each of `paths` itself (its ancestors are the view's own 0755 directories)?"
+    return all(not os.path.exists(p) or (os.stat(p).st_mode & (n := 0o005 if os.path.isdir(p) else 0o004)) == n for p in paths)
 
 # %% ../nbs/04b_sandbox.ipynb #76f6e09d
 def _exited(pid:int) -> bool:
@@ -258,18 +319,20 @@ def _decode(data:dict, over:set, cap:int) -> tuple[str, str, tuple, list]:
 
 # %% ../nbs/04b_sandbox.ipynb #4997d8ad
 def _sandbox(files:dict, argv:list|None, stdin:str, timeout:float, memory_mb:int|None, cpu_s:int|None, max_output:int,
-             guard:bool, isolate_net:bool, drop_privileges:bool, max_procs:int, file_mb:int, env:dict|None) -> SandboxResult:
+             guard:bool, isolate_net:bool, drop_privileges:bool, max_procs:int, file_mb:int, env:dict|None, reads=()) -> SandboxResult:
     "Run `main.py` from `files` (or `argv`) in a fresh directory under every protection available."
     root, cpu_s = tempfile.mkdtemp(prefix='cove-sbx-'), int(cpu_s or math.ceil(timeout) + 1)
     uid = _sandbox_uid() if drop_privileges and os.geteuid() == 0 else None
+    view = tempfile.mkdtemp(prefix='cove-view-') if uid is not None else None   # the mount point of the code's filesystem view
     pipes = [os.pipe(), os.pipe()]  # (status, report): read end here, write end in the child
     try:
         for name, text in {**files, '.stdin': stdin}.items(): Path(root, name).write_text(text, encoding='utf-8')
         if uid is not None: os.chown(root, uid, uid)
-        reads = _python_paths() + ((argv[0],) if argv else ())
+        binds = _view_binds(tuple(reads) + ((str(Path(argv[0]).resolve().parent),) if argv else ()))
+        readable = _view_readable(binds) if view else _world_readable(*_python_paths(), *((argv[0],) if argv else ()))
         cfg = dict(netns=isolate_net, cpu_s=cpu_s, memory_bytes=memory_mb and memory_mb << 20, file_bytes=file_mb << 20,
-                   max_procs=max_procs, uid=uid, read_cap=uid is not None and not _world_readable(*reads), guard=guard,
-                   argv=argv, status_fd=pipes[0][1], report_fd=pipes[1][1])
+                   max_procs=max_procs, uid=uid, read_cap=uid is not None and not readable, guard=guard, view=view, binds=binds,
+                   devices=DEVICES, argv=argv, status_fd=pipes[0][1], report_fd=pipes[1][1])
         t0 = time.monotonic()
         with open(Path(root, '.stdin'), 'rb') as fin:
             proc = subprocess.Popen([sys.executable, '-I', '-c', _runner_source(), json.dumps(cfg)], stdin=fin, stdout=subprocess.PIPE,
@@ -289,6 +352,7 @@ def _sandbox(files:dict, argv:list|None, stdin:str, timeout:float, memory_mb:int
     finally:
         for fd in (fd for pair in pipes for fd in pair if fd is not None): os.close(fd)
         shutil.rmtree(root, ignore_errors=True)
+        if view: os.rmdir(view)
 
 # %% ../nbs/04b_sandbox.ipynb #c49fbe0a
 def run_sandboxed(code:str,              # Python source to run as `main.py`
@@ -311,8 +375,9 @@ def run_command_sandboxed(argv:list[str], # command; argv[0] must be an absolute
                           stdin:str='', timeout:float=60.0, memory_mb:int|None=None, cpu_s:int|None=None, *,
                           env:dict|None=None, # extra environment variables
                           max_output:int=1<<16, isolate_net:bool=True, drop_privileges:bool=True,
-                          max_procs:int=256, file_mb:int=64) -> SandboxResult:
+                          max_procs:int=256, file_mb:int=64,
+                          reads:tuple=()) -> SandboxResult: # folders the program reads (its toolchain, libraries), besides argv[0]'s
     "Run a trusted program (e.g. `lean`) on untrusted input under the same protections (no in-process guard)."
     if not os.path.isabs(argv[0]): raise ValueError(f'argv[0] must be an absolute path, got {argv[0]!r}')
     return _sandbox(dict(files or {}), list(argv), stdin, timeout, memory_mb, cpu_s, max_output, False, isolate_net,
-                    drop_privileges, max_procs, file_mb, env)
+                    drop_privileges, max_procs, file_mb, env, reads)

@@ -84,9 +84,25 @@ def test_session_escape_is_swept():
     code = ('import os, time\npid = os.fork()\nif pid == 0:\n    os.setsid()\n    time.sleep(60)\nelse:\n    print(pid)')
     r = run_sandboxed(code, timeout=3, guard=False)
     assert r.status == 'ok', r
-    pid = int(r.stdout.strip())
     time.sleep(0.1)
-    assert not Path(f'/proc/{pid}').exists() or 'Z' in Path(f'/proc/{pid}/stat').read_text().split()[2]
+    assert not sandbox_uid_procs(r) and not sandbox_procs()   # (the printed pid is the namespace's, when there is one)
+
+@pytest.mark.skipif(not ROOT, reason='the filesystem view and pid namespace are built as root')
+@pytest.mark.parametrize('guard', [True, False])
+def test_sees_only_what_it_needs(tmp_path, guard):
+    "No read of /etc/shadow, a secret in root's home, the repository or another run's folder; no other process in sight."
+    secret = Path.home()/f'.cove-sandbox-probe-{os.getpid()}'
+    secret.write_text('s3cret')
+    run = tmp_path/'other_run'; run.mkdir(); (run/'episodes.jsonl').write_text('{"episode": 0}\n')
+    probes = ['/etc/shadow', str(secret), str(Path(__file__).resolve().parents[1]/'README.md'), str(run/'episodes.jsonl')]
+    code = (f"import os\nfor p in {probes!r}:\n    try: print('GOT', p, open(p).read(20))\n    except OSError as e: print('DENIED', p, type(e).__name__)\n"
+            "print('PROCS', sorted(d for d in os.listdir('/proc') if d.isdigit()))")
+    try: r = run_sandboxed(code, guard=guard)
+    finally: secret.unlink()
+    assert r.status == 'ok' and {'fs-view', 'pidns'} <= set(r.protections), r
+    assert r.stdout.count('DENIED') == len(probes) and 'GOT' not in r.stdout, r.stdout
+    assert "PROCS ['1']" in r.stdout, r.stdout                                   # only itself, as pid 1 of its namespace
+    assert not any('read-only cap' in p for p in r.protections)
 
 @pytest.mark.parametrize('code', ["x = ' ' * 10**10", "l = []\nwhile True: l.append(' ' * 10**6)"])
 def test_memory_hog(code):

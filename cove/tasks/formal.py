@@ -133,8 +133,10 @@ def verify_lean(header:str, statement:str, proof:str, name:str, toolchain:LeanTo
     "Check `proof` of `statement` with Lean in the sandbox."
     src, offset = lean_file(header, statement, proof, name)
     env = {'LEAN_PATH': toolchain.lean_path} if toolchain.lean_path else None
+    reads = (str(Path(toolchain.lean).resolve().parents[1]), *(toolchain.lean_path or '').split(os.pathsep))   # the toolchain and Mathlib
     r = run_command_sandboxed([toolchain.lean, 'Main.lean'], files={'Main.lean': src}, timeout=timeout, memory_mb=None,
-                              cpu_s=int(timeout * (os.cpu_count() or 1)) + 1, env=env, max_procs=4 * (os.cpu_count() or 1) + 64)
+                              cpu_s=int(timeout * (os.cpu_count() or 1)) + 1, env=env, max_procs=4 * (os.cpu_count() or 1) + 64,
+                              reads=tuple(p for p in reads if p))
     return lean_feedback(r, timeout, offset)
 
 # %% ../../nbs/05e_formal.ipynb #6952e0fe
