@@ -16,7 +16,6 @@ def env_of(family, lvl=None):
 
 def rejected(family, env, tasks) -> list:
     "The `(id, message)` of the tasks whose reference the family's evaluator rejects."
-    if family == 'tableqa': return tableqa.check_gold(env, tasks)['rejected']
     if family == 'code': return code.check_gold(env, tasks, workers=1)[1]
     return multihop.check_gold(env, tasks)[1]
 

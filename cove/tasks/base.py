@@ -86,6 +86,7 @@ class Environment:
         return None
     def evaluate(self, state:EpisodeState) -> Feedback: raise NotImplementedError
     def reference(self, task:Task) -> list[str]|None: return None
+    def gold_problem(self, result) -> str|None: return None   # why an accepted reference replay is still not valid gold
     def kind(self, task:Task) -> str:
         "The task's question type or template (what a worked example should share with it), '' if none."
         return str(task.meta.get('qtype') or task.meta.get('template') or '')
@@ -201,12 +202,13 @@ def sample_split(tasks:list[Task], split:str, n:int|None=None, seed:int=0) -> li
 def check_gold(env:Environment, tasks:list[Task],
                workers:int|None=None, # replay threads (default: one per CPU; sandboxed code runs in parallel)
               ) -> tuple[list[str], list[tuple[str, str]]]:
-    "Replay `env.reference` on `tasks`: ids the evaluator accepts, and `(id, message)` for those it rejects."
+    "Replay `env.reference` on `tasks`: ids accepted, and `(id, message)` for those the evaluator (or `env.gold_problem`) rejects."
     from cove.agent import replay_reference   # the one replay the `oracle` method uses too
-    play = lambda t: replay_reference(env, t).feedback
-    with ThreadPoolExecutor(max(1, workers or os.cpu_count() or 2)) as ex: fbs = list(ex.map(play, tasks))
-    fbs = [play(t) if f.status == 'timeout' else f for t, f in zip(tasks, fbs)]   # a timeout under parallel load is replayed alone
-    return [t.id for t, f in zip(tasks, fbs) if f.success], [(t.id, f.message) for t, f in zip(tasks, fbs) if not f.success]
+    play = lambda t: replay_reference(env, t)
+    with ThreadPoolExecutor(max(1, workers or os.cpu_count() or 2)) as ex: rs = list(ex.map(play, tasks))
+    rs = [play(t) if r.feedback.status == 'timeout' else r for t, r in zip(tasks, rs)]   # a timeout under parallel load is replayed alone
+    why = [r.feedback.message if not r.success else env.gold_problem(r) for r in rs]
+    return [t.id for t, w in zip(tasks, why) if w is None], [(t.id, w) for t, w in zip(tasks, why) if w is not None]
 
 # %% ../../nbs/05_tasks.ipynb #e7f40051
 def dataset_dir(sub:str, data_dir:str|Path|None=None) -> Path:

@@ -13,7 +13,7 @@ from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger
 from .base import (Environment, EpisodeState, ToolCall, LoadReport, parse_answer, register_env,
                              data_path, split_seed, DataUnavailable)
-from .base import hash_split   # train/test by a hash of the prompt (levels other than the default)
+from .base import hash_split, check_gold   # train/test by a hash of the prompt (levels other than the default); the gold check
 
 # %% auto #0
 __all__ = ['COMPARATORS', 'OPS', 'SYNONYMS', 'PREFIXES', 'INSTRUCTIONS', 'TURN_LINE', 'FAILURE_KINDS', 'DOMAINS', 'QTYPES',
@@ -22,9 +22,9 @@ __all__ = ['COMPARATORS', 'OPS', 'SYNONYMS', 'PREFIXES', 'INSTRUCTIONS', 'TURN_L
            'op_usage', 'Surface', 'default_surface', 'rename', 'find_calls', 'parse_args', 'split_call', 'parse_call',
            'run_call', 'norm_answer', 'split_items', 'answers_match', 'answer_text', 'TableQA', 'raw_answer',
            'api_note', 'failure_kind', 'make_table', 'make_question', 'render_call', 'renamed_surface', 'with_surface',
-           'split_surface', 'EmbeddedTableQA', 'replay', 'check_gold', 'wtq_normalize', 'WTQValue', 'StringValue',
-           'NumberValue', 'DateValue', 'to_value', 'to_value_list', 'check_denotation', 'wtq_canon', 'wtq_match',
-           'tsv_unescape', 'tsv_unescape_list', 'read_wtq_table', 'read_wtq_tsv', 'WTQTableQA']
+           'split_surface', 'EmbeddedTableQA', 'replay', 'wtq_normalize', 'WTQValue', 'StringValue', 'NumberValue',
+           'DateValue', 'to_value', 'to_value_list', 'check_denotation', 'wtq_canon', 'wtq_match', 'tsv_unescape',
+           'tsv_unescape_list', 'read_wtq_table', 'read_wtq_tsv', 'WTQTableQA']
 
 # %% ../../nbs/05a_tableqa.ipynb #e772d110
 _THOUSANDS = re.compile(r'[-+]?\d{1,3}(,\d{3})+(\.\d+)?')
@@ -447,6 +447,11 @@ def api_note(state:EpisodeState) -> str:
     return f"API error: unknown tool {', '.join(map(repr, dict.fromkeys(bad)))} (surface v{v})"
 
 @patch
+def gold_problem(self:TableQA, result) -> str|None:
+    "A reference that reaches the right answer through a name the task's surface lacks is not valid gold (`check_gold`)."
+    return api_note(result.state) if result.state.api_correct is False else None
+
+@patch
 def check(self:TableQA, task:Task, answer:str|None, raw:str|None=None) -> bool:
     "Whether `answer` (or its raw form) is correct for `task`."
     return any(answers_match(a, task.target) for a in (answer, raw) if a is not None)
@@ -610,17 +615,6 @@ def replay(env:Environment, task:Task, turns:list[str]) -> tuple[EpisodeState, F
         obs = env.step(st, a)
         if obs is None or st.done: break
     return st, env.evaluate(st)
-
-# %% ../../nbs/05a_tableqa.ipynb #c4099b35
-def check_gold(env:Environment, tasks:list[Task]) -> dict:
-    "Replay each task's reference (`cove.agent.replay_reference`); `dict(n, accepted, rejected=[(task_id, reason)])`."
-    from cove.agent import replay_reference
-    rejected = []
-    for t in tasks:
-        r = replay_reference(env, t)   # a missing reference or an exception is an error feedback, not a crash
-        if not r.success: rejected.append((t.id, r.feedback.message))
-        elif r.state.api_correct is False: rejected.append((t.id, api_note(r.state)))
-    return dict(n=len(tasks), accepted=len(tasks) - len(rejected), rejected=rejected)
 
 # %% ../../nbs/05a_tableqa.ipynb #eb2e77d0
 def wtq_normalize(x:str) -> str:
