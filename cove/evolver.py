@@ -4,28 +4,28 @@
 
 # %% ../nbs/16_evolver.ipynb #ba62a471
 from __future__ import annotations
-import json, re, sqlite3, time
+import json, re, time
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
-from .core import Feedback, Task, msg, get_logger, write_tx
+from .core import Feedback, Task, msg, get_logger
 from .llm import Policy, Generation
 from .run import Method, register_method
+from .store import SqliteStore
 from .agent import EpisodeResult
 from .tasks.base import EpisodeState, parse_answer
 
 # %% auto #0
-__all__ = ['ACTIONS', 'SEARCHES', 'STOPS', 'THINK_SCORE', 'NO_CORPUS', 'CODE_FAMILIES', 'SCHEMA_SQL', 'KINDS', 'DISTILL_PROMPT',
-           'EQUIV_PROMPT', 'EQUIV_CASES', 'FORCE_ANSWER', 'CONTINUE', 'BAD_FORMAT', 'Action', 'parse_actions',
-           'strip_actions', 'close_stopped', 'think_score', 'search_score', 'action_counts', 'format_reward',
-           'evolver_reward', 'metric_score', 'to_prune', 'find_equivalent', 'knowledge_corpus', 'user_message',
-           'KnowledgeSearch', 'answer_turn', 'answer_like', 'Principle', 'PrincipleStore', 'system_prompt',
-           'equiv_content', 'render_experience', 'render_information', 'EvolverAgent', 'ScriptedPolicy',
-           'trajectory_summary', 'parse_principle', 'distill', 'EvolverMethod', 'evolver_rollout',
-           'make_evolver_reward', 'reference_script', 'cold_start_data']
+__all__ = ['ACTIONS', 'SEARCHES', 'STOPS', 'THINK_SCORE', 'MAX_CHECKS', 'NO_CORPUS', 'CODE_FAMILIES', 'SCHEMA_SQL', 'EVENTS_VIEW',
+           'KINDS', 'ACTIVE', 'DISTILL_PROMPT', 'EQUIV_PROMPT', 'EQUIV_CASES', 'FORCE_ANSWER', 'CONTINUE', 'BAD_FORMAT',
+           'Action', 'parse_actions', 'strip_actions', 'close_stopped', 'think_score', 'search_score', 'action_counts',
+           'format_reward', 'evolver_reward', 'metric_score', 'to_prune', 'check_equivalent', 'find_equivalent',
+           'knowledge_corpus', 'user_message', 'KnowledgeSearch', 'answer_turn', 'answer_like', 'Principle',
+           'PrincipleStore', 'system_prompt', 'equiv_content', 'render_experience', 'render_information',
+           'EvolverAgent', 'ScriptedPolicy', 'trajectory_summary', 'parse_principle', 'distill', 'EvolverMethod',
+           'evolver_rollout', 'make_evolver_reward', 'reference_script', 'cold_start_data']
 
 # %% ../nbs/16_evolver.ipynb #74460ba8
 ACTIONS = ('think', 'search_experience', 'search_knowledge', 'answer')
@@ -100,18 +100,24 @@ def to_prune(stats:dict, threshold:float=0.3) -> list:
     return [k for k, (s, u) in stats.items() if metric_score(s, u) < threshold]
 
 # %% ../nbs/16_evolver.ipynb #b2e01200
-def find_equivalent(vec:np.ndarray, # the new principle's unit embedding
-                    candidates:list[tuple[int, np.ndarray]], # `(id, unit embedding)` of existing principles
-                    is_equivalent, # `is_equivalent(id) -> bool`: the LLM check
-                    threshold:float=0.85, max_checks:int=3) -> tuple[int|None, list[tuple[int, float, bool]]]:
+MAX_CHECKS = 3   # LLM equivalence checks per new principle at most, most similar first
+
+def check_equivalent(hits:list[tuple[int, float]], # `(id, cosine)` of existing principles, most similar first
+                     is_equivalent, # `is_equivalent(id) -> bool`: the LLM check
+                     threshold:float=0.85, max_checks:int=MAX_CHECKS) -> tuple[int|None, list[tuple[int, float, bool]]]:
     "The id of an existing equivalent principle (or None) and the `(id, cosine, verdict)` of every LLM check made."
-    sims = sorted(((i, float(np.dot(vec, v))) for i, v in candidates), key=lambda x: -x[1])
     checks = []
-    for i, s in sims[:max_checks] if max_checks else sims:
+    for i, s in hits[:max_checks] if max_checks else hits:
         if s < threshold: break
         ok = bool(is_equivalent(i)); checks.append((i, s, ok))
         if ok: return i, checks
     return None, checks
+
+def find_equivalent(vec:np.ndarray, # the new principle's unit embedding
+                    candidates:list[tuple[int, np.ndarray]], # `(id, unit embedding)` of existing principles
+                    is_equivalent, threshold:float=0.85, max_checks:int=MAX_CHECKS) -> tuple[int|None, list[tuple[int, float, bool]]]:
+    "`check_equivalent` over `candidates` ranked by cosine to `vec` (the store ranks its own through faiss: `PrincipleStore.similar`)."
+    return check_equivalent(sorted(((i, float(np.dot(vec, v))) for i, v in candidates), key=lambda x: -x[1]), is_equivalent, threshold, max_checks)
 
 # %% ../nbs/16_evolver.ipynb #4b66e4b4
 NO_CORPUS = 'No knowledge corpus for this family: <search_knowledge> finds nothing here. Reason with <think> and answer.'
@@ -164,12 +170,12 @@ SCHEMA_SQL = """
 CREATE TABLE IF NOT EXISTS principles(id INTEGER PRIMARY KEY, kind TEXT NOT NULL, content TEXT NOT NULL, family TEXT,
   sources TEXT NOT NULL DEFAULT '[]', uses INTEGER NOT NULL DEFAULT 0, successes INTEGER NOT NULL DEFAULT 0,
   merged INTEGER NOT NULL DEFAULT 0, status TEXT NOT NULL DEFAULT 'active', created REAL, updated REAL, vec BLOB);
-CREATE TABLE IF NOT EXISTS events(id INTEGER PRIMARY KEY, ts REAL, kind TEXT NOT NULL, principle_id INTEGER, detail TEXT);
 CREATE TABLE IF NOT EXISTS episodes(key TEXT PRIMARY KEY, n INTEGER NOT NULL, family TEXT, task_id TEXT, success INTEGER,
   score REAL, reward REAL, info TEXT, task TEXT, trajectory TEXT, distilled INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS phases(n INTEGER PRIMARY KEY, ts REAL, detail TEXT);
 CREATE TABLE IF NOT EXISTS updates(key TEXT PRIMARY KEY, n INTEGER, name TEXT, ts REAL, detail TEXT);
 """
+EVENTS_VIEW = 'CREATE VIEW IF NOT EXISTS events AS SELECT seq AS id, ts, op AS kind, entry_id AS principle_id, after AS detail FROM audit'
 KINDS = ('guiding', 'cautionary')
 
 @dataclass
@@ -187,26 +193,29 @@ class Principle:
     @property
     def score(self) -> float: return metric_score(self.successes, self.uses)
 
-class PrincipleStore:
-    "The experience base: principles, audit events, applied episodes, phases and updates in one SQLite file."
-    def __init__(self, path:str|Path=':memory:', embedder=None): # embedder: `cove.embed.Embedder` (unit vectors)
-        self.path, self.embedder = str(path), embedder
-        self.conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self.conn.row_factory = sqlite3.Row
-        if self.path != ':memory:': self.conn.execute('PRAGMA journal_mode=WAL')
-        self.conn.executescript(SCHEMA_SQL)
-        self._vecs = None   # cache of active (ids, matrix)
+# %% ../nbs/16_evolver.ipynb #76777590
+class PrincipleStore(SqliteStore):
+    "The experience base, a `cove.store.SqliteStore`: principles, applied episodes, phases and updates; events are `audit` rows."
+    schema = SCHEMA_SQL + EVENTS_VIEW
+    def __init__(self, path:str|Path=':memory:', # SQLite file, or ':memory:'
+                 embedder=None): # `cove.embed.Embedder` (unit vectors)
+        super().__init__(path); self.embedder = embedder
 
-    @contextmanager
-    def tx(self):
-        "One atomic transaction (`cove.core.write_tx`); a rollback drops the cached vectors (they may hold its inserts)."
-        try:
-            with write_tx(self.conn) as c: yield c
-        except BaseException: self._vecs = None; raise   # a commit keeps them: insert and prune already reset the cache
+    def migrate(self):
+        "A file from before the shared store layer: its `events` table becomes `audit` rows, read through the `events` view."
+        if self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'").fetchone():
+            self.conn.execute('INSERT INTO audit(ts, op, entry_id, after) SELECT COALESCE(ts, 0), kind, principle_id, detail FROM events ORDER BY id')
+            self.conn.execute('DROP TABLE events'); self.conn.execute(EVENTS_VIEW)
 
     def event(self, kind:str, principle_id:int|None=None, /, **detail):
-        "Append an audit event (inside the caller's transaction)."
-        self.conn.execute('INSERT INTO events(ts, kind, principle_id, detail) VALUES (?,?,?,?)', (time.time(), kind, principle_id, json.dumps(detail, default=str)))
+        "Append an audit row: `op` the event's kind, `after` its details (inside the caller's transaction)."
+        self.audit(kind, principle_id, after=detail)
+
+    @property
+    def dim(self) -> int|None:
+        "The embedding dimension: that of the stored vectors (None before the first principle)."
+        r = self.conn.execute('SELECT length(vec) FROM principles WHERE vec IS NOT NULL LIMIT 1').fetchone()
+        return r[0] // 4 if r else None
 
 # %% ../nbs/16_evolver.ipynb #5dce5a5b
 def _principle(r) -> Principle:
@@ -225,7 +234,7 @@ def insert(self:PrincipleStore, kind:str, content:str, family:str|None=None, sou
     now = time.time()
     cur = self.conn.execute('INSERT INTO principles(kind, content, family, sources, created, updated, vec) VALUES (?,?,?,?,?,?,?)',
                             (kind, content, family, json.dumps(sources or []), now, now, v.tobytes()))
-    self.event('insert', cur.lastrowid, kind=kind, content=content, family=family); self._vecs = None
+    self.event('insert', cur.lastrowid, kind=kind, content=content, family=family)
     return cur.lastrowid
 
 @patch
@@ -265,25 +274,23 @@ def prune(self:PrincipleStore, threshold:float=0.3) -> list[int]:
     for i in ids:
         self.conn.execute("UPDATE principles SET status = 'pruned', updated = ? WHERE id = ?", (time.time(), i))
         self.event('prune', i, score=ps[i].score, uses=ps[i].uses, successes=ps[i].successes)
-    self._vecs = None
     return ids
 
+# %% ../nbs/16_evolver.ipynb #610ad82b
+ACTIVE = {k: "SELECT id, vec FROM principles WHERE status = 'active'" + (f" AND kind = '{k}'" if k else '') + ' ORDER BY id'
+          for k in (None, *KINDS)}   # the vectors `similar` searches: all active principles, or those of one type
+
 @patch
-def vectors(self:PrincipleStore, kind:str|None=None) -> tuple[list[int], np.ndarray]:
-    "Ids and unit embeddings of the active principles (of `kind`)."
-    if self._vecs is None:
-        rows = self.conn.execute("SELECT id, kind, vec FROM principles WHERE status = 'active' ORDER BY id").fetchall()
-        self._vecs = [(r['id'], r['kind'], np.frombuffer(r['vec'], np.float32)) for r in rows]
-    sel = [(i, v) for i, k, v in self._vecs if kind is None or k == kind]
-    return [i for i, _ in sel], (np.stack([v for _, v in sel]) if sel else np.zeros((0, 0), np.float32))
+def similar(self:PrincipleStore, vec:np.ndarray, k:int=3, kind:str|None=None) -> list[tuple[int, float]]:
+    "`(id, cosine)` of the `k` active principles (of `kind`) most similar to the unit vector `vec`, best first."
+    if not self.dim: return []
+    ids, s = self.dense(ACTIVE[kind], self.dim).search(np.asarray(vec, np.float32), k)
+    return list(zip(ids.tolist(), s.tolist()))
 
 @patch
 def search(self:PrincipleStore, query:str, k:int=3) -> list[tuple[Principle, float]]:
     "Top-k active principles by cosine similarity to `query`."
-    ids, M = self.vectors()
-    if not ids: return []
-    s = M @ self.embed([query])[0]
-    return [(self.get(ids[j]), float(s[j])) for j in np.argsort(-s, kind='stable')[:k]]
+    return [(self.get(i), s) for i, s in self.similar(self.embed([query])[0], k)]
 
 @patch
 def counts(self:PrincipleStore) -> dict:
@@ -515,7 +522,7 @@ class EvolverMethod(Method):
 @patch
 def apply(self:EvolverMethod, r:EpisodeResult, info:dict, key:str) -> bool:
     "Record episode `r` (its `EpisodeKeys` key) once: principle uses, its row; False if it was applied before (a replay after a kill)."
-    with self.store.tx() as c:
+    with self.store.transaction() as c:
         if c.execute('SELECT 1 FROM episodes WHERE key = ?', (key,)).fetchone(): return False
         self.store.record_use(r.retrieved, r.success)
         c.execute('INSERT INTO episodes(key, n, family, task_id, success, score, reward, info, task, trajectory) VALUES (?,?,?,?,?,?,?,?,?,?)',
@@ -576,10 +583,9 @@ def integrate(self:EvolverMethod, row, d:dict):
         exact = next((p.id for p in self.store.principles('active', d['kind']) if norm(p.content) == norm(d['principle'])), None)
     if exact is not None: target = exact
     elif vec is not None:
-        ids, M = self.store.vectors(d['kind'])
-        target, checks = find_equivalent(vec, list(zip(ids, M)), lambda i: self.is_equivalent(d['principle'], self.store.get(i).content),
-                                         threshold=self.p('dedup'))
-    with self.store.tx() as c:
+        target, checks = check_equivalent(self.store.similar(vec, MAX_CHECKS, d['kind']),
+                                          lambda i: self.is_equivalent(d['principle'], self.store.get(i).content), threshold=self.p('dedup'))
+    with self.store.transaction() as c:
         for i, s, ok in checks: self.store.event('equiv_check', i, candidate=d['principle'], similarity=s, equivalent=ok)
         tok = dict(prompt_tokens=d['prompt_tokens'], completion_tokens=d['completion_tokens'])
         if d['principle'] is None: self.store.event('distill_failed', None, kind=d['kind'], error=d['error'], raw=d['raw'][:300], episode=row['key'], **tok)
@@ -600,7 +606,7 @@ def offline_phase(self:EvolverMethod, n:int):
     if rows and self.policy is None: raise ValueError("the offline phase needs the policy")
     gen = distill(self.policy, rows, temperature=self.p('distill_temperature'), seed=self.cfg['run.seed'] + n) if rows else []
     for row, d in zip(rows, gen): self.integrate(row, d)
-    with self.store.tx() as c:
+    with self.store.transaction() as c:
         pruned = self.store.prune(self.p('prune'))
         c.execute('INSERT INTO phases(n, ts, detail) VALUES (?,?,?)', (n, time.time(), json.dumps(dict(distilled=len(rows), pruned=pruned, seconds=round(time.time() - t0, 2)))))
     _log.info(f"offline phase {n}: {len(rows)} trajectories distilled, {len(pruned)} principles pruned; {self.store.counts()}")
@@ -690,7 +696,7 @@ def _record_update(self:EvolverMethod, key:str, n:int, res, why:str|None, **deta
     name = Path(res.adapter_path).name if res else None
     if res: hot_swap(self.policy, res); self.adapter = name; detail |= dict(train_tokens=res.train_tokens, steps=res.steps, loss=res.loss, seconds=res.seconds, modelled=res.modelled)
     else: _log.warning(f"update {key} skipped: {why}"); detail['skipped'] = why
-    with self.store.tx() as c: c.execute('INSERT INTO updates(key, n, name, ts, detail) VALUES (?,?,?,?,?)', (key, n, name, time.time(), json.dumps(detail, default=str)))
+    with self.store.transaction() as c: c.execute('INSERT INTO updates(key, n, name, ts, detail) VALUES (?,?,?,?,?)', (key, n, name, time.time(), json.dumps(detail, default=str)))
 
 # %% ../nbs/16_evolver.ipynb #b5a9bb1d
 def reference_script(env, task:Task, exp_retrieve:bool=True) -> list[str]|None:

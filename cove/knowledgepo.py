@@ -24,8 +24,9 @@ __all__ = ['ORIGINS', 'NO_CALL_HINT', 'FEEDBACK_HINTS', 'EXTRACT_PROMPTS', 'EXTR
            'kb_op_prompt', 'KBOp', 'neighbour', 'update_kb', 'kb_op_agreement', 'revision_counts', 'promote_revised',
            'rename_names', 'resurface', 'rename_volatile', 'RolloutPrompt', 'legal_names', 'observed_names',
            'memory_aware_prompt', 'memory_aware_messages', 'called_names', 'recitation_violations',
-           'anti_recitation_reward', 'rename_trace', 'anti_recitation_sft', 'rename_rollout', 'anti_recitation_grpo',
-           'had_utility', 'ab_deltas', 'ab_order', 'measure_utility', 'release', 'HeldoutEval', 'KnowledgePO']
+           'anti_recitation_reward', 'rename_trace', 'anti_recitation_sft', 'rename_rollout', 'memory_aware_rows',
+           'anti_recitation_grpo', 'had_utility', 'ab_deltas', 'ab_order', 'measure_utility', 'release', 'HeldoutEval',
+           'KnowledgePO']
 
 # %% ../nbs/12_knowledgepo.ipynb #9d8e79e0
 @dataclass
@@ -592,16 +593,22 @@ def rename_rollout(t:dict, # a collected rollout: `trace` (messages) and the `su
     return rename_trace(t['trace'], mp, old.version, new.version), new.to_dict()
 
 # %% ../nbs/12_knowledgepo.ipynb #42ff1b6c
+def memory_aware_rows(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybrid', seed:int=0, rename:bool=True,
+                      stats:KPOStats|None=None, tag:str='') -> tuple[list, dict, dict]:
+    "GRPO rows of `tasks`' memory-aware first turns (renamed with `seed + i`): `(rows, {id: task}, {id: (legal, observed)})`."
+    rows, by_id, names = [], {}, {}
+    for i, t in enumerate(tasks):
+        rp = memory_aware_prompt(env, t, kb, k, mode, rename_seed=seed + i if rename and _surface_of(t) else None, stats=stats)
+        tid = f"{rp.task.id}#{tag}{i}"
+        by_id[tid], names[tid] = replace(rp.task, id=tid), (rp.legal, rp.observed)
+        rows.append(dict(prompt=rp.messages, task_id=tid))
+    return rows, by_id, names
+
 def anti_recitation_grpo(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybrid', seed:int=0, rename:bool=True,
                          lam:float=0.5, stats:KPOStats|None=None, step_credit:float=0.1):
     "`(prompts Dataset, reward_fn)` for `train_grpo`: memory-aware renamed first turns; R = R_task − λ·𝟙[stale/unobserved]."
     from cove.train import make_task_reward, _prompt_dataset
-    rows, by_id, names = [], {}, {}
-    for i, t in enumerate(tasks):
-        rp = memory_aware_prompt(env, t, kb, k, mode, rename_seed=seed + i if rename and _surface_of(t) else None, stats=stats)
-        tid = f"{rp.task.id}#{i}"
-        by_id[tid], names[tid] = replace(rp.task, id=tid), (rp.legal, rp.observed)
-        rows.append(dict(prompt=rp.messages, task_id=tid))
+    rows, by_id, names = memory_aware_rows(env, tasks, kb, k, mode, seed, rename, stats)
     def penalty(prompt, completion:str, task) -> float:
         legal, observed = names[task.id]
         if not legal: return 0.0   # no volatile names in this family

@@ -5,6 +5,7 @@
 # %% ../nbs/04_store.ipynb #0daf16d8
 from __future__ import annotations
 import json, sqlite3, tempfile, time
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 import numpy as np
@@ -114,9 +115,12 @@ class SqliteStore:
 
     def migrate(self):
         "Bring a file from an older version up to `schema` (inside the opening transaction)."
+    @contextmanager
     def transaction(self):
         "One write transaction (`cove.core.write_tx`): `BEGIN IMMEDIATE` … `COMMIT`, rolled back on any exception."
-        return write_tx(self.conn)
+        try:
+            with write_tx(self.conn) as c: yield c
+        except BaseException: self._dense.clear(); raise   # an index built inside it may hold rolled-back rows
     def columns(self, table:str) -> list[str]: return [r[1] for r in self.conn.execute(f'PRAGMA table_info({table})')]
     def close(self): self.conn.close()
     def __enter__(self): return self

@@ -260,7 +260,7 @@ def _grpo_data(self:CoveMethod, env, family:str):
     from dataclasses import replace
     from cove.core import Task
     from cove.train import make_task_reward, _prompt_dataset
-    from cove.knowledgepo import memory_aware_prompt, recitation_violations, called_names, legal_names, _surface_of
+    from cove.knowledgepo import memory_aware_rows, recitation_violations, called_names, legal_names
     from cove.tasks.tableqa import Surface, with_surface
     c, seed = self.cfg, self._rename_seed()
     rows, by_id = [], {}
@@ -272,11 +272,10 @@ def _grpo_data(self:CoveMethod, env, family:str):
         by_id[tid] = replace(with_surface(task, Surface.from_dict(surface)) if surface else task, id=tid)   # the reward plays the renamed surface
         rows += [dict(prompt=[dict(role=h['role'], content=str(h['content'])) for h in trace[:j]], task_id=tid)
                  for j, m in enumerate(trace) if m['role'] == 'assistant']
-    for i, t in enumerate(env.tasks('train', c['train.reference_tasks'], c['run.seed']) if c['train.reference_tasks'] else []):
-        rp = memory_aware_prompt(env, t, self.kb, c['retrieval.k'], c['retrieval.mode'], stats=self.kpo.stats if self.kpo else None,
-                                 rename_seed=seed + i if self.kpo and _surface_of(t) else None)
-        tid = f"{rp.task.id}#reference{i}"; by_id[tid] = replace(rp.task, id=tid)
-        rows.append(dict(prompt=rp.messages, task_id=tid))
+    refs = env.tasks('train', c['train.reference_tasks'], c['run.seed']) if c['train.reference_tasks'] else []
+    ref_rows, ref_ids, _ = memory_aware_rows(env, refs, self.kb, c['retrieval.k'], c['retrieval.mode'], seed, rename=bool(self.kpo),
+                                             stats=self.kpo.stats if self.kpo else None, tag='reference')
+    rows += ref_rows; by_id.update(ref_ids)
     lam = c['kpo.lam'] if self.kpo else 0.0
     def stale(prompt, completion:str, task) -> float:   # a volatile name the episode's surface does not have
         legal = legal_names(task)
