@@ -8,7 +8,7 @@ import json, logging, time
 from pathlib import Path
 from .core import get_logger, read_jsonl
 from .config import Config, load_config, parse_sets
-from .run import Run, RunSpec, write_json, load_policy
+from .run import Run, RunSpec, RunLock, write_json, load_policy
 
 # %% auto #0
 __all__ = ['DEMO_METHODS', 'DEMO_FAMILIES', 'DEMO_EPISODES', 'DEMO_OVERRIDES', 'demo_config', 'comparison_rows',
@@ -109,7 +109,7 @@ def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[
     "Play `methods` on the same stream; write `table.csv`, `table.md`, `success_over_episodes.png`, `summary.json`, `demo.log`."
     import pandas as pd
     from cove.llm import TokenLedger
-    out = Path(out); out.mkdir(parents=True, exist_ok=True)
+    out = Path(out); lock = RunLock(out)   # one process per demo folder: a second demo there stops here, naming the first's pid
     fh = _log_to(out/'demo.log'); log = get_logger('demo')
     try:
         t0 = time.time()
@@ -140,4 +140,4 @@ def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[
         write_json(out/'summary.json', summary)
         return summary
     finally:
-        get_logger('demo').parent.removeHandler(fh); fh.close()
+        get_logger('demo').parent.removeHandler(fh); fh.close(); lock.release()

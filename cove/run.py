@@ -4,7 +4,7 @@
 
 # %% ../nbs/08_run.ipynb #4632884f
 from __future__ import annotations
-import inspect, json, os, time
+import fcntl, inspect, json, os, sqlite3, time
 from collections import Counter
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
@@ -17,7 +17,10 @@ from .agent import HarnessAgent, replay_reference, EpisodeResult
 
 # %% auto #0
 __all__ = ['METHODS', 'RunSpec', 'parse_tasks', 'open_envs', 'task_stream', 'register_method', 'Method', 'Base', 'Oracle',
-           'summarise', 'run_metrics', 'write_json', 'Run', 'load_policy']
+           'summarise', 'run_metrics', 'CorruptFile', 'one_line', 'read_json', 'state_fix', 'adapter_fix',
+           'adapter_problem', 'check_state', 'check_spec', 'RunLocked', 'lock_holder', 'RunLock', 'running_pid',
+           'write_json', 'Run', 'load_policy', 'check_records', 'check_config', 'sqlite_problem', 'check_stores',
+           'record_keys', 'applied_agrees', 'check_method_state', 'check_one', 'check_run']
 
 # %% ../nbs/08_run.ipynb #a9aeb9eb
 @dataclass
@@ -132,7 +135,7 @@ def save_state(self:Method):
 def read_state(self:Method) -> dict|None:
     "The saved state (None when there is none), checked to be this method's; its ledger is merged into the policy's."
     if self.state_file is None or not self.state_path.exists(): return None
-    s = json.loads(self.state_path.read_text())
+    s = read_json(self.state_path, state_fix(self.name))   # corrupt: named, never started fresh over
     who = s.get('method', s.get('variant'))   # COVE's states before issue 12 named it `variant`
     if who != self.name: raise ValueError(f"{self.state_path} is of method {who!r}, not {self.name!r}; use another --out")
     self.saved_ledger = s.get('ledger')
@@ -145,7 +148,10 @@ def read_state(self:Method) -> dict|None:
 def use_adapter(self:Method, name:str|None):
     "Make adapter `name` of `adapters/` (None: the base model) the policy's active one, loading it once."
     if self.policy is None or name == getattr(self.policy, 'active_adapter', None): return
-    if name is not None and name not in self.policy.adapters: self.policy.load_adapter(self.out/'adapters'/name, name)
+    if name is not None and name not in self.policy.adapters:
+        p = self.out/'adapters'/name
+        try: self.policy.load_adapter(p, name)
+        except Exception as e: raise CorruptFile(f"{p}: LoRA adapter does not load ({type(e).__name__}: {one_line(e)}); {adapter_fix(self.state_file)}") from e
     self.policy.set_adapter(name)
 
 # %% ../nbs/08_run.ipynb #7cddf26c
@@ -166,6 +172,113 @@ def run_metrics(recs:list[dict]) -> dict:
     fams = sorted({r['family_spec'] for r in recs})
     return dict(overall=summarise(recs), per_family={f: summarise([r for r in recs if r['family_spec'] == f]) for f in fams})
 
+# %% ../nbs/08_run.ipynb #be24f0ee
+class CorruptFile(ValueError):
+    "A run-folder file that cannot be read; the message names it and says what to do."
+
+def one_line(e:BaseException) -> str:
+    "The first line of `e`'s message (at most 200 characters)."
+    s = str(e).strip().splitlines()
+    return (s[0] if s else type(e).__name__)[:200]
+
+def read_json(path:str|Path, fix:str) -> dict:
+    "The JSON object in `path`; anything else raises `CorruptFile` naming the file, with `fix` (what to do)."
+    try: s = json.loads(Path(path).read_text())
+    except ValueError as e: raise CorruptFile(f"{path} is corrupt ({one_line(e)}); {fix}") from None
+    if not isinstance(s, dict): raise CorruptFile(f"{path} is corrupt (a JSON {type(s).__name__}, not an object); {fix}")
+    return s
+
+def state_fix(method:str) -> str:
+    "What to do about a corrupt state file of `method`."
+    return f"move it aside and rerun to start {method}'s state fresh (the recorded episodes are kept), or restore it from a copy"
+
+def adapter_fix(state_file:str|None) -> str:
+    "What to do about a corrupt adapter of a method keeping `state_file`."
+    if not state_file: return "restore it from a copy, or use another --out"
+    return f"restore it from a copy, or move adapters/ and {state_file} aside and rerun to start the method's state fresh"
+
+# %% ../nbs/08_run.ipynb #82c2002e
+def adapter_problem(path:str|Path) -> str|None:
+    "Why the LoRA adapter folder `path` would not load (None if it looks whole): its config and tensors parse, the weights are finite, and every `lora_A` has its `lora_B` of the same rank."
+    p = Path(path)
+    if not (p/'adapter_config.json').exists(): return 'missing (no adapter_config.json)'
+    try: json.loads((p/'adapter_config.json').read_text())
+    except ValueError as e: return f"adapter_config.json does not parse ({one_line(e)})"
+    st = p/'adapter_model.safetensors'
+    if not st.exists(): return None if (p/'adapter_model.bin').exists() else 'no adapter_model.safetensors'
+    try:
+        from safetensors.torch import load_file
+        ts = load_file(st)
+    except Exception as e: return f"adapter_model.safetensors does not parse ({one_line(e)})"
+    import torch
+    bad = [k for k, t in ts.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    if bad: return f"non-finite weights in {len(bad)} tensors, e.g. {bad[0]}"
+    A, B = ({k.replace(w, '*'): t for k, t in ts.items() if w in k} for w in ('lora_A', 'lora_B'))
+    if not A or set(A) != set(B): return f"lora_A and lora_B tensors do not pair up ({len(A)} A, {len(B)} B)"
+    odd = [k for k in A if A[k].shape[0] != B[k].shape[-1]]
+    return f"lora_A and lora_B ranks differ in {odd[0]}" if odd else None
+
+# %% ../nbs/08_run.ipynb #6a113ef3
+def check_state(out:Path, cls:type) -> dict|None:
+    "Before the model loads: `cls`'s state file in `out` parses, and the adapter it names is whole; `CorruptFile` else."
+    if not cls.state_file or not (Path(out)/cls.state_file).exists(): return None
+    s = read_json(Path(out)/cls.state_file, state_fix(cls.name))
+    if isinstance(ad := s.get('adapter'), str) and ad and (why := adapter_problem(Path(out)/'adapters'/ad)):
+        raise CorruptFile(f"{Path(out)/'adapters'/ad}: LoRA adapter {why}; {adapter_fix(cls.state_file)}")
+    return s
+
+# %% ../nbs/08_run.ipynb #74a3a073
+def check_spec(spec:RunSpec, cfg:Config) -> dict[str, Environment]:
+    "Check `spec` and the config keys the run loop reads (a one-line `ValueError` else); returns an environment per family."
+    _import_methods()
+    if spec.method not in METHODS: raise ValueError(f"unknown method {spec.method!r}; known: {sorted(METHODS)}")
+    if isinstance(spec.episodes, bool) or not isinstance(spec.episodes, int) or spec.episodes < 1:
+        raise ValueError(f"episodes per family must be a whole number >= 1, not {spec.episodes!r}")
+    if isinstance(spec.seed, bool) or not isinstance(spec.seed, int): raise ValueError(f"seed must be a whole number, not {spec.seed!r}")
+    if not spec.tasks: raise ValueError('no task families given (e.g. --tasks tableqa,math)')
+    if dup := sorted(s for s, n in Counter(spec.tasks).items() if n > 1): raise ValueError(f"task families given twice: {dup}")
+    for k in ('run.epochs', 'model.batch_size'):
+        if cfg[k] < 1: raise ValueError(f"{k} must be >= 1, not {cfg[k]}")
+    envs = open_envs(spec.tasks, cfg)   # an unknown family or source raises here
+    for e in envs.values(): e.check_split(spec.split)
+    return envs
+
+# %% ../nbs/08_run.ipynb #033799a7
+class RunLocked(RuntimeError):
+    "Another process is running in this folder."
+
+def lock_holder(path:str|Path) -> str:
+    "The pid written in the lock file `path` ('unknown' if its holder has not written it yet)."
+    for _ in range(50):
+        try: pid = Path(path).read_text().strip()
+        except OSError: pid = ''
+        if pid: return pid
+        time.sleep(0.01)
+    return 'unknown'
+
+class RunLock:
+    "An exclusive `fcntl.flock` on `<folder>/.lock` (which holds our pid) until `release` (or the end of a `with`)."
+    def __init__(self, folder:str|Path):
+        self.path = Path(folder)/'.lock'; self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.f = open(self.path, 'a+')
+        try: fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.f.close()
+            raise RunLocked(f"{self.path.parent} is in use by another run (pid {lock_holder(self.path)}); wait for it to end, or use another --out") from None
+        self.f.seek(0); self.f.truncate(); self.f.write(f"{os.getpid()}\n"); self.f.flush()
+    def release(self): self.f.close()   # closing drops the lock
+    def __enter__(self): return self
+    def __exit__(self, *exc): self.release()
+
+def running_pid(folder:str|Path) -> str|None:
+    "The pid of the process holding `folder`'s run lock now, or None (the folder's files are not touched)."
+    p = Path(folder)/'.lock'
+    if not p.exists(): return None
+    with open(p) as f:
+        try: fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError: return lock_holder(p)
+    return None
+
 # %% ../nbs/08_run.ipynb #ce438ef1
 def write_json(path:Path, obj):
     "Write JSON atomically (temp file + rename)."
@@ -175,19 +288,20 @@ class Run:
     "One run folder: spec + config, the episode log, metrics."
     def __init__(self, spec:RunSpec, cfg:Config, out:str|Path):
         self.spec, self.cfg, self.out = spec, cfg, Path(out)
-        self.out.mkdir(parents=True, exist_ok=True)
+        self.envs = check_spec(spec, cfg)   # a bad spec or config value fails here, before anything touches `out`
         self.log = get_logger('run')
         self.episodes_path, self.metrics_path = self.out/'episodes.jsonl', self.out/'metrics.json'
         self._check_config()
 
-    def _check_config(self):
+    def _check_config(self, write:bool=False):
+        "Refuse a folder that holds another run; with `write` (under the lock), start a new folder's `config.json`."
         p = self.out/'config.json'
         if p.exists():
-            old = json.loads(p.read_text())
+            old = read_json(p, 'move it aside, or use another --out')
             oc = old.get('config', {})
             if old.get('spec') != self.spec.key() or oc.get('model.name') != self.cfg['model.name'] or oc.get('run.epochs', 1) != self.cfg['run.epochs']:   # a config.json from before epochs had one
                 raise ValueError(f"{self.out} holds a different run ({old.get('spec')}, model {old.get('config', {}).get('model.name')}); use another --out")
-        else:
+        elif write:
             from cove import __version__
             write_json(p, dict(spec=self.spec.key(), profile=self.cfg.profile, config=self.cfg.values, sources=self.cfg.sources,
                                cove_version=__version__, started=time.strftime('%Y-%m-%dT%H:%M:%S')))
@@ -199,11 +313,14 @@ from fastcore.basics import patch
 
 @patch
 def execute(self:Run, policy=None, progress:bool=True) -> dict:
-    "Play the unfinished part of the stream; return the metrics."
-    sp, cfg = self.spec, self.cfg
-    _import_methods()
-    if sp.method not in METHODS: raise ValueError(f"unknown method {sp.method!r}; known: {sorted(METHODS)}")
-    envs = open_envs(sp.tasks, cfg)
+    "Play the unfinished part of the stream, holding the folder's lock (`RunLocked` if another process has it); return the metrics."
+    with RunLock(self.out):
+        self._check_config(write=True)   # again under the lock: another run may have taken the folder since `__init__`
+        return self._play(policy, progress)
+
+@patch
+def _play(self:Run, policy, progress:bool) -> dict:
+    sp, cfg, envs = self.spec, self.cfg, self.envs
     for s, e in envs.items():
         ok, why = e.available()
         if not ok: self.log.warning(f"family {s} is UNAVAILABLE here: {why} (its episodes are logged as errors)")
@@ -212,6 +329,7 @@ def execute(self:Run, policy=None, progress:bool=True) -> dict:
     done = self.finished()
     todo = [(i, s, t) for i, (s, t) in enumerate(stream) if i not in done]
     cls = METHODS[sp.method]
+    check_state(self.out, cls)   # a corrupt state file or adapter is named before the model loads
     if cls.needs_policy and policy is None and todo: policy = load_policy(cfg)
     method = cls(cfg, self.out, policy)
     bs = max(1, cfg['model.batch_size'])
@@ -258,3 +376,133 @@ def load_policy(cfg:Config):
     extra = {'prefix_cache_tokens': c['prefix_cache_tokens']} if c['backend'] == 'hf' else {}
     return make_policy(c['backend'], c['name'], dtype=c['dtype'], device=c['device'], batch_size=c['batch_size'],
                        allow_download=c['allow_download'], **extra)
+
+# %% ../nbs/08_run.ipynb #d3f16352
+def check_records(d:Path) -> tuple[list[tuple], list[dict]]:
+    "Items for `d/episodes.jsonl` (each line a record, each episode once, 0..N-1) and its records."
+    p = d/'episodes.jsonl'
+    if not p.exists(): return [('episodes.jsonl', True, 'none yet')], []
+    data = p.read_bytes(); lines = data.split(b'\n'); recs, bad = [], []
+    for i, l in enumerate(lines, 1):
+        if not l.strip(): continue
+        try: r = json.loads(l)
+        except ValueError: r = None
+        (recs.append(r) if isinstance(r, dict) and isinstance(r.get('episode'), int) else bad.append(i))
+    items = []
+    if bad == [len(lines)]: items.append(('episodes.jsonl: lines', False, f"torn last line {bad[0]} (a kill mid-write): the next run moves it to episodes.jsonl.torn"))
+    elif bad: items.append(('episodes.jsonl: lines', False, f"{len(bad)} lines are not episode records: {bad[:5]}"))
+    eps = Counter(r['episode'] for r in recs)
+    dup, miss = sorted(e for e, k in eps.items() if k > 1), sorted(set(range(len(eps))) - set(eps))
+    items.append(('episodes.jsonl: unique', not dup, f"episodes recorded more than once: {dup[:10]}" if dup else f"{len(recs)} records, each episode once"))
+    items.append(('episodes.jsonl: contiguous', not miss, f"missing episodes: {miss[:10]} (of 0..{max(eps)})" if miss else f"episodes 0..{len(eps) - 1}"))
+    return items, recs
+
+# %% ../nbs/08_run.ipynb #c91ac2e8
+def _metrics_problems(m:dict, sp:dict, n_recs:int) -> list[str]:
+    "How `metrics.json` (`m`) disagrees with the spec `sp` and the number of records."
+    out, fams, n = [], set(m.get('per_family') or {}) - set(sp['tasks']), (m.get('overall') or {}).get('n')
+    if m.get('method') != sp['method']: out.append(f"method {m.get('method')!r}, config.json {sp['method']!r}")
+    if fams: out.append(f"families {sorted(fams)} not in config.json")
+    if n != n_recs: out.append(f"n={n} but {n_recs} records (stale: a rerun rewrites it)")
+    return out
+
+def check_config(d:Path, recs:list[dict]) -> tuple[list[tuple], dict|None]:
+    "Items for `config.json` (a run spec), the records against the spec, and `metrics.json` against both; and the config."
+    try: conf = read_json(d/'config.json', 'move it aside and rerun to start the run again') if (d/'config.json').exists() else None
+    except CorruptFile as e: return [('config.json', False, str(e))], None
+    sp = (conf or {}).get('spec')
+    if not isinstance(sp, dict) or not {'method', 'tasks', 'episodes'} <= set(sp):
+        return [('config.json', False, 'missing, or holds no run spec: the records are of an unknown run')], None
+    c = conf.get('config', {}); cap = sp['episodes'] * len(sp['tasks']) * max(1, c.get('run.epochs', 1))
+    items = [('config.json', True, f"{sp['method']} on {','.join(sp['tasks'])}, {sp['episodes']} per family, model {c.get('model.name')}")]
+    odd = sorted({str(r.get('method')) for r in recs} - {sp['method']}) + sorted({str(r.get('family_spec')) for r in recs} - set(sp['tasks']))
+    n = len({r['episode'] for r in recs})
+    items.append(('episodes.jsonl: spec', not odd and n <= cap, f"records of {odd}, not in the spec" if odd else
+                  f"{n} episodes, more than the {cap} the spec asks for" if n > cap else f"{n} of the {cap} episodes the spec asks for"))
+    if not (d/'metrics.json').exists():
+        return items + [('metrics.json', not recs, f"missing, with {len(recs)} records: a rerun writes it" if recs else 'none yet')], conf
+    try: probs = _metrics_problems(read_json(d/'metrics.json', 'a rerun rewrites it'), sp, len(recs))
+    except CorruptFile as e: probs = [str(e)]
+    return items + [('metrics.json', not probs, '; '.join(probs) or f"agrees with config.json and the records ({sp['method']}, n={len(recs)})")], conf
+
+# %% ../nbs/08_run.ipynb #b1ded0e7
+def sqlite_problem(path:str|Path) -> str|None:
+    "Why the SQLite file `path` fails `PRAGMA integrity_check` (None if it passes); it is opened read-only."
+    try:
+        con = sqlite3.connect(Path(path).resolve().as_uri() + '?mode=ro', uri=True)
+        try: res = [r[0] for r in con.execute('PRAGMA integrity_check')]
+        finally: con.close()
+    except sqlite3.Error as e: return f"{type(e).__name__}: {one_line(e)}"
+    return None if res == ['ok'] else '; '.join(map(str, res[:3]))
+
+def check_stores(d:Path) -> list[tuple]:
+    "Items for every `*.sqlite` below `d` (`PRAGMA integrity_check`) and every adapter folder (`adapter_problem`)."
+    items = []
+    for p in sorted(d.rglob('*.sqlite')):
+        why = sqlite_problem(p)
+        items.append((str(p.relative_to(d)), why is None, f"integrity_check failed ({why}): move it aside to start that store fresh, or restore it" if why else 'integrity_check ok'))
+    for p in sorted(q.parent for q in d.rglob('adapter_config.json')):
+        why = adapter_problem(p)
+        items.append((f"{p.relative_to(d)}/", why is None, f"LoRA adapter {why}" if why else 'LoRA adapter parses'))
+    return items
+
+# %% ../nbs/08_run.ipynb #8fffbac0
+def record_keys(recs:list[dict]) -> list[tuple[str, dict]]:
+    "`(key, record)` in episode order, the key being `family|split|task_id#n` (n: that task's play, from 0), as `EpisodeKeys` makes them."
+    seen, out = Counter(), []
+    for r in sorted(recs, key=lambda r: r['episode']):
+        k = f"{r.get('family')}|{r.get('split')}|{r.get('task_id')}"; out.append((f"{k}#{seen[k]}", r)); seen[k] += 1
+    return out
+
+def applied_agrees(applied, recs:list[dict], slack:int) -> tuple[bool, str]:
+    "Whether a method's `applied` episode keys agree with the records: at most `slack` ahead of them, and none of the played records missing."
+    have = record_keys(recs); keys = {k if '#' in k else f'{k}#0' for k in applied}   # states before epochs keyed a first play without `#0`
+    ahead = sorted(keys - {k for k, _ in have})
+    missing = [k for k, r in have if k not in keys and not str(r.get('message', '')).startswith('unavailable:')]
+    why = ([f"{len(ahead)} applied ahead of the records, more than one batch ({slack}): it is of a longer or another run, e.g. {ahead[0]}"] if len(ahead) > slack else []) + \
+          ([f"{len(missing)} recorded episodes missing from it (its decisions were lost), e.g. {missing[0]}"] if missing else [])
+    note = f"; {len(ahead)} applied ahead of the records (a kill between the state and the records: the rerun replays them)" if ahead and not why else ''
+    return not why, '; '.join(why) or f"{len(keys)} applied, agreeing with the {len(have)} records{note}"
+
+# %% ../nbs/08_run.ipynb #a53d69a3
+def check_method_state(d:Path, conf:dict, recs:list[dict]) -> list[tuple]:
+    "Items for the method's JSON state file: it parses, is this method's, agrees with the records, and the adapter it names exists."
+    meth, slack = conf['spec']['method'], max(1, conf.get('config', {}).get('model.batch_size', 1))
+    _import_methods(); sf = getattr(METHODS.get(meth), 'state_file', None)
+    if not sf: return []
+    items = []
+    played = [r for r in recs if not str(r.get('message', '')).startswith('unavailable:')]
+    if not (d/sf).exists(): return items + [(sf, not played, f"missing, though {meth} played {len(played)} recorded episodes" if played else 'none yet')]
+    try: s = read_json(d/sf, state_fix(meth))
+    except CorruptFile as e: return items + [(sf, False, str(e))]
+    who = s.get('method', s.get('variant'))
+    if who != meth: return items + [(sf, False, f"of method {who!r}, not {meth!r}")]
+    if isinstance(s.get('applied'), dict): items.append((sf, *applied_agrees(s['applied'], recs, slack)))
+    if isinstance(ad := s.get('adapter'), str) and ad:
+        ok = (d/'adapters'/ad/'adapter_config.json').exists()
+        items.append((f"{sf}: adapter", ok, f"adapters/{ad} exists" if ok else f"names adapters/{ad}, which is missing"))
+    return items
+
+# %% ../nbs/08_run.ipynb #82acee1a
+def _is_run(d:Path) -> bool:
+    if (d/'episodes.jsonl').exists(): return True
+    try: return 'spec' in json.loads((d/'config.json').read_text())
+    except (OSError, ValueError, TypeError): return False
+
+def check_one(d:Path) -> list[tuple[str, bool, str]]:
+    "`(item, ok, detail)` for the run folder `d`."
+    pid = running_pid(d)
+    items = [('.lock', False, f"a run (pid {pid}) is writing this folder now: check it when that run ends")] if pid else []
+    rec_items, recs = check_records(d)
+    conf_items, conf = check_config(d, recs)
+    items += rec_items + conf_items + check_stores(d)
+    return items + (check_method_state(d, conf, recs) if conf else [])
+
+def check_run(path:str|Path) -> list[tuple[str, bool, str]]:
+    "`cove check`: `(item, ok, detail)` for the run folder `path`, or for each run folder below it (an experiment folder)."
+    d = Path(path)
+    if not d.is_dir(): raise FileNotFoundError(f"{d}: no such folder")
+    if _is_run(d): return check_one(d)
+    runs = sorted({p.parent for p in d.rglob('episodes.jsonl')} | {p.parent for p in d.rglob('config.json') if _is_run(p.parent)})
+    if not runs: raise ValueError(f"{d} holds no run folder (none with episodes.jsonl or a run's config.json)")
+    return [(f"{r.relative_to(d)}/{item}", ok, why) for r in runs for item, ok, why in check_one(r)]
