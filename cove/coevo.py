@@ -11,21 +11,22 @@ from pathlib import Path
 import numpy as np
 import torch
 from fastcore.basics import patch
-from .core import get_logger, msg, append_jsonl, read_jsonl, write_tx, task_key, EpisodeKeys
+from .core import get_logger, msg, append_jsonl, read_jsonl, task_key, EpisodeKeys
 from .run import Method, register_method, write_json
 from .agent import HarnessAgent
 from .embed import tokenize
+from .store import SqliteStore
 
 _log = get_logger('coevo')
 
 # %% auto #0
-__all__ = ['SRQR_EXAMPLE', 'SRQR_PROMPT', 'ZETA_CLIP', 'LIST_DEPTH', 'EDGE_TYPES', 'NEW', 'DISTILL_EXAMPLE', 'DISTILL_PROMPT',
-           'UTILITY_PROMPT', 'UTILITY_OPTIONS', 'TIME_PROMPT', 'COEVO_KEYS', 'PHASE_KINDS', 'TIME_EXTRA_CANDIDATES',
-           'SRQR', 'parse_srqr', 'smooth_prior', 'ResidualRouter', 'ema_step', 'sample_zeta', 'router_loss',
-           'pool_ranks', 'rrf_scores', 'top_k', 'hybrid_retrieve', 'td_residuals', 'traversal_steps', 'path_credit',
-           'propagate', 'apply_q', 'Node', 'MemoryGraph', 'clip_text', 'attempt_text', 'outcome_text', 'frequent_terms',
-           'norm_keyword', 'is_placeholder', 'parse_distill', 'utility_content', 'phase_kind', 'CoEvoMem',
-           'CoEvoFrozen', 'freeze_checkpoint', 'validation_tasks', 'evaluate_frozen', 'select_checkpoint']
+__all__ = ['SRQR_EXAMPLE', 'SRQR_PROMPT', 'ZETA_CLIP', 'LIST_DEPTH', 'EDGE_TYPES', 'NODE_VECS', 'NEW', 'DISTILL_EXAMPLE',
+           'DISTILL_PROMPT', 'UTILITY_PROMPT', 'UTILITY_OPTIONS', 'TIME_PROMPT', 'COEVO_KEYS', 'PHASE_KINDS',
+           'TIME_EXTRA_CANDIDATES', 'SRQR', 'parse_srqr', 'smooth_prior', 'ResidualRouter', 'ema_step', 'sample_zeta',
+           'router_loss', 'pool_ranks', 'rrf_scores', 'top_k', 'hybrid_retrieve', 'td_residuals', 'traversal_steps',
+           'path_credit', 'propagate', 'apply_q', 'Node', 'MemoryGraph', 'clip_text', 'attempt_text', 'outcome_text',
+           'frequent_terms', 'norm_keyword', 'is_placeholder', 'parse_distill', 'utility_content', 'phase_kind',
+           'CoEvoMem', 'CoEvoFrozen', 'freeze_checkpoint', 'validation_tasks', 'evaluate_frozen', 'select_checkpoint']
 
 # %% ../nbs/15_coevo.ipynb #2d9f18ce
 SRQR_EXAMPLE = dict(query='What is the total revenue of products sold in Paris in 2019?',
@@ -217,14 +218,13 @@ CREATE TABLE IF NOT EXISTS nodes (id INTEGER PRIMARY KEY AUTOINCREMENT, content 
   keywords TEXT NOT NULL, time INTEGER NOT NULL, source TEXT NOT NULL, q REAL NOT NULL, emb BLOB NOT NULL, fallback INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS edges (src INTEGER NOT NULL, dst INTEGER NOT NULL, type TEXT NOT NULL, weight REAL, PRIMARY KEY (src, dst, type));
 CREATE TABLE IF NOT EXISTS qlog (step INTEGER NOT NULL, node INTEGER NOT NULL, q_old REAL, q_new REAL NOT NULL, kind TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS applied (key TEXT PRIMARY KEY, info TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS blobs (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS blobs (key TEXT PRIMARY KEY, value BLOB NOT NULL)
 """
+NODE_VECS = 'SELECT id, emb FROM nodes ORDER BY id'   # the description embeddings, for `SqliteStore.dense`
 
 @dataclass
 class Node:
-    "A memory: content x, description d, keywords K, time s, source trajectory, utility Q, embedding of d."
+    "A memory: content x, description d, keywords K, time s, source trajectory, utility Q, embedding of d (stored nodes: in the store)."
     id: int
     content: str
     description: str
@@ -236,42 +236,46 @@ class Node:
     fallback: bool = False
     label = None   # rendered as plain (non-volatile) knowledge by `cove.agent.render_entry`
 
-class MemoryGraph:
-    "The typed relational memory graph and the method's state, in one SQLite file, mirrored in memory."
-    def __init__(self, path:str|Path):
-        self.path = Path(path)
-        self.con = sqlite3.connect(self.path)
-        self.con.execute('PRAGMA journal_mode=WAL'); self.con.execute('PRAGMA synchronous=NORMAL')
-        self.con.executescript(_SCHEMA)
-        self.load()
+class MemoryGraph(SqliteStore):
+    "The typed relational memory graph and the method's state: a `cove.store.SqliteStore`, nodes and edges mirrored in memory."
+    schema, dim = _SCHEMA, 384   # dim: all-MiniLM-L6-v2, as the router's input
+    def __init__(self, path:str|Path): super().__init__(path, synchronous='NORMAL'); self.load()
+
+    def migrate(self):
+        if self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'kv'").fetchone():   # from before the shared store layer
+            self.conn.execute('INSERT OR REPLACE INTO meta(key, value) SELECT key, value FROM kv'); self.conn.execute('DROP TABLE kv')
+        self.conn.execute('CREATE VIEW IF NOT EXISTS kv AS SELECT key, value FROM meta')   # where readers of older files look for the state
 
     def __len__(self): return len(self.nodes)
-    def __repr__(self): return f"MemoryGraph({self.path.name}, nodes={len(self.nodes)}, edges={dict(self.edge_counts())})"
+    def __repr__(self): return f"MemoryGraph({Path(self.path).name}, nodes={len(self.nodes)}, edges={dict(self.edge_counts())})"
 
 # %% ../nbs/15_coevo.ipynb #9d448a56
 @patch
 def load(self:MemoryGraph):
-    "Read nodes, edges, applied keys, state and blobs into memory."
-    c = self.con
-    self.nodes = {i: Node(i, x, d, json.loads(k), s, json.loads(src), q, np.frombuffer(e, dtype=np.float32).copy(), bool(fb))
-                  for i, x, d, k, s, src, q, e, fb in c.execute('SELECT id, content, description, keywords, time, source, q, emb, fallback FROM nodes ORDER BY id')}
+    "Read nodes (without their embeddings) and edges into memory."
+    c = self.conn
+    self.nodes = {i: Node(i, x, d, json.loads(k), s, json.loads(src), q, None, bool(fb))
+                  for i, x, d, k, s, src, q, fb in c.execute('SELECT id, content, description, keywords, time, source, q, fallback FROM nodes ORDER BY id')}
     self.edges = {(a, b, t) for a, b, t in c.execute('SELECT src, dst, type FROM edges')}
-    self.applied = {k: json.loads(v) for k, v in c.execute('SELECT key, info FROM applied')}
-    self.kv = {k: json.loads(v) for k, v in c.execute('SELECT key, value FROM kv')}
-    self.blobs = {k: v for k, v in c.execute('SELECT key, value FROM blobs')}
-    self._mat = None
     return self
+
+@patch
+def n_applied(self:MemoryGraph) -> int: return self.conn.execute('SELECT COUNT(*) FROM applied').fetchone()[0]
+
+@patch
+def blob(self:MemoryGraph, key:str) -> bytes|None:
+    r = self.conn.execute('SELECT value FROM blobs WHERE key = ?', (key,)).fetchone()
+    return r[0] if r else None
 
 @patch
 def edge_counts(self:MemoryGraph) -> dict: return {t: sum(e[2] == t for e in self.edges) for t in EDGE_TYPES}
 
 @patch
-def matrix(self:MemoryGraph) -> tuple[list, np.ndarray]:
-    "Node ids and their description embeddings (cached until the next insert)."
-    if self._mat is None:
-        ids = list(self.nodes)
-        self._mat = (ids, np.stack([self.nodes[i].emb for i in ids]) if ids else np.zeros((0, 384), np.float32))
-    return self._mat
+def cosines(self:MemoryGraph, vecs) -> np.ndarray:
+    "Cosines (n_vecs, n_nodes) of each of `vecs` with every node's description, columns in id order (as `nodes`)."
+    # every node, not a top k: fusion ranks any member of the pool, and a new node's edges need each similarity
+    I, D = self.dense(NODE_VECS, self.dim).search(np.atleast_2d(np.asarray(vecs, np.float32)), len(self))
+    return np.take_along_axis(D, np.argsort(I, axis=1), axis=1)
 
 @patch
 def time_neighbours(self:MemoryGraph) -> dict:
@@ -291,8 +295,8 @@ NEW = -1   # placeholder id of the node being inserted, in the edges of a `commi
 def commit(self:MemoryGraph, key:str|None=None, info:dict|None=None, node:Node|None=None, edges=(), q_updates:dict|None=None,
            step:int=0, kinds:dict|None=None, state:dict|None=None, blobs:dict|None=None) -> int|None:
     "Apply one episode's update atomically; returns the new node's id (or None)."
-    c, new_id, q_updates = self.con, None, q_updates or {}
-    with write_tx(c):
+    c, new_id, q_updates = self.conn, None, q_updates or {}
+    with self.transaction():
         for m, qn in q_updates.items():
             c.execute('UPDATE nodes SET q=? WHERE id=?', (qn, m))
             c.execute('INSERT INTO qlog VALUES (?,?,?,?,?)', (step, m, self.nodes[m].q, qn, (kinds or {}).get(m, 'exposed')))
@@ -305,15 +309,12 @@ def commit(self:MemoryGraph, key:str|None=None, info:dict|None=None, node:Node|N
         fix = lambda x: new_id if x == NEW else x
         edges = [(fix(a), fix(b), t, wt) for a, b, t, wt in edges]
         c.executemany('INSERT OR IGNORE INTO edges VALUES (?,?,?,?)', edges)
-        if key is not None: c.execute('INSERT INTO applied VALUES (?,?)', (key, json.dumps({**(info or {}), 'new_node': new_id}, default=str)))
-        for k, v in (state or {}).items(): c.execute('INSERT OR REPLACE INTO kv VALUES (?,?)', (k, json.dumps(v, default=str)))
+        if key is not None: self.mark_applied(key, {**(info or {}), 'new_node': new_id})
+        for k, v in (state or {}).items(): self.set_meta(k, v)
         for k, v in (blobs or {}).items(): c.execute('INSERT OR REPLACE INTO blobs VALUES (?,?)', (k, v))
     for m, qn in q_updates.items(): self.nodes[m].q = qn
-    if node is not None:
-        node.id = new_id; self.nodes[new_id] = node; self._mat = None
+    if node is not None: node.id, node.emb = new_id, None; self.nodes[new_id] = node
     self.edges |= {(a, b, t) for a, b, t, _ in edges}
-    if key is not None: self.applied[key] = {**(info or {}), 'new_node': new_id}
-    self.kv.update(state or {}); self.blobs.update(blobs or {})
     return new_id
 
 @patch
@@ -323,7 +324,7 @@ def backup(self:MemoryGraph, dst:str|Path) -> Path:
     tmp = dst.with_suffix('.tmp')
     if tmp.exists(): tmp.unlink()
     b = sqlite3.connect(tmp)
-    with b: self.con.backup(b)
+    with b: self.conn.backup(b)
     b.close()
     for side in ('-wal', '-shm'):   # a stale WAL of an older file at `dst` must not be replayed into the new one
         Path(str(dst) + side).unlink(missing_ok=True)
@@ -422,20 +423,20 @@ class CoEvoMem(Method):
             raise ValueError(f"coevo_frozen needs a trained state in {self.db_path}: create it with "
                              "cove.coevo.freeze_checkpoint(<checkpoint or run folder>, <this folder>)")
         self.graph = MemoryGraph(self.db_path)
-        self.state = self.graph.kv.get('state') or self._new_state()
+        self.state = self.graph.meta('state') or self._new_state()
         self._check_state()
         if self.frozen: self.p = self.state['params']   # evaluate with the settings the state was trained with
         elif (self.out/'config.json').exists() and json.loads((self.out/'config.json').read_text())['spec'].get('split') != 'train':
             _log.warning("coevo updates its router and graph on this run's split; train on --split train and keep test for coevo_frozen")
         self.router = ResidualRouter(seed=cfg['run.seed'])
         self.opt = torch.optim.Adam(self.router.parameters(), lr=self.p['router_lr'])
-        if 'router' in self.graph.blobs: self._load_router(self.graph.blobs['router'])
+        if (blob := self.graph.blob('router')) is not None: self._load_router(blob)
         self.judge = None
         if policy is not None:
             from cove.judge import Judge
             self.judge = Judge(policy, log_path=self.out/'coevo_judge.jsonl')
         self._emb, self._rho = None, {c: self.p['rho_c'] for c in EDGE_TYPES}
-        if self.graph.applied: _log.info(f"resumed coevo: {len(self.graph.applied)} episodes applied, {len(self.graph)} memories, phase {self.state['phase']}")
+        if n := self.graph.n_applied(): _log.info(f"resumed coevo: {n} episodes applied, {len(self.graph)} memories, phase {self.state['phase']}")
 
     def _new_state(self) -> dict:
         return dict(mode='frozen' if self.frozen else 'train', params=self.p, phase=None, start_empty=None, B=0.0, step=0,
@@ -493,9 +494,9 @@ def plan(self:CoEvoMem, tasks:list) -> list[dict]:
     for t, key in zip(tasks, self.keys.keys(tasks)):
         o = EpisodeKeys.occurrence(key)
         if self.frozen: out.append(dict(task=t, key=key, phase=None, kind='frozen', replay=False)); continue
-        if key in self.graph.applied:
-            a = self.graph.applied[key]; out.append(dict(task=t, key=key, phase=a['phase'], kind=a['kind'], replay=True)); continue
-        r = o if self.p['phase_len'] <= 0 else (len(self.graph.applied) + n_new) // self.p['phase_len']
+        if (a := self.graph.applied(key)) is not None:
+            out.append(dict(task=t, key=key, phase=a['phase'], kind=a['kind'], replay=True)); continue
+        r = o if self.p['phase_len'] <= 0 else (self.graph.n_applied() + n_new) // self.p['phase_len']
         n_new += 1
         if self.state['start_empty'] is None: self.state['start_empty'] = len(self.graph) == 0
         out.append(dict(task=t, key=key, phase=r, kind=phase_kind(r, self.p['schedule'], self.state['start_empty'], self.n_phases()), replay=False))
@@ -531,13 +532,13 @@ def route(self:CoEvoMem, items:list[dict]):
 
 @patch
 def _index(self:CoEvoMem) -> dict:
-    "Node ids, description embeddings, the BM25 index over keywords, Time neighbours and Q — rebuilt only when the graph changed."
+    "Node ids, the BM25 index over keywords and Time neighbours — rebuilt only when the graph changed (the dense index is the store's)."
     ver = (len(self.graph.nodes), len(self.graph.edges))
     if getattr(self, '_idx', None) is None or self._idx['ver'] != ver:
         from cove.embed import SparseIndex
-        ids, M = self.graph.matrix()
+        ids = list(self.graph.nodes)
         sp = SparseIndex().build(ids, [' '.join(self.graph.nodes[i].keywords) for i in ids]) if ids else None
-        self._idx = dict(ver=ver, ids=ids, M=M, sparse=sp, nbrs=self.graph.time_neighbours() if self.p['memory_evolution'] else {})
+        self._idx = dict(ver=ver, ids=ids, sparse=sp, nbrs=self.graph.time_neighbours() if self.p['memory_evolution'] else {})
     return self._idx
 
 @patch
@@ -545,7 +546,7 @@ def retrieve(self:CoEvoMem, sr:SRQR, w) -> tuple[list, dict]:
     "A_t for one query's rewrites and weights `w = (w_d, w_s)` on the current graph."
     ix = self._index()
     if not ix['ids']: return [], {}
-    dense = list(self.embedder().encode(sr.dense) @ ix['M'].T)
+    dense = list(self.graph.cosines(self.embedder().encode(sr.dense)))
     sparse = [ix['sparse'].scores(s) for s in sr.sparse]
     A, info = hybrid_retrieve(ix['ids'], dense, sparse, self.graph.q(), {'d': w[0], 's': w[1]}, ix['nbrs'], self.p['eta'], self.p['lam_q'], self.p['k'])
     return A, dict(pool0=len(info['pool0']), pool=len(info['pool']), expanded=sorted(set(info['pool']) - set(info['pool0'])))
@@ -565,7 +566,7 @@ def run_batch(self:CoEvoMem, env, tasks):
         if r is not None and new: self._enter_phase(r)
         self.route(new)
         for _, p in group:
-            if p['replay']: p['A'] = [m for m in self.graph.applied[p['key']]['A'] if m in self.graph.nodes]
+            if p['replay']: p['A'] = [m for m in self.graph.applied(p['key'])['A'] if m in self.graph.nodes]
         res = agent.run(env, [p['task'] for _, p in group], entries=[[self.graph.nodes[m] for m in p['A']] for _, p in group])
         for (i, p), rr in zip(group, res): results[i] = rr; p['result'] = rr
         if not self.frozen: self.update([p for _, p in group if not p['replay']])
@@ -576,7 +577,7 @@ def run_batch(self:CoEvoMem, env, tasks):
 
 @patch
 def _episode_fields(self:CoEvoMem, p:dict) -> dict:
-    if p['replay']: a = self.graph.applied[p['key']]; return {f'coevo_{k}': a.get(k) for k in ('phase', 'kind', 'w', 'pi', 'zeta', 'A', 'u', 'new_node', 'srqr')} | {'coevo_replay': True}
+    if p['replay']: a = self.graph.applied(p['key']); return {f'coevo_{k}': a.get(k) for k in ('phase', 'kind', 'w', 'pi', 'zeta', 'A', 'u', 'new_node', 'srqr')} | {'coevo_replay': True}
     return dict(coevo_phase=p['phase'], coevo_kind=p['kind'], coevo_w=p['w'], coevo_pi=p['pi'], coevo_zeta=p['zeta'], coevo_A=p['A'],
                 coevo_u=p.get('u'), coevo_new_node=p.get('new_node'), coevo_srqr=p['srqr'].status, coevo_replay=False)
 
@@ -638,7 +639,7 @@ def _apply(self:CoEvoMem, p:dict):
                 srqr=p['srqr'].status, adv=p.get('adv'), n_q_updates=len(qup))
     p['new_node'] = self.graph.commit(p['key'], info, node=node, edges=edges, q_updates=qup, step=step, kinds=kinds,
                                       state={'state': self.state}, blobs=blobs)
-    _crash_hook(len(self.graph.applied))
+    _crash_hook(self.graph.n_applied())
 
 def _crash_hook(n_applied:int):
     "Fault injection for the resume test: `COVE_COEVO_KILL_AFTER=N` SIGKILLs the process right after the N-th commit."
@@ -677,10 +678,10 @@ TIME_EXTRA_CANDIDATES = 2
 @patch
 def _edges_for(self:CoEvoMem, node:Node, A:list) -> list:
     g, P = self.graph, self.p
-    ids, M = g.matrix()
+    ids = list(g.nodes)
     edges, cos = [], {}
     if ids:
-        sims = M @ np.asarray(node.emb, np.float32)
+        sims = g.cosines(node.emb)[0]
         kw = set(node.keywords)
         for i, s in zip(ids, sims):
             cos[i] = float(s)
@@ -705,7 +706,7 @@ def metrics(self:CoEvoMem) -> dict:
     n_srqr = sum(v for k, v in cnt.items() if k.startswith('srqr_') and not k.startswith('srqr_fallback_'))
     return dict(coevo=dict(
         mode=s['mode'], schedule=self.p['schedule'], srqr=self.p['srqr'], memory_evolution=self.p['memory_evolution'],
-        applied=len(g.applied), phase=s['phase'], start_empty=s['start_empty'], checkpoints=s['checkpoints'],
+        applied=g.n_applied(), phase=s['phase'], start_empty=s['start_empty'], checkpoints=s['checkpoints'],
         nodes=len(g), edges=dict(g.edge_counts()), q=qstat, fallback_nodes=sum(n.fallback for n in g.nodes.values()),
         router_updates=cnt.get('router_updates', 0), router_idle=cnt.get('router_idle', 0), memory_updates=cnt.get('memory_updates', 0),
         q_updates_exposed=cnt.get('q_updates_exposed', 0), q_updates_related=cnt.get('q_updates_related', 0), ema_baseline=s['B'],
@@ -731,10 +732,8 @@ def freeze_checkpoint(src:str|Path, dst:str|Path) -> Path:
     "Copy a checkpoint (`checkpoints/phase_XXX.sqlite`, or a run folder's `coevo.sqlite`) into `dst/coevo.sqlite`, marked frozen."
     src = Path(src); src = src/'coevo.sqlite' if src.is_dir() else src
     if not src.exists(): raise FileNotFoundError(f"no CoEvo-Mem state at {src}")
-    g = MemoryGraph(src); dst_db = g.backup(Path(dst)/'coevo.sqlite'); g.con.close()
-    f = MemoryGraph(dst_db)
-    st = {**f.kv['state'], 'mode': 'frozen', 'frozen_from': str(src)}
-    f.commit(state={'state': st}); f.con.close()
+    with MemoryGraph(src) as g: dst_db = g.backup(Path(dst)/'coevo.sqlite')
+    with MemoryGraph(dst_db) as f: f.commit(state={'state': {**f.meta('state'), 'mode': 'frozen', 'frozen_from': str(src)}})
     return dst_db
 
 # %% ../nbs/15_coevo.ipynb #4c096e1c
@@ -759,7 +758,7 @@ def evaluate_frozen(db:str|Path, policy, cfg, val:dict, work:str|Path) -> dict:
     bs, scores = max(1, cfg['model.batch_size']), []
     for s, (env, ts) in val.items():
         for b in range(0, len(ts), bs): scores += [r.feedback.score for r in m.run_batch(env, ts[b:b+bs])]
-    m.graph.con.close()
+    m.graph.close()
     return dict(mean_score=float(np.mean(scores)) if scores else None, n=len(scores))
 
 def select_checkpoint(run_dir:str|Path, policy, cfg=None, n_val:int=8) -> dict:
