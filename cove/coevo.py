@@ -317,19 +317,6 @@ def commit(self:MemoryGraph, key:str|None=None, info:dict|None=None, node:Node|N
     self.edges |= {(a, b, t) for a, b, t, _ in edges}
     return new_id
 
-@patch
-def backup(self:MemoryGraph, dst:str|Path) -> Path:
-    "A consistent copy of the database at `dst` (written to a temp file, then renamed)."
-    dst = Path(dst); dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_suffix('.tmp')
-    if tmp.exists(): tmp.unlink()
-    b = sqlite3.connect(tmp)
-    with b: self.conn.backup(b)
-    b.close()
-    for side in ('-wal', '-shm'):   # a stale WAL of an older file at `dst` must not be replayed into the new one
-        Path(str(dst) + side).unlink(missing_ok=True)
-    os.replace(tmp, dst)
-    return dst
 
 # %% ../nbs/15_coevo.ipynb #0b80743a
 DISTILL_EXAMPLE = dict(lesson='Convert every quantity to the same unit before adding them.',

@@ -13,7 +13,7 @@ from fastcore.basics import patch
 from .core import get_logger, msg, read_jsonl, redact_expected, task_key
 from .run import Method, register_method, write_json
 from .agent import HarnessAgent
-from .store import SqliteStore
+from .store import SqliteStore, backup_db
 
 # %% auto #0
 __all__ = ['INTENTS', 'SUMMARY_INSTRUCTION', 'FUNCTION_WORDS', 'PARAMS', 'zscore', 'phase_a', 'phase_b_scores', 'two_phase',
@@ -269,8 +269,7 @@ class MemRL(Method):
         if src is None: raise ValueError("memrl.freeze=true needs a source memory: --set memrl.source=<run folder or memrl.sqlite>")
         if not src.is_file(): raise FileNotFoundError(f"MemRL source memory {src} does not exist")
         tmp = Path(str(self.mem_path) + '.tmp'); tmp.unlink(missing_ok=True)
-        s, d = sqlite3.connect(str(src)), sqlite3.connect(str(tmp))
-        s.backup(d); s.close(); d.close()
+        backup_db(src, tmp)
         with MemoryBank(tmp) as b, b.transaction():
             params = b.meta('params')
             b.conn.execute('DELETE FROM applied'); b.conn.execute('DELETE FROM meta')   # the source run's bookkeeping; memories untouched

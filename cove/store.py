@@ -4,7 +4,7 @@
 
 # %% ../nbs/04_store.ipynb #0daf16d8
 from __future__ import annotations
-import json, sqlite3, tempfile, time
+import json, os, sqlite3, tempfile, time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -15,7 +15,8 @@ from .embed import Embedder, DenseIndex, SparseIndex, hybrid_merge
 
 # %% auto #0
 __all__ = ['KINDS', 'LABELS', 'ENTRY_STATUSES', 'COLUMNS', 'BASE_SCHEMA', 'SCHEMA', 'SQL_COLUMNS', 'MODES', 'Entry', 'Hit',
-           'StoreError', 'open_sqlite', 'SqliteStore', 'KnowledgeBase', 'synthetic_corpus', 'bench_retrieval']
+           'StoreError', 'open_sqlite', 'SqliteStore', 'backup_db', 'KnowledgeBase', 'synthetic_corpus',
+           'bench_retrieval']
 
 # %% ../nbs/04_store.ipynb #8f356ec5
 KINDS = ('memory', 'skill')
@@ -186,6 +187,28 @@ def dense(self:SqliteStore, sql:str, dim:int, **kw) -> DenseIndex:
         ix = DenseIndex(dim, **kw); ix.add(*self.vectors(sql, dim))
         self._dense[sql] = (n, ix)
     return self._dense[sql][1]
+
+# %% ../nbs/04_store.ipynb #02430bda
+def backup_db(src:str|Path|sqlite3.Connection, # a database file, or an open connection
+              dst:str|Path) -> Path:
+    "A consistent copy of database `src` at `dst`: written beside it, then renamed over it."
+    dst = Path(dst); dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(str(dst) + '.tmp'); tmp.unlink(missing_ok=True)
+    s = src if isinstance(src, sqlite3.Connection) else sqlite3.connect(str(src))
+    b = sqlite3.connect(str(tmp))
+    try:
+        with b: s.backup(b)
+    finally:
+        b.close()
+        if s is not src: s.close()
+    for side in ('-wal', '-shm'): Path(str(dst) + side).unlink(missing_ok=True)   # a stale WAL of an older file at `dst` must not be replayed into it
+    os.replace(tmp, dst)
+    return dst
+
+@patch
+def backup(self:SqliteStore, dst:str|Path) -> Path:
+    "A consistent copy of this store at `dst` (checkpoints, frozen copies)."
+    return backup_db(self.conn, dst)
 
 # %% ../nbs/04_store.ipynb #ca7ae752
 SCHEMA = """
