@@ -69,7 +69,7 @@ def experience_text(task:Task, summary:str, feedback:Feedback) -> str:
 # %% ../nbs/17_baselines.ipynb #273b304b
 class ExperienceMemory:
     "Evo-Memory's ExpRAG store: one entry per experience, keyed by its task's embedding; append-only, no utility."
-    def __init__(self, path, embedder, hnsw_threshold:int=50_000):
+    def __init__(self, path, embedder, hnsw_threshold:int=4096):
         from cove.store import KnowledgeBase
         self.kb = KnowledgeBase(path, embedder=embedder, hnsw_threshold=hnsw_threshold)
     def __len__(self): return len(self.kb)

@@ -47,7 +47,7 @@ SCHEMA: dict[str, Key] = {k.name: k for k in [
     Key('code.difficulty', int, 1, 'embedded code: 0 generated one-step functions, 1 generated two-step functions, 2 HumanEval (see `cove.tasks.code.DIFFICULTIES`)'),
     Key('retrieval.k', int, 3, 'knowledge entries injected per attempt'),
     Key('retrieval.mode', str, 'hybrid', 'knowledge-base retrieval', ('dense', 'sparse', 'hybrid')),
-    Key('kb.hnsw_threshold', int, 50_000, 'entries above which the dense index switches from flat to HNSW'),
+    Key('kb.hnsw_threshold', int, 4096, 'entries from which the dense index is HNSW, not flat (the measured crossover: README, Benchmarks)'),
     Key('train.use_cpu', bool, True, 'train on CPU (TRL `use_cpu`)'),
     Key('train.batch_size', int, 4, 'examples per SFT optimizer step (per device)'),
     Key('train.micro_batch', int, 2, 'examples per SFT forward/backward pass; train.batch_size is reached by gradient accumulation'),

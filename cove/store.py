@@ -245,7 +245,7 @@ class KnowledgeBase(SqliteStore):
     def __init__(self, path:str|Path=':memory:', # SQLite file, or ':memory:'
                  embedder:Embedder|None=None, # embeds contents and text queries
                  dim:int|None=None, # embedding dimension when there is no embedder
-                 hnsw_threshold:int=50_000, # dense index switches from flat to HNSW at this size
+                 hnsw_threshold:int=4096, # dense index switches from flat to HNSW at this size (`kb.hnsw_threshold`)
                  sparse_backend:str='bm25s', # 'bm25s' or 'rank_bm25'
                  synchronous:str='NORMAL', # SQLite synchronous mode: 'NORMAL' or 'FULL'
                  M:int=32, ef_search:int=64, ef_construction:int=40): # HNSW parameters of `DenseIndex`
@@ -589,7 +589,7 @@ def bench_retrieval(sizes:tuple=(14_000, 100_000), # knowledge-base sizes
                     modes:tuple=MODES, # retrieval modes timed
                     include_1m:bool=False, # also time dense retrieval at 1,000,000 entries (~15 min on 2 cores, ~3 GB disk)
                     seed:int=0,
-                    hnsw_threshold:int=50_000, # flat below, HNSW at or above
+                    hnsw_threshold:int=4096, # flat below, HNSW at or above (`kb.hnsw_threshold`)
                     M:int=32, ef_search:int=64, # HNSW parameters
                     workdir:str|None=None) -> list[dict]: # where the temporary KB files go
     "Retrieval latency records (`retrieve_{mode}_p50_ms_{size}` with p95), plus build times and HNSW recall."

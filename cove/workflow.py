@@ -94,35 +94,49 @@ def load_state(self:CoveMethod):
 @patch
 def run_chunk(self:CoveMethod, pairs:list[tuple]):
     "Algorithm 1 over a batch of `(env, task)` pairs (families may be mixed), in stream order; returns the episode results."
-    c = self.cfg
     if self.policy is None: raise ValueError(f"method {self.variant!r} needs a policy to play episodes")
-    agent = self.agent(kb=self.kb)
     env_of = {t.family: e for e, t in pairs}
     for fam, e in env_of.items(): self.run_pending(e, fam)   # an update a kill interrupted
     keys = self.keys.keys([t for _, t in pairs])
-    results = agent.run([e for e, _ in pairs], [t for _, t in pairs])
+    results = self.agent(kb=self.kb).run([e for e, _ in pairs], [t for _, t in pairs])   # lines 2-4
     for r, key in zip(results, keys):
-        env = env_of[r.task.family]; self.note(r, key)
-        if key in self.applied: continue
-        if self.kb is not None and r.retrieved: self.kb.record_use([i for i in r.retrieved if i is not None], r.success, reason=f'used in {r.task.id}')
-        if self.kpo: self.kpo.observe(r)
-        retrieved = [self.kb.get(i) for i in r.retrieved if i is not None] if self.kb is not None else []
-        d = self.router.decide(r.task, r.feedback, None, retrieved)
-        grpo_rollout = c['train.algo'] == 'grpo' and d.channel in PARAMETRIC_CHANNELS   # GRPO re-samples from every routed rollout
-        if r.messages and (r.feedback.score >= self.cfg['trigger.q_min'] or grpo_rollout):
-            self.trajectories.setdefault(r.task.family, []).append(dict(trace=r.messages, score=float(r.feedback.score), task_id=r.task.id,
-                                                                        family=r.task.family, surface=r.task.payload.get('surface'),
-                                                                        channel=d.channel, task=r.task.to_dict() if grpo_rollout else None))
-        ev = self.trigger.observe(r.task.family, r.success, float(r.feedback.score), d.channel)
-        self.applied[key] = dict(channel=d.channel, signals=d.signals, reason=d.reason, trigger=ev.condition if ev else None, update=None)
-        if ev is not None: self.pending[r.task.family] = key   # saved with the decision: a kill cannot lose it
-        self.save_state()
-        if ev is not None: self.run_pending(env, r.task.family)
+        self.note(r, key)
+        if key not in self.applied: self.learn_from(env_of[r.task.family], r, key)
     self.keys.commit([t for _, t in pairs])
     return results
 
 @patch
 def run_batch(self:CoveMethod, env, tasks): return self.run_chunk([(env, t) for t in tasks])
+
+# %% ../nbs/13_workflow.ipynb #bec8d983
+@patch
+def update_knowledge(self:CoveMethod, r):
+    "Lines 5–9 for one episode: use statistics of the retrieved entries, then KnowledgePO's extract / update / promote."
+    if self.kb is not None and r.retrieved: self.kb.record_use([i for i in r.retrieved if i is not None], r.success, reason=f'used in {r.task.id}')
+    if self.kpo: self.kpo.observe(r)
+
+# %% ../nbs/13_workflow.ipynb #3bf59ad2
+@patch
+def learn_from(self:CoveMethod, env, r, key:str):
+    "Lines 5–15 for one episode: update the knowledge, route, keep the trajectory, observe the trigger, update if it fired."
+    self.update_knowledge(r)
+    retrieved = [self.kb.get(i) for i in r.retrieved if i is not None] if self.kb is not None else []
+    d = self.router.decide(r.task, r.feedback, None, retrieved)                                         # line 10
+    self.keep_trajectory(r, d.channel)
+    ev = self.trigger.observe(r.task.family, r.success, float(r.feedback.score), d.channel)            # line 11
+    self.applied[key] = dict(channel=d.channel, signals=d.signals, reason=d.reason, trigger=ev.condition if ev else None, update=None)
+    if ev is not None: self.pending[r.task.family] = key   # saved with the decision: a kill cannot lose it
+    self.save_state()
+    if ev is not None: self.run_pending(env, r.task.family)                                            # line 15
+
+@patch
+def keep_trajectory(self:CoveMethod, r, channel:str):
+    "Keep the episode for the next update: a trajectory scoring ≥ `trigger.q_min` (SFT), or any parametric-routed rollout (GRPO)."
+    grpo_rollout = self.cfg['train.algo'] == 'grpo' and channel in PARAMETRIC_CHANNELS   # GRPO re-samples from every routed rollout
+    if r.messages and (r.feedback.score >= self.cfg['trigger.q_min'] or grpo_rollout):
+        self.trajectories.setdefault(r.task.family, []).append(dict(trace=r.messages, score=float(r.feedback.score), task_id=r.task.id,
+                                                                    family=r.task.family, surface=r.task.payload.get('surface'),
+                                                                    channel=channel, task=r.task.to_dict() if grpo_rollout else None))
 
 @patch
 def run_pending(self:CoveMethod, env, family:str):
@@ -139,6 +153,30 @@ def extra(self:CoveMethod, res) -> dict:
     return dict(channel=a.get('channel'), signals=a.get('signals', []), trigger=a.get('trigger'), update=a.get('update'))
 
 # %% ../nbs/13_workflow.ipynb #7b0f21fd
+@patch
+def parametric_update(self:CoveMethod, env, family:str) -> str|None:
+    "Lines 15–30: train, hot-swap, reset the trigger, release memory; returns the adapter name (None when there was no data)."
+    from cove.train import hot_swap
+    since = [r for r in self.router.log if r['family'] == family][-max(1, self.trigger.state(family).since_update):]
+    n_param = sum(r['channel'] in PARAMETRIC_CHANNELS for r in since)   # routed parametric since the last update (Appendix A)
+    pre = None
+    if self.kpo:
+        self.observe_references(env, family)
+        tasks, evaluate = self._heldout(env)
+        pre = {str(k): v for k, v in self.kpo.measure_utility(evaluate, tasks, family=family, max_entries=self.cfg['release.max_entries']).items()}   # delta_pre of each stable entry
+    res, memory_aware = self._train(env, family, n_param)                                                # lines 16-18
+    if res is None:
+        _log.warning(f"trigger fired for {family} but there is no usable training data; update skipped")
+        self.updates.append(dict(family=family, adapter=None, skipped='no usable data', ts=time.time())); return None
+    self.adapter = Path(res.adapter_path).name; hot_swap(self.policy, res)                               # line 30
+    self.trigger.reset_after_update(family); self.trajectories[family] = []
+    rel = self.release_memory(env, family) if self.kpo else None                                         # lines 19-28
+    self.updates.append(dict(family=family, adapter=res.adapter_path, name=Path(res.adapter_path).name, algo=res.method, train_tokens=res.train_tokens,
+                             modelled=res.modelled, steps=res.steps, loss=res.loss, seconds=res.seconds, examples=res.examples,
+                             memory_aware=memory_aware, utility_pre=pre, release=rel, ts=time.time()))
+    return Path(res.adapter_path).name
+
+# %% ../nbs/13_workflow.ipynb #944abecb
 @patch
 def _rename_seed(self:CoveMethod) -> int: return 7919 * self.cfg['run.seed'] + 101 * (len(self.updates) + 1)
 
@@ -157,15 +195,6 @@ def observe_references(self:CoveMethod, env, family:str) -> int:
         if r.success: self.kpo.observe(r); n += 1
         self.references_seen.append(t.id); self.save_state()
     return n
-
-@patch
-def _heldout(self:CoveMethod, env):
-    "`(tasks, evaluate)`: a few held-out train tasks and the `HeldoutEval` of the current policy (`cove.knowledgepo`)."
-    from cove.knowledgepo import HeldoutEval
-    c = self.cfg
-    tasks = env.tasks('train', c['release.heldout'], c['run.seed'] + 1)
-    agent = self.agent(temperature=0.0)
-    return tasks, HeldoutEval(agent, env)
 
 @patch
 def _sft_data(self:CoveMethod, env, family:str, memory_aware:bool=True):
@@ -188,6 +217,7 @@ def _sft_data(self:CoveMethod, env, family:str, memory_aware:bool=True):
     parts = [p for p in parts if len(p)]
     return concatenate_datasets(parts) if parts else None
 
+# %% ../nbs/13_workflow.ipynb #9a96b9c4
 @patch
 def _train(self:CoveMethod, env, family:str, n_param:int):
     "One LoRA update of `family` (SFT or GRPO by `train.algo`), continuing the current adapter; `(UpdateResult|None, memory_aware)`."
@@ -212,39 +242,6 @@ def _train(self:CoveMethod, env, family:str, n_param:int):
             _log.warning(f"{family}: no {'memory-aware ' if memory_aware else ''}SFT example fits train.max_length={c['train.max_length']}"
                          + ('; retrying without retrieved entries in the prompts' if memory_aware else ''))
     return None, False
-
-@patch
-def parametric_update(self:CoveMethod, env, family:str) -> str|None:
-    "Train, hot-swap, reset the trigger, release memory; returns the adapter name (None when there was no data)."
-    from cove.train import hot_swap
-    since = [r for r in self.router.log if r['family'] == family][-max(1, self.trigger.state(family).since_update):]
-    n_param = sum(r['channel'] in PARAMETRIC_CHANNELS for r in since)   # routed parametric since the last update (Appendix A)
-    pre = None
-    if self.kpo:
-        self.observe_references(env, family)
-        tasks, evaluate = self._heldout(env)
-        pre = {str(k): v for k, v in self.kpo.measure_utility(evaluate, tasks, family=family, max_entries=self.cfg['release.max_entries']).items()}   # delta_pre of each stable entry
-    res, memory_aware = self._train(env, family, n_param)
-    if res is None:
-        _log.warning(f"trigger fired for {family} but there is no usable training data; update skipped")
-        self.updates.append(dict(family=family, adapter=None, skipped='no usable data', ts=time.time())); return None
-    self.adapter = Path(res.adapter_path).name; hot_swap(self.policy, res)
-    self.trigger.reset_after_update(family); self.trajectories[family] = []
-    rel = self.release_memory(env, family) if self.kpo else None
-    self.updates.append(dict(family=family, adapter=res.adapter_path, name=Path(res.adapter_path).name, algo=res.method, train_tokens=res.train_tokens,
-                             modelled=res.modelled, steps=res.steps, loss=res.loss, seconds=res.seconds, examples=res.examples,
-                             memory_aware=memory_aware, utility_pre=pre, release=rel, ts=time.time()))
-    return Path(res.adapter_path).name
-
-@patch
-def release_memory(self:CoveMethod, env, family:str) -> dict:
-    "A/B every releasable stable entry of `family` on a few held-out train tasks (score with vs without it)."
-    tasks, evaluate = self._heldout(env)
-    c = self.cfg
-    out = self.kpo.release(evaluate, tasks, threshold=c['release.threshold'], family=family, min_tasks=c['release.min_tasks'], max_entries=c['release.max_entries'])
-    self.released += out['internalized']
-    base = out['baseline']
-    return out | {'baseline': None if base != base else base, 'deltas': {str(k): v for k, v in out['deltas'].items()}}   # NaN (nothing tested) -> null
 
 # %% ../nbs/13_workflow.ipynb #4410e063
 @patch
@@ -282,6 +279,26 @@ def _grpo_data(self:CoveMethod, env, family:str):
         return lam * bool(legal and recitation_violations(called_names(completion), legal, legal))
     _log.info(f"GRPO data for {family}: {len(rows)} prompts from {len(rolls)} routed rollouts and {c['train.reference_tasks']} reference tasks")
     return _prompt_dataset(rows), make_task_reward(env, by_id, penalty_fn=stale)
+
+# %% ../nbs/13_workflow.ipynb #aca08a47
+@patch
+def _heldout(self:CoveMethod, env):
+    "`(tasks, evaluate)`: a few held-out train tasks and the `HeldoutEval` of the current policy (`cove.knowledgepo`)."
+    from cove.knowledgepo import HeldoutEval
+    c = self.cfg
+    tasks = env.tasks('train', c['release.heldout'], c['run.seed'] + 1)
+    agent = self.agent(temperature=0.0)
+    return tasks, HeldoutEval(agent, env)
+
+@patch
+def release_memory(self:CoveMethod, env, family:str) -> dict:
+    "A/B every releasable stable entry of `family` on a few held-out train tasks (score with vs without it)."
+    tasks, evaluate = self._heldout(env)
+    c = self.cfg
+    out = self.kpo.release(evaluate, tasks, threshold=c['release.threshold'], family=family, min_tasks=c['release.min_tasks'], max_entries=c['release.max_entries'])
+    self.released += out['internalized']
+    base = out['baseline']
+    return out | {'baseline': None if base != base else base, 'deltas': {str(k): v for k, v in out['deltas'].items()}}   # NaN (nothing tested) -> null
 
 # %% ../nbs/13_workflow.ipynb #c9f9b51a
 @patch
