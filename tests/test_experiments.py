@@ -28,7 +28,7 @@ def test_calibration_runs_with_papermill(tmp_path):
     out = tmp_path/'run'
     os.environ.setdefault('OMP_NUM_THREADS', '1')
     pm.execute_notebook(str(ROOT/'nbs/experiments/calibration.ipynb'), str(tmp_path/'executed.ipynb'), cwd=str(ROOT), progress_bar=False,
-                        parameters=dict(out_dir=str(out)))   # the notebook's own smoke defaults: SmolLM2, n=2, shots 0 and 2
+                        parameters=dict(out_dir=str(out), model='tiny', overrides={'model.max_new_tokens': 8}))   # its grid at n=2, shots 0 and 2 (wiring)
     m = json.loads((out/'metrics.json').read_text())
     cells = {(r['family'], r['shots']) for r in m['grid']}
     assert cells == {(f, s) for f in ('tableqa', 'multihop', 'math', 'code') for s in (0, 2)}
@@ -51,8 +51,9 @@ def test_learning_curve_runs_with_papermill(tmp_path):
     assert m['curve'][0]['train_tokens'] == 0 < m['curve'][1]['train_tokens'] < m['curve'][2]['train_tokens']   # one run, cut into segments
     assert (out/'adapters'/'step-002'/'adapter_config.json').exists() and (out/'curve.png').exists()
 
+@pytest.mark.slow
 def test_learning_curve_smoke_defaults(tmp_path):
-    "The notebook's own smoke defaults (SmolLM2, 2 steps) run end to end."
+    "The notebook's own smoke defaults (SmolLM2, 2 steps) run end to end (`make test-slow`; `make experiments` runs them too)."
     pm = pytest.importorskip('papermill')
     out = tmp_path/'run'
     os.environ.setdefault('OMP_NUM_THREADS', '1')
