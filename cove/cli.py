@@ -4,12 +4,13 @@
 
 # %% ../nbs/90_cli.ipynb #e6f6b324
 from __future__ import annotations
-import argparse, json, os, platform, sys, time
+import argparse, contextlib, json, os, platform, signal, sys, time
 from pathlib import Path
 from .config import load_config, describe, ConfigError
 
 # %% auto #0
-__all__ = ['build_parser', 'config_from', 'info', 'cmd_run', 'cmd_bench', 'cmd_demo', 'format_check', 'cmd_check', 'main']
+__all__ = ['build_parser', 'config_from', 'info', 'cmd_run', 'cmd_bench', 'cmd_demo', 'format_check', 'cmd_check',
+           'write_failed_message', 'main']
 
 # %% ../nbs/90_cli.ipynb #8677b15a
 def _common(p):
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--split', default='test'); p.add_argument('--seed', type=int, default=None)
     p.add_argument('--out', required=True, help='run folder (rerun to resume)')
     p.add_argument('--quiet', action='store_true', help='no progress bar')
+    p.add_argument('--set-aside-corrupt', action='store_true', help='move a corrupt state file, adapter or store to <name>.corrupt-<time> and start that state fresh (default: name it and stop)')
     p = sub.add_parser('bench', help='retrieval, embedding and generation benchmarks'); _common(p)
     p.add_argument('--quick', action='store_true', help='skip the 1M-entry dense index')
     p.add_argument('--out', default='.', help='folder for bench.json')
@@ -36,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--episodes', type=int, default=None, help='episodes per family (default: the demo size)')
     p.add_argument('--out', default=None, help='folder (default outputs/demo/<run_id>; an existing one resumes)')
     p.add_argument('--methods', default=None, help='comma-separated methods (default base,harness_only,parametric_only,cove)')
+    p.add_argument('--set-aside-corrupt', action='store_true', help='as for run: move a corrupt state file, adapter or store aside and start that state fresh')
     p = sub.add_parser('check', help='check a run folder (or an experiment folder of them): records, config, metrics, stores, adapters, state')
     p.add_argument('dirs', nargs='+', metavar='DIR', help='run folder, or a folder holding run folders')
     return ap
@@ -67,7 +70,7 @@ def cmd_run(args) -> int:
     from cove.run import Run, RunSpec, parse_tasks
     cfg = config_from(args)
     spec = RunSpec(args.method, parse_tasks(args.tasks), args.episodes, args.split, cfg['run.seed'])
-    m = Run(spec, cfg, args.out).execute(progress=not args.quiet)
+    m = Run(spec, cfg, args.out, set_aside_corrupt=args.set_aside_corrupt).execute(progress=not args.quiet)
     print(json.dumps({'out': str(args.out), 'overall': m['overall'], 'per_family': {k: v['success_rate'] for k, v in m['per_family'].items()}}))
     return 0
 
@@ -94,7 +97,10 @@ def cmd_demo(args) -> int:
     methods = [m.strip() for m in args.methods.split(',') if m.strip()] if args.methods else DEMO_METHODS
     episodes = DEMO_EPISODES if args.episodes is None else args.episodes
     _check_demo(cfg, methods, episodes)
-    s = run_demo(cfg, out, episodes=episodes, methods=methods)
+    from cove.run import Run
+    old, Run.set_aside_corrupt = Run.set_aside_corrupt, args.set_aside_corrupt   # the demo's runs take the flag as their default
+    try: s = run_demo(cfg, out, episodes=episodes, methods=methods)
+    finally: Run.set_aside_corrupt = old
     print((out/'table.md').read_text()); print(f"written to {out} in {s['wall_s'] / 60:.1f} min")
     return 0
 
@@ -113,17 +119,35 @@ def cmd_check(args) -> int:
     return 1 if bad else 0
 
 # %% ../nbs/90_cli.ipynb #c80b3e05
+def write_failed_message(w, out=None) -> str:
+    "What `cove` says when a write failed (`cove.core.WriteFailed` `w`) in run folder `out`."
+    what = w.filename or (f"a file in {out}" if out else 'a file of the run')
+    return (f"could not write {what} ({w.strerror}); what was already written is intact: free some disk space "
+            "(or raise the file-size limit) and rerun the same command to resume")
+
+def _aside_hint(e, args) -> str:
+    "For a corrupt state file, adapter or store that `--set-aside-corrupt` would move aside, when it was not given: say so."
+    paths = getattr(e, 'paths', None) or [p for p in [getattr(e, 'path', None)] if p]
+    if not paths or getattr(args, 'set_aside_corrupt', True) or any(Path(p).name == 'config.json' for p in paths): return ''
+    return ' (or rerun with --set-aside-corrupt to have it moved aside)'
+
 def main(argv:list[str]|None=None) -> int:
     "Entry point of the `cove` console command."
     args = build_parser().parse_args(argv)
+    if hasattr(signal, 'SIGXFSZ'):   # over a file-size limit a write then fails (EFBIG) and is reported, instead of the signal killing the process
+        with contextlib.suppress(ValueError): signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # (not in the main thread: left as it is)
     try:
         if args.cmd == 'info':
             cfg = config_from(args)
             print(describe(cfg) if args.config else json.dumps(info(cfg), indent=2)); return 0
         return {'run': cmd_run, 'bench': cmd_bench, 'demo': cmd_demo, 'check': cmd_check}[args.cmd](args)
     except (ConfigError, ValueError, FileNotFoundError) as e:
-        print(f"cove {args.cmd}: error: {e}", file=sys.stderr); return 2
+        print(f"cove {args.cmd}: error: {e}{_aside_hint(e, args)}", file=sys.stderr); return 2
     except Exception as e:
+        from cove.core import write_failure
+        if (w := write_failure(e)) is not None:
+            print(f"cove {args.cmd}: error: {write_failed_message(w, getattr(args, 'out', None))}", file=sys.stderr); return 3
         from cove.run import RunLocked
-        if not isinstance(e, RunLocked): raise
-        print(f"cove {args.cmd}: error: {e}", file=sys.stderr); return 2
+        StoreError = getattr(sys.modules.get('cove.store'), 'StoreError', ())   # loaded if a store was opened
+        if not isinstance(e, (RunLocked, StoreError)): raise
+        print(f"cove {args.cmd}: error: {e}{_aside_hint(e, args)}", file=sys.stderr); return 2

@@ -4,15 +4,17 @@
 
 # %% ../nbs/00_core.ipynb #52872cde
 from __future__ import annotations
-import contextlib, json, logging, math, os, re, sqlite3, time
+import contextlib, errno, json, logging, math, os, re, sqlite3, time
 from collections import Counter
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Any
 
 # %% auto #0
-__all__ = ['STATUSES', 'ROLES', 'Feedback', 'redact_expected', 'Task', 'msg', 'repo_root', 'get_logger', 'repair_tail',
-           'append_jsonl', 'read_jsonl', 'task_key', 'EpisodeKeys', 'write_tx', 'import_optional', 'wilson', 'rate_ci']
+__all__ = ['STATUSES', 'ROLES', 'DISK_FULL', 'SQLITE_FULL', 'SQLITE_IOERR', 'Feedback', 'redact_expected', 'Task', 'msg',
+           'repo_root', 'WriteFailed', 'writing', 'write_all', 'write_failure', 'write_atomic', 'get_logger',
+           'repair_tail', 'append_jsonl', 'read_jsonl', 'task_key', 'EpisodeKeys', 'write_tx', 'import_optional',
+           'wilson', 'rate_ci']
 
 # %% ../nbs/00_core.ipynb #427cb844
 STATUSES = ('success', 'failure', 'error', 'timeout')
@@ -73,6 +75,51 @@ def repo_root(start:str|Path|None=None) -> Path:
             if (p/'settings.ini').exists() and (p/'pyproject.toml').exists(): return p
     raise FileNotFoundError(f"no cove repository (settings.ini + pyproject.toml) above {starts}")
 
+# %% ../nbs/00_core.ipynb #0d89d1ad
+DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)   # no space left, over the file-size limit, over the quota
+SQLITE_FULL, SQLITE_IOERR = 13, 10                      # 'database or disk is full', 'disk I/O error' (primary result codes)
+
+class WriteFailed(OSError):
+    "A file that could not be written (a full disk, a file-size limit, an I/O error); `filename` names it (None: unknown). What it held before is intact."
+    def __str__(self): return f"could not write {self.filename or 'a file'}: {self.strerror}"
+
+@contextlib.contextmanager
+def writing(path:str|Path):
+    "Raise an `OSError` of the block as `WriteFailed` naming `path`."
+    try: yield
+    except WriteFailed: raise
+    except OSError as e: raise WriteFailed(e.errno, e.strerror or str(e), str(path)) from e
+
+def write_all(fd:int, data:bytes):
+    "`os.write` all of `data` to `fd` (a write may stop part way; the next one raises)."
+    view = memoryview(data)
+    while view: view = view[os.write(fd, view):]
+
+def write_failure(e:BaseException|None) -> WriteFailed|None:
+    "The failed write behind `e` or its causes: a `WriteFailed`, an `OSError` of a full disk, a file-size limit or a quota, SQLite's 'database or disk is full' or 'disk I/O error', or a message saying so (the last three name no file); else None."
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, WriteFailed): return e
+        if isinstance(e, OSError) and e.errno in DISK_FULL: return WriteFailed(e.errno, e.strerror, e.filename)
+        code = getattr(e, 'sqlite_errorcode', None)
+        if isinstance(e, sqlite3.OperationalError) and code is not None and code & 0xff in (SQLITE_FULL, SQLITE_IOERR):
+            return WriteFailed(errno.ENOSPC if code & 0xff == SQLITE_FULL else errno.EIO, str(e), None)
+        if any(s in str(e) for s in ('No space left on device', 'File too large', 'Disk quota exceeded')): return WriteFailed(errno.ENOSPC, str(e).strip().splitlines()[0][:200], None)
+        e = e.__cause__ or e.__context__
+    return None
+
+def write_atomic(path:str|Path, data:bytes|str):
+    "Write `data` to `path` all or nothing: into `<path>.tmp`, fsynced, then renamed over `path`; a failed write (`WriteFailed`) leaves `path` as it was and no temp file."
+    tmp = Path(str(path) + '.tmp')
+    try:
+        with writing(path):
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+            try: write_all(fd, data.encode() if isinstance(data, str) else data); os.fsync(fd)
+            finally: os.close(fd)
+            os.replace(tmp, path)
+    except BaseException: tmp.unlink(missing_ok=True); raise
+
 # %% ../nbs/00_core.ipynb #01198b1e
 def get_logger(name:str) -> logging.Logger:
     "A `cove.<name>` logger writing `time level name: message` to stderr once configured."
@@ -88,7 +135,7 @@ def repair_tail(path:str|Path) -> bytes:
     "Make `path` end at a line boundary before more is appended: a last line without its newline (a write a kill cut short) is completed if it is a whole JSON record, else cut off and kept in `<path>.torn`; returns the bytes cut (b'' if none)."
     p = Path(path)
     if not p.exists() or p.stat().st_size == 0: return b''
-    with open(p, 'rb+') as f:
+    with writing(p), open(p, 'rb+') as f:
         f.seek(-1, os.SEEK_END)
         if f.read(1) == b'\n': return b''
         f.seek(0); data = f.read()
@@ -98,7 +145,7 @@ def repair_tail(path:str|Path) -> bytes:
         except ValueError: whole = False
         if whole: f.write(b'\n')                  # the record was all written but its newline: keep it
         else:
-            with open(str(p) + '.torn', 'ab') as t: t.write(tail + b'\n'); t.flush(); os.fsync(t.fileno())
+            with writing(str(p) + '.torn'), open(str(p) + '.torn', 'ab') as t: t.write(tail + b'\n'); t.flush(); os.fsync(t.fileno())
             f.truncate(keep)
         f.flush(); os.fsync(f.fileno())
     if whole: return b''
@@ -106,10 +153,16 @@ def repair_tail(path:str|Path) -> bytes:
     return tail
 
 def append_jsonl(path:str|Path, rec:dict):
-    "Append `rec` as one JSON line to `path` (after `repair_tail`), flushed and fsynced."
+    "Append `rec` as one JSON line to `path` (after `repair_tail`), fsynced; a write that fails (a full disk, a file-size limit) is taken back, so the file stays whole, and raises `WriteFailed`."
+    data = (json.dumps(rec, default=str) + '\n').encode()
     repair_tail(path)
-    with open(path, 'a') as f:
-        f.write(json.dumps(rec, default=str) + '\n'); f.flush(); os.fsync(f.fileno())
+    with writing(path):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        try:
+            size = os.fstat(fd).st_size
+            try: write_all(fd, data); os.fsync(fd)
+            except OSError: os.ftruncate(fd, size); raise   # a partial line is taken back
+        finally: os.close(fd)
 
 def read_jsonl(path:str|Path) -> list[dict]:
     "Records of a JSON-lines file; a torn (unparseable) trailing line is skipped with a warning."
@@ -152,7 +205,10 @@ def write_tx(conn:sqlite3.Connection): # an open SQLite connection, not inside a
     "One write transaction on `conn`: `BEGIN IMMEDIATE` … `COMMIT`, rolled back on any exception; yields `conn`."
     conn.execute('BEGIN IMMEDIATE')
     try: yield conn
-    except BaseException: conn.execute('ROLLBACK'); raise
+    except BaseException:
+        if conn.in_transaction:   # a full disk may have rolled it back already; its error, not the ROLLBACK's, is the one to report
+            with contextlib.suppress(sqlite3.Error, OSError): conn.execute('ROLLBACK')
+        raise
     else: conn.execute('COMMIT')
 
 # %% ../nbs/00_core.ipynb #29e6dca9

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from tqdm.auto import tqdm
 from fastcore.basics import patch
-from .core import append_jsonl, read_jsonl, get_logger, Feedback, import_optional, wilson, EpisodeKeys
+from .core import append_jsonl, read_jsonl, get_logger, Feedback, import_optional, wilson, EpisodeKeys, write_atomic
 from .config import Config, load_config, SCHEMA
 from .tasks.base import make_env, parse_spec, Environment
 from .agent import HarnessAgent, replay_reference, EpisodeResult
@@ -18,9 +18,10 @@ from .agent import HarnessAgent, replay_reference, EpisodeResult
 # %% auto #0
 __all__ = ['METHODS', 'RunSpec', 'parse_tasks', 'open_envs', 'task_stream', 'register_method', 'Method', 'Base', 'Oracle',
            'summarise', 'run_metrics', 'CorruptFile', 'one_line', 'read_json', 'state_fix', 'adapter_fix',
-           'adapter_problem', 'check_state', 'check_spec', 'RunLocked', 'lock_holder', 'RunLock', 'running_pid',
-           'write_json', 'Run', 'load_policy', 'check_records', 'check_config', 'sqlite_problem', 'check_stores',
-           'record_keys', 'applied_agrees', 'check_method_state', 'check_one', 'check_run']
+           'adapter_problem', 'check_state', 'set_aside', 'set_aside_log', 'check_spec', 'RunLocked', 'lock_holder',
+           'RunLock', 'running_pid', 'write_json', 'Run', 'load_policy', 'check_records', 'check_config',
+           'sqlite_problem', 'check_stores', 'record_keys', 'applied_agrees', 'check_method_state', 'check_one',
+           'check_run']
 
 # %% ../nbs/08_run.ipynb #a9aeb9eb
 @dataclass
@@ -151,7 +152,8 @@ def use_adapter(self:Method, name:str|None):
     if name is not None and name not in self.policy.adapters:
         p = self.out/'adapters'/name
         try: self.policy.load_adapter(p, name)
-        except Exception as e: raise CorruptFile(f"{p}: LoRA adapter does not load ({type(e).__name__}: {one_line(e)}); {adapter_fix(self.state_file)}") from e
+        except Exception as e: raise CorruptFile(f"{p}: LoRA adapter does not load ({type(e).__name__}: {one_line(e)}); {adapter_fix(self.state_file)}",
+                                                 [p] + ([self.state_path] if self.state_file else [])) from e
     self.policy.set_adapter(name)
 
 # %% ../nbs/08_run.ipynb #7cddf26c
@@ -174,7 +176,8 @@ def run_metrics(recs:list[dict]) -> dict:
 
 # %% ../nbs/08_run.ipynb #be24f0ee
 class CorruptFile(ValueError):
-    "A run-folder file that cannot be read; the message names it and says what to do."
+    "A run-folder file that cannot be read; the message names it and says what to do; `paths`: what `--set-aside-corrupt` moves aside."
+    def __init__(self, msg:str, paths=()): super().__init__(msg); self.paths = [str(p) for p in paths]
 
 def one_line(e:BaseException) -> str:
     "The first line of `e`'s message (at most 200 characters)."
@@ -184,8 +187,8 @@ def one_line(e:BaseException) -> str:
 def read_json(path:str|Path, fix:str) -> dict:
     "The JSON object in `path`; anything else raises `CorruptFile` naming the file, with `fix` (what to do)."
     try: s = json.loads(Path(path).read_text())
-    except ValueError as e: raise CorruptFile(f"{path} is corrupt ({one_line(e)}); {fix}") from None
-    if not isinstance(s, dict): raise CorruptFile(f"{path} is corrupt (a JSON {type(s).__name__}, not an object); {fix}")
+    except ValueError as e: raise CorruptFile(f"{path} is corrupt ({one_line(e)}); {fix}", [path]) from None
+    if not isinstance(s, dict): raise CorruptFile(f"{path} is corrupt (a JSON {type(s).__name__}, not an object); {fix}", [path])
     return s
 
 def state_fix(method:str) -> str:
@@ -224,8 +227,26 @@ def check_state(out:Path, cls:type) -> dict|None:
     if not cls.state_file or not (Path(out)/cls.state_file).exists(): return None
     s = read_json(Path(out)/cls.state_file, state_fix(cls.name))
     if isinstance(ad := s.get('adapter'), str) and ad and (why := adapter_problem(Path(out)/'adapters'/ad)):
-        raise CorruptFile(f"{Path(out)/'adapters'/ad}: LoRA adapter {why}; {adapter_fix(cls.state_file)}")
+        raise CorruptFile(f"{Path(out)/'adapters'/ad}: LoRA adapter {why}; {adapter_fix(cls.state_file)}", [Path(out)/'adapters'/ad, Path(out)/cls.state_file])
     return s
+
+# %% ../nbs/08_run.ipynb #0603c484
+def set_aside(path:str|Path, out:str|Path, why:str, recorded:int) -> Path:
+    "Move the corrupt `path` (a file, an adapter folder, or a SQLite file with its `-wal`/`-shm`) to `<name>.corrupt-<time>` beside it, noted in `out/set_aside.jsonl` with `why` and the number of episodes `recorded` before; returns where it went."
+    p, out = Path(path), Path(out)
+    stamp = time.strftime('%Y%m%d-%H%M%S'); dst, k = p.with_name(f"{p.name}.corrupt-{stamp}"), 1
+    while dst.exists() or Path(f"{dst}-wal").exists(): dst, k = p.with_name(f"{p.name}.corrupt-{stamp}-{k}"), k + 1
+    for side in ('-wal', '-shm', '-journal'):   # first: a fresh store must never replay the old one's log
+        if Path(f"{p}{side}").exists(): os.replace(f"{p}{side}", f"{dst}{side}")
+    os.replace(p, dst)
+    rel = lambda q: str(Path(q).relative_to(out)) if Path(q).is_relative_to(out) else str(q)
+    append_jsonl(out/'set_aside.jsonl', dict(path=rel(p), to=rel(dst), why=why, recorded=recorded, time=time.strftime('%Y-%m-%dT%H:%M:%S')))
+    get_logger('run').warning(f"SET ASIDE {p} -> {dst.name} ({why}); that state starts FRESH: what it held from the {recorded} episodes already recorded is not relearnt")
+    return dst
+
+def set_aside_log(out:str|Path) -> list[dict]:
+    "What `set_aside` moved in run folder `out`, oldest first."
+    return read_jsonl(Path(out)/'set_aside.jsonl')
 
 # %% ../nbs/08_run.ipynb #74a3a073
 def check_spec(spec:RunSpec, cfg:Config) -> dict[str, Environment]:
@@ -281,13 +302,15 @@ def running_pid(folder:str|Path) -> str|None:
 
 # %% ../nbs/08_run.ipynb #ce438ef1
 def write_json(path:Path, obj):
-    "Write JSON atomically (temp file + rename)."
-    tmp = Path(str(path) + '.tmp'); tmp.write_text(json.dumps(obj, indent=2, default=str)); os.replace(tmp, path)
+    "Write JSON atomically (`cove.core.write_atomic`: temp file, fsync, rename; a failed write leaves the old file and raises `WriteFailed`)."
+    write_atomic(path, json.dumps(obj, indent=2, default=str))
 
 class Run:
     "One run folder: spec + config, the episode log, metrics."
-    def __init__(self, spec:RunSpec, cfg:Config, out:str|Path):
+    set_aside_corrupt = False   # `--set-aside-corrupt`: a corrupt state file, adapter or store is moved aside (`set_aside`) and that state starts fresh
+    def __init__(self, spec:RunSpec, cfg:Config, out:str|Path, set_aside_corrupt:bool|None=None): # None: the class's default
         self.spec, self.cfg, self.out = spec, cfg, Path(out)
+        if set_aside_corrupt is not None: self.set_aside_corrupt = set_aside_corrupt
         self.envs = check_spec(spec, cfg)   # a bad spec or config value fails here, before anything touches `out`
         self.log = get_logger('run')
         self.episodes_path, self.metrics_path = self.out/'episodes.jsonl', self.out/'metrics.json'
@@ -329,9 +352,9 @@ def _play(self:Run, policy, progress:bool) -> dict:
     done = self.finished()
     todo = [(i, s, t) for i, (s, t) in enumerate(stream) if i not in done]
     cls = METHODS[sp.method]
-    check_state(self.out, cls)   # a corrupt state file or adapter is named before the model loads
+    self.or_set_aside(lambda: check_state(self.out, cls), len(done))   # a corrupt state file or adapter is named before the model loads
     if cls.needs_policy and policy is None and todo: policy = load_policy(cfg)
-    method = cls(cfg, self.out, policy)
+    method = self.or_set_aside(lambda: cls(cfg, self.out, policy), len(done))   # a corrupt store is named as the method opens it
     bs = max(1, cfg['model.batch_size'])
     bar = tqdm(total=len(stream), initial=len(stream) - len(todo), desc=f"{sp.method}", disable=not progress)
     avail = {s: e.available() for s, e in envs.items()}
@@ -354,6 +377,20 @@ def _play(self:Run, policy, progress:bool) -> dict:
     bar.close()
     m = self.metrics(method); write_json(self.metrics_path, m)
     return m
+
+@patch
+def or_set_aside(self:Run, f, recorded:int):
+    "`f()`; the `CorruptFile` or `StoreError` it raises goes on, unless `set_aside_corrupt`: then what the error names is set aside (`set_aside`) and `f` is tried again."
+    from cove.store import StoreError
+    moved = set()
+    while True:
+        try: return f()
+        except (CorruptFile, StoreError) as e:
+            paths = getattr(e, 'paths', None) or [p for p in [getattr(e, 'path', None)] if p and p != ':memory:']
+            if not self.set_aside_corrupt or not paths or moved & set(paths): raise
+            for p in paths:
+                if Path(p).exists(): set_aside(p, self.out, one_line(e), recorded)
+            moved |= set(paths)
 
 @patch
 def metrics(self:Run, method=None) -> dict:
@@ -441,7 +478,7 @@ def check_stores(d:Path) -> list[tuple]:
     for p in sorted(d.rglob('*.sqlite')):
         why = sqlite_problem(p)
         items.append((str(p.relative_to(d)), why is None, f"integrity_check failed ({why}): move it aside to start that store fresh, or restore it" if why else 'integrity_check ok'))
-    for p in sorted(q.parent for q in d.rglob('adapter_config.json')):
+    for p in sorted(q.parent for q in d.rglob('adapter_config.json') if '.corrupt-' not in str(q.relative_to(d))):   # not one `set_aside` moved
         why = adapter_problem(p)
         items.append((f"{p.relative_to(d)}/", why is None, f"LoRA adapter {why}" if why else 'LoRA adapter parses'))
     return items
@@ -454,9 +491,9 @@ def record_keys(recs:list[dict]) -> list[tuple[str, dict]]:
         k = f"{r.get('family')}|{r.get('split')}|{r.get('task_id')}"; out.append((f"{k}#{seen[k]}", r)); seen[k] += 1
     return out
 
-def applied_agrees(applied, recs:list[dict], slack:int) -> tuple[bool, str]:
-    "Whether a method's `applied` episode keys agree with the records: at most `slack` ahead of them, and none of the played records missing."
-    have = record_keys(recs); keys = {k if '#' in k else f'{k}#0' for k in applied}   # states before epochs keyed a first play without `#0`
+def applied_agrees(applied, recs:list[dict], slack:int, since:int=0) -> tuple[bool, str]:
+    "Whether a method's `applied` episode keys agree with the records from episode `since` on (a state started fresh then): at most `slack` ahead of them, and none of the played records missing."
+    have = [(k, r) for k, r in record_keys(recs) if r['episode'] >= since]; keys = {k if '#' in k else f'{k}#0' for k in applied}   # states before epochs keyed a first play without `#0`
     ahead = sorted(keys - {k for k, _ in have})
     missing = [k for k, r in have if k not in keys and not str(r.get('message', '')).startswith('unavailable:')]
     why = ([f"{len(ahead)} applied ahead of the records, more than one batch ({slack}): it is of a longer or another run, e.g. {ahead[0]}"] if len(ahead) > slack else []) + \
@@ -477,7 +514,10 @@ def check_method_state(d:Path, conf:dict, recs:list[dict]) -> list[tuple]:
     except CorruptFile as e: return items + [(sf, False, str(e))]
     who = s.get('method', s.get('variant'))
     if who != meth: return items + [(sf, False, f"of method {who!r}, not {meth!r}")]
-    if isinstance(s.get('applied'), dict): items.append((sf, *applied_agrees(s['applied'], recs, slack)))
+    fresh = [e['recorded'] for e in set_aside_log(d) if e['path'] == sf or e['path'].startswith('adapters/')]   # the state started fresh then
+    if isinstance(s.get('applied'), dict):
+        ok, why = applied_agrees(s['applied'], recs, slack, since=fresh[-1] if fresh else 0)
+        items.append((sf, ok, why + (f" (from episode {fresh[-1]} on: started fresh then)" if fresh else '')))
     if isinstance(ad := s.get('adapter'), str) and ad:
         ok = (d/'adapters'/ad/'adapter_config.json').exists()
         items.append((f"{sf}: adapter", ok, f"adapters/{ad} exists" if ok else f"names adapters/{ad}, which is missing"))
@@ -496,6 +536,7 @@ def check_one(d:Path) -> list[tuple[str, bool, str]]:
     rec_items, recs = check_records(d)
     conf_items, conf = check_config(d, recs)
     items += rec_items + conf_items + check_stores(d)
+    items += [(f"set aside: {e['path']}", True, f"moved to {e['to']} after {e['recorded']} episodes ({e['why'][:120]})") for e in set_aside_log(d)]
     return items + (check_method_state(d, conf, recs) if conf else [])
 
 def check_run(path:str|Path) -> list[tuple[str, bool, str]]:

@@ -15,8 +15,8 @@ from .embed import Embedder, DenseIndex, SparseIndex, hybrid_merge
 
 # %% auto #0
 __all__ = ['KINDS', 'LABELS', 'ENTRY_STATUSES', 'COLUMNS', 'BASE_SCHEMA', 'SCHEMA', 'SQL_COLUMNS', 'MODES', 'Entry', 'Hit',
-           'StoreError', 'open_sqlite', 'SqliteStore', 'backup_db', 'KnowledgeBase', 'synthetic_corpus',
-           'bench_retrieval']
+           'StoreError', 'NamedConnection', 'open_sqlite', 'SqliteStore', 'backup_db', 'KnowledgeBase',
+           'synthetic_corpus', 'bench_retrieval']
 
 # %% ../nbs/04_store.ipynb #8f356ec5
 KINDS = ('memory', 'skill')
@@ -74,22 +74,38 @@ class Hit:
     score: float
 
 # %% ../nbs/04_store.ipynb #ba4d8caf
+from .core import WriteFailed, write_failure
+
 class StoreError(RuntimeError):
-    "A store file that cannot be used as it is; the message names the file and what to do."
+    "A store file that cannot be used as it is; the message names the file (`path`) and what to do."
+    def __init__(self, msg:str, path:str|None=None): super().__init__(msg); self.path = path
+
+class NamedConnection(sqlite3.Connection):
+    "A connection that knows its file (`path`): a write that fails for want of space (a full disk, a file-size limit, an I/O error) raises `WriteFailed` naming it."
+    path = None
+    def _named(self, f, *a):
+        try: return f(self, *a)
+        except sqlite3.OperationalError as e:
+            if (w := write_failure(e)) is None: raise
+            raise WriteFailed(w.errno, w.strerror, self.path) from e
+    def execute(self, *a): return self._named(sqlite3.Connection.execute, *a)
+    def executemany(self, *a): return self._named(sqlite3.Connection.executemany, *a)
+    def executescript(self, *a): return self._named(sqlite3.Connection.executescript, *a)
+    def commit(self): return self._named(sqlite3.Connection.commit)
 
 def open_sqlite(path:str|Path, # SQLite file, or ':memory:'
                 synchronous:str='FULL') -> sqlite3.Connection: # 'NORMAL' or 'FULL' (fsync every commit)
-    "An autocommit, WAL connection with rows as `sqlite3.Row`; a damaged file raises `StoreError`."
+    "An autocommit, WAL `NamedConnection` with rows as `sqlite3.Row`; a damaged file raises `StoreError`."
     if synchronous not in ('NORMAL', 'FULL'): raise ValueError(f"synchronous {synchronous!r} not in ('NORMAL', 'FULL')")
-    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-    conn.row_factory = sqlite3.Row
+    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, factory=NamedConnection)
+    conn.row_factory, conn.path = sqlite3.Row, str(path)
     try:
         conn.execute('PRAGMA busy_timeout=10000'); conn.execute('PRAGMA journal_mode=WAL')
         if (ok := conn.execute('PRAGMA quick_check').fetchone()[0]) != 'ok': raise sqlite3.DatabaseError(ok)
     except sqlite3.DatabaseError as e:
         conn.close()
         raise StoreError(f"{path} is not a sound SQLite database ({e}): move it aside (mv {path} {path}.bad) "
-                         "to start this store fresh, or restore it from a copy") from None
+                         "to start this store fresh, or restore it from a copy", str(path)) from None
     conn.execute(f'PRAGMA synchronous={synchronous}')
     return conn
 

@@ -107,3 +107,204 @@ def test_check_fails_on_a_garbage_sqlite(good_run, tmp_path, capsys):
     (d/'checkpoints'/'kb.sqlite').write_bytes(b'garbage, not a database ' * 64)
     rc, out, _ = _main(['check', d], capsys)
     assert rc == 1 and _failed(out) == ['checkpoints/kb.sqlite'] and 'file is not a database' in out, out
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The fault-injection suite: kills, torn writes, a full disk, corrupt stores. A small sample by default;
+# `COVE_FAULTS=full` (`make faults`) runs the heavy part: >= 10 kills per method, >= 50 faults in all.
+import errno, multiprocessing, multiprocessing.forkserver, random, resource, signal, zlib
+from collections import Counter
+from cove.run import check_run
+
+FULL = os.environ.get('COVE_FAULTS') == 'full'
+TALLY = Counter()   # kills survived, faults injected, episodes lost: the summary line
+TINY = ['--set', 'model.max_new_tokens=4', '--set', 'agent.shots=0', '--set', 'model.batch_size=1', '--set', 'trigger.k=100', '--set', 'evolver.train_every=0',
+        '--set', 'evolver.cold_start=false', '--set', 'evolver.max_turns=1', '--set', 'memrl.summary_tokens=8', '--set', 'evo_memory.summary_tokens=8']
+STORES = {'harness_only': 'kb.sqlite', 'memrl': 'memrl.sqlite', 'evolver': 'evolver.sqlite', 'evo_memory': 'memory.sqlite', 'coevo': 'coevo.sqlite'}
+
+def _argv(out, method, episodes, tasks='tableqa,math'):
+    return ['run', '--method', method, '--tasks', tasks, '--episodes', str(episodes), '--model', 'tiny', '--seed', '3', *TINY, '--out', str(out), '--quiet']
+
+@pytest.fixture(scope='module', autouse=True)
+def fault_summary(request):
+    "After this module: its counts for the summary line (`tests/conftest.py` prints it), and no episode lost."
+    yield
+    if _FORK is not None: multiprocessing.forkserver._forkserver._stop()   # the forks' parent process, so that none outlives the tests
+    counts = {k: TALLY[k] for k in ('kills', 'faults', 'lost')}
+    request.config._cove_faults = counts   # printed at the end by `tests/conftest.py`
+    if hasattr(request.config, 'workeroutput'): request.config.workeroutput['cove_faults'] = counts   # an xdist worker: to the controller
+    assert TALLY['lost'] == 0, f"{TALLY['lost']} episodes lost"
+
+def _child(argv, err, limit=None):
+    "A forked `cove run`: `cove.cli.main(argv)`, stderr to the file `err`, under a file-size limit of `limit` bytes if given."
+    fd = os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644); os.dup2(fd, 2); os.dup2(fd, 1)
+    if limit: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    import threading
+    from tqdm.std import tqdm
+    tqdm.set_lock(threading.RLock())   # not a multiprocessing lock: a killed child would leave its semaphore behind
+    from cove.cli import main as cove_main
+    sys.exit(cove_main(argv))
+
+PRELOAD = ['cove.cli', 'cove.run', 'cove.llm', 'cove.train', 'cove.workflow', 'cove.memrl', 'cove.evolver', 'cove.baselines', 'cove.coevo',
+           'cove.sandbox', 'cove.tasks.code', 'cove.tasks.math', 'cove.tasks.tableqa', 'cove.tasks.multihop', 'cove.tasks.formal',
+           'transformers.models.auto.modeling_auto', 'transformers.models.auto.tokenization_auto', 'transformers.models.llama.modeling_llama',
+           'transformers.models.llama.configuration_llama', 'transformers.generation.utils', 'transformers.tokenization_utils_fast',
+           'peft', 'accelerate', 'sentence_transformers', 'datasets', 'pandas', 'scipy.stats', 'sympy', 'sklearn', 'bm25s']   # what a run imports lazily
+_FORK = None
+def _fork():
+    "Forks of one process that imported cove and every method once: a `cove run` starts in a fraction of a second, not 3-5 s of imports."
+    global _FORK
+    if _FORK is None:
+        _FORK = multiprocessing.get_context('forkserver')
+        _FORK.set_forkserver_preload(PRELOAD)
+    return _FORK
+
+def _start(argv, err, limit=None):
+    p = _fork().Process(target=_child, args=([str(a) for a in argv], str(err), limit)); p.start(); return p
+
+def _nlines(p:Path) -> int:
+    try: return p.read_bytes().count(b'\n')
+    except FileNotFoundError: return 0
+
+def _tear(p:Path, rng) -> int:
+    "Cut a random number of bytes (1 .. the whole last line) off the end of `p`, as a kill mid-write leaves it; returns how many."
+    data = p.read_bytes(); last = len(data) - (data.rstrip(b'\n').rfind(b'\n') + 1)
+    k = rng.randint(1, last); p.write_bytes(data[:-k]); return k
+
+def _finish(out, argv, err, n):
+    "Run `argv` to the end; then `cove check` passes with exactly `n` unique episodes (the lost ones counted)."
+    p = _start(argv, err); p.join(600)
+    assert p.exitcode == 0, Path(err).read_text()[-3000:]
+    eps = [json.loads(l)['episode'] for l in (Path(out)/'episodes.jsonl').read_text().splitlines()]
+    TALLY['lost'] += n - len(set(eps) & set(range(n)))
+    assert sorted(eps) == list(range(n)), f"episodes {sorted(eps)}"
+    bad = [i for i in check_run(out) if not i[1]]
+    assert not bad, bad
+    _store_agrees(out)
+
+APPLIED = {'memrl.sqlite': 'applied', 'evolver.sqlite': 'episodes'}   # the stores' own tables of applied episodes (`cove check` compares the JSON states)
+
+def _store_agrees(out):
+    "Every recorded episode is applied once in the method's store, and nothing else is: its state agrees with the records."
+    import sqlite3
+    from cove.run import record_keys
+    want = sorted(k for k, _ in record_keys(_episodes(out)))
+    for name, table in APPLIED.items():
+        if not (Path(out)/name).exists(): continue
+        con = sqlite3.connect(Path(out)/name)
+        try: have = sorted(r[0] for r in con.execute(f'SELECT key FROM {table}'))
+        finally: con.close()
+        assert have == want, (name, sorted(set(have) ^ set(want))[:5], len(have), len(want))
+
+def _kill_and_resume(tmp_path, method, kills, tear_p=0.0, logs=()):
+    "`kills` times: start the run, wait for a new episode, kill -9 it a seeded random moment later (up to a quarter of the time it took to get there), maybe tear a log's tail; then finish and check."
+    rng = random.Random(zlib.crc32(method.encode()))
+    per = 16 if FULL else 3; n = 2 * per
+    out, err = tmp_path/'R', tmp_path/'stderr.txt'; argv = _argv(out, method, per)
+    done = 0
+    for _ in range(kills):
+        before = _nlines(out/'episodes.jsonl'); t0 = time.time(); p = _start(argv, err)
+        while p.is_alive() and _nlines(out/'episodes.jsonl') <= before and time.time() < t0 + 300: time.sleep(0.01)
+        time.sleep(rng.uniform(0, 0.25) * (time.time() - t0))   # a random moment, scaled to this machine's speed (start-up to first episode)
+        if not p.is_alive():
+            assert p.exitcode == 0, Path(err).read_text()[-3000:]
+            break   # it finished first
+        p.kill(); p.join(); done += 1; TALLY['kills'] += 1; TALLY['faults'] += 1
+        if rng.random() < tear_p:
+            for log in [out/'episodes.jsonl', *(out/l for l in logs)]:
+                if log.exists() and log.stat().st_size: _tear(log, rng); TALLY['faults'] += 1
+    _finish(out, argv, err, n)
+    return done
+
+KILLED = ['base', 'harness_only', 'memrl', 'evo_memory', 'evolver'] if FULL else ['base', 'harness_only']
+
+@pytest.mark.parametrize('method', KILLED)
+def test_kills_then_resume(tmp_path, method):
+    "kill -9 at seeded random moments, each followed by a resume (and, now and then, a torn tail); then `cove check` passes with every episode once."
+    k = 10 if FULL else 2
+    done = _kill_and_resume(tmp_path, method, k, tear_p=0.3 if FULL else 0.0)
+    assert done == k, f"only {done} of {k} kills landed before the run ended"
+
+def test_torn_tail_then_resume(tmp_path):
+    "A kill, then a random number of bytes (short of the whole line) cut off the tail of episodes.jsonl and of the method's own logs: the resume moves the torn bytes to `.torn` and loses nothing."
+    method, logs = ('coevo', ('coevo_llm.jsonl', 'coevo_judge.jsonl')) if FULL else ('harness_only', ())
+    rng = random.Random(zlib.crc32(b'torn' + method.encode()))
+    out, err = tmp_path/'R', tmp_path/'stderr.txt'; argv = _argv(out, method, 3)
+    p = _start(argv, err)
+    while p.is_alive() and _nlines(out/'episodes.jsonl') < 2: time.sleep(0.01)
+    assert p.is_alive(), Path(err).read_text()[-3000:]
+    p.kill(); p.join(); TALLY['kills'] += 1; TALLY['faults'] += 1
+    torn = [q for q in [out/'episodes.jsonl', *(out/l for l in logs)] if q.exists() and q.stat().st_size > 2]
+    for q in torn:
+        data = q.read_bytes(); last = len(data) - (data.rstrip(b'\n').rfind(b'\n') + 1)
+        q.write_bytes(data[:-rng.randint(1, last - 1)]); TALLY['faults'] += 1   # part of the last line stays: a torn record
+    _finish(out, argv, err, 6)
+    assert (out/'episodes.jsonl.torn').exists()   # the torn bytes were kept, not appended to
+    for q in torn[1:]: [json.loads(l) for l in q.read_text().splitlines()[:-1]]   # the method's own logs: every line but a torn last one parses
+
+def _cove(argv, limit=None):
+    "A real `cove` subprocess, under a file-size limit (`RLIMIT_FSIZE`) when `limit` is given."
+    pre = (lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))) if limit else None
+    return subprocess.run([COVE, *map(str, argv)], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600, preexec_fn=pre)
+
+def _stopped_cleanly(r, out, why, named=None):
+    "The run stopped with exit 3 and one line naming the file in `named` (default `out`) it could not write, why (one of `why`, split at `|`), and what to do; nothing written in `out` is damaged."
+    assert r.returncode == 3 and 'Traceback' not in r.stderr, r.stderr[-3000:]
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"cove run: error: could not write {named or out}/") and any(f"({w})" in last for w in why.split('|')) and 'free some disk space' in last and 'rerun the same command to resume' in last, last
+    data = (Path(out)/'episodes.jsonl').read_bytes() if (Path(out)/'episodes.jsonl').exists() else b''
+    assert not data or data.endswith(b'\n'), data[-200:]   # no torn record left behind
+    bad = [i for i in check_run(out) if not i[1] and i[0] != 'metrics.json']   # metrics.json may be a batch behind: the rerun rewrites it
+    assert not bad, bad
+    TALLY['faults'] += 1
+
+DISKED = ['base', 'harness_only', 'memrl', 'evo_memory', 'evolver'] if FULL else ['base']
+
+@pytest.mark.parametrize('method', DISKED)
+def test_file_size_limit_then_resume(tmp_path, method):
+    "Under a file-size limit (a full disk, as far as a write can tell) the run stops with one line naming the file; rerun with room, it resumes to the end."
+    rng = random.Random(zlib.crc32(b'disk' + method.encode()))
+    out, err = tmp_path/'R', tmp_path/'stderr.txt'; argv = _argv(out, method, 4)
+    for lim in ([9000] + [rng.randint(9000, 60000)] * FULL):
+        if method == 'base': r = _cove(argv, limit=lim)   # the console script itself
+        else:
+            p = _start(argv, err, limit=lim); p.join(600)
+            r = subprocess.CompletedProcess(argv, p.exitcode, '', err.read_text())
+        if r.returncode == 0 and lim != 9000: break   # room enough for the rest
+        _stopped_cleanly(r, out, 'File too large' if method == 'base' else 'File too large|disk I/O error|database or disk is full')   # SQLite names its own error
+    _finish(out, argv, err, 8)
+
+def _can_unshare() -> bool:
+    try: return subprocess.run(['unshare', '-m', 'true'], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError): return False
+
+@pytest.mark.skipif(not _can_unshare(), reason='needs `unshare -m` (root) for a small tmpfs')
+def test_full_disk_then_resume(tmp_path):
+    "On a full disk (a 24 KiB tmpfs in a private mount namespace) the run stops with one line, ENOSPC; its folder, copied out, resumes to the end."
+    mnt, out = tmp_path/'mnt', tmp_path/'R'; mnt.mkdir()
+    script = f'mount -t tmpfs -o size=24k tmpfs {mnt} || exit 99; "$@"; rc=$?; cp -a {mnt}/R {out}; exit $rc'
+    r = subprocess.run(['unshare', '-m', 'sh', '-c', script, 'sh', COVE, *_argv(mnt/'R', 'base', 4)], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+    _stopped_cleanly(r, out, 'No space left on device', named=mnt/'R')   # the folder as copied out of the tmpfs
+    _finish(out, _argv(out, 'base', 4), tmp_path/'stderr.txt', 8)
+
+CORRUPTED = list(STORES) if FULL else ['memrl']
+
+@pytest.mark.parametrize('method', CORRUPTED)
+def test_corrupt_store_named_then_set_aside(tmp_path, capsys, method):
+    "Garbage over a method's store: one line naming it, the file untouched; with --set-aside-corrupt it is moved aside and the run goes on with a fresh store."
+    store, out = STORES[method], tmp_path/'R'; argv = _argv(out, method, 1)
+    p = _start(argv, tmp_path/'stderr.txt'); p.join(600)   # in another process: a connection left open here would write the old store back over the garbage
+    assert p.exitcode == 0, (tmp_path/'stderr.txt').read_text()[-3000:]
+    p = out/'episodes.jsonl'; p.write_text(''.join(p.read_text().splitlines(keepends=True)[:-1]))   # one episode left to play
+    garbage = b'garbage, not a database ' * 64
+    for side in ('-wal', '-shm'): Path(f"{out/store}{side}").unlink(missing_ok=True)
+    (out/store).write_bytes(garbage); TALLY['faults'] += 1
+    rc, _, err = _main(argv, capsys)
+    assert rc == 2 and err.count('\n') == 1 and f"{out/store} is not a sound SQLite database" in err and '--set-aside-corrupt' in err, err
+    assert (out/store).read_bytes() == garbage and len(_episodes(out)) == 1   # untouched, nothing played
+    rc, _, err = _main([*argv, '--set-aside-corrupt'], capsys); assert rc == 0, err
+    aside = list(out.glob(f'{store}.corrupt-*'))
+    assert len(aside) == 1 and aside[0].read_bytes() == garbage
+    assert [(e['path'], e['recorded']) for e in (json.loads(l) for l in (out/'set_aside.jsonl').read_text().splitlines())] == [(store, 1)]
+    assert sorted(e['episode'] for e in _episodes(out)) == [0, 1]
+    rc, o, e = _main(['check', out], capsys)
+    assert rc == 0 and f"set aside: {store}" in o, o + e
