@@ -1,17 +1,7 @@
 "COVE §3.3 / Figure 4 (`trigger_timing`), Figures 2-3 (`harness_limits`) and Figure 7c (`attention_shift`) execute under papermill with the tiny random model at the smallest budget (wiring)."
-import csv, json, os
-from pathlib import Path
-import pytest
+import csv
 
-ROOT = Path(__file__).resolve().parents[1]
-
-def _run(tmp_path, name, **params):
-    pm = pytest.importorskip('papermill')
-    out = tmp_path/'run'
-    os.environ.setdefault('OMP_NUM_THREADS', '1')
-    pm.execute_notebook(str(ROOT/f'nbs/experiments/{name}.ipynb'), str(tmp_path/'executed.ipynb'), cwd=str(ROOT), progress_bar=False,
-                        parameters=dict(model='tiny', out_dir=str(out), **params))
-    return out, json.loads((out/'metrics.json').read_text()), list(csv.DictReader((out/'table.csv').open()))
+from _papermill import run_experiment as _run
 
 def test_trigger_timing_runs_with_papermill(tmp_path):
     "Every episode of the tiny model fails, so the update times follow from the thresholds alone: cold start at the family's 1st episode (k=1), plateau at the 2nd (w=1), the fixed interval at the 2nd."

@@ -1,18 +1,8 @@
 "The peers' headline experiments (`memrl_epochs`, `evolver_ablations`, `coevo_ablations`) execute under papermill with the tiny random model at the smallest budget (wiring)."
-import csv, json, os
-from pathlib import Path
-import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+import csv, json
 TINY = {'model.max_new_tokens': 8, 'model.batch_size': 4, 'memrl.summary_tokens': 8}
 
-def _run(tmp_path, name, **params):
-    pm = pytest.importorskip('papermill')
-    out = tmp_path/'run'
-    os.environ.setdefault('OMP_NUM_THREADS', '1')
-    pm.execute_notebook(str(ROOT/f'nbs/experiments/{name}.ipynb'), str(tmp_path/'executed.ipynb'), cwd=str(ROOT), progress_bar=False,
-                        parameters=dict(model='tiny', out_dir=str(out), **params))
-    return out, json.loads((out/'metrics.json').read_text()), list(csv.DictReader((out/'table.csv').open()))
+from _papermill import run_experiment as _run
 
 def _ci(s:str) -> bool:
     lo, hi = json.loads(s)

@@ -1,18 +1,9 @@
 "COVE Table 2 (`table2_main`) and Table 3 / Figure 6 (`router_pareto`) execute under papermill with the tiny random model at the smallest budget (wiring)."
-import csv, json, os
-from pathlib import Path
-import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
 TINY = {'model.max_new_tokens': 8, 'self_challenging.max_new_tokens': 48, 'evolver.max_turns': 1, 'evolver.train_every': 0, 'trigger.k': 1}
 
-def _run(tmp_path, name, **params):
-    pm = pytest.importorskip('papermill')
-    out = tmp_path/'run'
-    os.environ.setdefault('OMP_NUM_THREADS', '1')
-    pm.execute_notebook(str(ROOT/f'nbs/experiments/{name}.ipynb'), str(tmp_path/'executed.ipynb'), cwd=str(ROOT), progress_bar=False,
-                        parameters=dict(model='tiny', episodes=1, out_dir=str(out), overrides=TINY, **params))
-    return out, json.loads((out/'metrics.json').read_text()), list(csv.DictReader((out/'table.csv').open()))
+from _papermill import run_experiment
+
+def _run(tmp_path, name, **params): return run_experiment(tmp_path, name, episodes=1, overrides=TINY, **params)
 
 def test_table2_main_runs_with_papermill(tmp_path):
     "All nine methods on one 2-episode stream, plus an unknown method that must appear as failed with its reason."
