@@ -148,6 +148,5 @@ def main(argv:list[str]|None=None) -> int:
         if (w := write_failure(e)) is not None:
             print(f"cove {args.cmd}: error: {write_failed_message(w, getattr(args, 'out', None))}", file=sys.stderr); return 3
         from cove.run import RunLocked
-        StoreError = getattr(sys.modules.get('cove.store'), 'StoreError', ())   # loaded if a store was opened
-        if not isinstance(e, (RunLocked, StoreError)): raise
+        if not isinstance(e, RunLocked): raise
         print(f"cove {args.cmd}: error: {e}{_aside_hint(e, args)}", file=sys.stderr); return 2

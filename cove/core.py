@@ -12,9 +12,9 @@ from typing import Any
 
 # %% auto #0
 __all__ = ['STATUSES', 'ROLES', 'DISK_FULL', 'SQLITE_FULL', 'SQLITE_IOERR', 'Feedback', 'redact_expected', 'Task', 'msg',
-           'repo_root', 'WriteFailed', 'writing', 'write_all', 'write_failure', 'write_atomic', 'get_logger',
-           'repair_tail', 'append_jsonl', 'read_jsonl', 'task_key', 'EpisodeKeys', 'write_tx', 'import_optional',
-           'wilson', 'rate_ci']
+           'repo_root', 'CorruptFile', 'WriteFailed', 'writing', 'write_all', 'write_failure', 'write_atomic',
+           'get_logger', 'repair_tail', 'append_jsonl', 'read_jsonl', 'task_key', 'EpisodeKeys', 'write_tx',
+           'import_optional', 'wilson', 'rate_ci']
 
 # %% ../nbs/00_core.ipynb #427cb844
 STATUSES = ('success', 'failure', 'error', 'timeout')
@@ -78,6 +78,10 @@ def repo_root(start:str|Path|None=None) -> Path:
 # %% ../nbs/00_core.ipynb #0d89d1ad
 DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)   # no space left, over the file-size limit, over the quota
 SQLITE_FULL, SQLITE_IOERR = 13, 10                      # 'database or disk is full', 'disk I/O error' (primary result codes)
+
+class CorruptFile(ValueError):
+    "A run-folder file that cannot be read (a state file, an adapter, a store); the message names it and says what to do; `paths`: what `--set-aside-corrupt` moves aside."
+    def __init__(self, msg:str, paths=()): super().__init__(msg); self.paths = [str(p) for p in paths]
 
 class WriteFailed(OSError):
     "A file that could not be written (a full disk, a file-size limit, an I/O error); `filename` names it (None: unknown). What it held before is intact."

@@ -10,18 +10,17 @@ from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from tqdm.auto import tqdm
 from fastcore.basics import patch
-from .core import append_jsonl, read_jsonl, get_logger, Feedback, import_optional, wilson, EpisodeKeys, write_atomic
+from .core import append_jsonl, read_jsonl, get_logger, Feedback, import_optional, wilson, EpisodeKeys, write_atomic, CorruptFile
 from .config import Config, load_config, SCHEMA
 from .tasks.base import make_env, parse_spec, Environment
 from .agent import HarnessAgent, replay_reference, EpisodeResult
 
 # %% auto #0
 __all__ = ['METHODS', 'RunSpec', 'parse_tasks', 'open_envs', 'task_stream', 'register_method', 'Method', 'Base', 'Oracle',
-           'summarise', 'run_metrics', 'CorruptFile', 'one_line', 'read_json', 'state_fix', 'adapter_fix',
-           'adapter_problem', 'check_state', 'set_aside', 'set_aside_log', 'check_spec', 'RunLocked', 'lock_holder',
-           'RunLock', 'running_pid', 'write_json', 'Run', 'load_policy', 'check_records', 'check_config',
-           'sqlite_problem', 'check_stores', 'record_keys', 'applied_agrees', 'check_method_state', 'check_one',
-           'check_run']
+           'summarise', 'run_metrics', 'one_line', 'read_json', 'state_fix', 'adapter_fix', 'adapter_problem',
+           'check_state', 'set_aside', 'set_aside_log', 'check_spec', 'RunLocked', 'lock_holder', 'RunLock',
+           'running_pid', 'write_json', 'Run', 'load_policy', 'check_records', 'check_config', 'sqlite_problem',
+           'check_stores', 'record_keys', 'applied_agrees', 'check_method_state', 'check_one', 'check_run']
 
 # %% ../nbs/08_run.ipynb #a9aeb9eb
 @dataclass
@@ -175,10 +174,6 @@ def run_metrics(recs:list[dict]) -> dict:
     return dict(overall=summarise(recs), per_family={f: summarise([r for r in recs if r['family_spec'] == f]) for f in fams})
 
 # %% ../nbs/08_run.ipynb #be24f0ee
-class CorruptFile(ValueError):
-    "A run-folder file that cannot be read; the message names it and says what to do; `paths`: what `--set-aside-corrupt` moves aside."
-    def __init__(self, msg:str, paths=()): super().__init__(msg); self.paths = [str(p) for p in paths]
-
 def one_line(e:BaseException) -> str:
     "The first line of `e`'s message (at most 200 characters)."
     s = str(e).strip().splitlines()
@@ -380,13 +375,12 @@ def _play(self:Run, policy, progress:bool) -> dict:
 
 @patch
 def or_set_aside(self:Run, f, recorded:int):
-    "`f()`; the `CorruptFile` or `StoreError` it raises goes on, unless `set_aside_corrupt`: then what the error names is set aside (`set_aside`) and `f` is tried again."
-    from cove.store import StoreError
+    "`f()`; the `CorruptFile` it raises (a store's `StoreError` included) goes on, unless `set_aside_corrupt`: then what the error names is set aside (`set_aside`) and `f` is tried again."
     moved = set()
     while True:
         try: return f()
-        except (CorruptFile, StoreError) as e:
-            paths = getattr(e, 'paths', None) or [p for p in [getattr(e, 'path', None)] if p and p != ':memory:']
+        except CorruptFile as e:
+            paths = e.paths
             if not self.set_aside_corrupt or not paths or moved & set(paths): raise
             for p in paths:
                 if Path(p).exists(): set_aside(p, self.out, one_line(e), recorded)

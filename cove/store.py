@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
-from .core import get_logger, write_tx
+from .core import get_logger, write_tx, CorruptFile
 from .embed import Embedder, DenseIndex, SparseIndex, hybrid_merge
 
 # %% auto #0
@@ -76,9 +76,9 @@ class Hit:
 # %% ../nbs/04_store.ipynb #ba4d8caf
 from .core import WriteFailed, write_failure
 
-class StoreError(RuntimeError):
-    "A store file that cannot be used as it is; the message names the file (`path`) and what to do."
-    def __init__(self, msg:str, path:str|None=None): super().__init__(msg); self.path = path
+class StoreError(CorruptFile):
+    "A store file that cannot be used as it is (a `cove.core.CorruptFile`); the message names the file (`path`) and what to do."
+    def __init__(self, msg:str, path:str|None=None): super().__init__(msg, [path] if path and path != ':memory:' else ()); self.path = path
 
 class NamedConnection(sqlite3.Connection):
     "A connection that knows its file (`path`): a write that fails for want of space (a full disk, a file-size limit, an I/O error) raises `WriteFailed` naming it."
