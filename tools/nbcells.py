@@ -12,10 +12,13 @@ usage:
   tools/nbcells.py sub NB OLD_FILE NEW_FILE     replace the text of OLD_FILE by NEW_FILE's, in the one cell holding it
   tools/nbcells.py add NB AFTER_ID TYPE FILE    insert a code|markdown cell after AFTER_ID ('^' = first); prints its id
   tools/nbcells.py rm NB ID                     delete a cell
+  tools/nbcells.py outputs NB [MAX_LINES]       execute NB as nbdev-test does and save the small, deterministic outputs
+                                                (stdout, displays, figures) of its cells; drops stderr, outputs over
+                                                MAX_LINES (default 25) and anything with an address or a timing in it
   tools/nbcells.py check [REV]                  fail if a notebook cell whose source is unchanged since REV (default
                                                 HEAD~1) now has another id; compares the working tree
 """
-import json, subprocess, sys, uuid
+import json, re, subprocess, sys, uuid
 from pathlib import Path
 
 def load(p) -> dict: return json.loads(Path(p).read_text())
@@ -80,6 +83,44 @@ def check(rev:str='HEAD~1', root:Path=Path('.')) -> int:
             print(f"{p}: unchanged cell {o} now has id {n}: {first!r}"); bad += 1
     return bad
 
+NOISY = re.compile(r'0x[0-9a-f]{6,}|\d+(\.\d+)?\s?(ms|s|sec|secs|seconds)\b|it/s|s/it|\d{4}-\d\d-\d\dT?\s?\d\d:\d\d')
+
+def keep(o:dict, max_lines:int=25) -> bool:
+    "Whether output `o` is worth saving: small, deterministic, and not a warning on stderr."
+    if o.get('output_type') == 'error' or (o.get('output_type') == 'stream' and o.get('name') == 'stderr'): return False
+    data = o.get('data', {})
+    if 'image/png' in data: return len(''.join(data['image/png'])) < 80_000
+    text = ''.join(o.get('text', '') or data.get('text/markdown', '') or data.get('text/plain', ''))
+    return bool(text.strip()) and text.count('\n') < max_lines and not NOISY.search(text)
+
+def outputs(path, max_lines:int=25) -> int:
+    "Execute notebook `path` the way `nbdev-test` does (its skip flags apply), then save each cell's kept outputs in place; returns the number of cells with outputs."
+    import shutil, tempfile
+    from nbdev.test import test_nb
+    from nbdev.config import get_config
+    path = Path(path).resolve()
+    tmp = Path(tempfile.mkstemp(suffix='.ipynb', prefix=f'.{path.stem}-', dir=path.parent)[1])
+    try:
+        shutil.copy(path, tmp)
+        cfg = get_config(path.parent)
+        ok, secs = test_nb(tmp, skip_flags=cfg.tst_flags.split() if isinstance(cfg.tst_flags, str) else cfg.tst_flags, save=True,
+                           basepath=cfg.config_path)
+        if not ok: raise SystemExit(f"{path.name} failed; nothing saved")
+        ran = {c['id']: c.get('outputs', []) for c in load(tmp)['cells']}
+    finally: tmp.unlink(missing_ok=True)
+    nb = load(path); n = 0
+    for c in nb['cells']:
+        if c['cell_type'] != 'code': continue
+        src = source(c)
+        hidden = src.startswith('#| hide') or '#| export' in src.split('\n', 1)[0]
+        c['outputs'] = [] if hidden else [o for o in ran.get(c['id'], []) if keep(o, max_lines)]
+        for o in c['outputs']:
+            if 'execution_count' in o: o['execution_count'] = None
+        n += bool(c['outputs'])
+    save(path, nb)
+    print(f"{path.name}: ran in {secs:.0f} s; outputs saved in {n} of {sum(c['cell_type'] == 'code' for c in nb['cells'])} code cells")
+    return n
+
 def main(argv:list[str]):
     if not argv or argv[0] in ('-h', '--help'): print(__doc__); return 0
     cmd, a = argv[0], argv[1:]
@@ -94,6 +135,7 @@ def main(argv:list[str]):
     elif cmd == 'set': nb['cells'][find(nb, a[1])]['source'] = lines(read(a[2])); save(a[0], nb)
     elif cmd == 'sub': print(sub(a[0], read(a[1]), read(a[2])))
     elif cmd == 'add': print(add(a[0], a[1], a[2], read(a[3])))
+    elif cmd == 'outputs': outputs(a[0], int(a[1]) if len(a) > 1 else 25)
     elif cmd == 'rm': del nb['cells'][find(nb, a[1])]; save(a[0], nb)
     else: raise SystemExit(f"unknown command {cmd!r}\n{__doc__}")
     return 0
