@@ -24,10 +24,12 @@ def normalize_answer(s:str) -> str:
     s = re.sub(r'\b(a|an|the)\b', ' ', s)
     return ' '.join(s.split())
 
+# %% ../../nbs/05b_multihop.ipynb #92a86790
 def answer_em(pred:str, gold:str) -> bool:
     "Exact match after `normalize_answer`."
     return normalize_answer(pred) == normalize_answer(gold)
 
+# %% ../../nbs/05b_multihop.ipynb #00e215c5
 def answer_f1(pred:str, gold:str) -> float:
     "Token F1 after `normalize_answer` (a wrong yes/no/noanswer scores 0), as in `hotpot_evaluate_v1.py`."
     p, g = normalize_answer(pred), normalize_answer(gold)
@@ -62,6 +64,7 @@ _INDUSTRY = {'Labs': 'research', 'Works': 'steel', 'Foods': 'food', 'Motors': 'c
              'Press': 'publishing', 'Shipping': 'shipping', 'Instruments': 'instrument'}
 _JOBS = ['engineer', 'chemist', 'merchant', 'banker', 'inventor', 'printer', 'architect', 'weaver']
 
+# %% ../../nbs/05b_multihop.ipynb #29c1f729
 def _invent(rng:random.Random, kind:str, used:set) -> str:
     "A new invented name of `kind` (first/last/town/river/province/company), unique within `used`."
     while True:
@@ -86,6 +89,7 @@ def make_world(rng:random.Random, n_companies:int=3, n_towns:int=5) -> dict:
         companies[c] = dict(founder=p, year=people[p]['year'] + rng.randint(22, 50), hq=hq, industry=_INDUSTRY[c.split()[-1]])
     return dict(companies=companies, people=people, towns=towns)
 
+# %% ../../nbs/05b_multihop.ipynb #71136846
 def world_paragraphs(w:dict) -> dict[str, str]:
     "One short encyclopedic paragraph per entity of world `w`, keyed by its title."
     an = lambda w: ('an ' if w[0] in 'aeiou' else 'a ') + w
@@ -106,6 +110,7 @@ def _q_bridge(rng, w, kind):
     p = rng.choice(list(P)); t = P[p]['town']
     return f'In which province was {p} born?', T[t]['province'], [p, t], f"{p} was born in {t}, in the province of {T[t]['province']}."
 
+# %% ../../nbs/05b_multihop.ipynb #9b309583
 def _q_compare(rng, w, kind):
     C, P, T = w['companies'], w['people'], w['towns']
     if kind in ('founded_earlier', 'born_earlier'):
@@ -120,6 +125,7 @@ def _q_compare(rng, w, kind):
     gold = 'yes' if T[a]['river'] == T[b]['river'] else 'no'
     return f'Are {a} and {b} on the same river?', gold, [a, b], f"{a} lies on the {T[a]['river']} and {b} on the {T[b]['river']}."
 
+# %% ../../nbs/05b_multihop.ipynb #c2f70de4
 QUESTION_KINDS = {'founder_town': 'bridge', 'founder_year': 'bridge', 'hq_river': 'bridge', 'birth_province': 'bridge',
                   'founded_earlier': 'comparison', 'born_earlier': 'comparison', 'same_river': 'comparison'}
 
@@ -139,6 +145,7 @@ def _q_one_hop(rng, w, kind):
     if kind == 'town_river': return f'On which river does {t} lie?', T[t]['river'], [t], f"{t} lies on the {T[t]['river']}."
     return f'In which province is {t}?', T[t]['province'], [t], f"{t} is in the province of {T[t]['province']}."
 
+# %% ../../nbs/05b_multihop.ipynb #d7808368
 ONE_HOP_KINDS = {k: 'single' for k in ('birth_town', 'birth_year', 'founded_year', 'founder', 'hq_town', 'town_river', 'town_province')}
 
 # %% ../../nbs/05b_multihop.ipynb #79925bf9
@@ -146,16 +153,21 @@ def qa_prompt(paragraphs:list, question:str) -> str:
     "The user prompt: `title: text` paragraphs, a blank line apart, then the question."
     return '\n\n'.join(f'{t}: {x}' for t, x in paragraphs) + f'\n\nQuestion: {question}'
 
+# %% ../../nbs/05b_multihop.ipynb #fbf40207
+def _draw_question(rng:random.Random, w:dict, kinds:dict) -> tuple:
+    "A random template of `kinds` and its question on world `w` (redrawn when a template has none)."
+    while True:
+        kind = rng.choice(list(kinds))
+        q = (_q_one_hop if kinds[kind] == 'single' else _q_bridge if kinds[kind] == 'bridge' else _q_compare)(rng, w, kind)
+        if q: return kind, q
+
+# %% ../../nbs/05b_multihop.ipynb #05c08a61
 def make_multihop_task(rng:random.Random, id:str, split:str,
                        difficulty:int=2) -> Task: # 0: one hop + 1 distractor; 1: two hops + 1 distractor; 2: two hops, 4-6 paragraphs
     "One question over a fresh fictional world, with its supporting and distractor paragraphs shuffled."
     w = make_world(rng); paras = world_paragraphs(w)
     kinds = ONE_HOP_KINDS if difficulty == 0 else QUESTION_KINDS
-    while True:
-        kind = rng.choice(list(kinds))
-        q = (_q_one_hop if difficulty == 0 else _q_bridge if kinds[kind] == 'bridge' else _q_compare)(rng, w, kind)
-        if q: break
-    question, gold, support, why = q
+    kind, (question, gold, support, why) = _draw_question(rng, w, kinds)
     others = [t for t in paras if t not in support]
     titles = support + rng.sample(others, rng.randint(4, 6) - 2 if difficulty == 2 else 1); rng.shuffle(titles)
     ps = [[t, paras[t]] for t in titles]
@@ -173,10 +185,12 @@ class QAEnv(Environment):
     def evaluate(self, state:EpisodeState) -> Feedback: return qa_feedback(state, self.max_turns)
     def reference(self, task:Task) -> list[str]: return [task.meta['reference']]
 
+# %% ../../nbs/05b_multihop.ipynb #1b101783
 DIFFICULTIES = {0: 'one hop (a single fact of a named entity), 1 distractor: 2 paragraphs',
                 1: 'two hops (bridge or comparison), 1 distractor: 3 paragraphs',
                 2: 'two hops, 4-6 paragraphs (the default)'}
 
+# %% ../../nbs/05b_multihop.ipynb #838d6e9a
 @register_env('multihop')
 class MultihopEnv(QAEnv):
     "Embedded QA over seeded fictional worlds with distractor paragraphs (2-hop questions by default)."
@@ -185,15 +199,18 @@ class MultihopEnv(QAEnv):
         if difficulty not in DIFFICULTIES: raise ValueError(f'multihop difficulty must be one of {sorted(DIFFICULTIES)}, got {difficulty!r}')
         self.difficulty = difficulty
 
-    def tasks(self, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
-        self.check_split(split)
-        out, base, d = [], split_seed(split, seed), self.difficulty
-        pre = 'mh' if d == 2 else f'mh-d{d}'   # the default keeps its historical ids
-        for i in range(self.sizes[split] if n is None else n):
-            r = random.Random(f'{base}:{i}')
-            while (t := make_multihop_task(r, f'{pre}-{split}-{seed}-{i}', split, d)) and hash_split(t.payload['question']) != split: pass
-            out.append(t)
-        return out
+# %% ../../nbs/05b_multihop.ipynb #3fa884af
+@patch
+def tasks(self:MultihopEnv, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
+    "The first `n` tasks of `split` (`n=None`: `sizes[split]`); task `i` is drawn from a generator seeded by `(split, seed, i)`."
+    self.check_split(split)
+    out, base, d = [], split_seed(split, seed), self.difficulty
+    pre = 'mh' if d == 2 else f'mh-d{d}'   # the default keeps its historical ids
+    for i in range(self.sizes[split] if n is None else n):
+        r = random.Random(f'{base}:{i}')
+        while (t := make_multihop_task(r, f'{pre}-{split}-{seed}-{i}', split, d)) and hash_split(t.payload['question']) != split: pass
+        out.append(t)
+    return out
 
 # %% ../../nbs/05b_multihop.ipynb #af202435
 def fit_context(context:list, max_chars:int|None=3500) -> tuple[list[list[str]], int|None, bool]:
@@ -209,6 +226,13 @@ def fit_context(context:list, max_chars:int|None=3500) -> tuple[list[list[str]],
     return [[t, x if len(t) + len(x) <= share else x[:max(share - len(t) - 1, 10)].rstrip() + '…'] for t, x in join(1)], 1, True
 
 # %% ../../nbs/05b_multihop.ipynb #27ca8e04
+def _support_status(sf:list, ctx:list, k:int|None) -> tuple[bool, bool]:
+    "Whether supporting facts `sf` all lie in context `ctx`, and whether they survive keeping `k` sentences a paragraph."
+    lens = {t: len(s) for t, s in ctx}
+    in_ctx = bool(sf) and all(t in lens and i < lens[t] for t, i in sf)
+    return in_ctx, in_ctx and all(k is None or i < k for _, i in sf)
+
+# %% ../../nbs/05b_multihop.ipynb #aadf0a83
 def parse_hotpot_row(r:dict, max_chars:int|None=3500) -> Task:
     "A HotpotQA distractor-format row as a `multihop` task (raises on a malformed row)."
     qid, question, gold, ctx = str(r['_id']), str(r['question']).strip(), str(r['answer']).strip(), r['context']
@@ -217,9 +241,7 @@ def parse_hotpot_row(r:dict, max_chars:int|None=3500) -> Task:
     ctx = [[str(t), [str(x) for x in s]] for t, s in ctx]
     ps, k, cut = fit_context(ctx, max_chars)
     sf = [[str(t), int(i)] for t, i in r.get('supporting_facts') or []]
-    lens = {t: len(s) for t, s in ctx}
-    in_ctx = bool(sf) and all(t in lens and i < lens[t] for t, i in sf)
-    kept = in_ctx and all(k is None or i < k for _, i in sf)
+    in_ctx, kept = _support_status(sf, ctx, k)
     return Task(f'hotpotqa-{qid}', 'multihop', hash_split(qid, 2), qa_prompt(ps, question),
                 payload=dict(question=question, paragraphs=ps), target=gold,
                 meta=dict(source='hotpotqa', type=r.get('type'), level=r.get('level'), supporting_facts=sf,
@@ -252,6 +274,7 @@ def load(self:HotpotQAEnv) -> list[Task]:
         get_logger('tasks').info(f'{self.report}; {cut} contexts truncated to {self.max_chars} chars')
     return self._tasks
 
+# %% ../../nbs/05b_multihop.ipynb #661564cd
 @patch
 def tasks(self:HotpotQAEnv, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
     "The `split` tasks in file order, or a seeded sample of `n` of them (kept in file order)."
