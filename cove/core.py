@@ -9,6 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Any
+from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['STATUSES', 'ROLES', 'DISK_FULL', 'SQLITE_FULL', 'SQLITE_IOERR', 'Feedback', 'redact_expected', 'Task', 'msg',
@@ -51,11 +52,13 @@ class Task:
     meta: dict = field(default_factory=dict)     # source, reference solution, ...
 
     def to_dict(self) -> dict: return asdict(self)
-    @property
-    def query(self) -> str:
-        "What the task asks, for retrieval and memory intents: `payload['question']` where the family sets one (multi-hop QA puts it after ten paragraphs), else the prompt."
-        q = self.payload.get('question') if isinstance(self.payload, dict) else None
-        return q if isinstance(q, str) and q.strip() else self.prompt
+
+# %% ../nbs/00_core.ipynb #db285f70
+@patch(as_prop=True)
+def query(self:Task) -> str:
+    "What the task asks, for retrieval and memory intents: `payload['question']` where the family sets one, else the prompt."
+    q = self.payload.get('question') if isinstance(self.payload, dict) else None
+    return q if isinstance(q, str) and q.strip() else self.prompt
 
 # %% ../nbs/00_core.ipynb #777da82e
 ROLES = ('system', 'user', 'assistant', 'tool')
@@ -76,9 +79,6 @@ def repo_root(start:str|Path|None=None) -> Path:
     raise FileNotFoundError(f"no cove repository (settings.ini + pyproject.toml) above {starts}")
 
 # %% ../nbs/00_core.ipynb #0d89d1ad
-DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)   # no space left, over the file-size limit, over the quota
-SQLITE_FULL, SQLITE_IOERR = 13, 10                      # 'database or disk is full', 'disk I/O error' (primary result codes)
-
 class CorruptFile(ValueError):
     "A run-folder file that cannot be read (a state file, an adapter, a store); the message names it and says what to do; `paths`: what `--set-aside-corrupt` moves aside."
     def __init__(self, msg:str, paths=()): super().__init__(msg); self.paths = [str(p) for p in paths]
@@ -87,6 +87,7 @@ class WriteFailed(OSError):
     "A file that could not be written (a full disk, a file-size limit, an I/O error); `filename` names it (None: unknown). What it held before is intact."
     def __str__(self): return f"could not write {self.filename or 'a file'}: {self.strerror}"
 
+# %% ../nbs/00_core.ipynb #be9802f8
 @contextlib.contextmanager
 def writing(path:str|Path):
     "Raise an `OSError` of the block as `WriteFailed` naming `path`."
@@ -99,6 +100,17 @@ def write_all(fd:int, data:bytes):
     view = memoryview(data)
     while view: view = view[os.write(fd, view):]
 
+# %% ../nbs/00_core.ipynb #13972437
+DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)   # no space left, over the file-size limit, over the quota
+SQLITE_FULL, SQLITE_IOERR = 13, 10                      # 'database or disk is full', 'disk I/O error' (primary result codes)
+
+def _sqlite_write_failure(e:BaseException) -> WriteFailed|None:
+    "`e` as a `WriteFailed` when it is SQLite's 'database or disk is full' or 'disk I/O error'."
+    code = getattr(e, 'sqlite_errorcode', None)
+    if not isinstance(e, sqlite3.OperationalError) or code is None or code & 0xff not in (SQLITE_FULL, SQLITE_IOERR): return None
+    return WriteFailed(errno.ENOSPC if code & 0xff == SQLITE_FULL else errno.EIO, str(e), None)
+
+# %% ../nbs/00_core.ipynb #b82d79ff
 def write_failure(e:BaseException|None) -> WriteFailed|None:
     "The failed write behind `e` or its causes: a `WriteFailed`, an `OSError` of a full disk, a file-size limit or a quota, SQLite's 'database or disk is full' or 'disk I/O error', or a message saying so (the last three name no file); else None."
     seen = set()
@@ -106,13 +118,12 @@ def write_failure(e:BaseException|None) -> WriteFailed|None:
         seen.add(id(e))
         if isinstance(e, WriteFailed): return e
         if isinstance(e, OSError) and e.errno in DISK_FULL: return WriteFailed(e.errno, e.strerror, e.filename)
-        code = getattr(e, 'sqlite_errorcode', None)
-        if isinstance(e, sqlite3.OperationalError) and code is not None and code & 0xff in (SQLITE_FULL, SQLITE_IOERR):
-            return WriteFailed(errno.ENOSPC if code & 0xff == SQLITE_FULL else errno.EIO, str(e), None)
+        if (w := _sqlite_write_failure(e)) is not None: return w
         if any(s in str(e) for s in ('No space left on device', 'File too large', 'Disk quota exceeded')): return WriteFailed(errno.ENOSPC, str(e).strip().splitlines()[0][:200], None)
         e = e.__cause__ or e.__context__
     return None
 
+# %% ../nbs/00_core.ipynb #54997546
 def write_atomic(path:str|Path, data:bytes|str):
     "Write `data` to `path` all or nothing: into `<path>.tmp`, fsynced, then renamed over `path`; a failed write (`WriteFailed`) leaves `path` as it was and no temp file."
     tmp = Path(str(path) + '.tmp')
@@ -135,6 +146,11 @@ def get_logger(name:str) -> logging.Logger:
         root.addHandler(h); root.setLevel(os.environ.get('COVE_LOG_LEVEL', 'WARNING'))
     return log
 
+# %% ../nbs/00_core.ipynb #b5cd9687
+def _keep_torn(p:Path, tail:bytes):
+    "Append the torn bytes `tail` of `p` to `<p>.torn`, fsynced."
+    with writing(str(p) + '.torn'), open(str(p) + '.torn', 'ab') as t: t.write(tail + b'\n'); t.flush(); os.fsync(t.fileno())
+
 def repair_tail(path:str|Path) -> bytes:
     "Make `path` end at a line boundary before more is appended: a last line without its newline (a write a kill cut short) is completed if it is a whole JSON record, else cut off and kept in `<path>.torn`; returns the bytes cut (b'' if none)."
     p = Path(path)
@@ -148,14 +164,13 @@ def repair_tail(path:str|Path) -> bytes:
         try: json.loads(tail); whole = True
         except ValueError: whole = False
         if whole: f.write(b'\n')                  # the record was all written but its newline: keep it
-        else:
-            with writing(str(p) + '.torn'), open(str(p) + '.torn', 'ab') as t: t.write(tail + b'\n'); t.flush(); os.fsync(t.fileno())
-            f.truncate(keep)
+        else: _keep_torn(p, tail); f.truncate(keep)
         f.flush(); os.fsync(f.fileno())
     if whole: return b''
     get_logger('core').warning(f"{p}: cut a torn last line of {len(tail)} bytes (kept in {p.name}.torn) before appending")
     return tail
 
+# %% ../nbs/00_core.ipynb #7d5ac3f9
 def append_jsonl(path:str|Path, rec:dict):
     "Append `rec` as one JSON line to `path` (after `repair_tail`), fsynced; a write that fails (a full disk, a file-size limit) is taken back, so the file stays whole, and raises `WriteFailed`."
     data = (json.dumps(rec, default=str) + '\n').encode()
@@ -168,6 +183,7 @@ def append_jsonl(path:str|Path, rec:dict):
             except OSError: os.ftruncate(fd, size); raise   # a partial line is taken back
         finally: os.close(fd)
 
+# %% ../nbs/00_core.ipynb #082d956a
 def read_jsonl(path:str|Path) -> list[dict]:
     "Records of a JSON-lines file; a torn (unparseable) trailing line is skipped with a warning."
     p = Path(path)
@@ -192,16 +208,21 @@ class EpisodeKeys:
     def __init__(self, episodes_path:str|Path|None=None): # a run's `episodes.jsonl`: its recorded plays are counted
         recs = read_jsonl(episodes_path) if episodes_path is not None and Path(episodes_path).exists() else []
         self.done = Counter(f"{r.get('family')}|{r.get('split')}|{r.get('task_id')}" for r in recs)
-    def keys(self, tasks:list) -> list[str]:
-        "Keys of a batch about to be played (a task twice in the batch gets two occurrences)."
-        seen, out = Counter(), []
-        for t in tasks: k = task_key(t); out.append(f"{k}#{self.done[k] + seen[k]}"); seen[k] += 1
-        return out
-    def commit(self, tasks:list):
-        "The batch was played: its records are written next."
-        self.done.update(task_key(t) for t in tasks)
     @staticmethod
     def occurrence(key:str) -> int: return int(key.rsplit('#', 1)[1])
+
+# %% ../nbs/00_core.ipynb #bac305d6
+@patch
+def keys(self:EpisodeKeys, tasks:list) -> list[str]:
+    "Keys of a batch about to be played (a task twice in the batch gets two occurrences)."
+    seen, out = Counter(), []
+    for t in tasks: k = task_key(t); out.append(f"{k}#{self.done[k] + seen[k]}"); seen[k] += 1
+    return out
+
+@patch
+def commit(self:EpisodeKeys, tasks:list):
+    "The batch was played: its records are written next."
+    self.done.update(task_key(t) for t in tasks)
 
 # %% ../nbs/00_core.ipynb #b43bb93e
 @contextlib.contextmanager
@@ -235,6 +256,7 @@ def wilson(k:int, n:int, z:float=1.96) -> tuple[float, float]|tuple[None, None]:
     mid, half = (p + z2 / (2 * n)) / (1 + z2 / n), z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
     return max(0.0, mid - half), min(1.0, mid + half)
 
+# %% ../nbs/00_core.ipynb #62f8de01
 def rate_ci(k:int, n:int) -> str:
     "`'0.250 [0.102, 0.495] (n=16)'`: a rate with its Wilson 95% interval and n."
     if n <= 0: return 'n/a (n=0)'
