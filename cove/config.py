@@ -8,6 +8,7 @@ import configparser, os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from fastcore.basics import patch
 from .core import repo_root
 
 # %% auto #0
@@ -24,7 +25,16 @@ class Key:
     doc: str
     choices: tuple|None = None
 
-SCHEMA: dict[str, Key] = {k.name: k for k in [
+SCHEMA: dict[str, Key] = {}   # every key cove reads, by name, in the order declared below
+
+def _declare(*keys:Key):
+    "Add `keys` to `SCHEMA`; a name declared twice is an error."
+    for k in keys:
+        if k.name in SCHEMA: raise ValueError(f"config key {k.name} declared twice")
+        SCHEMA[k.name] = k
+
+# %% ../nbs/01_config.ipynb #ecce1030
+_declare(
     Key('model.name', str, 'smollm2-135m', 'policy: `smollm2-135m` (embedded), `tiny` (tests), a local path or an explicit hub name'),
     Key('model.backend', str, 'hf', 'policy backend', ('hf', 'vllm', 'openai')),
     Key('model.dtype', str, 'auto', 'weights dtype; `auto` = bf16 where the CPU supports it, else fp32', ('auto', 'bfloat16', 'float32', 'float16')),
@@ -41,6 +51,10 @@ SCHEMA: dict[str, Key] = {k.name: k for k in [
     Key('embed.batch_size', int, 64, 'sentences per embedding batch'),
     Key('agent.shots', int, 2, 'worked examples per task, from the family\'s train split on the task\'s tool surface (default measured in nbs/experiments/calibration)'),
     Key('agent.stop', bool, True, 'end each turn at the family\'s stops: one complete Action/Answer line, or a closed code block'),
+)
+
+# %% ../nbs/01_config.ipynb #2a6e7918
+_declare(
     Key('tableqa.difficulty', int, 1, 'embedded tableqa: 0 one lookup/count/argmax call on 4-6 rows .. 3 two-call questions on 12-20 rows (see `cove.tasks.tableqa.DIFFICULTIES`)'),
     Key('multihop.difficulty', int, 1, 'embedded multihop: 0 one hop + 1 distractor .. 2 two hops + 2-4 distractors (see `cove.tasks.multihop.DIFFICULTIES`)'),
     Key('math.difficulty', int, 1, 'embedded math: 0 one operation on small numbers .. 2 multi-step word problems (see `cove.tasks.math.DIFFICULTIES`)'),
@@ -48,6 +62,10 @@ SCHEMA: dict[str, Key] = {k.name: k for k in [
     Key('retrieval.k', int, 3, 'knowledge entries injected per attempt'),
     Key('retrieval.mode', str, 'hybrid', 'knowledge-base retrieval', ('dense', 'sparse', 'hybrid')),
     Key('kb.hnsw_threshold', int, 4096, 'entries from which the dense index is HNSW, not flat (the measured crossover: README, Benchmarks)'),
+)
+
+# %% ../nbs/01_config.ipynb #0284deb1
+_declare(
     Key('train.use_cpu', bool, True, 'train on CPU (TRL `use_cpu`)'),
     Key('train.batch_size', int, 4, 'examples per SFT optimizer step (per device)'),
     Key('train.micro_batch', int, 2, 'examples per SFT forward/backward pass; train.batch_size is reached by gradient accumulation'),
@@ -60,6 +78,10 @@ SCHEMA: dict[str, Key] = {k.name: k for k in [
     Key('train.grpo_generations', int, 4, 'GRPO completions per prompt (the group)'),
     Key('train.grpo_lr', float, 2e-5, 'GRPO LoRA learning rate'),
     Key('train.grpo_beta', float, 0.0, 'GRPO KL coefficient β to the reference policy (0 on CPU: no reference forward pass; the gpu profile takes EvolveR\'s 0.001)'),
+)
+
+# %% ../nbs/01_config.ipynb #fc658328
+_declare(
     Key('trigger.w', int, 20, 'plateau window (episodes)'),
     Key('trigger.eps', float, 0.01, 'plateau threshold on the change of mean success'),
     Key('trigger.N', int, 64, 'high-quality trajectories that make data sufficient'),
@@ -75,13 +97,20 @@ SCHEMA: dict[str, Key] = {k.name: k for k in [
     Key('release.threshold', float, 0.0, 'a stable entry useful before training (delta_pre > 0) with A/B delta_post at or below this is internalized (§4.4.2)'),
     Key('release.min_tasks', int, 4, 'held-out tasks an A/B needs before an entry without utility is discarded (fewer: kept)'),
     Key('release.max_entries', int, 8, 'stable entries A/B-tested per update, most successful first (0 = all; each costs release.heldout episodes)'),
+)
+
+# %% ../nbs/01_config.ipynb #efcc2194
+_declare(
     Key('data.dir', str, '../shared/datasets', 'real benchmark data (relative paths are from the repo root)'),
     Key('output.dir', str, 'outputs', 'where runs write (relative paths are from the repo root)'),
     Key('run.seed', int, 0, 'seed of task streams and sampling'),
     Key('run.threads', int, 0, 'torch threads per process; 0 = the cores this process may use (`os.sched_getaffinity`) divided by `run.jobs`'),
     Key('run.jobs', int, 0, 'torch processes sharing those cores; 0 = detect (pytest-xdist workers, else 1)'),
     Key('run.epochs', int, 1, 'passes over the task stream (MemRL-style epochs); episode records carry `epoch`'),
-    # peer systems (SPEC §6); defaults are the papers' (or their public code's) where they give one
+)
+
+# %% ../nbs/01_config.ipynb #b523b0aa
+_declare(
     Key('memrl.delta', float, 0.5, 'MemRL Phase A similarity threshold δ (public code)'),
     Key('memrl.k1', int, 5, 'MemRL Phase A recall size k1'),
     Key('memrl.k2', int, 3, 'MemRL Phase B memories injected k2'),
@@ -94,6 +123,10 @@ SCHEMA: dict[str, Key] = {k.name: k for k in [
     Key('memrl.source', str, '', 'MemRL frozen transfer: run folder (or memrl.sqlite) whose memory is copied and frozen'),
     Key('memrl.summary_tokens', int, 64, 'MemRL trajectory-summary length cap (tokens)'),
     Key('memrl.merge_sim', float, 0.9, 'MemRL: a new memory whose intent has cosine ≥ this with a stored intent joins that intent (public code\'s add_similarity_threshold); > 1 keeps every intent apart'),
+)
+
+# %% ../nbs/01_config.ipynb #98fc5b48
+_declare(
     Key('coevo.eps', float, 0.1, 'CoEvo-Mem prior smoothing ε'),
     Key('coevo.kappa', float, 10.0, 'CoEvo-Mem Beta exploration concentration κ'),
     Key('coevo.lam_ema', float, 0.1, 'CoEvo-Mem EMA baseline rate λ_ema'),
@@ -115,6 +148,10 @@ SCHEMA: dict[str, Key] = {k.name: k for k in [
     Key('coevo.phase_len', int, 8, 'CoEvo-Mem applied episodes per phase: Memory, Router, Memory, ... whatever run.epochs (0 = one full pass of the stream per phase, SPEC §6)'),
     Key('coevo.srqr', bool, True, 'CoEvo-Mem SR-QR rewrites and prior (False = ablation w/o SR-QR)'),
     Key('coevo.memory_evolution', bool, True, 'CoEvo-Mem typed edges, path-credit propagation and temporal expansion (False = its paper ablation: direct Q updates of retrieved memories only)'),
+)
+
+# %% ../nbs/01_config.ipynb #282e4def
+_declare(
     Key('evolver.k', int, 3, 'EvolveR results per search action'),
     Key('evolver.dedup', float, 0.85, 'EvolveR cosine pre-filter for principle deduplication'),
     Key('evolver.prune', float, 0.3, 'EvolveR metric_score below which principles are pruned'),
@@ -128,6 +165,10 @@ SCHEMA: dict[str, Key] = {k.name: k for k in [
     Key('evolver.no_rl', bool, False, 'EvolveR ablation w/o RL: the cold start only, no policy update after it'),
     Key('evolver.cold_start', bool, True, 'EvolveR cold-start SFT on reference solutions before the first episode (the paper)'),
     Key('evolver.distill_temperature', float, 1.0, 'EvolveR self-distillation sampling temperature (the paper samples at 1)'),
+)
+
+# %% ../nbs/01_config.ipynb #b0ba23be
+_declare(
     Key('evo_memory.k', int, 3, 'Evo-Memory (ExpRAG) experiences retrieved'),
     Key('evo_memory.summary_tokens', int, 64, 'Evo-Memory trajectory-summary length cap (tokens)'),
     Key('self_challenging.tasks', int, 4, 'Self-Challenging tasks generated per family per round'),
@@ -137,28 +178,36 @@ SCHEMA: dict[str, Key] = {k.name: k for k in [
     Key('self_challenging.max_new_tokens', int, 320, 'Self-Challenging token cap of one generated task'),
     Key('self_challenging.timeout', float, 5.0, 'Self-Challenging sandbox seconds per verification run'),
     Key('self_challenging.seed_pool', int, 32, 'Self-Challenging train-split tasks that seed task generation'),
-]}
+)
 
 # %% ../nbs/01_config.ipynb #4f128b23
 class ConfigError(ValueError):
     "An unknown key or a value of the wrong type."
 
+def _unknown_key(key:str) -> ConfigError:
+    "The error for an undeclared `key`, suggesting the keys it was likely meant to be."
+    import difflib
+    near = [k for k in SCHEMA if k.lower() == key.lower()] or difflib.get_close_matches(key, SCHEMA, n=3)
+    return ConfigError(f"unknown config key {key!r}" + (f"; did you mean {' or '.join(near)}?" if near else f"; known keys: {sorted(SCHEMA)}"))
+
+# %% ../nbs/01_config.ipynb #3561ab54
 _TRUE, _FALSE = {'1', 'true', 'yes', 'on'}, {'0', 'false', 'no', 'off'}
 
+def _typed(k:Key, value:Any) -> Any:
+    "`value` as type `k.type`; a `ValueError` saying why not."
+    if k.type is bool:
+        if isinstance(value, bool): return value
+        if str(value).strip().lower() in _TRUE|_FALSE: return str(value).strip().lower() in _TRUE
+        raise ValueError('not a boolean')
+    if k.type is int and isinstance(value, float) and not value.is_integer(): raise ValueError('not an integer')
+    return k.type(str(value).strip()) if k.type is not str else str(value)
+
+# %% ../nbs/01_config.ipynb #dd003588
 def coerce(key:str, value:Any) -> Any:
     "`value` converted to the declared type of `key`, or a `ConfigError`."
-    if key not in SCHEMA:
-        import difflib
-        near = [k for k in SCHEMA if k.lower() == key.lower()] or difflib.get_close_matches(key, SCHEMA, n=3)
-        raise ConfigError(f"unknown config key {key!r}" + (f"; did you mean {' or '.join(near)}?" if near else f"; known keys: {sorted(SCHEMA)}"))
+    if key not in SCHEMA: raise _unknown_key(key)
     k = SCHEMA[key]
-    try:
-        if k.type is bool:
-            if isinstance(value, bool): v = value
-            elif str(value).strip().lower() in _TRUE|_FALSE: v = str(value).strip().lower() in _TRUE
-            else: raise ValueError('not a boolean')
-        elif k.type is int and isinstance(value, float) and not value.is_integer(): raise ValueError('not an integer')
-        else: v = k.type(str(value).strip()) if k.type is not str else str(value)
+    try: v = _typed(k, value)
     except ValueError as e: raise ConfigError(f"{key}={value!r}: expected {k.type.__name__} ({e})") from None
     if k.choices and v not in k.choices: raise ConfigError(f"{key}={v!r}: must be one of {k.choices}")
     return v
@@ -175,6 +224,7 @@ def parse_sets(items:list[str]|None) -> dict:
         out[k.strip()] = v.strip()
     return out
 
+# %% ../nbs/01_config.ipynb #ff14e72f
 def read_profiles(path:str|Path|None=None) -> configparser.ConfigParser:
     "The profiles of `settings.ini` (keys keep their case)."
     p = Path(path) if path else repo_root()/'settings.ini'
@@ -189,16 +239,22 @@ class Config:
         self.values, self.sources, self.profile, self.root = values, sources, profile, root
     def __getitem__(self, k): return self.values[k] if k in self.values else coerce(k, None)
     def get(self, k, default=None): return self.values.get(k, default)
-    def section(self, name:str) -> dict:
-        "The keys of `name` without their prefix."
-        return {k.split('.', 1)[1]: v for k, v in self.values.items() if k.split('.', 1)[0] == name}
-    def path(self, k:str) -> Path:
-        "A path-valued key, relative paths anchored on the repository root."
-        p = Path(self[k]).expanduser()
-        return p if p.is_absolute() or self.root is None else (self.root/p).resolve()
     def to_dict(self) -> dict: return {'profile': self.profile, **self.values}
     def __repr__(self): return f"Config(profile={self.profile!r}, {len(self.values)} keys)"
 
+# %% ../nbs/01_config.ipynb #ddeac857
+@patch
+def section(self:Config, name:str) -> dict:
+    "The keys of `name` without their prefix."
+    return {k.split('.', 1)[1]: v for k, v in self.values.items() if k.split('.', 1)[0] == name}
+
+@patch
+def path(self:Config, k:str) -> Path:
+    "A path-valued key, relative paths anchored on the repository root."
+    p = Path(self[k]).expanduser()
+    return p if p.is_absolute() or self.root is None else (self.root/p).resolve()
+
+# %% ../nbs/01_config.ipynb #68719e00
 def load_config(profile:str|None=None, # profile section of settings.ini; default `$COVE_PROFILE` or `cpu`
                 overrides:dict|list[str]|None=None, # papermill dict or CLI `section.key=value` strings
                 env:dict|None=None, # environment (default `os.environ`)
