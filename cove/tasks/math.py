@@ -36,10 +36,12 @@ def _fix_fracs(s:str) -> str:
         out += '{' + p[0] + '}' + (p[1:] if p[1] == '{' else '{' + p[1] + '}' + p[2:])
     return re.sub(r'\\frac\{([^{}]*)\}(\w)', r'\\frac{\1}{\2}', out)
 
+# %% ../../nbs/05c_math.ipynb #d17e3d22
 def _fix_sqrt(s:str) -> str:
     "`\\sqrt3` or `\\sqrt 3` -> `\\sqrt{3}`."
     return re.sub(r'\\sqrt\s*(\w)', r'\\sqrt{\1}', s)
 
+# %% ../../nbs/05c_math.ipynb #fa04164e
 def _fix_a_slash_b(s:str) -> str:
     "`3/4` -> `\\frac{3}{4}` when both sides are integers."
     m = re.fullmatch(r'(-?\d+)/(\d+)', s)
@@ -57,6 +59,7 @@ def _strip_units(s:str) -> str:
     if m: s = m[1]
     return re.sub(_TEXT, r'\1', s)
 
+# %% ../../nbs/05c_math.ipynb #f94ec45c
 def strip_math(s:str) -> str:
     "A MATH answer normalised for comparison (Hendrycks' `_strip_string`, extended)."
     s = str(s).replace('\n', '').strip()
@@ -86,6 +89,7 @@ def to_number(s:str) -> Fraction|None:
     try: return Fraction(s)
     except (ValueError, ZeroDivisionError): return None
 
+# %% ../../nbs/05c_math.ipynb #35dfe28f
 def numbers_equal(a:str, b:str) -> bool|None:
     "Whether normalised numeric answers `a`, `b` are equal (exactly, or to the last place of a 6+-place decimal); None if either is no number."
     x, y = to_number(a), to_number(b)
@@ -93,6 +97,7 @@ def numbers_equal(a:str, b:str) -> bool|None:
     d = max(len(m[1]) if (m := re.search(r'\.(\d+)', s)) else 0 for s in (a, b))
     return x == y or (d >= 6 and abs(x - y) <= Fraction(1, 10**d))
 
+# %% ../../nbs/05c_math.ipynb #25dc66bf
 def _top_split(s:str) -> list[str]:
     "Split `s` at commas outside brackets; a fully bracketed tuple/interval is one item."
     out, depth, cur = [], 0, ''
@@ -111,14 +116,17 @@ def math_equiv(pred:str|None, gold:str|None) -> bool:
     if (eq := numbers_equal(a, b)) is not None: return eq
     if re.fullmatch(r'[A-Za-z ,]+', a) and re.fullmatch(r'[A-Za-z ,]+', b): return a.lower() == b.lower()
     la, lb = _top_split(a), _top_split(b)
-    if len(la) > 1 and len(la) == len(lb):
-        rest = list(lb)
-        for x in la:
-            j = next((j for j, y in enumerate(rest) if math_equiv(x, y)), None)
-            if j is None: return False
-            rest.pop(j)
-        return True
-    return False
+    return len(la) > 1 and len(la) == len(lb) and _same_multiset(la, lb)
+
+# %% ../../nbs/05c_math.ipynb #2932879b
+def _same_multiset(la:list, lb:list) -> bool:
+    "Whether each item of `la` pairs off with its own `math_equiv` item of `lb` (a list of solutions, any order)."
+    rest = list(lb)
+    for x in la:
+        j = next((j for j, y in enumerate(rest) if math_equiv(x, y)), None)
+        if j is None: return False
+        rest.pop(j)
+    return True
 
 # %% ../../nbs/05c_math.ipynb #35f325ba
 _NUM = re.compile(r'[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?|[-+]?\d+(?:\.\d+)?|[-+]?\.\d+')
@@ -134,6 +142,7 @@ def numeric_answer(ans:str|None) -> str|None:
 # %% ../../nbs/05c_math.ipynb #75e345fe
 def _short(s, n=60): s = str(s); return s if len(s) <= n else s[:n] + '…'
 
+# %% ../../nbs/05c_math.ipynb #9ab9ccc0
 def math_feedback(state:EpisodeState, numeric:bool, max_turns:int=1) -> Feedback:
     "Feedback for a finished maths episode: numeric (GSM8K, embedded) or LaTeX (MATH) equivalence."
     gold, pred = str(state.task.target), state.answer
@@ -174,18 +183,21 @@ def _shop(r):
     bill = next(b for b in (20, 50, 100, 200) if b > tot)
     return q + f' She pays with a {bill}-dollar bill. How much change does she get, in dollars?', steps + [f'The change is {bill} - {tot} = {bill - tot} dollars.'], bill - tot
 
+# %% ../../nbs/05c_math.ipynb #09a27aad
 def _share(r):
     n, b, m, k = r.choice(_NAMES), r.randint(3, 9), r.randint(6, 15), r.randint(2, 6)
     tot = b * m; a = r.randint(-(-tot // (2 * k)), (tot - 1) // k); g = tot - k * a
     return (f'{n} has {b} bags with {m} marbles in each. {n} gives {g} marbles to a sister and shares the rest equally among {k} friends. How many marbles does each friend get?',
             [f'There are {b} * {m} = {tot} marbles.', f'After the gift {tot} - {g} = {tot - g} are left.', f'Each friend gets {tot - g} / {k} = {a}.'], a)
 
+# %% ../../nbs/05c_math.ipynb #df19c2b5
 def _trip(r):
     v1, h1, v2, h2 = r.randrange(30, 85, 5), r.randint(2, 5), r.randrange(30, 85, 5), r.randint(1, 4)
     d1, d2 = v1 * h1, v2 * h2
     return (f'A train travels at {v1} km per hour for {h1} hours and then at {v2} km per hour for {h2} hours. How many kilometres does it travel in total?',
             [f'First it travels {v1} * {h1} = {d1} km.', f'Then it travels {v2} * {h2} = {d2} km.', f'In total {d1} + {d2} = {d1 + d2} km.'], d1 + d2)
 
+# %% ../../nbs/05c_math.ipynb #0f6ffa13
 def _wage(r):
     n, w, h, d = r.choice(_NAMES), r.randint(8, 25), r.randint(3, 8), r.randint(3, 7)
     day, tot = w * h, w * h * d; s = r.randint(1, tot - 1)
@@ -199,22 +211,26 @@ def _fraction(r):
     return (f'A class has {N} students. {a}/{b} of them walk to school and the rest take the bus. Half of the bus riders sit at the front. How many students sit at the front of the bus?',
             [f'{N} * {a}/{b} = {w} students walk.', f'{N} - {w} = {bus} take the bus.', f'{bus} / 2 = {bus // 2} sit at the front.'], bus // 2)
 
+# %% ../../nbs/05c_math.ipynb #e5e03228
 def _boxes(r):
     rate, h = r.randint(3, 12), r.randint(1, 4); items = rate * 60 * h
     s = r.choice([d for d in range(5, 51) if items % d == 0])
     return (f'A machine makes {rate} toys per minute. It runs for {h} hours, and the toys are packed in boxes of {s}. How many boxes are filled?',
             [f'{h} hours is {h} * 60 = {60 * h} minutes.', f'The machine makes {rate} * {60 * h} = {items} toys.', f'That fills {items} / {s} = {items // s} boxes.'], items // s)
 
+# %% ../../nbs/05c_math.ipynb #d7ee5f20
 def _age(r):
     n, b, k, y = r.choice(_NAMES), r.randint(3, 15), r.randint(2, 5), r.randint(2, 20)
     return (f'{n} is {k} times as old as a brother who is {b} years old. How old will {n} be in {y} years?',
             [f'{n} is {k} * {b} = {k * b} years old.', f'In {y} years {n} will be {k * b} + {y} = {k * b + y}.'], k * b + y)
 
+# %% ../../nbs/05c_math.ipynb #36301950
 def _packs(r):
     n, p, k = r.choice(_NAMES), r.randint(6, 24), r.randint(2, 9); g = r.randint(1, p * k - 1)
     return (f'A pack has {p} pencils. {n} buys {k} packs and gives away {g} pencils. How many pencils does {n} have left?',
             [f'{k} packs hold {k} * {p} = {k * p} pencils.', f'{k * p} - {g} = {k * p - g} pencils are left.'], k * p - g)
 
+# %% ../../nbs/05c_math.ipynb #ea414aea
 ARITH_TEMPLATES = {f.__name__[1:]: f for f in (_shop, _share, _trip, _wage, _fraction, _boxes, _age, _packs)}
 
 # %% ../../nbs/05c_math.ipynb #d39af00b
@@ -228,6 +244,7 @@ def _subtract(r):
     n, x, a = r.choice(_NAMES), r.choice(_THINGS), r.randint(3, 20); b = r.randint(2, a - 1)
     return f'{n} has {a} {x} and gives {b} of them to a friend. How many {x} does {n} have left?', [f'{a} - {b} = {a - b}.'], a - b
 
+# %% ../../nbs/05c_math.ipynb #70c409bb
 def _multiply(r):
     n, x, a, b = r.choice(_NAMES), r.choice(_THINGS), r.randint(2, 10), r.randint(2, 20)
     return f'{n} buys {a} bags with {b} {x} in each bag. How many {x} does {n} buy?', [f'{a} * {b} = {a * b}.'], a * b
@@ -236,6 +253,7 @@ def _divide(r):
     n, x, k, e = r.choice(_NAMES), r.choice(_THINGS), r.randint(2, 10), r.randint(2, 20)
     return f'{n} shares {k * e} {x} equally among {k} friends. How many {x} does each friend get?', [f'{k * e} / {k} = {e}.'], e
 
+# %% ../../nbs/05c_math.ipynb #83e5d443
 ONE_STEP_TEMPLATES = {f.__name__[1:]: f for f in (_add, _subtract, _multiply, _divide)}
 
 # %% ../../nbs/05c_math.ipynb #45c31da2
@@ -249,6 +267,7 @@ def _packs_extra(r):
     return (f'{n} buys {k} packs of {p} {x} and already has {e} {x}. How many {x} does {n} have in total?',
             [f'The packs hold {k} * {p} = {k * p} {x}.', f'In total {k * p} + {e} = {k * p + e} {x}.'], k * p + e)
 
+# %% ../../nbs/05c_math.ipynb #44a93615
 def _keep_share(r):
     n, x, k, e, c = r.choice(_NAMES), r.choice(_THINGS), r.randint(2, 6), r.randint(2, 8), r.randint(2, 20); tot = k * e + c
     return (f'{n} has {tot} {x}, keeps {c} and shares the rest equally among {k} friends. How many {x} does each friend get?',
@@ -260,6 +279,7 @@ def _change(r):
     return (f'{n} buys {q} {x} at {p} dollars each and pays with a {bill}-dollar bill. How much change does {n} get, in dollars?',
             [f'The {x} cost {q} * {p} = {cost} dollars.', f'The change is {bill} - {cost} = {bill - cost} dollars.'], bill - cost)
 
+# %% ../../nbs/05c_math.ipynb #5cd13667
 TWO_STEP_TEMPLATES = {f.__name__[1:]: f for f in (_buy_give, _packs_extra, _keep_share, _change)}
 
 # %% ../../nbs/05c_math.ipynb #2421cd10
@@ -268,6 +288,7 @@ DIFFICULTIES = {0: 'one operation (add, subtract, multiply, exact divide) on num
                 2: 'the 2-4 step word problems above (the default)'}
 ARITH_LEVELS = {0: ONE_STEP_TEMPLATES, 1: TWO_STEP_TEMPLATES, 2: ARITH_TEMPLATES}
 
+# %% ../../nbs/05c_math.ipynb #2d32a544
 @register_env('math')
 class ArithmeticEnv(MathEnv):
     "Embedded seeded arithmetic word problems with integer answers (multi-step by default)."
@@ -276,19 +297,27 @@ class ArithmeticEnv(MathEnv):
         if difficulty not in DIFFICULTIES: raise ValueError(f'math difficulty must be one of {sorted(DIFFICULTIES)}, got {difficulty!r}')
         self.difficulty = difficulty
 
-    def tasks(self, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
-        self.check_split(split)
-        out, base, d = [], split_seed(split, seed), self.difficulty
-        templates, pre = ARITH_LEVELS[d], 'arith' if d == 2 else f'arith-d{d}'   # the default keeps its historical ids
-        for i in range(self.sizes[split] if n is None else n):
-            r = random.Random(f'{base}:{i}')
-            while True:
-                kind = r.choice(list(templates)); q, steps, ans = templates[kind](r)
-                if hash_split(q) == split: break
-            out.append(Task(f'{pre}-{split}-{seed}-{i}', 'math', split, q, target=str(ans),
-                            meta=dict(source='embedded', template=kind, steps=len(steps), reference='\n'.join(steps) + f'\nAnswer: {ans}',
-                                      difficulty=d)))
-        return out
+# %% ../../nbs/05c_math.ipynb #6eb985d5
+def _draw_problem(r:random.Random, templates:dict, split:str) -> tuple:
+    "`(template, question, steps, answer)` from a random template of `templates`, redrawn until the question hashes into `split`."
+    while True:
+        kind = r.choice(list(templates)); q, steps, ans = templates[kind](r)
+        if hash_split(q) == split: return kind, q, steps, ans
+
+# %% ../../nbs/05c_math.ipynb #48c5a88b
+@patch
+def tasks(self:ArithmeticEnv, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
+    "The first `n` tasks of `split` (`n=None`: `sizes[split]`); task `i` is drawn from a generator seeded by `(split, seed, i)`."
+    self.check_split(split)
+    out, base, d = [], split_seed(split, seed), self.difficulty
+    templates, pre = ARITH_LEVELS[d], 'arith' if d == 2 else f'arith-d{d}'   # the default keeps its historical ids
+    for i in range(self.sizes[split] if n is None else n):
+        r = random.Random(f'{base}:{i}')
+        kind, q, steps, ans = _draw_problem(r, templates, split)
+        out.append(Task(f'{pre}-{split}-{seed}-{i}', 'math', split, q, target=str(ans),
+                        meta=dict(source='embedded', template=kind, steps=len(steps), reference='\n'.join(steps) + f'\nAnswer: {ans}',
+                                  difficulty=d)))
+    return out
 
 # %% ../../nbs/05c_math.ipynb #826ac43a
 class DataMathEnv(MathEnv):
@@ -299,16 +328,23 @@ class DataMathEnv(MathEnv):
     def available(self) -> tuple[bool, str]:
         try: dataset_dir(self.sub, self.data_dir); return True, ''
         except DataUnavailable as e: return False, str(e)
-    def load(self) -> list[Task]:
-        "All tasks of the data folder (cached); malformed rows are counted in `self.report`."
-        if self._tasks is None:
-            rows = self.rows(dataset_dir(self.sub, self.data_dir))
-            self._tasks, self.report = load_rows(((w, (i, r)) for i, (w, r) in enumerate(rows)), self.parse, self.source)
-            get_logger('tasks').info(repr(self.report))
-        return self._tasks
-    def tasks(self, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
-        self.check_split(split)
-        return sample_split(self.load(), split, n, seed)
+
+# %% ../../nbs/05c_math.ipynb #d7f58df0
+@patch
+def load(self:DataMathEnv) -> list[Task]:
+    "All tasks of the data folder (cached); malformed rows are counted in `self.report`."
+    if self._tasks is None:
+        rows = self.rows(dataset_dir(self.sub, self.data_dir))
+        self._tasks, self.report = load_rows(((w, (i, r)) for i, (w, r) in enumerate(rows)), self.parse, self.source)
+        get_logger('tasks').info(repr(self.report))
+    return self._tasks
+
+# %% ../../nbs/05c_math.ipynb #7cb93c71
+@patch
+def tasks(self:DataMathEnv, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
+    "The `split` tasks in file order, or a seeded sample of `n` of them (kept in file order)."
+    self.check_split(split)
+    return sample_split(self.load(), split, n, seed)
 
 # %% ../../nbs/05c_math.ipynb #0b6df6c6
 def gsm8k_reference(solution:str) -> tuple[str, str]:
@@ -319,6 +355,7 @@ def gsm8k_reference(solution:str) -> tuple[str, str]:
     work = re.sub(r'<<[^>]*>>', '', work).strip()
     return (work + '\n' if work else '') + f'Answer: {final}', final
 
+# %% ../../nbs/05c_math.ipynb #c13bd1f3
 @register_env('math', 'gsm8k')
 class GSM8KEnv(DataMathEnv):
     "GSM8K grade-school word problems, numeric answers (`gsm8k/train.jsonl`)."
@@ -339,17 +376,25 @@ class MATHEnv(DataMathEnv):
     sub, numeric = 'math', False
     def instructions(self, task:Task) -> str:
         return 'Solve the problem step by step, briefly. Finish with one line `Answer: <final answer>` (LaTeX allowed, e.g. \\frac{1}{2}).'
-    def rows(self, folder:Path):
-        p = folder/'train.json'
-        if not p.exists(): raise DataUnavailable(f'no train.json in {folder}')
-        try: data = json.loads(p.read_text())
-        except json.JSONDecodeError as e: raise ValueError(f'{p} is not valid JSON: {e}') from e
-        if not isinstance(data, list): raise ValueError(f'{p} should hold a JSON list, not {type(data).__name__}')
-        return ((f'{p.name}[{i}]', r) for i, r in enumerate(data))
-    def parse(self, ir) -> Task:
-        i, r = ir; prob, ans = str(r['problem']).strip(), r['answer']
-        if ans is None or not str(ans).strip(): raise ValueError('no answer')
-        if not prob: raise ValueError('empty problem')
-        ans = str(ans).strip()
-        return Task(f'math-{i:05d}', 'math', hash_split(prob), prob, target=ans,
-                    meta=dict(source='math', type=r.get('type'), difficulty=r.get('difficulty'), reference=f'Answer: {ans}'))
+
+# %% ../../nbs/05c_math.ipynb #f7a29c62
+@patch
+def rows(self:MATHEnv, folder:Path):
+    "`(where, row)` pairs of `train.json`, a JSON list of rows."
+    p = folder/'train.json'
+    if not p.exists(): raise DataUnavailable(f'no train.json in {folder}')
+    try: data = json.loads(p.read_text())
+    except json.JSONDecodeError as e: raise ValueError(f'{p} is not valid JSON: {e}') from e
+    if not isinstance(data, list): raise ValueError(f'{p} should hold a JSON list, not {type(data).__name__}')
+    return ((f'{p.name}[{i}]', r) for i, r in enumerate(data))
+
+# %% ../../nbs/05c_math.ipynb #d531a86a
+@patch
+def parse(self:MATHEnv, ir) -> Task:
+    "Row `ir = (i, row)` as a task (raises on a malformed row)."
+    i, r = ir; prob, ans = str(r['problem']).strip(), r['answer']
+    if ans is None or not str(ans).strip(): raise ValueError('no answer')
+    if not prob: raise ValueError('empty problem')
+    ans = str(ans).strip()
+    return Task(f'math-{i:05d}', 'math', hash_split(prob), prob, target=ans,
+                meta=dict(source='math', type=r.get('type'), difficulty=r.get('difficulty'), reference=f'Answer: {ans}'))
