@@ -69,17 +69,24 @@ class BaseTrigger:
 
 # %% ../nbs/11_trigger.ipynb #910df2a1
 @patch
+def _count_episode(self:BaseTrigger, family:str, success:bool, score:float) -> FamilyState:
+    "Add one episode's outcome to `family`'s counters and windows; returns its state."
+    st = self.state(family)
+    st.episodes += 1; st.since_update += 1
+    st.recent = (st.recent + [self.plateau_value(success, score)])[-self.window:]
+    st.n_hq += self.high_quality(score)
+    if len(st.first_k) < self.k: st.first_k.append(int(success))
+    self.stats['observed'] += 1
+    return st
+
+# %% ../nbs/11_trigger.ipynb #5073f0c6
+@patch
 def observe(self:BaseTrigger, family:str, success:bool, score:float, # the episode's outcome
             channel:str) -> TriggerEvent|None: # the family's current channel (one of `CHANNELS`)
     "Update `family` after one episode; return the event if the trigger fires (None if nothing holds or it is suppressed)."
     check_channel(channel)
     if not isinstance(score, (int, float)) or not math.isfinite(score): raise ValueError(f"score {score!r} must be a finite number")
-    st = self.state(family)
-    st.episodes += 1; st.since_update += 1
-    st.recent = (st.recent + [self.plateau_value(bool(success), float(score))])[-self.window:]
-    st.n_hq += self.high_quality(float(score))
-    if len(st.first_k) < self.k: st.first_k.append(int(bool(success)))
-    self.stats['observed'] += 1
+    st = self._count_episode(family, bool(success), float(score))
     held = self.conditions(family)
     if not held: return None
     ev = TriggerEvent(family, next(iter(held)), list(held), st.episodes, channel, channel in PARAMETRIC_CHANNELS, held)
@@ -88,6 +95,7 @@ def observe(self:BaseTrigger, family:str, success:bool, score:float, # the episo
     self._log({'kind': 'fired' if ev.fired else 'suppressed', **ev.to_dict()})
     return ev if ev.fired else None
 
+# %% ../nbs/11_trigger.ipynb #efae286b
 @patch
 def reset_after_update(self:BaseTrigger, family:str):
     "A parametric update of `family` happened: start the windows and counters since the last update anew."
@@ -104,6 +112,7 @@ def state_dict(self:BaseTrigger) -> dict:
     return {'name': self.name, 'params': self.params, 'families': {f: asdict(s) for f, s in self.families.items()},
             'events': [e.to_dict() for e in self.events], 'stats': dict(self.stats)}
 
+# %% ../nbs/11_trigger.ipynb #dfc8d9d4
 @patch
 def load_state_dict(self:BaseTrigger, state:dict):
     "Restore `state_dict()` output of the same kind of trigger with the same parameters."
@@ -155,6 +164,7 @@ def data_sufficient(self:Trigger, family:str) -> dict:
     st = self.state(family)
     return {'holds': st.n_hq >= self.N, 'n_hq': st.n_hq, 'N': self.N, 'q_min': self.q_min, 'since_update': st.since_update}
 
+# %% ../nbs/11_trigger.ipynb #36f3a4dc
 @patch
 def cold_start_failure(self:Trigger, family:str) -> dict:
     "ColdStartFailure for `family`: holds only at its k-th episode, with no update yet and first-k success rate < `tau_c`."
@@ -163,6 +173,7 @@ def cold_start_failure(self:Trigger, family:str) -> dict:
     return {'holds': st.episodes == self.k and st.updates == 0 and rate < self.tau_c,
             'episode': st.episodes, 'k': self.k, 'rate': rate, 'tau_c': self.tau_c, 'updates': st.updates}
 
+# %% ../nbs/11_trigger.ipynb #e0c72d9d
 @patch
 def conditions(self:Trigger, family:str) -> dict:
     "The conditions that hold for `family` now, in priority order, with their numbers."
@@ -197,6 +208,7 @@ class FixedInterval(BaseTrigger):
         st = self.state(family)
         return {'fixed_interval': {'holds': True, 'since_update': st.since_update, 'every': self.every}} if st.since_update % self.every == 0 else {}
 
+# %% ../nbs/11_trigger.ipynb #3650ba70
 TRIGGERS = ('cove', 'no_trigger', 'fixed_interval')
 
 def make_trigger(name:str, # one of `TRIGGERS`
