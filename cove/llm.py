@@ -46,6 +46,7 @@ def model_cache_dir() -> Path:
     "Folder of converted models: `$COVE_CACHE_DIR/models`, by default `~/.cache/cove/models`."
     return Path(os.environ.get('COVE_CACHE_DIR') or '~/.cache/cove').expanduser()/'models'
 
+# %% ../nbs/02_llm.ipynb #b18b247d
 _CACHE_FILES = ('config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json')
 
 def embedded_cache_path(cache_dir:str|Path|None=None) -> Path:
@@ -68,6 +69,7 @@ def _file_lock(path:Path):
         try: yield
         finally: fcntl.flock(f, fcntl.LOCK_UN)
 
+# %% ../nbs/02_llm.ipynb #caf6fc7b
 def _convert_embedded(dst:Path):
     "De-quantise the GGUF model once and save model + tokenizer into `dst` atomically."
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -108,6 +110,7 @@ class ModelRef:
     path: str|None = None     # local folder or hub id (None for `tiny`)
     local_files_only: bool = True  # False only for a hub id with `allow_download=True`
 
+# %% ../nbs/02_llm.ipynb #c7e7c632
 def _in_hf_cache(repo_id:str) -> bool:
     from huggingface_hub import try_to_load_from_cache
     return isinstance(try_to_load_from_cache(repo_id, 'config.json'), str)
@@ -136,6 +139,7 @@ def cpu_has_native_bf16() -> bool:
     if caps: return bool(caps.get('avx512_bf16') or caps.get('amx_bf16'))
     return 'AMX' in torch.backends.cpu.get_cpu_capability()
 
+# %% ../nbs/02_llm.ipynb #d44d37a3
 def pick_dtype(dtype:str|torch.dtype='auto', device:str='cpu') -> torch.dtype:
     "The torch dtype for `dtype` (`auto`, `bfloat16`, `float32`, `float16`) on `device`."
     if isinstance(dtype, torch.dtype): return dtype
@@ -161,6 +165,7 @@ def torch_threads(threads:int=0, # explicit count (>0 wins)
     jobs = jobs or int(env.get('PYTEST_XDIST_WORKER_COUNT') or 1)
     return max(1, available_cores() // max(1, jobs))
 
+# %% ../nbs/02_llm.ipynb #29c317c7
 def set_threads(threads:int=0, jobs:int=0) -> int:
     "Set torch's intra-op threads from `torch_threads`; returns the count."
     n = torch_threads(threads, jobs)
@@ -177,6 +182,7 @@ def smollm2_tokenizer():
     "The SmolLM2 tokenizer from the embedded model's cache (read once per process, returned as a copy)."
     return copy.deepcopy(_load_tokenizer(str(ensure_embedded_model())))
 
+# %% ../nbs/02_llm.ipynb #f32743b8
 def tiny_llama(seed:int=0):
     "A randomly initialised 2-layer Llama with the SmolLM2 tokenizer: `(model, tokenizer)`, for unit tests."
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -216,17 +222,19 @@ class TokenLedger:
     train_tokens: int = 0
     by_kind: dict = field(default_factory=dict)  # kind -> {calls, prompt_tokens, completion_tokens, train_tokens}
 
-    def add(self, kind:str, prompt_tokens:int=0, completion_tokens:int=0, train_tokens:int=0, calls:int=1) -> TokenLedger:
-        "Record `calls` calls of `kind` with these token counts; returns `self`."
-        vals = dict(calls=calls, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, train_tokens=train_tokens)
-        if any(int(v) != v or v < 0 for v in vals.values()): raise ValueError(f"token counts must be non-negative integers: {vals}")
-        row = self.by_kind.setdefault(kind, dict.fromkeys(_LEDGER_KEYS, 0))
-        for k, v in vals.items(): row[k] += int(v)
-        self.prompt_tokens += int(prompt_tokens); self.completion_tokens += int(completion_tokens); self.train_tokens += int(train_tokens)
-        return self
-
     @property
     def total_tokens(self) -> int: return self.prompt_tokens + self.completion_tokens + self.train_tokens
+
+# %% ../nbs/02_llm.ipynb #5ced6cb7
+@patch
+def add(self:TokenLedger, kind:str, prompt_tokens:int=0, completion_tokens:int=0, train_tokens:int=0, calls:int=1) -> TokenLedger:
+    "Record `calls` calls of `kind` with these token counts; returns `self`."
+    vals = dict(calls=calls, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, train_tokens=train_tokens)
+    if any(int(v) != v or v < 0 for v in vals.values()): raise ValueError(f"token counts must be non-negative integers: {vals}")
+    row = self.by_kind.setdefault(kind, dict.fromkeys(_LEDGER_KEYS, 0))
+    for k, v in vals.items(): row[k] += int(v)
+    self.prompt_tokens += int(prompt_tokens); self.completion_tokens += int(completion_tokens); self.train_tokens += int(train_tokens)
+    return self
 
 # %% ../nbs/02_llm.ipynb #ff769543
 @patch
@@ -237,6 +245,7 @@ def merge(self:TokenLedger, other:TokenLedger) -> TokenLedger:
         for kind, row in led.by_kind.items(): out.add(kind, **{k: row[k] for k in _LEDGER_KEYS})
     return out
 
+# %% ../nbs/02_llm.ipynb #aa0722a8
 @patch
 def to_dict(self:TokenLedger) -> dict:
     "JSON-ready counts, with `total_tokens`."
@@ -268,6 +277,7 @@ class Generation:
     completion_tokens: int
     finish_reason: str  # `stop` or `length`
 
+# %% ../nbs/02_llm.ipynb #a914315c
 def as_messages(x:str|list[dict]) -> list[dict]:
     "Chat messages from a message list, or from a plain string (one user turn)."
     if isinstance(x, str): return [msg('user', x)]
@@ -291,16 +301,23 @@ class Policy:
     def count_tokens(self, x) -> int:
         "Exact token count of a text, or of chat messages as the prompt `generate` would send."
         raise NotImplementedError(f"{type(self).__name__} cannot count tokens")
-    def load_adapter(self, path, name:str|None=None) -> str:
-        "Load a LoRA adapter (not activated); returns its name."
-        raise NotImplementedError(f"{type(self).__name__} has no LoRA adapter support")
-    def set_adapter(self, name:str|None):
-        "Activate a loaded adapter by name, or the base model with `None`."
-        raise NotImplementedError(f"{type(self).__name__} has no LoRA adapter support")
-    @property
-    def adapters(self) -> list[str]: return []
-    @property
-    def active_adapter(self) -> str|None: return self._active
+
+# %% ../nbs/02_llm.ipynb #4e2cab24
+@patch
+def load_adapter(self:Policy, path, name:str|None=None) -> str:
+    "Load a LoRA adapter (not activated); returns its name."
+    raise NotImplementedError(f"{type(self).__name__} has no LoRA adapter support")
+
+@patch
+def set_adapter(self:Policy, name:str|None):
+    "Activate a loaded adapter by name, or the base model with `None`."
+    raise NotImplementedError(f"{type(self).__name__} has no LoRA adapter support")
+
+@patch(as_prop=True)
+def adapters(self:Policy) -> list[str]: return []
+
+@patch(as_prop=True)
+def active_adapter(self:Policy) -> str|None: return self._active
 
 # %% ../nbs/02_llm.ipynb #e995ad78
 @patch
@@ -308,6 +325,7 @@ def generate_one(self:Policy, messages, **kw) -> Generation:
     "Complete one conversation (a message list or a plain user string)."
     return self.generate([messages], **kw)[0]
 
+# %% ../nbs/02_llm.ipynb #31ab742c
 @patch
 def with_adapter(self:Policy, adapter:str|Path):
     "Context manager: use a loaded adapter name or an adapter folder inside a `with` block, then restore the previous one."
@@ -355,6 +373,7 @@ def _common_prefix(seqs:list[list[int]]) -> int:
         eq = a[:n] == np.asarray(s[:n], dtype=np.int64); n = n if eq.all() else int(eq.argmin())
     return n
 
+# %% ../nbs/02_llm.ipynb #71987469
 class PrefixCache:
     "Per-row KV caches of recent prompts, reused for the longest common token prefix (LRU, at most `max_tokens` tokens)."
     def __init__(self, max_tokens:int=32768):
@@ -364,29 +383,33 @@ class PrefixCache:
     @property
     def tokens(self) -> int: return sum(len(r[1]) for r in self.rows)
     def clear(self): self.rows = []
-
-    def lookup(self, key, ids:list[int]) -> tuple[list|None, int]:
-        "The kept row (its per-layer KV) sharing the longest prefix with `ids` under `key`, and that length (at most `len(ids) - 1`)."
-        a, best, n = np.asarray(ids, dtype=np.int64), None, 0
-        for j, r in enumerate(self.rows):
-            if r[0] != key: continue
-            m = min(len(r[1]), len(a) - 1)
-            eq = r[1][:m] == a[:m]
-            k = m if eq.all() else int(eq.argmin())
-            if k > n: best, n = j, k
-        self.stats['lookups'] += 1; self.stats['prompt_tokens'] += len(ids)
-        if best is None: return None, 0
-        best = self.rows.pop(best); self.rows.append(best)    # most recently used last
-        self.stats['hits'] += 1; self.stats['reused_tokens'] += n
-        return best[2], n
-
-    def add(self, key, ids:list[int], kv:list):
-        "Keep a row's ids and KV (`[(k, v)]` per layer, each heads x len(ids) x dim); evicts the oldest rows beyond `max_tokens`."
-        if not ids or len(ids) > self.max_tokens: return
-        if any(k.shape[-2] != len(ids) for k, _ in kv): raise ValueError(f"KV length {kv[0][0].shape[-2]} != {len(ids)} ids")
-        self.rows.append((key, np.asarray(ids, dtype=np.int64), kv))
-        while self.tokens > self.max_tokens: self.rows.pop(0)
     def __repr__(self): return f"PrefixCache({len(self.rows)} rows, {self.tokens}/{self.max_tokens} tokens, {self.stats})"
+
+# %% ../nbs/02_llm.ipynb #b114940d
+@patch
+def add(self:PrefixCache, key, ids:list[int], kv:list):
+    "Keep a row's ids and KV (`[(k, v)]` per layer, each heads x len(ids) x dim); evicts the oldest rows beyond `max_tokens`."
+    if not ids or len(ids) > self.max_tokens: return
+    if any(k.shape[-2] != len(ids) for k, _ in kv): raise ValueError(f"KV length {kv[0][0].shape[-2]} != {len(ids)} ids")
+    self.rows.append((key, np.asarray(ids, dtype=np.int64), kv))
+    while self.tokens > self.max_tokens: self.rows.pop(0)
+
+# %% ../nbs/02_llm.ipynb #c723ffd3
+@patch
+def lookup(self:PrefixCache, key, ids:list[int]) -> tuple[list|None, int]:
+    "The kept row (its per-layer KV) sharing the longest prefix with `ids` under `key`, and that length (at most `len(ids) - 1`)."
+    a, best, n = np.asarray(ids, dtype=np.int64), None, 0
+    for j, r in enumerate(self.rows):
+        if r[0] != key: continue
+        m = min(len(r[1]), len(a) - 1)
+        eq = r[1][:m] == a[:m]
+        k = m if eq.all() else int(eq.argmin())
+        if k > n: best, n = j, k
+    self.stats['lookups'] += 1; self.stats['prompt_tokens'] += len(ids)
+    if best is None: return None, 0
+    best = self.rows.pop(best); self.rows.append(best)    # most recently used last
+    self.stats['hits'] += 1; self.stats['reused_tokens'] += n
+    return best[2], n
 
 # %% ../nbs/02_llm.ipynb #52097ba5
 class HFPolicy(Policy):
@@ -404,21 +427,41 @@ class HFPolicy(Policy):
         self.eos_ids = {tokenizer.eos_token_id, *(eos if isinstance(eos, list) else [eos])} - {None}
         self.prefix_cache = PrefixCache(prefix_cache_tokens)
 
-    @classmethod
-    def load(cls, name:str=EMBEDDED_NAME, dtype:str|torch.dtype='auto', device:str='cpu', batch_size:int=16,
-             allow_download:bool=False, **kw) -> HFPolicy:
-        "Load a model by name (`smollm2-135m`, `tiny`, a folder, a hub id) as a policy."
-        model, tok = load_model(name, dtype, device, allow_download)
-        return cls(model, tok, batch_size=batch_size, name=name, **kw)
-
-    def count_tokens(self, x) -> int:
-        "Exact token count of a text, or of chat messages as the prompt `generate` would send."
-        return count_tokens_with(self.tokenizer, x, **self.template_kw)
     @property
     def device(self) -> torch.device: return next(self.model.parameters()).device
     @property
     def dtype(self) -> torch.dtype: return next(self.model.parameters()).dtype
     def __repr__(self): return f"HFPolicy({self.name!r}, dtype={self.dtype}, batch_size={self.batch_size}, adapter={self.active_adapter!r})"
+
+# %% ../nbs/02_llm.ipynb #2c93f632
+@patch(cls_method=True)
+def load(cls:HFPolicy, name:str=EMBEDDED_NAME, dtype:str|torch.dtype='auto', device:str='cpu', batch_size:int=16,
+         allow_download:bool=False, **kw) -> HFPolicy:
+    "Load a model by name (`smollm2-135m`, `tiny`, a folder, a hub id) as a policy."
+    model, tok = load_model(name, dtype, device, allow_download)
+    return cls(model, tok, batch_size=batch_size, name=name, **kw)
+
+@patch
+def count_tokens(self:HFPolicy, x) -> int:
+    "Exact token count of a text, or of chat messages as the prompt `generate` would send."
+    return count_tokens_with(self.tokenizer, x, **self.template_kw)
+
+# %% ../nbs/02_llm.ipynb #c3e94756
+import re
+
+def stop_strings(stop) -> list[str]: return [s for s in stop or [] if isinstance(s, str)]
+def stop_patterns(stop) -> list[re.Pattern]: return [s for s in stop or [] if isinstance(s, re.Pattern)]
+
+# %% ../nbs/02_llm.ipynb #59381811
+from transformers import StoppingCriteria
+
+class PatternStop(StoppingCriteria):
+    "Stop each row of a batch once its completion (tokens after `start`) matches one of `patterns`."
+    def __init__(self, tokenizer, patterns:list[re.Pattern], start:int):
+        self.tok, self.patterns, self.start = tokenizer, patterns, start
+    def __call__(self, input_ids, scores, **kw) -> torch.BoolTensor:
+        texts = self.tok.batch_decode(input_ids[:, self.start:], skip_special_tokens=True)
+        return torch.tensor([any(p.search(t) for p in self.patterns) for t in texts], device=input_ids.device)
 
 # %% ../nbs/02_llm.ipynb #c6bf0a87
 @patch
@@ -432,27 +475,13 @@ def _gen_config(self:HFPolicy, max_new_tokens, temperature, top_p, stop, min_new
     if strs := stop_strings(stop): kw['stop_strings'] = strs
     return GenerationConfig(**kw)
 
+# %% ../nbs/02_llm.ipynb #d0ee2cd9
 @contextlib.contextmanager
 def _seeded(seed:int|None):
     "Seed torch inside the block only (the caller's RNG state is restored after)."
     if seed is None: yield; return
     devs = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
     with torch.random.fork_rng(devices=devs): torch.manual_seed(seed); yield
-
-# %% ../nbs/02_llm.ipynb #c3e94756
-import re
-from transformers import StoppingCriteria
-
-def stop_strings(stop) -> list[str]: return [s for s in stop or [] if isinstance(s, str)]
-def stop_patterns(stop) -> list[re.Pattern]: return [s for s in stop or [] if isinstance(s, re.Pattern)]
-
-class PatternStop(StoppingCriteria):
-    "Stop each row of a batch once its completion (tokens after `start`) matches one of `patterns`."
-    def __init__(self, tokenizer, patterns:list[re.Pattern], start:int):
-        self.tok, self.patterns, self.start = tokenizer, patterns, start
-    def __call__(self, input_ids, scores, **kw) -> torch.BoolTensor:
-        texts = self.tok.batch_decode(input_ids[:, self.start:], skip_special_tokens=True)
-        return torch.tensor([any(p.search(t) for p in self.patterns) for t in texts], device=input_ids.device)
 
 # %% ../nbs/02_llm.ipynb #23ef84f8
 def _cut_at_stop(text:str, stop:list|None) -> str|None:
@@ -461,6 +490,7 @@ def _cut_at_stop(text:str, stop:list|None) -> str|None:
     cuts += [text[:m.end()].rstrip() for p in stop_patterns(stop) if (m := p.search(text))]
     return min(cuts, key=len) if cuts else None
 
+# %% ../nbs/02_llm.ipynb #321c1648
 @patch
 def _tokens_upto(self:HFPolicy, ids:list[int], n_chars:int) -> int:
     "The fewest leading tokens of `ids` whose decoded text reaches `n_chars` characters (binary search)."
@@ -471,6 +501,7 @@ def _tokens_upto(self:HFPolicy, ids:list[int], n_chars:int) -> int:
         else: lo = mid + 1
     return lo
 
+# %% ../nbs/02_llm.ipynb #fe0faf19
 @patch
 def _finish(self:HFPolicy, ids:list[int], n_prompt:int, stop) -> Generation:
     "A `Generation` from one row of generated ids; completion tokens count only up to a stop."
@@ -498,6 +529,7 @@ def _adapter_ctx(self:HFPolicy):
     "The base model when no adapter is active, else the active adapter."
     return self.model.disable_adapter() if self._active is None and self.adapters else contextlib.nullcontext()
 
+# %% ../nbs/02_llm.ipynb #f204aa87
 @patch
 def generate(self:HFPolicy, batch:list, max_new_tokens:int=128, temperature:float=0.0, top_p:float=1.0,
              stop:list|None=None, seed:int|None=None, min_new_tokens:int=0) -> list[Generation]:
@@ -530,6 +562,7 @@ def _cache_hits(self:HFPolicy, toks:list[list[int]]) -> list[tuple[list|None, in
             hits = [(kv[0], shared) if n < shared else (h, n) for h, n in hits]
     return hits
 
+# %% ../nbs/02_llm.ipynb #64244e0d
 @patch
 def _kv_rows(self:HFPolicy, cache, rows:list[tuple[int, list[int]]]) -> list[list]|None:
     "Copies of the keys and values at positions `pos` of batch row `b`, for each `(b, pos)`; None (and the cache off) for caches other than plain per-layer KV."
@@ -543,39 +576,55 @@ def _kv_rows(self:HFPolicy, cache, rows:list[tuple[int, list[int]]]) -> list[lis
         out.append([(l.keys[b][:, p], l.values[b][:, p]) for l in layers])
     return out
 
+# %% ../nbs/02_llm.ipynb #2dd6a088
+def _chunk_layout(toks:list[list[int]], cs:list[int], pad:int) -> tuple[torch.Tensor, torch.Tensor]:
+    "Ids and attention mask of one chunk laid out as `[pad | reused prefix | pad | new tokens]`; `cs`: each row's reused length."
+    B, C = len(toks), max(cs); S = max(len(t) - c for t, c in zip(toks, cs))
+    ids, mask = torch.full((B, C + S), pad, dtype=torch.long), torch.zeros((B, C + S), dtype=torch.long)
+    for b, (t, c) in enumerate(zip(toks, cs)):
+        ids[b, C-c:C], mask[b, C-c:C] = torch.tensor(t[:c], dtype=torch.long), 1
+        ids[b, C+S-len(t)+c:], mask[b, C+S-len(t)+c:] = torch.tensor(t[c:], dtype=torch.long), 1
+    return ids, mask
+
+# %% ../nbs/02_llm.ipynb #88f9354a
+def _reused_cache(hits:list, C:int):
+    "A `DynamicCache` of each row's reused keys and values (`hits`: `(kv, length)` per row), left-padded to `C` positions."
+    from transformers import DynamicCache
+    B, ref = len(hits), next(kv for kv, c in hits if c)
+    layers = []
+    for l, (k0, v0) in enumerate(ref):
+        K, V = k0.new_zeros((B, k0.shape[0], C, k0.shape[-1])), v0.new_zeros((B, v0.shape[0], C, v0.shape[-1]))
+        for b, (kv, c) in enumerate(hits):
+            if c: K[b, :, C-c:], V[b, :, C-c:] = kv[l][0][:, :c], kv[l][1][:, :c]
+        layers.append((K, V))
+    return DynamicCache(layers)
+
+# %% ../nbs/02_llm.ipynb #59417330
+@patch
+def _keep_rows(self:HFPolicy, toks:list[list[int]], new:list[list[int]], gens:list[Generation], cache, mask, start:int):
+    "Put each row's prompt and completion (up to its stop, as far as its KV exists) into the prefix cache for the next turn."
+    fed = cache.get_seq_length() - start if cache is not None else 0   # completion tokens whose KV exists (the last one sampled was never fed)
+    keep = [min(g.completion_tokens, fed) for g in gens]
+    pos = [(b, mask[b].nonzero().squeeze(1).tolist() + list(range(start, start + k))) for b, k in enumerate(keep)]
+    for t, row, k, kv in zip(toks, new, keep, self._kv_rows(cache, pos) or []):
+        self.prefix_cache.add(self._active, t + row[:k], kv)
+
+# %% ../nbs/02_llm.ipynb #ccc2243f
 @patch
 def _generate_rows(self:HFPolicy, toks:list[list[int]], hits:list, cfg, stop) -> list[Generation]:
     "Generate one chunk of rows, reusing each row's cached prefix, and keep each row's KV for the next turn."
-    from transformers import DynamicCache, StoppingCriteriaList
-    B, pad, cs = len(toks), self.tokenizer.pad_token_id, [n for _, n in hits]
-    C = max(cs); S = max(len(t) - c for t, c in zip(toks, cs))
-    ids, mask = torch.full((B, C + S), pad, dtype=torch.long), torch.zeros((B, C + S), dtype=torch.long)
-    for b, (t, c) in enumerate(zip(toks, cs)):   # [pad | reused prefix | pad | new tokens]
-        ids[b, C-c:C], mask[b, C-c:C] = torch.tensor(t[:c], dtype=torch.long), 1
-        ids[b, C+S-len(t)+c:], mask[b, C+S-len(t)+c:] = torch.tensor(t[c:], dtype=torch.long), 1
-    kw = {}
-    if C:
-        ref = next(kv for kv, c in hits if c)
-        layers = []
-        for l, (k0, v0) in enumerate(ref):
-            K, V = k0.new_zeros((B, k0.shape[0], C, k0.shape[-1])), v0.new_zeros((B, v0.shape[0], C, v0.shape[-1]))
-            for b, (kv, c) in enumerate(hits):
-                if c: K[b, :, C-c:], V[b, :, C-c:] = kv[l][0][:, :c], kv[l][1][:, :c]
-            layers.append((K, V))
-        kw['cache'] = DynamicCache(layers)
-    ids, mask, start = ids.to(self.device), mask.to(self.device), C + S
+    from transformers import StoppingCriteriaList
+    cs = [n for _, n in hits]
+    ids, mask = _chunk_layout(toks, cs, self.tokenizer.pad_token_id)
+    kw = {'cache': _reused_cache(hits, max(cs))} if max(cs) else {}
+    ids, mask, start = ids.to(self.device), mask.to(self.device), ids.shape[1]
     crit = StoppingCriteriaList([PatternStop(self.tokenizer, stop_patterns(stop), start)]) if stop_patterns(stop) else None
     res = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg, tokenizer=self.tokenizer if stop_strings(stop) else None,
                               stopping_criteria=crit, **kw)
     new = res.sequences[:, start:].tolist()
     gens = [self._finish(row, len(t), stop) for t, row in zip(toks, new)]
-    cache = res.get('cache') or res.get('past_key_values')
     if self.prefix_cache.max_tokens:   # no cache back from `generate`: `_kv_rows` warns and turns the prefix cache off
-        fed = cache.get_seq_length() - start if cache is not None else 0   # completion tokens whose KV exists (the last one sampled was never fed)
-        keep = [min(g.completion_tokens, fed) for g in gens]
-        pos = [(b, mask[b].nonzero().squeeze(1).tolist() + list(range(start, start + k))) for b, k in enumerate(keep)]
-        for t, row, k, kv in zip(toks, new, keep, self._kv_rows(cache, pos) or []):
-            self.prefix_cache.add(self._active, t + row[:k], kv)
+        self._keep_rows(toks, new, gens, res.get('cache') or res.get('past_key_values'), mask, start)
     return gens
 
 # %% ../nbs/02_llm.ipynb #e4bef7a6
@@ -602,6 +651,7 @@ def _cache_arg(self:HFPolicy) -> str:
     base = self.model.get_base_model() if hasattr(self.model, 'get_base_model') else self.model
     return 'cache' if 'cache' in inspect.signature(base.forward).parameters else 'past_key_values'
 
+# %% ../nbs/02_llm.ipynb #25283811
 @patch
 def _score_full(self:HFPolicy, spans) -> list[float]:
     "Right-padded forward pass over whole sequences (no shared prefix)."
@@ -623,6 +673,17 @@ def score_choices(self:HFPolicy, messages, choices:list[str], end:bool=True) -> 
     self.ledger.add('score', prompt_tokens=sum(len(ids) for ids, _ in spans))
     return scores
 
+# %% ../nbs/02_llm.ipynb #54548ea5
+def make_test_adapter(path:str|Path, seed:int=0, r:int=4, scale:float=1.0) -> Path:
+    "Save a randomly initialised (non-zero) LoRA adapter for `tiny_llama(seed)` into `path`, for tests."
+    from peft import LoraConfig, get_peft_model
+    base, _ = tiny_llama(seed)
+    cfg = LoraConfig(r=r, lora_alpha=r*scale, target_modules=['q_proj', 'v_proj', 'up_proj'], init_lora_weights=False)
+    with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+        warnings.simplefilter('ignore', FutureWarning)
+        torch.manual_seed(seed + 1); get_peft_model(base, cfg).save_pretrained(str(path))
+    return Path(path)
+
 # %% ../nbs/02_llm.ipynb #aac7bceb
 @patch(as_prop=True)
 def adapters(self:HFPolicy) -> list[str]:
@@ -630,6 +691,15 @@ def adapters(self:HFPolicy) -> list[str]:
     from peft import PeftModel
     return list(self.model.peft_config) if isinstance(self.model, PeftModel) else []
 
+@patch
+def set_adapter(self:HFPolicy, name:str|None):
+    "Activate a loaded adapter by name, or the base model with `None`."
+    if name is not None:
+        if name not in self.adapters: raise KeyError(f"adapter {name!r} not loaded; loaded: {self.adapters}")
+        self.model.set_adapter(name)
+    self._active = name
+
+# %% ../nbs/02_llm.ipynb #f02ada38
 @patch
 def load_adapter(self:HFPolicy, path:str|Path, name:str|None=None) -> str:
     "Load the LoRA adapter saved in `path` under `name` (default: the folder name); returns the name."
@@ -664,26 +734,16 @@ def unload_adapter(self:HFPolicy, name:str):
     self._drop(name)
     self.set_adapter(None if self._active == name else self._active)
 
-@patch
-def set_adapter(self:HFPolicy, name:str|None):
-    "Activate a loaded adapter by name, or the base model with `None`."
-    if name is not None:
-        if name not in self.adapters: raise KeyError(f"adapter {name!r} not loaded; loaded: {self.adapters}")
-        self.model.set_adapter(name)
-    self._active = name
-
-# %% ../nbs/02_llm.ipynb #54548ea5
-def make_test_adapter(path:str|Path, seed:int=0, r:int=4, scale:float=1.0) -> Path:
-    "Save a randomly initialised (non-zero) LoRA adapter for `tiny_llama(seed)` into `path`, for tests."
-    from peft import LoraConfig, get_peft_model
-    base, _ = tiny_llama(seed)
-    cfg = LoraConfig(r=r, lora_alpha=r*scale, target_modules=['q_proj', 'v_proj', 'up_proj'], init_lora_weights=False)
-    with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
-        warnings.simplefilter('ignore', FutureWarning)
-        torch.manual_seed(seed + 1); get_peft_model(base, cfg).save_pretrained(str(path))
-    return Path(path)
-
 # %% ../nbs/02_llm.ipynb #ed170d06
+def _time_batch(policy:Policy, bs:int, new_tokens:int) -> tuple[float, float, float]:
+    "Tokens per second, seconds and CPU utilisation of greedy generation of exactly `new_tokens` tokens for `bs` rows."
+    batch = [f"Tell me one fact about the number {i}." for i in range(bs)]
+    t, c = time.perf_counter(), time.process_time()
+    gens = policy.generate(batch, max_new_tokens=new_tokens, min_new_tokens=new_tokens)
+    dt = time.perf_counter() - t
+    return round(sum(g.completion_tokens for g in gens)/dt, 1), round(dt, 2), round((time.process_time()-c)/dt, 2)
+
+# %% ../nbs/02_llm.ipynb #1f4d63fb
 def bench_generation(policy:Policy|str, # a policy, or a model name to load with `HFPolicy.load`
                      batch_sizes=(1, 16), new_tokens:int=32, dtype:str='auto') -> dict:
     "Greedy generation speed: `{batch_size: tok/s, ..., 'seconds', 'cpu_util', 'speedup', ...}`."
@@ -691,17 +751,12 @@ def bench_generation(policy:Policy|str, # a policy, or a model name to load with
     saved = copy.deepcopy(policy.ledger)
     res = {'model': policy.name, 'dtype': str(getattr(policy, 'dtype', '')), 'new_tokens': new_tokens, 'seconds': {}, 'cpu_util': {}}
     policy.generate(['Hi!'], max_new_tokens=2)  # warm-up
-    for bs in batch_sizes:
-        batch = [f"Tell me one fact about the number {i}." for i in range(bs)]
-        t, c = time.perf_counter(), time.process_time()
-        gens = policy.generate(batch, max_new_tokens=new_tokens, min_new_tokens=new_tokens)
-        dt = time.perf_counter() - t
-        res[bs] = round(sum(g.completion_tokens for g in gens)/dt, 1)
-        res['seconds'][bs], res['cpu_util'][bs] = round(dt, 2), round((time.process_time()-c)/dt, 2)
+    for bs in batch_sizes: res[bs], res['seconds'][bs], res['cpu_util'][bs] = _time_batch(policy, bs, new_tokens)
     res['speedup'] = round(res[batch_sizes[-1]]/res[batch_sizes[0]], 2)
     policy.ledger = saved
     return res
 
+# %% ../nbs/02_llm.ipynb #0c2cd9c0
 def bench_load(name:str=EMBEDDED_NAME, dtype:str='auto') -> float:
     "Seconds to load policy `name` from the local cache (converting first and importing transformers, untimed)."
     resolve_model(name)
@@ -726,10 +781,15 @@ class VLLMPolicy(Policy):
         from transformers import AutoTokenizer  # our own HF tokenizer: offsets for scoring, exact counts
         self.tokenizer = AutoTokenizer.from_pretrained(ref.path, local_files_only=ref.local_files_only)
 
-    def count_tokens(self, x) -> int: return count_tokens_with(self.tokenizer, x, **self.template_kw)
-    @property
-    def adapters(self) -> list[str]: return list(self._loras)
-    def _lora(self): return self._loras[self._active] if self._active else None
+# %% ../nbs/02_llm.ipynb #85979264
+@patch
+def count_tokens(self:VLLMPolicy, x) -> int: return count_tokens_with(self.tokenizer, x, **self.template_kw)
+
+@patch(as_prop=True)
+def adapters(self:VLLMPolicy) -> list[str]: return list(self._loras)
+
+@patch
+def _lora(self:VLLMPolicy): return self._loras[self._active] if self._active else None
 
 # %% ../nbs/02_llm.ipynb #3a0fc6bb
 @patch
@@ -747,6 +807,7 @@ def generate(self:VLLMPolicy, batch:list, max_new_tokens:int=128, temperature:fl
     self.ledger.add('generate', sum(g.prompt_tokens for g in gens), sum(g.completion_tokens for g in gens), calls=len(gens))
     return gens
 
+# %% ../nbs/02_llm.ipynb #130786a6
 @patch
 def score_choices(self:VLLMPolicy, messages, choices:list[str], end:bool=True) -> list[float]:
     "Total log-likelihood of each choice as the assistant reply, from vLLM's `prompt_logprobs`."
@@ -781,6 +842,7 @@ class HTTPError(RuntimeError):
     def __init__(self, status:int, url:str, body:str):
         super().__init__(f"HTTP {status} from {url}: {body[:300]}"); self.status, self.body = status, body
 
+# %% ../nbs/02_llm.ipynb #70201c57
 def post_json(url:str, payload:dict, headers:dict|None=None, timeout:float=120.0) -> dict:
     "POST `payload` as JSON and return the JSON answer (via `httpx` if installed, else `urllib`)."
     headers = {'Content-Type': 'application/json', **(headers or {})}
@@ -809,10 +871,15 @@ class OpenAIPolicy(Policy):
         self.tokenizer = copy.deepcopy(_load_tokenizer(str(tokenizer))) if isinstance(tokenizer, (str, Path)) else tokenizer
         self.template_kw, self._loras = template_kw or {}, {}
 
-    def _post(self, route:str, payload:dict) -> dict: return post_json(self.root + route, payload, self.headers, self.timeout)
-    def _model(self) -> str: return self._active or self.model  # a served LoRA adapter is addressed by its name
-    @property
-    def adapters(self) -> list[str]: return list(self._loras)
+# %% ../nbs/02_llm.ipynb #58a98175
+@patch
+def _post(self:OpenAIPolicy, route:str, payload:dict) -> dict: return post_json(self.root + route, payload, self.headers, self.timeout)
+
+@patch
+def _model(self:OpenAIPolicy) -> str: return self._active or self.model  # a served LoRA adapter is addressed by its name
+
+@patch(as_prop=True)
+def adapters(self:OpenAIPolicy) -> list[str]: return list(self._loras)
 
 # %% ../nbs/02_llm.ipynb #758936a4
 @patch
@@ -827,6 +894,7 @@ def _chat(self:OpenAIPolicy, messages, max_new_tokens, temperature, top_p, stop,
     return client_stop(Generation(ch['message'].get('content') or '', usage['prompt_tokens'], usage['completion_tokens'],
                                   'length' if ch.get('finish_reason') == 'length' else 'stop'), stop, self.tokenizer)
 
+# %% ../nbs/02_llm.ipynb #8989acd7
 @patch
 def generate(self:OpenAIPolicy, batch:list, max_new_tokens:int=128, temperature:float=0.0, top_p:float=1.0,
              stop:list|None=None, seed:int|None=None, min_new_tokens:int=0) -> list[Generation]:
@@ -867,6 +935,7 @@ def count_tokens(self:OpenAIPolicy, x) -> int:
     try: return int(self._post('/tokenize', body)['count'])
     except HTTPError as e: raise NotImplementedError(f"{self.root} has no /tokenize route; pass tokenizer= to count locally") from e
 
+# %% ../nbs/02_llm.ipynb #634e02c0
 @patch
 def load_adapter(self:OpenAIPolicy, path:str|Path, name:str|None=None) -> str:
     "Ask the server to load the LoRA adapter at `path` (a path on the server) as model `name`."
