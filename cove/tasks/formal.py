@@ -47,15 +47,20 @@ def normalise_proof(p:str) -> str|None:
     body = ([lines[0].strip()] if lines[0].strip() else []) + (rest.split('\n') if rest.strip() else [])
     return 'by\n' + '\n'.join('  ' + l if l.strip() else '' for l in body).rstrip()
 
+# %% ../../nbs/05e_formal.ipynb #0f29eb84
+def _last_lean_block(text:str) -> str:
+    "The last Lean (or unlabelled) fenced block of `text`, else its last block, else an unclosed fence's tail, else the text."
+    blocks = [(l.lower(), b) for l, b in _FENCE.findall(text)]
+    codes = [b for l, b in blocks if l in ('', 'lean', 'lean4')] or [b for _, b in blocks]
+    if codes: return codes[-1]
+    m = re.search(r'```[ \t]*[\w+#.-]*[^\n]*\n(.*)$', text, re.S)
+    return m.group(1) if m else text
+
+# %% ../../nbs/05e_formal.ipynb #2d59d9b2
 def extract_proof(text:str|None, name:str|None=None) -> str|None:
     "The proof in an answer: the last Lean code block (or the text), after the theorem's `:=` if it was repeated."
     if not text or not text.strip(): return None
-    blocks = [(l.lower(), b) for l, b in _FENCE.findall(text)]
-    codes = [b for l, b in blocks if l in ('', 'lean', 'lean4')] or [b for _, b in blocks]
-    if not codes:
-        m = re.search(r'```[ \t]*[\w+#.-]*[^\n]*\n(.*)$', text, re.S)
-        codes = [m.group(1)] if m else [text]
-    code = codes[-1]
+    code = _last_lean_block(text)
     pat = rf'(?:theorem|lemma|example)\s+{re.escape(name)}(?!\S)' if name else r'^\s*(?:theorem|lemma|example)\b'
     m = re.search(pat, code, re.M)
     if m:
@@ -86,16 +91,21 @@ class LeanToolchain:
     version: str
     project: str|None = None
 
+# %% ../../nbs/05e_formal.ipynb #004bcf13
+def _output(argv, cwd:str|None=None) -> str|None:
+    "The stripped stdout of command `argv` run in `cwd`, or None when it fails or runs over 300 s."
+    try: r = subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired): return None
+    return r.stdout.strip() if r.returncode == 0 else None
+
+# %% ../../nbs/05e_formal.ipynb #1f4191e0
 @lru_cache(None)
 def find_lean(project:str|None=None) -> LeanToolchain|None:
     "The Lean toolchain on PATH (with `project`'s Mathlib when given), or None."
     lake, lean = shutil.which('lake'), shutil.which('lean')
     if not (lake or lean): return None
     cwd = project if project and Path(project).is_dir() else None
-    def q(*argv):
-        try: r = subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=300)
-        except (OSError, subprocess.TimeoutExpired): return None
-        return r.stdout.strip() if r.returncode == 0 else None
+    q = lambda *argv: _output(argv, cwd)
     prefix = q(lean, '--print-prefix') if lean else q(lake, 'env', 'lean', '--print-prefix')
     binary = Path(prefix)/'bin'/'lean' if prefix else None
     if binary is None or not binary.is_file(): return None
@@ -110,23 +120,34 @@ def lean_file(header:str, statement:str, proof:str, name:str) -> tuple[str, int]
     head = f"{header.rstrip()}\n\n{statement} := "
     return f"{head}{proof}\n\n#print axioms {name}\n", head.count('\n')
 
-def lean_feedback(r:SandboxResult, timeout:float, offset:int=0) -> Feedback:
-    "Feedback from a Lean run on `Main.lean` (`offset`: lines before the proof, for error positions)."
-    out = (r.stdout + '\n' + r.stderr).strip()
-    if r.status == 'timeout': return Feedback('timeout', 0.0, f'Lean timed out after {timeout} s')
+# %% ../../nbs/05e_formal.ipynb #a202e1c7
+def _lean_error(out:str, offset:int=0) -> str|None:
+    "Lean's first error in `out` on one line, its line counted from the proof's start (`offset` lines before it), or None."
     stop = r'(?=^Main\.lean:\d+:\d+:|^[^\n]*(?:depends on axioms|does not depend on any axioms)|\Z)'
     errs = re.findall(r'^Main\.lean:(\d+):(\d+): error: (.*?)' + stop, out, re.M | re.S)
-    if errs:
-        line, _, m = errs[0]
-        more = f' (+{len(errs) - 1} more errors)' if len(errs) > 1 else ''
-        return Feedback('failure', 0.0, f"Lean error at proof line {int(line) - offset}: {' '.join(m.split())[:250]}{more}")
-    if "declaration uses 'sorry'" in out: return Feedback('failure', 0.0, "Lean: declaration uses 'sorry'")
-    if r.returncode != 0: return Feedback('error', 0.0, f'Lean exited with code {r.returncode}: {out[-300:]}')
+    if not errs: return None
+    line, _, m = errs[0]
+    more = f' (+{len(errs) - 1} more errors)' if len(errs) > 1 else ''
+    return f"Lean error at proof line {int(line) - offset}: {' '.join(m.split())[:250]}{more}"
+
+# %% ../../nbs/05e_formal.ipynb #8324d8e4
+def _axioms_feedback(out:str) -> Feedback:
+    "The verdict of `#print axioms` in Lean's output `out`: success only with the `STANDARD_AXIOMS`."
     m = re.search(r'depends on axioms: \[(.*?)\]', out, re.S)
     if m is None and 'does not depend on any axioms' not in out: return Feedback('error', 0.0, f'no axiom report from Lean: {out[-200:]}')
     extra = sorted({a.strip() for a in m.group(1).split(',')} - STANDARD_AXIOMS) if m else []
     if extra: return Feedback('failure', 0.0, f'the proof depends on non-standard axioms: {extra}')
     return Feedback('success', 1.0, 'proof checked by Lean')
+
+# %% ../../nbs/05e_formal.ipynb #51da4313
+def lean_feedback(r:SandboxResult, timeout:float, offset:int=0) -> Feedback:
+    "Feedback from a Lean run on `Main.lean` (`offset`: lines before the proof, for error positions)."
+    out = (r.stdout + '\n' + r.stderr).strip()
+    if r.status == 'timeout': return Feedback('timeout', 0.0, f'Lean timed out after {timeout} s')
+    if (err := _lean_error(out, offset)): return Feedback('failure', 0.0, err)
+    if "declaration uses 'sorry'" in out: return Feedback('failure', 0.0, "Lean: declaration uses 'sorry'")
+    if r.returncode != 0: return Feedback('error', 0.0, f'Lean exited with code {r.returncode}: {out[-300:]}')
+    return _axioms_feedback(out)
 
 # %% ../../nbs/05e_formal.ipynb #c9655423
 def verify_lean(header:str, statement:str, proof:str, name:str, toolchain:LeanToolchain, timeout:float=300.0) -> Feedback:
@@ -150,12 +171,14 @@ def _dataset_dir(sub:str, data_dir:str|Path|None) -> Path:
         if c.is_dir() and c.name == sub: return c.resolve()
     raise DataUnavailable(f'dataset {sub!r} not found in {str(data_dir)!r}')
 
+# %% ../../nbs/05e_formal.ipynb #c8704a09
 def lean_file_rows(folder:Path):
     "`(folder/file, text)` for each `*.lean` file of the MiniF2F split folders."
     files = sorted(f for s in ('valid', 'test') for f in (folder/s).glob('*.lean'))
     if not files: raise DataUnavailable(f'no valid/*.lean or test/*.lean file in {folder}')
     for f in files: yield f'{f.parent.name}/{f.name}', (f.parent.name, f.name, f.read_text(encoding='utf-8'))
 
+# %% ../../nbs/05e_formal.ipynb #7f921447
 def parse_minif2f(row:tuple) -> Task:
     "A MiniF2F file as a `formal` task."
     sub, fname, text = row
@@ -179,35 +202,43 @@ class MiniF2FEnv(Environment):
 
     def toolchain(self) -> LeanToolchain|None: return find_lean(self.lean_project)
 
-    def verifier_problem(self) -> str|None:
-        "Why proofs cannot be checked here, or None."
-        tc = self.toolchain()
-        if tc is None: return LEAN_UNAVAILABLE
-        if not tc.lean_path: return f'{tc.version} found, but no Mathlib: pass lean_project= (a Lake project with Mathlib) or set COVE_LEAN_PROJECT'
-        return None
-
-    def available(self) -> tuple[bool, str]:
-        "Usable only with a Lean toolchain (with Mathlib) and the data."
-        why = self.verifier_problem()
-        if why: return False, why
-        try: _dataset_dir('minif2f-lean4', self.data_dir)
-        except DataUnavailable as e: return False, str(e)
-        return True, ''
-
-    def load(self) -> list[Task]:
-        "All statements (cached); malformed files are counted in `self.report`."
-        if self._tasks is None:
-            folder = _dataset_dir('minif2f-lean4', self.data_dir)
-            self._tasks, self.report = load_rows(lean_file_rows(folder), parse_minif2f, 'minif2f')
-        return self._tasks
-
-    def tasks(self, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
-        "The `split` tasks in file order, or a seeded sample of `n` (kept in file order)."
-        self.check_split(split)
-        return sample_split(self.load(), split, n, seed)
-
     def instructions(self, task:Task) -> str: return FORMAL_INSTRUCTIONS
     def reference(self, task:Task) -> None: return None
+
+# %% ../../nbs/05e_formal.ipynb #b101b3cc
+@patch
+def verifier_problem(self:MiniF2FEnv) -> str|None:
+    "Why proofs cannot be checked here, or None."
+    tc = self.toolchain()
+    if tc is None: return LEAN_UNAVAILABLE
+    if not tc.lean_path: return f'{tc.version} found, but no Mathlib: pass lean_project= (a Lake project with Mathlib) or set COVE_LEAN_PROJECT'
+    return None
+
+# %% ../../nbs/05e_formal.ipynb #671de9ef
+@patch
+def available(self:MiniF2FEnv) -> tuple[bool, str]:
+    "Usable only with a Lean toolchain (with Mathlib) and the data."
+    why = self.verifier_problem()
+    if why: return False, why
+    try: _dataset_dir('minif2f-lean4', self.data_dir)
+    except DataUnavailable as e: return False, str(e)
+    return True, ''
+
+# %% ../../nbs/05e_formal.ipynb #1bb50fde
+@patch
+def load(self:MiniF2FEnv) -> list[Task]:
+    "All statements (cached); malformed files are counted in `self.report`."
+    if self._tasks is None:
+        folder = _dataset_dir('minif2f-lean4', self.data_dir)
+        self._tasks, self.report = load_rows(lean_file_rows(folder), parse_minif2f, 'minif2f')
+    return self._tasks
+
+# %% ../../nbs/05e_formal.ipynb #3999642e
+@patch
+def tasks(self:MiniF2FEnv, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
+    "The `split` tasks in file order, or a seeded sample of `n` (kept in file order)."
+    self.check_split(split)
+    return sample_split(self.load(), split, n, seed)
 
 # %% ../../nbs/05e_formal.ipynb #d40b543e
 @patch
@@ -221,6 +252,7 @@ def check(self:MiniF2FEnv, task:Task, proof:str|None) -> Feedback:
     p = task.payload
     return verify_lean(p['header'], p['statement'], proof, p['name'], self.toolchain(), self.timeout)
 
+# %% ../../nbs/05e_formal.ipynb #1ed3cbdb
 @patch
 def step(self:MiniF2FEnv, state:EpisodeState, action:str) -> str|None:
     "Record the proof; on a failing non-final turn (with Lean present), return Lean's message."
@@ -233,6 +265,7 @@ def step(self:MiniF2FEnv, state:EpisodeState, action:str) -> str|None:
     state.observations.append(obs)
     return obs
 
+# %% ../../nbs/05e_formal.ipynb #ee3480af
 @patch
 def evaluate(self:MiniF2FEnv, state:EpisodeState) -> Feedback:
     "Check the last proof; never raises."
