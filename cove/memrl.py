@@ -28,16 +28,19 @@ def zscore(x) -> np.ndarray:
     sd = x.std()
     return np.zeros_like(x) if sd < 1e-9 else (x - x.mean()) / sd
 
+# %% ../nbs/14_memrl.ipynb #b4f4f8af
 def phase_a(sims, delta:float, k1:int) -> np.ndarray:
     "Phase A: positions with `sim >= delta` (issue 11's reading of MemRL's public code), the `k1` most similar first (ties in position order)."
     sims = np.asarray(sims, dtype=np.float64)
     idx = np.flatnonzero(sims >= delta)
     return idx[np.argsort(-sims[idx], kind='stable')][:k1]
 
+# %% ../nbs/14_memrl.ipynb #12636a42
 def phase_b_scores(sims, qs, lam:float) -> np.ndarray:
     "Phase B composite score `(1 - λ)·ẑ(sim) + λ·ẑ(Q)` over one pool."
     return (1 - lam) * zscore(sims) + lam * zscore(qs)
 
+# %% ../nbs/14_memrl.ipynb #6d40d985
 def two_phase(sims, qs, delta:float, k1:int, k2:int, lam:float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     "`(pool, selected, scores)`: Phase-A pool positions, the top-`k2` of it by the Phase-B score (best first), the pool's scores."
     sims, qs = np.asarray(sims, dtype=np.float64), np.asarray(qs, dtype=np.float64)
@@ -62,6 +65,16 @@ def td_update(q:float, r:float, alpha:float, gamma:float, next_max_q:float) -> f
 # %% ../nbs/14_memrl.ipynb #eea8234e
 def _tkey(r:dict) -> str: return f"{r.get('family_spec', r.get('family'))}|{r.get('split')}|{r['task_id']}"
 
+def _forgetting(by:dict) -> dict:
+    "FR per epoch e ≥ 1 of `by` (epoch -> task -> solved): `n_lost` (solved in e − 1, failed in e), `n_fail`, and `fr` = their ratio (None without a failure)."
+    fr = {}
+    for e in sorted(by)[1:]:
+        fails = [k for k, ok in by[e].items() if not ok]
+        lost = [k for k in fails if by.get(e - 1, {}).get(k) is True]
+        fr[e] = dict(n_lost=len(lost), n_fail=len(fails), fr=len(lost) / len(fails) if fails else None)
+    return fr
+
+# %% ../nbs/14_memrl.ipynb #c7e7b397
 def epoch_metrics(recs:list[dict]) -> dict:
     "SR per epoch and of the last epoch, CSR, and FR = N_lost / N_fail per epoch and its mean (MemRL §5.1, §5.4)."
     by = {}
@@ -70,11 +83,7 @@ def epoch_metrics(recs:list[dict]) -> dict:
     sr = {e: sum(by[e].values()) / len(by[e]) for e in eps}
     tasks = {k for e in eps for k in by[e]}
     solved = {k for e in eps for k, ok in by[e].items() if ok}
-    fr = {}
-    for e in eps[1:]:
-        fails = [k for k, ok in by[e].items() if not ok]
-        lost = [k for k in fails if by.get(e - 1, {}).get(k) is True]
-        fr[e] = dict(n_lost=len(lost), n_fail=len(fails), fr=len(lost) / len(fails) if fails else None)
+    fr = _forgetting(by)
     frs = [v['fr'] for v in fr.values() if v['fr'] is not None]
     return dict(sr=sr[eps[-1]] if eps else None, csr=len(solved) / len(tasks) if tasks else None,
                 fr=sum(frs) / len(frs) if frs else None, epochs=len(eps),
@@ -96,14 +105,17 @@ class MemoryBank(SqliteStore):
         self.dim = dim
         super().__init__(path)
 
-    def migrate(self):
-        if 'intent_id' not in self.columns('memories'):   # a bank from before intents were merged
-            self.conn.execute('ALTER TABLE memories ADD COLUMN intent_id INTEGER'); self.conn.execute('UPDATE memories SET intent_id = id')
-        if 'k' in self.columns('meta'):                    # a bank from before the shared store layer
-            self.conn.execute('ALTER TABLE meta RENAME COLUMN k TO key'); self.conn.execute('ALTER TABLE meta RENAME COLUMN v TO value')
-
     def __len__(self): return self.conn.execute('SELECT COUNT(*) FROM memories').fetchone()[0]
     def __repr__(self): return f"MemoryBank({Path(self.path).name}, {len(self)} memories)"
+
+# %% ../nbs/14_memrl.ipynb #b895aeb0
+@patch
+def migrate(self:MemoryBank):
+    "Bring an older bank up to `_SCHEMA`: each memory its own intent; `meta(k, v)` renamed to `meta(key, value)`."
+    if 'intent_id' not in self.columns('memories'):   # a bank from before intents were merged
+        self.conn.execute('ALTER TABLE memories ADD COLUMN intent_id INTEGER'); self.conn.execute('UPDATE memories SET intent_id = id')
+    if 'k' in self.columns('meta'):                    # a bank from before the shared store layer
+        self.conn.execute('ALTER TABLE meta RENAME COLUMN k TO key'); self.conn.execute('ALTER TABLE meta RENAME COLUMN v TO value')
 
 # %% ../nbs/14_memrl.ipynb #ca09f459
 @patch
@@ -122,6 +134,7 @@ def insert(self:MemoryBank, intent:str, experience:str, q:float, emb,
     if group is None: self.conn.execute('UPDATE memories SET intent_id = id WHERE id = ?', (cur.lastrowid,))
     return cur.lastrowid
 
+# %% ../nbs/14_memrl.ipynb #88dd6160
 @patch
 def intents(self:MemoryBank) -> tuple[np.ndarray, np.ndarray]:
     "`(intent ids, embeddings)`: each intent is embedded by the memory that opened it (its id is the intent's)."
@@ -133,6 +146,7 @@ def arrays(self:MemoryBank) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     ids, V = self.vectors('SELECT id, emb FROM memories ORDER BY id', self.dim)
     return ids, V, np.array([r[0] for r in self.conn.execute('SELECT q FROM memories ORDER BY id')], dtype=np.float64)
 
+# %% ../nbs/14_memrl.ipynb #718402ae
 @patch
 def get(self:MemoryBank, ids:list[int]) -> list[dict]:
     "Memories by id, in the order given (missing ids are skipped)."
@@ -141,6 +155,7 @@ def get(self:MemoryBank, ids:list[int]) -> list[dict]:
     got = {r['id']: {k: r[k] for k in r.keys() if k != 'emb'} for r in rows}
     return [got[int(i)] for i in ids if int(i) in got]
 
+# %% ../nbs/14_memrl.ipynb #e202c281
 @patch
 def set_q(self:MemoryBank, i:int, q:float):
     "Store a new utility for memory `i` (counting the update)."
@@ -151,6 +166,7 @@ def q_of(self:MemoryBank, ids:list[int]) -> dict[int, float]:
     "Current utilities of `ids`."
     return {m['id']: m['q'] for m in self.get(ids)}
 
+# %% ../nbs/14_memrl.ipynb #31a94720
 @patch
 def stats(self:MemoryBank) -> dict:
     "Size, distinct intents, Q mean/min/max, and counts of success/failure memories and of digest fallbacks."
@@ -185,6 +201,7 @@ def summary_messages(res) -> list[dict]:
     return [msg('system', 'You write short, reusable lessons from attempts at tasks.'),
             msg('user', f"Task: {res.task.prompt}\n\nAttempt:\n{trace}\n\nOutcome: {outcome}\n\n{SUMMARY_INSTRUCTION}")]
 
+# %% ../nbs/14_memrl.ipynb #c0ef3a58
 FUNCTION_WORDS = frozenset('a an and are as at be but by for if in into is it no not of on or such that the their then there these '
                            'they this to was will with you your we i do does did should can could when what how from each so all '
                            'one use used check make sure than which need before after first only has have had its were been must'.split())
@@ -206,6 +223,7 @@ def usable_summary(text:str|None, task_prompt:str='') -> str|None:
     if t.lower() in ' '.join(task_prompt.split()).lower() or (tri and len(tri & _ngrams(task_prompt, 3)) / len(tri) >= 0.6): return None  # echoes the task
     return t[:600]
 
+# %% ../nbs/14_memrl.ipynb #4b5ee925
 def trace_digest(res) -> str:
     "A deterministic digest of a trajectory: outcome, final answer, evaluator message, last action."
     acts = [m['content'] for m in res.messages if m['role'] == 'assistant']
@@ -217,7 +235,6 @@ def trace_digest(res) -> str:
 _log = get_logger('memrl')
 PARAMS = ('delta', 'k1', 'k2', 'lam', 'alpha', 'q_init', 'update', 'gamma', 'merge_sim')
 
-
 def memory_source(cfg) -> Path|None:
     "The source memory of a frozen (transfer) run: `memrl.source` (also `$COVE_MEMRL_SOURCE`, through `load_config`)."
     s = cfg['memrl.source']
@@ -225,6 +242,7 @@ def memory_source(cfg) -> Path|None:
     p = Path(s).expanduser()
     return p/'memrl.sqlite' if p.is_dir() else p
 
+# %% ../nbs/14_memrl.ipynb #9980e11d
 def memories_digest(path:Path) -> str:
     "sha256 over the memories table (ids, texts, Q) — equal digests mean an unchanged memory."
     con = sqlite3.connect(str(path))
@@ -252,31 +270,36 @@ class MemRL(Method):
         if not self.freeze: self._check_params()
         _log.info(f"memrl {'FROZEN ' if self.freeze else ''}memory {self.bank}, {self.p}")
 
-    def _check_params(self):
-        if self.bank.meta('frozen_from'): raise ValueError(f"{self.mem_path} is a frozen copy of {self.bank.meta('frozen_from')}; it is never trained (use another --out)")
-        old = self.bank.meta('params')
-        if old is None:
-            with self.bank.transaction(): self.bank.set_meta('params', self.p)
-        elif old != self.p: raise ValueError(f"{self.mem_path} was built with memrl settings {old}, not {self.p}; use another --out")
+# %% ../nbs/14_memrl.ipynb #f71f50a4
+@patch
+def _check_params(self:MemRL):
+    "A learning run's memory: never a frozen copy, and always trained with the same `memrl.*` settings."
+    if self.bank.meta('frozen_from'): raise ValueError(f"{self.mem_path} is a frozen copy of {self.bank.meta('frozen_from')}; it is never trained (use another --out)")
+    old = self.bank.meta('params')
+    if old is None:
+        with self.bank.transaction(): self.bank.set_meta('params', self.p)
+    elif old != self.p: raise ValueError(f"{self.mem_path} was built with memrl settings {old}, not {self.p}; use another --out")
 
-    def _attach_source(self):
-        "Copy the source memory into the run folder once (frozen transfer runs)."
-        if self.mem_path.exists():
-            if MemoryBank(self.mem_path).meta('frozen_from') is None:
-                raise ValueError(f"{self.mem_path} is a learning run's memory, not a frozen copy; a transfer run needs its own --out")
-            return
-        src = memory_source(self.cfg)
-        if src is None: raise ValueError("memrl.freeze=true needs a source memory: --set memrl.source=<run folder or memrl.sqlite>")
-        if not src.is_file(): raise FileNotFoundError(f"MemRL source memory {src} does not exist")
-        tmp = Path(str(self.mem_path) + '.tmp'); tmp.unlink(missing_ok=True)
-        backup_db(src, tmp)
-        with MemoryBank(tmp) as b, b.transaction():
-            params = b.meta('params')
-            b.conn.execute('DELETE FROM applied'); b.conn.execute('DELETE FROM meta')   # the source run's bookkeeping; memories untouched
-            b.set_meta('frozen_from', str(src.resolve()))
-        write_json(self.out/'memrl_source.json', dict(source=str(src.resolve()), memories_sha256=memories_digest(tmp),
-                                                     source_params=params, copied=time.strftime('%Y-%m-%dT%H:%M:%S')))
-        os.replace(tmp, self.mem_path)   # last: a kill before this leaves no copy, and the next start copies again
+# %% ../nbs/14_memrl.ipynb #c5a2ada3
+@patch
+def _attach_source(self:MemRL):
+    "Copy the source memory into the run folder once (frozen transfer runs)."
+    if self.mem_path.exists():
+        if MemoryBank(self.mem_path).meta('frozen_from') is None:
+            raise ValueError(f"{self.mem_path} is a learning run's memory, not a frozen copy; a transfer run needs its own --out")
+        return
+    src = memory_source(self.cfg)
+    if src is None: raise ValueError("memrl.freeze=true needs a source memory: --set memrl.source=<run folder or memrl.sqlite>")
+    if not src.is_file(): raise FileNotFoundError(f"MemRL source memory {src} does not exist")
+    tmp = Path(str(self.mem_path) + '.tmp'); tmp.unlink(missing_ok=True)
+    backup_db(src, tmp)
+    with MemoryBank(tmp) as b, b.transaction():
+        params = b.meta('params')
+        b.conn.execute('DELETE FROM applied'); b.conn.execute('DELETE FROM meta')   # the source run's bookkeeping; memories untouched
+        b.set_meta('frozen_from', str(src.resolve()))
+    write_json(self.out/'memrl_source.json', dict(source=str(src.resolve()), memories_sha256=memories_digest(tmp),
+                                                 source_params=params, copied=time.strftime('%Y-%m-%dT%H:%M:%S')))
+    os.replace(tmp, self.mem_path)   # last: a kill before this leaves no copy, and the next start copies again
 
 # %% ../nbs/14_memrl.ipynb #b85363a3
 def _unique_parts(tasks:list) -> list[list]:
@@ -287,12 +310,14 @@ def _unique_parts(tasks:list) -> list[list]:
         cur.append(t)
     return parts + [cur] if cur else parts
 
+# %% ../nbs/14_memrl.ipynb #6dfbe638
 @patch
 def run_batch(self:MemRL, env, tasks):
     "Two-Phase Retrieval, play, summarise and learn, for tasks of one family."
     if self.policy is None: raise ValueError("method 'memrl' needs a policy to play episodes")
     return [r for part in _unique_parts(tasks) for r in self._play(env, part)]
 
+# %% ../nbs/14_memrl.ipynb #4b457eb6
 @patch
 def _play(self:MemRL, env, tasks):
     c, p = self.cfg, self.p
@@ -323,6 +348,28 @@ def _summarise(self:MemRL, results:list) -> dict[int, tuple[str|None, str|None, 
         return {i: (None, None, 0, 0) for i in range(len(results))}
     return {i: (usable_summary(g.text, r.task.prompt), g.text, g.prompt_tokens, g.completion_tokens) for i, (r, g) in enumerate(zip(results, gens))}
 
+# %% ../nbs/14_memrl.ipynb #de4d73a4
+@patch
+def _update_mc(self:MemRL, plan:dict, rew:float) -> dict:
+    "MC (Eq. 4): `Q ← Q + α(r − Q)` for the injected memories, now; `{id: [old, new]}`."
+    out = {}
+    for mid, q in self.bank.q_of(plan['selected']).items():
+        out[str(mid)] = [q, mc_update(q, rew, self.p['alpha'])]; self.bank.set_q(mid, out[str(mid)][1])
+    return out
+
+# %% ../nbs/14_memrl.ipynb #4b952a02
+@patch
+def _update_td(self:MemRL, key:str, plan:dict, rew:float, info:dict):
+    "TD step of episode `key`: the pending update applied into `info['q_updates']`, this episode's left pending (if it injected anything)."
+    p, pend = self.p, self.bank.meta('td_pending')
+    if pend:   # the previous episode's injected memories, bootstrapped from this query's pool C(s')
+        nxt = max(self.bank.q_of(plan['pool']).values(), default=0.0)
+        for mid, q in self.bank.q_of(pend['selected']).items():
+            new = td_update(q, pend['reward'], p['alpha'], p['gamma'], nxt); self.bank.set_q(mid, new)
+            info['q_updates'][str(mid)] = [q, new]
+        info['td_resolved'] = dict(of=pend['key'], next_max_q=nxt)
+    self.bank.set_meta('td_pending', dict(key=key, selected=plan['selected'], reward=rew) if plan['selected'] else None)
+
 # %% ../nbs/14_memrl.ipynb #822faec3
 @patch
 def _learn(self:MemRL, key:str, r, plan:dict, qvec, summ) -> dict:
@@ -335,18 +382,8 @@ def _learn(self:MemRL, key:str, r, plan:dict, qvec, summ) -> dict:
     if r.feedback.status == 'error': info = dict(key=key, retrieval=plan, skipped='error')
     with self.bank.transaction():
         if 'skipped' not in info:
-            if p['update'] == 'mc':
-                for mid, q in self.bank.q_of(plan['selected']).items():
-                    info['q_updates'][str(mid)] = [q, mc_update(q, rew, p['alpha'])]; self.bank.set_q(mid, info['q_updates'][str(mid)][1])
-            else:
-                pend = self.bank.meta('td_pending')
-                if pend:   # the previous episode's injected memories, bootstrapped from this query's pool C(s')
-                    nxt = max(self.bank.q_of(plan['pool']).values(), default=0.0)
-                    for mid, q in self.bank.q_of(pend['selected']).items():
-                        new = td_update(q, pend['reward'], p['alpha'], p['gamma'], nxt); self.bank.set_q(mid, new)
-                        info['q_updates'][str(mid)] = [q, new]
-                    info['td_resolved'] = dict(of=pend['key'], next_max_q=nxt)
-                self.bank.set_meta('td_pending', dict(key=key, selected=plan['selected'], reward=rew) if plan['selected'] else None)
+            if p['update'] == 'mc': info['q_updates'] = self._update_mc(plan, rew)
+            else: self._update_td(key, plan, rew, info)
             info['new_memory'] = self.bank.insert(r.task.query, exp, p['q_init'], qvec, merge_sim=p['merge_sim'], family=r.task.family, task_id=r.task.id,
                                                   success=int(r.success), summary_ok=int(text is not None), created_by=key)
         self.bank.mark_applied(key, info)
@@ -358,6 +395,7 @@ def extra(self:MemRL, res) -> dict:
     "Fields added to the episode line: `memrl` (retrieval, reward, Q changes, written memory)."
     return dict(channel=None, memrl=self.noted(res))
 
+# %% ../nbs/14_memrl.ipynb #90d4af66
 @patch
 def metrics(self:MemRL) -> dict:
     "SR (last epoch), CSR, FR, memory size and Q statistics, empty pools, summary failures, pending TD update."
