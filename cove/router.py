@@ -27,6 +27,7 @@ def check_channel(channel:str) -> str:
     if channel not in CHANNELS: raise ValueError(f"channel {channel!r} not in {CHANNELS}")
     return channel
 
+# %% ../nbs/10_router.ipynb #cf727b90
 @dataclass
 class RouteDecision:
     "The router's decision record `d_i = (m_i, s_i, r_i)` with the judge's scores and the decision's source."
@@ -49,6 +50,7 @@ def clip(s, n:int) -> str:
 
 def _fmt(v) -> str: return f'{v:.2f}' if isinstance(v, float) else clip(v, 60)
 
+# %% ../nbs/10_router.ipynb #d8f6d710
 def render_retrieved(retrieved:list|None, n_shown:int=2) -> str:
     "One line on the retrieved entries: count, labels, and the first `n_shown` contents (clipped)."
     if not retrieved: return 'none'
@@ -111,6 +113,7 @@ _SHOT_ROWS = [   # worked examples for the few-shot prompt: never measurement ca
 ]
 ROUTE_SHOTS: list[dict] = [_case(i, *r, prefix='shot') for i, r in enumerate(_SHOT_ROWS)]
 
+# %% ../nbs/10_router.ipynb #93db018e
 def route_template(shots:int=0) -> str: # worked examples from `ROUTE_SHOTS` (0: zero-shot `ROUTE_TEMPLATE`)
     "The router's channel prompt with the first `shots` worked episodes of `ROUTE_SHOTS`."
     if not 0 <= shots <= len(ROUTE_SHOTS): raise ValueError(f"shots={shots} must be in 0..{len(ROUTE_SHOTS)}")
@@ -127,12 +130,14 @@ def signal_items(text:str) -> list[str]:
     items = [re.sub(r'[\s\-]+', '_', t.strip().strip('`\'"*.()[]{}#').strip().lower()) for t in re.split(r'[,;]', s)]
     return [t for t in items if t]
 
+# %% ../nbs/10_router.ipynb #c0dbd848
 def parse_signals(text:str, max_signals:int=4) -> list[str]:
     "The signals in `text` if every item is a valid snake_case token, de-duplicated, at most `max_signals`; else `[]`."
     items = signal_items(text)
     if not items or not all(SIGNAL_RE.match(t) for t in items): return []
     return list(dict.fromkeys(items))[:max_signals]
 
+# %% ../nbs/10_router.ipynb #f29f3582
 def first_sentence(text:str) -> str:
     "`text` without a leading `Reason:` label, cut after its first sentence."
     s = re.sub(r'^\s*reason\s*[:=\-]\s*', '', text.strip(), flags=re.I)
@@ -156,39 +161,15 @@ class BaseRouter:
         ch = self._pick(task, feedback)
         return self._record(task, feedback, RouteDecision(ch, [], self._why(ch), None, self.name))
 
-    def _record(self, task:Task, feedback:Feedback, d:RouteDecision) -> RouteDecision:
-        rec = {'ts': round(time.time(), 3), 'family': task.family, 'task_id': task.id, 'status': feedback.status,
-               'score': float(feedback.score), **d.to_dict()}
-        self.log.append(rec); self.stats['decisions'] += 1; self.stats[d.channel] += 1
-        if self.log_path: append_jsonl(self.log_path, rec)
-        return d
-
-# %% ../nbs/10_router.ipynb #a58ac0cd
+# %% ../nbs/10_router.ipynb #079ec1cc
 @patch
-def shares(self:BaseRouter, family:str|None=None) -> dict:
-    "Share of each channel among `family`'s decisions, or `{family: shares}` for every family when `family` is None."
-    if family is None: return {f: self.shares(f) for f in dict.fromkeys(r['family'] for r in self.log)}
-    n = Counter(r['channel'] for r in self.log if r['family'] == family)
-    if not n: raise KeyError(f"no routing decisions for family {family!r}")
-    return {c: n[c]/sum(n.values()) for c in CHANNELS}
-
-@patch
-def family_history(self:BaseRouter, family:str, last:int=20) -> dict:
-    "`{'episodes': n, 'success_rate': ...}` of `family`'s earlier routed episodes (rate over the last `last`)."
-    st = [r['status'] == 'success' for r in self.log if r['family'] == family]
-    return {'episodes': len(st), **({f'success_rate_last{min(last, len(st))}': sum(st[-last:])/len(st[-last:])} if st else {})}
-
-@patch
-def state_dict(self:BaseRouter) -> dict:
-    "JSON-serialisable state: the decision log and the counters."
-    return {'name': self.name, 'log': [dict(r) for r in self.log], 'stats': dict(self.stats)}
-
-@patch
-def load_state_dict(self:BaseRouter, state:dict):
-    "Restore `state_dict()` output (the same kind of router)."
-    if state.get('name') != self.name: raise ValueError(f"state is of router {state.get('name')!r}, not {self.name!r}")
-    self.log, self.stats = [dict(r) for r in state['log']], Counter(state['stats'])
-    return self
+def _record(self:BaseRouter, task:Task, feedback:Feedback, d:RouteDecision) -> RouteDecision:
+    "Log decision `d` for the episode (in memory, and to `log_path`) and count it."
+    rec = {'ts': round(time.time(), 3), 'family': task.family, 'task_id': task.id, 'status': feedback.status,
+           'score': float(feedback.score), **d.to_dict()}
+    self.log.append(rec); self.stats['decisions'] += 1; self.stats[d.channel] += 1
+    if self.log_path: append_jsonl(self.log_path, rec)
+    return d
 
 # %% ../nbs/10_router.ipynb #64eed7de
 class FixedRoute(BaseRouter):
@@ -201,6 +182,7 @@ class AlwaysBoth(FixedRoute):
     "Ablation Always-Both: every episode is routed `hybrid` (both channels)."
     def __init__(self, log_path:str|Path|None=None): super().__init__('hybrid', log_path); self.name = 'always_both'
 
+# %% ../nbs/10_router.ipynb #730c8dc2
 class RandomRoute(BaseRouter):
     "Ablation Random-Route: `parametric_candidate` with probability `p`, else `harness_only`, seeded per instance."
     name = 'random_route'
@@ -211,6 +193,35 @@ class RandomRoute(BaseRouter):
     def _pick(self, task, feedback):
         u = random.Random(f'{self.seed}|{task.family}|{task.id}').random()
         return 'parametric_candidate' if u < self.p else 'harness_only'
+
+# %% ../nbs/10_router.ipynb #a58ac0cd
+@patch
+def shares(self:BaseRouter, family:str|None=None) -> dict:
+    "Share of each channel among `family`'s decisions, or `{family: shares}` for every family when `family` is None."
+    if family is None: return {f: self.shares(f) for f in dict.fromkeys(r['family'] for r in self.log)}
+    n = Counter(r['channel'] for r in self.log if r['family'] == family)
+    if not n: raise KeyError(f"no routing decisions for family {family!r}")
+    return {c: n[c]/sum(n.values()) for c in CHANNELS}
+
+# %% ../nbs/10_router.ipynb #22a2f5cd
+@patch
+def family_history(self:BaseRouter, family:str, last:int=20) -> dict:
+    "`{'episodes': n, 'success_rate': ...}` of `family`'s earlier routed episodes (rate over the last `last`)."
+    st = [r['status'] == 'success' for r in self.log if r['family'] == family]
+    return {'episodes': len(st), **({f'success_rate_last{min(last, len(st))}': sum(st[-last:])/len(st[-last:])} if st else {})}
+
+# %% ../nbs/10_router.ipynb #728bcbef
+@patch
+def state_dict(self:BaseRouter) -> dict:
+    "JSON-serialisable state: the decision log and the counters."
+    return {'name': self.name, 'log': [dict(r) for r in self.log], 'stats': dict(self.stats)}
+
+@patch
+def load_state_dict(self:BaseRouter, state:dict):
+    "Restore `state_dict()` output (the same kind of router)."
+    if state.get('name') != self.name: raise ValueError(f"state is of router {state.get('name')!r}, not {self.name!r}")
+    self.log, self.stats = [dict(r) for r in state['log']], Counter(state['stats'])
+    return self
 
 # %% ../nbs/10_router.ipynb #45d10e27
 class Router(BaseRouter):
@@ -245,6 +256,7 @@ def rationale(self:Router, content:str, channel:str) -> tuple[list[str], str]:
     self.stats['reason_fallbacks'] += not reason
     return signals, first_sentence(reason) if reason else ''
 
+# %% ../nbs/10_router.ipynb #e454b67b
 @patch
 def decide(self:Router, task:Task, feedback:Feedback, history:dict|None=None, retrieved:list|None=None) -> RouteDecision:
     "Route episode `(τ_i, f_i)`; `history` defaults to the family's routed history in this router's log."
@@ -297,7 +309,10 @@ _ROUTING_ROWS = [
     ('code', "Using the helper library (fetch_rows(table) returns a list of dicts), return the median price of rows whose category is 'book'.",
      'error', 0.0, "NameError: name 'get_rows' is not defined; the median of an even-length list was also computed wrongly in earlier attempts",
      {'episodes': 25, 'success_rate': 0.15}, 'hybrid', 'a stale helper name plus a recurring reasoning error'),
-    # harness_only: a renamed tool or helper, a schema name, or an answer read off the given context
+]
+
+# %% ../nbs/10_router.ipynb #30be83e6
+_ROUTING_ROWS += [   # harness_only: a renamed tool or helper, a schema name, or an answer read off the given context
     ('tableqa', "What is the population of Brenholt? Tools (surface v3): cols(), find(col, value), get(row, col).",
      'failure', 0.0, "API error: unknown tool 'lookup' (surface v3)", {'episodes': 60, 'success_rate': 0.5}, 'harness_only',
      'the lookup tool has a new name on this surface'),
@@ -317,7 +332,10 @@ _ROUTING_ROWS = [
     ('code', "Use the provided parse_date(s, fmt) helper (since v3 fmt is required) to return the weekday of each date string.",
      'error', 0.0, "TypeError: parse_date() missing 1 required positional argument: 'fmt'", {'episodes': 20, 'success_rate': 0.6}, 'harness_only',
      'a changed helper signature'),
-    # parametric_candidate: a reasoning, procedure or format competence that keeps failing
+]
+
+# %% ../nbs/10_router.ipynb #578fe52f
+_ROUTING_ROWS += [   # parametric_candidate: a reasoning, procedure or format competence that keeps failing
     ('math', "A rectangle is 12 cm long and 5 cm wide. What is its perimeter in cm?",
      'failure', 0.0, "wrong answer: got '60', expected '34'", {'episodes': 30, 'success_rate': 0.2}, 'parametric_candidate',
      'area and perimeter confused; a stable reasoning routine'),
@@ -338,7 +356,10 @@ _ROUTING_ROWS = [
     ('tableqa', "Which team has more titles, Ravens FC or Lintel United? Tools (surface v2): hdrs(), rows_where(col, value), lookup(row, col).",
      'failure', 0.0, "wrong answer: got 'Ravens FC', expected 'Lintel United'", {'episodes': 45, 'success_rate': 0.3}, 'parametric_candidate',
      'the calls were right; the values 9 and 12 were compared as text'),
-    # hybrid: a volatile-interface failure and a reasoning or format failure at once
+]
+
+# %% ../nbs/10_router.ipynb #ab7f0182
+_ROUTING_ROWS += [   # hybrid: a volatile-interface failure and a reasoning or format failure at once
     ('tableqa', "How many cities in Norland have more than 50000 people? Tools (surface v3): hdrs(), keep_rows(col, op, value), n_rows().",
      'failure', 0.0, "wrong answer: got '7', expected '3'; API error: unknown tool 'filter' (surface v3)", {'episodes': 38, 'success_rate': 0.2},
      'hybrid', 'a stale tool name and a wrong condition'),
@@ -364,6 +385,8 @@ _ROUTING_ROWS = [
      'failure', 0.0, "wrong answer: got '52.3', expected '22.1'; API error: unknown tool 'compute' (surface v2)", {'episodes': 27, 'success_rate': 0.2},
      'hybrid', 'a renamed calculator and a wrong proportion'),
 ]
+
+# %% ../nbs/10_router.ipynb #98455952
 ROUTING_CASES: list[dict] = [_case(i, *r) for i, r in enumerate(_ROUTING_ROWS)]
 
 def routing_judge_cases(cases:list[dict]|None=None, shots:int=0) -> list[dict]:
