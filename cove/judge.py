@@ -25,6 +25,7 @@ def fill(template:str, content) -> str:
     if '{content}' not in template: raise ValueError(f"template has no {{content}} slot: {template[:80]!r}")
     return template.replace('{content}', str(content))
 
+# %% ../nbs/02b_judge.ipynb #a9764750
 def check_options(options) -> list[str]:
     "`options` as a list of distinct non-empty strings, or a clear error."
     opts = list(options)
@@ -43,12 +44,14 @@ class Choice:
 
     @property
     def index(self) -> int: return self.options.index(self.option)
-    @property
-    def probs(self) -> list[float]:
-        "Softmax over options of the deciding (calibrated if present) scores."
-        s = self.calibrated_scores if self.calibrated_scores is not None else self.scores
-        m = max(s); e = [math.exp(x - m) for x in s]
-        return [x/sum(e) for x in e]
+
+# %% ../nbs/02b_judge.ipynb #ae20efe3
+@patch(as_prop=True)
+def probs(self:Choice) -> list[float]:
+    "Softmax over options of the deciding (calibrated if present) scores."
+    s = self.calibrated_scores if self.calibrated_scores is not None else self.scores
+    m = max(s); e = [math.exp(x - m) for x in s]
+    return [x/sum(e) for x in e]
 
 # %% ../nbs/02b_judge.ipynb #5296cff5
 class Judge:
@@ -61,16 +64,20 @@ class Judge:
 
     def _messages(self, prompt:str) -> list[dict]: return ([msg('system', self.system)] if self.system else []) + [msg('user', prompt)]
 
-    def _record(self, rec:dict) -> dict:
-        rec = {'ts': round(time.time(), 3), 'adapter': self.policy.active_adapter, **rec}
-        self.log.append(rec)
-        if self.log_path: append_jsonl(self.log_path, rec)
-        return rec
+# %% ../nbs/02b_judge.ipynb #7ad6b1dc
+@patch
+def _record(self:Judge, rec:dict) -> dict:
+    rec = {'ts': round(time.time(), 3), 'adapter': self.policy.active_adapter, **rec}
+    self.log.append(rec)
+    if self.log_path: append_jsonl(self.log_path, rec)
+    return rec
 
-    def _content_free_scores(self, cf_prompt:str, opts:list[str]) -> list[float]:
-        key = (cf_prompt, tuple(opts), self.system, self.policy.active_adapter)
-        if key not in self._cf_cache: self._cf_cache[key] = self.policy.score_choices(self._messages(cf_prompt), opts)
-        return self._cf_cache[key]
+# %% ../nbs/02b_judge.ipynb #bd7f8a52
+@patch
+def _content_free_scores(self:Judge, cf_prompt:str, opts:list[str]) -> list[float]:
+    key = (cf_prompt, tuple(opts), self.system, self.policy.active_adapter)
+    if key not in self._cf_cache: self._cf_cache[key] = self.policy.score_choices(self._messages(cf_prompt), opts)
+    return self._cf_cache[key]
 
 # %% ../nbs/02b_judge.ipynb #a53d093d
 def _prompts(prompt:str, content, content_free_prompt, calibrate:bool, content_free:str):
@@ -146,6 +153,7 @@ def _summary(golds:list, preds:list, labels:list) -> dict:
     return {'n': len(golds), 'agree': agree, 'rate': agree/len(golds), 'ci': wilson(agree, len(golds)), 'confusion': confusion,
             'majority_rate': Counter(golds).most_common(1)[0][1]/len(golds), 'predictions': preds}
 
+# %% ../nbs/02b_judge.ipynb #8f0760dd
 @patch
 def agreement(self:Judge, cases:list[dict], # each: `prompt` (a template if `content` is given), `options`, `gold`
               calibrate:bool=True) -> dict:
@@ -161,6 +169,7 @@ def agreement(self:Judge, cases:list[dict], # each: `prompt` (a template if `con
     if calibrate: out['raw'] = _summary(golds, [ch.options[max(range(len(ch.options)), key=ch.scores.__getitem__)] for ch in chs], labels)
     return out
 
+# %% ../nbs/02b_judge.ipynb #05f931f3
 def agreement_row(name:str, ag:dict) -> str:
     "One table row: `name`, agree/n, the rate with its Wilson 95% interval, and the majority-label rate."
     return f"{name:<28} {ag['agree']:>3}/{ag['n']:<3} {rate_ci(ag['agree'], ag['n'])}  majority {ag['majority_rate']:.3f}"
