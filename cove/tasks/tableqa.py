@@ -40,16 +40,19 @@ def to_number(x) -> float|None:
     if _THOUSANDS.fullmatch(s): s = s.replace(',', '')
     return float(s) if _PLAIN_NUM.fullmatch(s) else None
 
+# %% ../../nbs/05a_tableqa.ipynb #d1be71e3
 def fmt_num(v:float) -> str:
     "`3.0` -> `'3'`, `2.50` -> `'2.5'`: the shortest plain rendering of a number."
     if abs(v - round(v)) < 1e-9: return str(int(round(v)))
     return f'{v:.6f}'.rstrip('0').rstrip('.')
 
+# %% ../../nbs/05a_tableqa.ipynb #f1900d01
 def norm_text(s) -> str:
     "Case-, accent- and whitespace-insensitive form of a text value."
     s = ''.join(c for c in unicodedata.normalize('NFKD', str(s)) if unicodedata.category(c) != 'Mn')
     return ' '.join(s.lower().split())
 
+# %% ../../nbs/05a_tableqa.ipynb #30a49bb1
 def cell_eq(cell, value) -> bool:
     "Whether a cell equals a value: numerically when both are numbers, else as normalised text."
     a, b = to_number(cell), to_number(value)
@@ -65,6 +68,7 @@ def _cut(s, width:int) -> str:
     s = ' '.join(str(s).split())
     return s[:width] + ('…' if len(s) > width else '')
 
+# %% ../../nbs/05a_tableqa.ipynb #2022204e
 @dataclass
 class Table:
     "A table of string cells with named columns."
@@ -79,25 +83,28 @@ class Table:
             if norm_text(h) == want: return i
         raise ToolError(f"no column {c!r}; columns are: {', '.join(self.columns)}")
 
-    def to_text(self, idx:list|None=None, cols:list|None=None, max_rows:int=25, width:int=40) -> str:
-        "Rows `idx` (default all) restricted to column indices `cols`, as `row | a | b` lines."
-        idx = range(len(self.rows)) if idx is None else idx
-        cols = range(len(self.columns)) if cols is None else cols
-        cut = lambda s: _cut(s, width)
-        lines = ['row | ' + ' | '.join(cut(self.columns[j]) for j in cols)]
-        lines += [f'{i+1} | ' + ' | '.join(cut(self.rows[i][j]) for j in cols) for i in list(idx)[:max_rows]]
-        if len(idx) > max_rows: lines.append(f'... ({len(idx) - max_rows} more rows)')
-        return '\n'.join(lines)
-
     def to_dict(self) -> dict: return dict(columns=list(self.columns), rows=[list(r) for r in self.rows], name=self.name)
     @classmethod
     def from_dict(cls, d:dict) -> Table: return cls(list(d['columns']), [list(r) for r in d['rows']], d.get('name', 'table'))
+
+# %% ../../nbs/05a_tableqa.ipynb #8969aa08
+@patch
+def to_text(self:Table, idx:list|None=None, cols:list|None=None, max_rows:int=25, width:int=40) -> str:
+    "Rows `idx` (default all) restricted to column indices `cols`, as `row | a | b` lines."
+    idx = range(len(self.rows)) if idx is None else idx
+    cols = range(len(self.columns)) if cols is None else cols
+    cut = lambda s: _cut(s, width)
+    lines = ['row | ' + ' | '.join(cut(self.columns[j]) for j in cols)]
+    lines += [f'{i+1} | ' + ' | '.join(cut(self.rows[i][j]) for j in cols) for i in list(idx)[:max_rows]]
+    if len(idx) > max_rows: lines.append(f'... ({len(idx) - max_rows} more rows)')
+    return '\n'.join(lines)
 
 # %% ../../nbs/05a_tableqa.ipynb #4518d6bc
 def tool_columns(t:Table) -> str:
     "list the column names"
     return f"{', '.join(t.columns)} ({len(t.rows)} rows)"
 
+# %% ../../nbs/05a_tableqa.ipynb #46da80dd
 def _col_list(t:Table, cols) -> list[int]:
     "Column indices from names given as separate arguments, a list, or one comma-separated string."
     out = []
@@ -109,6 +116,7 @@ def _col_list(t:Table, cols) -> list[int]:
             out += _col_list(t, [p.strip() for p in str(c).split(',') if p.strip()])
     return out
 
+# %% ../../nbs/05a_tableqa.ipynb #31568c8f
 def tool_select(t:Table, *columns) -> str:
     "show these columns of every row (no arguments: all columns)"
     return t.to_text(cols=_col_list(t, columns) or None)
@@ -127,6 +135,7 @@ def _matches(cell, op:str, value) -> bool:
         return False
     return COMPARATORS[op](a, b)
 
+# %% ../../nbs/05a_tableqa.ipynb #59c17270
 def tool_filter_rows(t:Table, column, op='=', value=None) -> str:
     "rows where column op value; op is one of = != > < >= <= contains"
     if value is None and str(op) not in COMPARATORS and op != 'contains': op, value = '=', op
@@ -148,6 +157,7 @@ def tool_count(t:Table, column=None, value=None) -> str:
     if column is not None and value is None: raise ToolError('count needs both column and value, or no arguments')
     return str(len(_rows_where(t, column, value)))
 
+# %% ../../nbs/05a_tableqa.ipynb #aa2f672f
 def _numbers(t:Table, column, idx:list[int]) -> tuple[list[tuple[int, float]], int]:
     "`(row, number)` pairs of `column` over rows `idx`, and how many cells were not numbers."
     j = t.col(column)
@@ -156,12 +166,14 @@ def _numbers(t:Table, column, idx:list[int]) -> tuple[list[tuple[int, float]], i
 
 def _skipped(n:int) -> str: return f' ({n} non-numeric cells skipped)' if n else ''
 
+# %% ../../nbs/05a_tableqa.ipynb #d1e62191
 def tool_sum(t:Table, column, where_column=None, where_value=None) -> str:
     "sum of a numeric column, optionally only over rows where where_column equals where_value"
     nums, bad = _numbers(t, column, _rows_where(t, where_column, where_value))
     if not nums and bad: raise ToolError(f'column {column!r} holds no numbers in the selected rows')
     return fmt_num(sum(v for _, v in nums)) + _skipped(bad)
 
+# %% ../../nbs/05a_tableqa.ipynb #7944b544
 def tool_argmax(t:Table, column, return_column=None) -> str:
     "value of return_column in the row with the largest column"
     nums, bad = _numbers(t, column, list(range(len(t.rows))))
@@ -170,6 +182,7 @@ def tool_argmax(t:Table, column, return_column=None) -> str:
     top = max(v for _, v in nums)
     return ' | '.join(t.rows[i][k] for i, v in nums if v == top) + _skipped(bad)
 
+# %% ../../nbs/05a_tableqa.ipynb #14c98bce
 def tool_lookup(t:Table, key_column, key, column) -> str:
     "value of column in the row where key_column equals key"
     k, idx = t.col(column), _rows_where(t, key_column, key)
@@ -183,6 +196,7 @@ def _sql_cell(x):
     v = to_number(x)
     return x if v is None else int(v) if v == int(v) else v
 
+# %% ../../nbs/05a_tableqa.ipynb #5b76c1ea
 def _sql_db(t:Table) -> sqlite3.Connection:
     "An in-memory SQLite database holding `t` as table `t`, read-only once built."
     con, seen, cols = sqlite3.connect(':memory:'), set(), []
@@ -196,6 +210,7 @@ def _sql_db(t:Table) -> sqlite3.Connection:
     con.set_authorizer(lambda action, *_: sqlite3.SQLITE_OK if action in ok else sqlite3.SQLITE_DENY)
     return con
 
+# %% ../../nbs/05a_tableqa.ipynb #7df4db85
 def tool_sql(t:Table, query) -> str:
     "legacy: run one SQLite SELECT query on table t"
     q = str(query).strip().rstrip(';').strip()
@@ -236,15 +251,18 @@ class Surface:
         "The canonical operation called `name` on this surface, or None."
         return next((op for op, n in self.names.items() if n == name), None)
 
-    def doc(self) -> str:
-        "One line per tool, with signature and description: the prompt's tool documentation."
-        lines = [f'- {op_usage(op, n)}: {OPS[op].__doc__}' for op, n in self.names.items()]
-        return f'Tools (surface v{self.version}):\n' + '\n'.join(lines)
-
     def to_dict(self) -> dict: return dict(version=self.version, names=dict(self.names))
     @classmethod
     def from_dict(cls, d:dict) -> Surface: return cls(int(d['version']), dict(d['names']))
 
+# %% ../../nbs/05a_tableqa.ipynb #740ccda5
+@patch
+def doc(self:Surface) -> str:
+    "One line per tool, with signature and description: the prompt's tool documentation."
+    lines = [f'- {op_usage(op, n)}: {OPS[op].__doc__}' for op, n in self.names.items()]
+    return f'Tools (surface v{self.version}):\n' + '\n'.join(lines)
+
+# %% ../../nbs/05a_tableqa.ipynb #092b3c90
 def default_surface() -> Surface:
     "Surface v1: every operation under its canonical name (the names seen in training)."
     return Surface(1, {op: op for op in OPS})
@@ -262,6 +280,7 @@ SYNONYMS = {
 }
 PREFIXES = ['tbl_', 'df_', 'query_', 'tq_', 'tab_', 'api_', 'ds_', '']
 
+# %% ../../nbs/05a_tableqa.ipynb #9520bfcd
 def rename(surface:Surface, seed:int, drop:tuple=()) -> Surface:
     "A new surface (version + 1) with the same operations under fresh names, deterministic in `seed`."
     rng = random.Random(f'rename:{surface.version}:{seed}')
@@ -294,6 +313,7 @@ def _literal(node:ast.AST):
     try: return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError): return ast.unparse(node)
 
+# %% ../../nbs/05a_tableqa.ipynb #d5c727c9
 _PIECE = re.compile(r'\s*("(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|[^,]*)\s*(?:,|$)')
 
 def parse_args(s:str) -> tuple[list, dict]:
@@ -308,12 +328,14 @@ def parse_args(s:str) -> tuple[list, dict]:
     pieces = [m.group(1) for m in _PIECE.finditer(s.strip()) if m.group(0)]
     return [_quoted(p) for p in pieces], {}
 
+# %% ../../nbs/05a_tableqa.ipynb #cb82b88b
 def _quoted(p:str):
     "A quoted piece's string value, or the piece itself."
     if p[:1] not in ('"', "'"): return p
     try: return ast.literal_eval(p)
     except (ValueError, SyntaxError): return p.strip('"\'')
 
+# %% ../../nbs/05a_tableqa.ipynb #a636fcb4
 def split_call(text:str) -> tuple[str, str]|None:
     "`(name, argument text)` of the call that starts `text`, up to its balanced `)`; None if there is none."
     m = re.match(r'[`\s]*([A-Za-z_][\w.]*)\s*\(', text)
@@ -333,6 +355,7 @@ def split_call(text:str) -> tuple[str, str]|None:
     j = text.rfind(')')   # unbalanced quotes (an unquoted O'Neil): up to the last ')'
     return (m.group(1), text[m.end():j]) if j >= m.end() else None
 
+# %% ../../nbs/05a_tableqa.ipynb #41d88d7e
 def parse_call(text:str) -> tuple[str, list, dict]:
     "`name(a, 'b')` -> `('name', ['a', 'b'], {})`; raises `ToolError` when it is not a call."
     sc = split_call(text)
@@ -340,6 +363,15 @@ def parse_call(text:str) -> tuple[str, list, dict]:
     return (sc[0], *parse_args(sc[1]))
 
 # %% ../../nbs/05a_tableqa.ipynb #3b95be0a
+def _execute(op:str, name:str, shown:list, bound:inspect.BoundArguments, text:str) -> ToolCall:
+    "Run canonical `op` (called as `name`) with its `bound` arguments; a failure is an `Error:` result, never an exception."
+    try: return ToolCall(name, shown, True, OPS[op](*bound.args, **bound.kwargs))
+    except ToolError as e: return ToolCall(name, shown, True, f'Error: {e}')
+    except Exception as e:   # a tool bug must not end the episode; it is logged and shown
+        get_logger('tableqa').warning(f'tool {op} failed on {text!r}: {type(e).__name__}: {e}')
+        return ToolCall(name, shown, True, f'Error: {op} failed ({type(e).__name__}: {e})')
+
+# %% ../../nbs/05a_tableqa.ipynb #0e1127c2
 def run_call(table:Table, surface:Surface, text:str) -> ToolCall:
     "Parse and execute one call; the `ToolCall` records the name, arguments, legality and result."
     m = re.match(r'[`\s]*([A-Za-z_][\w.]*)\s*\(', text)
@@ -352,12 +384,7 @@ def run_call(table:Table, surface:Surface, text:str) -> ToolCall:
         bound = inspect.signature(OPS[op]).bind(table, *args, **kw)
     except ToolError as e: return ToolCall(name, [], True, f'Error: {e}')
     except TypeError as e: return ToolCall(name, [], True, f'Error: {e}; usage: {op_usage(op, name)}')
-    shown = args + ([kw] if kw else [])
-    try: return ToolCall(name, shown, True, OPS[op](*bound.args, **bound.kwargs))
-    except ToolError as e: return ToolCall(name, shown, True, f'Error: {e}')
-    except Exception as e:   # a tool bug must not end the episode; it is logged and shown
-        get_logger('tableqa').warning(f'tool {op} failed on {text!r}: {type(e).__name__}: {e}')
-        return ToolCall(name, shown, True, f'Error: {op} failed ({type(e).__name__}: {e})')
+    return _execute(op, name, args + ([kw] if kw else []), bound, text)
 
 # %% ../../nbs/05a_tableqa.ipynb #304dd2c8
 def norm_answer(x) -> str:
@@ -366,10 +393,12 @@ def norm_answer(x) -> str:
     if v is not None: return fmt_num(v)
     return norm_text(x).rstrip('.').strip().strip('"\'`*').strip()
 
+# %% ../../nbs/05a_tableqa.ipynb #4aacad50
 def split_items(text:str) -> list[str]:
     "Items of a list answer separated by `,` `;` `|` or `and`."
     return [p for p in re.split(r'\s*(?:[,;|]|\band\b)\s*', str(text)) if p.strip()]
 
+# %% ../../nbs/05a_tableqa.ipynb #6df1e65e
 def answers_match(pred:str|None, target) -> bool:
     "Whether a predicted answer equals the target (a value, or a list compared as a set)."
     if pred is None: return False
@@ -377,6 +406,7 @@ def answers_match(pred:str|None, target) -> bool:
         return {norm_answer(p) for p in split_items(pred)} == {norm_answer(t) for t in target}
     return norm_answer(pred) == norm_answer(target)
 
+# %% ../../nbs/05a_tableqa.ipynb #0e2fa25c
 def answer_text(target) -> str:
     "How a target is written in an `Answer:` line."
     return '|'.join(map(str, target)) if isinstance(target, (list, tuple)) else str(target)
@@ -388,6 +418,7 @@ To call a tool, write one line: Action: tool_name(arg1, "arg 2", 3)
 The result comes back in the next message. Call only the tools listed above.
 When you know the answer, write: Answer: <answer> (several answers: separate them with |)"""
 
+# %% ../../nbs/05a_tableqa.ipynb #80ed24d9
 class TableQA(Environment):
     "Questions about a table answered through a renamable tool API (embedded generator)."
     splits = ('train', 'test', 'same', 'renamed')
@@ -415,21 +446,24 @@ def raw_answer(text:str) -> str|None:
     ms = list(_RAW_ANS.finditer(text or ''))
     return (text[ms[-1].end():].split('\n')[0].strip() or None) if ms else None
 
-from fastcore.basics import patch
+# %% ../../nbs/05a_tableqa.ipynb #cb37b0d5
+def _run_calls(state:EpisodeState, table:Table, surface:Surface, calls:list[str], max_calls:int) -> list[str]:
+    "Run the first `max_calls` of `calls`, recording each in `state.calls`; returns what the agent sees of each."
+    obs = []
+    for c in calls[:max_calls]:
+        tc = run_call(table, surface, c); state.calls.append(tc)
+        obs.append(tc.result if tc.result.startswith('Error') else f"Result of {tc.name}:{chr(10) if chr(10) in tc.result else ' '}{tc.result}")
+    if len(calls) > max_calls: obs.append(f'(only the first {max_calls} calls were run)')
+    return obs
 
+# %% ../../nbs/05a_tableqa.ipynb #3b8e8775
 @patch
 def step(self:TableQA, state:EpisodeState, action:str) -> str|None:
     "Run the tool calls in `action`; end the episode on an `Answer:`; return the observation."
     action = action or ''
     state.actions.append(action)
     calls, ans = find_calls(action), parse_answer(action)
-    obs = []
-    if calls:
-        table, surface = self.table(state.task), self.surface(state.task)
-        for c in calls[:self.max_calls]:
-            tc = run_call(table, surface, c); state.calls.append(tc)
-            obs.append(tc.result if tc.result.startswith('Error') else f"Result of {tc.name}:{chr(10) if chr(10) in tc.result else ' '}{tc.result}")
-        if len(calls) > self.max_calls: obs.append(f'(only the first {self.max_calls} calls were run)')
+    obs = _run_calls(state, self.table(state.task), self.surface(state.task), calls, self.max_calls) if calls else []
     if ans is not None:
         state.answer, state.meta['raw_answer'], state.done = ans, raw_answer(action), True
         return None
@@ -446,16 +480,19 @@ def api_note(state:EpisodeState) -> str:
     v = state.task.payload.get('surface', {}).get('version', '?')
     return f"API error: unknown tool {', '.join(map(repr, dict.fromkeys(bad)))} (surface v{v})"
 
+# %% ../../nbs/05a_tableqa.ipynb #399d1ec0
 @patch
 def gold_problem(self:TableQA, result) -> str|None:
     "A reference that reaches the right answer through a name the task's surface lacks is not valid gold (`check_gold`)."
     return api_note(result.state) if result.state.api_correct is False else None
 
+# %% ../../nbs/05a_tableqa.ipynb #82e85526
 @patch
 def check(self:TableQA, task:Task, answer:str|None, raw:str|None=None) -> bool:
     "Whether `answer` (or its raw form) is correct for `task`."
     return any(answers_match(a, task.target) for a in (answer, raw) if a is not None)
 
+# %% ../../nbs/05a_tableqa.ipynb #a389acaf
 @patch
 def evaluate(self:TableQA, state:EpisodeState) -> Feedback:
     "Exact-match feedback with API-error and format diagnostics."
@@ -502,6 +539,7 @@ DOMAINS = {
         nums={'salary': (30000, 120000, 500), 'age': (21, 65, 1)}),
 }
 
+# %% ../../nbs/05a_tableqa.ipynb #e2a67eff
 def make_table(rng:random.Random, domain:str, rows:tuple=(5, 10)) -> Table:
     "A random table of `domain` with `rows[0]`-`rows[1]` rows, the key column, 1-2 categorical and 1-2 numeric columns."
     d, n = DOMAINS[domain], rng.randint(*rows)
@@ -550,6 +588,7 @@ def render_call(surface:Surface, op:str, args:list) -> str:
     lit = lambda a: fmt_num(a) if isinstance(a, (int, float)) else json.dumps(str(a), ensure_ascii=False)
     return f"Action: {surface.name(op)}({', '.join(map(lit, args))})"
 
+# %% ../../nbs/05a_tableqa.ipynb #3e0c4f46
 @patch
 def reference(self:TableQA, task:Task) -> list[str]:
     "Gold assistant turns: the planned tool calls under the task's surface, then the answer."
@@ -561,6 +600,7 @@ def renamed_surface(seed:int=0) -> Surface:
     "The surface of the `renamed` split for `seed`."
     return rename(default_surface(), split_seed('renamed', seed))
 
+# %% ../../nbs/05a_tableqa.ipynb #6d3cc76f
 def with_surface(task:Task, surface:Surface, split:str|None=None) -> Task:
     "A copy of `task` whose episodes use `surface` (and optionally another split label)."
     split = split or task.split
@@ -568,17 +608,20 @@ def with_surface(task:Task, surface:Surface, split:str|None=None) -> Task:
     return replace(task, id=tid, split=split, payload={**task.payload, 'surface': surface.to_dict()},
                    meta={**task.meta, 'surface_version': surface.version})
 
+# %% ../../nbs/05a_tableqa.ipynb #5b169733
 def split_surface(split:str, seed:int, surface:Surface|None) -> Surface:
     "The surface for tasks of `split`: the given one, the renamed one, or v1."
     if surface is not None: return surface
     return renamed_surface(seed) if split == 'renamed' else default_surface()
 
+# %% ../../nbs/05a_tableqa.ipynb #ab464573
 DIFFICULTIES = {0: 'one lookup/count/argmax call, tables of 4-6 rows',
                 1: 'one call of any single-call type (lookup, count, filter, argmax, sum), 5-10 rows',
                 2: 'all six types incl. the two-call compare, 5-10 rows (the default)',
                 3: 'all six types, tables of 12-20 rows'}
 _LEVELS = {0: (('lookup', 'count', 'argmax'), (4, 6)), 1: (QTYPES[:5], (5, 10)), 2: (QTYPES, (5, 10)), 3: (QTYPES, (12, 20))}  # (question types, rows)
 
+# %% ../../nbs/05a_tableqa.ipynb #23eacca9
 @register_env('tableqa', 'embedded')
 class EmbeddedTableQA(TableQA):
     "Seeded random tables with templated questions and exact answers."
@@ -589,23 +632,32 @@ class EmbeddedTableQA(TableQA):
         if difficulty not in DIFFICULTIES: raise ValueError(f'tableqa difficulty must be one of {sorted(DIFFICULTIES)}, got {difficulty!r}')
         self.sizes, self.difficulty = dict(train=n_train, test=n_test), difficulty
 
-    def tasks(self, split:str='train', n:int|None=None, seed:int=0, surface:Surface|None=None) -> list[Task]:
-        self.check_split(split)
-        base = 'train' if split == 'train' else 'test'
-        rng, s, out = random.Random(split_seed(base, seed)), split_surface(split, seed, surface), []
-        qtypes, rows = _LEVELS[self.difficulty]
-        pre = 'tableqa' if self.difficulty == 2 else f'tableqa-d{self.difficulty}'   # the default keeps its historical ids
-        for i in range(self.sizes[base] if n is None else n):
-            while True:   # other levels redraw until the prompt hashes into `base`; the default predates this and is kept as it was
-                t = make_table(rng, rng.choice(sorted(DOMAINS)), rows); qt = qtypes[i % len(qtypes)]
-                q, plan, ans = make_question(rng, t, qt)
-                prompt = f"Table '{t.name}' ({len(t.rows)} rows) with columns: {', '.join(t.columns)}.\nQuestion: {q}"
-                if self.difficulty == 2 or hash_split(prompt) == base: break
-            out.append(Task(f'{pre}-{split}-{seed}-{i}', 'tableqa', split, prompt,
-                            payload=dict(table=t.to_dict(), surface=s.to_dict(), plan=plan, qtype=qt), target=ans,
-                            meta=dict(source='embedded', qtype=qt, base_id=f'{pre}-{base}-{seed}-{i}', surface_version=s.version,
-                                      difficulty=self.difficulty)))
-        return out
+# %% ../../nbs/05a_tableqa.ipynb #5f965aaa
+def _draw_item(rng:random.Random, qt:str, rows:tuple, base:str, redraw:bool) -> tuple[Table, list, object, str]:
+    "`(table, plan, answer, prompt)` of a question of type `qt` on a fresh table, redrawn (if `redraw`) until its prompt hashes into `base`."
+    while True:   # other levels redraw until the prompt hashes into `base`; the default predates this and is kept as it was
+        t = make_table(rng, rng.choice(sorted(DOMAINS)), rows)
+        q, plan, ans = make_question(rng, t, qt)
+        prompt = f"Table '{t.name}' ({len(t.rows)} rows) with columns: {', '.join(t.columns)}.\nQuestion: {q}"
+        if not redraw or hash_split(prompt) == base: return t, plan, ans, prompt
+
+# %% ../../nbs/05a_tableqa.ipynb #331e93c7
+@patch
+def tasks(self:EmbeddedTableQA, split:str='train', n:int|None=None, seed:int=0, surface:Surface|None=None) -> list[Task]:
+    "The first `n` tasks of `split` (`n=None`: `sizes`), seeded and prefix-stable, under the split's surface (or `surface`)."
+    self.check_split(split)
+    base = 'train' if split == 'train' else 'test'
+    rng, s, out = random.Random(split_seed(base, seed)), split_surface(split, seed, surface), []
+    qtypes, rows = _LEVELS[self.difficulty]
+    pre = 'tableqa' if self.difficulty == 2 else f'tableqa-d{self.difficulty}'   # the default keeps its historical ids
+    for i in range(self.sizes[base] if n is None else n):
+        qt = qtypes[i % len(qtypes)]
+        t, plan, ans, prompt = _draw_item(rng, qt, rows, base, redraw=self.difficulty != 2)
+        out.append(Task(f'{pre}-{split}-{seed}-{i}', 'tableqa', split, prompt,
+                        payload=dict(table=t.to_dict(), surface=s.to_dict(), plan=plan, qtype=qt), target=ans,
+                        meta=dict(source='embedded', qtype=qt, base_id=f'{pre}-{base}-{seed}-{i}', surface_version=s.version,
+                                  difficulty=self.difficulty)))
+    return out
 
 # %% ../../nbs/05a_tableqa.ipynb #bc76d71f
 def replay(env:Environment, task:Task, turns:list[str]) -> tuple[EpisodeState, Feedback]:
@@ -644,6 +696,7 @@ class StringValue(WTQValue):
     def __hash__(self): return hash(self.normalized)
     def __repr__(self): return f'S({self.normalized!r})'
 
+# %% ../../nbs/05a_tableqa.ipynb #1ab6d2b5
 class NumberValue(WTQValue):
     def __init__(self, amount:float, original:str|None=None):
         self.amount = int(amount) if abs(amount - round(amount)) < 1e-6 else float(amount)
@@ -684,6 +737,7 @@ class DateValue(WTQValue):
         if y == m == d == -1 or not (m == -1 or 1 <= m <= 12) or not (d == -1 or 1 <= d <= 31): return None
         return y, m, d
 
+# %% ../../nbs/05a_tableqa.ipynb #ff3162e0
 def to_value(original:str, canon:str|None=None) -> WTQValue:
     "The official `to_value`: number, then date (a bare year is a number), else string; `canon` is the tagged canonical form."
     if isinstance(original, WTQValue): return original
@@ -695,11 +749,13 @@ def to_value(original:str, canon:str|None=None) -> WTQValue:
         return NumberValue(ymd[0], original) if ymd[1] == ymd[2] == -1 else DateValue(*ymd, original)
     return StringValue(original)
 
+# %% ../../nbs/05a_tableqa.ipynb #708f26d1
 def to_value_list(originals:list, canons:list|None=None) -> list[WTQValue]:
     "Distinct values of a list of strings."
     canons = canons if canons is not None else [None] * len(originals)
     return list(set(to_value(x, c) for x, c in zip(originals, canons)))
 
+# %% ../../nbs/05a_tableqa.ipynb #4a48714e
 def check_denotation(targets:list[WTQValue], preds:list[WTQValue]) -> bool:
     "The official check: same number of values, and each target matches some prediction."
     return len(targets) == len(preds) and all(any(t.match(p) for p in preds) for t in targets)
@@ -711,6 +767,7 @@ _WORDS = {w: i for i, w in enumerate('zero one two three four five six seven eig
 _WORDS.update({'thirty': 30, 'forty': 40, 'fifty': 50, 'sixty': 60, 'seventy': 70, 'eighty': 80, 'ninety': 90, 'hundred': 100})
 _MON = r'(?P<mon>[a-z]+)\.?'
 
+# %% ../../nbs/05a_tableqa.ipynb #64330b43
 def wtq_canon(s:str) -> str|None:
     "CoreNLP-like canonical value of an answer string: a number or `yyyy-mm-dd` date, else None."
     x = ' '.join(str(s).strip().lower().split())
@@ -739,6 +796,7 @@ def wtq_match(pred:str|None, targets:list[str], canon_pred:bool=True) -> bool:
         if check_denotation(tv, to_value_list(items, [wtq_canon(i) for i in items] if canon_pred else None)): return True
     return False
 
+# %% ../../nbs/05a_tableqa.ipynb #d1624869
 def tsv_unescape(x:str) -> str:
     "Undo the WTQ TSV escapes `\\n`, `\\p` (a `|`) and `\\\\`."
     return x.replace(r'\n', '\n').replace(r'\p', '|').replace('\\\\', '\\')
@@ -756,6 +814,7 @@ def read_wtq_table(path:str, name:str='table') -> Table:
     if df.shape[1] == 0 or df.shape[0] == 0: raise ValueError(f'table {name} has no rows or no columns')
     return Table([str(c) for c in df.columns], df.astype(str).values.tolist(), name)
 
+# %% ../../nbs/05a_tableqa.ipynb #2e2c473b
 def read_wtq_tsv(path:Path) -> list[tuple[str, dict|Exception]]:
     "`(file:line, row)` for each question of a WTQ TSV; a row with the wrong field count is an exception row."
     lines = Path(path).read_text(encoding='utf-8').split('\n')
@@ -775,21 +834,25 @@ class WTQTableQA(TableQA):
                  shuffle:bool=False): # seeded order instead of file order
         self.data_dir, self.shuffle, self.report = data_dir, shuffle, None
 
-    @property
-    def root(self) -> Path:
-        "The `wtq/` folder: `data_dir` itself or `data_dir/wtq`, else found by `data_path`."
-        if not self.data_dir: return data_path('wtq')
-        for d in (Path(self.data_dir), Path(self.data_dir)/'wtq'):
-            if (d/self.files['test']).is_file(): return d
-        raise DataUnavailable(f"no WikiTableQuestions ({self.files['test']}) in {self.data_dir} or {self.data_dir}/wtq")
-
-    def available(self) -> tuple[bool, str]:
-        try: self.root; return True, ''
-        except FileNotFoundError as e: return False, str(e)
-
     def table(self, task:Task) -> Table: return read_wtq_table(str(self.root/task.payload['context']), task.payload['context'])
     def check(self, task, answer, raw=None) -> bool: return any(wtq_match(a, task.target) for a in (answer, raw) if a is not None)
     def reference(self, task:Task) -> list[str]: return ['Answer: ' + '|'.join(' '.join(a.split()) for a in task.target)]
+
+# %% ../../nbs/05a_tableqa.ipynb #85365de7
+@patch(as_prop=True)
+def root(self:WTQTableQA) -> Path:
+    "The `wtq/` folder: `data_dir` itself or `data_dir/wtq`, else found by `data_path`."
+    if not self.data_dir: return data_path('wtq')
+    for d in (Path(self.data_dir), Path(self.data_dir)/'wtq'):
+        if (d/self.files['test']).is_file(): return d
+    raise DataUnavailable(f"no WikiTableQuestions ({self.files['test']}) in {self.data_dir} or {self.data_dir}/wtq")
+
+# %% ../../nbs/05a_tableqa.ipynb #6a1dc59b
+@patch
+def available(self:WTQTableQA) -> tuple[bool, str]:
+    "Whether the WTQ data is there, and why not."
+    try: self.root; return True, ''
+    except FileNotFoundError as e: return False, str(e)
 
 # %% ../../nbs/05a_tableqa.ipynb #c31c8712
 @patch
@@ -806,6 +869,7 @@ def parse_row(self:WTQTableQA, raw, split:str, surface:Surface) -> Task:
     return Task(f"wtq-{split}-{raw['id']}", 'tableqa', split, prompt, payload=dict(context=ctx, surface=surface.to_dict()),
                 target=answers, meta=dict(source='wtq', wtq_id=raw['id'], surface_version=surface.version))
 
+# %% ../../nbs/05a_tableqa.ipynb #159e1346
 @patch
 def tasks(self:WTQTableQA, split:str='test', n:int|None=None, seed:int=0, surface:Surface|None=None) -> list[Task]:
     "The first `n` well-formed questions of `split` (file order, or seeded order with `shuffle`)."
