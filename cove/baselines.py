@@ -52,6 +52,7 @@ def clean_summary(text:str|None, task:Task|None=None, max_chars:int=400) -> tupl
         if sum(w.lower() not in seen for w in words) < 2: return None, 'echoes the task'
     return squash(s, max_chars), 'ok'
 
+# %% ../nbs/17_baselines.ipynb #43bc788a
 def trace_digest(res:EpisodeResult, n:int=100) -> str:
     "A deterministic summary of an episode: its actions (first three, cut) and final answer."
     acts = [m['content'] for m in res.messages if m.get('role') == 'assistant']
@@ -89,6 +90,7 @@ def write(self:ExperienceMemory, key:str, task:Task, content:str, vec) -> int:
     if old is not None: return old
     return self.kb.insert(Entry(content, 'memory', 'stable', source_task=key, family=task.family, embedding=vec), reason=f'experience of {key}')
 
+# %% ../nbs/17_baselines.ipynb #321566b8
 @patch
 def retrieve(self:ExperienceMemory, vecs, k:int, limit:int|None=None) -> list[list]:
     "Top-`k` `Hit`s per query vector by cosine similarity, among entries with id ≤ `limit` (all when None)."
@@ -170,6 +172,7 @@ def extra(self:EvoMemory, res) -> dict:
     a = self.applied.get(self.noted(res), {})
     return dict(channel=None, memory_entry=a.get('entry'), summary_source=a.get('summary'))
 
+# %% ../nbs/17_baselines.ipynb #21ea7ef2
 @patch
 def metrics(self:EvoMemory) -> dict:
     "The method's own metrics, merged into `metrics.json`."
@@ -209,6 +212,7 @@ def _dedent(s:str) -> str:
     import textwrap
     return textwrap.dedent(s.strip('\n'))
 
+# %% ../nbs/17_baselines.ipynb #7cfe8403
 def _compiles(src:str) -> str|None:
     try: compile(src, 'verify.py', 'exec'); return None
     except (SyntaxError, ValueError) as e: return f'{type(e).__name__}: {e}'[:120]
@@ -219,6 +223,16 @@ def _answer_text(s:str) -> str:
     return parse_answer(s) or s
 
 # %% ../nbs/17_baselines.ipynb #124fda1e
+def _code_entry(sol:str, fails:list[str]) -> tuple[str|None, str]:
+    "`(entry point, 'ok')` of a code task: the function the solution defines, which compiles and which every failure case defines too; else `(None, reason)`."
+    m = re.search(r'^def\s+([A-Za-z_]\w*)\s*\(', sol, re.M)
+    if not m: return None, 'solution: no function defined'
+    ep = m.group(1)
+    if (err := _compiles(sol)): return None, f'solution: {err}'
+    if any(not re.search(rf'^def\s+{ep}\s*\(', f, re.M) for f in fails): return None, f'failure case does not define {ep}()'
+    return ep, 'ok'
+
+# %% ../nbs/17_baselines.ipynb #752d1c2c
 def parse_generated(text:str|None, family:str) -> tuple[GeneratedTask|None, str]:
     "`(GeneratedTask, 'ok')` from a challenger reply, or `(None, reason)`."
     if family not in SC_FAMILIES: return None, f'family {family!r} not supported'
@@ -237,11 +251,8 @@ def parse_generated(text:str|None, family:str) -> tuple[GeneratedTask|None, str]
     if sol in fails: return None, 'a failure case equals the solution'
     ep = None
     if code:
-        m = re.search(r'^def\s+([A-Za-z_]\w*)\s*\(', sol, re.M)
-        if not m: return None, 'solution: no function defined'
-        ep = m.group(1)
-        if (err := _compiles(sol)): return None, f'solution: {err}'
-        if any(not re.search(rf'^def\s+{ep}\s*\(', f, re.M) for f in fails): return None, f'failure case does not define {ep}()'
+        ep, why = _code_entry(sol, fails)
+        if ep is None: return None, why
     return GeneratedTask(family, q, ver, sol, fails, ep), 'ok'
 
 # %% ../nbs/17_baselines.ipynb #a595394f
@@ -261,6 +272,7 @@ __g['check'](__g[__entry])
 __cove_report__({'accepted': True, 'returned': 'check passed'})
 """
 
+# %% ../nbs/17_baselines.ipynb #9ced48d2
 def run_verification(g:GeneratedTask, candidate:str|None, timeout:float=5.0) -> tuple[bool, str]:
     "`(accepted, detail)` of `candidate` under `g`'s verification code, run in the sandbox."
     from cove.sandbox import run_sandboxed
@@ -298,6 +310,8 @@ SC_EXAMPLES = {
           "def check(candidate):\n    assert candidate([1, 2]) == [2, 3]\n    assert candidate([]) == []\n</verify>\n<solution>\ndef add_one(xs):\n"
           "    return [x + 1 for x in xs]\n</solution>\n<failure>\ndef add_one(xs):\n    return xs\n</failure>"),
 }
+
+# %% ../nbs/17_baselines.ipynb #b6d637ce
 SC_EXAMPLE_CONTEXT = {
  'math': "Example of this kind of task:\nOmar has 4 boxes with 8 pens in each. He gives away 6 pens. How many pens does he have left?",
  'multihop': ("Paragraphs:\nVius Osris: Vius Osris (born 1881) is an engineer who was born in Dunvale.\n\nYlix Foods: Ylix Foods is a food company "
@@ -310,6 +324,7 @@ SC_ASK = {'math': 'Write a NEW word problem of the same kind with a numeric answ
           'tableqa': 'Write a NEW question about this table with one short answer.',
           'code': 'Write a NEW small Python function problem.'}
 
+# %% ../nbs/17_baselines.ipynb #5fbb4cf4
 def challenger_system(family:str) -> str:
     "The challenger's instructions: the Code-as-Task format."
     what = ('`def check(candidate)` with assert tests of the function' if family == 'code' else '`def verify(answer)` returning True only for a correct answer (a string)')
@@ -329,6 +344,7 @@ def seed_context(env, seed:Task) -> tuple[str, dict]:
         return 'Paragraphs:\n' + '\n\n'.join(f'{a}: {b}' for a, b in ps), dict(paragraphs=ps)
     return f"Example of this kind of task:\n{squash(seed.prompt, 1500) if fam == 'math' else seed.prompt}", {}
 
+# %% ../nbs/17_baselines.ipynb #3191d508
 def challenger_messages(env, seed:Task) -> list[dict]:
     "The challenger prompt for one generated task of `env`'s family: instructions, a worked example as a previous turn, the seed."
     fam, (shown, _) = env.family, seed_context(env, seed)
@@ -395,6 +411,7 @@ def state_dict(self:SelfChallenging) -> dict:
     return dict(applied=self.applied, family_episodes=self.family_episodes, rounds=self.rounds,
                 pending=self.pending, adapter=self.adapter, next_round=self.next_round)
 
+# %% ../nbs/17_baselines.ipynb #4954640a
 @patch
 def load_state(self:SelfChallenging):
     "Restore the state (if any) and make the current adapter the policy's."
@@ -406,21 +423,27 @@ def load_state(self:SelfChallenging):
 
 # %% ../nbs/17_baselines.ipynb #122de593
 @patch
+def _play_by_adapter(self:SelfChallenging, env, tasks:list, plays:list) -> list:
+    "Play each task with its adapter in `plays` (one group per adapter: only a replay after a kill has two); the current adapter is active again after."
+    agent, results = self.agent(), [None] * len(tasks)
+    for ad in dict.fromkeys(plays):
+        idx = [i for i, a in enumerate(plays) if a == ad]
+        self.use_adapter(ad)
+        for i, r in zip(idx, agent.run(env, [tasks[i] for i in idx])): results[i] = r
+    self.use_adapter(self.adapter)
+    return results
+
+# %% ../nbs/17_baselines.ipynb #91e4fd05
+@patch
 def run_batch(self:SelfChallenging, env, tasks):
     "Play a batch of one family with the current policy; count it; run the rounds it triggers."
-    c = self.cfg
     if self.policy is None: raise ValueError("method 'self_challenging' needs a policy to play episodes")
     spec = f"{env.family}:{env.source}"; self._envs[spec] = env
     self.run_pending()
     keys = self.keys.keys(tasks)
     plays = [self.applied[k]['adapter'] if k in self.applied else self.adapter for k in keys]
-    agent = self.agent()
-    results = [None] * len(tasks)
-    for ad in dict.fromkeys(plays):   # one group per adapter (only a replay after a kill has two)
-        idx = [i for i, a in enumerate(plays) if a == ad]
-        self.use_adapter(ad)
-        for i, r in zip(idx, agent.run(env, [tasks[i] for i in idx])): results[i] = r
-    self.use_adapter(self.adapter); self.keys.commit(tasks)
+    results = self._play_by_adapter(env, tasks, plays)
+    self.keys.commit(tasks)
     every = int(self.opt('every'))
     for r, k, ad in zip(results, keys, plays):
         if k in self.applied: continue
@@ -443,6 +466,7 @@ def _env(self:SelfChallenging, spec:str):
         self._envs[spec] = open_envs([spec], self.cfg)[spec]
     return self._envs[spec]
 
+# %% ../nbs/17_baselines.ipynb #3866083e
 @patch
 def run_pending(self:SelfChallenging):
     "Run (or finish) the pending rounds, oldest first."
@@ -480,6 +504,17 @@ def round_summary(rec:dict) -> dict:
                 adapter=u.get('adapter'), train_tokens=u.get('train_tokens', 0), modelled_train_tokens=(u.get('modelled') or {}).get('train_tokens', 0))
 
 # %% ../nbs/17_baselines.ipynb #92314d24
+def _vet_reply(env, seed:Task, text:str|None, j:int, rnd:int, timeout:float) -> tuple[dict, GeneratedTask|None]:
+    "The record of generated task `j` of round `rnd` (parsed, then validated in the sandbox) and the task if it is valid."
+    g, why = parse_generated(text, env.family)
+    item = dict(index=j, seed_task=seed.id, raw=(text or '')[:3000], parsed=g is not None, valid=False, reason=why, checks=[], attempts=[], solved=False, task=None)
+    if g is None: return item, None
+    g.id, g.seed_task, g.context = f'sc{rnd:04d}-{j}', seed.id, seed_context(env, seed)[1]
+    ok, why, item['checks'] = validate_task(g, timeout)
+    item.update(valid=ok, reason=why, task=asdict(g))
+    return item, (g if ok else None)
+
+# %% ../nbs/17_baselines.ipynb #1eaa0005
 @patch
 def challenge(self:SelfChallenging, env, spec:str, rnd:int, replies:list[str]|None=None) -> dict:
     "Generate, parse, validate and solve this round's tasks."
@@ -497,14 +532,9 @@ def challenge(self:SelfChallenging, env, spec:str, rnd:int, replies:list[str]|No
         replies, rec['challenger_tokens'] = [g.text for g in gens], sum(g.prompt_tokens + g.completion_tokens for g in gens)
     valid = []
     for j, (s, text) in enumerate(zip(seeds, replies)):
-        g, why = parse_generated(text, fam)
-        item = dict(index=j, seed_task=s.id, raw=(text or '')[:3000], parsed=g is not None, valid=False, reason=why, checks=[], attempts=[], solved=False, task=None)
-        if g is not None:
-            g.id, g.seed_task, g.context = f'sc{rnd:04d}-{j}', s.id, seed_context(env, s)[1]
-            ok, why, item['checks'] = validate_task(g, timeout)
-            item.update(valid=ok, reason=why, task=asdict(g))
-            if ok: valid.append(g)
+        item, g = _vet_reply(env, s, text, j, rnd, timeout)
         rec['generated'].append(item)
+        if g is not None: valid.append(g)
     if valid: self._solve(env, rec, valid, rnd, T, timeout)
     return rec
 
@@ -553,6 +583,7 @@ def extra(self:SelfChallenging, res) -> dict:
     a = self.applied.get(self.noted(res), {})
     return dict(channel=None, adapter=a.get('adapter'), round=a.get('round'))
 
+# %% ../nbs/17_baselines.ipynb #0b29dbc8
 @patch
 def metrics(self:SelfChallenging) -> dict:
     "The method's own metrics, merged into `metrics.json`."
