@@ -7,6 +7,7 @@ from __future__ import annotations
 import json, os, time
 from collections import Counter
 from pathlib import Path
+from fastcore.basics import patch
 from .core import get_logger
 from .run import Method, register_method, write_json
 from .agent import HarnessAgent
@@ -28,6 +29,7 @@ VARIANTS = {  # method -> (router, memory on, trigger)
 _log = get_logger('workflow')
 
 # %% ../nbs/13_workflow.ipynb #1bc2afff
+@register_method('cove')
 class CoveMethod(Method):
     "COVE (Algorithm 1): memory + routing + triggered parametric updates + memory release, resumable."
     variant, state_file = 'cove', 'workflow_state.json'
@@ -47,25 +49,32 @@ class CoveMethod(Method):
         self.adapter = None
         self.load_state()
 
-    def _judge(self):
-        if self.policy is None: return None
-        if self.cfg['judge.backend'] != 'policy': raise NotImplementedError("workflow: only judge.backend=policy is wired")
-        from cove.judge import Judge
-        return Judge(self.policy)
+# %% ../nbs/13_workflow.ipynb #899a8658
+@patch
+def _judge(self:CoveMethod):
+    "The judge of the router (and of KnowledgePO): the policy itself; None without a policy."
+    if self.policy is None: return None
+    if self.cfg['judge.backend'] != 'policy': raise NotImplementedError("workflow: only judge.backend=policy is wired")
+    from cove.judge import Judge
+    return Judge(self.policy)
 
-    def _open_kb(self):
-        from cove.store import KnowledgeBase
-        from cove.embed import Embedder
-        return KnowledgeBase(self.out/'kb.sqlite', embedder=Embedder.from_config(self.cfg), hnsw_threshold=self.cfg['kb.hnsw_threshold'])
+# %% ../nbs/13_workflow.ipynb #f4092f79
+@patch
+def _open_kb(self:CoveMethod):
+    "The knowledge base `kb.sqlite` of the run folder, with the configured embedder."
+    from cove.store import KnowledgeBase
+    from cove.embed import Embedder
+    return KnowledgeBase(self.out/'kb.sqlite', embedder=Embedder.from_config(self.cfg), hnsw_threshold=self.cfg['kb.hnsw_threshold'])
 
-    def _kpo(self):
-        c = self.cfg; ex = c['kpo.extractor']
-        return KnowledgePO(self.kb, judge=None if ex == 'rules' else self.judge, extractor=ex,
-                           label_mode='rules' if ex == 'rules' else 'judge+rules', R=c['kpo.R'], lam=c['kpo.lam'], k=c['retrieval.k'], mode=c['retrieval.mode'])
+# %% ../nbs/13_workflow.ipynb #434834fb
+@patch
+def _kpo(self:CoveMethod):
+    "KnowledgePO over the knowledge base, as `kpo.*` configures it (rules: no judge)."
+    c = self.cfg; ex = c['kpo.extractor']
+    return KnowledgePO(self.kb, judge=None if ex == 'rules' else self.judge, extractor=ex,
+                       label_mode='rules' if ex == 'rules' else 'judge+rules', R=c['kpo.R'], lam=c['kpo.lam'], k=c['retrieval.k'], mode=c['retrieval.mode'])
 
 # %% ../nbs/13_workflow.ipynb #fc8218f6
-from fastcore.basics import patch
-
 @patch
 def state_dict(self:CoveMethod) -> dict:
     "Everything needed to resume (besides the ledger `save_state` adds): trigger, router, KnowledgePO stats, updates, trajectories, applied decisions."
@@ -74,6 +83,7 @@ def state_dict(self:CoveMethod) -> dict:
                 trajectories=self.trajectories, applied=self.applied, released=self.released, pending=self.pending,
                 references_seen=self.references_seen)
 
+# %% ../nbs/13_workflow.ipynb #74abed75
 @patch
 def load_state(self:CoveMethod):
     "Restore `workflow_state.json` (if any) and hot-swap the latest adapter into the policy."
@@ -105,6 +115,7 @@ def run_chunk(self:CoveMethod, pairs:list[tuple]):
     self.keys.commit([t for _, t in pairs])
     return results
 
+# %% ../nbs/13_workflow.ipynb #a18c6e55
 @patch
 def run_batch(self:CoveMethod, env, tasks): return self.run_chunk([(env, t) for t in tasks])
 
@@ -129,6 +140,7 @@ def learn_from(self:CoveMethod, env, r, key:str):
     self.save_state()
     if ev is not None: self.run_pending(env, r.task.family)                                            # line 15
 
+# %% ../nbs/13_workflow.ipynb #c822d4a9
 @patch
 def keep_trajectory(self:CoveMethod, r, channel:str):
     "Keep the episode for the next update: a trajectory scoring ≥ `trigger.q_min` (SFT), or any parametric-routed rollout (GRPO)."
@@ -138,6 +150,7 @@ def keep_trajectory(self:CoveMethod, r, channel:str):
                                                                     family=r.task.family, surface=r.task.payload.get('surface'),
                                                                     channel=channel, task=r.task.to_dict() if grpo_rollout else None))
 
+# %% ../nbs/13_workflow.ipynb #b8b57f3c
 @patch
 def run_pending(self:CoveMethod, env, family:str):
     "Run the update a trigger event asked for (again, if a kill interrupted it), then clear it."
@@ -146,6 +159,7 @@ def run_pending(self:CoveMethod, env, family:str):
     self.applied[key]['update'] = self.parametric_update(env, family)
     del self.pending[family]; self.save_state()
 
+# %% ../nbs/13_workflow.ipynb #23cebbc6
 @patch
 def extra(self:CoveMethod, res) -> dict:
     "Fields added to the episode line: channel, signals, trigger condition, adapter of an update it triggered."
@@ -159,11 +173,7 @@ def parametric_update(self:CoveMethod, env, family:str) -> str|None:
     from cove.train import hot_swap
     since = [r for r in self.router.log if r['family'] == family][-max(1, self.trigger.state(family).since_update):]
     n_param = sum(r['channel'] in PARAMETRIC_CHANNELS for r in since)   # routed parametric since the last update (Appendix A)
-    pre = None
-    if self.kpo:
-        self.observe_references(env, family)
-        tasks, evaluate = self._heldout(env)
-        pre = {str(k): v for k, v in self.kpo.measure_utility(evaluate, tasks, family=family, max_entries=self.cfg['release.max_entries']).items()}   # delta_pre of each stable entry
+    pre = self._utility_pre(env, family)
     res, memory_aware = self._train(env, family, n_param)                                                # lines 16-18
     if res is None:
         _log.warning(f"trigger fired for {family} but there is no usable training data; update skipped")
@@ -176,10 +186,16 @@ def parametric_update(self:CoveMethod, env, family:str) -> str|None:
                              memory_aware=memory_aware, utility_pre=pre, release=rel, ts=time.time()))
     return Path(res.adapter_path).name
 
-# %% ../nbs/13_workflow.ipynb #944abecb
+# %% ../nbs/13_workflow.ipynb #08858721
 @patch
-def _rename_seed(self:CoveMethod) -> int: return 7919 * self.cfg['run.seed'] + 101 * (len(self.updates) + 1)
+def _utility_pre(self:CoveMethod, env, family:str) -> dict|None:
+    "`delta_pre` of each of `family`'s stable entries, after KnowledgePO observed the cold-start references (None without KnowledgePO)."
+    if not self.kpo: return None
+    self.observe_references(env, family)
+    tasks, evaluate = self._heldout(env)
+    return {str(k): v for k, v in self.kpo.measure_utility(evaluate, tasks, family=family, max_entries=self.cfg['release.max_entries']).items()}
 
+# %% ../nbs/13_workflow.ipynb #944abecb
 @patch
 def observe_references(self:CoveMethod, env, family:str) -> int:
     "KnowledgePO observes each cold-start reference replay of `family` once (state saved after each); returns how many were new."
@@ -196,42 +212,58 @@ def observe_references(self:CoveMethod, env, family:str) -> int:
         self.references_seen.append(t.id); self.save_state()
     return n
 
+# %% ../nbs/13_workflow.ipynb #4ed32dfe
+@patch
+def _rename_seed(self:CoveMethod) -> int: return 7919 * self.cfg['run.seed'] + 101 * (len(self.updates) + 1)
+
+@patch
+def _reference_sft(self:CoveMethod, env, family:str, memory_aware:bool=True):
+    "SFT data from the reference solutions of a few train tasks; with KnowledgePO renamed per episode and kept by the anti-recitation reward."
+    from cove.train import reference_sft
+    from cove.knowledgepo import anti_recitation_sft
+    c = self.cfg
+    if not c['train.reference_tasks']: return None
+    ts = env.tasks('train', c['train.reference_tasks'], c['run.seed'])
+    kb = self.kb if memory_aware else None
+    try:
+        if self.kpo: return anti_recitation_sft(env, ts, kb, c['retrieval.k'], c['retrieval.mode'], seed=self._rename_seed(),
+                                                lam=c['kpo.lam'], q_min=c['trigger.q_min'], stats=self.kpo.stats)
+        return reference_sft(env, ts)
+    except Exception as e: _log.warning(f"no reference data for {family}: {type(e).__name__}: {e}")
+
+# %% ../nbs/13_workflow.ipynb #816e42cf
 @patch
 def _sft_data(self:CoveMethod, env, family:str, memory_aware:bool=True):
     "Successful trajectories of `family` + passing reference solutions of a few train tasks; with KnowledgePO, both renamed per episode."
     from datasets import concatenate_datasets
-    from cove.train import trajectories_to_sft, reference_sft
-    from cove.knowledgepo import anti_recitation_sft
-    c, seed = self.cfg, self._rename_seed()
+    from cove.train import trajectories_to_sft
     trajs = [dict(t, trace=self._renamed(i, t)[0]) for i, t in enumerate(self.trajectories.get(family, []))]
-    parts = [trajectories_to_sft(trajs, min_score=self.cfg['trigger.q_min'])]
-    n_ref = c['train.reference_tasks']
-    if n_ref:
-        ts = env.tasks('train', n_ref, c['run.seed'])
-        kb = self.kb if memory_aware else None
-        try:
-            if self.kpo: parts.append(anti_recitation_sft(env, ts, kb, c['retrieval.k'], c['retrieval.mode'], seed=seed,
-                                                          lam=c['kpo.lam'], q_min=self.cfg['trigger.q_min'], stats=self.kpo.stats))
-            else: parts.append(reference_sft(env, ts))
-        except Exception as e: _log.warning(f"no reference data for {family}: {type(e).__name__}: {e}")
-    parts = [p for p in parts if len(p)]
+    parts = [trajectories_to_sft(trajs, min_score=self.cfg['trigger.q_min']), self._reference_sft(env, family, memory_aware)]
+    parts = [p for p in parts if p is not None and len(p)]
     return concatenate_datasets(parts) if parts else None
 
 # %% ../nbs/13_workflow.ipynb #9a96b9c4
 @patch
 def _train(self:CoveMethod, env, family:str, n_param:int):
     "One LoRA update of `family` (SFT or GRPO by `train.algo`), continuing the current adapter; `(UpdateResult|None, memory_aware)`."
-    from cove.train import train_sft, train_grpo, sft_kw, grpo_kw
+    from cove.train import train_grpo, grpo_kw
     from cove.llm import HFPolicy
     c = self.cfg
     # an HFPolicy trains a copy of its own weights; a vLLM / OpenAI-served policy holds none here: train the model by name, then hot-swap
     trainee = self.policy if isinstance(self.policy, HFPolicy) else c['model.name']
     kw = dict(n_param=max(1, n_param), init_adapter=self.adapter_dir/self.adapter if self.adapter else None)
-    if c['train.algo'] == 'grpo':   # GRPO on the routed rollouts' turns (+ reference first turns), R = R_task − λ·1[stale name]
-        prompts, reward = self._grpo_data(env, family)
-        res = train_grpo(trainee, prompts, reward, self.adapter_dir, **grpo_kw(c), **kw)
-        _log.info(f"GRPO update of {family}: reward stats {dict(reward.stats)}")
-        return res, self.kb is not None
+    if c['train.algo'] != 'grpo': return self._train_sft(env, family, trainee, kw)
+    prompts, reward = self._grpo_data(env, family)   # GRPO on the routed rollouts' turns (+ reference first turns), R = R_task − λ·1[stale name]
+    res = train_grpo(trainee, prompts, reward, self.adapter_dir, **grpo_kw(c), **kw)
+    _log.info(f"GRPO update of {family}: reward stats {dict(reward.stats)}")
+    return res, self.kb is not None
+
+# %% ../nbs/13_workflow.ipynb #8d911261
+@patch
+def _train_sft(self:CoveMethod, env, family:str, trainee, kw:dict):
+    "SFT with the retrieved entries in the prompts, retried without them if no memory-aware example fits `train.max_length`."
+    from cove.train import train_sft, sft_kw
+    c = self.cfg
     for memory_aware in ((True, False) if self.kb is not None else (False,)):
         data = self._sft_data(env, family, memory_aware)
         if data is None: return None, memory_aware
@@ -251,15 +283,13 @@ def _renamed(self:CoveMethod, i:int, t:dict) -> tuple[list[dict], dict|None]:
     from cove.knowledgepo import rename_rollout
     return rename_rollout(t, self._rename_seed() + 5000 + i, self.kpo.stats)
 
+# %% ../nbs/13_workflow.ipynb #d0fa585b
 @patch
-def _grpo_data(self:CoveMethod, env, family:str):
-    "`(prompts, reward)` for `train_grpo`: every turn of the routed rollouts of `family` + the reference tasks' memory-aware first turns."
+def _rollout_rows(self:CoveMethod, family:str) -> tuple[list, dict, int]:
+    "GRPO rows from every assistant turn of `family`'s parametric-routed rollouts, renamed per episode: `(rows, {id: task}, rollouts)`."
     from dataclasses import replace
     from cove.core import Task
-    from cove.train import make_task_reward, _prompt_dataset
-    from cove.knowledgepo import memory_aware_rows, recitation_violations, called_names, legal_names
     from cove.tasks.tableqa import Surface, with_surface
-    c, seed = self.cfg, self._rename_seed()
     rows, by_id = [], {}
     rolls = [t for t in self.trajectories.get(family, []) if t.get('channel') in PARAMETRIC_CHANNELS]
     if any(not t.get('task') for t in rolls): _log.warning(f"{family}: {sum(not t.get('task') for t in rolls)} rollouts saved without their task are left out")
@@ -269,6 +299,16 @@ def _grpo_data(self:CoveMethod, env, family:str):
         by_id[tid] = replace(with_surface(task, Surface.from_dict(surface)) if surface else task, id=tid)   # the reward plays the renamed surface
         rows += [dict(prompt=[dict(role=h['role'], content=str(h['content'])) for h in trace[:j]], task_id=tid)
                  for j, m in enumerate(trace) if m['role'] == 'assistant']
+    return rows, by_id, len(rolls)
+
+# %% ../nbs/13_workflow.ipynb #81cd9e2c
+@patch
+def _grpo_data(self:CoveMethod, env, family:str):
+    "`(prompts, reward)` for `train_grpo`: every turn of the routed rollouts of `family` + the reference tasks' memory-aware first turns."
+    from cove.train import make_task_reward, _prompt_dataset
+    from cove.knowledgepo import memory_aware_rows, recitation_violations, called_names, legal_names
+    c, seed = self.cfg, self._rename_seed()
+    rows, by_id, n_rolls = self._rollout_rows(family)
     refs = env.tasks('train', c['train.reference_tasks'], c['run.seed']) if c['train.reference_tasks'] else []
     ref_rows, ref_ids, _ = memory_aware_rows(env, refs, self.kb, c['retrieval.k'], c['retrieval.mode'], seed, rename=bool(self.kpo),
                                              stats=self.kpo.stats if self.kpo else None, tag='reference')
@@ -277,7 +317,7 @@ def _grpo_data(self:CoveMethod, env, family:str):
     def stale(prompt, completion:str, task) -> float:   # a volatile name the episode's surface does not have
         legal = legal_names(task)
         return lam * bool(legal and recitation_violations(called_names(completion), legal, legal))
-    _log.info(f"GRPO data for {family}: {len(rows)} prompts from {len(rolls)} routed rollouts and {c['train.reference_tasks']} reference tasks")
+    _log.info(f"GRPO data for {family}: {len(rows)} prompts from {n_rolls} routed rollouts and {c['train.reference_tasks']} reference tasks")
     return _prompt_dataset(rows), make_task_reward(env, by_id, penalty_fn=stale)
 
 # %% ../nbs/13_workflow.ipynb #aca08a47
@@ -290,6 +330,7 @@ def _heldout(self:CoveMethod, env):
     agent = self.agent(temperature=0.0)
     return tasks, HeldoutEval(agent, env)
 
+# %% ../nbs/13_workflow.ipynb #51319b2a
 @patch
 def release_memory(self:CoveMethod, env, family:str) -> dict:
     "A/B every releasable stable entry of `family` on a few held-out train tasks (score with vs without it)."
@@ -316,8 +357,6 @@ def metrics(self:CoveMethod) -> dict:
                 ledger=self.ledger_dict())
 
 # %% ../nbs/13_workflow.ipynb #cd17b633
-register_method('cove')(CoveMethod)
-
 @register_method('harness_only')
 class HarnessOnly(CoveMethod):
     "Ablation: memory only; the router always says harness_only, so the trigger never fires an update."
