@@ -6,6 +6,7 @@
 from __future__ import annotations
 import time, traceback, zlib
 from dataclasses import dataclass, field
+from fastcore.basics import patch
 from .core import Feedback, Task, msg, get_logger
 from .tasks.base import Environment, EpisodeState
 
@@ -21,6 +22,7 @@ def render_entry(e) -> str:
     text = ' '.join(str(e.content).split())
     return f"- {VOLATILE_OPEN}{text}{VOLATILE_CLOSE}" if getattr(e, 'label', None) == 'volatile' else f"- {text}"
 
+# %% ../nbs/06_agent.ipynb #2d378fdc
 def knowledge_block(entries:list) -> str:
     "The prompt section listing retrieved knowledge, or '' when there is none."
     if not entries: return ''
@@ -40,6 +42,7 @@ def _safe(fn, *args, **kwargs):
     try: return fn(*args, **kwargs), None
     except Exception as e: return None, f"{type(e).__name__}: {e}"
 
+# %% ../nbs/06_agent.ipynb #b2277de0
 def reference_turns(env:Environment, task:Task) -> tuple[EpisodeState|None, list[dict], str|None]:
     "Play `env.reference(task)` as the agent's turns: `(state, messages from the task on, error or None)`."
     ref, err = _safe(env.reference, task)
@@ -69,19 +72,19 @@ class WorkedExamples:
         if env not in self._pools: self._pools[env] = env.tasks('train', n=self.n_pool, seed=self.seed)
         return self._pools[env]
 
-    def select(self, env:Environment, task:Task) -> list[Task]:
-        "The train tasks shown for `task`: its own kind first, each group rotated by the task id; never `task` itself."
-        pool = [t for t in self.pool(env) if t.id != task.id and t.prompt != task.prompt]
-        kind = env.kind(task)
-        same = [t for t in pool if kind and env.kind(t) == kind]
-        rest = [t for t in pool if not (kind and env.kind(t) == kind)]
-        r = zlib.crc32(task.id.encode())
-        rot = lambda xs: xs[r % len(xs):] + xs[:r % len(xs)] if xs else xs
-        return (rot(same) + rot(rest))[:self.k]
+# %% ../nbs/06_agent.ipynb #074ba70b
+@patch
+def select(self:WorkedExamples, env:Environment, task:Task) -> list[Task]:
+    "The train tasks shown for `task`: its own kind first, each group rotated by the task id; never `task` itself."
+    pool = [t for t in self.pool(env) if t.id != task.id and t.prompt != task.prompt]
+    kind = env.kind(task)
+    same = [t for t in pool if kind and env.kind(t) == kind]
+    rest = [t for t in pool if not (kind and env.kind(t) == kind)]
+    r = zlib.crc32(task.id.encode())
+    rot = lambda xs: xs[r % len(xs):] + xs[:r % len(xs)] if xs else xs
+    return (rot(same) + rot(rest))[:self.k]
 
 # %% ../nbs/06_agent.ipynb #96b8cb27
-from fastcore.basics import patch
-
 @patch
 def render(self:WorkedExamples, env:Environment, task:Task) -> tuple[list[dict], list[str]]:
     "`(messages, example ids)`: the selected examples' reference turns on `task`'s surface, ready to go before the task."
@@ -114,14 +117,16 @@ class EpisodeResult:
     @property
     def success(self) -> bool: return self.feedback.success
 
-    def record(self) -> dict:
-        "The JSON-ready core fields of this episode (the run adds method, channel, ...)."
-        t = self.task
-        return dict(task_id=t.id, family=t.family, split=t.split, status=self.feedback.status,
-                    success=self.success, score=self.feedback.score, message=self.feedback.message,
-                    prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
-                    retrieved=self.retrieved, examples=self.examples, api_correct=self.state.api_correct, turns=self.turns,
-                    answer=self.state.answer, elapsed_s=round(self.elapsed_s, 3), trace=self.messages)
+# %% ../nbs/06_agent.ipynb #483550d8
+@patch
+def record(self:EpisodeResult) -> dict:
+    "The JSON-ready core fields of this episode (the run adds method, channel, ...)."
+    t = self.task
+    return dict(task_id=t.id, family=t.family, split=t.split, status=self.feedback.status,
+                success=self.success, score=self.feedback.score, message=self.feedback.message,
+                prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
+                retrieved=self.retrieved, examples=self.examples, api_correct=self.state.api_correct, turns=self.turns,
+                answer=self.state.answer, elapsed_s=round(self.elapsed_s, 3), trace=self.messages)
 
 # %% ../nbs/06_agent.ipynb #f0823835
 class HarnessAgent:
@@ -145,11 +150,13 @@ class HarnessAgent:
                  temperature=cfg['model.temperature'], seed=cfg['run.seed'], shots=cfg['agent.shots'], stop=cfg['agent.stop'])
         return cls(policy, **(a | kw))
 
-    def retrieve(self, task:Task) -> list:
-        "Knowledge entries for `task` (empty without a knowledge base)."
-        if self.kb is None or self.k <= 0: return []
-        hits = self.kb.retrieve(task.prompt, k=self.k, mode=self.mode)
-        return [getattr(h, 'entry', h) for h in hits]
+# %% ../nbs/06_agent.ipynb #5d1d9211
+@patch
+def retrieve(self:HarnessAgent, task:Task) -> list:
+    "Knowledge entries for `task` (empty without a knowledge base)."
+    if self.kb is None or self.k <= 0: return []
+    hits = self.kb.retrieve(task.prompt, k=self.k, mode=self.mode)
+    return [getattr(h, 'entry', h) for h in hits]
 
 # %% ../nbs/06_agent.ipynb #4081c92d
 def _stops(envs) -> list|None:
@@ -160,6 +167,50 @@ def _stops(envs) -> list|None:
             if s not in out: out.append(s)
     return out or None
 
+# %% ../nbs/06_agent.ipynb #faa3e2fd
+@patch
+def _start(self:HarnessAgent, en:Environment, t:Task, ents:list) -> dict:
+    "The running state of one episode: first messages, worked examples, token and turn counters (`err` if `reset` failed)."
+    rend, ex_err = _safe(self.examples.render, en, t) if self.examples else (([], []), None)
+    if ex_err: self.log.error(f"worked examples for {t.id} failed, playing without: {ex_err}"); rend = ([], [])
+    shots, ex_ids = rend
+    st, err = _safe(en.reset, t)
+    return dict(task=t, env=en, state=st or EpisodeState(t), messages=build_messages(en, t, ents), shots=shots, err=err,
+                ids=[getattr(e, 'id', None) for e in ents], ex=ex_ids, pt=0, ct=0, turns=0)
+
+# %% ../nbs/06_agent.ipynb #4facb0e2
+def _consume(e:dict, g) -> None:
+    "Episode `e` takes generation `g`: tokens counted, the action stepped, the observation added while turns remain."
+    e['pt'] += g.prompt_tokens; e['ct'] += g.completion_tokens; e['turns'] += 1
+    e['messages'] = e['messages'] + [msg('assistant', g.text)]
+    obs, err = _safe(e['env'].step, e['state'], g.text)
+    if err: e['err'] = f"environment error: {err}"; return
+    if obs is not None and not e['state'].done and e['turns'] < e['env'].max_turns:
+        e['messages'] = e['messages'] + [msg('user', obs)]
+
+# %% ../nbs/06_agent.ipynb #2bca0f25
+@patch
+def _play_turn(self:HarnessAgent, live:list[dict]) -> bool:
+    "One batched turn of the `live` episodes; False when the policy failed (each episode then holds the error)."
+    stop = _stops(e['env'] for e in live) if self.stop else None
+    prompts = [e['messages'][:1] + e['shots'] + e['messages'][1:] for e in live]   # the examples go after the system message
+    gens, err = _safe(self.policy.generate, prompts, stop=stop, **self.gen_kw)
+    if err:
+        self.log.error(f"generation failed for {len(live)} episodes: {err}")
+        for e in live: e['err'] = f"policy error: {err}"
+        return False
+    for e, g in zip(live, gens): _consume(e, g)
+    return True
+
+# %% ../nbs/06_agent.ipynb #cc147867
+def _result(e:dict, dt:float) -> EpisodeResult:
+    "The `EpisodeResult` of finished episode `e`: its error as `error` feedback, else the environment's evaluation."
+    fb = Feedback('error', 0.0, e['err'][:500]) if e['err'] else None
+    if fb is None: fb, err = _safe(e['env'].evaluate, e['state'])
+    if fb is None: fb = Feedback('error', 0.0, f"evaluator error: {err}"[:500])
+    return EpisodeResult(e['task'], e['state'], fb, e['messages'], e['pt'], e['ct'], e['ids'], e['turns'], dt, e['ex'])
+
+# %% ../nbs/06_agent.ipynb #f6c5dfa4
 @patch
 def run(self:HarnessAgent, env:Environment|list[Environment], tasks:list[Task], entries:list[list]|None=None) -> list[EpisodeResult]:
     "Play `tasks` together, in `env` or in `env[i]` for task i (families can share a batch); `entries[i]` overrides retrieval for task i."
@@ -167,39 +218,12 @@ def run(self:HarnessAgent, env:Environment|list[Environment], tasks:list[Task], 
     t0 = time.time()
     envs = env if isinstance(env, (list, tuple)) else [env] * len(tasks)
     if len(envs) != len(tasks): raise ValueError(f"{len(envs)} environments for {len(tasks)} tasks")
-    eps = []
-    for i, (en, t) in enumerate(zip(envs, tasks)):
-        ents = entries[i] if entries is not None else self.retrieve(t)
-        rend, ex_err = _safe(self.examples.render, en, t) if self.examples else (([], []), None)
-        if ex_err: self.log.error(f"worked examples for {t.id} failed, playing without: {ex_err}"); rend = ([], [])
-        shots, ex_ids = rend
-        st, err = _safe(en.reset, t)
-        eps.append(dict(task=t, env=en, state=st or EpisodeState(t), messages=build_messages(en, t, ents), shots=shots, err=err,
-                        ids=[getattr(e, 'id', None) for e in ents], ex=ex_ids, pt=0, ct=0, turns=0))
+    eps = [self._start(en, t, entries[i] if entries is not None else self.retrieve(t)) for i, (en, t) in enumerate(zip(envs, tasks))]
     while True:
         live = [e for e in eps if e['err'] is None and not e['state'].done and e['turns'] < e['env'].max_turns]
-        if not live: break
-        stop = _stops(e['env'] for e in live) if self.stop else None
-        prompts = [e['messages'][:1] + e['shots'] + e['messages'][1:] for e in live]   # the examples go after the system message
-        gens, err = _safe(self.policy.generate, prompts, stop=stop, **self.gen_kw)
-        if err:
-            self.log.error(f"generation failed for {len(live)} episodes: {err}")
-            for e in live: e['err'] = f"policy error: {err}"
-            break
-        for e, g in zip(live, gens):
-            e['pt'] += g.prompt_tokens; e['ct'] += g.completion_tokens; e['turns'] += 1
-            e['messages'] = e['messages'] + [msg('assistant', g.text)]
-            obs, err = _safe(e['env'].step, e['state'], g.text)
-            if err: e['err'] = f"environment error: {err}"; continue
-            if obs is not None and not e['state'].done and e['turns'] < e['env'].max_turns:
-                e['messages'] = e['messages'] + [msg('user', obs)]
-    out, dt = [], (time.time() - t0) / max(1, len(eps))
-    for e in eps:
-        fb = Feedback('error', 0.0, e['err'][:500]) if e['err'] else None
-        if fb is None: fb, err = _safe(e['env'].evaluate, e['state'])
-        if fb is None: fb = Feedback('error', 0.0, f"evaluator error: {err}"[:500])
-        out.append(EpisodeResult(e['task'], e['state'], fb, e['messages'], e['pt'], e['ct'], e['ids'], e['turns'], dt, e['ex']))
-    return out
+        if not live or not self._play_turn(live): break
+    dt = (time.time() - t0) / max(1, len(eps))
+    return [_result(e, dt) for e in eps]
 
 # %% ../nbs/06_agent.ipynb #c064561d
 def replay_reference(env:Environment, task:Task) -> EpisodeResult:
