@@ -44,20 +44,24 @@ class Entry:
     id: int|None = None      # set by the knowledge base
     embedding: np.ndarray|None = field(default=None, repr=False, compare=False)  # unit vector (float32)
 
-    def __post_init__(self):
-        for f, allowed in (('kind', KINDS), ('label', LABELS), ('status', ENTRY_STATUSES)):
-            if getattr(self, f) not in allowed: raise ValueError(f"entry {f} {getattr(self, f)!r} not in {allowed}")
-        if not isinstance(self.content, str) or not self.content.strip(): raise ValueError("entry content must be a non-empty string")
-        if isinstance(self.names, str) or not all(isinstance(n, str) for n in self.names):
-            raise ValueError(f"entry names must be a list of strings, got {self.names!r}")
-        self.names, self.promoted = list(self.names), bool(self.promoted)
-        for f in ('revisions', 'uses', 'successes'):
-            setattr(self, f, int(getattr(self, f)))
-            if getattr(self, f) < 0: raise ValueError(f"entry {f} must be >= 0")
-        for f in ('delta_pre', 'delta_post', 'created', 'updated'):
-            if getattr(self, f) is not None: setattr(self, f, float(getattr(self, f)))
-        if self.successes > self.uses: raise ValueError(f"successes ({self.successes}) > uses ({self.uses})")
-        if self.embedding is not None: self.embedding = np.asarray(self.embedding, dtype=np.float32).reshape(-1)
+    def __post_init__(self): _normalise(self)   # checks and coerces every field (next cell)
+
+# %% ../nbs/04_store.ipynb #bd139aa0
+def _normalise(e:Entry):
+    "Check `e`'s fields (enumerations, content, names, counts) and coerce them to their types; a bad value raises `ValueError`."
+    for f, allowed in (('kind', KINDS), ('label', LABELS), ('status', ENTRY_STATUSES)):
+        if getattr(e, f) not in allowed: raise ValueError(f"entry {f} {getattr(e, f)!r} not in {allowed}")
+    if not isinstance(e.content, str) or not e.content.strip(): raise ValueError("entry content must be a non-empty string")
+    if isinstance(e.names, str) or not all(isinstance(n, str) for n in e.names):
+        raise ValueError(f"entry names must be a list of strings, got {e.names!r}")
+    e.names, e.promoted = list(e.names), bool(e.promoted)
+    for f in ('revisions', 'uses', 'successes'):
+        setattr(e, f, int(getattr(e, f)))
+        if getattr(e, f) < 0: raise ValueError(f"entry {f} must be >= 0")
+    for f in ('delta_pre', 'delta_post', 'created', 'updated'):
+        if getattr(e, f) is not None: setattr(e, f, float(getattr(e, f)))
+    if e.successes > e.uses: raise ValueError(f"successes ({e.successes}) > uses ({e.uses})")
+    if e.embedding is not None: e.embedding = np.asarray(e.embedding, dtype=np.float32).reshape(-1)
 
 # %% ../nbs/04_store.ipynb #77cf11cb
 COLUMNS = tuple(f.name for f in fields(Entry))  # also the SQLite column order
@@ -67,6 +71,7 @@ def record(self:Entry) -> dict:
     "The entry's fields as JSON-able data, without the embedding."
     return {c: getattr(self, c) for c in COLUMNS if c != 'embedding'}
 
+# %% ../nbs/04_store.ipynb #9451d4da
 @dataclass
 class Hit:
     "A retrieved entry and its score (inner product, BM25 or fused rank score)."
@@ -80,6 +85,7 @@ class StoreError(CorruptFile):
     "A store file that cannot be used as it is (a `cove.core.CorruptFile`); the message names the file (`path`) and what to do."
     def __init__(self, msg:str, path:str|None=None): super().__init__(msg, [path] if path and path != ':memory:' else ()); self.path = path
 
+# %% ../nbs/04_store.ipynb #f1bc8ac9
 class NamedConnection(sqlite3.Connection):
     "A connection that knows its file (`path`): a write that fails for want of space (a full disk, a file-size limit, an I/O error) raises `WriteFailed` naming it."
     path = None
@@ -93,6 +99,7 @@ class NamedConnection(sqlite3.Connection):
     def executescript(self, *a): return self._named(sqlite3.Connection.executescript, *a)
     def commit(self): return self._named(sqlite3.Connection.commit)
 
+# %% ../nbs/04_store.ipynb #ae600bdf
 def open_sqlite(path:str|Path, # SQLite file, or ':memory:'
                 synchronous:str='FULL') -> sqlite3.Connection: # 'NORMAL' or 'FULL' (fsync every commit)
     "An autocommit, WAL `NamedConnection` with rows as `sqlite3.Row`; a damaged file raises `StoreError`."
@@ -119,6 +126,7 @@ CREATE TABLE IF NOT EXISTS audit(
 CREATE INDEX IF NOT EXISTS audit_entry ON audit(entry_id);
 """
 
+# %% ../nbs/04_store.ipynb #28317153
 class SqliteStore:
     "One memory's SQLite file: its own tables (`schema`), the shared `meta`, `applied` and `audit`, explicit write transactions."
     schema = ''   # the subclass's tables
@@ -138,10 +146,19 @@ class SqliteStore:
         try:
             with write_tx(self.conn) as c: yield c
         except BaseException: self._dense.clear(); raise   # an index built inside it may hold rolled-back rows
-    def columns(self, table:str) -> list[str]: return [r[1] for r in self.conn.execute(f'PRAGMA table_info({table})')]
-    def close(self): self.conn.close()
-    def __enter__(self): return self
-    def __exit__(self, *a): self.close()
+
+# %% ../nbs/04_store.ipynb #55c24ed6
+@patch
+def columns(self:SqliteStore, table:str) -> list[str]: return [r[1] for r in self.conn.execute(f'PRAGMA table_info({table})')]
+
+@patch
+def close(self:SqliteStore): self.conn.close()
+
+@patch
+def __enter__(self:SqliteStore): return self
+
+@patch
+def __exit__(self:SqliteStore, *a): self.close()
 
 # %% ../nbs/04_store.ipynb #9877dec7
 @patch
@@ -154,6 +171,7 @@ def meta(self:SqliteStore, key:str, default=None):
 def set_meta(self:SqliteStore, key:str, value):
     self.conn.execute('INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)', (key, json.dumps(value)))
 
+# %% ../nbs/04_store.ipynb #a4685218
 @patch
 def applied(self:SqliteStore, key:str) -> dict|None:
     "What was learnt from episode `key`, or None if nothing was yet."
@@ -221,6 +239,7 @@ def backup_db(src:str|Path|sqlite3.Connection, # a database file, or an open con
     os.replace(tmp, dst)
     return dst
 
+# %% ../nbs/04_store.ipynb #4ac2b0d8
 @patch
 def backup(self:SqliteStore, dst:str|Path) -> Path:
     "A consistent copy of this store at `dst` (checkpoints, frozen copies)."
@@ -239,6 +258,8 @@ CREATE TABLE IF NOT EXISTS entries(
   created REAL NOT NULL, updated REAL NOT NULL, embedding BLOB);
 CREATE INDEX IF NOT EXISTS entries_status ON entries(status);
 """
+
+# %% ../nbs/04_store.ipynb #80e71af9
 SQL_COLUMNS = tuple(c for c in COLUMNS if c != 'id')
 
 def _to_row(e:Entry) -> tuple:
@@ -286,6 +307,7 @@ def _check_dim(self:KnowledgeBase, dim):
         with self.transaction(): self.set_meta('dim', dim)
     return int(old) if old else dim
 
+# %% ../nbs/04_store.ipynb #8b69889a
 @patch
 def _backfill(self:KnowledgeBase):
     "Embed and store entries that have no embedding yet (one transaction)."
@@ -295,6 +317,7 @@ def _backfill(self:KnowledgeBase):
     with self.transaction(): self.conn.executemany('UPDATE entries SET embedding=? WHERE id=?', [(v.tobytes(), r['id']) for v, r in zip(V, rows)])
     self.log.info(f"backfilled embeddings of {len(rows)} entries")
 
+# %% ../nbs/04_store.ipynb #b8b84b47
 @patch
 def _load_dense(self:KnowledgeBase):
     "(Re)build the dense index from the online rows."
@@ -322,6 +345,7 @@ def _embed(self:KnowledgeBase, entries:list[Entry]):
     for e in entries:
         if e.embedding is not None: self._check_vec(e.embedding)
 
+# %% ../nbs/04_store.ipynb #e71b42dc
 @patch
 def insert_many(self:KnowledgeBase, entries:list[Entry], reason:str='insert') -> list[int]:
     "Insert `entries` (one transaction, one audit row each); returns their new ids."
@@ -340,6 +364,7 @@ def insert_many(self:KnowledgeBase, entries:list[Entry], reason:str='insert') ->
     if on: self._sparse_dirty = True
     return [e.id for e in entries]
 
+# %% ../nbs/04_store.ipynb #844c6d9a
 @patch
 def insert(self:KnowledgeBase, entry:Entry|None=None, reason:str='insert', **kw) -> int:
     "Insert one entry (an `Entry`, or its fields as keywords); returns its id."
@@ -369,6 +394,7 @@ def _apply(self:KnowledgeBase, id:int, op:str, reason:str, changes:dict, now:flo
     self.audit(op, after.id, {c: getattr(before, c) for c in diff}, {c: getattr(after, c) for c in diff}, reason, ts=now)
     return before, after
 
+# %% ../nbs/04_store.ipynb #2e6c85a3
 @patch
 def _sync(self:KnowledgeBase, before:Entry, after:Entry):
     "Bring the indexes in line with one committed change."
@@ -378,6 +404,7 @@ def _sync(self:KnowledgeBase, before:Entry, after:Entry):
     elif was and (not now or after.embedding is None) and self.dense is not None: self.dense.remove([after.id])
     if was != now or (now and (before.content, before.names) != (after.content, after.names)): self._sparse_dirty = True
 
+# %% ../nbs/04_store.ipynb #c93cfbc0
 @patch
 def update(self:KnowledgeBase, id:int, reason:str='', op:str='update', **changes) -> Entry:
     "Change fields of entry `id` in one audited transaction; returns the entry after the change."
@@ -399,6 +426,24 @@ def revise(self:KnowledgeBase, id:int, content:str, reason:str='', **changes) ->
     return self.update(id, reason, op='revise', content=content, revisions=self.get(id).revisions + 1, **changes)
 
 @patch
+def promote(self:KnowledgeBase, id:int, reason:str='') -> Entry:
+    "Relabel entry `id` volatile and mark it promoted (paper §4.4: repeatedly revised knowledge is volatile)."
+    e = self.get(id)
+    return self.update(id, reason, op='promote', label='volatile', promoted=e.promoted or e.label != 'volatile')
+
+# %% ../nbs/04_store.ipynb #1c7feafc
+@patch
+def record_use(self:KnowledgeBase, ids:list[int], success:bool, reason:str='') -> list[Entry]:
+    "Count one use (and a success if `success`) for each entry in `ids`, in one transaction."
+    now, out = time.time(), []
+    with self.transaction():
+        for i in ids:
+            e = self.get(i)
+            out.append(self._apply(i, 'use', reason, dict(uses=e.uses+1, successes=e.successes+int(bool(success))), now))
+    return [a for _, a in out]
+
+# %% ../nbs/04_store.ipynb #997e5be0
+@patch
 def set_status(self:KnowledgeBase, id:int, status:str, reason:str='') -> Entry:
     "Move entry `id` to `status` (one of `ENTRY_STATUSES`)."
     return self.update(id, reason, op=status, status=status)
@@ -413,22 +458,6 @@ def archive(self:KnowledgeBase, id:int, reason:str='') -> Entry:
     "Archive entry `id` (kept, no longer retrieved)."
     return self.set_status(id, 'archived', reason)
 
-@patch
-def promote(self:KnowledgeBase, id:int, reason:str='') -> Entry:
-    "Relabel entry `id` volatile and mark it promoted (paper §4.4: repeatedly revised knowledge is volatile)."
-    e = self.get(id)
-    return self.update(id, reason, op='promote', label='volatile', promoted=e.promoted or e.label != 'volatile')
-
-@patch
-def record_use(self:KnowledgeBase, ids:list[int], success:bool, reason:str='') -> list[Entry]:
-    "Count one use (and a success if `success`) for each entry in `ids`, in one transaction."
-    now, out = time.time(), []
-    with self.transaction():
-        for i in ids:
-            e = self.get(i)
-            out.append(self._apply(i, 'use', reason, dict(uses=e.uses+1, successes=e.successes+int(bool(success))), now))
-    return [a for _, a in out]
-
 # %% ../nbs/04_store.ipynb #0bb5f767
 def _combine(a:str, b:str) -> str:
     "Content `a` extended by `b` unless one already contains the other."
@@ -436,6 +465,17 @@ def _combine(a:str, b:str) -> str:
     if a.strip() in b: return b
     return a.rstrip() + '\n' + b.strip()
 
+# %% ../nbs/04_store.ipynb #e7945434
+@patch
+def _merged_vec(self:KnowledgeBase, t:Entry, o:Entry, new:str):
+    "The embedding of merged content `new`: the target's or the other's when `new` is theirs, else a fresh one (None without an embedder)."
+    if new == t.content: return t.embedding
+    if o.embedding is not None and new == o.content: return o.embedding
+    if self.embedder: return self.embedder.encode(new)[0]
+    self.log.warning(f"entry {t.id}: merged content has no embedding; it leaves the dense index")
+    return None
+
+# %% ../nbs/04_store.ipynb #97d1befc
 @patch
 def merge(self:KnowledgeBase, target_id:int, other:int|Entry|str, reason:str='', content:str|None=None) -> Entry:
     "Merge `other` (an entry id, a new `Entry`, or content) into entry `target_id`."
@@ -446,10 +486,7 @@ def merge(self:KnowledgeBase, target_id:int, other:int|Entry|str, reason:str='',
     ch = dict(content=new, names=list(dict.fromkeys(t.names + o.names)), revisions=t.revisions + 1,
               uses=t.uses + o.uses, successes=t.successes + o.successes, promoted=t.promoted or o.promoted,
               label='volatile' if 'volatile' in (t.label, o.label) else t.label)
-    if new == t.content: ch['embedding'] = t.embedding
-    elif o.embedding is not None and new == o.content: ch['embedding'] = o.embedding
-    elif self.embedder: ch['embedding'] = self.embedder.encode(new)[0]
-    else: ch['embedding'] = None; self.log.warning(f"entry {t.id}: merged content has no embedding; it leaves the dense index")
+    ch['embedding'] = self._merged_vec(t, o, new)
     if ch['embedding'] is not None: self._check_vec(ch['embedding'])
     now, why = time.time(), f"merged {'entry ' + str(o.id) if o.id is not None else 'a new candidate'}: {reason}"
     with self.transaction():
@@ -485,6 +522,7 @@ def _dense_hits(self:KnowledgeBase, query, query_vec, k):
     if self.dense is None: return np.zeros(0, np.int64), np.zeros(0, np.float32)
     return self.dense.search(np.asarray(query_vec, np.float32).reshape(-1), k)
 
+# %% ../nbs/04_store.ipynb #5c1dca1d
 @patch
 def _sparse_hits(self:KnowledgeBase, query, k):
     if query is None: raise ValueError("sparse retrieval needs a query text")
@@ -494,6 +532,7 @@ def _sparse_hits(self:KnowledgeBase, query, k):
         self._sparse_dirty = False
     return self.sparse.search(query, k)
 
+# %% ../nbs/04_store.ipynb #42ac5c96
 @patch
 def search(self:KnowledgeBase, query:str|None=None, k:int=3, mode:str='hybrid', query_vec=None, depth:int|None=None) -> list[tuple[int, float]]:
     "Top-`k` `(id, score)` of online entries for `query` by `mode` (one of `MODES`)."
@@ -519,6 +558,7 @@ def retrieve(self:KnowledgeBase, query:str|None=None, # task text (embedded / to
     by_id = {r['id']: _from_row(r) for r in rows}
     return [Hit(by_id[i], s) for i, s in hits]
 
+# %% ../nbs/04_store.ipynb #64894516
 @patch
 def retrieve_ids(self:KnowledgeBase, query:str|None=None, k:int=3, mode:str='hybrid', query_vec=None, depth:int|None=None) -> list[tuple[int, float, str]]:
     "Top-`k` `(id, score, content)` of online entries: index search plus one content fetch."
@@ -562,6 +602,7 @@ def _p50_ms(f, xs) -> float:
     for x in xs: t = time.perf_counter(); f(x); ts.append(time.perf_counter() - t)
     return float(np.median(ts)) * 1e3
 
+# %% ../nbs/04_store.ipynb #759d39fc
 def _speedups(kb, T, V, QT, QV, k, lab, modes, n_base:int=50) -> list[dict]:
     "The index searches against their baselines on the same queries: faiss against numpy brute force, bm25s against rank-bm25."
     out = []
@@ -581,15 +622,42 @@ def _speedups(kb, T, V, QT, QV, k, lab, modes, n_base:int=50) -> list[dict]:
 # %% ../nbs/04_store.ipynb #23504304
 def _size_label(n:int) -> str: return f'{n // 10**6}m' if n >= 10**6 and n % 10**6 == 0 else f'{n // 1000}k' if n >= 1000 else str(n)
 
+def _bench_queries(T:list[str], V:np.ndarray, queries:int, seed:int) -> tuple[list[str], np.ndarray]:
+    "`queries` noisy copies of random entries of corpus `(T, V)`: texts of 4 of their words, and unit vectors near theirs."
+    (n, dim), rng = V.shape, np.random.default_rng(seed + 1)
+    qi = rng.integers(0, n, queries)
+    QV = V[qi] + 0.5 * rng.standard_normal((queries, dim), dtype=np.float32) / np.sqrt(dim)
+    QV /= np.linalg.norm(QV, axis=1, keepdims=True)
+    return [' '.join(rng.choice(T[i].split(), size=4, replace=False)) for i in qi], QV
+
+# %% ../nbs/04_store.ipynb #0428b050
+def _latency(kb:KnowledgeBase, QT:list[str], QV:np.ndarray, k:int, mode:str, lab:str, n:int) -> dict:
+    "p50 and p95 milliseconds of `retrieve` in `mode` over the queries (after a warm-up) on a KB of `n` entries."
+    for j in range(min(5, len(QT))): kb.retrieve(QT[j], k, mode, query_vec=QV[j])  # warm-up
+    ts = []
+    for q, qv in zip(QT, QV):
+        t = time.perf_counter(); hits = kb.retrieve(q, k, mode, query_vec=qv); ts.append(time.perf_counter() - t)
+        assert hits, f"{mode} retrieval returned nothing"
+    ts = np.array(ts) * 1e3
+    return dict(name=f'retrieve_{mode}_p50_ms_{lab}', value=round(float(np.median(ts)), 3), unit='ms',
+                p95=round(float(np.percentile(ts, 95)), 3), n=len(QT), entries=n, index=kb.dense.kind if mode != 'sparse' else kb.sparse.backend)
+
+# %% ../nbs/04_store.ipynb #d3fd932d
+def _recall(kb:KnowledgeBase, V:np.ndarray, QV:np.ndarray, ids:np.ndarray, k:int, lab:str) -> dict:
+    "Recall@`k` of the KB's dense (HNSW) index against exact search over `V` (stored under `ids`) for queries `QV`."
+    import faiss
+    exact = faiss.IndexFlatIP(V.shape[1]); exact.add(V)
+    _, gt = exact.search(QV, k)
+    got, gt = kb.dense.search(QV, k)[0], ids[gt]
+    return dict(name=f'dense_recall_at_{k}_{lab}', value=round(float(np.mean([len(set(a) & set(b)) / k for a, b in zip(got, gt)])), 4),
+                unit='fraction', n=len(QV), entries=len(V), M=kb.dense.M, ef_search=kb.dense.ef_search)
+
+# %% ../nbs/04_store.ipynb #9d175c81
 def _bench_one(n, dim, queries, k, modes, seed, workdir, **kb_kw) -> list[dict]:
     "Latency records for one knowledge-base size."
     lab, log = _size_label(n), get_logger('store')
     T, V = synthetic_corpus(n, dim, seed)
-    rng = np.random.default_rng(seed + 1)
-    qi = rng.integers(0, n, queries)
-    QV = V[qi] + 0.5 * rng.standard_normal((queries, dim), dtype=np.float32) / np.sqrt(dim)
-    QV /= np.linalg.norm(QV, axis=1, keepdims=True)
-    QT = [' '.join(rng.choice(T[i].split(), size=4, replace=False)) for i in qi]
+    QT, QV = _bench_queries(T, V, queries, seed)
     with tempfile.TemporaryDirectory(dir=workdir) as d:
         kb = KnowledgeBase(Path(d)/'kb.sqlite', dim=dim, **kb_kw)
         t = time.perf_counter()
@@ -599,23 +667,8 @@ def _bench_one(n, dim, queries, k, modes, seed, workdir, **kb_kw) -> list[dict]:
         if 'sparse' in modes or 'hybrid' in modes:
             t = time.perf_counter(); kb.search(QT[0], k, 'sparse')
             out.append(dict(name=f'sparse_build_s_{lab}', value=round(time.perf_counter() - t, 2), unit='s', n=n))
-        for mode in modes:
-            for j in range(min(5, queries)): kb.retrieve(QT[j], k, mode, query_vec=QV[j])  # warm-up
-            ts = []
-            for q, qv in zip(QT, QV):
-                t = time.perf_counter(); hits = kb.retrieve(q, k, mode, query_vec=qv); ts.append(time.perf_counter() - t)
-                assert hits, f"{mode} retrieval returned nothing"
-            ts = np.array(ts) * 1e3
-            out.append(dict(name=f'retrieve_{mode}_p50_ms_{lab}', value=round(float(np.median(ts)), 3), unit='ms',
-                            p95=round(float(np.percentile(ts, 95)), 3), n=queries, entries=n, index=kb.dense.kind if mode != 'sparse' else kb.sparse.backend))
-        if kb.dense.kind == 'hnsw' and 'dense' in modes:
-            import faiss
-            exact = faiss.IndexFlatIP(dim); exact.add(V)
-            _, gt = exact.search(QV, k)
-            got = kb.dense.search(QV, k)[0]
-            gt = ids[gt]
-            out.append(dict(name=f'dense_recall_at_{k}_{lab}', value=round(float(np.mean([len(set(a) & set(b)) / k for a, b in zip(got, gt)])), 4),
-                            unit='fraction', n=queries, entries=n, M=kb.dense.M, ef_search=kb.dense.ef_search))
+        out += [_latency(kb, QT, QV, k, mode, lab, n) for mode in modes]
+        if kb.dense.kind == 'hnsw' and 'dense' in modes: out.append(_recall(kb, V, QV, ids, k, lab))
         out += _speedups(kb, T, V, QT, QV, k, lab, modes)
         kb.close()
     return out
