@@ -38,6 +38,7 @@ def _sbx_netns():
     if os.getuid() != 0 and libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0: return 'netns(userns)'
     return ''
 
+# %% ../nbs/04b_sandbox.ipynb #543af9e7
 def _sbx_limits(cfg):
     "Child side: resource limits (CPU s, address space, file size, core, open files, processes); names of those set."
     import resource
@@ -77,6 +78,18 @@ def _sbx_drop(uid, read_cap):
     return label
 
 # %% ../nbs/04b_sandbox.ipynb #42116245
+def _sbx_bind(mount, new, src, rw=False):
+    "Child side: bind `src` into the view rooted at `new` (with `mount`, `_sbx_view`'s mount(2)), read-only unless `rw`; a top-level link of `/` is copied as a link."
+    import os
+    RDONLY, NOSUID, NODEV, REMOUNT, BIND, REC = 1, 2, 4, 32, 4096, 16384
+    dst = new + src
+    if os.path.islink(src) and os.path.dirname(src) == '/': return os.symlink(os.readlink(src), dst)   # /lib -> usr/lib
+    if os.path.isdir(src): os.makedirs(dst, exist_ok=True)
+    else: os.makedirs(os.path.dirname(dst), exist_ok=True); open(dst, 'a').close()
+    mount(src, dst, None, BIND | REC)
+    if not rw: mount(None, dst, None, REMOUNT | BIND | RDONLY | NOSUID | NODEV)
+
+# %% ../nbs/04b_sandbox.ipynb #ca0c9241
 def _sbx_view(cfg):
     "Child side, as root: a private mount namespace whose root is `cfg['view']` holding only `cfg['binds']` (read-only) and the sandbox directory, and a pid namespace; returns the pid of the process that runs the code (0 in that process)."
     import ctypes, os
@@ -91,18 +104,11 @@ def _sbx_view(cfg):
     new, work = cfg['view'], os.getcwd()
     mount(None, '/', None, REC | PRIVATE)
     mount('tmpfs', new, 'tmpfs', NOSUID | NODEV, 'size=4m,mode=0755')
-    def bind(src, rw=False):
-        dst = new + src
-        if os.path.islink(src) and os.path.dirname(src) == '/': return os.symlink(os.readlink(src), dst)   # /lib -> usr/lib
-        if os.path.isdir(src): os.makedirs(dst, exist_ok=True)
-        else: os.makedirs(os.path.dirname(dst), exist_ok=True); open(dst, 'a').close()
-        mount(src, dst, None, BIND | REC)
-        if not rw: mount(None, dst, None, REMOUNT | BIND | RDONLY | NOSUID | NODEV)
     for p in cfg['binds']:
-        if os.path.lexists(p) and not os.path.lexists(new + p): bind(p)
+        if os.path.lexists(p) and not os.path.lexists(new + p): _sbx_bind(mount, new, p)
     for p in cfg['devices']:
-        if os.path.exists(p): bind(p, rw=True)
-    bind(work, rw=True)
+        if os.path.exists(p): _sbx_bind(mount, new, p, rw=True)
+    _sbx_bind(mount, new, work, rw=True)
     os.makedirs(new + '/proc')
     pid = os.fork()
     if pid: return pid
@@ -110,6 +116,7 @@ def _sbx_view(cfg):
     os.chroot(new); os.chdir(work)
     return 0
 
+# %% ../nbs/04b_sandbox.ipynb #ab30b55e
 def _sbx_wait(pid, cfg):
     "Child side, outside the pid namespace: wait for the process running the code and end the same way."
     import os, signal
@@ -191,11 +198,12 @@ def _sbx_main():
         traceback.print_exception(type(e), e, e.__traceback__.tb_next)
         sys.exit(1)
 
+# %% ../nbs/04b_sandbox.ipynb #be3a0bc8
 @lru_cache(None)
 def _runner_source() -> str:
     "The child-side launcher, as source for `python -I -c`."
     import inspect
-    fns = (_sbx_netns, _sbx_limits, _sbx_drop, _sbx_view, _sbx_wait, _sbx_guard, _sbx_main)
+    fns = (_sbx_netns, _sbx_limits, _sbx_drop, _sbx_bind, _sbx_view, _sbx_wait, _sbx_guard, _sbx_main)
     return '\n\n'.join(inspect.getsource(f) for f in fns) + '\n_sbx_main()\n'
 
 # %% ../nbs/04b_sandbox.ipynb #66b8f55a
@@ -203,6 +211,7 @@ def _sandbox_uid() -> int:
     "A throw-away uid for one run (unused by any account)."
     return random.SystemRandom().randrange(2_000_000, 2_000_000 + 2**24)
 
+# %% ../nbs/04b_sandbox.ipynb #446ece71
 @lru_cache(None)
 def _world_readable(*paths:str) -> bool:
     "Can any user read `paths` (every ancestor directory searchable by others, the path readable)?"
@@ -218,6 +227,7 @@ def _python_paths() -> tuple:
     import sysconfig
     return tuple(sorted({sys.executable, sysconfig.get_paths()['stdlib'], sysconfig.get_paths()['purelib']}))
 
+# %% ../nbs/04b_sandbox.ipynb #079c3a29
 def uid_processes(uid:int) -> list[int]:
     "Live (not zombie) processes whose real uid is `uid`."
     out = []
@@ -229,6 +239,7 @@ def uid_processes(uid:int) -> list[int]:
         except (OSError, KeyError, ValueError): pass
     return out
 
+# %% ../nbs/04b_sandbox.ipynb #07894366
 def _kill_uid(uid:int, rounds:int=5):
     "SIGKILL every process whose real uid is `uid`, until none is left."
     for _ in range(rounds):
@@ -262,6 +273,7 @@ def _killpg(pid:int):
     try: os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError): pass
 
+# %% ../nbs/04b_sandbox.ipynb #9391d4a9
 def _drain(pid:int, fds:dict, deadline:float, cap:int) -> tuple[dict, set, bool]:
     "Read the pipes `fds` (name -> fd) until EOF or `deadline`, keeping `cap` bytes each; (data, over-cap names, timed out)."
     sel = selectors.DefaultSelector()
@@ -281,6 +293,7 @@ def _drain(pid:int, fds:dict, deadline:float, cap:int) -> tuple[dict, set, bool]
     sel.close()
     return data, over, False
 
+# %% ../nbs/04b_sandbox.ipynb #1ba2f561
 def _reap(pid:int, deadline:float) -> tuple[int, float, bool]:
     "Wait for `pid` until `deadline`, SIGKILL its process group, reap it: (returncode, cpu seconds, timed out)."
     timed_out = False
@@ -290,6 +303,15 @@ def _reap(pid:int, deadline:float) -> tuple[int, float, bool]:
     _killpg(pid)
     _, status, ru = os.wait4(pid, 0)
     return os.waitstatus_to_exitcode(status), ru.ru_utime + ru.ru_stime, timed_out
+
+# %% ../nbs/04b_sandbox.ipynb #6b9806cd
+def _collect(proc:subprocess.Popen, fds:dict, deadline:float, cap:int) -> tuple[dict, set, bool, int, float]:
+    "Drain the child's pipes and reap it by `deadline`: (data, over-cap names, timed out, returncode, cpu seconds)."
+    data, over, timed_out = _drain(proc.pid, fds, deadline, cap)
+    rc, cpu, t2 = _reap(proc.pid, deadline)
+    proc.returncode = rc   # reaped here: `Popen` must not wait for it again
+    proc.stdout.close(); proc.stderr.close()
+    return data, over, timed_out or t2, rc, cpu
 
 # %% ../nbs/04b_sandbox.ipynb #c743dd8a
 class SandboxError(RuntimeError):
@@ -301,11 +323,13 @@ def _classify(rc:int, timed_out:bool, cpu:float, cpu_s:int, stderr:str) -> str:
     if rc != 0 and ('MemoryError' in tail or 'Cannot allocate memory' in tail or 'std::bad_alloc' in tail): return 'memory'
     return 'ok' if rc == 0 else 'error'
 
+# %% ../nbs/04b_sandbox.ipynb #91e61074
 def _child_env(root:str, extra:dict|None) -> dict:
     "A minimal environment: `HOME` and `TMPDIR` in the sandbox, UTF-8, one BLAS thread."
     return {'PATH': os.environ.get('PATH', '/usr/bin:/bin'), 'HOME': root, 'TMPDIR': root, 'LANG': 'C.UTF-8', 'LC_ALL': 'C.UTF-8',
             'OMP_NUM_THREADS': '1', 'OPENBLAS_NUM_THREADS': '1', 'MKL_NUM_THREADS': '1', **(extra or {})}
 
+# %% ../nbs/04b_sandbox.ipynb #6672ca7f
 def _decode(data:dict, over:set, cap:int) -> tuple[str, str, tuple, list]:
     "stdout, stderr (marked when truncated), the child's protections, and the report records."
     out, err = (data[k].decode('utf-8', 'replace') + (f'\n[... output truncated at {cap} bytes]' if k in over else '') for k in ('stdout', 'stderr'))
@@ -318,6 +342,18 @@ def _decode(data:dict, over:set, cap:int) -> tuple[str, str, tuple, list]:
     return out, err, active, report
 
 # %% ../nbs/04b_sandbox.ipynb #4997d8ad
+def _view_plan(argv:list|None, reads, view:str|None) -> tuple[tuple, bool]:
+    "What the code's filesystem view binds (`reads` and `argv[0]`'s folder besides the interpreter and system), and whether the sandbox uid can read what it needs without help."
+    binds = _view_binds(tuple(reads) + ((str(Path(argv[0]).resolve().parent),) if argv else ()))
+    return binds, (_view_readable(binds) if view else _world_readable(*_python_paths(), *((argv[0],) if argv else ())))
+
+def _spawn(root:str, cfg:dict, env:dict|None) -> subprocess.Popen:
+    "Start the launcher on `cfg` in `root`, in its own session, with `root/.stdin` as standard input and the status and report pipes passed on."
+    with open(Path(root, '.stdin'), 'rb') as fin:
+        return subprocess.Popen([sys.executable, '-I', '-c', _runner_source(), json.dumps(cfg)], stdin=fin, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, cwd=root, env=_child_env(root, env), start_new_session=True, pass_fds=(cfg['status_fd'], cfg['report_fd']))
+
+# %% ../nbs/04b_sandbox.ipynb #92a810b2
 def _sandbox(files:dict, argv:list|None, stdin:str, timeout:float, memory_mb:int|None, cpu_s:int|None, max_output:int,
              guard:bool, isolate_net:bool, drop_privileges:bool, max_procs:int, file_mb:int, env:dict|None, reads=()) -> SandboxResult:
     "Run `main.py` from `files` (or `argv`) in a fresh directory under every protection available."
@@ -328,27 +364,22 @@ def _sandbox(files:dict, argv:list|None, stdin:str, timeout:float, memory_mb:int
     try:
         for name, text in {**files, '.stdin': stdin}.items(): Path(root, name).write_text(text, encoding='utf-8')
         if uid is not None: os.chown(root, uid, uid)
-        binds = _view_binds(tuple(reads) + ((str(Path(argv[0]).resolve().parent),) if argv else ()))
-        readable = _view_readable(binds) if view else _world_readable(*_python_paths(), *((argv[0],) if argv else ()))
+        binds, readable = _view_plan(argv, reads, view)
         cfg = dict(netns=isolate_net, cpu_s=cpu_s, memory_bytes=memory_mb and memory_mb << 20, file_bytes=file_mb << 20,
                    max_procs=max_procs, uid=uid, read_cap=uid is not None and not readable, guard=guard, view=view, binds=binds,
                    devices=DEVICES, argv=argv, status_fd=pipes[0][1], report_fd=pipes[1][1])
         t0 = time.monotonic()
-        with open(Path(root, '.stdin'), 'rb') as fin:
-            proc = subprocess.Popen([sys.executable, '-I', '-c', _runner_source(), json.dumps(cfg)], stdin=fin, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, cwd=root, env=_child_env(root, env), start_new_session=True, pass_fds=(pipes[0][1], pipes[1][1]))
+        proc = _spawn(root, cfg, env)
         for _, w in pipes: os.close(w)
         pipes = [(r, None) for r, _ in pipes]  # never close an fd twice: another thread may own that number by now
         fds = {'stdout': proc.stdout.fileno(), 'stderr': proc.stderr.fileno(), 'status': pipes[0][0], 'report': pipes[1][0]}
-        data, over, timed_out = _drain(proc.pid, fds, t0 + timeout, max_output)
-        rc, cpu, t2 = _reap(proc.pid, t0 + timeout)
-        proc.returncode, elapsed = rc, time.monotonic() - t0
-        proc.stdout.close(); proc.stderr.close()
+        data, over, timed_out, rc, cpu = _collect(proc, fds, t0 + timeout, max_output)
+        elapsed = time.monotonic() - t0
         if uid is not None: _kill_uid(uid)
         out, err, active, report = _decode(data, over, max_output)
-        if not data['status'] and not (timed_out or t2): raise SandboxError(f'sandbox setup failed (exit {rc}): {err[-500:]}')
+        if not data['status'] and not (timed_out): raise SandboxError(f'sandbox setup failed (exit {rc}): {err[-500:]}')
         prot = active + ('session+killpg', 'output-cap') + (('uid-sweep',) if uid is not None else ())
-        return SandboxResult(_classify(rc, timed_out or t2, cpu, cpu_s, err), rc, out, err, round(elapsed, 3), bool(over), prot, report)
+        return SandboxResult(_classify(rc, timed_out, cpu, cpu_s, err), rc, out, err, round(elapsed, 3), bool(over), prot, report)
     finally:
         for fd in (fd for pair in pipes for fd in pair if fd is not None): os.close(fd)
         shutil.rmtree(root, ignore_errors=True)
@@ -370,6 +401,7 @@ def run_sandboxed(code:str,              # Python source to run as `main.py`
     return _sandbox({'main.py': code}, None, stdin, timeout, memory_mb, cpu_s, max_output, guard, isolate_net,
                     drop_privileges, max_procs, file_mb, None)
 
+# %% ../nbs/04b_sandbox.ipynb #2a81e3c2
 def run_command_sandboxed(argv:list[str], # command; argv[0] must be an absolute path
                           files:dict|None=None, # name -> text written into the sandbox directory first
                           stdin:str='', timeout:float=60.0, memory_mb:int|None=None, cpu_s:int|None=None, *,
