@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
+from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger, import_optional
 
 # %% auto #0
@@ -25,6 +26,7 @@ class ToolCall:
     legal: bool = True
     result: str = ''
 
+# %% ../../nbs/05_tasks.ipynb #0c3c13a2
 @dataclass
 class EpisodeState:
     "Mutable state of one episode of `task`."
@@ -36,14 +38,13 @@ class EpisodeState:
     done: bool = False
     meta: dict = field(default_factory=dict)
 
-    @property
-    def api_correct(self) -> bool|None:
-        "True if every tool call used a legal name; None when no tool was called."
-        return all(c.legal for c in self.calls) if self.calls else None
+# %% ../../nbs/05_tasks.ipynb #a85d9880
+@patch(as_prop=True)
+def api_correct(self:EpisodeState) -> bool|None:
+    "True if every tool call used a legal name; None when no tool was called."
+    return all(c.legal for c in self.calls) if self.calls else None
 
 # %% ../../nbs/05_tasks.ipynb #0e294db3
-_ANS_RE = re.compile(r'(?:\*\*)?\s*final answer\s*(?:\*\*)?\s*[:：]|(?:\*\*)?\banswer\b(?:\*\*)?\s*[:：]|\bthe (?:final )?answer is\b\s*[:：]?', re.I)
-
 def last_boxed(text:str) -> str|None:
     "Content of the last `\\boxed{...}` in `text`, with nested braces, or None."
     i = text.rfind('\\boxed{')
@@ -53,6 +54,9 @@ def last_boxed(text:str) -> str|None:
         depth += {'{': 1, '}': -1}.get(text[k], 0)
         if depth == 0: return text[j:k].strip()
     return None
+
+# %% ../../nbs/05_tasks.ipynb #66003e00
+_ANS_RE = re.compile(r'(?:\*\*)?\s*final answer\s*(?:\*\*)?\s*[:：]|(?:\*\*)?\banswer\b(?:\*\*)?\s*[:：]|\bthe (?:final )?answer is\b\s*[:：]?', re.I)
 
 def parse_answer(text:str) -> str|None:
     "The final answer in a model output: after the last `Answer:`, else the last `\\boxed{}`, else None."
@@ -68,6 +72,7 @@ def parse_answer(text:str) -> str|None:
 # %% ../../nbs/05_tasks.ipynb #6197ca23
 ANSWER_LINE = re.compile(r'^[\s*>#-]*(?:final\s+)?answer\b[\s*]*[:：].*\S.*\n', re.I | re.M)   # a complete `Answer: ...` line
 
+# %% ../../nbs/05_tasks.ipynb #3ae745aa
 class Environment:
     "Base class of a task family's multi-turn environment."
     family: str = ''
@@ -87,17 +92,24 @@ class Environment:
     def evaluate(self, state:EpisodeState) -> Feedback: raise NotImplementedError
     def reference(self, task:Task) -> list[str]|None: return None
     def gold_problem(self, result) -> str|None: return None   # why an accepted reference replay is still not valid gold
-    def kind(self, task:Task) -> str:
-        "The task's question type or template (what a worked example should share with it), '' if none."
-        return str(task.meta.get('qtype') or task.meta.get('template') or '')
-    def example_task(self, example:Task, task:Task) -> Task:
-        "Train task `example` as a worked example for `task` (families with a tool surface render it on `task`'s)."
-        return example
 
-    def check_split(self, split:str):
-        if split not in self.splits: raise ValueError(f"{self.family}:{self.source} has no split {split!r}; splits are {self.splits}")
+# %% ../../nbs/05_tasks.ipynb #6cf3cf85
+@patch
+def kind(self:Environment, task:Task) -> str:
+    "The task's question type or template (what a worked example should share with it), '' if none."
+    return str(task.meta.get('qtype') or task.meta.get('template') or '')
 
-    def __repr__(self): return f"{type(self).__name__}({self.family}:{self.source})"
+@patch
+def example_task(self:Environment, example:Task, task:Task) -> Task:
+    "Train task `example` as a worked example for `task` (families with a tool surface render it on `task`'s)."
+    return example
+
+@patch
+def check_split(self:Environment, split:str):
+    if split not in self.splits: raise ValueError(f"{self.family}:{self.source} has no split {split!r}; splits are {self.splits}")
+
+@patch
+def __repr__(self:Environment): return f"{type(self).__name__}({self.family}:{self.source})"
 
 # %% ../../nbs/05_tasks.ipynb #c2d6d45c
 FAMILIES: dict[str, dict[str, type]] = {}
@@ -110,10 +122,16 @@ def register_env(family:str, source:str='embedded'):
         return cls
     return deco
 
+# %% ../../nbs/05_tasks.ipynb #8b74e8fa
 def parse_spec(spec:str) -> tuple[str, str]:
     "`'math:gsm8k'` -> `('math', 'gsm8k')`; a bare family means its embedded source."
     fam, _, src = spec.strip().partition(':')
     return fam, (src or 'embedded')
+
+# %% ../../nbs/05_tasks.ipynb #87b41ba6
+def _import_families():
+    "Import the family modules so that they register themselves (missing modules are skipped)."
+    import_optional('cove.tasks', ('tableqa', 'multihop', 'math', 'code', 'formal'))
 
 def env_class(spec:str) -> type:
     "The `Environment` class registered for `family[:source]`."
@@ -127,10 +145,6 @@ def env_class(spec:str) -> type:
 def make_env(spec:str, **kwargs) -> Environment:
     "An environment for `family[:source]`, e.g. `tableqa`, `tableqa:wtq`, `math:gsm8k`."
     return env_class(spec)(**kwargs)
-
-def _import_families():
-    "Import the family modules so that they register themselves (missing modules are skipped)."
-    import_optional('cove.tasks', ('tableqa', 'multihop', 'math', 'code', 'formal'))
 
 # %% ../../nbs/05_tasks.ipynb #cc2072ba
 class DataUnavailable(FileNotFoundError):
@@ -148,6 +162,7 @@ def data_path(sub:str, root:str|Path|None=None) -> Path:
         if (c/sub).exists(): return (c/sub).resolve()
     raise DataUnavailable(f"dataset {sub!r} not found under {[str(c) for c in cands]}; pass a path or set COVE_DATA_DIR")
 
+# %% ../../nbs/05_tasks.ipynb #7e7a4c85
 @dataclass
 class LoadReport:
     "What a loader read: rows kept, rows rejected, and the first few reasons."
@@ -160,6 +175,7 @@ class LoadReport:
         if len(self.errors) < 20: self.errors.append(f'{where}: {why}')
     def __repr__(self): return f"LoadReport({self.source}: {self.n_ok} ok, {self.n_bad} malformed)"
 
+# %% ../../nbs/05_tasks.ipynb #d139e08a
 def load_rows(rows:Iterable[tuple[str, Any]], parse:Callable[[Any], Task|None], source:str) -> tuple[list[Task], LoadReport]:
     "Parse `(where, raw)` rows with `parse`; rows that raise are counted in the report, not fatal."
     rep, out = LoadReport(source), []
@@ -171,6 +187,7 @@ def load_rows(rows:Iterable[tuple[str, Any]], parse:Callable[[Any], Task|None], 
     if rep.n_bad: get_logger('tasks').warning(f"{rep}; first: {rep.errors[:3]}")
     return out, rep
 
+# %% ../../nbs/05_tasks.ipynb #b364c200
 def jsonl_rows(path:str|Path) -> Iterable[tuple[str, Any]]:
     "`(file:line, parsed-or-raw)` for each non-empty line of a JSON-lines file; bad JSON is passed on as an exception-raising row."
     p = Path(path)
