@@ -9,12 +9,13 @@ from pathlib import Path
 from .config import Config
 
 # %% auto #0
-__all__ = ['TARGETS', 'check_target', 'cold_load_s', 'run_bench']
+__all__ = ['TARGETS', 'check_target', 'machine_peaks', 'roofline', 'policy_records', 'train_records', 'cold_load_s', 'run_bench']
 
 # %% ../nbs/09_bench.ipynb #2f11099b
 TARGETS = {'retrieve_dense_p50_ms_14k': ('<=', 0.5), 'retrieve_dense_p50_ms_100k': ('<=', 5.0), 'retrieve_dense_p50_ms_1m': ('<=', 2.0),
            'dense_recall_at_3_14k': ('>=', 0.95), 'dense_recall_at_3_100k': ('>=', 0.95), 'dense_recall_at_3_1m': ('>=', 0.95),
-           'retrieve_hybrid_p50_ms_100k': ('<=', 10.0), 'gen_speedup_b16_over_b1': ('>=', 5.0)}
+           'retrieve_hybrid_p50_ms_100k': ('<=', 10.0), 'gen_speedup_b16_over_b1': ('>=', 5.0),
+           'train_speedup_over_before': ('>=', 2.0)}
 
 def check_target(rec:dict) -> dict:
     "`rec` with `target` and `met` added when its name has a target."
@@ -22,6 +23,53 @@ def check_target(rec:dict) -> dict:
         op, v = TARGETS[rec['name']]
         rec = {**rec, 'target': f'{op} {v}', 'met': rec['value'] <= v if op == '<=' else rec['value'] >= v}
     return rec
+
+# %% ../nbs/09_bench.ipynb #fc424309
+def machine_peaks(n:int=1024, mb:int=256, repeat:int=3) -> dict:
+    "Measured fp32 matmul GFLOP/s (an `n`³ GEMM) and memory copy GB/s (`mb` MB), best of `repeat`, with torch's current threads."
+    import torch
+    a, b = torch.randn(n, n), torch.randn(n, n); x = torch.empty(mb * 2**18); y = torch.empty_like(x)
+    mm, cp = [], []
+    for _ in range(repeat):
+        t = time.perf_counter(); a @ b; mm.append(time.perf_counter() - t)
+        t = time.perf_counter(); y.copy_(x); cp.append(time.perf_counter() - t)
+    return dict(gflops=round(2 * n**3 / min(mm) / 1e9, 1), gbps=round(2 * x.numel() * 4 / min(cp) / 1e9, 1), threads=torch.get_num_threads())
+
+def roofline(n_params:int, bytes_per_param:int, batch:int, peaks:dict) -> float:
+    "Tokens/s a decode of `batch` sequences cannot exceed: min(compute roof, memory roof) for a model of `n_params`."
+    compute = peaks['gflops'] * 1e9 / (2 * n_params)
+    memory = batch * peaks['gbps'] * 1e9 / (n_params * bytes_per_param)
+    return round(min(compute, memory), 1)
+
+# %% ../nbs/09_bench.ipynb #e3d9d994
+def policy_records(cfg:Config, batch_sizes=(1, 16, 32)) -> list[dict]:
+    "Load time (fresh process, and warm), then greedy generation speed at each batch size, as tok/s and as a fraction of the machine's roofline."
+    from cove.llm import HFPolicy, bench_load, bench_generation
+    name, dt = cfg['model.name'], cfg['model.dtype']
+    recs = [{'name': 'policy_load_s', 'value': cold_load_s(name, dt), 'unit': 's', 'model': name, 'note': 'fresh process, imports included'},
+            {'name': 'policy_load_warm_s', 'value': bench_load(name, dtype=dt), 'unit': 's', 'model': name, 'note': 'transformers already imported'}]
+    pol = HFPolicy.load(name, dtype=dt, batch_size=max(batch_sizes))
+    ps = list(pol.model.parameters()); n, width = sum(p.numel() for p in ps), ps[0].element_size()
+    g, peaks = bench_generation(pol, batch_sizes=batch_sizes), machine_peaks()
+    for b in batch_sizes:
+        roof = roofline(n, width, b, peaks)
+        recs.append({'name': f'gen_tok_s_b{b}', 'value': round(g[b], 2), 'unit': 'tok/s', 'model': name, 'dtype': g.get('dtype'),
+                     'roofline_tok_s': roof, 'of_roofline': round(g[b] / roof, 3), 'peaks': peaks, 'params': n})
+    return recs + [{'name': f'gen_speedup_b{b}_over_b1', 'value': round(g[b] / g[1], 2), 'unit': 'x'} for b in batch_sizes[1:]]
+
+# %% ../nbs/09_bench.ipynb #2231f604
+def train_records(cfg:Config, quick:bool=False,
+                  tasks:int|None=None, rounds:int|None=None) -> list[dict]: # default 8 tasks x 1 round (`quick`), else 16 x 2
+    "LoRA SFT tokens/s of the profile's settings and of `SFT_BEFORE_ISSUE15`, on the same batches, with each step's phases and the loss after the same tokens."
+    from cove.train import bench_train, SFT_BEFORE_ISSUE15
+    name, now = cfg['model.name'], dict(loss=cfg['train.loss'], lora_layers=cfg['train.lora_layers'])
+    bt = bench_train(name, tasks=tasks or (8 if quick else 16), rounds=rounds or (1 if quick else 2), micro_batch=cfg['train.micro_batch'], lr=cfg['train.lr'],
+                     settings={'before': SFT_BEFORE_ISSUE15, 'now': now})
+    recs = [{'name': 'train_tok_s' + ('' if k == 'now' else '_before'), 'value': v['tokens_per_s'], 'unit': 'tok/s', 'model': name,
+             'setting': now if k == 'now' else SFT_BEFORE_ISSUE15, **{f: v[f] for f in ('step_s', 'steps', 'tokens', 'phases', 'loss')}}
+            for k, v in bt.items()]
+    return recs + [{'name': 'train_speedup_over_before', 'value': round(bt['now']['tokens_per_s'] / bt['before']['tokens_per_s'], 2),
+                    'unit': 'x', 'loss_now': bt['now']['loss'], 'loss_before': bt['before']['loss'], 'note': 'same batches, interleaved'}]
 
 # %% ../nbs/09_bench.ipynb #e080a276
 def cold_load_s(name:str, dtype:str='auto') -> float:
@@ -39,7 +87,7 @@ def _emit(rec, recs):
 def run_bench(cfg:Config, # profile: model, dtype, batch size
               quick:bool=False, # skip the 1M-entry dense index
               out:Path|str='.', # folder for bench.json
-              parts:tuple=('retrieval', 'embed', 'policy'), # which benchmarks to run
+              parts:tuple=('retrieval', 'embed', 'policy', 'train'), # which benchmarks to run
              ) -> list[dict]:
     "Run the benchmarks, print JSON lines, write `out/bench.json`."
     recs = []
@@ -50,13 +98,9 @@ def run_bench(cfg:Config, # profile: model, dtype, batch size
         from cove.embed import bench_embed
         _emit(bench_embed(), recs)
     if 'policy' in parts:
-        from cove.llm import bench_load, bench_generation
-        name, dt = cfg['model.name'], cfg['model.dtype']
-        _emit({'name': 'policy_load_s', 'value': cold_load_s(name, dt), 'unit': 's', 'model': name, 'note': 'fresh process, imports included'}, recs)
-        _emit({'name': 'policy_load_warm_s', 'value': bench_load(name, dtype=dt), 'unit': 's', 'model': name, 'note': 'transformers already imported'}, recs)
-        g = bench_generation(name, dtype=dt, batch_sizes=(1, 16))
-        for b in (1, 16): _emit({'name': f'gen_tok_s_b{b}', 'value': round(g[b], 2), 'unit': 'tok/s', 'model': name, 'dtype': g.get('dtype')}, recs)
-        _emit({'name': 'gen_speedup_b16_over_b1', 'value': round(g[16] / g[1], 2), 'unit': 'x'}, recs)
+        for r in policy_records(cfg): _emit(r, recs)
+    if 'train' in parts:
+        for r in train_records(cfg, quick): _emit(r, recs)
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     (out/'bench.json').write_text(json.dumps(dict(machine=platform.platform(), when=time.strftime('%Y-%m-%dT%H:%M:%S'), records=recs), indent=2))
     return recs

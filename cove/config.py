@@ -71,6 +71,8 @@ _declare(
     Key('train.micro_batch', int, 2, 'examples per SFT forward/backward pass; train.batch_size is reached by gradient accumulation'),
     Key('train.lr', float, 5e-4, 'LoRA SFT learning rate (constant; nbs/experiments/learning_curve measured tableqa at this rate)'),
     Key('train.lora_r', int, 8, 'LoRA rank'),
+    Key('train.lora_layers', int, 0, 'adapters on the top this many layers only (0 = every layer); backpropagation stops below them'),
+    Key('train.loss', str, 'selected', 'SFT loss: LM head only at the labelled positions (`selected`), the model\'s own (`model`) or TRL\'s (`trl`); one loss, three costs', ('selected', 'model', 'trl')),
     Key('train.max_steps', int, 32, 'optimizer steps per parametric update (the best point of nbs/experiments/learning_curve on tableqa; the demo uses 8 for time)'),
     Key('train.max_length', int, 512, 'training sequence cap (tokens); embedded reference conversations are 100-420 tokens, and batches pad only to their longest'),
     Key('train.algo', str, 'sft', 'parametric update: rejection fine-tuning or GRPO', ('sft', 'grpo')),

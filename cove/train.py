@@ -5,6 +5,7 @@
 # %% ../nbs/07_train.ipynb #1c9ac4cb
 from __future__ import annotations
 import argparse, contextlib, copy, functools, json, os, random, shutil, sys, time
+from fastcore.meta import delegates
 from typing import Callable
 from collections import Counter
 from dataclasses import dataclass, asdict, replace
@@ -17,10 +18,11 @@ from .llm import Policy, HFPolicy, load_model, modelled_train_cost, pick_dtype, 
 _log = get_logger('train')
 
 # %% auto #0
-__all__ = ['SFT_COLUMNS', 'LORA_TARGETS', 'ADAPTER_PREFIX', 'sft_messages', 'trajectories_to_sft', 'reference_sft',
-           'assistant_spans', 'tokenize_chat', 'sft_dataset', 'UpdateResult', 'lora_config', 'trainable_copy',
-           'next_adapter_name', 'train_sft', 'hot_swap', 'grpo_prompts', 'turn_prompts', 'task_score',
-           'reward_function', 'make_task_reward', 'train_grpo', 'env_rollout', 'sft_kw', 'grpo_kw', 'main']
+__all__ = ['SFT_COLUMNS', 'LORA_TARGETS', 'ADAPTER_PREFIX', 'SFT_LOSSES', 'SFT_BEFORE_ISSUE15', 'sft_messages',
+           'trajectories_to_sft', 'reference_sft', 'assistant_spans', 'tokenize_chat', 'sft_dataset', 'UpdateResult',
+           'lora_config', 'top_layers', 'trainable_copy', 'next_adapter_name', 'selected_token_loss', 'sft_trainer',
+           'train_sft', 'hot_swap', 'grpo_prompts', 'turn_prompts', 'task_score', 'reward_function', 'make_task_reward',
+           'train_grpo', 'env_rollout', 'sft_kw', 'grpo_kw', 'bench_train', 'main']
 
 # %% ../nbs/07_train.ipynb #d45ef128
 SFT_COLUMNS = ('messages', 'task_id', 'family', 'score')
@@ -130,10 +132,17 @@ class UpdateResult:
 # %% ../nbs/07_train.ipynb #9a9aa983
 LORA_TARGETS = ('q_proj', 'k_proj', 'v_proj', 'o_proj')
 
-def lora_config(r:int=8, alpha:int|None=None, dropout:float=0.0, targets=LORA_TARGETS):
+def lora_config(r:int=8, alpha:int|None=None, dropout:float=0.0, targets=LORA_TARGETS,
+                layers:list[int]|None=None): # the layers that get adapters (None: every layer)
     "The peft `LoraConfig` of cove's updates (attention projections; `alpha` defaults to `2r`)."
     from peft import LoraConfig
-    return LoraConfig(task_type='CAUSAL_LM', r=r, lora_alpha=alpha or 2*r, lora_dropout=dropout, target_modules=list(targets))
+    return LoraConfig(task_type='CAUSAL_LM', r=r, lora_alpha=alpha or 2*r, lora_dropout=dropout, target_modules=list(targets),
+                      layers_to_transform=layers)
+
+def top_layers(model, k:int) -> list[int]|None:
+    "The indices of `model`'s top `k` transformer layers (None for `k` = 0 or ≥ the depth: every layer)."
+    n = model.config.num_hidden_layers
+    return None if k <= 0 or k >= n else list(range(n - k, n))
 
 def trainable_copy(policy_or_model_name, dtype:str|torch.dtype='float32'):
     "`(model, tokenizer)`: a fresh copy of the base weights of a model name or an `HFPolicy` (whose model is left untouched)."
@@ -222,51 +231,79 @@ def _run(trainer, final:Path, method:str, examples:int, n_param:int|None, progre
                   f"{res.seconds:.1f} s on {res.world_size} process(es)")
     return res
 
+# %% ../nbs/07_train.ipynb #0d43ed13
+SFT_LOSSES = ('trl', 'model', 'selected')
+
+def selected_token_loss(model, inputs:dict, num_items_in_batch=None) -> torch.Tensor:
+    "The model's causal-LM loss with its LM head applied only at the positions that predict a label (the assistant turns), through the model's (or DDP's) own forward."
+    nxt = inputs['labels'][:, 1:]                                  # position t predicts token t+1
+    pos = (nxt != -100).any(0).nonzero().squeeze(1)                # positions labelled in some row of the batch
+    body = {k: v for k, v in inputs.items() if k not in ('labels', 'use_cache', 'num_items_in_batch')}
+    logits = model(**body, use_cache=False, logits_to_keep=pos).logits.float()
+    lab = nxt[:, pos]
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), lab.reshape(-1), ignore_index=-100, reduction='sum')
+    n = (lab != -100).sum() if num_items_in_batch is None else num_items_in_batch
+    return loss / torch.as_tensor(n, device=loss.device).clamp(min=1)
+
 # %% ../nbs/07_train.ipynb #f3f0e256
 @functools.cache
-def _sft_trainer_class():
-    "TRL's `SFTTrainer` with the model's own causal-LM loss: the same loss as TRL's tiled LM head, which is 1.3× slower per SmolLM2 step on CPU (3-4× on the tiny model)."
+def _sft_trainer_class(loss:str='selected'):
+    "TRL's `SFTTrainer` with loss `loss`: `trl` (TRL's own tiled LM head, 1.3× slower per SmolLM2 step on CPU than the model's), `model` (the model's causal-LM loss) or `selected` (`selected_token_loss`)."
     from trl import SFTTrainer
-    class PlainLossSFTTrainer(SFTTrainer):
+    if loss not in SFT_LOSSES: raise ValueError(f"unknown SFT loss {loss!r}; one of {SFT_LOSSES}")
+    if loss == 'trl': return SFTTrainer
+    class CoveSFTTrainer(SFTTrainer):
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            if loss == 'selected' and not return_outputs: return selected_token_loss(model, inputs, num_items_in_batch)
             out = model(**{**inputs, 'use_cache': False}, num_items_in_batch=num_items_in_batch)   # labels: -100 off the assistant turns
             return (out.loss, out) if return_outputs else out.loss
-    return PlainLossSFTTrainer
+    return CoveSFTTrainer
 
 # %% ../nbs/07_train.ipynb #4d0f0684
-def train_sft(policy_or_model_name, # an `HFPolicy`, or a model name for `load_model`
-              dataset, # chat `messages` (`trajectories_to_sft`, `reference_sft`) or tokenised rows
-              out_dir, # adapters go to `out_dir/adapter-NNNN`
-              lora_r:int=8, lr:float=2e-4, epochs:int=1,
-              max_steps:int|None=None, # stop after this many optimizer steps (None: `epochs` full passes)
-              batch_size:int=4, # examples per optimizer step (per device)
-              micro_batch:int|None=None, # examples per forward/backward pass (None: `batch_size`); the rest by gradient accumulation
-              max_length:int=512, # tokens per conversation (longer ones are cut at the end)
-              use_cpu:bool=True, bf16:bool=False, seed:int=0,
-              name:str|None=None, # adapter name (default: the next free `adapter-NNNN`)
-              init_adapter:str|Path|None=None, # continue training this adapter instead of a new LoRA
-              n_param:int|None=None, # instances routed to the parametric channel (default: the examples)
-              dtype:str|None=None, # weights of the trained copy (default float32; bfloat16 with `bf16` on GPUs)
-              progress:bool=False, # show the trainer's progress bar and per-step logs
-              config:dict|None=None, # extra `trl.SFTConfig` fields
-             ) -> UpdateResult:
-    "LoRA SFT of the policy on chat trajectories (loss on assistant turns) with TRL; returns the `UpdateResult`."
+def sft_trainer(policy_or_model_name, # an `HFPolicy`, or a model name for `load_model`
+                dataset, # chat `messages` (`trajectories_to_sft`, `reference_sft`) or tokenised rows
+                out_dir, # adapters go to `out_dir/adapter-NNNN`
+                lora_r:int=8, lr:float=2e-4, epochs:int=1,
+                max_steps:int|None=None, # stop after this many optimizer steps (None: `epochs` full passes)
+                batch_size:int=4, # examples per optimizer step (per device)
+                micro_batch:int|None=None, # examples per forward/backward pass (None: `batch_size`); the rest by gradient accumulation
+                max_length:int=512, # tokens per conversation (longer ones are cut at the end)
+                use_cpu:bool=True, bf16:bool=False, seed:int=0,
+                name:str|None=None, # adapter name (default: the next free `adapter-NNNN`)
+                init_adapter:str|Path|None=None, # continue training this adapter instead of a new LoRA
+                dtype:str|None=None, # weights of the trained copy (default float32; bfloat16 with `bf16` on GPUs)
+                loss:str='selected', # `selected_token_loss`, the model's own (`model`) or TRL's (`trl`)
+                lora_layers:int=0, # adapters on the top this many layers only (0: every layer); backprop stops below them
+                lora_targets=LORA_TARGETS, # the modules that get adapters
+                progress:bool=False, # show the trainer's progress bar and per-step logs
+                config:dict|None=None, # extra `trl.SFTConfig` fields
+               ):
+    "`(trainer, adapter path)`: TRL's SFT trainer of a new LoRA (or `init_adapter`) on a fresh copy of the policy's weights (it seeds the RNGs: see `train_sft`)."
     from trl import SFTConfig
     final = _adapter_path(out_dir, name)
     model, tok = trainable_copy(policy_or_model_name, dtype or _default_dtype(use_cpu, bf16))
     data = sft_dataset(dataset, tok, max_length)
     if len(data) == 0: raise ValueError("no SFT examples: the dataset is empty (no successful trajectories?)")
+    peft_config = lora_config(lora_r, targets=lora_targets, layers=top_layers(model, lora_layers))
     if init_adapter is not None:
         from peft import PeftModel
-        model = PeftModel.from_pretrained(model, str(init_adapter), is_trainable=True)
+        model, peft_config = PeftModel.from_pretrained(model, str(init_adapter), is_trainable=True), None
     micro = micro_batch or batch_size
     if micro < 1 or batch_size % micro: raise ValueError(f"batch_size {batch_size} must be a positive multiple of micro_batch {micro}")
     args = _train_args(SFTConfig, final.parent/f'.{final.name}.trainer', lr, epochs, max_steps, micro, use_cpu, bf16, seed, progress, config,
                        max_length=max_length, include_num_input_tokens_seen='non_padding', gradient_accumulation_steps=batch_size // micro)
-    with _quiet(progress), _kept_rng():
-        trainer = _sft_trainer_class()(model=model, args=args, train_dataset=data, processing_class=tok,
-                             peft_config=None if init_adapter is not None else lora_config(lora_r))
-        res = _run(trainer, final, 'sft', len(data), n_param, progress)
+    trainer = _sft_trainer_class(loss)(model=model, args=args, train_dataset=data, processing_class=tok, peft_config=peft_config)
+    return trainer, final
+
+# %% ../nbs/07_train.ipynb #08a4d47b
+@delegates(sft_trainer)
+def train_sft(policy_or_model_name, dataset, out_dir,
+              n_param:int|None=None, # instances routed to the parametric channel (default: the examples)
+              progress:bool=False, **kwargs) -> UpdateResult:
+    "LoRA SFT of the policy on chat trajectories (loss on assistant turns) with TRL; returns the `UpdateResult`."
+    with _quiet(progress), _kept_rng():   # the trainer seeds every RNG; the caller's streams go on unchanged
+        trainer, final = sft_trainer(policy_or_model_name, dataset, out_dir, progress=progress, **kwargs)
+        res = _run(trainer, final, 'sft', len(trainer.train_dataset), n_param, progress)
     if isinstance(policy_or_model_name, Policy): policy_or_model_name.ledger.add('train_sft', train_tokens=res.train_tokens)
     return res
 
@@ -375,6 +412,7 @@ def train_grpo(policy_or_model_name, # an `HFPolicy`, or a model name for `load_
                temperature:float=1.0, beta:float=0.0, # sampling temperature; KL coefficient
                use_cpu:bool=True, bf16:bool=False, seed:int=0, name:str|None=None,
                init_adapter:str|Path|None=None, n_param:int|None=None, dtype:str|None=None,
+               lora_layers:int=0, # adapters on the top this many layers only (0: every layer)
                progress:bool=False, config:dict|None=None, # extra `trl.GRPOConfig` fields
                rollout_func:Callable|None=None, # multi-turn episodes instead of one completion (`env_rollout`)
               ) -> UpdateResult:
@@ -392,7 +430,8 @@ def train_grpo(policy_or_model_name, # an `HFPolicy`, or a model name for `load_
                        temperature=temperature, beta=beta)
     with _quiet(progress), _kept_rng():
         trainer = GRPOTrainer(model=model, reward_funcs=reward_fn, args=args, train_dataset=prompts_dataset, processing_class=tok,
-                              peft_config=None if init_adapter is not None else lora_config(lora_r), rollout_func=rollout_func)
+                              peft_config=None if init_adapter is not None else lora_config(lora_r, layers=top_layers(model, lora_layers)),
+                              rollout_func=rollout_func)
         res = _run(trainer, final, 'grpo', len(prompts_dataset), n_param, progress, token_factor=args.num_iterations)
     if isinstance(policy_or_model_name, Policy): policy_or_model_name.ledger.add('train_grpo', train_tokens=res.train_tokens)
     return res
@@ -456,12 +495,56 @@ def env_rollout(start:Callable, # `start(prompt messages) -> episode` (any objec
 def sft_kw(cfg) -> dict:
     "`train_sft`'s settings from a run config, each from its documented key (no fallbacks, no caps)."
     return dict(lora_r=cfg['train.lora_r'], lr=cfg['train.lr'], max_steps=cfg['train.max_steps'], batch_size=cfg['train.batch_size'],
-                micro_batch=cfg['train.micro_batch'], max_length=cfg['train.max_length'], use_cpu=cfg['train.use_cpu'], seed=cfg['run.seed'])
+                micro_batch=cfg['train.micro_batch'], max_length=cfg['train.max_length'], use_cpu=cfg['train.use_cpu'], seed=cfg['run.seed'],
+                loss=cfg['train.loss'], lora_layers=cfg['train.lora_layers'])
 
 def grpo_kw(cfg) -> dict:
     "`train_grpo`'s settings from a run config: LoRA rank, `train.grpo_lr`, the group, β, the completion cap."
     return dict(lora_r=cfg['train.lora_r'], lr=cfg['train.grpo_lr'], max_steps=cfg['train.max_steps'], num_generations=cfg['train.grpo_generations'],
-                beta=cfg['train.grpo_beta'], max_completion_length=cfg['model.max_new_tokens'], use_cpu=cfg['train.use_cpu'], seed=cfg['run.seed'])
+                beta=cfg['train.grpo_beta'], max_completion_length=cfg['model.max_new_tokens'], use_cpu=cfg['train.use_cpu'], seed=cfg['run.seed'],
+                lora_layers=cfg['train.lora_layers'])
+
+# %% ../nbs/07_train.ipynb #5c276a52
+SFT_BEFORE_ISSUE15 = dict(loss='trl', lora_layers=0, lora_targets=LORA_TARGETS)   # the baseline `bench_train` compares against
+
+def _timed_step(x:dict, rows:list[dict]):
+    "One SFT micro-step of setting `x` (its trainer and optimizer) on `rows`, its phases timed into `x['T']`."
+    tr, perf = x['tr'], time.perf_counter
+    t0 = perf(); b = tr.data_collator(rows); t1 = perf()
+    loss = tr.compute_loss(tr.model, b, num_items_in_batch=(b['labels'][:, 1:] != -100).sum()); t2 = perf()
+    loss.backward(); t3 = perf()
+    x['opt'].step(); x['opt'].zero_grad(set_to_none=True); t4 = perf()
+    x['T'].update(collate=t1 - t0, forward=t2 - t1, backward=t3 - t2, optimizer=t4 - t3)
+    x['tokens'] += int(b['attention_mask'].sum()) if 'attention_mask' in b else int(b['input_ids'].numel())
+    x['losses'].append(loss.item())
+
+# %% ../nbs/07_train.ipynb #a77828b8
+def bench_train(model:str='smollm2-135m', family:str='tableqa',
+                tasks:int=8, # train-split reference conversations of `family`
+                micro_batch:int=2, rounds:int=2, # passes over the conversations
+                settings:dict|None=None, # name -> `sft_trainer` keywords (default: the baseline and today's defaults)
+                lr:float=5e-4, seed:int=0) -> dict:
+    "`{setting: {tokens_per_s, step_s, phases (s per step), loss (mean over the last round)}}` of LoRA SFT steps, interleaved on the same batches."
+    import tempfile
+    from cove.tasks.base import make_env
+    env = make_env(family); data = reference_sft(env, env.tasks('train', n=tasks))
+    settings = settings or {'before': SFT_BEFORE_ISSUE15, 'now': {}}
+    with tempfile.TemporaryDirectory() as d, _quiet(False), _kept_rng():
+        runs = {}
+        for k, s in settings.items():
+            tr, _ = sft_trainer(model, data, Path(d)/k, lr=lr, batch_size=micro_batch, seed=seed, **s)
+            tr.model.train(); runs[k] = dict(tr=tr, opt=tr.create_optimizer(), T=Counter(), tokens=0, losses=[])
+        cols = [c for c in ('input_ids', 'labels', 'seq_lengths') if c in tr.train_dataset.column_names]
+        rows = [{c: r[c] for c in cols} for r in tr.train_dataset]
+        for _ in range(rounds):
+            for i in range(0, len(rows) - micro_batch + 1, micro_batch):
+                for x in runs.values(): _timed_step(x, rows[i:i + micro_batch])
+    out, per_round = {}, len(rows) // micro_batch
+    for k, x in runs.items():
+        steps, total = len(x['losses']), sum(x['T'].values())
+        out[k] = dict(tokens_per_s=round(x['tokens'] / total, 1), step_s=round(total / steps, 3), steps=steps, tokens=x['tokens'],
+                      phases={p: round(v / steps, 3) for p, v in x['T'].items()}, loss=round(sum(x['losses'][-per_round:]) / per_round, 4))
+    return out
 
 # %% ../nbs/07_train.ipynb #b406301b
 def _parser() -> argparse.ArgumentParser:
