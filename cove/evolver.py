@@ -41,6 +41,7 @@ class Action:
     @property
     def valid(self) -> bool: return len(self.content) >= (1 if self.kind == 'answer' else 3) and bool(re.search(r'\w', self.content))
 
+# %% ../nbs/16_evolver.ipynb #215404cb
 def parse_actions(text:str) -> tuple[list[Action], list[str]]:
     "The tagged actions in `text`, in order, and the problems found (unclosed tags)."
     text = text or ''
@@ -49,6 +50,7 @@ def parse_actions(text:str) -> tuple[list[Action], list[str]]:
     problems = [f'unclosed <{m[1]}>' for m in _OPEN_RE.finditer(rest)]
     return acts, problems
 
+# %% ../nbs/16_evolver.ipynb #75ef7bf4
 def strip_actions(text:str) -> str:
     "`text` without its tagged spans (what is left for the environment's own actions)."
     return _TAG_RE.sub('', text or '').strip()
@@ -69,11 +71,13 @@ def think_score(n_think:int) -> float:
     "R_think: 0.2 for one valid `<think>` up to 1.0 for six; 0 for seven or eight and 0.5 above eight, as the authors' code scores them."
     return THINK_SCORE[n_think] if n_think <= 8 else 0.5
 
+# %% ../nbs/16_evolver.ipynb #991f8f4e
 def search_score(n_exp:int, n_know:int) -> float:
     "R_search: diversity (0.5 both kinds, 0.2 one) + 0.1 per search beyond the first (bonus ≤ 0.5)."
     div = 0.5 if n_exp and n_know else 0.2 if n_exp or n_know else 0.0
     return div + min(0.1 * max(n_exp + n_know - 1, 0), 0.5)
 
+# %% ../nbs/16_evolver.ipynb #05e9e96f
 def action_counts(text:str) -> Counter:
     "Valid actions per kind in a trajectory's assistant text."
     return Counter(a.kind for a in parse_actions(text)[0] if a.valid)
@@ -86,6 +90,7 @@ def format_reward(text:str, exp_retrieve:bool=True) -> float:
     complete = n['think'] > 0 and n['search_experience'] + n['search_knowledge'] > 0 and n['answer'] > 0
     return (think_score(n['think']) + search_score(n['search_experience'], n['search_knowledge'])) / 2 if complete else 0.0
 
+# %% ../nbs/16_evolver.ipynb #75df1a49
 def evolver_reward(em:float, fmt:float, w_o:float=1.0, w_f:float=0.1) -> float:
     "R(τ) = w_o · EM + w_f · R_format."
     return w_o * float(em) + w_f * float(fmt)
@@ -113,6 +118,7 @@ def check_equivalent(hits:list[tuple[int, float]], # `(id, cosine)` of existing 
         if ok: return i, checks
     return None, checks
 
+# %% ../nbs/16_evolver.ipynb #ba79dec2
 def find_equivalent(vec:np.ndarray, # the new principle's unit embedding
                     candidates:list[tuple[int, np.ndarray]], # `(id, unit embedding)` of existing principles
                     is_equivalent, threshold:float=0.85, max_checks:int=MAX_CHECKS) -> tuple[int|None, list[tuple[int, float, bool]]]:
@@ -133,11 +139,13 @@ def knowledge_corpus(env, task:Task) -> list[str]|None:
         return tools + rows
     return None
 
+# %% ../nbs/16_evolver.ipynb #b7274b51
 def user_message(task:Task) -> str:
     "The task as the EvolveR agent sees it: the question alone where the documents are its knowledge corpus."
     p = task.payload or {}
     return p['question'] if task.family == 'multihop' and p.get('paragraphs') and p.get('question') else task.prompt
 
+# %% ../nbs/16_evolver.ipynb #d4501eb3
 class KnowledgeSearch:
     "BM25 over each task's corpus (indexes cached per task id)."
     def __init__(self, k:int=3): self.k, self._idx = k, {}
@@ -178,6 +186,7 @@ CREATE TABLE IF NOT EXISTS updates(key TEXT PRIMARY KEY, n INTEGER, name TEXT, t
 EVENTS_VIEW = 'CREATE VIEW IF NOT EXISTS events AS SELECT seq AS id, ts, op AS kind, entry_id AS principle_id, after AS detail FROM audit'
 KINDS = ('guiding', 'cautionary')
 
+# %% ../nbs/16_evolver.ipynb #fb4d956c
 @dataclass
 class Principle:
     "One distilled principle with its usage statistics."
@@ -201,12 +210,6 @@ class PrincipleStore(SqliteStore):
                  embedder=None): # `cove.embed.Embedder` (unit vectors)
         super().__init__(path); self.embedder = embedder
 
-    def migrate(self):
-        "A file from before the shared store layer: its `events` table becomes `audit` rows, read through the `events` view."
-        if self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'").fetchone():
-            self.conn.execute('INSERT INTO audit(ts, op, entry_id, after) SELECT COALESCE(ts, 0), kind, principle_id, detail FROM events ORDER BY id')
-            self.conn.execute('DROP TABLE events'); self.conn.execute(EVENTS_VIEW)
-
     def event(self, kind:str, principle_id:int|None=None, /, **detail):
         "Append an audit row: `op` the event's kind, `after` its details (inside the caller's transaction)."
         self.audit(kind, principle_id, after=detail)
@@ -217,6 +220,14 @@ class PrincipleStore(SqliteStore):
         r = self.conn.execute('SELECT length(vec) FROM principles WHERE vec IS NOT NULL LIMIT 1').fetchone()
         return r[0] // 4 if r else None
 
+# %% ../nbs/16_evolver.ipynb #2758f5b9
+@patch
+def migrate(self:PrincipleStore):
+    "A file from before the shared store layer: its `events` table becomes `audit` rows, read through the `events` view."
+    if self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'").fetchone():
+        self.conn.execute('INSERT INTO audit(ts, op, entry_id, after) SELECT COALESCE(ts, 0), kind, principle_id, detail FROM events ORDER BY id')
+        self.conn.execute('DROP TABLE events'); self.conn.execute(EVENTS_VIEW)
+
 # %% ../nbs/16_evolver.ipynb #5dce5a5b
 def _principle(r) -> Principle:
     return Principle(r['id'], r['kind'], r['content'], r['family'], r['uses'], r['successes'], r['merged'], r['status'], json.loads(r['sources']))
@@ -226,27 +237,7 @@ def embed(self:PrincipleStore, texts:list[str]) -> np.ndarray:
     if self.embedder is None: raise ValueError("this PrincipleStore has no embedder")
     return self.embedder.encode(texts)
 
-@patch
-def insert(self:PrincipleStore, kind:str, content:str, family:str|None=None, sources:list|None=None, vec=None) -> int:
-    "Add a principle (inside the caller's transaction); returns its id."
-    if kind not in KINDS: raise ValueError(f"principle kind {kind!r} not in {KINDS}")
-    v = np.asarray(self.embed([content])[0] if vec is None else vec, np.float32)
-    now = time.time()
-    cur = self.conn.execute('INSERT INTO principles(kind, content, family, sources, created, updated, vec) VALUES (?,?,?,?,?,?,?)',
-                            (kind, content, family, json.dumps(sources or []), now, now, v.tobytes()))
-    self.event('insert', cur.lastrowid, kind=kind, content=content, family=family)
-    return cur.lastrowid
-
-@patch
-def merge(self:PrincipleStore, target:int, content:str, sources:list|None=None, similarity:float|None=None, exact:bool=False,
-          success:bool|None=None): # the absorbed principle's trajectory: one more use, and a success if it succeeded (issue 11, after EvolveR's public code)
-    "Absorb an equivalent new principle into `target` (inside the caller's transaction)."
-    p = self.get(target)
-    use, win = (0, 0) if success is None else (1, int(bool(success)))
-    self.conn.execute('UPDATE principles SET merged = merged + 1, uses = uses + ?, successes = successes + ?, sources = ?, updated = ? WHERE id = ?',
-                      (use, win, json.dumps(p.sources + list(sources or [])), time.time(), target))
-    self.event('merge', target, absorbed=content, similarity=similarity, exact=exact)
-
+# %% ../nbs/16_evolver.ipynb #e4a78beb
 @patch
 def get(self:PrincipleStore, id:int) -> Principle:
     r = self.conn.execute('SELECT * FROM principles WHERE id = ?', (id,)).fetchone()
@@ -260,12 +251,37 @@ def principles(self:PrincipleStore, status:str|None='active', kind:str|None=None
     if kind: q += ' AND kind = ?'; a.append(kind)
     return [_principle(r) for r in self.conn.execute(q + ' ORDER BY id', a)]
 
+# %% ../nbs/16_evolver.ipynb #ec98cde9
+@patch
+def insert(self:PrincipleStore, kind:str, content:str, family:str|None=None, sources:list|None=None, vec=None) -> int:
+    "Add a principle (inside the caller's transaction); returns its id."
+    if kind not in KINDS: raise ValueError(f"principle kind {kind!r} not in {KINDS}")
+    v = np.asarray(self.embed([content])[0] if vec is None else vec, np.float32)
+    now = time.time()
+    cur = self.conn.execute('INSERT INTO principles(kind, content, family, sources, created, updated, vec) VALUES (?,?,?,?,?,?,?)',
+                            (kind, content, family, json.dumps(sources or []), now, now, v.tobytes()))
+    self.event('insert', cur.lastrowid, kind=kind, content=content, family=family)
+    return cur.lastrowid
+
+# %% ../nbs/16_evolver.ipynb #ca245ed0
+@patch
+def merge(self:PrincipleStore, target:int, content:str, sources:list|None=None, similarity:float|None=None, exact:bool=False,
+          success:bool|None=None): # the absorbed principle's trajectory: one more use, and a success if it succeeded (issue 11, after EvolveR's public code)
+    "Absorb an equivalent new principle into `target` (inside the caller's transaction)."
+    p = self.get(target)
+    use, win = (0, 0) if success is None else (1, int(bool(success)))
+    self.conn.execute('UPDATE principles SET merged = merged + 1, uses = uses + ?, successes = successes + ?, sources = ?, updated = ? WHERE id = ?',
+                      (use, win, json.dumps(p.sources + list(sources or [])), time.time(), target))
+    self.event('merge', target, absorbed=content, similarity=similarity, exact=exact)
+
+# %% ../nbs/16_evolver.ipynb #7f511519
 @patch
 def record_use(self:PrincipleStore, ids:list[int], success:bool):
     "Count one use (and a success) for each principle in `ids` (inside the caller's transaction)."
     for i in dict.fromkeys(ids):
         self.conn.execute('UPDATE principles SET uses = uses + 1, successes = successes + ? WHERE id = ?', (int(bool(success)), i))
 
+# %% ../nbs/16_evolver.ipynb #846c47e5
 @patch
 def prune(self:PrincipleStore, threshold:float=0.3) -> list[int]:
     "Mark active principles with metric_score below `threshold` pruned (inside the caller's transaction); their ids."
@@ -287,11 +303,13 @@ def similar(self:PrincipleStore, vec:np.ndarray, k:int=3, kind:str|None=None) ->
     ids, s = self.dense(ACTIVE[kind], self.dim).search(np.asarray(vec, np.float32), k)
     return list(zip(ids.tolist(), s.tolist()))
 
+# %% ../nbs/16_evolver.ipynb #5f411ce6
 @patch
 def search(self:PrincipleStore, query:str, k:int=3) -> list[tuple[Principle, float]]:
     "Top-k active principles by cosine similarity to `query`."
     return [(self.get(i), s) for i, s in self.similar(self.embed([query])[0], k)]
 
+# %% ../nbs/16_evolver.ipynb #79d2b4ba
 @patch
 def counts(self:PrincipleStore) -> dict:
     "Principles by status and type, and events by kind."
@@ -314,6 +332,7 @@ def system_prompt(env_instructions:str, exp_retrieve:bool=True, max_turns:int=4,
              if exp_retrieve else "Example reply: <think>I need the relevant facts.</think><search_knowledge>the entity the question is about</search_knowledge>\n\n") +
             "Task instructions (put what they ask for as the final answer inside <answer> ... </answer>):\n" + env_instructions)
 
+# %% ../nbs/16_evolver.ipynb #5690c2e7
 DISTILL_PROMPT = {
     'guiding': ("Below is a task and the solution attempt of an agent, which SUCCEEDED.\n\n{trajectory}\n\n"
                 "Write ONE guiding principle: a short, general, reusable rule (one sentence) that explains what led to the success "
@@ -322,6 +341,8 @@ DISTILL_PROMPT = {
                    "Write ONE cautionary principle: a short, general, reusable rule (one sentence) that says what to avoid or to check "
                    "on similar tasks. Reply with the sentence only."),
 }
+
+# %% ../nbs/16_evolver.ipynb #26174963
 EQUIV_PROMPT = ("Are the two principles below semantically equivalent, i.e. do they give the same advice?\n\n{content}\n\n"
                 "Answer yes or no.")
 EQUIV_CASES = [  # hand-labelled pairs on which the equivalence judge's agreement is measured (SPEC §2)
@@ -347,6 +368,7 @@ def render_information(docs:list[str]|None) -> str:
     if not docs: return '<information>\nNo document matches this query.\n</information>'
     return '<information>\n' + '\n'.join(f"Doc {j+1}: {d}" for j, d in enumerate(docs)) + '\n</information>'
 
+# %% ../nbs/16_evolver.ipynb #0bdd2cb3
 FORCE_ANSWER = "You have used all your replies. Give your final answer now, inside <answer> ... </answer>."
 CONTINUE = "Continue: end your reply with one <search_experience>, <search_knowledge> or <answer>."
 BAD_FORMAT = ("No valid action found. Use <think> ... </think>, then one <search_experience> ... </search_experience>, "
@@ -368,6 +390,19 @@ class EvolverAgent:
 
 # %% ../nbs/16_evolver.ipynb #e83d2275
 @patch
+def _search(self:EvolverAgent, env, e:dict, a:Action) -> str:
+    "The observation of the valid search `a` in episode `e`: principles from the experience base, or documents of the family's corpus."
+    if a.kind == 'search_experience':
+        if not self.exp_retrieve or self.store is None: e['info']['experience_disabled'] += 1; return '<experience>\nExperience retrieval is disabled.\n</experience>'
+        hits = self.store.search(a.content, self.k)
+        e['used'] += [p.id for p, _ in hits]
+        return render_experience(hits)
+    docs = self.knowledge.search(env, e['task'], a.content)
+    if docs is None: e['info']['knowledge_unavailable'] += 1
+    return render_information(docs)
+
+# %% ../nbs/16_evolver.ipynb #027ec171
+@patch
 def act(self:EvolverAgent, env, e:dict, text:str) -> str|None:
     "Apply one assistant turn of episode `e`; the next observation, or None when the episode ends."
     task, st, info = e['task'], e['state'], e['info']
@@ -379,15 +414,7 @@ def act(self:EvolverAgent, env, e:dict, text:str) -> str|None:
         env.step(st, answer_turn(task.family, final.content)); e['answered'] = True
         if not st.done: st.done = True   # an environment that waits for more (e.g. tools) is ended by the answer
         return None
-    if final is not None and final.valid and final.kind == 'search_experience':
-        if not self.exp_retrieve or self.store is None: info['experience_disabled'] += 1; return '<experience>\nExperience retrieval is disabled.\n</experience>'
-        hits = self.store.search(final.content, self.k)
-        e['used'] += [p.id for p, _ in hits]
-        return render_experience(hits)
-    if final is not None and final.valid and final.kind == 'search_knowledge':
-        docs = self.knowledge.search(env, task, final.content)
-        if docs is None: info['knowledge_unavailable'] += 1
-        return render_information(docs)
+    if final is not None and final.valid: return self._search(env, e, final)
     rest = strip_actions(text)
     if rest and (env.max_turns > 1 or answer_like(task.family, rest)):   # the environment's own action (tools) or an untagged answer
         info['env_action' if env.max_turns > 1 and not answer_like(task.family, rest) else 'untagged_answer'] += 1
@@ -399,6 +426,36 @@ def act(self:EvolverAgent, env, e:dict, text:str) -> str|None:
     return no_exp(BAD_FORMAT)
 
 # %% ../nbs/16_evolver.ipynb #eb3a47d3
+def _force_answer(e:dict):
+    "Tell episode `e` to answer now: appended to its last user message, or as a new one; counted."
+    last = e['messages'][-1]
+    if last['role'] == 'user': e['messages'][-1] = msg('user', f"{last['content']}\n\n{FORCE_ANSWER}")
+    else: e['messages'].append(msg('user', FORCE_ANSWER))
+    e['info']['forced'] += 1
+
+# %% ../nbs/16_evolver.ipynb #a7957c63
+@patch
+def _take_turn(self:EvolverAgent, env, e:dict, g, turn:int):
+    "Record generation `g` as episode `e`'s turn, apply it, and add the observation (unless it was the last turn)."
+    text = close_stopped(g.text, g.finish_reason)
+    e['pt'] += g.prompt_tokens; e['ct'] += g.completion_tokens; e['turns'] += 1
+    e['messages'].append(msg('assistant', text))
+    try: obs = self.act(env, e, text)
+    except Exception as ex: e['err'] = f"environment error: {type(ex).__name__}: {ex}"; return
+    if obs is not None and turn < self.max_turns: e['messages'].append(msg('user', obs))
+
+@patch
+def _finish(self:EvolverAgent, env, e:dict, dt:float, w_o:float=1.0, w_f:float=0.1) -> tuple[EpisodeResult, dict]:
+    "Episode `e`'s result (the evaluator's feedback, or its error) and info (with format reward and reward)."
+    if e['err']: fb = Feedback('error', 0.0, e['err'][:500])
+    else:
+        try: fb = env.evaluate(e['state'])
+        except Exception as ex: fb = Feedback('error', 0.0, f"evaluator error: {type(ex).__name__}: {ex}"[:500])
+    fmt = format_reward(_trajectory_text(e['messages']), self.exp_retrieve)
+    info = dict(e['info'], format_reward=fmt, reward=evolver_reward(fb.success, fmt, w_o, w_f), answered=e['answered'])
+    return EpisodeResult(e['task'], e['state'], fb, e['messages'], e['pt'], e['ct'], list(dict.fromkeys(e['used'])), e['turns'], dt), info
+
+# %% ../nbs/16_evolver.ipynb #ff8a0fbf
 @patch
 def run(self:EvolverAgent, env, tasks:list[Task], w_o:float=1.0, w_f:float=0.1) -> list[tuple[EpisodeResult, dict]]:
     "Play `tasks` of one family together; `(EpisodeResult, info)` per task."
@@ -410,32 +467,14 @@ def run(self:EvolverAgent, env, tasks:list[Task], w_o:float=1.0, w_f:float=0.1) 
         live = [e for e in eps if e['err'] is None and not e['state'].done]
         if not live: break
         if turn == self.max_turns:
-            for e in live:
-                last = e['messages'][-1]
-                if last['role'] == 'user': e['messages'][-1] = msg('user', f"{last['content']}\n\n{FORCE_ANSWER}")
-                else: e['messages'].append(msg('user', FORCE_ANSWER))
-                e['info']['forced'] += 1
+            for e in live: _force_answer(e)
         try: gens = self.policy.generate([e['messages'] for e in live], **self.gen_kw)
         except Exception as ex:
             for e in live: e['err'] = f"policy error: {type(ex).__name__}: {ex}"
             break
-        for e, g in zip(live, gens):
-            text = close_stopped(g.text, g.finish_reason)
-            e['pt'] += g.prompt_tokens; e['ct'] += g.completion_tokens; e['turns'] += 1
-            e['messages'].append(msg('assistant', text))
-            try: obs = self.act(env, e, text)
-            except Exception as ex: e['err'] = f"environment error: {type(ex).__name__}: {ex}"; continue
-            if obs is not None and turn < self.max_turns: e['messages'].append(msg('user', obs))
-    out, dt = [], (time.time() - t0) / max(1, len(eps))
-    for e in eps:
-        if e['err']: fb = Feedback('error', 0.0, e['err'][:500])
-        else:
-            try: fb = env.evaluate(e['state'])
-            except Exception as ex: fb = Feedback('error', 0.0, f"evaluator error: {type(ex).__name__}: {ex}"[:500])
-        fmt = format_reward(_trajectory_text(e['messages']), self.exp_retrieve)
-        info = dict(e['info'], format_reward=fmt, reward=evolver_reward(fb.success, fmt, w_o, w_f), answered=e['answered'])
-        out.append((EpisodeResult(e['task'], e['state'], fb, e['messages'], e['pt'], e['ct'], list(dict.fromkeys(e['used'])), e['turns'], dt), info))
-    return out
+        for e, g in zip(live, gens): self._take_turn(env, e, g, turn)
+    dt = (time.time() - t0) / max(1, len(eps))
+    return [self._finish(env, e, dt, w_o, w_f) for e in eps]
 
 # %% ../nbs/16_evolver.ipynb #dc62dce3
 class ScriptedPolicy(Policy):
@@ -459,6 +498,7 @@ def trajectory_summary(task_text:str, messages:list[dict], max_chars:int=1200) -
     s = f"Task: {task_text}\n{body}"
     return s if len(s) <= max_chars else s[:max_chars] + ' …'
 
+# %% ../nbs/16_evolver.ipynb #7cf581af
 _PREFIX = re.compile(r'^\s*(?:[-*•>]+|\d+[.)]|\[(?:guiding|cautionary)\]|(?:(?:an?|the|one)\s+)?(?:guiding|cautionary)?\s*principle(?:\s+is)?\s*[:：-])\s*', re.I)
 
 def parse_principle(raw:str, max_chars:int=300) -> tuple[str|None, str|None]:
@@ -530,6 +570,7 @@ def apply(self:EvolverMethod, r:EpisodeResult, info:dict, key:str) -> bool:
                    json.dumps(dict(info, used=r.retrieved, message=r.feedback.message)), json.dumps(r.task.to_dict(), default=str), json.dumps(r.messages)))
     return True
 
+# %% ../nbs/16_evolver.ipynb #5be6d3ec
 @patch
 def run_batch(self:EvolverMethod, env, tasks):
     "Online episodes for a batch of one family, then the offline phase / update each applied episode makes due."
@@ -547,6 +588,7 @@ def run_batch(self:EvolverMethod, env, tasks):
     self.keys.commit(tasks)
     return [r for r, _ in out]
 
+# %% ../nbs/16_evolver.ipynb #62cf7553
 @patch
 def catch_up(self:EvolverMethod):
     "Run the offline phase and the policy update that the applied episodes make due (again, if a kill interrupted them)."
@@ -558,6 +600,7 @@ def catch_up(self:EvolverMethod):
         key = f'train:{n // te}'
         if not self.store.conn.execute('SELECT 1 FROM updates WHERE key = ?', (key,)).fetchone(): self.update(key)
 
+# %% ../nbs/16_evolver.ipynb #443f9d7d
 @patch
 def extra(self:EvolverMethod, res) -> dict:
     "Fields added to the episode line: actions, reward, format reward, principles used."
@@ -573,29 +616,34 @@ def is_equivalent(self:EvolverMethod, a:str, b:str) -> bool:
     ch = self.judge.choose(EQUIV_PROMPT, ['yes', 'no'], content=equiv_content(a, b))
     return ch.option == 'yes'
 
+# %% ../nbs/16_evolver.ipynb #de814dd9
+@patch
+def _find_target(self:EvolverMethod, d:dict, vec) -> tuple[int|None, list, bool]:
+    "`(target, checks, exact)`: an active principle of `d`'s type with the same text (no judge asked), else the first the LLM judges equivalent among those ≥ θ_sim."
+    norm = lambda x: ' '.join(x.lower().split())
+    exact = next((p.id for p in self.store.principles('active', d['kind']) if norm(p.content) == norm(d['principle'])), None)
+    if exact is not None: return exact, [], True
+    target, checks = check_equivalent(self.store.similar(vec, MAX_CHECKS, d['kind']),
+                                      lambda i: self.is_equivalent(d['principle'], self.store.get(i).content), threshold=self.p('dedup'))
+    return target, checks, False
+
+# %% ../nbs/16_evolver.ipynb #10157654
 @patch
 def integrate(self:EvolverMethod, row, d:dict):
     "Store distillation result `d` of episode `row`: failure, merge or insert; the row marked distilled; one transaction."
     vec = self.store.embed([d['principle']])[0] if d['principle'] else None
-    checks, target, exact = [], None, None
-    if vec is not None:   # the identical text needs no judge; anything else goes through θ_sim and the LLM check
-        norm = lambda x: ' '.join(x.lower().split())
-        exact = next((p.id for p in self.store.principles('active', d['kind']) if norm(p.content) == norm(d['principle'])), None)
-    if exact is not None: target = exact
-    elif vec is not None:
-        target, checks = check_equivalent(self.store.similar(vec, MAX_CHECKS, d['kind']),
-                                          lambda i: self.is_equivalent(d['principle'], self.store.get(i).content), threshold=self.p('dedup'))
+    target, checks, exact = self._find_target(d, vec) if vec is not None else (None, [], False)
     with self.store.transaction() as c:
         for i, s, ok in checks: self.store.event('equiv_check', i, candidate=d['principle'], similarity=s, equivalent=ok)
         tok = dict(prompt_tokens=d['prompt_tokens'], completion_tokens=d['completion_tokens'])
         if d['principle'] is None: self.store.event('distill_failed', None, kind=d['kind'], error=d['error'], raw=d['raw'][:300], episode=row['key'], **tok)
         elif target is not None:
-            self.store.merge(target, d['principle'], [row['key']], similarity=1.0 if exact is not None else checks[-1][1], exact=exact is not None,
-                             success=bool(row['success']))
+            self.store.merge(target, d['principle'], [row['key']], similarity=1.0 if exact else checks[-1][1], exact=exact, success=bool(row['success']))
             self.store.event('distilled', target, episode=row['key'], **tok)
         else: self.store.event('distilled', self.store.insert(d['kind'], d['principle'], row['family'], [row['key']], vec), episode=row['key'], **tok)
         c.execute('UPDATE episodes SET distilled = 1 WHERE key = ?', (row['key'],))
 
+# %% ../nbs/16_evolver.ipynb #f1312dfa
 @patch
 def offline_phase(self:EvolverMethod, n:int):
     "Offline phase `n`: distil + integrate the new trajectories, then prune."
@@ -634,6 +682,7 @@ def evolver_rollout(agent:EvolverAgent, envs:dict, tasks:list[Task]):
         return obs
     return _prompt_dataset(rows), env_rollout(start, step, agent.max_turns + 1, agent.gen_kw['max_new_tokens'], STOPS)
 
+# %% ../nbs/16_evolver.ipynb #c61cfe95
 def make_evolver_reward(w_o:float=1.0, w_f:float=0.1, exp_retrieve:bool=True):
     "A TRL reward function over `evolver_rollout` episodes: R = w_o·EM + w_f·R_format of the whole trajectory; counts in `.stats`."
     from cove.train import reward_function
@@ -662,26 +711,34 @@ def _since_last_update(self:EvolverMethod) -> list:
     if skipped: _log.warning(f"update: no environment in this process for {dict(skipped)}; those trajectories are left out")
     return [r for r in rows if r['family'] in self.envs]
 
+# %% ../nbs/16_evolver.ipynb #337274cf
+@patch
+def _train_grpo(self:EvolverMethod, rows:list, init:dict, key:str) -> tuple:
+    "GRPO on multi-turn rollouts of the tasks played since the last update (each once): `(result, why skipped, detail)`."
+    from cove.train import train_grpo, grpo_kw
+    c = self.cfg
+    tasks = list({r['task_id']: Task(**json.loads(r['task'])) for r in rows}.values())
+    if not tasks: return None, 'no trajectories', {}
+    agent = EvolverAgent(self.policy, self.store, k=self.p('k'), max_turns=self.p('max_turns'), exp_retrieve=self.p('exp_retrieve'),
+                         max_new_tokens=c['model.max_new_tokens'])
+    data, rollout = evolver_rollout(agent, self.envs, tasks)
+    reward = make_evolver_reward(self.p('w_o'), self.p('w_f'), self.p('exp_retrieve'))
+    res = train_grpo(self.policy, data, reward, self.adapter_dir, rollout_func=rollout, **grpo_kw(c), **init)
+    extra = dict(rollouts=dict(reward.stats)); _log.info(f"EvolveR GRPO update {key}: {len(tasks)} tasks, rollouts {extra['rollouts']}")
+    return res, None, extra
+
+# %% ../nbs/16_evolver.ipynb #0ba53876
 @patch
 def update(self:EvolverMethod, key:str):
     "Train the policy (GRPO or SFT, `evolver.algo`) on the trajectories since the last update; hot-swap; record `key`."
-    from cove.train import train_sft, train_grpo, trajectories_to_sft, sft_kw, grpo_kw
+    from cove.train import train_sft, trajectories_to_sft, sft_kw
     c, rows, n = self.cfg, self._since_last_update(), int(key.split(':')[1])
     recs = [dict(trace=json.loads(r['trajectory']), score=float(r['success']), task_id=r['task_id'], family=r['family']) for r in rows]
     algo = self.p('algo')
     init = dict(init_adapter=self.adapter_dir/self.adapter if self.adapter else None)
     res, why, extra = None, None, {}
     try:
-        if algo == 'grpo':   # multi-turn rollouts of the tasks played since the last update (each once)
-            tasks = list({r['task_id']: Task(**json.loads(r['task'])) for r in rows}.values())
-            if not tasks: why = 'no trajectories'
-            else:
-                agent = EvolverAgent(self.policy, self.store, k=self.p('k'), max_turns=self.p('max_turns'), exp_retrieve=self.p('exp_retrieve'),
-                                     max_new_tokens=c['model.max_new_tokens'])
-                data, rollout = evolver_rollout(agent, self.envs, tasks)
-                reward = make_evolver_reward(self.p('w_o'), self.p('w_f'), self.p('exp_retrieve'))
-                res = train_grpo(self.policy, data, reward, self.adapter_dir, rollout_func=rollout, **grpo_kw(c), **init)
-                extra['rollouts'] = dict(reward.stats); _log.info(f"EvolveR GRPO update {key}: {len(tasks)} tasks, rollouts {extra['rollouts']}")
+        if algo == 'grpo': res, why, extra = self._train_grpo(rows, init, key)
         else:
             data = trajectories_to_sft(recs, min_score=1.0)
             if len(data) == 0: why = 'no successful trajectory'
@@ -689,6 +746,7 @@ def update(self:EvolverMethod, key:str):
     except ValueError as e: why = f'{type(e).__name__}: {e}'   # e.g. every conversation longer than train.max_length
     self._record_update(key, n, res, why, algo=algo, examples=len(rows), **extra)
 
+# %% ../nbs/16_evolver.ipynb #6c930045
 @patch
 def _record_update(self:EvolverMethod, key:str, n:int, res, why:str|None, **detail):
     "Hot-swap a finished update's adapter and record the update (or why it was skipped)."
@@ -713,6 +771,7 @@ def reference_script(env, task:Task, exp_retrieve:bool=True) -> list[str]|None:
         return turns + [f"<think>{why}</think>\n<answer>{ans}</answer>"]
     return turns + [f"<think>I write the solution.</think>\n<answer>{last}</answer>"]
 
+# %% ../nbs/16_evolver.ipynb #b46f79b4
 def cold_start_data(env, tasks:list[Task], max_turns:int=4, k:int=3, store:PrincipleStore|None=None, exp_retrieve:bool=True) -> list[dict]:
     "Successful EvolveR-format reference trajectories of `tasks`, as SFT records (`trace`, `score`, `task_id`, `family`)."
     scripts = {user_message(t): s for t in tasks if (s := reference_script(env, t, exp_retrieve))}
@@ -738,14 +797,11 @@ def cold_start(self:EvolverMethod, env, family:str, n_tasks:int=4):
 
 # %% ../nbs/16_evolver.ipynb #84b92145
 @patch
-def metrics(self:EvolverMethod) -> dict:
-    "The method's own metrics, merged into `metrics.json`."
+def _experience_metrics(self:EvolverMethod) -> dict:
+    "Principles by type and status; inserts, merges, equivalence checks, prunes and distillations (with their tokens), from the audit rows."
     s, q = self.store, self.store.conn.execute
     ev = Counter(r['kind'] for r in q('SELECT kind FROM events'))
     active = s.principles('active')
-    infos = [json.loads(r['info']) for r in q('SELECT info FROM episodes')]
-    tot = lambda k: sum(i.get(k, 0) for i in infos)
-    ups = [dict(key=r['key'], name=r['name'], **json.loads(r['detail'])) for r in q('SELECT * FROM updates ORDER BY ts')]
     tok = [json.loads(r['detail']) for r in q("SELECT detail FROM events WHERE kind IN ('distilled', 'distill_failed')")]
     yes = q("SELECT COUNT(*) FROM events WHERE kind = 'equiv_check' AND json_extract(detail, '$.equivalent')").fetchone()[0]
     return dict(principles={k: sum(p.kind == k for p in active) for k in KINDS},
@@ -755,7 +811,17 @@ def metrics(self:EvolverMethod) -> dict:
                 pruned=ev['prune'], distilled=ev['distilled'], distill_failures=ev['distill_failed'],
                 offline_phases=q('SELECT COUNT(*) FROM phases').fetchone()[0],
                 offline_prompt_tokens=sum(t.get('prompt_tokens', 0) for t in tok), offline_completion_tokens=sum(t.get('completion_tokens', 0) for t in tok),
-                mean_metric_score=(sum(p.score for p in active) / len(active)) if active else None,
+                mean_metric_score=(sum(p.score for p in active) / len(active)) if active else None)
+
+# %% ../nbs/16_evolver.ipynb #ab88b481
+@patch
+def metrics(self:EvolverMethod) -> dict:
+    "The method's own metrics, merged into `metrics.json`: the experience base's, the episodes' actions and rewards, the updates."
+    q = self.store.conn.execute
+    infos = [json.loads(r['info']) for r in q('SELECT info FROM episodes')]
+    tot = lambda k: sum(i.get(k, 0) for i in infos)
+    ups = [dict(key=r['key'], name=r['name'], **json.loads(r['detail'])) for r in q('SELECT * FROM updates ORDER BY ts')]
+    return dict(**self._experience_metrics(),
                 actions={a: tot(a) for a in ACTIONS}, invalid_actions={a: tot(f'invalid_{a}') for a in ACTIONS},
                 parse_failures=tot('parse_failure'), unclosed_tags=tot('unclosed'), format_failures=sum(i.get('format_reward', 0) == 0 for i in infos),
                 untagged_answers=tot('untagged_answer'), env_actions=tot('env_action'), forced_answers=tot('forced'),
