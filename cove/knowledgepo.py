@@ -22,7 +22,7 @@ __all__ = ['ORIGINS', 'NO_CALL_HINT', 'FEEDBACK_HINTS', 'EXTRACT_PROMPTS', 'EXTR
            'rule_candidates', 'uninformative', 'episode_text', 'judge_candidates', 'extract_candidates',
            'volatility_prompt', 'label_candidate', 'label_candidates', 'volatility_agreement', 'kb_op_content',
            'kb_op_prompt', 'KBOp', 'neighbour', 'update_kb', 'kb_op_agreement', 'revision_counts', 'promote_revised',
-           'rename_names', 'resurface', 'rename_volatile', 'RolloutPrompt', 'legal_names', 'observed_names',
+           'rename_names', 'resurface', 'rename_volatile', 'legal_names', 'observed_names', 'RolloutPrompt',
            'memory_aware_prompt', 'memory_aware_messages', 'called_names', 'recitation_violations',
            'anti_recitation_reward', 'rename_trace', 'anti_recitation_sft', 'rename_rollout', 'memory_aware_rows',
            'anti_recitation_grpo', 'had_utility', 'ab_deltas', 'ab_order', 'measure_utility', 'release', 'HeldoutEval',
@@ -43,10 +43,16 @@ class KPOStats:
     renamed: int = 0          # episodes whose volatile names were renamed
     penalties: int = 0        # anti-recitation penalties given
 
-    def to_dict(self) -> dict: return {k: dict(v) if isinstance(v, Counter) else v for k, v in vars(self).items()}
-    @classmethod
-    def from_dict(cls, d:dict) -> KPOStats:
-        return cls(**{k: Counter(v) if isinstance(getattr(cls(), k), Counter) else v for k, v in d.items()})
+# %% ../nbs/12_knowledgepo.ipynb #f2bfa921
+@patch
+def to_dict(self:KPOStats) -> dict:
+    "JSON-serialisable counters (each `Counter` as a dict)."
+    return {k: dict(v) if isinstance(v, Counter) else v for k, v in vars(self).items()}
+
+@patch(cls_method=True)
+def from_dict(cls:KPOStats, d:dict) -> KPOStats:
+    "The `KPOStats` of `to_dict()` output."
+    return cls(**{k: Counter(v) if isinstance(getattr(cls(), k), Counter) else v for k, v in d.items()})
 
 # %% ../nbs/12_knowledgepo.ipynb #76ef3c24
 ORIGINS = ('judge', 'rules')
@@ -71,21 +77,23 @@ class Candidate:
         if isinstance(self.names, str) or not all(isinstance(n, str) for n in self.names): raise ValueError(f"names must be a list of strings, got {self.names!r}")
         self.names = list(dict.fromkeys(self.names))
 
-    def to_entry(self, embedding=None) -> Entry:
-        "The knowledge-base `Entry` for this (labelled) candidate."
-        if self.label is None: raise ValueError("label the candidate (`label_candidate`) before storing it")
-        return Entry(self.content, self.kind, self.label, list(self.names), source_task=self.source_task, family=self.family, embedding=embedding)
+# %% ../nbs/12_knowledgepo.ipynb #c35ce5d9
+@patch
+def to_entry(self:Candidate, embedding=None) -> Entry:
+    "The knowledge-base `Entry` for this (labelled) candidate."
+    if self.label is None: raise ValueError("label the candidate (`label_candidate`) before storing it")
+    return Entry(self.content, self.kind, self.label, list(self.names), source_task=self.source_task, family=self.family, embedding=embedding)
 
 # %% ../nbs/12_knowledgepo.ipynb #ad4b3dfa
-_QUOTES = '`\'"'
-_GENERIC = re.compile(r'`([A-Za-z_][\w.]*)`|(?<![\w.])([A-Za-z_][\w.]*)\(')
-
 def surface_names(surface) -> list[str]:
     "Tool names of `surface`: a `Surface`, its dict form (a task's `payload['surface']`), or names."
     if surface is None: return []
     if isinstance(surface, Surface): return list(surface.names.values())
     if isinstance(surface, dict): return list(surface['names'].values())
     return [str(n) for n in surface]
+
+# %% ../nbs/12_knowledgepo.ipynb #316b1c97
+_QUOTES = '`\'"'
 
 def _symbol_spans(text:str, names) -> list[tuple[int, int, str]]:
     "`(start, end, name)` of each occurrence of `names` in `text` that reads as a symbol (called, quoted or identifier-like)."
@@ -97,6 +105,9 @@ def _symbol_spans(text:str, names) -> list[tuple[int, int, str]]:
         called, quoted = text[e:e+1] == '(', s > 0 and text[s-1] in _QUOTES and text[e:e+1] == text[s-1]
         if called or quoted or '_' in n or any(ch.isdigit() for ch in n): out.append((s, e, n))
     return out
+
+# %% ../nbs/12_knowledgepo.ipynb #7d78efe8
+_GENERIC = re.compile(r'`([A-Za-z_][\w.]*)`|(?<![\w.])([A-Za-z_][\w.]*)\(')
 
 def names_in(text:str, surface=None) -> list[str]:
     "Names of `surface` mentioned in `text` as symbols; without a surface, called or backticked identifiers."
@@ -113,21 +124,26 @@ def question_of(task:Task) -> str:
     m = re.search(r'Question:\s*(.+)', task.prompt)
     return (m.group(1) if m else next((l for l in reversed(task.prompt.splitlines()) if l.strip()), '')).strip()
 
+# %% ../nbs/12_knowledgepo.ipynb #f5b639df
 def _params(op:str) -> list[str]: return list(inspect.signature(OPS[op]).parameters)[1:]
 
 def _arg_text(a) -> str: return fmt_num(a) if isinstance(a, (int, float)) and not isinstance(a, bool) else str(a)
 
+def _named_args(call, op:str) -> list[tuple[str, object]]:
+    "`(parameter, argument)` pairs of a tool call to canonical operation `op` (positional, then keyword)."
+    pos = [a for a in call.args if not isinstance(a, dict)]
+    kw = next((a for a in call.args if isinstance(a, dict)), {})
+    return list(zip(_params(op), pos)) + [(k, v) for k, v in kw.items()]
+
+# %% ../nbs/12_knowledgepo.ipynb #e5c895bf
 def generalise(question:str, calls:list, surface:Surface) -> tuple[str, list[tuple[str, str, list[str]]]]:
     "`question` with call arguments found in it replaced by `<param>`, and `(op, name, args)` per call."
     q, slots, steps = question, {}, []
     for c in calls:
         op = surface.canonical(c.name)
         if op is None: continue
-        pos = [a for a in c.args if not isinstance(a, dict)]
-        kw = next((a for a in c.args if isinstance(a, dict)), {})
-        pairs = list(zip(_params(op), pos)) + [(k, v) for k, v in kw.items()]
         shown = []
-        for p, a in pairs:
+        for p, a in _named_args(c, op):
             s = _arg_text(a)
             hit = s.strip() and re.search(r'(?<!\w)' + re.escape(s) + r'(?!\w)', question, re.I)
             if not hit: shown.append(json.dumps(s)); continue
@@ -149,6 +165,8 @@ FEEDBACK_HINTS = [  # (pattern searched in the feedback message, hint); all stra
     (r'asserts? failed|tests? failed', "Check the solution against the given examples before submitting it."),
     (r'Lean error|sorry', "Fix the first reported error before changing anything else in the proof."),
 ]
+
+# %% ../nbs/12_knowledgepo.ipynb #831bf604
 _UNKNOWN = re.compile(r"unknown tool (['\"])(.*?)\1 — available tools \(surface v(\d+)\): (.+)$")
 
 def op_purpose(op:str) -> str:
@@ -166,15 +184,18 @@ def _cand(kind, content, proposed, task, surface) -> Candidate:
 
 def _clip(s:str, n:int=300) -> str: return s if len(s) <= n else s[:n].rstrip() + '…'
 
-def rule_candidates(task:Task, result:EpisodeResult, max_candidates:int=2) -> list[Candidate]:
-    "Deterministic candidates read off the episode: tool-surface memory, call-pattern skills, worked examples, feedback hints."
-    st, fb, surface, out = result.state, result.feedback, _surface_of(task), []
+def _tool_error_memory(task:Task, st, surface) -> list[Candidate]:
+    "A tool error: a volatile memory binding the current tool names (from the error message), with their signatures."
     errs = [m for c in st.calls if not c.legal and (m := _UNKNOWN.search(c.result))]
-    if errs and surface:
-        bad, v, names = errs[-1].group(2), errs[-1].group(3), [n.strip() for n in errs[-1].group(4).split(',')]
-        usage = ', '.join(f"{n}({', '.join(_params(surface.canonical(n)))})" if surface.canonical(n) else n for n in names)
-        out.append(_cand('memory', f"Tool surface v{v}: the tools are {usage}. The name '{bad}' is not a tool on this surface.", 'volatile', task, surface))
-    ok_calls = [c for c in st.calls if c.legal and not c.result.startswith('Error')]
+    if not (errs and surface): return []
+    bad, v, names = errs[-1].group(2), errs[-1].group(3), [n.strip() for n in errs[-1].group(4).split(',')]
+    usage = ', '.join(f"{n}({', '.join(_params(surface.canonical(n)))})" if surface.canonical(n) else n for n in names)
+    return [_cand('memory', f"Tool surface v{v}: the tools are {usage}. The name '{bad}' is not a tool on this surface.", 'volatile', task, surface)]
+
+# %% ../nbs/12_knowledgepo.ipynb #b8633693
+def _success_skills(task:Task, st, fb, surface) -> list[Candidate]:
+    "A success: with tool calls, the volatile call pattern and its stable, name-free twin; without tools, a worked example."
+    out, ok_calls = [], [c for c in st.calls if c.legal and not c.result.startswith('Error')]
     if fb.success and ok_calls and surface:
         q, steps = generalise(question_of(task), ok_calls, surface)
         pattern = ' then '.join(f"{n}({', '.join(a)})" for _, n, a in steps)
@@ -184,10 +205,21 @@ def rule_candidates(task:Task, result:EpisodeResult, max_candidates:int=2) -> li
     last = ' '.join((st.actions[-1] if st.actions else '').split())
     if fb.success and not surface and last and '```' not in last:   # a worked example of a family without tools (code is not flattened)
         out.append(_cand('skill', f"Solved example. Question: {_clip(question_of(task))} Solution: {_clip(last)}", 'stable', task, surface))
-    if not fb.success:
-        if surface and not st.calls: out.append(_cand('memory', NO_CALL_HINT, 'strategic', task, surface))
-        hint = next((h for p, h in FEEDBACK_HINTS if re.search(p, fb.message, re.I | re.M)), None)
-        if hint: out.append(_cand('memory', hint, 'strategic', task, surface))
+    return out
+
+# %% ../nbs/12_knowledgepo.ipynb #44ff72b4
+def _failure_hints(task:Task, st, fb, surface) -> list[Candidate]:
+    "A failure: the call-a-tool hint when a tool family's episode made no call, and the hint its feedback message picks."
+    if fb.success: return []
+    out = [_cand('memory', NO_CALL_HINT, 'strategic', task, surface)] if surface and not st.calls else []
+    hint = next((h for p, h in FEEDBACK_HINTS if re.search(p, fb.message, re.I | re.M)), None)
+    return out + ([_cand('memory', hint, 'strategic', task, surface)] if hint else [])
+
+# %% ../nbs/12_knowledgepo.ipynb #9a6aad66
+def rule_candidates(task:Task, result:EpisodeResult, max_candidates:int=2) -> list[Candidate]:
+    "Deterministic candidates read off the episode: tool-surface memory, call-pattern skills, worked examples, feedback hints."
+    st, fb, surface = result.state, result.feedback, _surface_of(task)
+    out = _tool_error_memory(task, st, surface) + _success_skills(task, st, fb, surface) + _failure_hints(task, st, fb, surface)
     return out[:max_candidates]
 
 # %% ../nbs/12_knowledgepo.ipynb #7fe9c01b
@@ -220,6 +252,7 @@ def episode_text(result:EpisodeResult, max_calls:int=4, width:int=160) -> str:
     lines.append(f"Outcome: {fb.status} (score {fb.score:g}): {cut(redact_expected(fb.message))}")   # never the gold answer
     return '\n'.join(lines)
 
+# %% ../nbs/12_knowledgepo.ipynb #070e54a6
 def judge_candidates(judge:Judge, task:Task, result:EpisodeResult, max_candidates:int=2, stats:KPOStats|None=None,
                      max_chars:int=200, max_new_tokens:int=48) -> list[Candidate]:
     "Candidates written by the judge (one lesson, one instruction); unusable outputs are counted, not stored."
@@ -255,6 +288,8 @@ VOLATILITY_PROMPT = ("Classify a piece of knowledge that an agent learned.\n"
                      "strategic: a higher-level heuristic about how to approach or debug a kind of task.\n\n"
                      "Knowledge: {content}\n\nAnswer with one word: volatile, stable or strategic.")
 LABEL_MODES = ('judge', 'judge+rules', 'rules')
+
+# %% ../nbs/12_knowledgepo.ipynb #caa3a5e5
 VOLATILITY_SHOTS = [   # worked examples for the few-shot prompt, two per label: never measurement cases
     ("On surface v4 the filter tool is keep(col, op, value) and the row counter is n_rows().", 'volatile'),
     ("A median is the middle value of the sorted list, or the mean of the two middle values when the count is even.", 'stable'),
@@ -269,6 +304,7 @@ def volatility_prompt(shots:int=0) -> str: # worked examples from `VOLATILITY_SH
     if not 0 <= shots <= len(VOLATILITY_SHOTS): raise ValueError(f"shots={shots} must be in 0..{len(VOLATILITY_SHOTS)}")
     return few_shot(VOLATILITY_PROMPT, VOLATILITY_SHOTS[:shots])
 
+# %% ../nbs/12_knowledgepo.ipynb #e6a58f1d
 def label_candidate(judge:Judge|None, candidate:Candidate,
                     mode:str='judge+rules', # 'judge', 'judge+rules' or 'rules'
                     surface=None, # current surface: its names in the content also make it volatile
@@ -289,6 +325,7 @@ def label_candidate(judge:Judge|None, candidate:Candidate,
     if stats is not None: stats.labels[label] += 1
     return label
 
+# %% ../nbs/12_knowledgepo.ipynb #d8d73579
 def label_candidates(judge:Judge|None, candidates:list[Candidate], mode:str='judge+rules', surface=None,
                      stats:KPOStats|None=None, calibrate:bool=True, shots:int=0) -> list[Candidate]:
     "Copies of `candidates` with their labels set."
@@ -305,6 +342,10 @@ VOLATILITY_CASES = [
     ("When a tool call fails, read the error message and the list of available tools before trying again.", 'strategic'),
     ("If an answer turns out wrong, split the question into smaller lookups and check each result.", 'strategic'),
     ("Answer as soon as a tool result contains the answer instead of making more calls.", 'strategic'),
+]
+
+# %% ../nbs/12_knowledgepo.ipynb #4ef60300
+VOLATILITY_CASES += [
     ("In table 'teams' the country column is named ctry, not country.", 'volatile'),
     ("The db helper is now db.query_rows(sql); db.select no longer exists.", 'volatile'),
     ("Since v3, parse_date needs the format string as its second argument.", 'volatile'),
@@ -328,6 +369,7 @@ VOLATILITY_CASES = [
     ("When unsure between two answers, pick the one the retrieved evidence supports.", 'strategic'),
 ]
 
+# %% ../nbs/12_knowledgepo.ipynb #504863f2
 def volatility_agreement(judge:Judge, cases:list=VOLATILITY_CASES, calibrate:bool=True, surface=None,
                          shots:int=0) -> dict: # worked examples in the prompt (`volatility_prompt`)
     "Agreement with hand labels of the judge alone (`judge`) and with the surface-name rule (`judge+rules`)."
@@ -343,6 +385,10 @@ KB_OPS = ('insert', 'merge', 'revise', 'discard')
 KB_OP_PROMPT = ("A knowledge base holds an existing entry, and a new entry was proposed.\n{content}\n\n"
                 "merge: both say the same thing. revise: the new entry corrects or updates the existing one. "
                 "insert: they are about different things.\nAnswer with one word: insert, merge or revise.")
+
+def kb_op_content(existing:str, new:str) -> str: return f"Existing: {existing}\nNew: {new}"
+
+# %% ../nbs/12_knowledgepo.ipynb #cff1032e
 KB_OP_SHOTS = [   # worked examples for the few-shot prompt, (existing, new, op), two per op: never measurement cases
     ("Check the units of every quantity.", "Make sure all quantities are in the same unit before combining them.", 'merge'),
     ("The sum tool is col_sum(col).", "On surface v4 the sum tool is total(col); col_sum is gone.", 'revise'),
@@ -352,13 +398,12 @@ KB_OP_SHOTS = [   # worked examples for the few-shot prompt, (existing, new, op)
     ("Handle an empty input list first.", "Use integer division when the task asks for whole items.", 'insert'),
 ]
 
-def kb_op_content(existing:str, new:str) -> str: return f"Existing: {existing}\nNew: {new}"
-
 def kb_op_prompt(shots:int=0) -> str: # worked examples from `KB_OP_SHOTS` (0: zero-shot)
     "`KB_OP_PROMPT` with the first `shots` worked examples."
     if not 0 <= shots <= len(KB_OP_SHOTS): raise ValueError(f"shots={shots} must be in 0..{len(KB_OP_SHOTS)}")
     return few_shot(KB_OP_PROMPT, [(kb_op_content(a, b), g) for a, b, g in KB_OP_SHOTS[:shots]])
 
+# %% ../nbs/12_knowledgepo.ipynb #3d34bf94
 @dataclass
 class KBOp:
     "One knowledge-base operation done for a candidate."
@@ -367,8 +412,7 @@ class KBOp:
     reason: str = ''
     similarity: float|None = None  # cosine to the nearest same-side entry, when one was found
 
-def _norm(s:str) -> str: return ' '.join(s.lower().split())
-
+# %% ../nbs/12_knowledgepo.ipynb #d1ef56aa
 def _same_side(e:Entry, c:Candidate) -> bool:
     return e.label == 'volatile' if c.label == 'volatile' else (e.label != 'volatile' or e.promoted)
 
@@ -382,9 +426,34 @@ def neighbour(kb, candidate:Candidate, k:int=8, vec=None):
     return None
 
 # %% ../nbs/12_knowledgepo.ipynb #8a67ec7a
+def _norm(s:str) -> str: return ' '.join(s.lower().split())
+
 def _choose_op(judge:Judge, e:Entry, c:Candidate, shots:int=0) -> str:
     return judge.choose(kb_op_prompt(shots), list(KB_OPS[:3]), content=kb_op_content(e.content, c.content)).option
 
+def _decide_op(c:Candidate, e:Entry|None, sim, judge:Judge|None, dup_threshold:float, topic_threshold:float, shots:int=0) -> tuple[str, str]:
+    "`(op, reason)` for candidate `c` and its nearest same-side entry `e` (None: there is none)."
+    if e is None: return 'insert', 'new knowledge'
+    cn, en = set(c.names), set(e.names)
+    conflict, same = bool(cn - en and en - cn), bool(cn) and cn == en
+    if _norm(c.content) == _norm(e.content): return 'merge', 'same content'
+    if sim >= topic_threshold and (conflict or same): return 'revise', 'same topic, tool names changed' if conflict else 'same names, new content'
+    if sim >= dup_threshold and not conflict: return 'merge', 'near-duplicate'
+    if sim >= topic_threshold and judge is not None: return _choose_op(judge, e, c, shots), 'judge on same topic'
+    return 'insert', 'new knowledge'
+
+# %% ../nbs/12_knowledgepo.ipynb #7ae2d1c8
+def _apply_op(kb, op:str, reason:str, e:Entry|None, sim, c:Candidate, vec) -> KBOp:
+    "Carry out `op` on the store (one audited transaction each)."
+    why = f"{reason} (from {c.source_task}, {c.origin})"
+    if op == 'insert': return KBOp('insert', kb.insert(c.to_entry(vec), reason=why), reason, sim)
+    if op == 'merge':
+        keep = c.content if set(c.names) > set(e.names) else e.content
+        return KBOp('merge', kb.merge(e.id, c.to_entry(vec), reason=why, content=keep).id, reason, sim)
+    label = 'volatile' if 'volatile' in (c.label, e.label) else c.label
+    return KBOp('revise', kb.revise(e.id, c.content, reason=why, names=list(c.names), label=label, embedding=vec).id, reason, sim)
+
+# %% ../nbs/12_knowledgepo.ipynb #6e2ed6ec
 def update_kb(kb, candidate:Candidate, judge:Judge|None=None, # decides ambiguous same-topic cases when given
               dup_threshold:float=0.9, # cosine at or above which an entry is a near-duplicate
               topic_threshold:float=0.8, # cosine at or above which an entry is on the same topic
@@ -399,29 +468,12 @@ def update_kb(kb, candidate:Candidate, judge:Judge|None=None, # decides ambiguou
         vec = kb.embedder.encode(candidate.content)[0]
         h = neighbour(kb, candidate, vec=vec)
         e, sim = (h.entry, h.score) if h else (None, None)
-        cn, en = set(candidate.names), set(e.names) if e else set()
-        conflict, same = bool(cn - en and en - cn), bool(cn) and cn == en
-        if e is not None and _norm(candidate.content) == _norm(e.content): op = 'merge', 'same content'
-        elif e is not None and sim >= topic_threshold and (conflict or same):
-            op = 'revise', 'same topic, tool names changed' if conflict else 'same names, new content'
-        elif e is not None and sim >= dup_threshold and not conflict: op = 'merge', 'near-duplicate'
-        elif e is not None and sim >= topic_threshold and judge is not None: op = _choose_op(judge, e, candidate, shots), 'judge on same topic'
-        else: op = 'insert', 'new knowledge'
-        op = _apply_op(kb, op[0], op[1], e, sim, candidate, vec)
+        op, reason = _decide_op(candidate, e, sim, judge, dup_threshold, topic_threshold, shots)
+        op = _apply_op(kb, op, reason, e, sim, candidate, vec)
     if stats is not None:
         stats.ops[op.op] += 1
         if op.op == 'discard': stats.discards[op.reason] += 1
     return op
-
-def _apply_op(kb, op:str, reason:str, e:Entry|None, sim, c:Candidate, vec) -> KBOp:
-    "Carry out `op` on the store (one audited transaction each)."
-    why = f"{reason} (from {c.source_task}, {c.origin})"
-    if op == 'insert': return KBOp('insert', kb.insert(c.to_entry(vec), reason=why), reason, sim)
-    if op == 'merge':
-        keep = c.content if set(c.names) > set(e.names) else e.content
-        return KBOp('merge', kb.merge(e.id, c.to_entry(vec), reason=why, content=keep).id, reason, sim)
-    label = 'volatile' if 'volatile' in (c.label, e.label) else c.label
-    return KBOp('revise', kb.revise(e.id, c.content, reason=why, names=list(c.names), label=label, embedding=vec).id, reason, sim)
 
 # %% ../nbs/12_knowledgepo.ipynb #d9aaaa48
 KB_OP_CASES = [
@@ -431,6 +483,10 @@ KB_OP_CASES = [
     ("Sum questions need the where column first.", "Sum questions need the summed column first, then the where column and value.", 'revise'),
     ("To count rows, count those matching the condition.", "Compare two values as numbers, not as text.", 'insert'),
     ("Finish with a line 'Answer: <answer>'.", "When a tool call fails, read the list of available tools.", 'insert'),
+]
+
+# %% ../nbs/12_knowledgepo.ipynb #c4034a83
+KB_OP_CASES += [
     ("Compare numbers as numbers, not as strings.", "When comparing two values, convert them to numbers first instead of comparing their text.", 'merge'),
     ("Call a tool to read the table before answering.", "Read the table with a tool call before giving any answer.", 'merge'),
     ("For two-hop questions, find the bridge entity first.", "First identify the intermediate entity, then answer the question about it.", 'merge'),
@@ -457,6 +513,7 @@ KB_OP_CASES = [
     ("Finish with a line 'Answer: <answer>'.", "Skip cells that are not numbers when summing a column.", 'insert'),
 ]
 
+# %% ../nbs/12_knowledgepo.ipynb #76d550da
 def kb_op_agreement(judge:Judge, cases:list=KB_OP_CASES, calibrate:bool=True,
                     shots:int=0) -> dict: # worked examples in the prompt (`kb_op_prompt`)
     "Agreement of the KB-operation judge with hand labels (`Judge.agreement`)."
@@ -486,6 +543,7 @@ def rename_names(text:str, mapping:dict) -> str:
         out += [text[k:s], mapping[n]]; k = e
     return ''.join(out + [text[k:]])
 
+# %% ../nbs/12_knowledgepo.ipynb #68eba596
 def resurface(entries:list, old:Surface, new:Surface) -> tuple[list, dict]:
     "`(entries, old->new names)`: volatile entries rewritten from surface `old` to `new` (names and version); others as they are."
     mapping = {old.names[op]: new.names[op] for op in new.names if op in old.names}
@@ -499,17 +557,7 @@ def rename_volatile(entries:list, surface:Surface, seed:int) -> tuple[list, Surf
     out, mapping = resurface(entries, surface, new)
     return out, new, mapping
 
-# %% ../nbs/12_knowledgepo.ipynb #1e37285c
-@dataclass
-class RolloutPrompt:
-    "One episode's memory-aware prompt: the (possibly renamed) task, messages, injected entries, names."
-    task: Task
-    messages: list
-    entries: list
-    mapping: dict = field(default_factory=dict)   # old -> new volatile names (empty when not renamed)
-    legal: set = field(default_factory=set)       # N_i: the legal volatile names of the episode
-    observed: set = field(default_factory=set)    # volatile names the prompt shows
-
+# %% ../nbs/12_knowledgepo.ipynb #ff83856d
 def legal_names(episode) -> set[str]:
     "N_i: the tool names legal in an episode (a `Task`, `EpisodeState`, `EpisodeResult` or `RolloutPrompt`)."
     task = episode if isinstance(episode, Task) else episode.task
@@ -521,6 +569,17 @@ def observed_names(task:Task, entries:list) -> set[str]:
     out = legal_names(task)
     for e in entries: out |= set(getattr(e, 'names', []) or []) | set(names_in(e.content))
     return out
+
+# %% ../nbs/12_knowledgepo.ipynb #1e37285c
+@dataclass
+class RolloutPrompt:
+    "One episode's memory-aware prompt: the (possibly renamed) task, messages, injected entries, names."
+    task: Task
+    messages: list
+    entries: list
+    mapping: dict = field(default_factory=dict)   # old -> new volatile names (empty when not renamed)
+    legal: set = field(default_factory=set)       # N_i: the legal volatile names of the episode
+    observed: set = field(default_factory=set)    # volatile names the prompt shows
 
 # %% ../nbs/12_knowledgepo.ipynb #31fd2a7e
 def memory_aware_prompt(env, task:Task, kb=None, k:int=3, # entries injected per attempt
@@ -538,6 +597,7 @@ def memory_aware_prompt(env, task:Task, kb=None, k:int=3, # entries injected per
             if stats is not None: stats.renamed += 1
     return RolloutPrompt(task, build_messages(env, task, entries), entries, mapping, legal_names(task), observed_names(task, entries))
 
+# %% ../nbs/12_knowledgepo.ipynb #6a6b07ae
 def memory_aware_messages(env, task:Task, kb=None, k:int=3, mode:str='hybrid', rename_seed:int|None=None) -> list[dict]:
     "Just the messages of `memory_aware_prompt`."
     return memory_aware_prompt(env, task, kb, k, mode, rename_seed).messages
@@ -547,6 +607,7 @@ def called_names(text:str) -> list[str]:
     "Tool names called in an assistant turn (tableqa's `Action:` / call-line syntax)."
     return [sc[0] for c in find_calls(text) if (sc := split_call(c))]
 
+# %% ../nbs/12_knowledgepo.ipynb #c0f36fad
 def recitation_violations(calls:list, legal:set, observed:set) -> list[tuple[str, str]]:
     "`(name, 'stale' | 'unobserved')` for each called name (a `ToolCall` or a string) that breaks the rule."
     names = [getattr(c, 'name', c) for c in calls]
@@ -564,6 +625,7 @@ def rename_trace(messages:list[dict], mapping:dict, old_version:int|None=None, n
     ver = (lambda t: re.sub(rf'\bsurface v{old_version}\b', f'surface v{new_version}', t)) if old_version is not None else (lambda t: t)
     return [dict(m, content=ver(rename_names(str(m['content']), mapping))) for m in messages]
 
+# %% ../nbs/12_knowledgepo.ipynb #20fa61dd
 def anti_recitation_sft(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybrid',
                         seed:int=0, # episode i is renamed with seed + i
                         rename:bool=True, # False: memory-aware references with markers, names as they are
@@ -604,6 +666,7 @@ def memory_aware_rows(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybrid'
         rows.append(dict(prompt=rp.messages, task_id=tid))
     return rows, by_id, names
 
+# %% ../nbs/12_knowledgepo.ipynb #380fb0ac
 def anti_recitation_grpo(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybrid', seed:int=0, rename:bool=True,
                          lam:float=0.5, stats:KPOStats|None=None, step_credit:float=0.1):
     "`(prompts Dataset, reward_fn)` for `train_grpo`: memory-aware renamed first turns; R = R_task − λ·𝟙[stale/unobserved]."
@@ -620,6 +683,7 @@ def had_utility(e:Entry) -> bool:
     "Positive utility before training: `delta_pre > 0` when measured, else at least one successful use."
     return e.delta_pre > 0 if e.delta_pre is not None else e.successes > 0
 
+# %% ../nbs/12_knowledgepo.ipynb #26004dbb
 def ab_deltas(evaluate_fn:Callable, tasks:list, entries:list) -> tuple[float, dict]:
     "`(baseline, {id: Score(with entry) − Score(without)})` over `tasks`; one batched call when `evaluate_fn` has `many`."
     if not entries: return float('nan'), {}
@@ -629,11 +693,13 @@ def ab_deltas(evaluate_fn:Callable, tasks:list, entries:list) -> tuple[float, di
     if len(scores) != len(sets): raise ValueError(f"evaluate_fn.many returned {len(scores)} scores for {len(sets)} entry sets")
     return scores[0], {e.id: s - scores[0] for e, s in zip(entries, scores[1:])}
 
+# %% ../nbs/12_knowledgepo.ipynb #14214383
 def ab_order(entries:list, max_entries:int|None=None) -> list:
     "The entries an A/B tests: most successful uses first (then most uses, then oldest); at most `max_entries` (None or 0: all)."
     es = sorted(entries, key=lambda e: (-e.successes, -e.uses, e.id))
     return es[:max_entries] if max_entries else es
 
+# %% ../nbs/12_knowledgepo.ipynb #e1272342
 def measure_utility(kb, evaluate_fn:Callable, tasks:list, labels:tuple=('stable',), field:str='delta_pre',
                     family:str|None=None, # only entries extracted from this family (None: all)
                     max_entries:int|None=None, # A/B at most this many (`ab_order`); None or 0: all
@@ -644,6 +710,17 @@ def measure_utility(kb, evaluate_fn:Callable, tasks:list, labels:tuple=('stable'
     _, d = ab_deltas(evaluate_fn, tasks, ab_order(es, max_entries))
     for i, v in d.items(): kb.update(i, reason='A/B utility', **{field: v})
     return d
+
+# %% ../nbs/12_knowledgepo.ipynb #8f08bdac
+def _release_triage(kb, labels:tuple, family:str|None, n:int, min_tasks:int, out:dict) -> list:
+    "Put each online entry of `family` in `out`'s protected, kept or discarded list, or return it for the A/B (it showed utility)."
+    todo = []
+    for e in kb.entries(status='online', family=family):
+        if e.label == 'volatile' or e.promoted or e.label not in labels: out['protected'].append(e.id)
+        elif had_utility(e): todo.append(e)
+        elif e.delta_pre is not None and n < min_tasks: out['kept'].append(e.id)   # Δ_pre <= 0 on too few tasks to tell
+        else: kb.discard(e.id, reason=f'memory release: no demonstrated utility before training (n={n})'); out['discarded'].append(e.id)
+    return todo
 
 # %% ../nbs/12_knowledgepo.ipynb #ff41177c
 def release(kb, evaluate_fn:Callable, heldout_tasks:list,
@@ -657,12 +734,7 @@ def release(kb, evaluate_fn:Callable, heldout_tasks:list,
     "Memory release after training (§4.4.2): internalize, discard or keep each online entry."
     n = len(heldout_tasks)
     out = dict(internalized=[], discarded=[], kept=[], protected=[], untested=[], deltas={}, baseline=None, n=n)
-    todo = []
-    for e in kb.entries(status='online', family=family):
-        if e.label == 'volatile' or e.promoted or e.label not in labels: out['protected'].append(e.id)
-        elif had_utility(e): todo.append(e)
-        elif e.delta_pre is not None and n < min_tasks: out['kept'].append(e.id)   # Δ_pre <= 0 on too few tasks to tell
-        else: kb.discard(e.id, reason=f'memory release: no demonstrated utility before training (n={n})'); out['discarded'].append(e.id)
+    todo = _release_triage(kb, labels, family, n, min_tasks, out)
     tested = ab_order(todo, max_entries)
     ids = {e.id for e in tested}
     out['untested'] = [e.id for e in todo if e.id not in ids]
@@ -722,6 +794,7 @@ def observe(self:KnowledgePO, result:EpisodeResult) -> list[KBOp]:
     promote_revised(self.kb, self.R, self.stats)
     return ops
 
+# %% ../nbs/12_knowledgepo.ipynb #8f582c8b
 @patch
 def prompt(self:KnowledgePO, env, task:Task, rename_seed:int|None=None) -> RolloutPrompt:
     "The memory-aware prompt of one episode (see `memory_aware_prompt`)."
@@ -732,6 +805,7 @@ def reward(self:KnowledgePO, r_task:float, calls:list, prompt:RolloutPrompt) -> 
     "The anti-recitation reward of an episode played from `prompt`."
     return anti_recitation_reward(r_task, calls, prompt.legal, prompt.observed, self.lam, self.stats)
 
+# %% ../nbs/12_knowledgepo.ipynb #3b5893b4
 @patch
 def release(self:KnowledgePO, evaluate_fn:Callable, heldout_tasks:list, threshold:float=0.0, labels:tuple=('stable',), family:str|None=None,
             min_tasks:int=4, max_entries:int|None=None) -> dict:
