@@ -34,6 +34,7 @@ class RunSpec:
 
     def key(self) -> dict: return asdict(self)
 
+# %% ../nbs/08_run.ipynb #2499971a
 def parse_tasks(s:str|list[str]) -> list[str]:
     "`'tableqa,math:gsm8k'` -> `['tableqa', 'math:gsm8k']`."
     items = [x.strip() for x in (s.split(',') if isinstance(s, str) else s) if x.strip()]
@@ -48,11 +49,13 @@ def _env_kwargs(cls, cfg:Config) -> dict:
     if 'difficulty' in ps and f'{cls.family}.difficulty' in SCHEMA: kw['difficulty'] = cfg[f'{cls.family}.difficulty']
     return kw
 
+# %% ../nbs/08_run.ipynb #b2db16ef
 def open_envs(specs:list[str], cfg:Config) -> dict[str, Environment]:
     "An environment per family spec."
     from cove.tasks.base import env_class
     return {s: make_env(s, **_env_kwargs(env_class(s), cfg)) for s in specs}
 
+# %% ../nbs/08_run.ipynb #19c6c8f2
 def task_stream(envs:dict[str, Environment], n:int, split:str, seed:int) -> list[tuple[str, object]]:
     "`[(spec, task), ...]` interleaved across families; the index is the episode number."
     per = {s: e.tasks(split, n, seed) for s, e in envs.items()}
@@ -72,6 +75,7 @@ def _import_methods():
     "Import the modules that register methods beyond `base` and `oracle` (missing ones are skipped)."
     import_optional('cove', ('workflow', 'memrl', 'coevo', 'evolver', 'baselines'))
 
+# %% ../nbs/08_run.ipynb #f41a5b47
 class Method:
     "Base class: `run_batch(env, tasks) -> list[EpisodeResult]`, plus optional state and metrics (the shared plumbing is below)."
     needs_policy = True
@@ -85,6 +89,7 @@ class Method:
     def metrics(self) -> dict: return {}
     def state_dict(self) -> dict: return {}   # what `save_state` writes besides the method's name, the ledger and the time
 
+# %% ../nbs/08_run.ipynb #db10c241
 @register_method('base')
 class Base(Method):
     "The policy alone: no memory, no training."
@@ -93,6 +98,7 @@ class Base(Method):
         return self.agent().run([e for e, _ in pairs], [t for _, t in pairs])
     def run_batch(self, env, tasks): return self.run_chunk([(env, t) for t in tasks])
 
+# %% ../nbs/08_run.ipynb #cf7ae8b2
 @register_method('oracle')
 class Oracle(Method):
     "Reference solutions replayed through the environment."
@@ -107,6 +113,7 @@ def agent(self:Method, **kw) -> HarnessAgent:
     if key not in self._agents: self._agents[key] = HarnessAgent.from_config(self.policy, self.cfg, **kw)
     return self._agents[key]
 
+# %% ../nbs/08_run.ipynb #09867da3
 @patch
 def note(self:Method, res:EpisodeResult, info) -> None:
     "Keep `info` for episode result `res` until `noted` takes it (for `extra`)."
@@ -117,6 +124,7 @@ def noted(self:Method, res:EpisodeResult, default=None):
     "What `note` kept for `res` (removed), or `default`."
     return self._noted.pop(id(res), default)
 
+# %% ../nbs/08_run.ipynb #803210bc
 @patch(as_prop=True)
 def state_path(self:Method) -> Path: return self.out/self.state_file
 
@@ -126,11 +134,13 @@ def ledger_dict(self:Method) -> dict|None:
     led = getattr(self.policy, 'ledger', None)
     return led.to_dict() if led is not None else self.saved_ledger
 
+# %% ../nbs/08_run.ipynb #eca20700
 @patch
 def save_state(self:Method):
     "Write `state_file` atomically: the method's name, `state_dict()`, the ledger and the time."
     write_json(self.state_path, dict(method=self.name, **self.state_dict(), ledger=self.ledger_dict(), saved=time.time()))
 
+# %% ../nbs/08_run.ipynb #c5317a84
 @patch
 def read_state(self:Method) -> dict|None:
     "The saved state (None when there is none), checked to be this method's; its ledger is merged into the policy's."
@@ -144,6 +154,7 @@ def read_state(self:Method) -> dict|None:
         self.policy.ledger = self.policy.ledger.merge(TokenLedger.from_dict(self.saved_ledger))
     return s
 
+# %% ../nbs/08_run.ipynb #d5f37fe0
 @patch
 def use_adapter(self:Method, name:str|None):
     "Make adapter `name` of `adapters/` (None: the base model) the policy's active one, loading it once."
@@ -168,6 +179,7 @@ def summarise(recs:list[dict]) -> dict:
                 errors=st['error'], timeouts=st['timeout'], failures=st['failure'], successes=st['success'],
                 error_kinds=dict(Counter(r.get('message', '').split(':')[0][:40] for r in recs if r['status'] == 'error')))
 
+# %% ../nbs/08_run.ipynb #587613e4
 def run_metrics(recs:list[dict]) -> dict:
     "Per-family and overall summaries."
     fams = sorted({r['family_spec'] for r in recs})
@@ -179,6 +191,7 @@ def one_line(e:BaseException) -> str:
     s = str(e).strip().splitlines()
     return (s[0] if s else type(e).__name__)[:200]
 
+# %% ../nbs/08_run.ipynb #e78ab145
 def read_json(path:str|Path, fix:str) -> dict:
     "The JSON object in `path`; anything else raises `CorruptFile` naming the file, with `fix` (what to do)."
     try: s = json.loads(Path(path).read_text())
@@ -186,6 +199,7 @@ def read_json(path:str|Path, fix:str) -> dict:
     if not isinstance(s, dict): raise CorruptFile(f"{path} is corrupt (a JSON {type(s).__name__}, not an object); {fix}", [path])
     return s
 
+# %% ../nbs/08_run.ipynb #453f474f
 def state_fix(method:str) -> str:
     "What to do about a corrupt state file of `method`."
     return f"move it aside and rerun to start {method}'s state fresh (the recorded episodes are kept), or restore it from a copy"
@@ -196,6 +210,17 @@ def adapter_fix(state_file:str|None) -> str:
     return f"restore it from a copy, or move adapters/ and {state_file} aside and rerun to start the method's state fresh"
 
 # %% ../nbs/08_run.ipynb #82c2002e
+def _tensors_problem(ts:dict) -> str|None:
+    "Why LoRA tensors `ts` are unsound (non-finite weights, or `lora_A`s and `lora_B`s that do not pair up with equal ranks), or None."
+    import torch
+    bad = [k for k, t in ts.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    if bad: return f"non-finite weights in {len(bad)} tensors, e.g. {bad[0]}"
+    A, B = ({k.replace(w, '*'): t for k, t in ts.items() if w in k} for w in ('lora_A', 'lora_B'))
+    if not A or set(A) != set(B): return f"lora_A and lora_B tensors do not pair up ({len(A)} A, {len(B)} B)"
+    odd = [k for k in A if A[k].shape[0] != B[k].shape[-1]]
+    return f"lora_A and lora_B ranks differ in {odd[0]}" if odd else None
+
+# %% ../nbs/08_run.ipynb #bb594085
 def adapter_problem(path:str|Path) -> str|None:
     "Why the LoRA adapter folder `path` would not load (None if it looks whole): its config and tensors parse, the weights are finite, and every `lora_A` has its `lora_B` of the same rank."
     p = Path(path)
@@ -208,13 +233,7 @@ def adapter_problem(path:str|Path) -> str|None:
         from safetensors.torch import load_file
         ts = load_file(st)
     except Exception as e: return f"adapter_model.safetensors does not parse ({one_line(e)})"
-    import torch
-    bad = [k for k, t in ts.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
-    if bad: return f"non-finite weights in {len(bad)} tensors, e.g. {bad[0]}"
-    A, B = ({k.replace(w, '*'): t for k, t in ts.items() if w in k} for w in ('lora_A', 'lora_B'))
-    if not A or set(A) != set(B): return f"lora_A and lora_B tensors do not pair up ({len(A)} A, {len(B)} B)"
-    odd = [k for k in A if A[k].shape[0] != B[k].shape[-1]]
-    return f"lora_A and lora_B ranks differ in {odd[0]}" if odd else None
+    return _tensors_problem(ts)
 
 # %% ../nbs/08_run.ipynb #6a113ef3
 def check_state(out:Path, cls:type) -> dict|None:
@@ -239,6 +258,7 @@ def set_aside(path:str|Path, out:str|Path, why:str, recorded:int) -> Path:
     get_logger('run').warning(f"SET ASIDE {p} -> {dst.name} ({why}); that state starts FRESH: what it held from the {recorded} episodes already recorded is not relearnt")
     return dst
 
+# %% ../nbs/08_run.ipynb #b2710c44
 def set_aside_log(out:str|Path) -> list[dict]:
     "What `set_aside` moved in run folder `out`, oldest first."
     return read_jsonl(Path(out)/'set_aside.jsonl')
@@ -272,6 +292,7 @@ def lock_holder(path:str|Path) -> str:
         time.sleep(0.01)
     return 'unknown'
 
+# %% ../nbs/08_run.ipynb #d9e7ba67
 class RunLock:
     "An exclusive `fcntl.flock` on `<folder>/.lock` (which holds our pid) until `release` (or the end of a `with`)."
     def __init__(self, folder:str|Path):
@@ -286,6 +307,7 @@ class RunLock:
     def __enter__(self): return self
     def __exit__(self, *exc): self.release()
 
+# %% ../nbs/08_run.ipynb #83703bd6
 def running_pid(folder:str|Path) -> str|None:
     "The pid of the process holding `folder`'s run lock now, or None (the folder's files are not touched)."
     p = Path(folder)/'.lock'
@@ -300,6 +322,7 @@ def write_json(path:Path, obj):
     "Write JSON atomically (`cove.core.write_atomic`: temp file, fsync, rename; a failed write leaves the old file and raises `WriteFailed`)."
     write_atomic(path, json.dumps(obj, indent=2, default=str))
 
+# %% ../nbs/08_run.ipynb #37afd9b9
 class Run:
     "One run folder: spec + config, the episode log, metrics."
     set_aside_corrupt = False   # `--set-aside-corrupt`: a corrupt state file, adapter or store is moved aside (`set_aside`) and that state starts fresh
@@ -311,24 +334,24 @@ class Run:
         self.episodes_path, self.metrics_path = self.out/'episodes.jsonl', self.out/'metrics.json'
         self._check_config()
 
-    def _check_config(self, write:bool=False):
-        "Refuse a folder that holds another run; with `write` (under the lock), start a new folder's `config.json`."
-        p = self.out/'config.json'
-        if p.exists():
-            old = read_json(p, 'move it aside, or use another --out')
-            oc = old.get('config', {})
-            if old.get('spec') != self.spec.key() or oc.get('model.name') != self.cfg['model.name'] or oc.get('run.epochs', 1) != self.cfg['run.epochs']:   # a config.json from before epochs had one
-                raise ValueError(f"{self.out} holds a different run ({old.get('spec')}, model {old.get('config', {}).get('model.name')}); use another --out")
-        elif write:
-            from cove import __version__
-            write_json(p, dict(spec=self.spec.key(), profile=self.cfg.profile, config=self.cfg.values, sources=self.cfg.sources,
-                               cove_version=__version__, started=time.strftime('%Y-%m-%dT%H:%M:%S')))
-
     def finished(self) -> set[int]: return {r['episode'] for r in read_jsonl(self.episodes_path)}
 
-# %% ../nbs/08_run.ipynb #c648ea22
-from fastcore.basics import patch
+# %% ../nbs/08_run.ipynb #ae784f3d
+@patch
+def _check_config(self:Run, write:bool=False):
+    "Refuse a folder that holds another run; with `write` (under the lock), start a new folder's `config.json`."
+    p = self.out/'config.json'
+    if p.exists():
+        old = read_json(p, 'move it aside, or use another --out')
+        oc = old.get('config', {})
+        if old.get('spec') != self.spec.key() or oc.get('model.name') != self.cfg['model.name'] or oc.get('run.epochs', 1) != self.cfg['run.epochs']:   # a config.json from before epochs had one
+            raise ValueError(f"{self.out} holds a different run ({old.get('spec')}, model {old.get('config', {}).get('model.name')}); use another --out")
+    elif write:
+        from cove import __version__
+        write_json(p, dict(spec=self.spec.key(), profile=self.cfg.profile, config=self.cfg.values, sources=self.cfg.sources,
+                           cove_version=__version__, started=time.strftime('%Y-%m-%dT%H:%M:%S')))
 
+# %% ../nbs/08_run.ipynb #c648ea22
 @patch
 def execute(self:Run, policy=None, progress:bool=True) -> dict:
     "Play the unfinished part of the stream, holding the folder's lock (`RunLocked` if another process has it); return the metrics."
@@ -336,8 +359,34 @@ def execute(self:Run, policy=None, progress:bool=True) -> dict:
         self._check_config(write=True)   # again under the lock: another run may have taken the folder since `__init__`
         return self._play(policy, progress)
 
+# %% ../nbs/08_run.ipynb #203542d2
+@patch
+def _open_method(self:Run, policy, todo:list, recorded:int):
+    "The run's method, its state file and adapter checked before the model loads; the policy is loaded only when needed."
+    cls, cfg = METHODS[self.spec.method], self.cfg
+    self.or_set_aside(lambda: check_state(self.out, cls), recorded)   # a corrupt state file or adapter is named before the model loads
+    if cls.needs_policy and policy is None and todo: policy = load_policy(cfg)
+    return self.or_set_aside(lambda: cls(cfg, self.out, policy), recorded)   # a corrupt store is named as the method opens it
+
+# %% ../nbs/08_run.ipynb #1f2353fd
+def _play_chunk(method, envs:dict, chunk:list[tuple], avail:dict) -> dict[int, EpisodeResult]:
+    "Results of `chunk`'s `(episode, spec, task)`: `error` where the family is unavailable, else one batch across families (`run_chunk`) or one per family."
+    results = {}
+    for i, s, t in chunk:
+        if not avail[s][0]: results[i] = EpisodeResult(t, envs[s].reset(t), Feedback('error', 0.0, f'unavailable: {avail[s][1]}'))
+    play = [(i, s, t) for i, s, t in chunk if i not in results]
+    if play and hasattr(method, 'run_chunk'):   # one batch across families
+        results.update({i: r for (i, _, _), r in zip(play, method.run_chunk([(envs[s], t) for _, s, t in play]))})
+    elif play:
+        for s in dict.fromkeys(s for _, s, _ in play):
+            part = [(i, t) for i, s2, t in play if s2 == s]
+            results.update({i: r for (i, _), r in zip(part, method.run_batch(envs[s], [t for _, t in part]))})
+    return results
+
+# %% ../nbs/08_run.ipynb #a82aa9e8
 @patch
 def _play(self:Run, policy, progress:bool) -> dict:
+    "Play the episodes not yet recorded, batch by batch: each appended to `episodes.jsonl`, then `metrics.json` rewritten."
     sp, cfg, envs = self.spec, self.cfg, self.envs
     for s, e in envs.items():
         ok, why = e.available()
@@ -346,24 +395,12 @@ def _play(self:Run, policy, progress:bool) -> dict:
     stream = one * max(1, cfg['run.epochs'])   # epochs: the same stream again (MemRL-style); episode i is in epoch i // len(one)
     done = self.finished()
     todo = [(i, s, t) for i, (s, t) in enumerate(stream) if i not in done]
-    cls = METHODS[sp.method]
-    self.or_set_aside(lambda: check_state(self.out, cls), len(done))   # a corrupt state file or adapter is named before the model loads
-    if cls.needs_policy and policy is None and todo: policy = load_policy(cfg)
-    method = self.or_set_aside(lambda: cls(cfg, self.out, policy), len(done))   # a corrupt store is named as the method opens it
+    method = self._open_method(policy, todo, len(done))
     bs = max(1, cfg['model.batch_size'])
     bar = tqdm(total=len(stream), initial=len(stream) - len(todo), desc=f"{sp.method}", disable=not progress)
     avail = {s: e.available() for s, e in envs.items()}
     for b in range(0, len(todo), bs):
-        chunk, results = todo[b:b+bs], {}
-        for i, s, t in chunk:
-            if not avail[s][0]: results[i] = EpisodeResult(t, envs[s].reset(t), Feedback('error', 0.0, f'unavailable: {avail[s][1]}'))
-        play = [(i, s, t) for i, s, t in chunk if i not in results]
-        if play and hasattr(method, 'run_chunk'):   # one batch across families
-            results.update({i: r for (i, _, _), r in zip(play, method.run_chunk([(envs[s], t) for _, s, t in play]))})
-        elif play:
-            for s in dict.fromkeys(s for _, s, _ in play):
-                part = [(i, t) for i, s2, t in play if s2 == s]
-                results.update({i: r for (i, _), r in zip(part, method.run_batch(envs[s], [t for _, t in part]))})
+        chunk = todo[b:b+bs]; results = _play_chunk(method, envs, chunk, avail)
         for i, s, t in chunk:
             r = results[i]
             append_jsonl(self.episodes_path, dict(episode=i, epoch=i // max(1, len(one)), method=sp.method, family_spec=s, **r.record(), **method.extra(r)))
@@ -373,6 +410,7 @@ def _play(self:Run, policy, progress:bool) -> dict:
     m = self.metrics(method); write_json(self.metrics_path, m)
     return m
 
+# %% ../nbs/08_run.ipynb #410c1e7f
 @patch
 def or_set_aside(self:Run, f, recorded:int):
     "`f()`; the `CorruptFile` it raises (a store's `StoreError` included) goes on, unless `set_aside_corrupt`: then what the error names is set aside (`set_aside`) and `f` is tried again."
@@ -386,6 +424,7 @@ def or_set_aside(self:Run, f, recorded:int):
                 if Path(p).exists(): set_aside(p, self.out, one_line(e), recorded)
             moved |= set(paths)
 
+# %% ../nbs/08_run.ipynb #b5638b2a
 @patch
 def metrics(self:Run, method=None) -> dict:
     "Metrics recomputed from `episodes.jsonl` plus the method's own."
@@ -409,18 +448,24 @@ def load_policy(cfg:Config):
                        allow_download=c['allow_download'], **extra)
 
 # %% ../nbs/08_run.ipynb #d3f16352
-def check_records(d:Path) -> tuple[list[tuple], list[dict]]:
-    "Items for `d/episodes.jsonl` (each line a record, each episode once, 0..N-1) and its records."
-    p = d/'episodes.jsonl'
-    if not p.exists(): return [('episodes.jsonl', True, 'none yet')], []
-    data = p.read_bytes(); lines = data.split(b'\n'); recs, bad = [], []
+def _episode_lines(data:bytes) -> tuple[list[dict], list[int], int]:
+    "The episode records in the bytes of an `episodes.jsonl`, the numbers of the (non-blank) lines that are none, and the number of lines."
+    lines = data.split(b'\n'); recs, bad = [], []
     for i, l in enumerate(lines, 1):
         if not l.strip(): continue
         try: r = json.loads(l)
         except ValueError: r = None
         (recs.append(r) if isinstance(r, dict) and isinstance(r.get('episode'), int) else bad.append(i))
+    return recs, bad, len(lines)
+
+# %% ../nbs/08_run.ipynb #25766d47
+def check_records(d:Path) -> tuple[list[tuple], list[dict]]:
+    "Items for `d/episodes.jsonl` (each line a record, each episode once, 0..N-1) and its records."
+    p = d/'episodes.jsonl'
+    if not p.exists(): return [('episodes.jsonl', True, 'none yet')], []
+    recs, bad, n_lines = _episode_lines(p.read_bytes())
     items = []
-    if bad == [len(lines)]: items.append(('episodes.jsonl: lines', False, f"torn last line {bad[0]} (a kill mid-write): the next run moves it to episodes.jsonl.torn"))
+    if bad == [n_lines]: items.append(('episodes.jsonl: lines', False, f"torn last line {bad[0]} (a kill mid-write): the next run moves it to episodes.jsonl.torn"))
     elif bad: items.append(('episodes.jsonl: lines', False, f"{len(bad)} lines are not episode records: {bad[:5]}"))
     eps = Counter(r['episode'] for r in recs)
     dup, miss = sorted(e for e, k in eps.items() if k > 1), sorted(set(range(len(eps))) - set(eps))
@@ -437,6 +482,16 @@ def _metrics_problems(m:dict, sp:dict, n_recs:int) -> list[str]:
     if n != n_recs: out.append(f"n={n} but {n_recs} records (stale: a rerun rewrites it)")
     return out
 
+# %% ../nbs/08_run.ipynb #bb618442
+def _spec_item(sp:dict, c:dict, recs:list[dict]) -> tuple:
+    "The `episodes.jsonl: spec` item: the records are of spec `sp`'s method and families, and no more than it asks for (config `c`'s epochs)."
+    cap = sp['episodes'] * len(sp['tasks']) * max(1, c.get('run.epochs', 1))
+    odd = sorted({str(r.get('method')) for r in recs} - {sp['method']}) + sorted({str(r.get('family_spec')) for r in recs} - set(sp['tasks']))
+    n = len({r['episode'] for r in recs})
+    return ('episodes.jsonl: spec', not odd and n <= cap, f"records of {odd}, not in the spec" if odd else
+            f"{n} episodes, more than the {cap} the spec asks for" if n > cap else f"{n} of the {cap} episodes the spec asks for")
+
+# %% ../nbs/08_run.ipynb #fbcb216f
 def check_config(d:Path, recs:list[dict]) -> tuple[list[tuple], dict|None]:
     "Items for `config.json` (a run spec), the records against the spec, and `metrics.json` against both; and the config."
     try: conf = read_json(d/'config.json', 'move it aside and rerun to start the run again') if (d/'config.json').exists() else None
@@ -444,12 +499,9 @@ def check_config(d:Path, recs:list[dict]) -> tuple[list[tuple], dict|None]:
     sp = (conf or {}).get('spec')
     if not isinstance(sp, dict) or not {'method', 'tasks', 'episodes'} <= set(sp):
         return [('config.json', False, 'missing, or holds no run spec: the records are of an unknown run')], None
-    c = conf.get('config', {}); cap = sp['episodes'] * len(sp['tasks']) * max(1, c.get('run.epochs', 1))
-    items = [('config.json', True, f"{sp['method']} on {','.join(sp['tasks'])}, {sp['episodes']} per family, model {c.get('model.name')}")]
-    odd = sorted({str(r.get('method')) for r in recs} - {sp['method']}) + sorted({str(r.get('family_spec')) for r in recs} - set(sp['tasks']))
-    n = len({r['episode'] for r in recs})
-    items.append(('episodes.jsonl: spec', not odd and n <= cap, f"records of {odd}, not in the spec" if odd else
-                  f"{n} episodes, more than the {cap} the spec asks for" if n > cap else f"{n} of the {cap} episodes the spec asks for"))
+    c = conf.get('config', {})
+    items = [('config.json', True, f"{sp['method']} on {','.join(sp['tasks'])}, {sp['episodes']} per family, model {c.get('model.name')}"),
+             _spec_item(sp, c, recs)]
     if not (d/'metrics.json').exists():
         return items + [('metrics.json', not recs, f"missing, with {len(recs)} records: a rerun writes it" if recs else 'none yet')], conf
     try: probs = _metrics_problems(read_json(d/'metrics.json', 'a rerun rewrites it'), sp, len(recs))
@@ -466,6 +518,7 @@ def sqlite_problem(path:str|Path) -> str|None:
     except sqlite3.Error as e: return f"{type(e).__name__}: {one_line(e)}"
     return None if res == ['ok'] else '; '.join(map(str, res[:3]))
 
+# %% ../nbs/08_run.ipynb #c7d93729
 def check_stores(d:Path) -> list[tuple]:
     "Items for every `*.sqlite` below `d` (`PRAGMA integrity_check`) and every adapter folder (`adapter_problem`)."
     items = []
@@ -485,6 +538,7 @@ def record_keys(recs:list[dict]) -> list[tuple[str, dict]]:
         k = f"{r.get('family')}|{r.get('split')}|{r.get('task_id')}"; out.append((f"{k}#{seen[k]}", r)); seen[k] += 1
     return out
 
+# %% ../nbs/08_run.ipynb #e020a021
 def applied_agrees(applied, recs:list[dict], slack:int, since:int=0) -> tuple[bool, str]:
     "Whether a method's `applied` episode keys agree with the records from episode `since` on (a state started fresh then): at most `slack` ahead of them, and none of the played records missing."
     have = [(k, r) for k, r in record_keys(recs) if r['episode'] >= since]; keys = {k if '#' in k else f'{k}#0' for k in applied}   # states before epochs keyed a first play without `#0`
@@ -519,6 +573,7 @@ def check_method_state(d:Path, conf:dict, recs:list[dict]) -> list[tuple]:
 
 # %% ../nbs/08_run.ipynb #82acee1a
 def _is_run(d:Path) -> bool:
+    "Whether `d` is a run folder: it has `episodes.jsonl`, or a `config.json` holding a run spec."
     if (d/'episodes.jsonl').exists(): return True
     try: return 'spec' in json.loads((d/'config.json').read_text())
     except (OSError, ValueError, TypeError): return False
@@ -533,6 +588,7 @@ def check_one(d:Path) -> list[tuple[str, bool, str]]:
     items += [(f"set aside: {e['path']}", True, f"moved to {e['to']} after {e['recorded']} episodes ({e['why'][:120]})") for e in set_aside_log(d)]
     return items + (check_method_state(d, conf, recs) if conf else [])
 
+# %% ../nbs/08_run.ipynb #bbf86d33
 def check_run(path:str|Path) -> list[tuple[str, bool, str]]:
     "`cove check`: `(item, ok, detail)` for the run folder `path`, or for each run folder below it (an experiment folder)."
     d = Path(path)
