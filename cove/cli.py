@@ -14,16 +14,14 @@ __all__ = ['build_parser', 'config_from', 'info', 'cmd_run', 'cmd_bench', 'cmd_d
 
 # %% ../nbs/90_cli.ipynb #8677b15a
 def _common(p):
+    "The profile options every subcommand takes: `--profile`, `--model`, `--set`."
     p.add_argument('--profile', default=None, help='settings.ini profile (default $COVE_PROFILE or cpu)')
     p.add_argument('--model', default=None, help='policy model (same as --set model.name=M)')
     p.add_argument('--set', dest='sets', action='append', default=[], metavar='SECTION.KEY=VALUE', help='override a config key (repeatable)')
 
-def build_parser() -> argparse.ArgumentParser:
-    "The `cove` argument parser."
-    ap = argparse.ArgumentParser(prog='cove', description='COVE and its peers: self-evolving LLM agents.')
-    sub = ap.add_subparsers(dest='cmd', required=True)
-    p = sub.add_parser('info', help='versions, profile, model cache'); _common(p)
-    p.add_argument('--config', action='store_true', help='print every config key with its source')
+# %% ../nbs/90_cli.ipynb #9c520da6
+def _add_run(sub):
+    "The `cove run` subcommand and its options."
     p = sub.add_parser('run', help='run a method over task families'); _common(p)
     p.add_argument('--method', required=True); p.add_argument('--tasks', required=True, help='FAMILY[:SOURCE][,...]')
     p.add_argument('--episodes', type=int, required=True, help='episodes per family')
@@ -31,18 +29,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--out', required=True, help='run folder (rerun to resume)')
     p.add_argument('--quiet', action='store_true', help='no progress bar')
     p.add_argument('--set-aside-corrupt', action='store_true', help='move a corrupt state file, adapter or store to <name>.corrupt-<time> and start that state fresh (default: name it and stop)')
-    p = sub.add_parser('bench', help='retrieval, embedding and generation benchmarks'); _common(p)
-    p.add_argument('--quick', action='store_true', help='skip the 1M-entry dense index')
-    p.add_argument('--out', default='.', help='folder for bench.json')
+
+# %% ../nbs/90_cli.ipynb #2ecfa51e
+def _add_demo(sub):
+    "The `cove demo` subcommand and its options."
     p = sub.add_parser('demo', help='the main job on the embedded default'); _common(p)
     p.add_argument('--episodes', type=int, default=None, help='episodes per family (default: the demo size)')
     p.add_argument('--out', default=None, help='folder (default outputs/demo/<run_id>; an existing one resumes)')
     p.add_argument('--methods', default=None, help='comma-separated methods (default base,harness_only,parametric_only,cove)')
     p.add_argument('--set-aside-corrupt', action='store_true', help='as for run: move a corrupt state file, adapter or store aside and start that state fresh')
+
+# %% ../nbs/90_cli.ipynb #1e1257b6
+def build_parser() -> argparse.ArgumentParser:
+    "The `cove` argument parser."
+    ap = argparse.ArgumentParser(prog='cove', description='COVE and its peers: self-evolving LLM agents.')
+    sub = ap.add_subparsers(dest='cmd', required=True)
+    p = sub.add_parser('info', help='versions, profile, model cache'); _common(p)
+    p.add_argument('--config', action='store_true', help='print every config key with its source')
+    _add_run(sub)
+    p = sub.add_parser('bench', help='retrieval, embedding and generation benchmarks'); _common(p)
+    p.add_argument('--quick', action='store_true', help='skip the 1M-entry dense index')
+    p.add_argument('--out', default='.', help='folder for bench.json')
+    _add_demo(sub)
     p = sub.add_parser('check', help='check a run folder (or an experiment folder of them): records, config, metrics, stores, adapters, state')
     p.add_argument('dirs', nargs='+', metavar='DIR', help='run folder, or a folder holding run folders')
     return ap
 
+# %% ../nbs/90_cli.ipynb #8d2ba9fd
 def config_from(args):
     "The resolved config for parsed `args`."
     sets = list(args.sets) + ([f'model.name={args.model}'] if getattr(args, 'model', None) else [])
@@ -51,10 +64,12 @@ def config_from(args):
 
 # %% ../nbs/90_cli.ipynb #4569696a
 def _version(mod):
+    "The installed version of distribution `mod`, or None."
     try:
         import importlib.metadata as md; return md.version(mod)
     except Exception: return None
 
+# %% ../nbs/90_cli.ipynb #c7069e96
 def info(cfg) -> dict:
     "Versions, profile and model cache status."
     from cove import __version__
@@ -89,6 +104,7 @@ def _check_demo(cfg, methods:list[str], episodes:int):
     if not methods: raise ValueError('no methods given (e.g. --methods base,cove)')
     for m in methods: check_spec(RunSpec(m, DEMO_FAMILIES, episodes, 'test', cfg['run.seed']), cfg)
 
+# %% ../nbs/90_cli.ipynb #20014ca3
 def cmd_demo(args) -> int:
     from cove.demo import run_demo, demo_config, DEMO_EPISODES, DEMO_METHODS
     sets = list(args.sets) + ([f'model.name={args.model}'] if args.model else [])
@@ -110,6 +126,7 @@ def format_check(items:list[tuple[str, bool, str]]) -> str:
     w = max((len(i) for i, _, _ in items), default=0)
     return '\n'.join(f"{'ok  ' if ok else 'FAIL'}  {i:<{w}}  {why}" for i, ok, why in items)
 
+# %% ../nbs/90_cli.ipynb #66a023c0
 def cmd_check(args) -> int:
     from cove.run import check_run
     bad = 0
@@ -125,22 +142,28 @@ def write_failed_message(w, out=None) -> str:
     return (f"could not write {what} ({w.strerror}); what was already written is intact: free some disk space "
             "(or raise the file-size limit) and rerun the same command to resume")
 
+# %% ../nbs/90_cli.ipynb #57e8b378
 def _aside_hint(e, args) -> str:
     "For a corrupt state file, adapter or store that `--set-aside-corrupt` would move aside, when it was not given: say so."
     paths = getattr(e, 'paths', None) or [p for p in [getattr(e, 'path', None)] if p]
     if not paths or getattr(args, 'set_aside_corrupt', True) or any(Path(p).name == 'config.json' for p in paths): return ''
     return ' (or rerun with --set-aside-corrupt to have it moved aside)'
 
+# %% ../nbs/90_cli.ipynb #1ee4b12d
+def _dispatch(args) -> int:
+    "Run subcommand `args.cmd`; its exit status."
+    if args.cmd == 'info':
+        cfg = config_from(args)
+        print(describe(cfg) if args.config else json.dumps(info(cfg), indent=2)); return 0
+    return {'run': cmd_run, 'bench': cmd_bench, 'demo': cmd_demo, 'check': cmd_check}[args.cmd](args)
+
+# %% ../nbs/90_cli.ipynb #11b7df16
 def main(argv:list[str]|None=None) -> int:
     "Entry point of the `cove` console command."
     args = build_parser().parse_args(argv)
     if hasattr(signal, 'SIGXFSZ'):   # over a file-size limit a write then fails (EFBIG) and is reported, instead of the signal killing the process
         with contextlib.suppress(ValueError): signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # (not in the main thread: left as it is)
-    try:
-        if args.cmd == 'info':
-            cfg = config_from(args)
-            print(describe(cfg) if args.config else json.dumps(info(cfg), indent=2)); return 0
-        return {'run': cmd_run, 'bench': cmd_bench, 'demo': cmd_demo, 'check': cmd_check}[args.cmd](args)
+    try: return _dispatch(args)
     except (ConfigError, ValueError, FileNotFoundError) as e:
         print(f"cove {args.cmd}: error: {e}{_aside_hint(e, args)}", file=sys.stderr); return 2
     except Exception as e:
