@@ -41,6 +41,7 @@ SRQR_PROMPT = ("Rewrite the query for two search engines over a memory of past t
                "Example query: {q}\nDENSE: {dense}\nSPARSE: {sparse}\nDENSE_WEIGHT: {weight}\nCONFIDENCE: {confidence}\n\n"
                ).format(q=SRQR_EXAMPLE['query'], **{k: v for k, v in SRQR_EXAMPLE.items() if k != 'query'}) + "Query: {query}"
 
+# %% ../nbs/15_coevo.ipynb #00dea94e
 @dataclass
 class SRQR:
     "Output of SR-QR for one query: rewrites per route, prior p⁰ = (p_d, p_s), confidence ξ⁰, parse status."
@@ -65,6 +66,7 @@ def _clean_rewrite(v:str, max_chars:int=200, words:bool=False) -> str|None:
     if v.lower() in {SRQR_EXAMPLE['dense'].lower(), SRQR_EXAMPLE['sparse'].lower()}: return None
     return v[:max_chars]
 
+# %% ../nbs/15_coevo.ipynb #b6d053c1
 def _unit_number(values:list[str]) -> float|None:
     "The first number in [0, 1] among `values` (`60%` counts as 0.6), else None."
     for v in values:
@@ -74,6 +76,7 @@ def _unit_number(values:list[str]) -> float|None:
         if 0.0 <= x <= 1.0: return x
     return None
 
+# %% ../nbs/15_coevo.ipynb #b6906372
 def parse_srqr(raw:str, query:str, max_rewrites:int=3) -> SRQR:
     "Parse an SR-QR reply; each missing field falls back (counted in `fallbacks`)."
     found = {'dense': [], 'sparse': [], 'dense_weight': [], 'confidence': []}
@@ -88,6 +91,7 @@ def parse_srqr(raw:str, query:str, max_rewrites:int=3) -> SRQR:
     return SRQR(routes['dense'] or [query], routes['sparse'] or [query], (pd, 1 - pd) if pd is not None else (0.5, 0.5),
                 xi if xi is not None else 0.0, status, fb)
 
+# %% ../nbs/15_coevo.ipynb #00bc343e
 def smooth_prior(p0, eps:float) -> np.ndarray:
     "p̄⁰ = (1 − ε) p⁰ + ε/2."
     return (1 - eps) * np.asarray(p0, dtype=np.float64) + eps / 2
@@ -115,6 +119,7 @@ def ema_step(B_prev:float, R:float, lam:float) -> tuple[float, float]:
     "`(B_t, Â_t)`: B_t = (1 − λ) B_{t−1} + λ R_t and Â_t = R_t − B_{t−1}."
     return (1 - lam) * B_prev + lam * R, R - B_prev
 
+# %% ../nbs/15_coevo.ipynb #c3411052
 ZETA_CLIP = 1e-4   # ζ is kept in [1e-4, 1 − 1e-4] so that log p_θ(ζ) stays finite
 
 def sample_zeta(pi_d:float, kappa:float, seed:int) -> float:
@@ -122,6 +127,7 @@ def sample_zeta(pi_d:float, kappa:float, seed:int) -> float:
     z = np.random.default_rng(seed).beta(kappa * pi_d, kappa * (1 - pi_d))
     return float(np.clip(z, ZETA_CLIP, 1 - ZETA_CLIP))
 
+# %% ../nbs/15_coevo.ipynb #212a12cf
 def router_loss(pi, pbar, zeta:float, adv:float, kappa:float, beta_kl:float):
     "−Â log Beta(ζ; κπᵈ, κπˢ) + β_KL Σ π log(π / sg(p̄⁰))."
     pbar = torch.as_tensor(pbar, dtype=torch.float64).detach()
@@ -137,6 +143,7 @@ def pool_ranks(scores:dict, pool) -> dict:
     vals = {m: scores[m] for m in pool if scores.get(m) is not None}
     return {m: 1 + sum(o > v for o in vals.values()) for m, v in vals.items()}
 
+# %% ../nbs/15_coevo.ipynb #3e3ab01d
 def rrf_scores(pool, route_scores:dict, q:dict, w:dict, eta:float, lam_q:float) -> dict:
     "S(m) on `pool`: `route_scores[a]` is a list (one per rewrite) of `{node: score}`; `w[a]` the route weights."
     S = {m: 0.0 for m in pool}
@@ -147,6 +154,7 @@ def rrf_scores(pool, route_scores:dict, q:dict, w:dict, eta:float, lam_q:float) 
     for m, rk in pool_ranks(q, pool).items(): S[m] += lam_q / (eta + rk)
     return S
 
+# %% ../nbs/15_coevo.ipynb #073dbf8f
 def top_k(S:dict, k:int) -> list:
     "The `k` best by S, ties to the lower id."
     return sorted(S, key=lambda m: (-S[m], m))[:k]
@@ -186,6 +194,7 @@ def traversal_steps(edges) -> dict:
         if c != 'time': steps.setdefault(b, {}).setdefault(a, set()).add(c)
     return steps
 
+# %% ../nbs/15_coevo.ipynb #8a393d33
 def path_credit(steps:dict, m, rho:dict, D:int) -> dict:
     "`{v: c(v, m)}` for every v ≠ m with a valid path v ⇝ m of ≤ D edges (c > 0)."
     best = {m: 1.0}
@@ -208,6 +217,7 @@ def propagate(deltas:dict, steps:dict, rho:dict, D:int) -> dict:
             if v not in deltas: acc.setdefault(v, []).append(c * dm)
     return {v: sum(x) / len(x) for v, x in acc.items()}
 
+# %% ../nbs/15_coevo.ipynb #776f1bc9
 def apply_q(q:dict, deltas:dict, alpha:float, q_min:float, q_max:float) -> dict:
     "`{m: clip(Q(m) + α δ(m))}` for every m with a residual, all from the snapshot `q`."
     return {m: float(min(q_max, max(q_min, q[m] + alpha * d))) for m, d in deltas.items()}
@@ -222,6 +232,7 @@ CREATE TABLE IF NOT EXISTS blobs (key TEXT PRIMARY KEY, value BLOB NOT NULL)
 """
 NODE_VECS = 'SELECT id, emb FROM nodes ORDER BY id'   # the description embeddings, for `SqliteStore.dense`
 
+# %% ../nbs/15_coevo.ipynb #9da4ff5f
 @dataclass
 class Node:
     "A memory: content x, description d, keywords K, time s, source trajectory, utility Q, embedding of d (stored nodes: in the store)."
@@ -236,6 +247,7 @@ class Node:
     fallback: bool = False
     label = None   # rendered as plain (non-volatile) knowledge by `cove.agent.render_entry`
 
+# %% ../nbs/15_coevo.ipynb #57d70afc
 class MemoryGraph(SqliteStore):
     "The typed relational memory graph and the method's state: a `cove.store.SqliteStore`, nodes and edges mirrored in memory."
     schema, dim = _SCHEMA, 384   # dim: all-MiniLM-L6-v2, as the router's input
@@ -271,25 +283,19 @@ def blob(self:MemoryGraph, key:str) -> bytes|None:
 def edge_counts(self:MemoryGraph) -> dict: return {t: sum(e[2] == t for e in self.edges) for t in EDGE_TYPES}
 
 @patch
-def cosines(self:MemoryGraph, vecs) -> np.ndarray:
-    "Cosines (n_vecs, n_nodes) of each of `vecs` with every node's description, columns in id order (as `nodes`)."
-    # every node, not a top k: fusion ranks any member of the pool, and a new node's edges need each similarity
-    I, D = self.dense(NODE_VECS, self.dim).search(np.atleast_2d(np.asarray(vecs, np.float32)), len(self))
-    return np.take_along_axis(D, np.argsort(I, axis=1), axis=1)
-
-@patch
-def time_neighbours(self:MemoryGraph) -> dict:
-    "`{node: {Time in- and out-neighbours}}`."
-    out = {}
-    for a, b, t in self.edges:
-        if t == 'time': out.setdefault(a, set()).add(b); out.setdefault(b, set()).add(a)
-    return out
-
-@patch
 def q(self:MemoryGraph) -> dict: return {i: n.q for i, n in self.nodes.items()}
 
 # %% ../nbs/15_coevo.ipynb #8a5dc146
 NEW = -1   # placeholder id of the node being inserted, in the edges of a `commit`
+
+@patch
+def _insert_node(self:MemoryGraph, node:Node, step:int) -> int:
+    "Insert `node` and its `new` Q-log row (inside the caller's transaction); its id."
+    cur = self.conn.execute('INSERT INTO nodes (content, description, keywords, time, source, q, emb, fallback) VALUES (?,?,?,?,?,?,?,?)',
+                            (node.content, node.description, json.dumps(node.keywords), node.time, json.dumps(node.source, default=str),
+                             node.q, np.asarray(node.emb, np.float32).tobytes(), int(node.fallback)))
+    self.conn.execute('INSERT INTO qlog VALUES (?,?,?,?,?)', (step, cur.lastrowid, None, node.q, 'new'))
+    return cur.lastrowid
 
 @patch
 def commit(self:MemoryGraph, key:str|None=None, info:dict|None=None, node:Node|None=None, edges=(), q_updates:dict|None=None,
@@ -300,12 +306,7 @@ def commit(self:MemoryGraph, key:str|None=None, info:dict|None=None, node:Node|N
         for m, qn in q_updates.items():
             c.execute('UPDATE nodes SET q=? WHERE id=?', (qn, m))
             c.execute('INSERT INTO qlog VALUES (?,?,?,?,?)', (step, m, self.nodes[m].q, qn, (kinds or {}).get(m, 'exposed')))
-        if node is not None:
-            cur = c.execute('INSERT INTO nodes (content, description, keywords, time, source, q, emb, fallback) VALUES (?,?,?,?,?,?,?,?)',
-                            (node.content, node.description, json.dumps(node.keywords), node.time, json.dumps(node.source, default=str),
-                             node.q, np.asarray(node.emb, np.float32).tobytes(), int(node.fallback)))
-            new_id = cur.lastrowid
-            c.execute('INSERT INTO qlog VALUES (?,?,?,?,?)', (step, new_id, None, node.q, 'new'))
+        if node is not None: new_id = self._insert_node(node, step)
         fix = lambda x: new_id if x == NEW else x
         edges = [(fix(a), fix(b), t, wt) for a, b, t, wt in edges]
         c.executemany('INSERT OR IGNORE INTO edges VALUES (?,?,?,?)', edges)
@@ -317,6 +318,22 @@ def commit(self:MemoryGraph, key:str|None=None, info:dict|None=None, node:Node|N
     self.edges |= {(a, b, t) for a, b, t, _ in edges}
     return new_id
 
+# %% ../nbs/15_coevo.ipynb #d8f6ed2d
+@patch
+def time_neighbours(self:MemoryGraph) -> dict:
+    "`{node: {Time in- and out-neighbours}}`."
+    out = {}
+    for a, b, t in self.edges:
+        if t == 'time': out.setdefault(a, set()).add(b); out.setdefault(b, set()).add(a)
+    return out
+
+# %% ../nbs/15_coevo.ipynb #dcd6de9a
+@patch
+def cosines(self:MemoryGraph, vecs) -> np.ndarray:
+    "Cosines (n_vecs, n_nodes) of each of `vecs` with every node's description, columns in id order (as `nodes`)."
+    # every node, not a top k: fusion ranks any member of the pool, and a new node's edges need each similarity
+    I, D = self.dense(NODE_VECS, self.dim).search(np.atleast_2d(np.asarray(vecs, np.float32)), len(self))
+    return np.take_along_axis(D, np.argsort(I, axis=1), axis=1)
 
 # %% ../nbs/15_coevo.ipynb #0b80743a
 DISTILL_EXAMPLE = dict(lesson='Convert every quantity to the same unit before adding them.',
@@ -328,6 +345,7 @@ DISTILL_PROMPT = ("You keep a memory of experiences for solving tasks. Distill t
                   "Task: {task}\nAttempt: {attempt}\nOutcome: {outcome}")
 _LINE = re.compile(r'^[ \t>*#-]*\**[ \t]*(lesson|description|keywords)[ \t]*\**[ \t]*[:=][ \t]*(.*)$', re.I | re.M)
 
+# %% ../nbs/15_coevo.ipynb #9cfa258d
 def clip_text(s:str, n:int) -> str:
     "`s` with whitespace collapsed, cut to `n` characters (head and tail kept around ' … ')."
     s = ' '.join(str(s).split())
@@ -340,6 +358,7 @@ def attempt_text(messages:list, n:int=800) -> str:
 
 def outcome_text(R:float) -> str: return f"{'success' if R >= 1 else 'failure' if R <= 0 else 'partial'} (score {R:.2f})"
 
+# %% ../nbs/15_coevo.ipynb #573e607d
 def frequent_terms(text:str, n:int=6) -> list[str]:
     "The `n` most frequent content words of `text` (length ≥ 3, not pure digits), first occurrence breaking ties."
     toks = [t for t in tokenize(text) if len(t) >= 3 and not t.isdigit()]
@@ -358,6 +377,7 @@ def is_placeholder(v:str) -> bool:
     toks = tokenize(v)
     return bool(toks) and sum(t in _FORMAT_WORDS for t in toks) >= 0.8 * len(toks)
 
+# %% ../nbs/15_coevo.ipynb #fb740336
 def parse_distill(raw:str, task_prompt:str, attempt:str, R:float) -> tuple[dict, list]:
     "`({content, description, keywords, fallback}, [fields that fell back])` from a distillation reply."
     f = {}
@@ -425,18 +445,24 @@ class CoEvoMem(Method):
         self._emb, self._rho = None, {c: self.p['rho_c'] for c in EDGE_TYPES}
         if n := self.graph.n_applied(): _log.info(f"resumed coevo: {n} episodes applied, {len(self.graph)} memories, phase {self.state['phase']}")
 
-    def _new_state(self) -> dict:
-        return dict(mode='frozen' if self.frozen else 'train', params=self.p, phase=None, start_empty=None, B=0.0, step=0,
-                    counts={}, tokens=dict(prompt=0, completion=0), checkpoints=[])
+# %% ../nbs/15_coevo.ipynb #6e0365c5
+@patch
+def _new_state(self:CoEvoMem) -> dict:
+    "A fresh run state: no phase yet, baseline 0, no counts."
+    return dict(mode='frozen' if self.frozen else 'train', params=self.p, phase=None, start_empty=None, B=0.0, step=0,
+                counts={}, tokens=dict(prompt=0, completion=0), checkpoints=[])
 
-    def _check_state(self):
-        s = self.state
-        if not self.frozen and s['mode'] == 'frozen': raise ValueError(f"{self.db_path} is a frozen evaluation state; train in another folder")
-        if self.frozen and s['params'] != self.p:
-            _log.info(f"frozen evaluation uses the trained state's coevo.* settings: {({k: v for k, v in s['params'].items() if self.p.get(k) != v})}")
-        if not self.frozen and s['params'] != self.p:
-            diff = {k: (s['params'].get(k), v) for k, v in self.p.items() if s['params'].get(k) != v}
-            raise ValueError(f"{self.db_path} was trained with other coevo.* settings {diff}; use another --out")
+# %% ../nbs/15_coevo.ipynb #d9a281b3
+@patch
+def _check_state(self:CoEvoMem):
+    "A training run refuses a frozen state and one trained with other settings; a frozen run uses the state's settings."
+    s = self.state
+    if not self.frozen and s['mode'] == 'frozen': raise ValueError(f"{self.db_path} is a frozen evaluation state; train in another folder")
+    if self.frozen and s['params'] != self.p:
+        _log.info(f"frozen evaluation uses the trained state's coevo.* settings: {({k: v for k, v in s['params'].items() if self.p.get(k) != v})}")
+    if not self.frozen and s['params'] != self.p:
+        diff = {k: (s['params'].get(k), v) for k, v in self.p.items() if s['params'].get(k) != v}
+        raise ValueError(f"{self.db_path} was trained with other coevo.* settings {diff}; use another --out")
 
 # %% ../nbs/15_coevo.ipynb #74c30282
 @patch
@@ -448,6 +474,7 @@ def _load_router(self:CoEvoMem, blob:bytes):
     sd = torch.load(io.BytesIO(blob), weights_only=True)
     self.router.load_state_dict(sd['model']); self.opt.load_state_dict(sd['opt'])
 
+# %% ../nbs/15_coevo.ipynb #ca7c17b5
 @patch
 def _count(self:CoEvoMem, **kw):
     for k, v in kw.items(): self.state['counts'][k] = self.state['counts'].get(k, 0) + v
@@ -474,6 +501,7 @@ def n_phases(self:CoEvoMem) -> int|None:
     sp = json.loads(cj.read_text())['spec']
     return math.ceil(len(sp['tasks']) * sp['episodes'] * epochs / self.p['phase_len'])
 
+# %% ../nbs/15_coevo.ipynb #9f2993ef
 @patch
 def plan(self:CoEvoMem, tasks:list) -> list[dict]:
     "Per task: applied-key, phase, phase kind, and whether it is a replay of an already applied episode."
@@ -491,9 +519,8 @@ def plan(self:CoEvoMem, tasks:list) -> list[dict]:
 
 # %% ../nbs/15_coevo.ipynb #1898372d
 @patch
-def route(self:CoEvoMem, items:list[dict]):
-    "Fill `srqr`, `e`, `pbar`, `xi`, `pi`, `w`, `zeta` and the exposed set `A` of each item."
-    if not items: return
+def _rewrite(self:CoEvoMem, items:list[dict]):
+    "SR-QR of each item's query in one batched generation (logged to `coevo_llm.jsonl`); without SR-QR the query itself, prior (½, ½)."
     qs = [it['task'].prompt for it in items]
     if self.p['srqr']:
         gens = self._gen([SRQR_PROMPT.replace('{query}', clip_text(q, 600)) for q in qs])
@@ -503,20 +530,34 @@ def route(self:CoEvoMem, items:list[dict]):
             append_jsonl(self.out/'coevo_llm.jsonl', dict(kind='srqr', key=it['key'], raw=g.text, status=it['srqr'].status, fallbacks=it['srqr'].fallbacks))
     else:
         for it, q in zip(items, qs): it['srqr'], it['aux_tokens'] = SRQR([q], [q], (0.5, 0.5), 0.0, 'off'), [0, 0]
-    E = self.embedder().encode(qs).astype(np.float64)
+
+# %% ../nbs/15_coevo.ipynb #be0cd27f
+@patch
+def _fusion_weights(self:CoEvoMem, it:dict, pi):
+    "`pi`, `zeta` and `w` of an item: w = (ζ, 1 − ζ) with ζ ~ Beta(κπ) seeded by its key in router/both phases, w = π otherwise, (½, ½) without SR-QR."
+    it['pi'], it['zeta'] = [float(pi[0]), float(pi[1])], None
+    if not self.p['srqr']: it['w'] = [0.5, 0.5]
+    elif it['kind'] in ('router', 'both'):
+        it['zeta'] = sample_zeta(it['pi'][0], self.p['kappa'], zlib.crc32(f"{self.cfg['run.seed']}|{it['key']}".encode()))
+        it['w'] = [it['zeta'], 1 - it['zeta']]
+    else: it['w'] = list(it['pi'])
+
+# %% ../nbs/15_coevo.ipynb #d94efa25
+@patch
+def route(self:CoEvoMem, items:list[dict]):
+    "Fill `srqr`, `e`, `pbar`, `xi`, `pi`, `w`, `zeta` and the exposed set `A` of each item."
+    if not items: return
+    self._rewrite(items)
+    E = self.embedder().encode([it['task'].prompt for it in items]).astype(np.float64)
     for it, e in zip(items, E):
         s = it['srqr']; it['e'], it['pbar'], it['xi'] = e, smooth_prior(s.prior, self.p['eps']), float(s.xi)
     with torch.no_grad():
         pis = self.router(np.stack([it['e'] for it in items]), np.stack([it['pbar'] for it in items]), np.array([it['xi'] for it in items])).numpy()
     for it, pi in zip(items, pis):
-        it['pi'], it['zeta'] = [float(pi[0]), float(pi[1])], None
-        if not self.p['srqr']: it['w'] = [0.5, 0.5]
-        elif it['kind'] in ('router', 'both'):
-            it['zeta'] = sample_zeta(it['pi'][0], self.p['kappa'], zlib.crc32(f"{self.cfg['run.seed']}|{it['key']}".encode()))
-            it['w'] = [it['zeta'], 1 - it['zeta']]
-        else: it['w'] = list(it['pi'])
+        self._fusion_weights(it, pi)
         it['A'], it['retrieval'] = self.retrieve(it['srqr'], it['w'])
 
+# %% ../nbs/15_coevo.ipynb #797be67c
 @patch
 def _index(self:CoEvoMem) -> dict:
     "Node ids, the BM25 index over keywords and Time neighbours — rebuilt only when the graph changed (the dense index is the store's)."
@@ -528,6 +569,7 @@ def _index(self:CoEvoMem) -> dict:
         self._idx = dict(ver=ver, ids=ids, sparse=sp, nbrs=self.graph.time_neighbours() if self.p['memory_evolution'] else {})
     return self._idx
 
+# %% ../nbs/15_coevo.ipynb #874d6ad4
 @patch
 def retrieve(self:CoEvoMem, sr:SRQR, w) -> tuple[list, dict]:
     "A_t for one query's rewrites and weights `w = (w_d, w_s)` on the current graph."
@@ -562,6 +604,7 @@ def run_batch(self:CoEvoMem, env, tasks):
     if self.judge is not None: self.judge.log.clear()
     return results
 
+# %% ../nbs/15_coevo.ipynb #dc231630
 @patch
 def _episode_fields(self:CoEvoMem, p:dict) -> dict:
     if p['replay']: a = self.graph.applied(p['key']); return {f'coevo_{k}': a.get(k) for k in ('phase', 'kind', 'w', 'pi', 'zeta', 'A', 'u', 'new_node', 'srqr')} | {'coevo_replay': True}
@@ -601,6 +644,20 @@ def update(self:CoEvoMem, items:list[dict]):
         for p, v in zip(mem, vecs): p['node']['emb'] = v
     for p in items: self._apply(p)
 
+# %% ../nbs/15_coevo.ipynb #9ff3d653
+@patch
+def _router_step(self:CoEvoMem, p:dict, R:float) -> bytes:
+    "One Adam step on the router loss with the EMA advantage Â = R − B_{t−1}; the baseline moves; the router's new blob."
+    B, adv = ema_step(self.state['B'], R, self.p['lam_ema'])
+    self.opt.zero_grad()
+    loss = router_loss(self.router(p['e'], p['pbar'], p['xi']), p['pbar'], p['zeta'], adv, self.p['kappa'], self.p['beta_kl'])
+    loss.backward(); self.opt.step()
+    self.state['B'] = B; blob = self._router_blob()
+    p['adv'], p['loss'] = adv, float(loss.detach())
+    self._count(router_updates=1)
+    return blob
+
+# %% ../nbs/15_coevo.ipynb #30607d83
 @patch
 def _apply(self:CoEvoMem, p:dict):
     "One episode's update, committed atomically with its applied record."
@@ -608,14 +665,7 @@ def _apply(self:CoEvoMem, p:dict):
     step = self.state['step']
     blobs, qup, kinds, node, edges = {}, {}, {}, None, []
     self._count(episodes=1, **{f'srqr_{p["srqr"].status}': 1}, **{f'srqr_fallback_{f}': 1 for f in p['srqr'].fallbacks})
-    if p['kind'] in ('router', 'both') and self.p['srqr']:
-        B, adv = ema_step(self.state['B'], R, self.p['lam_ema'])
-        self.opt.zero_grad()
-        loss = router_loss(self.router(p['e'], p['pbar'], p['xi']), p['pbar'], p['zeta'], adv, self.p['kappa'], self.p['beta_kl'])
-        loss.backward(); self.opt.step()
-        self.state['B'] = B; blobs['router'] = self._router_blob()
-        p['adv'], p['loss'] = adv, float(loss.detach())
-        self._count(router_updates=1)
+    if p['kind'] in ('router', 'both') and self.p['srqr']: blobs['router'] = self._router_step(p, R)
     elif p['kind'] == 'router': self._count(router_idle=1)   # w/o SR-QR: fixed weights, nothing to train
     if p['kind'] in ('memory', 'both'):
         node, edges, qup, kinds = self._memory_update(p, R, step)
@@ -628,20 +678,28 @@ def _apply(self:CoEvoMem, p:dict):
                                       state={'state': self.state}, blobs=blobs)
     _crash_hook(self.graph.n_applied())
 
+# %% ../nbs/15_coevo.ipynb #62a047e4
 def _crash_hook(n_applied:int):
     "Fault injection for the resume test: `COVE_COEVO_KILL_AFTER=N` SIGKILLs the process right after the N-th commit."
     if os.environ.get('COVE_COEVO_KILL_AFTER') == str(n_applied): os.kill(os.getpid(), signal.SIGKILL)
 
 # %% ../nbs/15_coevo.ipynb #d36469de
 @patch
+def _utilities(self:CoEvoMem, p:dict, attempt:str, R:float) -> dict:
+    "u_t(m) ∈ [0, 1] of each exposed memory: the judge's 0–10 rating of its contribution, divided by 10."
+    u = {}
+    for m in p['A']:
+        ch = self.judge.choose(UTILITY_PROMPT, UTILITY_OPTIONS, content=utility_content(p['task'].prompt, self.graph.nodes[m].content, attempt, R))
+        u[m] = int(ch.option) / 10
+    return u
+
+# %% ../nbs/15_coevo.ipynb #fa37aa85
+@patch
 def _memory_update(self:CoEvoMem, p:dict, R:float, step:int):
     "Utilities of A_t, TD + propagated residuals from one snapshot, the new node and its edges."
     P, g, A = self.p, self.graph, p['A']
     attempt = attempt_text(p['result'].messages)
-    u = {}
-    for m in A:
-        ch = self.judge.choose(UTILITY_PROMPT, UTILITY_OPTIONS, content=utility_content(p['task'].prompt, g.nodes[m].content, attempt, R))
-        u[m] = int(ch.option) / 10
+    u = self._utilities(p, attempt, R)
     p['u'] = [u[m] for m in A]
     snap = g.q()
     q_hat, deltas = td_residuals(A, u, R, snap, P['gamma'], P['q_init'])
@@ -663,18 +721,25 @@ def _memory_update(self:CoEvoMem, p:dict, R:float, step:int):
 TIME_EXTRA_CANDIDATES = 2
 
 @patch
-def _edges_for(self:CoEvoMem, node:Node, A:list) -> list:
+def _similarity_edges(self:CoEvoMem, node:Node) -> tuple[list, dict]:
+    "Dense (cosine ≥ `coevo.dense_edge`) and Sparse (≥ `coevo.sparse_edge` shared keywords) edges of a new node, and its cosine to every node."
     g, P = self.graph, self.p
-    ids = list(g.nodes)
     edges, cos = [], {}
-    if ids:
+    if g.nodes:
         sims = g.cosines(node.emb)[0]
         kw = set(node.keywords)
-        for i, s in zip(ids, sims):
+        for i, s in zip(list(g.nodes), sims):
             cos[i] = float(s)
             if s >= P['dense_edge']: edges.append((NEW, i, 'dense', float(s)))
             shared = len(kw & set(g.nodes[i].keywords))
             if shared >= P['sparse_edge']: edges.append((NEW, i, 'sparse', float(shared)))
+    return edges, cos
+
+# %% ../nbs/15_coevo.ipynb #3d1ea12b
+@patch
+def _edges_for(self:CoEvoMem, node:Node, A:list) -> list:
+    g = self.graph
+    edges, cos = self._similarity_edges(node)
     linked = sorted({b for _, b, _, _ in edges} - set(A), key=lambda i: -cos[i])[:TIME_EXTRA_CANDIDATES]
     yes = 0
     for m in list(A) + linked:
@@ -715,6 +780,7 @@ class CoEvoFrozen(CoEvoMem):
     frozen = True
     def update(self, items): raise RuntimeError('a frozen CoEvo-Mem state is never updated')
 
+# %% ../nbs/15_coevo.ipynb #b05cbbdb
 def freeze_checkpoint(src:str|Path, dst:str|Path) -> Path:
     "Copy a checkpoint (`checkpoints/phase_XXX.sqlite`, or a run folder's `coevo.sqlite`) into `dst/coevo.sqlite`, marked frozen."
     src = Path(src); src = src/'coevo.sqlite' if src.is_dir() else src
@@ -738,6 +804,7 @@ def validation_tasks(run_dir:str|Path, cfg, n_val:int) -> dict:
         out[s] = (env, ts)
     return out
 
+# %% ../nbs/15_coevo.ipynb #e1188dd6
 def evaluate_frozen(db:str|Path, policy, cfg, val:dict, work:str|Path) -> dict:
     "Mean score of a frozen copy of the state `db` on the validation tasks `val` (from `validation_tasks`)."
     work = Path(work); freeze_checkpoint(db, work)
@@ -748,6 +815,7 @@ def evaluate_frozen(db:str|Path, policy, cfg, val:dict, work:str|Path) -> dict:
     m.graph.close()
     return dict(mean_score=float(np.mean(scores)) if scores else None, n=len(scores))
 
+# %% ../nbs/15_coevo.ipynb #4b6f4197
 def select_checkpoint(run_dir:str|Path, policy, cfg=None, n_val:int=8) -> dict:
     "Evaluate each checkpoint of `run_dir` frozen on held-out train tasks; `{best, best_path, scores}`."
     import tempfile
