@@ -22,37 +22,44 @@ DEMO_OVERRIDES = {'trigger.k': 8, 'trigger.N': 8, 'trigger.w': 8, 'model.batch_s
                   'train.reference_tasks': 16,
                   'release.heldout': 4, 'release.max_entries': 4}
 
+# %% ../nbs/19_demo.ipynb #1508f351
 def demo_config(profile:str|None=None, sets:list[str]|dict|None=None, env:dict|None=None) -> Config:
     "The profile with the demo budget on top; explicit `sets` win over both."
     extra = sets if isinstance(sets, dict) else parse_sets(sets)
     return load_config(profile, overrides={**DEMO_OVERRIDES, **extra}, env=env)
 
 # %% ../nbs/19_demo.ipynb #f281d562
-def _rate(v): return None if v is None else round(v, 3)
+def _rate(v):
+    "`v` rounded to 3 places (None stays None)."
+    return None if v is None else round(v, 3)
 
 def _ci(s:dict) -> str|None:
     "`'[0.102, 0.495]'`: the Wilson 95% interval of a family summary, or None without one."
     lo, hi = s.get('success_ci') or (None, None)
     return None if lo is None else f"[{lo:.3f}, {hi:.3f}]"
 
+# %% ../nbs/19_demo.ipynb #6a9c6efd
+def _method_row(meth:str, m:dict, families:list[str]) -> dict:
+    "The Table 2 row of method `meth` from its run's metrics `m`."
+    pf = m.get('per_family', {})
+    kb, rel = (m.get('kb') or {}).get('label_all') or {}, m.get('release') or {}
+    fam = {}
+    for f in families: fam |= {f: _rate(pf.get(f, {}).get('success_rate')), f'{f} 95% CI': _ci(pf.get(f, {}))}
+    return dict(method=meth, **fam,
+                overall=_rate(m['overall']['success_rate']), episodes=m['overall']['n'],
+                prompt_tokens=m['overall']['prompt_tokens'], train_tokens=m.get('train_tokens', 0),
+                train_tokens_modelled=m.get('train_tokens_modelled', 0), updates=m.get('parametric_updates', 0),
+                trigger_events=sum((m.get('trigger_events') or {}).values()),
+                kb_volatile=kb.get('volatile'), kb_stable=kb.get('stable'), kb_strategic=kb.get('strategic'),
+                internalized=rel.get('internalized'), discarded=rel.get('discarded'), kept=rel.get('kept'), untested=rel.get('untested'),
+                minutes=_rate(m.get('wall_s', 0) / 60))
+
+# %% ../nbs/19_demo.ipynb #54a623fa
 def comparison_rows(metrics:dict[str, dict], families:list[str]) -> list[dict]:
     "One Table 2 row per method from each run's `metrics.json`: success per family with its 95% interval, tokens, updates, memory."
-    rows = []
-    for meth, m in metrics.items():
-        pf = m.get('per_family', {})
-        kb, rel = (m.get('kb') or {}).get('label_all') or {}, m.get('release') or {}
-        fam = {}
-        for f in families: fam |= {f: _rate(pf.get(f, {}).get('success_rate')), f'{f} 95% CI': _ci(pf.get(f, {}))}
-        rows.append(dict(method=meth, **fam,
-                         overall=_rate(m['overall']['success_rate']), episodes=m['overall']['n'],
-                         prompt_tokens=m['overall']['prompt_tokens'], train_tokens=m.get('train_tokens', 0),
-                         train_tokens_modelled=m.get('train_tokens_modelled', 0), updates=m.get('parametric_updates', 0),
-                         trigger_events=sum((m.get('trigger_events') or {}).values()),
-                         kb_volatile=kb.get('volatile'), kb_stable=kb.get('stable'), kb_strategic=kb.get('strategic'),
-                         internalized=rel.get('internalized'), discarded=rel.get('discarded'), kept=rel.get('kept'), untested=rel.get('untested'),
-                         minutes=_rate(m.get('wall_s', 0) / 60)))
-    return rows
+    return [_method_row(meth, m, families) for meth, m in metrics.items()]
 
+# %% ../nbs/19_demo.ipynb #d1d6c5ba
 def token_reduction(metrics:dict[str, dict], a:str='cove', b:str='parametric_only') -> dict:
     "1 − train tokens of `a` / those of `b`, and the ratio itself, exact and modelled (None when `b` trained nothing)."
     out = {}
@@ -84,6 +91,7 @@ def success_curves(runs:dict[str, Path]):
             rows.append(dict(method=meth, family=r['family_spec'], episode=n, success_rate=s / n))
     return pd.DataFrame(rows, columns=['method', 'family', 'episode', 'success_rate'])
 
+# %% ../nbs/19_demo.ipynb #dd4207bd
 def plot_success(curves, path:Path) -> Path:
     "Save the per-family running success curves (seaborn) to `path`."
     import matplotlib; matplotlib.use('Agg')
@@ -96,6 +104,7 @@ def plot_success(curves, path:Path) -> Path:
 
 # %% ../nbs/19_demo.ipynb #a086143d
 def _log_to(path:Path) -> logging.Handler:
+    "Send the package's INFO logging to the file `path` (the terminal keeps its level); returns the file handler."
     root = get_logger('demo').parent
     for h in root.handlers:
         if h.level == logging.NOTSET: h.setLevel(logging.WARNING)   # the terminal keeps its level
@@ -104,34 +113,47 @@ def _log_to(path:Path) -> logging.Handler:
     if root.level > logging.INFO or root.level == logging.NOTSET: root.setLevel(logging.INFO)
     return fh
 
+# %% ../nbs/19_demo.ipynb #d2c4a191
+def _play_methods(cfg:Config, out:Path, policy, methods:list[str], families:list[str], episodes:int, progress:bool) -> tuple[dict, dict]:
+    "Each method's run on the same stream into `out/<method>`, from the base weights and a fresh token ledger: `(metrics with wall_s, folders)`."
+    from cove.llm import TokenLedger
+    log, metrics, runs = get_logger('demo'), {}, {}
+    for meth in methods:
+        if getattr(policy, 'adapters', None): policy.set_adapter(None)   # every method starts from the base weights
+        policy.ledger = TokenLedger()
+        runs[meth] = out/meth
+        t = time.time()
+        m = Run(RunSpec(meth, families, episodes, 'test', cfg['run.seed']), cfg, runs[meth]).execute(policy, progress=progress)
+        metrics[meth] = m | {'wall_s': time.time() - t}
+        log.info(f"{meth}: success {m['overall']['success_rate']}, train tokens {m.get('train_tokens', 0)}, {time.time() - t:.0f} s")
+    return metrics, runs
+
+# %% ../nbs/19_demo.ipynb #d2e5d2be
+def _write_table(cfg:Config, out:Path, metrics:dict, methods:list[str], families:list[str], episodes:int) -> tuple[list[dict], dict]:
+    "Write `table.csv` and `table.md` (the setting, the table, COVE's training-token ratio); returns the rows and the token reduction."
+    import pandas as pd
+    rows = comparison_rows(metrics, families)
+    red = token_reduction(metrics) if {'cove', 'parametric_only'} <= set(methods) else {}
+    pd.DataFrame(rows).to_csv(out/'table.csv', index=False)
+    head = (f"Model {cfg['model.name']} ({cfg.profile} profile), {episodes} episodes per family, seed {cfg['run.seed']}, "
+            f"split test; trigger k={cfg['trigger.k']} N={cfg['trigger.N']} w={cfg['trigger.w']}, {cfg['train.max_steps']} LoRA steps per update.")
+    red_txt = (f"Training tokens of COVE / Parametric-only (the paper reports 0.14): exact {red['train_tokens_ratio']}, "
+               f"modelled {red['train_tokens_modelled_ratio']}; reduction: exact {red['train_tokens']}, modelled {red['train_tokens_modelled']}"
+               if red else '')
+    (out/'table.md').write_text(f"{head}\n\n{markdown_table(rows)}\n\n{red_txt}\n")
+    return rows, red
+
+# %% ../nbs/19_demo.ipynb #fa28d7b2
 def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[str]=DEMO_METHODS,
              families:list[str]=DEMO_FAMILIES, policy=None, progress:bool=True) -> dict:
     "Play `methods` on the same stream; write `table.csv`, `table.md`, `success_over_episodes.png`, `summary.json`, `demo.log`."
-    import pandas as pd
-    from cove.llm import TokenLedger
     out = Path(out); lock = RunLock(out)   # one process per demo folder: a second demo there stops here, naming the first's pid
-    fh = _log_to(out/'demo.log'); log = get_logger('demo')
+    fh = _log_to(out/'demo.log')
     try:
         t0 = time.time()
         policy = policy or load_policy(cfg)
-        metrics, runs = {}, {}
-        for meth in methods:
-            if getattr(policy, 'adapters', None): policy.set_adapter(None)   # every method starts from the base weights
-            policy.ledger = TokenLedger()
-            runs[meth] = out/meth
-            t = time.time()
-            m = Run(RunSpec(meth, families, episodes, 'test', cfg['run.seed']), cfg, runs[meth]).execute(policy, progress=progress)
-            metrics[meth] = m | {'wall_s': time.time() - t}
-            log.info(f"{meth}: success {m['overall']['success_rate']}, train tokens {m.get('train_tokens', 0)}, {time.time() - t:.0f} s")
-        rows = comparison_rows(metrics, families)
-        red = token_reduction(metrics) if {'cove', 'parametric_only'} <= set(methods) else {}
-        pd.DataFrame(rows).to_csv(out/'table.csv', index=False)
-        head = (f"Model {cfg['model.name']} ({cfg.profile} profile), {episodes} episodes per family, seed {cfg['run.seed']}, "
-                f"split test; trigger k={cfg['trigger.k']} N={cfg['trigger.N']} w={cfg['trigger.w']}, {cfg['train.max_steps']} LoRA steps per update.")
-        red_txt = (f"Training tokens of COVE / Parametric-only (the paper reports 0.14): exact {red['train_tokens_ratio']}, "
-                   f"modelled {red['train_tokens_modelled_ratio']}; reduction: exact {red['train_tokens']}, modelled {red['train_tokens_modelled']}"
-                   if red else '')
-        (out/'table.md').write_text(f"{head}\n\n{markdown_table(rows)}\n\n{red_txt}\n")
+        metrics, runs = _play_methods(cfg, out, policy, methods, families, episodes, progress)
+        rows, red = _write_table(cfg, out, metrics, methods, families, episodes)
         plot_success(success_curves(runs), out/'success_over_episodes.png')
         summary = dict(config=cfg.values, profile=cfg.profile, episodes=episodes, families=families, methods=methods, rows=rows,
                        token_reduction=red, wall_s=time.time() - t0,
