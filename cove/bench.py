@@ -9,7 +9,8 @@ from pathlib import Path
 from .config import Config
 
 # %% auto #0
-__all__ = ['TARGETS', 'check_target', 'machine_peaks', 'roofline', 'policy_records', 'train_records', 'cold_load_s', 'run_bench']
+__all__ = ['TARGETS', 'check_target', 'machine_peaks', 'roofline', 'policy_records', 'train_records', 'cold_load', 'cold_load_s',
+           'run_bench']
 
 # %% ../nbs/09_bench.ipynb #2f11099b
 TARGETS = {'retrieve_dense_p50_ms_14k': ('<=', 0.5), 'retrieve_dense_p50_ms_100k': ('<=', 5.0), 'retrieve_dense_p50_ms_1m': ('<=', 2.0),
@@ -46,7 +47,9 @@ def policy_records(cfg:Config, batch_sizes=(1, 16, 32)) -> list[dict]:
     "Load time (fresh process, and warm), then greedy generation speed at each batch size, as tok/s and as a fraction of the machine's roofline."
     from cove.llm import HFPolicy, bench_load, bench_generation
     name, dt = cfg['model.name'], cfg['model.dtype']
-    recs = [{'name': 'policy_load_s', 'value': cold_load_s(name, dt), 'unit': 's', 'model': name, 'note': 'fresh process, imports included'},
+    phases = cold_load(name, dt)
+    recs = [{'name': 'policy_load_s', 'value': round(sum(phases.values()), 2), 'unit': 's', 'model': name, 'phases': phases,
+             'note': 'fresh process, imports included'},
             {'name': 'policy_load_warm_s', 'value': bench_load(name, dtype=dt), 'unit': 's', 'model': name, 'note': 'transformers already imported'}]
     pol = HFPolicy.load(name, dtype=dt, batch_size=max(batch_sizes))
     ps = list(pol.model.parameters()); n, width = sum(p.numel() for p in ps), ps[0].element_size()
@@ -72,14 +75,27 @@ def train_records(cfg:Config, quick:bool=False,
                     'unit': 'x', 'loss_now': bt['now']['loss'], 'loss_before': bt['before']['loss'], 'note': 'same batches, interleaved'}]
 
 # %% ../nbs/09_bench.ipynb #e080a276
-def cold_load_s(name:str, dtype:str='auto') -> float:
-    "Seconds to import cove's policy code and load `name` from the cache in a fresh Python process."
+_COLD = """import json, time
+T, t = {{}}, time.perf_counter()
+def lap(k):
+    global t; n = time.perf_counter(); T[k] = round(n - t, 3); t = n
+import torch; lap('import torch')
+import transformers; from transformers import AutoModelForCausalLM, AutoTokenizer; lap('import transformers')
+from cove.llm import HFPolicy; lap('import cove.llm')
+HFPolicy.load({name!r}, dtype={dtype!r}); lap('load (model class, weights, tokenizer)')
+print(json.dumps(T))"""
+
+def cold_load(name:str, dtype:str='auto') -> dict:
+    "Seconds of each phase of importing cove's policy code and loading `name` from the cache in a fresh Python process."
     import subprocess, sys
     ensure = f"from cove.llm import resolve_model; resolve_model({name!r})"   # converts once, untimed
     subprocess.run([sys.executable, '-c', ensure], check=True, capture_output=True)
-    code = f"import time; t=time.perf_counter(); from cove.llm import HFPolicy; HFPolicy.load({name!r}, dtype={dtype!r}); print(time.perf_counter()-t)"
-    r = subprocess.run([sys.executable, '-c', code], check=True, capture_output=True, text=True)
-    return round(float(r.stdout.strip().splitlines()[-1]), 2)
+    r = subprocess.run([sys.executable, '-c', _COLD.format(name=name, dtype=dtype)], check=True, capture_output=True, text=True)
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+def cold_load_s(name:str, dtype:str='auto') -> float:
+    "Seconds to import cove's policy code and load `name` from the cache in a fresh Python process."
+    return round(sum(cold_load(name, dtype).values()), 2)
 
 def _emit(rec, recs):
     rec = check_target(rec); recs.append(rec); print(json.dumps(rec), flush=True)

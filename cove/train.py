@@ -501,11 +501,17 @@ def sft_kw(cfg) -> dict:
 def grpo_kw(cfg) -> dict:
     "`train_grpo`'s settings from a run config: LoRA rank, `train.grpo_lr`, the group, β, the completion cap."
     return dict(lora_r=cfg['train.lora_r'], lr=cfg['train.grpo_lr'], max_steps=cfg['train.max_steps'], num_generations=cfg['train.grpo_generations'],
-                beta=cfg['train.grpo_beta'], max_completion_length=cfg['model.max_new_tokens'], use_cpu=cfg['train.use_cpu'], seed=cfg['run.seed'],
-                lora_layers=cfg['train.lora_layers'])
+                beta=cfg['train.grpo_beta'], max_completion_length=cfg['model.max_new_tokens'], use_cpu=cfg['train.use_cpu'], seed=cfg['run.seed'])
 
 # %% ../nbs/07_train.ipynb #5c276a52
 SFT_BEFORE_ISSUE15 = dict(loss='trl', lora_layers=0, lora_targets=LORA_TARGETS)   # the baseline `bench_train` compares against
+
+def _held_out_loss(tr, rows:list[dict]) -> float|None:
+    "Mean `selected_token_loss` of trainer `tr`'s model over `rows`, one conversation at a time, without gradients."
+    if not rows: return None
+    tr.model.eval()
+    with torch.no_grad(): ls = [selected_token_loss(tr.model, tr.data_collator([r])).item() for r in rows]
+    tr.model.train(); return round(sum(ls) / len(ls), 4)
 
 def _timed_step(x:dict, rows:list[dict]):
     "One SFT micro-step of setting `x` (its trainer and optimizer) on `rows`, its phases timed into `x['T']`."
@@ -523,27 +529,31 @@ def bench_train(model:str='smollm2-135m', family:str='tableqa',
                 tasks:int=8, # train-split reference conversations of `family`
                 micro_batch:int=2, rounds:int=2, # passes over the conversations
                 settings:dict|None=None, # name -> `sft_trainer` keywords (default: the baseline and today's defaults)
-                lr:float=5e-4, seed:int=0) -> dict:
-    "`{setting: {tokens_per_s, step_s, phases (s per step), loss (mean over the last round)}}` of LoRA SFT steps, interleaved on the same batches."
+                lr:float=5e-4, seed:int=0,
+                held:int=0) -> dict: # further reference conversations, never trained on: each setting's loss on them after training
+    "`{setting: {tokens_per_s, step_s, phases (s per step), loss (mean over the last round), held_out_loss}}` of LoRA SFT steps, interleaved on the same batches."
     import tempfile
     from cove.tasks.base import make_env
-    env = make_env(family); data = reference_sft(env, env.tasks('train', n=tasks))
+    env = make_env(family); data = reference_sft(env, env.tasks('train', n=tasks + held))
     settings = settings or {'before': SFT_BEFORE_ISSUE15, 'now': {}}
     with tempfile.TemporaryDirectory() as d, _quiet(False), _kept_rng():
         runs = {}
         for k, s in settings.items():
-            tr, _ = sft_trainer(model, data, Path(d)/k, lr=lr, batch_size=micro_batch, seed=seed, **s)
+            tr, _ = sft_trainer(model, data, Path(d)/k, **{'lr': lr, 'batch_size': micro_batch, 'seed': seed, **s})
             tr.model.train(); runs[k] = dict(tr=tr, opt=tr.create_optimizer(), T=Counter(), tokens=0, losses=[])
         cols = [c for c in ('input_ids', 'labels', 'seq_lengths') if c in tr.train_dataset.column_names]
         rows = [{c: r[c] for c in cols} for r in tr.train_dataset]
+        rows, held_rows = rows[:len(rows) - held], rows[len(rows) - held:]
         for _ in range(rounds):
             for i in range(0, len(rows) - micro_batch + 1, micro_batch):
                 for x in runs.values(): _timed_step(x, rows[i:i + micro_batch])
+        for x in runs.values(): x['held'] = _held_out_loss(x['tr'], held_rows)
     out, per_round = {}, len(rows) // micro_batch
     for k, x in runs.items():
         steps, total = len(x['losses']), sum(x['T'].values())
         out[k] = dict(tokens_per_s=round(x['tokens'] / total, 1), step_s=round(total / steps, 3), steps=steps, tokens=x['tokens'],
-                      phases={p: round(v / steps, 3) for p, v in x['T'].items()}, loss=round(sum(x['losses'][-per_round:]) / per_round, 4))
+                      phases={p: round(v / steps, 3) for p, v in x['T'].items()}, loss=round(sum(x['losses'][-per_round:]) / per_round, 4),
+                      held_out_loss=x['held'])
     return out
 
 # %% ../nbs/07_train.ipynb #b406301b
