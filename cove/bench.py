@@ -62,17 +62,18 @@ def policy_records(cfg:Config, batch_sizes=(1, 16, 32)) -> list[dict]:
 
 # %% ../nbs/09_bench.ipynb #2231f604
 def train_records(cfg:Config, quick:bool=False,
-                  tasks:int|None=None, rounds:int|None=None) -> list[dict]: # default 8 tasks x 1 round (`quick`), else 16 x 2
+                  tasks:int|None=None, rounds:int=2, held:int|None=None) -> list[dict]: # default 8 tasks, 4 held out (`quick`), else 16 and 8
     "LoRA SFT tokens/s of the profile's settings and of `SFT_BEFORE_ISSUE15`, on the same batches, with each step's phases and the loss after the same tokens."
     from cove.train import bench_train, SFT_BEFORE_ISSUE15
-    name, now = cfg['model.name'], dict(loss=cfg['train.loss'], lora_layers=cfg['train.lora_layers'])
-    bt = bench_train(name, tasks=tasks or (8 if quick else 16), rounds=rounds or (1 if quick else 2), micro_batch=cfg['train.micro_batch'], lr=cfg['train.lr'],
-                     settings={'before': SFT_BEFORE_ISSUE15, 'now': now})
+    name, now = cfg['model.name'], dict(loss=cfg['train.loss'], lora_layers=cfg['train.lora_layers'], lr=cfg['train.lr'])
+    bt = bench_train(name, tasks=tasks or (8 if quick else 16), rounds=rounds, held=(4 if quick else 8) if held is None else held,
+                     micro_batch=cfg['train.micro_batch'], settings={'before': SFT_BEFORE_ISSUE15, 'now': now})
     recs = [{'name': 'train_tok_s' + ('' if k == 'now' else '_before'), 'value': v['tokens_per_s'], 'unit': 'tok/s', 'model': name,
-             'setting': now if k == 'now' else SFT_BEFORE_ISSUE15, **{f: v[f] for f in ('step_s', 'steps', 'tokens', 'phases', 'loss')}}
+             'setting': now if k == 'now' else SFT_BEFORE_ISSUE15, **{f: v[f] for f in ('step_s', 'steps', 'tokens', 'phases', 'loss', 'held_out_loss')}}
             for k, v in bt.items()]
     return recs + [{'name': 'train_speedup_over_before', 'value': round(bt['now']['tokens_per_s'] / bt['before']['tokens_per_s'], 2),
-                    'unit': 'x', 'loss_now': bt['now']['loss'], 'loss_before': bt['before']['loss'], 'note': 'same batches, interleaved'}]
+                    'unit': 'x', 'held_out_loss_now': bt['now']['held_out_loss'], 'held_out_loss_before': bt['before']['held_out_loss'],
+                    'note': 'same batches, interleaved; held-out loss after the same tokens'}]
 
 # %% ../nbs/09_bench.ipynb #e080a276
 _COLD = """import json, time
@@ -97,6 +98,7 @@ def cold_load_s(name:str, dtype:str='auto') -> float:
     "Seconds to import cove's policy code and load `name` from the cache in a fresh Python process."
     return round(sum(cold_load(name, dtype).values()), 2)
 
+# %% ../nbs/09_bench.ipynb #44d86752
 def _emit(rec, recs):
     rec = check_target(rec); recs.append(rec); print(json.dumps(rec), flush=True)
 
@@ -106,6 +108,8 @@ def run_bench(cfg:Config, # profile: model, dtype, batch size
               parts:tuple=('retrieval', 'embed', 'policy', 'train'), # which benchmarks to run
              ) -> list[dict]:
     "Run the benchmarks, print JSON lines, write `out/bench.json`."
+    unknown = set(parts) - {'retrieval', 'embed', 'policy', 'train'}
+    if unknown: raise ValueError(f"unknown benchmark part(s) {sorted(unknown)}; choose from retrieval, embed, policy, train")
     recs = []
     if 'retrieval' in parts:
         from cove.store import bench_retrieval

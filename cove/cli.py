@@ -47,9 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser('info', help='versions, profile, model cache'); _common(p)
     p.add_argument('--config', action='store_true', help='print every config key with its source')
     _add_run(sub)
-    p = sub.add_parser('bench', help='retrieval, embedding and generation benchmarks'); _common(p)
+    p = sub.add_parser('bench', help='retrieval, embedding, generation and training benchmarks'); _common(p)
     p.add_argument('--quick', action='store_true', help='skip the 1M-entry dense index')
     p.add_argument('--out', default='.', help='folder for bench.json')
+    p.add_argument('--parts', default='retrieval,embed,policy,train', help='comma-separated: retrieval, embed, policy (load, generation, roofline), train (LoRA SFT throughput)')
     _add_demo(sub)
     p = sub.add_parser('check', help='check a run folder (or an experiment folder of them): records, config, metrics, stores, adapters, state')
     p.add_argument('dirs', nargs='+', metavar='DIR', help='run folder, or a folder holding run folders')
@@ -93,7 +94,7 @@ def cmd_run(args) -> int:
 def cmd_bench(args) -> int:
     from cove.bench import run_bench
     cfg = config_from(args)
-    run_bench(cfg, quick=args.quick, out=Path(args.out))
+    run_bench(cfg, quick=args.quick, out=Path(args.out), parts=tuple(p.strip() for p in args.parts.split(',') if p.strip()))
     return 0
 
 # %% ../nbs/90_cli.ipynb #548f6d66

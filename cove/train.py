@@ -180,6 +180,7 @@ def _default_dtype(use_cpu:bool, bf16:bool) -> str:
     "float32 weights on CPU (bf16 there means autocast); bfloat16 weights for `bf16` on GPUs."
     return 'bfloat16' if bf16 and not use_cpu else 'float32'
 
+# %% ../nbs/07_train.ipynb #15052796
 def _train_args(cls, out_dir:Path, lr, epochs, max_steps, batch_size, use_cpu, bf16, seed, progress, config, **kw):
     "A TRL config object of class `cls` with cove's defaults, overridden by `config`."
     base = dict(output_dir=str(out_dir), learning_rate=lr, num_train_epochs=epochs, max_steps=max_steps or -1,
@@ -196,6 +197,7 @@ def _kept_rng():
     try: yield
     finally: random.setstate(states[0]); np.random.set_state(states[1]); torch.random.set_rng_state(states[2])
 
+# %% ../nbs/07_train.ipynb #1417e286
 @contextlib.contextmanager
 def _quiet(progress:bool):
     "Without `progress`: no `datasets` progress bars inside the block."
@@ -379,6 +381,7 @@ def reward_function(score:Callable, # `score(prompt, completion_text, row, stats
     fn.__name__, fn.stats = name, stats
     return fn
 
+# %% ../nbs/07_train.ipynb #799af453
 def make_task_reward(env, tasks, # the `Task`s the prompts refer to (a list, or a dict by id) via the `task_id` column
                      penalty_fn=None, # `penalty_fn(prompt, completion, task) -> float`, subtracted (anti-recitation)
                      step_credit:float=0.1): # R_task of a valid action that does not end the episode
@@ -453,6 +456,7 @@ def _sample_turns(model, tok, contexts:list[list[int]], max_new_tokens:int, stop
     ends = {tok.eos_token_id, pad}
     return [next(([*row[:i]] for i, t in enumerate(row) if t in ends), list(row)) for row in out[:, L:].tolist()]
 
+# %% ../nbs/07_train.ipynb #8ca563f3
 def _glue(tok, messages:list[dict], text:str, obs:str) -> str:
     "The chat-template text between an assistant turn `text` and the next generation: end of turn, the user turn `obs`, the assistant header."
     before = render_chat(tok, messages, add_generation_prompt=True) + text
@@ -460,6 +464,7 @@ def _glue(tok, messages:list[dict], text:str, obs:str) -> str:
     n = next((i for i, (a, b) in enumerate(zip(before, after)) if a != b), min(len(before), len(after)))
     return after[n:]   # the common prefix is everything up to the turn's text (a template that strips whitespace shifts it)
 
+# %% ../nbs/07_train.ipynb #22784739
 def env_rollout(start:Callable, # `start(prompt messages) -> episode` (any object the reward functions read)
                 step:Callable, # `step(episode, text, turn) -> next observation | None` (None ends the episode)
                 max_turns:int, max_new_tokens:int, stop:list[str]|None=None):
@@ -504,7 +509,7 @@ def grpo_kw(cfg) -> dict:
                 beta=cfg['train.grpo_beta'], max_completion_length=cfg['model.max_new_tokens'], use_cpu=cfg['train.use_cpu'], seed=cfg['run.seed'])
 
 # %% ../nbs/07_train.ipynb #5c276a52
-SFT_BEFORE_ISSUE15 = dict(loss='trl', lora_layers=0, lora_targets=LORA_TARGETS)   # the baseline `bench_train` compares against
+SFT_BEFORE_ISSUE15 = dict(loss='trl', lora_layers=0, lora_targets=LORA_TARGETS, lr=5e-4)   # the baseline `bench_train` compares against
 
 def _held_out_loss(tr, rows:list[dict]) -> float|None:
     "Mean `selected_token_loss` of trainer `tr`'s model over `rows`, one conversation at a time, without gradients."
