@@ -18,8 +18,8 @@ from .tasks.tableqa import OPS, Surface, rename, with_surface, find_calls, split
 # %% auto #0
 __all__ = ['ORIGINS', 'NO_CALL_HINT', 'FEEDBACK_HINTS', 'EXTRACT_PROMPTS', 'EXTRACTORS', 'VOLATILITY_PROMPT', 'LABEL_MODES',
            'VOLATILITY_SHOTS', 'VOLATILITY_CASES', 'KB_OPS', 'KB_OP_PROMPT', 'KB_OP_SHOTS', 'KB_OP_CASES', 'KPOStats',
-           'Candidate', 'surface_names', 'names_in', 'symbol_names', 'question_of', 'generalise', 'op_purpose',
-           'rule_candidates', 'uninformative', 'episode_text', 'judge_candidates', 'extract_candidates',
+           'Candidate', 'surface_names', 'symbol_spans', 'names_in', 'symbol_names', 'question_of', 'generalise',
+           'op_purpose', 'rule_candidates', 'uninformative', 'episode_text', 'judge_candidates', 'extract_candidates',
            'volatility_prompt', 'label_candidate', 'label_candidates', 'volatility_agreement', 'kb_op_content',
            'kb_op_prompt', 'KBOp', 'neighbour', 'update_kb', 'kb_op_agreement', 'revision_counts', 'promote_revised',
            'rename_names', 'resurface', 'rename_volatile', 'legal_names', 'observed_names', 'RolloutPrompt',
@@ -95,7 +95,7 @@ def surface_names(surface) -> list[str]:
 # %% ../nbs/12_knowledgepo.ipynb #316b1c97
 _QUOTES = '`\'"'
 
-def _symbol_spans(text:str, names) -> list[tuple[int, int, str]]:
+def symbol_spans(text:str, names) -> list[tuple[int, int, str]]:
     "`(start, end, name)` of each occurrence of `names` in `text` that reads as a symbol (called, quoted or identifier-like)."
     names = sorted(set(names), key=len, reverse=True)
     if not names or not text: return []
@@ -112,7 +112,7 @@ _GENERIC = re.compile(r'`([A-Za-z_][\w.]*)`|(?<![\w.])([A-Za-z_][\w.]*)\(')
 def names_in(text:str, surface=None) -> list[str]:
     "Names of `surface` mentioned in `text` as symbols; without a surface, called or backticked identifiers."
     if surface is None: return list(dict.fromkeys(a or b for a, b in _GENERIC.findall(text or '')))
-    return list(dict.fromkeys(n for _, _, n in _symbol_spans(text, surface_names(surface))))
+    return list(dict.fromkeys(n for _, _, n in symbol_spans(text, surface_names(surface))))
 
 def symbol_names(text:str, surface=None) -> list[str]:
     "The volatile names a candidate carries: current surface names (`names_in`) plus any called or backticked identifier."
@@ -539,7 +539,7 @@ def promote_revised(kb, R:int=2, # revisions that make a non-volatile entry vola
 def rename_names(text:str, mapping:dict) -> str:
     "`text` with each symbol occurrence (see `names_in`) of a key of `mapping` replaced by its value."
     out, k = [], 0
-    for s, e, n in _symbol_spans(text, mapping):
+    for s, e, n in symbol_spans(text, mapping):
         out += [text[k:s], mapping[n]]; k = e
     return ''.join(out + [text[k:]])
 
