@@ -17,11 +17,12 @@ from ..sandbox import run_sandboxed
 
 # %% auto #0
 __all__ = ['CODE_BLOCK', 'FUNCTION_INSTRUCTIONS', 'DIFFICULTIES', 'BASIC_TEMPLATES', 'TWOSTEP_TEMPLATES', 'CODE_LEVELS',
-           'BASIC_SIZES', 'extract_code', 'defines', 'reindent_body', 'solution_program', 'missing_imports',
-           'harness_program', 'error_summary', 'run_function_tests', 'CodeEnv', 'parse_function_row', 'read_jsonl_any',
-           'reference_program', 'FunctionTestsEnv', 'HumanEvalEnv', 'HumanEvalDefault', 'basic_problem',
-           'basic_code_tasks', 'BasicCodeEnv', 'TwoStepCodeEnv', 'MBPPEnv', 'starter_signature', 'io_program',
-           'outputs_match', 'run_io_tests', 'apps_instructions', 'parse_apps_row', 'APPSEnv']
+           'BASIC_SIZES', 'ERROR_CATEGORIES', 'extract_code', 'defines', 'reindent_body', 'solution_program',
+           'missing_imports', 'harness_program', 'error_summary', 'run_function_tests', 'CodeEnv', 'parse_function_row',
+           'read_jsonl_any', 'reference_program', 'FunctionTestsEnv', 'HumanEvalEnv', 'HumanEvalDefault',
+           'basic_problem', 'basic_code_tasks', 'BasicCodeEnv', 'TwoStepCodeEnv', 'MBPPEnv', 'starter_signature',
+           'io_program', 'outputs_match', 'run_io_tests', 'apps_instructions', 'parse_apps_row', 'APPSEnv',
+           'error_category']
 
 # %% ../../nbs/05d_code.ipynb #3f99a4b7
 _FENCE = re.compile(r'```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)```', re.S)
@@ -767,3 +768,18 @@ class APPSEnv(_FolderEnv):
         return run_io_tests(code, tests or p['tests'], self.timeout, self.memory_mb, p['entry_point'], p['n_params'])
     def run_visible(self, task:Task, code:str) -> Feedback: return self.run(task, code, task.payload['sample_io'] or None)
     def reference(self, task:Task) -> None: return None
+
+# %% ../../nbs/05d_code.ipynb #8f6bda87
+ERROR_CATEGORIES = ('success', 'syntax', 'runtime', 'wrong_answer', 'timeout', 'no_code', 'unavailable')
+_SYNTAX = re.compile(r'\b(SyntaxError|IndentationError|TabError)\b|unexpected token|expected token')
+
+def error_category(status:str, message:str) -> str:
+    "The error category (one of `ERROR_CATEGORIES`) of one episode's feedback `status` and `message`."
+    m = message or ''
+    if status in ('success', 'timeout'): return status
+    if m.startswith('unavailable') or 'toolchain not found' in m: return 'unavailable'
+    if m.startswith(('format:', 'no answer', 'no proof')): return 'no_code'
+    if _SYNTAX.search(m): return 'syntax'
+    if status == 'error': return 'runtime'
+    first = re.search(r'first: (\w+)', m)   # function tests: the first failing assert's exception type
+    return 'runtime' if first and first.group(1) != 'AssertionError' else 'wrong_answer'
