@@ -9,8 +9,7 @@ from pathlib import Path
 from .config import Config
 
 # %% auto #0
-__all__ = ['TARGETS', 'check_target', 'machine_peaks', 'roofline', 'policy_records', 'train_records', 'cold_load', 'cold_load_s',
-           'run_bench']
+__all__ = ['TARGETS', 'check_target', 'machine_peaks', 'roofline', 'policy_records', 'train_records', 'cold_load', 'run_bench']
 
 # %% ../nbs/09_bench.ipynb #2f11099b
 TARGETS = {'retrieve_dense_p50_ms_14k': ('<=', 0.5), 'retrieve_dense_p50_ms_100k': ('<=', 5.0), 'retrieve_dense_p50_ms_1m': ('<=', 2.0),
@@ -93,10 +92,6 @@ def cold_load(name:str, dtype:str='auto') -> dict:
     subprocess.run([sys.executable, '-c', ensure], check=True, capture_output=True)
     r = subprocess.run([sys.executable, '-c', _COLD.format(name=name, dtype=dtype)], check=True, capture_output=True, text=True)
     return json.loads(r.stdout.strip().splitlines()[-1])
-
-def cold_load_s(name:str, dtype:str='auto') -> float:
-    "Seconds to import cove's policy code and load `name` from the cache in a fresh Python process."
-    return round(sum(cold_load(name, dtype).values()), 2)
 
 # %% ../nbs/09_bench.ipynb #44d86752
 def _emit(rec, recs):
