@@ -757,12 +757,12 @@ def bench_generation(policy:Policy|str, # a policy, or a model name to load with
     return res
 
 # %% ../nbs/02_llm.ipynb #0c2cd9c0
-def bench_load(name:str=EMBEDDED_NAME, dtype:str='auto') -> float:
-    "Seconds to load policy `name` from the local cache (converting first and importing transformers, untimed)."
+def bench_load(name:str=EMBEDDED_NAME, dtype:str='auto', **load_kw) -> tuple[float, HFPolicy]:
+    "Seconds to load policy `name` from the local cache (converting first and importing transformers, untimed), and the policy."
     resolve_model(name)
     from transformers import AutoModelForCausalLM, AutoTokenizer  # module import is start-up cost, not loading
-    t = time.perf_counter(); HFPolicy.load(name, dtype=dtype)
-    return round(time.perf_counter() - t, 2)
+    t = time.perf_counter(); pol = HFPolicy.load(name, dtype=dtype, **load_kw)
+    return round(time.perf_counter() - t, 2), pol
 
 # %% ../nbs/02_llm.ipynb #ae8833fa
 class VLLMPolicy(Policy):

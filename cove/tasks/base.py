@@ -15,7 +15,7 @@ from ..core import Feedback, Task, get_logger, import_optional
 # %% auto #0
 __all__ = ['ANSWER_LINE', 'FAMILIES', 'ToolCall', 'EpisodeState', 'last_boxed', 'parse_answer', 'Environment', 'register_env',
            'parse_spec', 'env_class', 'make_env', 'DataUnavailable', 'data_path', 'LoadReport', 'load_rows',
-           'jsonl_rows', 'split_seed', 'sample_split', 'check_gold', 'dataset_dir', 'hash_split']
+           'jsonl_rows', 'split_seed', 'sample_split', 'LoadedTasks', 'check_gold', 'dataset_dir', 'hash_split']
 
 # %% ../../nbs/05_tasks.ipynb #8d050848
 @dataclass
@@ -214,6 +214,15 @@ def sample_split(tasks:list[Task], split:str, n:int|None=None, seed:int=0) -> li
     ts = [t for t in tasks if split == 'all' or t.split == split]
     if n is None or n >= len(ts): return ts
     return [ts[k] for k in sorted(random.Random(seed).sample(range(len(ts)), n))]
+
+# %% ../../nbs/05_tasks.ipynb #4d840f8e
+class LoadedTasks:
+    "Mixin of a data-backed `Environment`: `load()` returns every task once (cached); `tasks` samples a split of them."
+    def load(self) -> list[Task]: raise NotImplementedError
+    def tasks(self, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
+        "The `split` tasks in data order, or a seeded sample of `n` of them (kept in data order)."
+        self.check_split(split)
+        return sample_split(self.load(), split, n, seed)
 
 # %% ../../nbs/05_tasks.ipynb #a07d098c
 def check_gold(env:Environment, tasks:list[Task],

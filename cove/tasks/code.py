@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger
-from .base import (sample_split, Environment, EpisodeState, register_env, data_path, DataUnavailable,
+from .base import (LoadedTasks, Environment, EpisodeState, register_env, data_path, DataUnavailable,
                              LoadReport, load_rows, jsonl_rows, split_seed, _Bad, check_gold, hash_split)
 from ..sandbox import run_sandboxed
 
@@ -150,7 +150,7 @@ def run_function_tests(prompt:str, code:str, test:str, entry_point:str, timeout:
     return Feedback('success', 1.0, f'all {total} asserts passed' if total else 'tests passed')
 
 # %% ../../nbs/05d_code.ipynb #fd13f682
-class CodeEnv(Environment):
+class CodeEnv(LoadedTasks, Environment):
     "Base of the `code` family: programs checked by tests in the sandbox."
     family, splits = 'code', ('train', 'test', 'all')
     feedback_is_full = True   # `run_visible` runs all the tests (so a step's result is the evaluation)
@@ -159,17 +159,9 @@ class CodeEnv(Environment):
                  memory_mb:int=512):    # memory limit per run
         self.max_turns, self.timeout, self.memory_mb, self._tasks, self.report = max_turns, timeout, memory_mb, None, None
 
-    def load(self) -> list[Task]: raise NotImplementedError
     def run(self, task:Task, code:str) -> Feedback: raise NotImplementedError
     def run_visible(self, task:Task, code:str) -> Feedback: return self.run(task, code)
     def entry_point(self, task:Task) -> str|None: return task.payload.get('entry_point')
-
-# %% ../../nbs/05d_code.ipynb #80a820d0
-@patch
-def tasks(self:CodeEnv, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
-    "The `split` tasks in data order, or a seeded sample of `n` of them (kept in data order)."
-    self.check_split(split)
-    return sample_split(self.load(), split, n, seed)
 
 # %% ../../nbs/05d_code.ipynb #b887aa53
 @patch

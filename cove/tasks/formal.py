@@ -10,7 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger
-from .base import sample_split, Environment, EpisodeState, register_env, data_path, DataUnavailable, load_rows
+from .base import LoadedTasks, Environment, EpisodeState, register_env, data_path, DataUnavailable, load_rows
 from ..sandbox import run_command_sandboxed, SandboxResult
 from .base import hash_split
 
@@ -189,7 +189,7 @@ def parse_minif2f(row:tuple) -> Task:
 
 # %% ../../nbs/05e_formal.ipynb #f8a0c9f0
 @register_env('formal', 'minif2f')
-class MiniF2FEnv(Environment):
+class MiniF2FEnv(LoadedTasks, Environment):
     "MiniF2F (Lean 4) statements; proofs verified by a local Lean + Mathlib, else unavailable."
     family, splits = 'formal', ('train', 'test', 'all')
     def __init__(self, data_dir:str|Path|None=None, # datasets root holding `minif2f-lean4/` (or that folder)
@@ -232,13 +232,6 @@ def load(self:MiniF2FEnv) -> list[Task]:
         folder = _dataset_dir('minif2f-lean4', self.data_dir)
         self._tasks, self.report = load_rows(lean_file_rows(folder), parse_minif2f, 'minif2f')
     return self._tasks
-
-# %% ../../nbs/05e_formal.ipynb #3999642e
-@patch
-def tasks(self:MiniF2FEnv, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
-    "The `split` tasks in file order, or a seeded sample of `n` (kept in file order)."
-    self.check_split(split)
-    return sample_split(self.load(), split, n, seed)
 
 # %% ../../nbs/05e_formal.ipynb #d40b543e
 @patch

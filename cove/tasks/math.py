@@ -9,7 +9,7 @@ from fractions import Fraction
 from pathlib import Path
 from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger
-from .base import (sample_split, Environment, EpisodeState, register_env, DataUnavailable, load_rows, jsonl_rows,
+from .base import (LoadedTasks, Environment, EpisodeState, register_env, DataUnavailable, load_rows, jsonl_rows,
                              split_seed, parse_answer, last_boxed)
 from .base import check_gold, dataset_dir, hash_split
 
@@ -320,7 +320,7 @@ def tasks(self:ArithmeticEnv, split:str='train', n:int|None=None, seed:int=0) ->
     return out
 
 # %% ../../nbs/05c_math.ipynb #826ac43a
-class DataMathEnv(MathEnv):
+class DataMathEnv(LoadedTasks, MathEnv):
     "Base of the real-data `math` sources (subclasses set `sub` and implement `rows` and `parse`)."
     splits, sub = ('train', 'test', 'all'), ''
     def __init__(self, data_dir:str|Path|None=None): # datasets root holding `<sub>/`, or that folder; None: `data_path`
@@ -338,13 +338,6 @@ def load(self:DataMathEnv) -> list[Task]:
         self._tasks, self.report = load_rows(((w, (i, r)) for i, (w, r) in enumerate(rows)), self.parse, self.source)
         get_logger('tasks').info(repr(self.report))
     return self._tasks
-
-# %% ../../nbs/05c_math.ipynb #7cb93c71
-@patch
-def tasks(self:DataMathEnv, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
-    "The `split` tasks in file order, or a seeded sample of `n` of them (kept in file order)."
-    self.check_split(split)
-    return sample_split(self.load(), split, n, seed)
 
 # %% ../../nbs/05c_math.ipynb #0b6df6c6
 def gsm8k_reference(solution:str) -> tuple[str, str]:

@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger
-from .base import (sample_split, Environment, EpisodeState, register_env, data_path, DataUnavailable,
+from .base import (LoadedTasks, Environment, EpisodeState, register_env, data_path, DataUnavailable,
                              LoadReport, load_rows, jsonl_rows, split_seed, check_gold, dataset_dir, hash_split)
 
 # %% auto #0
@@ -249,7 +249,7 @@ def parse_hotpot_row(r:dict, max_chars:int|None=3500) -> Task:
 
 # %% ../../nbs/05b_multihop.ipynb #24213375
 @register_env('multihop', 'hotpotqa')
-class HotpotQAEnv(QAEnv):
+class HotpotQAEnv(LoadedTasks, QAEnv):
     "HotpotQA (distractor format) questions with EM/F1 evaluation; splits from a hash of `_id`."
     splits = ('train', 'test', 'all')
     def __init__(self, data_dir:str|Path|None=None, # datasets root holding `hotpotqa/`, or that folder; None: `data_path`
@@ -273,10 +273,3 @@ def load(self:HotpotQAEnv) -> list[Task]:
         cut = sum(t.meta['truncated'] for t in self._tasks)
         get_logger('tasks').info(f'{self.report}; {cut} contexts truncated to {self.max_chars} chars')
     return self._tasks
-
-# %% ../../nbs/05b_multihop.ipynb #661564cd
-@patch
-def tasks(self:HotpotQAEnv, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
-    "The `split` tasks in file order, or a seeded sample of `n` of them (kept in file order)."
-    self.check_split(split)
-    return sample_split(self.load(), split, n, seed)
