@@ -69,7 +69,8 @@ EXPERIMENT_ALIASES := experiment-table2
 EXPERIMENT_NB = $(subst -,_,$*)
 $(EXPERIMENT_TARGETS): experiment-%: install
 	@run=outputs/$(EXPERIMENT_NB)/$$(date +%Y%m%d-%H%M%S); mkdir -p $$run; \
-	$(VENV)/bin/papermill nbs/experiments/$(EXPERIMENT_NB).ipynb $$run/$(EXPERIMENT_NB).ipynb -p out_dir $$run $(ARGS) && cat $$run/table.md
+	$(VENV)/bin/papermill nbs/experiments/$(EXPERIMENT_NB).ipynb $$run/$(EXPERIMENT_NB).ipynb -p out_dir $$run $(ARGS) && \
+	{ cat $$run/table.md 2>/dev/null || echo "no table.md in $$run: ARGS gave the notebook another -p out_dir, its tables are there"; }
 
 experiment-table2: experiment-table2-main
 
