@@ -70,7 +70,7 @@ EXPERIMENT_NB = $(subst -,_,$*)
 $(EXPERIMENT_TARGETS): experiment-%: install
 	@run=outputs/$(EXPERIMENT_NB)/$$(date +%Y%m%d-%H%M%S); mkdir -p $$run; \
 	$(VENV)/bin/papermill nbs/experiments/$(EXPERIMENT_NB).ipynb $$run/$(EXPERIMENT_NB).ipynb -p out_dir $$run $(ARGS) && \
-	{ cat $$run/table.md 2>/dev/null || echo "no table.md in $$run: ARGS gave the notebook another -p out_dir, its tables are there"; }
+	$(if $(findstring out_dir,$(ARGS)),echo "tables in the -p out_dir given in ARGS",cat $$run/table.md)
 
 experiment-table2: experiment-table2-main
 
