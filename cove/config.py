@@ -111,6 +111,13 @@ _declare(
     Key('run.epochs', int, 1, 'passes over the task stream (MemRL-style epochs); episode records carry `epoch`'),
 )
 
+# %% ../nbs/01_config.ipynb #5ef55f83
+_declare(
+    Key('run.drift', str, '', "a drift in the stream, `FAMILY@AT:SPLIT`: from that family's episode AT (a fraction "
+        "of --episodes, or a whole number) on, its tasks come from SPLIT (`tableqa@0.5:renamed`: the same questions, "
+        "the tool surface renamed half-way); '' = none"),
+)
+
 # %% ../nbs/01_config.ipynb #b523b0aa
 _declare(
     Key('memrl.delta', float, 0.5, 'MemRL Phase A similarity threshold δ (public code)'),

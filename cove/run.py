@@ -4,7 +4,7 @@
 
 # %% ../nbs/08_run.ipynb #4632884f
 from __future__ import annotations
-import fcntl, inspect, json, os, sqlite3, time
+import fcntl, inspect, json, os, re, sqlite3, time
 from collections import Counter
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
@@ -16,11 +16,12 @@ from .tasks.base import make_env, parse_spec, Environment
 from .agent import HarnessAgent, replay_reference, EpisodeResult
 
 # %% auto #0
-__all__ = ['METHODS', 'RunSpec', 'parse_tasks', 'open_envs', 'task_stream', 'register_method', 'Method', 'Base', 'Oracle',
-           'summarise', 'run_metrics', 'one_line', 'read_json', 'state_fix', 'adapter_fix', 'adapter_problem',
-           'check_state', 'set_aside', 'set_aside_log', 'check_spec', 'RunLocked', 'lock_holder', 'RunLock',
-           'running_pid', 'write_json', 'Run', 'load_policy', 'check_records', 'check_config', 'sqlite_problem',
-           'check_stores', 'record_keys', 'applied_agrees', 'check_method_state', 'check_one', 'check_run']
+__all__ = ['METHODS', 'CPU_FLAGS', 'RunSpec', 'parse_tasks', 'open_envs', 'task_stream', 'Drift', 'parse_drift', 'check_drift',
+           'register_method', 'Method', 'Base', 'Oracle', 'summarise', 'run_metrics', 'one_line', 'read_json',
+           'state_fix', 'adapter_fix', 'adapter_problem', 'check_state', 'set_aside', 'set_aside_log', 'check_spec',
+           'RunLocked', 'lock_holder', 'RunLock', 'running_pid', 'write_json', 'Run', 'load_policy', 'cpu_info',
+           'runtime_info', 'check_records', 'check_config', 'sqlite_problem', 'check_stores', 'record_keys',
+           'applied_agrees', 'check_method_state', 'check_one', 'check_run']
 
 # %% ../nbs/08_run.ipynb #a9aeb9eb
 @dataclass
@@ -56,12 +57,46 @@ def open_envs(specs:list[str], cfg:Config) -> dict[str, Environment]:
     return {s: make_env(s, **_env_kwargs(env_class(s), cfg)) for s in specs}
 
 # %% ../nbs/08_run.ipynb #19c6c8f2
-def task_stream(envs:dict[str, Environment], n:int, split:str, seed:int) -> list[tuple[str, object]]:
+def task_stream(envs:dict[str, Environment], n:int, split:str, seed:int,
+                drift:Drift|None=None # from its cut on, the drift's family plays its split's tasks
+               ) -> list[tuple[str, object]]:
     "`[(spec, task), ...]` interleaved across families; the index is the episode number."
     per = {s: e.tasks(split, n, seed) for s, e in envs.items()}
+    if drift is not None:
+        c = drift.cut(n)
+        per[drift.family] = per[drift.family][:c] + envs[drift.family].tasks(drift.split, n, seed)[c:]
     short = {s: len(t) for s, t in per.items() if len(t) < n}
     if short: get_logger('run').warning(f"fewer tasks than --episodes {n}: {short}")
     return [(s, per[s][j]) for j in range(max(map(len, per.values()), default=0)) for s in per if j < len(per[s])]
+
+# %% ../nbs/08_run.ipynb #0782ad2b
+@dataclass(frozen=True)
+class Drift:
+    "From `family`'s episode `at` on (a fraction of the episodes per family, or a whole number), its tasks are `split`'s."
+    family: str
+    at: float
+    split: str
+    def cut(self, n:int) -> int:
+        "The first drifted episode of the family, of `n`."
+        return int(self.at) if self.at >= 1 else int(self.at * n)
+
+# %% ../nbs/08_run.ipynb #909c4771
+def parse_drift(s:str) -> Drift|None:
+    "`'tableqa@0.5:renamed'` -> `Drift`; '' -> None; anything else a one-line `ValueError`."
+    if not s: return None
+    m = re.fullmatch(r'\s*([\w:.-]+)@([0-9.]+):(\w+)\s*', s)
+    at = float(m.group(2)) if m and re.fullmatch(r'\d+(\.\d+)?|\.\d+', m.group(2)) else -1.0
+    if not m or not (0 < at < 1 or (at >= 1 and at == int(at))):
+        raise ValueError(f"run.drift {s!r} is not FAMILY@AT:SPLIT with AT a fraction in (0, 1) or a whole number "
+                         "(e.g. tableqa@0.5:renamed)")
+    return Drift(m.group(1), at, m.group(3))
+
+# %% ../nbs/08_run.ipynb #5af09743
+def check_drift(drift:Drift|None, envs:dict[str, Environment]):
+    "A drift names a family of the run and a split that family has (a one-line `ValueError` else)."
+    if drift is None: return
+    if drift.family not in envs: raise ValueError(f"run.drift names {drift.family!r}, not a family of this run ({sorted(envs)})")
+    envs[drift.family].check_split(drift.split)
 
 # %% ../nbs/08_run.ipynb #b84f6c4e
 METHODS: dict[str, type] = {}
@@ -277,6 +312,7 @@ def check_spec(spec:RunSpec, cfg:Config) -> dict[str, Environment]:
         if cfg[k] < 1: raise ValueError(f"{k} must be >= 1, not {cfg[k]}")
     envs = open_envs(spec.tasks, cfg)   # an unknown family or source raises here
     for e in envs.values(): e.check_split(spec.split)
+    check_drift(parse_drift(cfg['run.drift']), envs)
     return envs
 
 # %% ../nbs/08_run.ipynb #033799a7
@@ -349,6 +385,7 @@ def _check_config(self:Run, write:bool=False):
     elif write:
         from cove import __version__
         write_json(p, dict(spec=self.spec.key(), profile=self.cfg.profile, config=self.cfg.values, sources=self.cfg.sources,
+                           runtime=runtime_info(self.cfg),
                            cove_version=__version__, started=time.strftime('%Y-%m-%dT%H:%M:%S')))
 
 # %% ../nbs/08_run.ipynb #c648ea22
@@ -391,11 +428,12 @@ def _play(self:Run, policy, progress:bool) -> dict:
     for s, e in envs.items():
         ok, why = e.available()
         if not ok: self.log.warning(f"family {s} is UNAVAILABLE here: {why} (its episodes are logged as errors)")
-    one = task_stream(envs, sp.episodes, sp.split, sp.seed)
+    one = task_stream(envs, sp.episodes, sp.split, sp.seed, parse_drift(cfg['run.drift']))
     stream = one * max(1, cfg['run.epochs'])   # epochs: the same stream again (MemRL-style); episode i is in epoch i // len(one)
     done = self.finished()
     todo = [(i, s, t) for i, (s, t) in enumerate(stream) if i not in done]
     method = self._open_method(policy, todo, len(done))
+    self.runtime = runtime_info(cfg, method.policy)   # the dtype that runs, into metrics.json
     bs = max(1, cfg['model.batch_size'])
     bar = tqdm(total=len(stream), initial=len(stream) - len(todo), desc=f"{sp.method}", disable=not progress)
     avail = {s: e.available() for s, e in envs.items()}
@@ -431,7 +469,8 @@ def metrics(self:Run, method=None) -> dict:
     recs = read_jsonl(self.episodes_path)
     eps = [r['episode'] for r in recs]
     if len(eps) != len(set(eps)): raise RuntimeError(f"{self.episodes_path}: duplicate episodes {len(eps) - len(set(eps))}")
-    return dict(method=self.spec.method, **run_metrics(recs), **(method.metrics() if method else {}))
+    rt = {'runtime': self.runtime} if getattr(self, 'runtime', None) else {}
+    return dict(method=self.spec.method, **run_metrics(recs), **rt, **(method.metrics() if method else {}))
 
 # %% ../nbs/08_run.ipynb #aa41a116
 def load_policy(cfg:Config):
@@ -446,6 +485,29 @@ def load_policy(cfg:Config):
     extra = {'prefix_cache_tokens': c['prefix_cache_tokens']} if c['backend'] == 'hf' else {}
     return make_policy(c['backend'], c['name'], dtype=c['dtype'], device=c['device'], batch_size=c['batch_size'],
                        allow_download=c['allow_download'], **extra)
+
+# %% ../nbs/08_run.ipynb #e8c2e0ba
+CPU_FLAGS = ('avx2', 'avx512f', 'avx512_bf16', 'amx_bf16', 'amx_tile')
+
+def cpu_info() -> dict:
+    "The CPU's model name, the `CPU_FLAGS` it has, and the cores this process may use (from `/proc/cpuinfo`)."
+    try: text = Path('/proc/cpuinfo').read_text()
+    except OSError: text = ''
+    name = re.search(r'^model name\s*:\s*(.+)$', text, re.M)
+    flags = set((re.search(r'^flags\s*:\s*(.+)$', text, re.M) or re.search('()', '')).group(1).split())
+    try: cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError): cores = os.cpu_count()
+    return dict(cpu=name.group(1).strip() if name else 'unknown', flags=[f for f in CPU_FLAGS if f in flags], cores=cores)
+
+# %% ../nbs/08_run.ipynb #c8195cf3
+def runtime_info(cfg:Config, policy=None) -> dict:
+    "The CPU (`cpu_info`) and the dtype: the policy's, else the one `model.dtype` resolves to here (hf backend)."
+    info = cpu_info()
+    dt = getattr(policy, 'dtype', None)
+    if dt is None and cfg['model.backend'] == 'hf':
+        from cove.llm import pick_dtype
+        dt = pick_dtype(cfg['model.dtype'], cfg['model.device'])
+    return info | dict(dtype=str(dt).replace('torch.', '') if dt is not None else None, dtype_key=cfg['model.dtype'])
 
 # %% ../nbs/08_run.ipynb #d3f16352
 def _episode_lines(data:bytes) -> tuple[list[dict], list[int], int]:
