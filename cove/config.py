@@ -4,7 +4,7 @@
 
 # %% ../nbs/01_config.ipynb #1cab15c3
 from __future__ import annotations
-import configparser, os
+import configparser, math, os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,8 +12,8 @@ from fastcore.basics import patch
 from .core import repo_root
 
 # %% auto #0
-__all__ = ['SCHEMA', 'Key', 'ConfigError', 'coerce', 'env_name', 'parse_sets', 'read_profiles', 'Config', 'load_config',
-           'describe']
+__all__ = ['SCHEMA', 'RANGES', 'Key', 'ConfigError', 'check_range', 'coerce', 'env_name', 'parse_sets', 'read_profiles', 'Config',
+           'load_config', 'describe']
 
 # %% ../nbs/01_config.ipynb #d4d8657d
 @dataclass(frozen=True)
@@ -211,6 +211,35 @@ def _typed(k:Key, value:Any) -> Any:
     if k.type is int and isinstance(value, float) and not value.is_integer(): raise ValueError('not an integer')
     return k.type(str(value).strip()) if k.type is not str else str(value)
 
+# %% ../nbs/01_config.ipynb #a80d662f
+RANGES: dict[str, tuple] = {}   # key: (lowest, highest, whether the lowest itself is allowed); None = no bound
+
+def _ranges(lo, hi, *keys:str, closed:bool=True):
+    "Give `keys` the range [`lo`, `hi`] (`closed=False`: `lo` itself excluded)."
+    for k in keys: RANGES[k] = (lo, hi, closed)
+
+_ranges(1, None, 'model.batch_size', 'model.max_new_tokens', 'embed.batch_size', 'train.batch_size', 'train.micro_batch',
+        'train.lora_r', 'train.max_steps', 'train.max_length', 'train.grpo_generations', 'trigger.w', 'trigger.k',
+        'run.epochs', 'memrl.k1', 'evolver.max_turns', 'self_challenging.attempts', 'self_challenging.max_new_tokens')
+_ranges(0, None, 'train.lr', 'train.grpo_lr', 'self_challenging.timeout', 'coevo.kappa', closed=False)   # 0 trains nothing
+_ranges(0, 1, 'trigger.tau_c', 'evolver.dedup', 'evolver.prune', 'memrl.gamma', 'coevo.gamma', 'coevo.rho_c',
+        'coevo.lam_ema', 'coevo.dense_edge', 'trigger.q_min')
+_ranges(0, 1, 'memrl.alpha', 'coevo.alpha_q', closed=False)
+_ranges(-1, None, 'memrl.delta', 'memrl.merge_sim')   # cosine thresholds (> 1: never met)
+_ranges(None, None, 'run.seed', 'release.threshold', 'memrl.q_init', 'coevo.q_init', 'coevo.q_min', 'coevo.q_max')
+_ranges(0, 3, 'tableqa.difficulty')
+_ranges(0, 2, 'multihop.difficulty', 'math.difficulty', 'code.difficulty')
+
+# %% ../nbs/01_config.ipynb #53fa5fa7
+def check_range(key:str, v):
+    "A `ConfigError` when the number `v` is outside `key`'s range (`RANGES`; unlisted: >= 0), or a float not finite."
+    if isinstance(v, bool) or not isinstance(v, (int, float)): return
+    if isinstance(v, float) and not math.isfinite(v): raise ConfigError(f"{key}={v!r}: must be a finite number")
+    lo, hi, closed = RANGES.get(key, (0, None, True))
+    if lo is not None and (v < lo or (v == lo and not closed)):
+        raise ConfigError(f"{key}={v!r}: must be {'>=' if closed else '>'} {lo}" + (f" and <= {hi}" if hi is not None else ''))
+    if hi is not None and v > hi: raise ConfigError(f"{key}={v!r}: must be <= {hi}")
+
 # %% ../nbs/01_config.ipynb #dd003588
 def coerce(key:str, value:Any) -> Any:
     "`value` converted to the declared type of `key`, or a `ConfigError`."
@@ -219,6 +248,7 @@ def coerce(key:str, value:Any) -> Any:
     try: v = _typed(k, value)
     except ValueError as e: raise ConfigError(f"{key}={value!r}: expected {k.type.__name__} ({e})") from None
     if k.choices and v not in k.choices: raise ConfigError(f"{key}={v!r}: must be one of {k.choices}")
+    check_range(key, v)
     return v
 
 # %% ../nbs/01_config.ipynb #6362f3aa

@@ -1,0 +1,28 @@
+"Issue 24, item 6: a numeric key outside its range stops `cove run` with one line and exit 2, before anything loads."
+import subprocess, sys
+from pathlib import Path
+import pytest
+from cove.config import SCHEMA, RANGES, coerce, ConfigError
+
+BAD = ['train.lr=nan', 'train.lr=0', 'retrieval.k=-3', 'agent.shots=-2', 'trigger.k=-1', 'model.temperature=inf',
+       'run.threads=-4', 'model.max_new_tokens=0', 'evolver.dedup=1.5']
+
+@pytest.mark.parametrize('item', BAD)
+def test_cli_refuses_out_of_range(item, tmp_path):
+    out = tmp_path/'run'
+    r = subprocess.run([str(Path(sys.executable).parent/'cove'), 'run', '--method', 'base', '--tasks', 'math', '--episodes', '2',
+                        '--out', str(out), '--set', item], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, (r.returncode, r.stderr[-500:])
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and item.split('=')[0] in lines[0] and 'Traceback' not in r.stderr, r.stderr
+    assert not out.exists()   # no folder left behind
+
+def test_every_numeric_key_is_ranged():
+    "Each int/float key refuses something: a non-finite float, or a value below its lowest."
+    for k, key in SCHEMA.items():
+        if key.type not in (int, float): continue
+        lo = RANGES.get(k, (0, None, True))[0]
+        bad = float('nan') if key.type is float else (lo - 1 if lo is not None else None)
+        if bad is None: continue   # an unbounded integer (run.seed)
+        with pytest.raises(ConfigError): coerce(k, bad)
+        assert coerce(k, key.default) == key.default   # the default is in range
