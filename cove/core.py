@@ -249,12 +249,9 @@ def import_optional(package:str, names) -> list[str]:
 
 # %% ../nbs/00_core.ipynb #bfa77b6d
 def wilson(k:int, n:int, z:float=1.96) -> tuple[float, float]|tuple[None, None]:
-    "Wilson score interval of a rate `k / n` (95% for z = 1.96); `(None, None)` when n = 0."
-    if n <= 0: return None, None
-    if not 0 <= k <= n: raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
-    p, z2 = k / n, z * z
-    mid, half = (p + z2 / (2 * n)) / (1 + z2 / n), z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-    return max(0.0, mid - half), min(1.0, mid + half)
+    "Wilson score interval of `k / n` (95% at z = 1.96) by statsmodels, `cove.stats.wilson`; `(None, None)` at n = 0."
+    from cove.stats import wilson as _wilson   # imported here: cove.stats imports cove.core
+    return _wilson(k, n, alpha=math.erfc(z / math.sqrt(2)))   # the two-sided level whose normal quantile is z
 
 # %% ../nbs/00_core.ipynb #62f8de01
 def rate_ci(k:int, n:int) -> str:
