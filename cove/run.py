@@ -16,12 +16,13 @@ from .tasks.base import make_env, parse_spec, Environment
 from .agent import HarnessAgent, replay_reference, EpisodeResult
 
 # %% auto #0
-__all__ = ['METHODS', 'CPU_FLAGS', 'RunSpec', 'parse_tasks', 'open_envs', 'task_stream', 'Drift', 'parse_drift', 'check_drift',
-           'register_method', 'Method', 'Base', 'Oracle', 'summarise', 'run_metrics', 'one_line', 'read_json',
-           'state_fix', 'adapter_fix', 'adapter_problem', 'check_state', 'set_aside', 'set_aside_log', 'check_spec',
-           'RunLocked', 'lock_holder', 'RunLock', 'running_pid', 'write_json', 'Run', 'load_policy', 'cpu_info',
-           'runtime_info', 'check_records', 'check_config', 'sqlite_problem', 'check_stores', 'record_keys',
-           'applied_agrees', 'check_method_state', 'check_one', 'check_run']
+__all__ = ['METHODS', 'RESULT_NEUTRAL', 'CPU_FLAGS', 'RunSpec', 'parse_tasks', 'open_envs', 'task_stream', 'Drift', 'parse_drift',
+           'check_drift', 'register_method', 'Method', 'Base', 'Oracle', 'summarise', 'run_metrics', 'one_line',
+           'read_json', 'state_fix', 'adapter_fix', 'adapter_problem', 'check_state', 'set_aside', 'set_aside_log',
+           'check_spec', 'RunLocked', 'lock_holder', 'RunLock', 'running_pid', 'write_json', 'Run', 'config_diff',
+           'run_diff', 'foreign_records', 'load_policy', 'cpu_info', 'runtime_info', 'check_records', 'check_config',
+           'sqlite_problem', 'check_stores', 'record_keys', 'applied_agrees', 'check_method_state', 'check_one',
+           'check_run']
 
 # %% ../nbs/08_run.ipynb #a9aeb9eb
 @dataclass
@@ -372,21 +373,51 @@ class Run:
 
     def finished(self) -> set[int]: return {r['episode'] for r in read_jsonl(self.episodes_path)}
 
+# %% ../nbs/08_run.ipynb #e2695c5f
+RESULT_NEUTRAL = ('run.threads', 'run.jobs', 'output.dir', 'model.prefix_cache_tokens', 'embed.batch_size')  # keys that cannot change a result
+
+def config_diff(old:dict, new:dict) -> list[str]:
+    "`'key: old -> new'` for every key whose value differs, but `RESULT_NEUTRAL` (a key `old` lacks: its default)."
+    oldv = lambda k: old.get(k, SCHEMA[k].default if k in SCHEMA else None)
+    return [f"{k}: {oldv(k)!r} -> {v!r}" for k, v in new.items() if k not in RESULT_NEUTRAL and oldv(k) != v]
+
+# %% ../nbs/08_run.ipynb #3daec37e
+def run_diff(old:dict, spec:RunSpec, cfg:Config) -> list[str]:
+    "How the run recorded in a `config.json` (`old`) differs from `spec` under `cfg`: spec fields, then config keys."
+    osp = old.get('spec') or {}
+    d = [f"{k}: {osp.get(k)!r} -> {v!r}" for k, v in spec.key().items() if osp.get(k) != v]
+    return d + config_diff(old.get('config') or {}, cfg.values)
+
+# %% ../nbs/08_run.ipynb #c531ae3e
+def foreign_records(recs:list[dict], spec:RunSpec, drift:Drift|None=None) -> list[str]:
+    "Why records of `recs` are not of `spec`'s run (another method, family or split), one line each."
+    splits = {spec.split} | ({drift.split} if drift else set())
+    why = lambda r: (f"method {r.get('method')!r}" if r.get('method') != spec.method else
+                     f"family {r.get('family_spec')!r}" if r.get('family_spec') not in spec.tasks else
+                     f"split {r.get('split')!r}" if r.get('split') not in splits else None)
+    return [f"episode {r.get('episode')}: {w}" for r in recs if (w := why(r))]
+
 # %% ../nbs/08_run.ipynb #ae784f3d
+def _holds_nothing(out:Path) -> bool:
+    "Whether run folder `out` holds no recorded episode and nothing a run leaves but its `config.json` and lock."
+    eps = out/'episodes.jsonl'
+    if eps.exists() and eps.stat().st_size: return False
+    return all(p.name in ('config.json', '.lock', 'episodes.jsonl') for p in out.iterdir())
+
 @patch
 def _check_config(self:Run, write:bool=False):
-    "Refuse a folder that holds another run; with `write` (under the lock), start a new folder's `config.json`."
-    p = self.out/'config.json'
+    "Refuse a folder that holds another run, naming what differs; with `write` (under the lock), write `config.json`."
+    p, fresh = self.out/'config.json', True
     if p.exists():
-        old = read_json(p, 'move it aside, or use another --out')
-        oc = old.get('config', {})
-        if old.get('spec') != self.spec.key() or oc.get('model.name') != self.cfg['model.name'] or oc.get('run.epochs', 1) != self.cfg['run.epochs']:   # a config.json from before epochs had one
-            raise ValueError(f"{self.out} holds a different run ({old.get('spec')}, model {old.get('config', {}).get('model.name')}); use another --out")
-    elif write:
+        diff = run_diff(read_json(p, 'move it aside, or use another --out'), self.spec, self.cfg)
+        if diff and not _holds_nothing(self.out):
+            raise ValueError(f"{self.out} holds a different run ({'; '.join(diff[:4])}); use another --out")
+        if diff and write: self.log.warning(f"{self.out} held a config but no episode: re-specified ({'; '.join(diff[:4])})")
+        fresh = bool(diff)
+    if write and fresh:
         from cove import __version__
         write_json(p, dict(spec=self.spec.key(), profile=self.cfg.profile, config=self.cfg.values, sources=self.cfg.sources,
-                           runtime=runtime_info(self.cfg),
-                           cove_version=__version__, started=time.strftime('%Y-%m-%dT%H:%M:%S')))
+                           runtime=runtime_info(self.cfg), cove_version=__version__, started=time.strftime('%Y-%m-%dT%H:%M:%S')))
 
 # %% ../nbs/08_run.ipynb #c648ea22
 @patch
@@ -430,7 +461,10 @@ def _play(self:Run, policy, progress:bool) -> dict:
         if not ok: self.log.warning(f"family {s} is UNAVAILABLE here: {why} (its episodes are logged as errors)")
     one = task_stream(envs, sp.episodes, sp.split, sp.seed, parse_drift(cfg['run.drift']))
     stream = one * max(1, cfg['run.epochs'])   # epochs: the same stream again (MemRL-style); episode i is in epoch i // len(one)
-    done = self.finished()
+    recs = read_jsonl(self.episodes_path)
+    if bad := foreign_records(recs, sp, parse_drift(cfg['run.drift'])):
+        raise ValueError(f"{self.episodes_path} holds {len(bad)} records of another run ({bad[0]}); use another --out")
+    done = {r['episode'] for r in recs}
     todo = [(i, s, t) for i, (s, t) in enumerate(stream) if i not in done]
     method = self._open_method(policy, todo, len(done))
     self.runtime = runtime_info(cfg, method.policy)   # the dtype that runs, into metrics.json
