@@ -9,10 +9,12 @@ from pathlib import Path
 from .core import get_logger, read_jsonl
 from .config import Config, load_config, parse_sets
 from .run import Run, RunSpec, RunLock, write_json, load_policy
+from .stats import paired_rows
 
 # %% auto #0
-__all__ = ['DEMO_METHODS', 'DEMO_FAMILIES', 'DEMO_EPISODES', 'DEMO_OVERRIDES', 'demo_config', 'comparison_rows',
-           'token_reduction', 'markdown_table', 'success_curves', 'plot_success', 'run_demo']
+__all__ = ['DEMO_METHODS', 'DEMO_FAMILIES', 'DEMO_EPISODES', 'DEMO_OVERRIDES', 'PAIRED_NOTE', 'NO_PAIRS', 'demo_config',
+           'comparison_rows', 'token_reduction', 'markdown_table', 'success_curves', 'plot_success', 'demo_pairs',
+           'paired_markdown', 'run_demo']
 
 # %% ../nbs/19_demo.ipynb #506c2e0f
 DEMO_METHODS = ['base', 'harness_only', 'parametric_only', 'cove']
@@ -143,10 +145,44 @@ def _write_table(cfg:Config, out:Path, metrics:dict, methods:list[str], families
     (out/'table.md').write_text(f"{head}\n\n{markdown_table(rows)}\n\n{red_txt}\n")
     return rows, red
 
+# %% ../nbs/19_demo.ipynb #9af6dd33
+def demo_pairs(methods:list[str], ref:str='base', focus:str='cove') -> list[tuple[str, str]]:
+    "The `(method, reference)` pairs of the paired table: each method against `ref`, then `focus` against each other."
+    pairs = [(m, ref) for m in methods if m != ref] if ref in methods else []
+    return pairs + ([(focus, m) for m in methods if m not in (focus, ref)] if focus in methods else [])
+
+# %% ../nbs/19_demo.ipynb #815f6bb7
+PAIRED_NOTE = ("Paired comparison (both runs played the same tasks in the same order): diff = the method's success "
+               "rate minus the reference's (vs), with its 95% interval by Newcombe's (1998) method 10 for paired "
+               "proportions, built on Wilson score limits (statsmodels); McNemar's exact p, with (tasks only the "
+               "method solved / only the reference solved); MDE = the smallest difference McNemar's test detects "
+               "with 80% power at two-sided 0.05 for that n and the observed discordance (Connor 1987; n/a without "
+               "discordant pairs).")
+
+def paired_markdown(rows:list[dict]) -> str:
+    "The rows of `cove.stats.paired_rows` as a Markdown table: diff [95% CI], McNemar p (only / only vs), MDE."
+    return markdown_table([{'method': r['method'], 'vs': r['reference'], 'family': r['family'], 'n': r['n'],
+                            'diff [95% CI]': f"{r['diff']:+.3f} [{r['ci_lo']:+.3f}, {r['ci_hi']:+.3f}]",
+                            'McNemar p (only / only vs)': f"{r['p']:.3f} ({r['a_only']}/{r['b_only']})",
+                            'MDE': r['mde']} for r in rows])
+
+# %% ../nbs/19_demo.ipynb #d447ac2f
+NO_PAIRS = "No paired comparison: it needs Base or COVE and another method."
+
+def _write_paired(out:Path, runs:dict[str, Path], methods:list[str], families:list[str]) -> list[dict]:
+    "Write `paired.csv` and, under `table.md`'s table, the paired one (each method vs Base, COVE vs others); its rows."
+    import pandas as pd
+    rows = paired_rows(runs, families=families, pairs=demo_pairs(methods))
+    if rows: pd.DataFrame(rows).round(4).to_csv(out/'paired.csv', index=False)
+    else: (out/'paired.csv').unlink(missing_ok=True)
+    txt = f"{PAIRED_NOTE}\n\n{paired_markdown(rows)}" if rows else NO_PAIRS
+    with open(out/'table.md', 'a') as f: f.write(f"\n{txt}\n")
+    return rows
+
 # %% ../nbs/19_demo.ipynb #fa28d7b2
 def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[str]=DEMO_METHODS,
              families:list[str]=DEMO_FAMILIES, policy=None, progress:bool=True) -> dict:
-    "Play `methods` on the same stream; write `table.csv`, `table.md`, `success_over_episodes.png`, `summary.json`, `demo.log`."
+    "Play `methods` on one stream; write `table.csv`, `table.md`, `paired.csv`, a figure, `summary.json`, `demo.log`."
     out = Path(out); lock = RunLock(out)   # one process per demo folder: a second demo there stops here, naming the first's pid
     fh = _log_to(out/'demo.log')
     try:
@@ -154,9 +190,10 @@ def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[
         policy = policy or load_policy(cfg)
         metrics, runs = _play_methods(cfg, out, policy, methods, families, episodes, progress)
         rows, red = _write_table(cfg, out, metrics, methods, families, episodes)
+        paired = _write_paired(out, runs, methods, families)
         plot_success(success_curves(runs), out/'success_over_episodes.png')
         summary = dict(config=cfg.values, profile=cfg.profile, episodes=episodes, families=families, methods=methods, rows=rows,
-                       token_reduction=red, wall_s=time.time() - t0,
+                       paired=paired, token_reduction=red, wall_s=time.time() - t0,
                        details={m: {k: metrics[m].get(k) for k in ('trigger_events', 'kb', 'release', 'released', 'promoted', 'router_shares', 'per_family')}
                                 for m in methods})
         write_json(out/'summary.json', summary)
