@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_core.ipynb #52872cde
 from __future__ import annotations
-import contextlib, errno, json, logging, math, os, re, sqlite3, time
+import contextlib, errno, json, logging, math, os, re, sqlite3, stat, time
 from collections import Counter
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
@@ -13,9 +13,9 @@ from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['STATUSES', 'ROLES', 'DISK_FULL', 'SQLITE_FULL', 'SQLITE_IOERR', 'Feedback', 'redact_expected', 'Task', 'msg',
-           'repo_root', 'CorruptFile', 'WriteFailed', 'writing', 'write_all', 'write_failure', 'write_atomic',
-           'get_logger', 'repair_tail', 'append_jsonl', 'read_jsonl', 'task_key', 'EpisodeKeys', 'write_tx',
-           'import_optional', 'wilson', 'rate_ci']
+           'repo_root', 'CorruptFile', 'WriteFailed', 'writing', 'write_all', 'NotRegularFile', 'open_regular',
+           'read_regular', 'write_failure', 'write_atomic', 'get_logger', 'repair_tail', 'append_jsonl', 'read_jsonl',
+           'task_key', 'EpisodeKeys', 'write_tx', 'import_optional', 'wilson', 'rate_ci']
 
 # %% ../nbs/00_core.ipynb #427cb844
 STATUSES = ('success', 'failure', 'error', 'timeout')
@@ -100,6 +100,29 @@ def write_all(fd:int, data:bytes):
     view = memoryview(data)
     while view: view = view[os.write(fd, view):]
 
+# %% ../nbs/00_core.ipynb #3f1b7cca
+class NotRegularFile(ValueError):
+    "A run-folder file that is a symbolic link, a FIFO, a folder or a device: cove neither follows nor opens it."
+
+def open_regular(path:str|Path, flags:int=os.O_RDONLY, mode:int=0o666) -> int:
+    "`os.open` of a regular file that follows no symbolic link and never blocks on a FIFO; `NotRegularFile` else."
+    try: fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, 'O_CLOEXEC', 0), mode)
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR, errno.EMLINK):
+            raise NotRegularFile(f"{path} is not a regular file (a link, FIFO or folder): cove opens none; "
+                                 "remove it, or use another --out") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise NotRegularFile(f"{path} is not a regular file (a FIFO or device): cove opens none; remove it, or use another --out")
+    return fd
+
+def read_regular(path:str|Path) -> bytes|None:
+    "The bytes of the regular file `path` (None when there is none), read through `open_regular`."
+    try: fd = open_regular(path)
+    except FileNotFoundError: return None
+    with os.fdopen(fd, 'rb') as f: return f.read()
+
 # %% ../nbs/00_core.ipynb #13972437
 DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)   # no space left, over the file-size limit, over the quota
 SQLITE_FULL, SQLITE_IOERR = 13, 10                      # 'database or disk is full', 'disk I/O error' (primary result codes)
@@ -129,7 +152,7 @@ def write_atomic(path:str|Path, data:bytes|str):
     tmp = Path(str(path) + '.tmp')
     try:
         with writing(path):
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+            fd = open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
             try: write_all(fd, data.encode() if isinstance(data, str) else data); os.fsync(fd)
             finally: os.close(fd)
             os.replace(tmp, path)
@@ -149,13 +172,17 @@ def get_logger(name:str) -> logging.Logger:
 # %% ../nbs/00_core.ipynb #b5cd9687
 def _keep_torn(p:Path, tail:bytes):
     "Append the torn bytes `tail` of `p` to `<p>.torn`, fsynced."
-    with writing(str(p) + '.torn'), open(str(p) + '.torn', 'ab') as t: t.write(tail + b'\n'); t.flush(); os.fsync(t.fileno())
+    with writing(str(p) + '.torn'), os.fdopen(open_regular(str(p) + '.torn', os.O_WRONLY | os.O_APPEND | os.O_CREAT), 'ab') as t:
+        t.write(tail + b'\n')
+        t.flush()
+        os.fsync(t.fileno())
 
 def repair_tail(path:str|Path) -> bytes:
     "Make `path` end at a line boundary before more is appended: a last line without its newline (a write a kill cut short) is completed if it is a whole JSON record, else cut off and kept in `<path>.torn`; returns the bytes cut (b'' if none)."
     p = Path(path)
-    if not p.exists() or p.stat().st_size == 0: return b''
-    with writing(p), open(p, 'rb+') as f:
+    if not os.path.lexists(p): return b''
+    with writing(p), os.fdopen(open_regular(p, os.O_RDWR), 'rb+') as f:
+        if os.fstat(f.fileno()).st_size == 0: return b''
         f.seek(-1, os.SEEK_END)
         if f.read(1) == b'\n': return b''
         f.seek(0); data = f.read()
@@ -176,7 +203,7 @@ def append_jsonl(path:str|Path, rec:dict):
     data = (json.dumps(rec, default=str) + '\n').encode()
     repair_tail(path)
     with writing(path):
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        fd = open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
             size = os.fstat(fd).st_size
             try: write_all(fd, data); os.fsync(fd)
@@ -187,8 +214,9 @@ def append_jsonl(path:str|Path, rec:dict):
 def read_jsonl(path:str|Path) -> list[dict]:
     "Records of a JSON-lines file; a torn (unparseable) trailing line is skipped with a warning."
     p = Path(path)
-    if not p.exists(): return []
-    lines = p.read_text().splitlines()
+    data = read_regular(p)
+    if data is None: return []
+    lines = data.decode('utf-8', 'replace').splitlines()
     out = []
     for i, line in enumerate(lines):
         if not line.strip(): continue

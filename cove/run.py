@@ -4,13 +4,14 @@
 
 # %% ../nbs/08_run.ipynb #4632884f
 from __future__ import annotations
-import fcntl, inspect, json, os, re, sqlite3, time
+import fcntl, inspect, json, os, re, sqlite3, stat, time
 from collections import Counter
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from tqdm.auto import tqdm
 from fastcore.basics import patch
 from .core import append_jsonl, read_jsonl, get_logger, Feedback, import_optional, wilson, EpisodeKeys, write_atomic, CorruptFile
+from .core import open_regular, read_regular
 from .config import Config, load_config, SCHEMA
 from .tasks.base import make_env, parse_spec, Environment
 from .agent import HarnessAgent, replay_reference, EpisodeResult
@@ -21,8 +22,8 @@ __all__ = ['METHODS', 'RESULT_NEUTRAL', 'CPU_FLAGS', 'RunSpec', 'parse_tasks', '
            'read_json', 'state_fix', 'adapter_fix', 'adapter_problem', 'check_state', 'set_aside', 'set_aside_log',
            'check_spec', 'RunLocked', 'lock_holder', 'RunLock', 'running_pid', 'write_json', 'Run', 'config_diff',
            'run_diff', 'foreign_records', 'load_policy', 'cpu_info', 'runtime_info', 'check_records', 'check_config',
-           'sqlite_problem', 'check_stores', 'record_keys', 'applied_agrees', 'check_method_state', 'check_one',
-           'check_run']
+           'sqlite_problem', 'check_stores', 'record_keys', 'applied_agrees', 'check_method_state', 'odd_files',
+           'check_one', 'check_run']
 
 # %% ../nbs/08_run.ipynb #a9aeb9eb
 @dataclass
@@ -230,7 +231,7 @@ def one_line(e:BaseException) -> str:
 # %% ../nbs/08_run.ipynb #e78ab145
 def read_json(path:str|Path, fix:str) -> dict:
     "The JSON object in `path`; anything else raises `CorruptFile` naming the file, with `fix` (what to do)."
-    try: s = json.loads(Path(path).read_text())
+    try: s = json.loads(read_regular(path) or b'')
     except ValueError as e: raise CorruptFile(f"{path} is corrupt ({one_line(e)}); {fix}", [path]) from None
     if not isinstance(s, dict): raise CorruptFile(f"{path} is corrupt (a JSON {type(s).__name__}, not an object); {fix}", [path])
     return s
@@ -334,7 +335,7 @@ class RunLock:
     "An exclusive `fcntl.flock` on `<folder>/.lock` (which holds our pid) until `release` (or the end of a `with`)."
     def __init__(self, folder:str|Path):
         self.path = Path(folder)/'.lock'; self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.f = open(self.path, 'a+')
+        self.f = os.fdopen(open_regular(self.path, os.O_RDWR | os.O_CREAT), 'r+')   # never through a planted link
         try: fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self.f.close()
@@ -349,7 +350,7 @@ def running_pid(folder:str|Path) -> str|None:
     "The pid of the process holding `folder`'s run lock now, or None (the folder's files are not touched)."
     p = Path(folder)/'.lock'
     if not p.exists(): return None
-    with open(p) as f:
+    with os.fdopen(open_regular(p), 'r') as f:
         try: fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError: return lock_holder(p)
     return None
@@ -559,7 +560,7 @@ def check_records(d:Path) -> tuple[list[tuple], list[dict]]:
     "Items for `d/episodes.jsonl` (each line a record, each episode once, 0..N-1) and its records."
     p = d/'episodes.jsonl'
     if not p.exists(): return [('episodes.jsonl', True, 'none yet')], []
-    recs, bad, n_lines = _episode_lines(p.read_bytes())
+    recs, bad, n_lines = _episode_lines(read_regular(p) or b'')
     items = []
     if bad == [n_lines]: items.append(('episodes.jsonl: lines', False, f"torn last line {bad[0]} (a kill mid-write): the next run moves it to episodes.jsonl.torn"))
     elif bad: items.append(('episodes.jsonl: lines', False, f"{len(bad)} lines are not episode records: {bad[:5]}"))
@@ -667,6 +668,19 @@ def check_method_state(d:Path, conf:dict, recs:list[dict]) -> list[tuple]:
         items.append((f"{sf}: adapter", ok, f"adapters/{ad} exists" if ok else f"names adapters/{ad}, which is missing"))
     return items
 
+# %% ../nbs/08_run.ipynb #6efbd71b
+def odd_files(d:Path) -> list[tuple]:
+    "An item for each entry below run folder `d` that is neither a regular file nor a folder (links, FIFOs, sockets)."
+    items = []
+    for root, dirs, files in os.walk(d):   # os.walk follows no link to a folder
+        for name in dirs + files:
+            p = Path(root)/name
+            m = os.lstat(p).st_mode
+            if not (stat.S_ISREG(m) or stat.S_ISDIR(m)):
+                kind = 'a symbolic link' if stat.S_ISLNK(m) else 'a FIFO' if stat.S_ISFIFO(m) else 'not a regular file'
+                items.append((str(p.relative_to(d)), False, f"{kind}: cove neither follows nor opens it; remove it"))
+    return items
+
 # %% ../nbs/08_run.ipynb #82acee1a
 def _is_run(d:Path) -> bool:
     "Whether `d` is a run folder: it has `episodes.jsonl`, or a `config.json` holding a run spec."
@@ -676,6 +690,7 @@ def _is_run(d:Path) -> bool:
 
 def check_one(d:Path) -> list[tuple[str, bool, str]]:
     "`(item, ok, detail)` for the run folder `d`."
+    if odd := odd_files(d): return odd   # named, never opened
     pid = running_pid(d)
     items = [('.lock', False, f"a run (pid {pid}) is writing this folder now: check it when that run ends")] if pid else []
     rec_items, recs = check_records(d)

@@ -44,7 +44,7 @@ def test_two_concurrent_launches(tmp_path, capsys):
     (['run', '--method', 'oracle', '--tasks', 'chess', '--episodes', '2'], "unknown task family 'chess'"),
     (['run', '--method', 'oracle', '--tasks', 'math:nosuch', '--episodes', '2'], "unknown source 'nosuch' for math"),
     (['run', '--method', 'oracle', '--tasks', 'math', '--episodes', '2', '--split', 'nosuch'], "no split 'nosuch'"),
-    (['run', '--method', 'oracle', '--tasks', 'math', '--episodes', '2', '--set', 'run.epochs=0'], 'run.epochs must be >= 1'),
+    (['run', '--method', 'oracle', '--tasks', 'math', '--episodes', '2', '--set', 'run.epochs=0'], 'run.epochs=0: must be >= 1'),
     (['demo', '--methods', 'nosuch', '--model', 'tiny'], "unknown method 'nosuch'"),
     (['demo', '--methods', 'oracle', '--episodes', '-1', '--model', 'tiny'], 'not -1'),
 ])
