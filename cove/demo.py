@@ -8,13 +8,13 @@ import json, logging, time
 from pathlib import Path
 from .core import get_logger, read_jsonl
 from .config import Config, load_config, parse_sets
-from .run import Run, RunSpec, RunLock, write_json, load_policy
-from .stats import paired_rows
+from .run import Run, RunSpec, RunLock, write_json, load_policy, parse_drift
+from .stats import paired_rows, episode_records
 
 # %% auto #0
 __all__ = ['DEMO_METHODS', 'DEMO_FAMILIES', 'DEMO_EPISODES', 'DEMO_OVERRIDES', 'PAIRED_NOTE', 'NO_PAIRS', 'demo_config',
-           'comparison_rows', 'token_reduction', 'markdown_table', 'success_curves', 'plot_success', 'demo_pairs',
-           'paired_markdown', 'run_demo']
+           'comparison_rows', 'token_reduction', 'markdown_table', 'success_curves', 'plot_success', 'drift_segments',
+           'segment_families', 'drift_rows', 'demo_pairs', 'paired_markdown', 'run_demo']
 
 # %% ../nbs/19_demo.ipynb #506c2e0f
 DEMO_METHODS = ['base', 'harness_only', 'parametric_only', 'cove']
@@ -22,7 +22,8 @@ DEMO_FAMILIES = ['tableqa', 'multihop', 'math', 'code']
 DEMO_EPISODES = 24
 DEMO_OVERRIDES = {'trigger.k': 8, 'trigger.N': 8, 'trigger.w': 8, 'model.batch_size': 16, 'train.max_steps': 8,
                   'train.reference_tasks': 16,
-                  'release.heldout': 4, 'release.max_entries': 4}
+                  'release.heldout': 4, 'release.max_entries': 4,
+                  'run.drift': 'tableqa@0.5:renamed'}   # the tools change half-way: the paper's premise
 
 # %% ../nbs/19_demo.ipynb #1508f351
 def demo_config(profile:str|None=None, sets:list[str]|dict|None=None, env:dict|None=None) -> Config:
@@ -137,13 +138,40 @@ def _write_table(cfg:Config, out:Path, metrics:dict, methods:list[str], families
     rows = comparison_rows(metrics, families)
     red = token_reduction(metrics) if {'cove', 'parametric_only'} <= set(methods) else {}
     pd.DataFrame(rows).to_csv(out/'table.csv', index=False)
+    rt = next((m['runtime'] for m in metrics.values() if m.get('runtime')), None)
+    ran = f" Ran on {rt['cpu']} ({' '.join(rt['flags']) or 'no AVX2'}), {rt['cores']} cores, dtype {rt['dtype']} " \
+          f"(model.dtype={rt['dtype_key']})." if rt else ''
+    drift = f" Drift: {cfg['run.drift']}." if cfg['run.drift'] else ''
     head = (f"Model {cfg['model.name']} ({cfg.profile} profile), {episodes} episodes per family, seed {cfg['run.seed']}, "
-            f"split test; trigger k={cfg['trigger.k']} N={cfg['trigger.N']} w={cfg['trigger.w']}, {cfg['train.max_steps']} LoRA steps per update.")
+            f"split test; trigger k={cfg['trigger.k']} N={cfg['trigger.N']} w={cfg['trigger.w']}, "
+            f"{cfg['train.max_steps']} LoRA steps per update.{drift}{ran}")
     red_txt = (f"Training tokens of COVE / Parametric-only (the paper reports 0.14): exact {red['train_tokens_ratio']}, "
                f"modelled {red['train_tokens_modelled_ratio']}; reduction: exact {red['train_tokens']}, modelled {red['train_tokens_modelled']}"
                if red else '')
     (out/'table.md').write_text(f"{head}\n\n{markdown_table(rows)}\n\n{red_txt}\n")
     return rows, red
+
+# %% ../nbs/19_demo.ipynb #03f59c72
+def drift_segments(recs:list[dict], split:str='test') -> list[dict]:
+    "`recs` with each drifted episode's family shown as `family@split` (`tableqa@renamed`), so that tables split there."
+    return [r | {'family_spec': f"{r['family_spec']}@{r['split']}"} if r.get('split', split) != split else r for r in recs]
+
+def segment_families(families:list[str], drift) -> list[str]:
+    "`families` with the drifted family's segment after it (`['tableqa', 'tableqa@renamed', 'math']`)."
+    return [g for f in families for g in ([f, f"{f}@{drift.split}"] if drift and f == drift.family else [f])]
+
+# %% ../nbs/19_demo.ipynb #1baf5468
+def drift_rows(recs:dict[str, list[dict]], drift) -> list[dict]:
+    "Per method: success and API-call correctness of the drifted family before and after the drift, with n."
+    from cove.run import summarise
+    rows = []
+    for meth, rs in recs.items():
+        seg = {k: summarise([r for r in drift_segments(rs) if r['family_spec'] == f])
+               for k, f in (('before', drift.family), ('after', f"{drift.family}@{drift.split}"))}
+        rows.append(dict(method=meth, **{f"{w} {k}": _rate(s[c]) for w, s in seg.items()
+                                          for k, c in (('success', 'success_rate'), ('API-correct', 'api_correct_rate'))},
+                         **{f"n {w}": s['n'] for w, s in seg.items()}))
+    return rows
 
 # %% ../nbs/19_demo.ipynb #9af6dd33
 def demo_pairs(methods:list[str], ref:str='base', focus:str='cove') -> list[tuple[str, str]]:
@@ -169,14 +197,27 @@ def paired_markdown(rows:list[dict]) -> str:
 # %% ../nbs/19_demo.ipynb #d447ac2f
 NO_PAIRS = "No paired comparison: it needs Base or COVE and another method."
 
-def _write_paired(out:Path, runs:dict[str, Path], methods:list[str], families:list[str]) -> list[dict]:
+def _write_paired(out:Path, runs:dict[str, Path], methods:list[str], families:list[str], drift=None) -> list[dict]:
     "Write `paired.csv` and, under `table.md`'s table, the paired one (each method vs Base, COVE vs others); its rows."
     import pandas as pd
-    rows = paired_rows(runs, families=families, pairs=demo_pairs(methods))
+    recs = {m: drift_segments(episode_records(d)) for m, d in runs.items()}
+    played = {r['family_spec'] for rs in recs.values() for r in rs}
+    fams = [f for f in segment_families(families, drift) if f in played]
+    rows = paired_rows(recs, families=fams, pairs=demo_pairs(methods))
     if rows: pd.DataFrame(rows).round(4).to_csv(out/'paired.csv', index=False)
     else: (out/'paired.csv').unlink(missing_ok=True)
     txt = f"{PAIRED_NOTE}\n\n{paired_markdown(rows)}" if rows else NO_PAIRS
     with open(out/'table.md', 'a') as f: f.write(f"\n{txt}\n")
+    return rows
+
+# %% ../nbs/19_demo.ipynb #ad4fa545
+def _write_drift(out:Path, runs:dict[str, Path], drift) -> list[dict]:
+    "Append the before/after table of the drifted family to `table.md` (nothing without a drift); its rows."
+    if drift is None: return []
+    rows = drift_rows({m: episode_records(d) for m, d in runs.items()}, drift)
+    head = (f"Before and after the drift ({drift.family} from its episode {drift.at:g} on under split "
+            f"`{drift.split}`): success and API-call correctness, per method.")
+    with open(out/'table.md', 'a') as f: f.write(f"\n{head}\n\n{markdown_table(rows)}\n")
     return rows
 
 # %% ../nbs/19_demo.ipynb #fa28d7b2
@@ -190,10 +231,12 @@ def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[
         policy = policy or load_policy(cfg)
         metrics, runs = _play_methods(cfg, out, policy, methods, families, episodes, progress)
         rows, red = _write_table(cfg, out, metrics, methods, families, episodes)
-        paired = _write_paired(out, runs, methods, families)
+        drift = parse_drift(cfg['run.drift'])
+        paired = _write_paired(out, runs, methods, families, drift)
+        drifted = _write_drift(out, runs, drift)
         plot_success(success_curves(runs), out/'success_over_episodes.png')
         summary = dict(config=cfg.values, profile=cfg.profile, episodes=episodes, families=families, methods=methods, rows=rows,
-                       paired=paired, token_reduction=red, wall_s=time.time() - t0,
+                       paired=paired, drift=drifted, runtime=metrics[methods[0]].get('runtime'), token_reduction=red, wall_s=time.time() - t0,
                        details={m: {k: metrics[m].get(k) for k in ('trigger_events', 'kb', 'release', 'released', 'promoted', 'router_shares', 'per_family')}
                                 for m in methods})
         write_json(out/'summary.json', summary)
