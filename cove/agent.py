@@ -7,7 +7,7 @@ from __future__ import annotations
 import time, traceback, zlib
 from dataclasses import dataclass, field
 from fastcore.basics import patch
-from .core import Feedback, Task, msg, get_logger
+from .core import Feedback, Task, msg, get_logger, InfraError
 from .tasks.base import Environment, EpisodeState
 
 # %% auto #0
@@ -191,14 +191,11 @@ def _consume(e:dict, g) -> None:
 # %% ../nbs/06_agent.ipynb #2bca0f25
 @patch
 def _play_turn(self:HarnessAgent, live:list[dict]) -> bool:
-    "One batched turn of the `live` episodes; False when the policy failed (each episode then holds the error)."
+    "One batched turn of the `live` episodes (True); a policy that fails raises `InfraError`."
     stop = _stops(e['env'] for e in live) if self.stop else None
     prompts = [e['messages'][:1] + e['shots'] + e['messages'][1:] for e in live]   # the examples go after the system message
     gens, err = _safe(self.policy.generate, prompts, stop=stop, **self.gen_kw)
-    if err:
-        self.log.error(f"generation failed for {len(live)} episodes: {err}")
-        for e in live: e['err'] = f"policy error: {err}"
-        return False
+    if err: raise InfraError(f"generation failed for {len(live)} episodes: {err}")   # not the tasks' failure
     for e, g in zip(live, gens): _consume(e, g)
     return True
 

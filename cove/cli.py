@@ -168,7 +168,10 @@ def main(argv:list[str]|None=None) -> int:
     except (ConfigError, ValueError, FileNotFoundError) as e:
         print(f"cove {args.cmd}: error: {e}{_aside_hint(e, args)}", file=sys.stderr); return 2
     except Exception as e:
-        from cove.core import write_failure
+        from cove.core import write_failure, InfraError
+        if isinstance(e, InfraError):
+            print(f"cove {args.cmd}: error: {e}; nothing was recorded for those episodes: rerun to play them", file=sys.stderr)
+            return 3
         if (w := write_failure(e)) is not None:
             print(f"cove {args.cmd}: error: {write_failed_message(w, getattr(args, 'out', None))}", file=sys.stderr); return 3
         from cove.run import RunLocked

@@ -13,9 +13,9 @@ from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['STATUSES', 'ROLES', 'DISK_FULL', 'SQLITE_FULL', 'SQLITE_IOERR', 'Feedback', 'redact_expected', 'Task', 'msg',
-           'repo_root', 'CorruptFile', 'WriteFailed', 'writing', 'write_all', 'NotRegularFile', 'open_regular',
-           'read_regular', 'write_failure', 'write_atomic', 'get_logger', 'repair_tail', 'append_jsonl', 'read_jsonl',
-           'task_key', 'EpisodeKeys', 'write_tx', 'import_optional', 'wilson', 'rate_ci']
+           'repo_root', 'CorruptFile', 'WriteFailed', 'InfraError', 'writing', 'write_all', 'NotRegularFile',
+           'open_regular', 'read_regular', 'write_failure', 'write_atomic', 'get_logger', 'repair_tail', 'append_jsonl',
+           'read_jsonl', 'task_key', 'EpisodeKeys', 'write_tx', 'import_optional', 'wilson', 'rate_ci']
 
 # %% ../nbs/00_core.ipynb #427cb844
 STATUSES = ('success', 'failure', 'error', 'timeout')
@@ -86,6 +86,10 @@ class CorruptFile(ValueError):
 class WriteFailed(OSError):
     "A file that could not be written (a full disk, a file-size limit, an I/O error); `filename` names it (None: unknown). What it held before is intact."
     def __str__(self): return f"could not write {self.filename or 'a file'}: {self.strerror}"
+
+# %% ../nbs/00_core.ipynb #cb1fb5ab
+class InfraError(RuntimeError):
+    "The policy's backend cannot be reached or cannot generate: the run stops, and no episode is recorded as failed."
 
 # %% ../nbs/00_core.ipynb #be9802f8
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
-from .core import Feedback, Task, msg, get_logger
+from .core import Feedback, Task, msg, get_logger, InfraError
 from .llm import Policy, Generation
 from .run import Method, register_method
 from .store import SqliteStore
@@ -469,9 +469,8 @@ def run(self:EvolverAgent, env, tasks:list[Task], w_o:float=1.0, w_f:float=0.1) 
         if turn == self.max_turns:
             for e in live: _force_answer(e)
         try: gens = self.policy.generate([e['messages'] for e in live], **self.gen_kw)
-        except Exception as ex:
-            for e in live: e['err'] = f"policy error: {type(ex).__name__}: {ex}"
-            break
+        except Exception as ex:   # not the tasks' failure: the run stops, nothing is recorded
+            raise InfraError(f"generation failed for {len(live)} episodes: {type(ex).__name__}: {ex}") from ex
         for e, g in zip(live, gens): self._take_turn(env, e, g, turn)
     dt = (time.time() - t0) / max(1, len(eps))
     return [self._finish(env, e, dt, w_o, w_f) for e in eps]

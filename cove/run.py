@@ -17,13 +17,13 @@ from .tasks.base import make_env, parse_spec, Environment
 from .agent import HarnessAgent, replay_reference, EpisodeResult
 
 # %% auto #0
-__all__ = ['METHODS', 'RESULT_NEUTRAL', 'CPU_FLAGS', 'RunSpec', 'parse_tasks', 'open_envs', 'task_stream', 'Drift', 'parse_drift',
-           'check_drift', 'register_method', 'Method', 'Base', 'Oracle', 'summarise', 'run_metrics', 'one_line',
-           'read_json', 'state_fix', 'adapter_fix', 'adapter_problem', 'check_state', 'set_aside', 'set_aside_log',
-           'check_spec', 'RunLocked', 'lock_holder', 'RunLock', 'running_pid', 'write_json', 'Run', 'config_diff',
-           'run_diff', 'foreign_records', 'load_policy', 'cpu_info', 'runtime_info', 'check_records', 'check_config',
-           'sqlite_problem', 'check_stores', 'record_keys', 'applied_agrees', 'check_method_state', 'odd_files',
-           'check_one', 'check_run']
+__all__ = ['METHODS', 'RESULT_NEUTRAL', 'INFRA_PREFIX', 'CPU_FLAGS', 'RunSpec', 'parse_tasks', 'open_envs', 'task_stream',
+           'Drift', 'parse_drift', 'check_drift', 'register_method', 'Method', 'Base', 'Oracle', 'summarise',
+           'run_metrics', 'one_line', 'read_json', 'state_fix', 'adapter_fix', 'adapter_problem', 'check_state',
+           'set_aside', 'set_aside_log', 'check_spec', 'RunLocked', 'lock_holder', 'RunLock', 'running_pid',
+           'write_json', 'Run', 'config_diff', 'run_diff', 'foreign_records', 'replay_infra_tail', 'load_policy',
+           'cpu_info', 'runtime_info', 'check_records', 'check_config', 'sqlite_problem', 'check_stores', 'record_keys',
+           'applied_agrees', 'check_method_state', 'odd_files', 'check_one', 'check_run']
 
 # %% ../nbs/08_run.ipynb #a9aeb9eb
 @dataclass
@@ -462,7 +462,7 @@ def _play(self:Run, policy, progress:bool) -> dict:
         if not ok: self.log.warning(f"family {s} is UNAVAILABLE here: {why} (its episodes are logged as errors)")
     one = task_stream(envs, sp.episodes, sp.split, sp.seed, parse_drift(cfg['run.drift']))
     stream = one * max(1, cfg['run.epochs'])   # epochs: the same stream again (MemRL-style); episode i is in epoch i // len(one)
-    recs = read_jsonl(self.episodes_path)
+    recs = replay_infra_tail(self.episodes_path, read_jsonl(self.episodes_path))
     if bad := foreign_records(recs, sp, parse_drift(cfg['run.drift'])):
         raise ValueError(f"{self.episodes_path} holds {len(bad)} records of another run ({bad[0]}); use another --out")
     done = {r['episode'] for r in recs}
@@ -496,6 +496,23 @@ def or_set_aside(self:Run, f, recorded:int):
             for p in paths:
                 if Path(p).exists(): set_aside(p, self.out, one_line(e), recorded)
             moved |= set(paths)
+
+# %% ../nbs/08_run.ipynb #c11075a4
+INFRA_PREFIX = 'policy error:'   # how a run recorded a failed generation as the task's error, before `InfraError`
+
+def replay_infra_tail(path:Path, recs:list[dict]) -> list[dict]:
+    "Take the trailing records that are infrastructure errors out of `episodes.jsonl` (kept in `.infra`), to replay them."
+    recs = sorted(recs, key=lambda r: r['episode'])
+    infra = [str(r.get('message', '')).startswith(INFRA_PREFIX) for r in recs]
+    k = len(recs)
+    while k and infra[k - 1]: k -= 1
+    if k == len(recs): return recs
+    keep, cut, side = recs[:k], recs[k:], Path(str(path) + '.infra')
+    write_atomic(side, (read_regular(side) or b'') + ''.join(json.dumps(r) + '\n' for r in cut).encode())
+    write_atomic(path, ''.join(json.dumps(r) + '\n' for r in keep))
+    get_logger('run').warning(f"{path}: {len(cut)} episodes from {cut[0]['episode']} on were infrastructure errors "
+                              f"(kept in {side.name}): they are played again")
+    return keep
 
 # %% ../nbs/08_run.ipynb #b5638b2a
 @patch
