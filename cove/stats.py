@@ -12,7 +12,7 @@ from .core import read_jsonl
 
 # %% auto #0
 __all__ = ['ALIGN_KEYS', 'wilson', 'newcombe_paired', 'mcnemar_p', 'mde', 'Paired', 'paired', 'episode_records', 'align',
-           'paired_rows']
+           'paired_rows', 'paired_or_reason', 'runs_of', 'paired_verdict', 'solved_once']
 
 # %% ../nbs/00b_stats.ipynb #7affe6e4
 def wilson(k:int, # successes
@@ -149,3 +149,43 @@ def paired_rows(runs:dict, # method -> run folder, or that run's episode records
             head = {k: d.pop(k) for k in ('n', 'a_rate', 'b_rate', 'diff')}
             rows.append(dict(method=a, reference=b, family=f, **head, ci_lo=lo, ci_hi=hi, **d))
     return rows
+
+# %% ../nbs/00b_stats.ipynb #326140ae
+def paired_or_reason(runs:dict, # method -> run folder, or that run's episode records
+                     pairs:list[tuple[str, str]], # (method, reference) pairs, e.g. from `cove.demo.demo_pairs`
+                     families:list[str]|None=None, # family specs in table order
+                    ) -> tuple[list[dict], str|None]:
+    "`paired_rows` of `pairs` and None, or no rows and the one-line reason they cannot be paired."
+    if not pairs: return [], f"No paired comparison: no method ran with its reference (ran: {', '.join(runs) or 'none'})."
+    try: return paired_rows(runs, families=families, pairs=pairs), None
+    except ValueError as e: return [], f"No paired comparison: {e}."
+
+# %% ../nbs/00b_stats.ipynb #319ff757
+def runs_of(records:list[dict], # episode records of several arms, each arm's in the order it played them
+            by:str='arm', # the field naming the arm
+            group:str='split', # the field the table breaks down by: it stands as `family_spec`
+           ) -> dict[str, list[dict]]:
+    "Per arm, its records numbered `episode` 0, 1, ... in order, with `family_spec` their `group`: runs for `paired_rows`."
+    runs = {}
+    for r in records: runs.setdefault(r[by], []).append(r)
+    return {a: [r | dict(episode=i, family_spec=r[group]) for i, r in enumerate(rs)] for a, rs in runs.items()}
+
+# %% ../nbs/00b_stats.ipynb #b85865fa
+def paired_verdict(row:dict) -> str:
+    "Whether a `paired_rows` row's method beats its reference, on the paired interval, with the numbers behind it."
+    txt = (f"{row['method']} {row['a_rate']:.3f} vs {row['reference']} {row['b_rate']:.3f} (n={row['n']}): diff "
+           f"{row['diff']:+.3f} [{row['ci_lo']:+.3f}, {row['ci_hi']:+.3f}], McNemar p {row['p']:.3f} "
+           f"({row['a_only']}/{row['b_only']})")
+    if row['ci_lo'] > 0: return f'holds: {txt}'
+    if row['diff'] > 0: return f'holds in the point estimate only (the paired interval includes 0): {txt}'
+    return f'does not hold: {txt}'
+
+# %% ../nbs/00b_stats.ipynb #eb42b24c
+def solved_once(recs:list[dict]) -> list[dict]:
+    "One record per task (its first play), a success if any play of it succeeded: CSR's outcome, for `paired_rows`."
+    first, won = {}, set()
+    for r in sorted(recs, key=_episode):
+        k = (r['family_spec'], r['split'], r['task_id'])
+        first.setdefault(k, r)
+        if r['status'] == 'success': won.add(k)
+    return [r | {'status': 'success'} if k in won else r for k, r in first.items()]

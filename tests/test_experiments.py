@@ -2,6 +2,7 @@
 import json, os, shutil
 from pathlib import Path
 import pytest
+from _papermill import check_paired
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,6 +23,12 @@ def test_api_renaming_runs_with_papermill(tmp_path):
     assert m['kb']['label']['volatile'] > 0 and m['kb']['label']['stable'] > 0
     assert sum(sum(v for k, v in r.items() if k not in ('arm', 'split')) for r in m['failures']) == 16
     for f in ('table.csv', 'table.md', 'failures.csv', 'success_api.png', 'failures.png', 'episodes.jsonl'): assert (out/f).exists(), f
+    recs = [json.loads(l) for l in (out/'episodes.jsonl').read_text().splitlines()]
+    rates = {(a, g): sum(r['status'] == 'success' for r in rs) / len(rs) for a in ('base', 'base + memory', 'standard', 'anti-recitation')
+             for g in ('same', 'renamed', 'overall') for rs in [[r for r in recs if r['arm'] == a and g in (r['split'], 'overall')]]}
+    pairs = [(a, 'base') for a in ('base + memory', 'standard', 'anti-recitation')] + [('anti-recitation', a) for a in ('base + memory', 'standard')]
+    rows = check_paired(out, m, pairs, ['same', 'renamed'], rates)
+    assert all(r['n'] == ('4' if r['family'] == 'overall' else '2') for r in rows)
 
 def test_calibration_runs_with_papermill(tmp_path):
     pm = pytest.importorskip('papermill')

@@ -1,7 +1,7 @@
 "COVE §3.3 / Figure 4 (`trigger_timing`), Figures 2-3 (`harness_limits`) and Figure 7c (`attention_shift`) execute under papermill with the tiny random model at the smallest budget (wiring)."
 import csv
 
-from _papermill import run_experiment as _run
+from _papermill import run_experiment as _run, check_paired
 
 def test_trigger_timing_runs_with_papermill(tmp_path):
     "Every episode of the tiny model fails, so the update times follow from the thresholds alone: cold start at the family's 1st episode (k=1), plateau at the 2nd (w=1), the fixed interval at the 2nd."
@@ -19,6 +19,12 @@ def test_trigger_timing_runs_with_papermill(tmp_path):
     assert by['harness_only']['updates'] == '0' and by['harness_only']['train_tokens'] == '0' and int(by['cove']['train_tokens']) > 0
     assert m['arms']['no_cold_start']['keys'] == {'trigger.tau_c': 0.0} and len(m['stream']) == 2 and set(m['claims']) == {'cove > always_on', 'cove > harness_only'}
     for f in ('table.md', 'success_over_episodes.png', 'stages.png'): assert (out/f).exists(), f
+    others = [a for a in arms.split(',') if a != 'cove']   # no base arm: COVE against each other arm
+    d = m['details']
+    rates = {(a, 'math'): d[a]['per_family']['math']['success_rate'] for a in d} | {(a, 'overall'): d[a]['overall']['success_rate'] for a in d}
+    check_paired(out, m, [('cove', a) for a in others], ['math'], rates)
+    assert all('McNemar p' in v and v.split(':')[0] in ('does not hold', 'holds', 'holds in the point estimate only (the paired interval includes 0)')
+               for v in m['claims'].values())
 
 def test_harness_limits_runs_with_papermill(tmp_path):
     "Harness-only on MBPP for k = 2 and 4 on the same tasks; formal is reported unavailable exactly when no Lean toolchain exists."

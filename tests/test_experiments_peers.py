@@ -2,7 +2,7 @@
 import csv, json
 TINY = {'model.max_new_tokens': 8, 'model.batch_size': 4, 'memrl.summary_tokens': 8}
 
-from _papermill import run_experiment as _run
+from _papermill import run_experiment as _run, check_paired
 
 def _ci(s:str) -> bool:
     lo, hi = json.loads(s)
@@ -27,6 +27,13 @@ def test_memrl_epochs_runs_with_papermill(tmp_path):
     md = (out/'table.md').read_text()
     assert 'Failed rows (1)' in md and '95% CI' in md and 'Transfer' in md
     for f in ('table.md', 'transfer.csv', 'sr_per_epoch.csv', 'sr_csr_fr.png', 'sr_over_epochs.png', 'transfer.png'): assert (out/f).exists(), f
+    ok_names = [r['variant'] for r in ok]   # each variant against base, then memrl (the paper's method) against each other
+    pairs = [(v, 'base') for v in ok_names if v != 'base'] + [('memrl', v) for v in ok_names if v not in ('base', 'memrl')]
+    for measure, col in (('SR', 'SR'), ('CSR', 'CSR')):
+        rates = {(r['variant'], g): float(r[col]) for r in ok for g in ('math', 'overall')}   # one family: its rate is the overall one
+        check_paired(out, m, pairs, ['math'], rates, measure)
+    tr_pairs = [('memrl (frozen)', 'base'), ('memrl_td (frozen)', 'base'), ('memrl (frozen)', 'memrl_td (frozen)')]
+    check_paired(out, m, tr_pairs, ['math'], {(r['variant'], g): float(r['success']) for r in tr for g in ('math', 'overall')}, 'transfer')
 
 def test_evolver_ablations_runs_with_papermill(tmp_path):
     "The full system and its four ablations on a one-episode stream (an offline phase after it), with EM per family, n and intervals."
@@ -43,6 +50,8 @@ def test_evolver_ablations_runs_with_papermill(tmp_path):
     md = (out/'table.md').read_text()
     assert 'Failed rows (0)' in md and '95% CI' in md
     for f in ('table.md', 'ablations.png', 'success_over_episodes.png'): assert (out/f).exists(), f
+    rates = {(r['variant'], g): float(r['math EM' if g == 'math' else 'EM']) for r in rows for g in ('math', 'overall')}
+    check_paired(out, m, [(v, 'evolver') for v in names.split(',')[1:]], ['math'], rates)   # the full system is the reference
 
 def test_coevo_ablations_runs_with_papermill(tmp_path):
     "Train, validation-only checkpoint selection and frozen test for the full system and its ablations; the missing switch is a failed row."
@@ -60,3 +69,6 @@ def test_coevo_ablations_runs_with_papermill(tmp_path):
     md = (out/'table.md').read_text()
     assert 'Failed rows (1)' in md and '95% CI' in md
     for f in ('table.md', 'ablations.png'): assert (out/f).exists(), f
+    rates = {(r['variant'], g): float(r['math' if g == 'math' else 'test']) for r in ok for g in ('math', 'overall')}
+    pairs = [(r['variant'], 'coevo') for r in ok[1:]]   # against the full system, its final state among them
+    check_paired(out, m, pairs, ['math'], rates)
