@@ -110,6 +110,7 @@ def cmd_demo(args) -> int:
     from cove.demo import run_demo, demo_config, DEMO_EPISODES, DEMO_METHODS
     sets = list(args.sets) + ([f'model.name={args.model}'] if args.model else [])
     cfg = demo_config(args.profile, sets)
+    if args.out is not None and not args.out.strip(): raise ValueError("--out '' names no folder (leave it out for outputs/demo/<run_id>)")
     out = Path(args.out) if args.out else cfg.path('output.dir')/'demo'/time.strftime('%Y%m%d-%H%M%S')
     methods = [m.strip() for m in args.methods.split(',') if m.strip()] if args.methods else DEMO_METHODS
     episodes = DEMO_EPISODES if args.episodes is None else args.episodes

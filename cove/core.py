@@ -118,7 +118,7 @@ def open_regular(path:str|Path, flags:int=os.O_RDONLY, mode:int=0o666) -> int:
         raise
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        raise NotRegularFile(f"{path} is not a regular file (a FIFO or device): cove opens none; remove it, or use another --out")
+        raise NotRegularFile(f"{path} is not a regular file (a folder, FIFO or device): cove opens none; remove it, or use another --out")
     return fd
 
 def read_regular(path:str|Path) -> bytes|None:

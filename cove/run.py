@@ -17,13 +17,14 @@ from .tasks.base import make_env, parse_spec, Environment
 from .agent import HarnessAgent, replay_reference, EpisodeResult
 
 # %% auto #0
-__all__ = ['METHODS', 'RESULT_NEUTRAL', 'INFRA_PREFIX', 'CPU_FLAGS', 'RunSpec', 'parse_tasks', 'open_envs', 'task_stream',
-           'Drift', 'parse_drift', 'check_drift', 'register_method', 'Method', 'Base', 'Oracle', 'summarise',
-           'run_metrics', 'one_line', 'read_json', 'state_fix', 'adapter_fix', 'adapter_problem', 'check_state',
-           'set_aside', 'set_aside_log', 'check_spec', 'RunLocked', 'lock_holder', 'RunLock', 'running_pid',
-           'write_json', 'Run', 'config_diff', 'run_diff', 'foreign_records', 'replay_infra_tail', 'load_policy',
-           'cpu_info', 'runtime_info', 'check_records', 'check_config', 'sqlite_problem', 'check_stores', 'record_keys',
-           'applied_agrees', 'check_method_state', 'odd_files', 'check_one', 'check_run']
+__all__ = ['METHODS', 'MAX_EPISODES', 'RESULT_NEUTRAL', 'INFRA_PREFIX', 'CPU_FLAGS', 'RunSpec', 'parse_tasks', 'open_envs',
+           'task_stream', 'Drift', 'parse_drift', 'check_drift', 'register_method', 'Method', 'Base', 'Oracle',
+           'summarise', 'run_metrics', 'one_line', 'read_json', 'state_fix', 'adapter_fix', 'adapter_problem',
+           'check_state', 'set_aside', 'set_aside_log', 'check_backend', 'check_out', 'check_spec', 'RunLocked',
+           'lock_holder', 'RunLock', 'running_pid', 'write_json', 'Run', 'config_diff', 'run_diff', 'foreign_records',
+           'replay_infra_tail', 'load_policy', 'cpu_info', 'runtime_info', 'episode_records_of', 'check_records',
+           'check_config', 'sqlite_problem', 'check_stores', 'record_keys', 'applied_agrees', 'check_method_state',
+           'odd_files', 'check_one', 'check_run']
 
 # %% ../nbs/08_run.ipynb #a9aeb9eb
 @dataclass
@@ -300,6 +301,30 @@ def set_aside_log(out:str|Path) -> list[dict]:
     "What `set_aside` moved in run folder `out`, oldest first."
     return read_jsonl(Path(out)/'set_aside.jsonl')
 
+# %% ../nbs/08_run.ipynb #0540bb7f
+MAX_EPISODES = 100_000   # per family: the stream is built before the first episode plays
+
+def check_backend(cfg:Config):
+    "The policy's backend can run here: vllm installed for `vllm`, a CUDA device for `model.device=cuda` (`ValueError` else)."
+    import importlib.util
+    if cfg['model.backend'] == 'vllm' and importlib.util.find_spec('vllm') is None:
+        raise ValueError(f"model.backend=vllm ({cfg.profile} profile) needs vllm, which is not installed here: "
+                         "`pip install vllm` on a GPU machine, or use --profile cpu")
+    if cfg['model.backend'] == 'hf' and str(cfg['model.device']).startswith('cuda'):
+        import torch
+        if not torch.cuda.is_available():
+            raise ValueError(f"model.device={cfg['model.device']}, but torch sees no CUDA device here; use model.device=cpu")
+
+# %% ../nbs/08_run.ipynb #dd4368ee
+def check_out(out:str|Path) -> Path:
+    "The run folder `out`, refused in one line when it is '' or a file, lies under a file, or cannot be made."
+    if str(out).strip() == '': raise ValueError("--out '' names no folder (give the run folder, e.g. outputs/runs/base)")
+    p = Path(out)
+    for q in [p, *p.parents]:
+        if q.exists() and not q.is_dir():
+            raise ValueError(f"{p} is a file, not a folder" if q == p else f"{p} lies under {q}, which is a file, not a folder")
+    return p
+
 # %% ../nbs/08_run.ipynb #74a3a073
 def check_spec(spec:RunSpec, cfg:Config) -> dict[str, Environment]:
     "Check `spec` and the config keys the run loop reads (a one-line `ValueError` else); returns an environment per family."
@@ -307,6 +332,7 @@ def check_spec(spec:RunSpec, cfg:Config) -> dict[str, Environment]:
     if spec.method not in METHODS: raise ValueError(f"unknown method {spec.method!r}; known: {sorted(METHODS)}")
     if isinstance(spec.episodes, bool) or not isinstance(spec.episodes, int) or spec.episodes < 1:
         raise ValueError(f"episodes per family must be a whole number >= 1, not {spec.episodes!r}")
+    if spec.episodes > MAX_EPISODES: raise ValueError(f"episodes per family must be <= {MAX_EPISODES}, not {spec.episodes}")
     if isinstance(spec.seed, bool) or not isinstance(spec.seed, int): raise ValueError(f"seed must be a whole number, not {spec.seed!r}")
     if not spec.tasks: raise ValueError('no task families given (e.g. --tasks tableqa,math)')
     if dup := sorted(s for s, n in Counter(spec.tasks).items() if n > 1): raise ValueError(f"task families given twice: {dup}")
@@ -315,6 +341,7 @@ def check_spec(spec:RunSpec, cfg:Config) -> dict[str, Environment]:
     envs = open_envs(spec.tasks, cfg)   # an unknown family or source raises here
     for e in envs.values(): e.check_split(spec.split)
     check_drift(parse_drift(cfg['run.drift']), envs)
+    if METHODS[spec.method].needs_policy: check_backend(cfg)
     return envs
 
 # %% ../nbs/08_run.ipynb #033799a7
@@ -334,7 +361,9 @@ def lock_holder(path:str|Path) -> str:
 class RunLock:
     "An exclusive `fcntl.flock` on `<folder>/.lock` (which holds our pid) until `release` (or the end of a `with`)."
     def __init__(self, folder:str|Path):
-        self.path = Path(folder)/'.lock'; self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = Path(folder)/'.lock'
+        try: self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e: raise ValueError(f"cannot make the run folder {folder}: {e.strerror}") from None
         self.f = os.fdopen(open_regular(self.path, os.O_RDWR | os.O_CREAT), 'r+')   # never through a planted link
         try: fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -365,7 +394,7 @@ class Run:
     "One run folder: spec + config, the episode log, metrics."
     set_aside_corrupt = False   # `--set-aside-corrupt`: a corrupt state file, adapter or store is moved aside (`set_aside`) and that state starts fresh
     def __init__(self, spec:RunSpec, cfg:Config, out:str|Path, set_aside_corrupt:bool|None=None): # None: the class's default
-        self.spec, self.cfg, self.out = spec, cfg, Path(out)
+        self.spec, self.cfg, self.out = spec, cfg, check_out(out)
         if set_aside_corrupt is not None: self.set_aside_corrupt = set_aside_corrupt
         self.envs = check_spec(spec, cfg)   # a bad spec or config value fails here, before anything touches `out`
         self.log = get_logger('run')
@@ -462,7 +491,7 @@ def _play(self:Run, policy, progress:bool) -> dict:
         if not ok: self.log.warning(f"family {s} is UNAVAILABLE here: {why} (its episodes are logged as errors)")
     one = task_stream(envs, sp.episodes, sp.split, sp.seed, parse_drift(cfg['run.drift']))
     stream = one * max(1, cfg['run.epochs'])   # epochs: the same stream again (MemRL-style); episode i is in epoch i // len(one)
-    recs = replay_infra_tail(self.episodes_path, read_jsonl(self.episodes_path))
+    recs = replay_infra_tail(self.episodes_path, episode_records_of(self.episodes_path))
     if bad := foreign_records(recs, sp, parse_drift(cfg['run.drift'])):
         raise ValueError(f"{self.episodes_path} holds {len(bad)} records of another run ({bad[0]}); use another --out")
     done = {r['episode'] for r in recs}
@@ -520,7 +549,7 @@ def metrics(self:Run, method=None) -> dict:
     "Metrics recomputed from `episodes.jsonl` plus the method's own."
     recs = read_jsonl(self.episodes_path)
     eps = [r['episode'] for r in recs]
-    if len(eps) != len(set(eps)): raise RuntimeError(f"{self.episodes_path}: duplicate episodes {len(eps) - len(set(eps))}")
+    if len(eps) != len(set(eps)): raise ValueError(f"{self.episodes_path}: duplicate episodes {len(eps) - len(set(eps))}")
     rt = {'runtime': self.runtime} if getattr(self, 'runtime', None) else {}
     return dict(method=self.spec.method, **run_metrics(recs), **rt, **(method.metrics() if method else {}))
 
@@ -571,6 +600,19 @@ def _episode_lines(data:bytes) -> tuple[list[dict], list[int], int]:
         except ValueError: r = None
         (recs.append(r) if isinstance(r, dict) and isinstance(r.get('episode'), int) else bad.append(i))
     return recs, bad, len(lines)
+
+# %% ../nbs/08_run.ipynb #18bc6f1a
+def episode_records_of(path:Path) -> list[dict]:
+    "The records of a run's `episodes.jsonl`, refused in one line when a line is not a record or an episode is there twice."
+    data = read_regular(path)
+    if data is None: return []
+    recs, bad, n_lines = _episode_lines(data)
+    if bad and bad != [n_lines]:   # a torn last line is the tail a kill left: `append_jsonl` repairs it
+        raise ValueError(f"{path}: line {bad[0]} is not an episode record (an object with a whole-number episode); "
+                         "move the file aside, or use another --out")
+    if dup := sorted(e for e, k in Counter(r['episode'] for r in recs).items() if k > 1):
+        raise ValueError(f"{path}: episodes recorded twice: {dup[:5]}; remove the duplicate lines, or use another --out")
+    return recs
 
 # %% ../nbs/08_run.ipynb #25766d47
 def check_records(d:Path) -> tuple[list[tuple], list[dict]]:
