@@ -15,7 +15,8 @@ from ..core import Feedback, Task, get_logger, import_optional
 # %% auto #0
 __all__ = ['ANSWER_LINE', 'FAMILIES', 'ToolCall', 'EpisodeState', 'last_boxed', 'parse_answer', 'Environment', 'register_env',
            'parse_spec', 'env_class', 'make_env', 'DataUnavailable', 'data_path', 'LoadReport', 'load_rows',
-           'jsonl_rows', 'split_seed', 'sample_split', 'LoadedTasks', 'check_gold', 'dataset_dir', 'hash_split']
+           'text_lines', 'jsonl_rows', 'split_seed', 'sample_split', 'LoadedTasks', 'check_gold', 'dataset_dir',
+           'hash_split']
 
 # %% ../../nbs/05_tasks.ipynb #8d050848
 @dataclass
@@ -184,15 +185,24 @@ def load_rows(rows:Iterable[tuple[str, Any]], parse:Callable[[Any], Task|None], 
         except Exception as e: rep.bad(where, f'{type(e).__name__}: {e}'); continue
         if t is None: rep.bad(where, 'skipped by parser'); continue
         out.append(t); rep.n_ok += 1
+    if not out: raise ValueError(f"{source}: no usable row ({rep.n_bad} rejected" + (f"; first: {rep.errors[0]})" if rep.errors else ")"))
     if rep.n_bad: get_logger('tasks').warning(f"{rep}; first: {rep.errors[:3]}")
     return out, rep
+
+# %% ../../nbs/05_tasks.ipynb #e7ebd3af
+def text_lines(path:str|Path) -> Iterable[tuple[int, str|ValueError]]:
+    "`(line number, text)` of a UTF-8 text file; a line that is not UTF-8 comes as a `ValueError` row, to be counted."
+    for i, raw in enumerate(Path(path).read_bytes().split(b'\n'), 1):
+        try: yield i, raw.decode('utf-8').rstrip('\r')
+        except UnicodeDecodeError as e: yield i, ValueError(f'not UTF-8 ({e.reason} at byte {e.start})')
 
 # %% ../../nbs/05_tasks.ipynb #b364c200
 def jsonl_rows(path:str|Path) -> Iterable[tuple[str, Any]]:
     "`(file:line, parsed-or-raw)` for each non-empty line of a JSON-lines file; bad JSON is passed on as an exception-raising row."
     p = Path(path)
-    for i, line in enumerate(p.read_text().splitlines(), 1):
-        if not line.strip(): continue
+    for i, line in text_lines(p):
+        if isinstance(line, str) and not line.strip(): continue
+        if isinstance(line, Exception): yield f'{p.name}:{i}', _Bad(str(line)); continue
         try: yield f'{p.name}:{i}', json.loads(line)
         except json.JSONDecodeError as e: yield f'{p.name}:{i}', _Bad(f'bad JSON: {e}')
 

@@ -376,7 +376,8 @@ def rows(self:MATHEnv, folder:Path):
     "`(where, row)` pairs of `train.json`, a JSON list of rows."
     p = folder/'train.json'
     if not p.exists(): raise DataUnavailable(f'no train.json in {folder}')
-    try: data = json.loads(p.read_text())
+    try: data = json.loads(p.read_bytes().decode('utf-8'))
+    except UnicodeDecodeError as e: raise ValueError(f'{p} is not UTF-8 ({e.reason} at byte {e.start})') from None
     except json.JSONDecodeError as e: raise ValueError(f'{p} is not valid JSON: {e}') from e
     if not isinstance(data, list): raise ValueError(f'{p} should hold a JSON list, not {type(data).__name__}')
     return ((f'{p.name}[{i}]', r) for i, r in enumerate(data))

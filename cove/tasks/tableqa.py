@@ -13,6 +13,7 @@ from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger
 from .base import (Environment, EpisodeState, ToolCall, LoadReport, parse_answer, register_env,
                              data_path, split_seed, DataUnavailable)
+from .base import text_lines
 from .base import hash_split, check_gold   # train/test by a hash of the prompt (levels other than the default); the gold check
 
 # %% auto #0
@@ -817,11 +818,13 @@ def read_wtq_table(path:str, name:str='table') -> Table:
 # %% ../../nbs/05a_tableqa.ipynb #2e2c473b
 def read_wtq_tsv(path:Path) -> list[tuple[str, dict|Exception]]:
     "`(file:line, row)` for each question of a WTQ TSV; a row with the wrong field count is an exception row."
-    lines = Path(path).read_text(encoding='utf-8').split('\n')
-    head, out = lines[0].rstrip('\r').split('\t'), []
-    for i, line in enumerate(lines[1:], 2):
+    lines = list(text_lines(path))
+    if not lines or isinstance(lines[0][1], Exception): raise ValueError(f'{path}: the header line is not UTF-8 text')
+    head, out = lines[0][1].split('\t'), []
+    for i, line in lines[1:]:
+        if isinstance(line, Exception): out.append((f'{Path(path).name}:{i}', line)); continue
         if not line.strip(): continue
-        f = line.rstrip('\r').split('\t')
+        f = line.split('\t')
         out.append((f'{Path(path).name}:{i}', dict(zip(head, f)) if len(f) == len(head) else ValueError(f'{len(f)} fields, expected {len(head)}')))
     return out
 
@@ -863,6 +866,8 @@ def parse_row(self:WTQTableQA, raw, split:str, surface:Surface) -> Task:
     if not q: raise ValueError('empty question')
     answers = tsv_unescape_list(tv)
     if not any(a.strip() for a in answers): raise ValueError('empty answer')
+    if not (self.root/ctx).resolve().is_relative_to(self.root.resolve()):
+        raise ValueError(f'table {ctx} lies outside the data folder {self.root}')
     if not (self.root/ctx).is_file(): raise FileNotFoundError(f'table {ctx} missing')
     t = read_wtq_table(str(self.root/ctx), ctx)
     prompt = f"Table '{ctx}' ({len(t.rows)} rows) with columns: {', '.join(t.columns)}.\nQuestion: {q}"
@@ -882,5 +887,6 @@ def tasks(self:WTQTableQA, split:str='test', n:int|None=None, seed:int=0, surfac
         if n is not None and len(out) >= n: break
         try: out.append(self.parse_row(raw, split, s)); self.report.n_ok += 1
         except Exception as e: self.report.bad(where, f'{type(e).__name__}: {e}')
+    if not out and self.report.n_bad: raise ValueError(f"wtq:{split}: no usable row ({self.report.n_bad} rejected; first: {self.report.errors[0]})")
     if self.report.n_bad: get_logger('tableqa').warning(f'{self.report}; first: {self.report.errors[:3]}')
     return out
