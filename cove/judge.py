@@ -128,22 +128,41 @@ def parse_free_text(raw:str, max_chars:int=200, pattern:str|None=None) -> tuple[
 
 # %% ../nbs/02b_judge.ipynb #120315a9
 @patch
-def text(self:Judge, prompt:str, max_chars:int=200, # cap on the returned text
-         pattern:str|None=None, # regex to extract (its first group if any); default: the first non-empty line
-         validate:Callable[[str], bool]|None=None, # extra check on the parsed text
-         fallback:str|None=None, # returned (and counted) instead of raising on unparseable output
-         max_new_tokens:int|None=None) -> str:
-    "Generate free text for `prompt`, parsed, capped and validated; raises `JudgeParseError` unless a `fallback` is given."
-    g = self.policy.generate([self._messages(prompt)], max_new_tokens=max_new_tokens or self.max_new_tokens)[0]
-    out, err, truncated = parse_free_text(g.text, max_chars, pattern)
+def texts(self:Judge, prompts:list[str], max_chars:int=200, # cap on each returned text
+          pattern:str|None=None, # regex to extract (its first group if any); default: the first non-empty line
+          validate:Callable[[str], bool]|list|None=None, # check on the parsed text: one for all, or one per prompt
+          fallback:str|None=None, # returned (and counted) for an unparseable output
+          max_new_tokens:int|None=None) -> list:
+    "Free text for each of `prompts` from one generation; an unusable one: `fallback`, else its `JudgeParseError`."
+    checks = validate if isinstance(validate, list) else [validate]*len(prompts)
+    if len(checks) != len(prompts): raise ValueError(f"{len(checks)} validators for {len(prompts)} prompts")
+    if not prompts: return []
+    gens = self.policy.generate([self._messages(p) for p in prompts],
+                                max_new_tokens=max_new_tokens or self.max_new_tokens)
+    return [self._parsed(p, g.text, max_chars, pattern, v, fallback) for p, g, v in zip(prompts, gens, checks)]
+
+@patch
+def _parsed(self:Judge, prompt:str, raw:str, max_chars:int, pattern, validate, fallback):
+    "One generated text parsed, validated, counted, logged: the text, `fallback` or its `JudgeParseError` (not raised)."
+    out, err, truncated = parse_free_text(raw, max_chars, pattern)
     if err is None and validate is not None and not validate(out): err = f"failed validation: {out[:80]!r}"
-    self.stats['text'] += 1; self.stats['truncated'] += truncated
-    rec = {'kind': 'text', 'prompt': prompt, 'raw': g.text, 'parsed': out, 'error': err, 'truncated': truncated}
-    if err is None: self._record(rec); return out
-    self.stats['text_failures'] += 1
-    if fallback is None: self._record(rec); raise JudgeParseError(f"judge output unusable ({err}); raw: {g.text[:120]!r}")
-    self.stats['fallbacks'] += 1; self._record({**rec, 'fallback': fallback})
-    return fallback
+    self.stats['text'] += 1
+    self.stats['truncated'] += truncated
+    rec = {'kind': 'text', 'prompt': prompt, 'raw': raw, 'parsed': out, 'error': err, 'truncated': truncated}
+    if err is not None:
+        self.stats['text_failures'] += 1
+        self.stats['fallbacks'] += fallback is not None
+    self._record(rec if err is None or fallback is None else {**rec, 'fallback': fallback})
+    if err is None: return out
+    return JudgeParseError(f"judge output unusable ({err}); raw: {raw[:120]!r}") if fallback is None else fallback
+
+@patch
+def text(self:Judge, prompt:str, max_chars:int=200, pattern:str|None=None, validate:Callable[[str], bool]|None=None,
+         fallback:str|None=None, max_new_tokens:int|None=None) -> str:
+    "Free text for one `prompt` (see `texts`); raises `JudgeParseError` unless a `fallback` is given."
+    out = self.texts([prompt], max_chars, pattern, validate, fallback, max_new_tokens)[0]
+    if isinstance(out, JudgeParseError): raise out
+    return out
 
 # %% ../nbs/02b_judge.ipynb #b0e2d09b
 def _summary(golds:list, preds:list, labels:list) -> dict:

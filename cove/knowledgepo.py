@@ -19,11 +19,11 @@ from .tasks.tableqa import OPS, Surface, rename, with_surface, find_calls, split
 __all__ = ['ORIGINS', 'NO_CALL_HINT', 'FEEDBACK_HINTS', 'EXTRACT_PROMPTS', 'EXTRACTORS', 'VOLATILITY_PROMPT', 'LABEL_MODES',
            'VOLATILITY_SHOTS', 'VOLATILITY_CASES', 'KB_OPS', 'KB_OP_PROMPT', 'KB_OP_SHOTS', 'KB_OP_CASES', 'KPOStats',
            'Candidate', 'surface_names', 'symbol_spans', 'names_in', 'symbol_names', 'question_of', 'generalise',
-           'op_purpose', 'rule_candidates', 'uninformative', 'episode_text', 'judge_candidates', 'extract_candidates',
-           'volatility_prompt', 'label_candidate', 'label_candidates', 'volatility_agreement', 'kb_op_content',
-           'kb_op_prompt', 'KBOp', 'neighbour', 'update_kb', 'kb_op_agreement', 'revision_counts', 'promote_revised',
-           'rename_names', 'resurface', 'rename_volatile', 'legal_names', 'observed_names', 'RolloutPrompt',
-           'memory_aware_prompt', 'memory_aware_messages', 'called_names', 'recitation_violations',
+           'op_purpose', 'rule_candidates', 'uninformative', 'episode_text', 'judge_texts', 'judge_candidates',
+           'extract_candidates', 'volatility_prompt', 'label_candidate', 'label_candidates', 'volatility_agreement',
+           'kb_op_content', 'kb_op_prompt', 'KBOp', 'neighbour', 'update_kb', 'kb_op_agreement', 'revision_counts',
+           'promote_revised', 'rename_names', 'resurface', 'rename_volatile', 'legal_names', 'observed_names',
+           'RolloutPrompt', 'memory_aware_prompt', 'memory_aware_messages', 'called_names', 'recitation_violations',
            'anti_recitation_reward', 'rename_trace', 'anti_recitation_sft', 'rename_rollout', 'memory_aware_rows',
            'anti_recitation_grpo', 'had_utility', 'ab_deltas', 'ab_order', 'measure_utility', 'release', 'HeldoutEval',
            'KnowledgePO']
@@ -253,17 +253,27 @@ def episode_text(result:EpisodeResult, max_calls:int=4, width:int=160) -> str:
     return '\n'.join(lines)
 
 # %% ../nbs/12_knowledgepo.ipynb #070e54a6
+def judge_texts(judge:Judge, episodes:list[tuple], # `(task, result)` pairs
+                max_candidates:int=2, max_chars:int=200, max_new_tokens:int=48) -> list[list]:
+    "The judge's lesson and instruction for each episode, one generation for all: texts or `JudgeParseError`s."
+    kinds = list(EXTRACT_PROMPTS)[:max_candidates]
+    prompts = [EXTRACT_PROMPTS[k].replace('{episode}', episode_text(r)) for _, r in episodes for k in kinds]
+    informative = lambda q: lambda s: uninformative(s, echo=q) is None   # the check of one episode's texts
+    checks = [informative(question_of(t)) for t, _ in episodes for _ in kinds]
+    outs = judge.texts(prompts, max_chars=max_chars, max_new_tokens=max_new_tokens, validate=checks)
+    return [outs[i*len(kinds):(i+1)*len(kinds)] for i in range(len(episodes))]
+
 def judge_candidates(judge:Judge, task:Task, result:EpisodeResult, max_candidates:int=2, stats:KPOStats|None=None,
-                     max_chars:int=200, max_new_tokens:int=48) -> list[Candidate]:
+                     max_chars:int=200, max_new_tokens:int=48,
+                     texts:list|None=None) -> list[Candidate]: # this episode's `judge_texts`, when already generated
     "Candidates written by the judge (one lesson, one instruction); unusable outputs are counted, not stored."
-    stats, out, ep = stats if stats is not None else KPOStats(), [], episode_text(result)
-    surface = _surface_of(task)
-    for kind in list(EXTRACT_PROMPTS)[:max_candidates]:
-        try: text = judge.text(EXTRACT_PROMPTS[kind].replace('{episode}', ep), max_chars=max_chars, max_new_tokens=max_new_tokens,
-                               validate=lambda s: uninformative(s, echo=question_of(task)) is None)
-        except JudgeParseError as e:
-            stats.unparseable += 1; get_logger('knowledgepo').info(f"{task.id}: judge {kind} unusable: {e}"); continue
-        out.append(Candidate(kind, text, symbol_names(text, surface), None, task.id, task.family, 'judge'))
+    stats, out, surface = stats if stats is not None else KPOStats(), [], _surface_of(task)
+    if texts is None: texts = judge_texts(judge, [(task, result)], max_candidates, max_chars, max_new_tokens)[0]
+    for kind, text in zip(list(EXTRACT_PROMPTS)[:max_candidates], texts):
+        if isinstance(text, JudgeParseError):
+            stats.unparseable += 1
+            get_logger('knowledgepo').info(f"{task.id}: judge {kind} unusable: {text}")
+        else: out.append(Candidate(kind, text, symbol_names(text, surface), None, task.id, task.family, 'judge'))
     return out
 
 # %% ../nbs/12_knowledgepo.ipynb #46d270d4
@@ -272,11 +282,12 @@ EXTRACTORS = ('judge', 'rules', 'both')
 def extract_candidates(judge:Judge|None, task:Task, result:EpisodeResult,
                        max_candidates:int=2, # candidates per extractor
                        extractor:str='both', # 'judge', 'rules' or 'both'
-                       stats:KPOStats|None=None) -> list[Candidate]:
+                       stats:KPOStats|None=None,
+                       texts:list|None=None) -> list[Candidate]: # this episode's `judge_texts`, when already generated
     "Candidate memory/skill entries from one episode (paper §4.4.1)."
     if extractor not in EXTRACTORS: raise ValueError(f"extractor {extractor!r} not in {EXTRACTORS}")
     if extractor != 'rules' and judge is None: raise ValueError(f"extractor={extractor!r} needs a judge")
-    out = judge_candidates(judge, task, result, max_candidates, stats) if extractor != 'rules' else []
+    out = judge_candidates(judge, task, result, max_candidates, stats, texts=texts) if extractor != 'rules' else []
     if extractor != 'judge': out += rule_candidates(task, result, max_candidates)
     if stats is not None: stats.candidates.update(c.origin for c in out)
     return out
@@ -779,15 +790,26 @@ class KnowledgePO:
         self.dup_threshold, self.topic_threshold, self.R, self.lam, self.k, self.mode = dup_threshold, topic_threshold, R, lam, k, mode
         self.op_judge, self.label_shots, self.op_shots = judge if op_judge else None, label_shots, op_shots
         self.stats = KPOStats()
+        self._texts = {}   # id(result) -> (result, its judge texts), from `prefetch`
 
     def __repr__(self): return f"KnowledgePO(extractor={self.extractor!r}, label_mode={self.label_mode!r}, R={self.R}, k={self.k})"
 
 # %% ../nbs/12_knowledgepo.ipynb #efcc63d4
 @patch
+def prefetch(self:KnowledgePO, results:list[EpisodeResult]) -> int:
+    "The judge's candidate texts of `results`, one generation for all, kept for `observe` (earlier ones dropped)."
+    self._texts = {}
+    if self.extractor == 'rules' or not results: return 0
+    texts = judge_texts(self.judge, [(r.task, r) for r in results], self.max_candidates)
+    self._texts = {id(r): (r, t) for r, t in zip(results, texts)}
+    return len(results)
+
+@patch
 def observe(self:KnowledgePO, result:EpisodeResult) -> list[KBOp]:
-    "Harness-side update after one episode: extract candidates, label them, update the KB, promote."
-    task = result.task
-    cands = extract_candidates(self.judge, task, result, self.max_candidates, self.extractor, self.stats)
+    "Harness-side update after one episode: extract candidates (judge texts from `prefetch`), label, update, promote."
+    task, (r, texts) = result.task, self._texts.pop(id(result), (None, None))
+    texts = texts if r is result else None
+    cands = extract_candidates(self.judge, task, result, self.max_candidates, self.extractor, self.stats, texts=texts)
     cands = label_candidates(self.judge, cands, self.label_mode, _surface_of(task), self.stats, shots=self.label_shots)
     ops = [update_kb(self.kb, c, self.op_judge, self.dup_threshold, self.topic_threshold, stats=self.stats, shots=self.op_shots)
            for c in cands]

@@ -156,19 +156,22 @@ class BaseRouter:
     def _pick(self, task:Task, feedback:Feedback) -> str: raise NotImplementedError(f"{type(self).__name__}._pick")
     def _why(self, channel:str) -> str: return f"ablation {self.name}: {channel}"
 
-    def decide(self, task:Task, feedback:Feedback, history:dict|None=None, retrieved:list|None=None) -> RouteDecision:
-        "Route one episode (ablations ignore `history` and `retrieved`)."
+    def decide(self, task:Task, feedback:Feedback, history:dict|None=None, retrieved:list|None=None,
+               defer:bool=False) -> RouteDecision:
+        "Route one episode (ablations ignore `history`, `retrieved` and `defer`: they generate no free text)."
         ch = self._pick(task, feedback)
         return self._record(task, feedback, RouteDecision(ch, [], self._why(ch), None, self.name))
 
+    def explain_queued(self) -> list[RouteDecision]: return []   # only `Router` defers free text
+
 # %% ../nbs/10_router.ipynb #079ec1cc
 @patch
-def _record(self:BaseRouter, task:Task, feedback:Feedback, d:RouteDecision) -> RouteDecision:
-    "Log decision `d` for the episode (in memory, and to `log_path`) and count it."
+def _record(self:BaseRouter, task:Task, feedback:Feedback, d:RouteDecision, write:bool=True) -> RouteDecision:
+    "Log decision `d` (in memory; to `log_path` when `write`: a deferred one once explained); count it."
     rec = {'ts': round(time.time(), 3), 'family': task.family, 'task_id': task.id, 'status': feedback.status,
            'score': float(feedback.score), **d.to_dict()}
     self.log.append(rec); self.stats['decisions'] += 1; self.stats[d.channel] += 1
-    if self.log_path: append_jsonl(self.log_path, rec)
+    if self.log_path and write: append_jsonl(self.log_path, rec)
     return d
 
 # %% ../nbs/10_router.ipynb #64eed7de
@@ -230,42 +233,72 @@ class Router(BaseRouter):
     def __init__(self, judge, # a `cove.judge.Judge`
                  log_path:str|Path|None=None, # JSON-lines file every decision is appended to
                  calibrate:bool=True, # contextual calibration of the channel scores
-                 explain:bool=True, # generate signals and a reason (two short generations)
+                 explain:bool=True, # generate signals, and with `reason` a reason (short generations)
+                 reason:bool=True, # the one-sentence reason too (`router.reason` in runs: off there, nothing reads it)
                  max_signals:int=4, # signals kept per decision
                  max_reason_chars:int=200, # cap on the reason
                  history_window:int=20, # episodes in the default family-history success rate
                  signal_tokens:int=24, reason_tokens:int=48, # generation caps for signals and reason
                  shots:int=0): # worked episodes in the channel prompt (`route_template`; 0: zero-shot)
         super().__init__(log_path)
-        self.judge, self.calibrate, self.explain = judge, calibrate, explain
+        self.judge, self.calibrate, self.explain, self.reason = judge, calibrate, explain, reason
         self.max_signals, self.max_reason_chars, self.history_window = max_signals, max_reason_chars, history_window
         self.signal_tokens, self.reason_tokens = signal_tokens, reason_tokens
         self.shots, self.template = shots, route_template(shots)
+        self.queued = []   # (decision, content, log record) routed with `defer=True`, until `explain_queued`
 
 # %% ../nbs/10_router.ipynb #08d7cac3
 @patch
+def rationale_many(self:Router, contents:list[str], channels:list[str]) -> list[tuple[list[str], str]]:
+    "Signals `s_i` and (with `reason`) a one-sentence reason `r_i` per `(content, channel)`, one generation per kind."
+    pairs = list(zip(contents, channels))
+    raws = self.judge.texts([SIGNALS_PROMPT.format(content=c, channel=ch) for c, ch in pairs], max_chars=160,
+                            max_new_tokens=self.signal_tokens, fallback='',
+                            validate=lambda s: bool(parse_signals(s, self.max_signals)))   # unusable -> [], counted
+    signals = [parse_signals(raw, self.max_signals) for raw in raws]
+    self.stats['signal_fallbacks'] += sum(not raw for raw in raws)
+    self.stats['signals_dropped'] += sum(max(0, len(dict.fromkeys(signal_items(raw))) - len(s))   # beyond the cap
+                                         for raw, s in zip(raws, signals) if raw)
+    if not self.reason: return [(s, '') for s in signals]
+    reasons = self.judge.texts([REASON_PROMPT.format(content=c, channel=ch, doc=CHANNEL_DOCS[ch]) for c, ch in pairs],
+                               max_chars=self.max_reason_chars, max_new_tokens=self.reason_tokens,
+                               validate=valid_reason, fallback='')   # unusable -> '', counted
+    self.stats['reason_fallbacks'] += sum(not r for r in reasons)
+    return [(s, first_sentence(r) if r else '') for s, r in zip(signals, reasons)]
+
+@patch
 def rationale(self:Router, content:str, channel:str) -> tuple[list[str], str]:
-    "Signals `s_i` and a one-sentence reason `r_i` for `channel`, validated; unusable output -> `[]`/`''`, counted."
-    raw = self.judge.text(SIGNALS_PROMPT.format(content=content, channel=channel), max_chars=160, max_new_tokens=self.signal_tokens,
-                          validate=lambda s: bool(parse_signals(s, self.max_signals)), fallback='')
-    signals = parse_signals(raw, self.max_signals)
-    self.stats['signal_fallbacks'] += not raw
-    self.stats['signals_dropped'] += max(0, len(dict.fromkeys(signal_items(raw))) - len(signals)) if raw else 0  # beyond the cap
-    reason = self.judge.text(REASON_PROMPT.format(content=content, channel=channel, doc=CHANNEL_DOCS[channel]),
-                             max_chars=self.max_reason_chars, max_new_tokens=self.reason_tokens, validate=valid_reason, fallback='')
-    self.stats['reason_fallbacks'] += not reason
-    return signals, first_sentence(reason) if reason else ''
+    "Signals and reason for one `(content, channel)` (see `rationale_many`)."
+    return self.rationale_many([content], [channel])[0]
 
 # %% ../nbs/10_router.ipynb #e454b67b
 @patch
-def decide(self:Router, task:Task, feedback:Feedback, history:dict|None=None, retrieved:list|None=None) -> RouteDecision:
+def decide(self:Router, task:Task, feedback:Feedback, history:dict|None=None, retrieved:list|None=None,
+           defer:bool=False) -> RouteDecision: # queue the signals and reason for `explain_queued` (None until then)
     "Route episode `(τ_i, f_i)`; `history` defaults to the family's routed history in this router's log."
     hist = history if history is not None else self.family_history(task.family, self.history_window)
     content = route_content(task, feedback, hist, retrieved)
     ch = self.judge.choose(self.template, list(CHANNELS), calibrate=self.calibrate, content=content)
     deciding = ch.calibrated_scores if ch.calibrated_scores is not None else ch.scores
-    signals, reason = self.rationale(content, ch.option) if self.explain else ([], '')
-    return self._record(task, feedback, RouteDecision(ch.option, signals, reason, {c: round(s, 4) for c, s in zip(CHANNELS, deciding)}, 'judge'))
+    d = RouteDecision(ch.option, [], '', {c: round(s, 4) for c, s in zip(CHANNELS, deciding)}, 'judge')
+    if self.explain and defer:
+        d.signals = d.reason = None
+        self._record(task, feedback, d, write=False)
+        self.queued.append((d, content, self.log[-1]))
+        return d
+    if self.explain: d.signals, d.reason = self.rationale(content, ch.option)
+    return self._record(task, feedback, d)
+
+@patch
+def explain_queued(self:Router) -> list[RouteDecision]:
+    "Signals and reasons of the decisions `decide(defer=True)` queued, one generation per kind, into them and the log."
+    q, self.queued = self.queued, []
+    why = self.rationale_many([c for _, c, _ in q], [d.channel for d, _, _ in q]) if q else []
+    for (d, _, rec), (s, r) in zip(q, why):
+        d.signals, d.reason = s, r
+        rec.update(signals=s, reason=r)
+        if self.log_path: append_jsonl(self.log_path, rec)
+    return [d for d, _, _ in q]
 
 # %% ../nbs/10_router.ipynb #69b585f5
 ROUTERS = ('cove', 'always_both', 'random_route', 'harness_only', 'parametric_only')

@@ -4,7 +4,7 @@
 
 # %% ../nbs/13_workflow.ipynb #5dec9bd1
 from __future__ import annotations
-import json, os, time
+import contextlib, json, os, time
 from collections import Counter
 from pathlib import Path
 from fastcore.basics import patch
@@ -38,15 +38,19 @@ class CoveMethod(Method):
         self.router_name, self.memory, trig = VARIANTS[self.variant]
         self.adapter_dir = self.out/'adapters'
         self.judge = self._judge()
-        kw = {'seed': cfg['run.seed']} if self.router_name == 'random_route' else {}
+        by_router = {'random_route': dict(seed=cfg['run.seed']), 'cove': dict(reason=cfg['router.reason'])}
+        kw = by_router.get(self.router_name, {})
         # without a policy (a rerun with nothing left to play) the router only restores its log, for the metrics
-        self.router = make_router(self.router_name, judge=self.judge, **kw) if self.judge or self.router_name != 'cove' else Router(None)
+        self.router = (make_router(self.router_name, judge=self.judge, **kw) if self.judge or self.router_name != 'cove'
+                       else Router(None, **kw))
         self.trigger = make_trigger(trig, cfg)
         self.kb = self._open_kb() if self.memory else None
         self.kpo = self._kpo() if self.memory else None
         self.applied, self.updates, self.trajectories, self.released, self.pending = {}, [], {}, [], {}
         self.references_seen = []   # train tasks whose reference replay KnowledgePO has observed
         self.adapter = None
+        self.phase_s = Counter()   # this process's seconds per phase (`timed`)
+        self.unexplained = []      # (key, decision) of the decisions whose signals `explain` has yet to write
         self.load_state()
 
 # %% ../nbs/13_workflow.ipynb #899a8658
@@ -100,6 +104,15 @@ def load_state(self:CoveMethod):
     _log.info(f"resumed {self.variant}: {len(self.applied)} episodes applied, {len(self.updates)} updates, adapter {self.adapter}")
     return self
 
+# %% ../nbs/13_workflow.ipynb #af7c624e
+@patch
+@contextlib.contextmanager
+def timed(self:CoveMethod, phase:str):
+    "Add the wall time of the `with` block to `phase_s[phase]`."
+    t = time.perf_counter()
+    try: yield
+    finally: self.phase_s[phase] += time.perf_counter() - t
+
 # %% ../nbs/13_workflow.ipynb #5d059ca7
 @patch
 def run_chunk(self:CoveMethod, pairs:list[tuple]):
@@ -108,10 +121,9 @@ def run_chunk(self:CoveMethod, pairs:list[tuple]):
     env_of = {t.family: e for e, t in pairs}
     for fam, e in env_of.items(): self.run_pending(e, fam)   # an update a kill interrupted
     keys = self.keys.keys([t for _, t in pairs])
-    results = self.agent(kb=self.kb).run([e for e, _ in pairs], [t for _, t in pairs])   # lines 2-4
-    for r, key in zip(results, keys):
-        self.note(r, key)
-        if key not in self.applied: self.learn_from(env_of[r.task.family], r, key)
+    with self.timed('answer'): results = self.agent(kb=self.kb).run([e for e, _ in pairs], [t for _, t in pairs])  # 2-4
+    for r, key in zip(results, keys): self.note(r, key)
+    self.learn_many([(env_of[r.task.family], r, key) for r, key in zip(results, keys) if key not in self.applied])
     self.keys.commit([t for _, t in pairs])
     return results
 
@@ -128,17 +140,42 @@ def update_knowledge(self:CoveMethod, r):
 
 # %% ../nbs/13_workflow.ipynb #3bf59ad2
 @patch
-def learn_from(self:CoveMethod, env, r, key:str):
+def learn_from(self:CoveMethod, env, r, key:str) -> bool:
     "Lines 5–15 for one episode: update the knowledge, route, keep the trajectory, observe the trigger, update if it fired."
-    self.update_knowledge(r)
+    with self.timed('knowledge'): self.update_knowledge(r)
     retrieved = [self.kb.get(i) for i in r.retrieved if i is not None] if self.kb is not None else []
-    d = self.router.decide(r.task, r.feedback, None, retrieved)                                         # line 10
+    with self.timed('route'): d = self.router.decide(r.task, r.feedback, None, retrieved, defer=True)  # line 10
     self.keep_trajectory(r, d.channel)
     ev = self.trigger.observe(r.task.family, r.success, float(r.feedback.score), d.channel)            # line 11
     self.applied[key] = dict(channel=d.channel, signals=d.signals, reason=d.reason, trigger=ev.condition if ev else None, update=None)
-    if ev is not None: self.pending[r.task.family] = key   # saved with the decision: a kill cannot lose it
+    if d.signals is None: self.unexplained.append((key, d))   # written by `explain` (None in a state a kill cut short)
+    if ev is not None:
+        self.explain()   # with the weights that made the decisions, before the update changes them
+        self.pending[r.task.family] = key   # saved with the decision: a kill cannot lose it
     self.save_state()
     if ev is not None: self.run_pending(env, r.task.family)                                            # line 15
+    return ev is not None   # an update ran
+
+# %% ../nbs/13_workflow.ipynb #7ee4420e
+@patch
+def learn_many(self:CoveMethod, todo:list[tuple]):
+    "Lines 5–15 for each `(env, result, key)` in stream order (`learn_from`), the judge's free text batched."
+    i = 0
+    while i < len(todo):
+        if self.kpo:
+            with self.timed('kpo_judge'): self.kpo.prefetch([r for _, r, _ in todo[i:]])
+        for j in range(i, len(todo)):
+            i = j + 1
+            if self.learn_from(*todo[j]): break   # the update changed the weights: prefetch again for the rest
+    if self.explain(): self.save_state()
+
+@patch
+def explain(self:CoveMethod) -> int:
+    "Signals (and reasons) of the decisions routed since the last call, batched, written into `applied`; how many."
+    with self.timed('rationale'): self.router.explain_queued()
+    for key, d in self.unexplained: self.applied[key].update(signals=d.signals, reason=d.reason)
+    n, self.unexplained = len(self.unexplained), []
+    return n
 
 # %% ../nbs/13_workflow.ipynb #c822d4a9
 @patch
@@ -173,14 +210,14 @@ def parametric_update(self:CoveMethod, env, family:str) -> str|None:
     from cove.train import hot_swap
     since = [r for r in self.router.log if r['family'] == family][-max(1, self.trigger.state(family).since_update):]
     n_param = sum(r['channel'] in PARAMETRIC_CHANNELS for r in since)   # routed parametric since the last update (Appendix A)
-    pre = self._utility_pre(env, family)
-    res, memory_aware = self._train(env, family, n_param)                                                # lines 16-18
+    with self.timed('ab'): pre = self._utility_pre(env, family)
+    with self.timed('train'): res, memory_aware = self._train(env, family, n_param)                      # lines 16-18
     if res is None:
         _log.warning(f"trigger fired for {family} but there is no usable training data; update skipped")
         self.updates.append(dict(family=family, adapter=None, skipped='no usable data', ts=time.time())); return None
     self.adapter = Path(res.adapter_path).name; hot_swap(self.policy, res)                               # line 30
     self.trigger.reset_after_update(family); self.trajectories[family] = []
-    rel = self.release_memory(env, family) if self.kpo else None                                         # lines 19-28
+    with self.timed('ab'): rel = self.release_memory(env, family) if self.kpo else None                 # lines 19-28
     self.updates.append(dict(family=family, adapter=res.adapter_path, name=Path(res.adapter_path).name, algo=res.method, train_tokens=res.train_tokens,
                              modelled=res.modelled, steps=res.steps, loss=res.loss, seconds=res.seconds, examples=res.examples,
                              memory_aware=memory_aware, utility_pre=pre, release=rel, ts=time.time()))
@@ -344,7 +381,7 @@ def release_memory(self:CoveMethod, env, family:str) -> dict:
 # %% ../nbs/13_workflow.ipynb #c9f9b51a
 @patch
 def metrics(self:CoveMethod) -> dict:
-    "The method's own metrics, merged into `metrics.json`."
+    "The method's own metrics, merged into `metrics.json` (`phase_s`: seconds per phase in this process, not resumed)."
     done = [u for u in self.updates if u.get('adapter')]
     ev = Counter(e.condition for e in self.trigger.events if e.fired)
     return dict(train_tokens=sum(u['train_tokens'] for u in done), train_tokens_modelled=sum(u['modelled']['train_tokens'] for u in done),
@@ -354,7 +391,7 @@ def metrics(self:CoveMethod) -> dict:
                 release={k: int(self.kpo.stats.releases.get(k, 0)) for k in ('internalized', 'discarded', 'kept', 'untested')} if self.kpo else None,
                 promoted=self.kpo.stats.promotions if self.kpo else 0, kpo=self.kpo.stats.to_dict() if self.kpo else None,
                 router_shares=self.router.shares() if self.router.log else {}, adapter=self.adapter,
-                ledger=self.ledger_dict())
+                ledger=self.ledger_dict(), phase_s={k: round(v, 3) for k, v in self.phase_s.items()})
 
 # %% ../nbs/13_workflow.ipynb #cd17b633
 @register_method('harness_only')

@@ -82,9 +82,9 @@ def test_label_override_is_counted():
 def test_unparseable_judge_output_is_counted():
     class Garbage:
         stats = {}
-        def text(self, prompt, **kw):
+        def texts(self, prompts, **kw):   # the batched call: an unusable output comes back as its error
             from cove.judge import JudgeParseError
-            raise JudgeParseError('judge output unusable (empty output)')
+            return [JudgeParseError('judge output unusable (empty output)') for _ in prompts]
     s = KPOStats()
     r = replay_reference(ENV, TASKS[1])
     out = extract_candidates(Garbage(), TASKS[1], r, extractor='both', stats=s)
