@@ -20,11 +20,11 @@ from .agent import HarnessAgent, replay_reference, EpisodeResult
 __all__ = ['METHODS', 'MAX_EPISODES', 'RESULT_NEUTRAL', 'INFRA_PREFIX', 'CPU_FLAGS', 'RunSpec', 'parse_tasks', 'open_envs',
            'task_stream', 'Drift', 'parse_drift', 'check_drift', 'register_method', 'Method', 'Base', 'Oracle',
            'summarise', 'run_metrics', 'one_line', 'read_json', 'state_fix', 'adapter_fix', 'adapter_problem',
-           'check_state', 'set_aside', 'set_aside_log', 'check_backend', 'check_out', 'check_spec', 'RunLocked',
-           'lock_holder', 'RunLock', 'running_pid', 'write_json', 'Run', 'config_diff', 'run_diff', 'foreign_records',
-           'replay_infra_tail', 'load_policy', 'cpu_info', 'runtime_info', 'episode_records_of', 'check_records',
-           'check_config', 'sqlite_problem', 'check_stores', 'record_keys', 'applied_agrees', 'check_method_state',
-           'odd_files', 'check_one', 'check_run']
+           'check_state', 'set_aside', 'set_aside_log', 'note_fresh', 'check_backend', 'check_out', 'check_spec',
+           'RunLocked', 'lock_holder', 'RunLock', 'running_pid', 'write_json', 'Run', 'config_diff', 'run_diff',
+           'foreign_records', 'replay_infra_tail', 'load_policy', 'cpu_info', 'runtime_info', 'episode_records_of',
+           'check_records', 'check_config', 'sqlite_problem', 'check_stores', 'record_keys', 'applied_agrees',
+           'check_method_state', 'odd_files', 'check_one', 'check_run']
 
 # %% ../nbs/08_run.ipynb #a9aeb9eb
 @dataclass
@@ -301,6 +301,14 @@ def set_aside_log(out:str|Path) -> list[dict]:
     "What `set_aside` moved in run folder `out`, oldest first."
     return read_jsonl(Path(out)/'set_aside.jsonl')
 
+# %% ../nbs/08_run.ipynb #61aff5e4
+def note_fresh(path:str|Path, out:str|Path, why:str, recorded:int):
+    "Note in `out/set_aside.jsonl` that the missing store `path` starts fresh after `recorded` episodes (nothing to move)."
+    p, out = Path(path), Path(out)
+    rel = str(p.relative_to(out)) if p.is_relative_to(out) else str(p)
+    append_jsonl(out/'set_aside.jsonl', dict(path=rel, to=None, why=why, recorded=recorded, time=time.strftime('%Y-%m-%dT%H:%M:%S')))
+    get_logger('run').warning(f"MISSING {p}: that store starts FRESH: what it held from the {recorded} episodes already recorded is lost")
+
 # %% ../nbs/08_run.ipynb #0540bb7f
 MAX_EPISODES = 100_000   # per family: the stream is built before the first episode plays
 
@@ -461,10 +469,17 @@ def execute(self:Run, policy=None, progress:bool=True) -> dict:
 @patch
 def _open_method(self:Run, policy, todo:list, recorded:int):
     "The run's method, its state file and adapter checked before the model loads; the policy is loaded only when needed."
+    from cove.store import stores_must_exist, StoreMissing   # (not at import: `cove check` stays light)
     cls, cfg = METHODS[self.spec.method], self.cfg
     self.or_set_aside(lambda: check_state(self.out, cls), recorded)   # a corrupt state file or adapter is named before the model loads
     if cls.needs_policy and policy is None and todo: policy = load_policy(cfg)
-    return self.or_set_aside(lambda: cls(cfg, self.out, policy), recorded)   # a corrupt store is named as the method opens it
+    def make(strict:bool):
+        with stores_must_exist(strict): return cls(cfg, self.out, policy)   # a store the records need may not be missing
+    try: return self.or_set_aside(lambda: make(recorded > 0), recorded)   # a corrupt store is named as the method opens it
+    except StoreMissing as e:
+        if not self.set_aside_corrupt: raise
+        note_fresh(e.path, self.out, one_line(e), recorded)
+        return self.or_set_aside(lambda: make(False), recorded)
 
 # %% ../nbs/08_run.ipynb #1f2353fd
 def _play_chunk(method, envs:dict, chunk:list[tuple], avail:dict) -> dict[int, EpisodeResult]:
@@ -755,7 +770,7 @@ def check_one(d:Path) -> list[tuple[str, bool, str]]:
     rec_items, recs = check_records(d)
     conf_items, conf = check_config(d, recs)
     items += rec_items + conf_items + check_stores(d)
-    items += [(f"set aside: {e['path']}", True, f"moved to {e['to']} after {e['recorded']} episodes ({e['why'][:120]})") for e in set_aside_log(d)]
+    items += [(f"set aside: {e['path']}", True, (f"moved to {e['to']}" if e['to'] else 'missing, started fresh') + f" after {e['recorded']} episodes ({e['why'][:120]})") for e in set_aside_log(d)]
     return items + (check_method_state(d, conf, recs) if conf else [])
 
 # %% ../nbs/08_run.ipynb #bbf86d33

@@ -4,7 +4,7 @@
 
 # %% ../nbs/04_store.ipynb #0daf16d8
 from __future__ import annotations
-import json, os, sqlite3, tempfile, time
+import contextvars, json, os, re, sqlite3, tempfile, time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -15,8 +15,8 @@ from .embed import Embedder, DenseIndex, SparseIndex, hybrid_merge
 
 # %% auto #0
 __all__ = ['KINDS', 'LABELS', 'ENTRY_STATUSES', 'COLUMNS', 'BASE_SCHEMA', 'SCHEMA', 'SQL_COLUMNS', 'MODES', 'Entry', 'Hit',
-           'StoreError', 'NamedConnection', 'open_sqlite', 'SqliteStore', 'backup_db', 'KnowledgeBase',
-           'synthetic_corpus', 'bench_retrieval']
+           'StoreError', 'NamedConnection', 'open_sqlite', 'SqliteStore', 'StoreMissing', 'stores_must_exist',
+           'check_store_file', 'backup_db', 'KnowledgeBase', 'synthetic_corpus', 'bench_retrieval']
 
 # %% ../nbs/04_store.ipynb #8f356ec5
 KINDS = ('memory', 'skill')
@@ -132,6 +132,7 @@ class SqliteStore:
     schema = ''   # the subclass's tables
     def __init__(self, path:str|Path=':memory:', # SQLite file, or ':memory:'
                  synchronous:str='FULL'): # 'NORMAL' or 'FULL'
+        check_store_file(path, self.schema)
         self.path, self.conn, self._dense = str(path), open_sqlite(path, synchronous), {}
         with self.transaction():
             for stmt in (BASE_SCHEMA + self.schema).split(';'):
@@ -146,6 +147,37 @@ class SqliteStore:
         try:
             with write_tx(self.conn) as c: yield c
         except BaseException: self._dense.clear(); raise   # an index built inside it may hold rolled-back rows
+
+# %% ../nbs/04_store.ipynb #4edadfa2
+class StoreMissing(StoreError):
+    "A store the run's recorded episodes say exists, but whose file is missing."
+
+_MUST_EXIST = contextvars.ContextVar('cove_stores_must_exist', default=False)
+
+@contextmanager
+def stores_must_exist(on:bool=True):
+    "Inside, a `SqliteStore` whose file is missing raises `StoreMissing` instead of starting fresh."
+    token = _MUST_EXIST.set(on)
+    try: yield
+    finally: _MUST_EXIST.reset(token)
+
+def check_store_file(path:str|Path, schema:str=''):
+    "Refuse `path` before opening it: missing inside `stores_must_exist`, or a SQLite file with none of `schema`'s tables."
+    p = str(path)
+    if p == ':memory:': return
+    if not os.path.exists(p) or os.path.getsize(p) == 0:
+        if _MUST_EXIST.get():
+            raise StoreMissing(f"{p} is missing, though this run has recorded episodes with it: restore it, or rerun "
+                               "with --set-aside-corrupt to start it fresh", p)
+        return
+    con = sqlite3.connect(Path(p).resolve().as_uri() + '?mode=ro', uri=True)
+    try: tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError: return   # not SQLite at all: `open_sqlite` names it
+    finally: con.close()
+    ours = set(re.findall(r'CREATE TABLE IF NOT EXISTS (\w+)', BASE_SCHEMA + schema))
+    if tables and not tables & ours:
+        raise StoreError(f"{p} is a SQLite file that cove did not write (tables {sorted(tables)[:4]}): "
+                         f"move it aside (mv {p} {p}.bad), or use another --out", p)
 
 # %% ../nbs/04_store.ipynb #55c24ed6
 @patch
