@@ -1,14 +1,34 @@
-"Shared pytest hooks: the fault-injection suite's summary line (`tests/test_faults.py`), also from xdist workers."
+"Shared pytest hooks: the fault-injection suite's summary line (`tests/test_faults.py` and the hostile-input tests), also from xdist workers."
+from collections import Counter
 import pytest
+
+TALLY = Counter()   # this process's counts of hostile inputs refused, files outside a run folder touched, forged verdicts accepted
+
+class Hostile:
+    "What a hostile-input test saw: `refused()` an input turned away, `outside(n)` files it found touched, `forged(n)` verdicts accepted."
+    def refused(self, k:int=1): TALLY['hostile'] += k
+    def outside(self, k:int): TALLY['outside'] += k
+    def forged(self, k:int): TALLY['forged'] += k
+
+@pytest.fixture
+def hostile() -> Hostile: return Hostile()
 
 def pytest_configure(config): config._cove_faults = None
 
+def pytest_sessionfinish(session):
+    if hasattr(session.config, 'workeroutput'): session.config.workeroutput['cove_hostile'] = dict(TALLY)   # xdist: to the controller
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
-    "pytest-xdist: add up the counts a worker's `test_faults` module left in its `workeroutput`."
-    got = getattr(node, 'workeroutput', {}).get('cove_faults')
-    if got: node.config._cove_faults = {k: (node.config._cove_faults or {}).get(k, 0) + v for k, v in got.items()}
+    "pytest-xdist: add up the counts a worker's `test_faults` module and hostile-input tests left in its `workeroutput`."
+    out = getattr(node, 'workeroutput', {})
+    if got := out.get('cove_faults'): node.config._cove_faults = {k: (node.config._cove_faults or {}).get(k, 0) + v for k, v in got.items()}
+    TALLY.update(out.get('cove_hostile') or {})
 
 def pytest_terminal_summary(terminalreporter, config):
-    t = config._cove_faults
-    if t: terminalreporter.write_line(f"faults: {t['kills']} kills survived, {t['faults']} faults injected, {t['lost']} episodes lost")
+    t = config._cove_faults or {}
+    if not t and not TALLY: return
+    terminalreporter.write_line(
+        f"faults: {t.get('kills', 0)} kills survived, {t.get('faults', 0)} faults injected, {TALLY['hostile']} hostile inputs refused, "
+        f"{t.get('lost', 0)} episodes lost, {TALLY['outside']} files outside the run folder touched, "
+        f"{TALLY['forged']} forged verdicts accepted")

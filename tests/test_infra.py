@@ -8,13 +8,14 @@ COVE = str(Path(sys.executable).parent/'cove')
 def _cove(*args): return subprocess.run([COVE, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
 def _recs(p): return [json.loads(l) for l in p.read_text().splitlines() if l.strip()] if p.exists() else []
 
-def test_unreachable_backend_stops_with_exit_3(tmp_path):
+def test_unreachable_backend_stops_with_exit_3(tmp_path, hostile):
     out = tmp_path/'r'
     r = _cove('run', '--method', 'base', '--tasks', 'math', '--episodes', '2', '--out', str(out), '--quiet',
               '--set', 'model.backend=openai', '--set', 'model.base_url=http://127.0.0.1:9/v1', '--set', 'model.name=x')
     assert r.returncode == 3, r.stderr[-2000:]
     assert 'generation failed' in r.stderr and 'Traceback' not in r.stderr
     assert _recs(out/'episodes.jsonl') == []   # no episode scored as the task's failure
+    hostile.refused()
 
 def test_recorded_infra_errors_are_replayed(tmp_path):
     out = tmp_path/'r'

@@ -25,7 +25,7 @@ def test_set_with_no_usable_row_is_an_error(tmp_path):
     with pytest.raises(ValueError, match='no usable row'):
         load_rows(jsonl_rows(tmp_path/'x.jsonl'), lambda r: Task(r['q'], 'toy', 'test', r['q']), 'toy')
 
-def test_wtq_rows(tmp_path):
+def test_wtq_rows(tmp_path, hostile):
     d = _wtq(tmp_path, [b'q1\twho is oldest?\tcsv/t.csv\tBob\n', b'q2\tthe password?\t../secret.csv\thunter2\n',
                         b'q3\tb\xe9d?\tcsv/t.csv\tAda\n'])
     env = WTQTableQA(d)
@@ -35,6 +35,7 @@ def test_wtq_rows(tmp_path):
     errs = ' | '.join(env.report.errors)
     assert 'outside the data folder' in errs and 'not UTF-8' in errs and 'random-split-1-dev.tsv:4' in errs
     assert not any('hunter2' in t.prompt for t in ts)
+    hostile.refused(2)
 
 def test_wtq_all_rows_bad(tmp_path):
     d = _wtq(tmp_path, [b'q2\tthe password?\t../secret.csv\thunter2\n'])

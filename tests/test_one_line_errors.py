@@ -8,9 +8,12 @@ COVE = str(Path(sys.executable).parent/'cove')
 RUN = [COVE, 'run', '--method', 'oracle', '--tasks', 'math', '--episodes', '2', '--quiet']
 
 def _one_line(r, code, *words):
+    "`r` ended in one line naming `words`, with exit `code`; counted as a hostile input refused."
     lines = [l for l in r.stderr.splitlines() if l.strip()]
     assert r.returncode == code and len(lines) == 1 and 'Traceback' not in r.stderr, (r.returncode, r.stderr[-1500:])
     assert all(w in lines[0] for w in words), lines[0]
+    from conftest import Hostile
+    Hostile().refused()
 
 def _cove(argv, cwd=ROOT): return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300)
 

@@ -8,7 +8,7 @@ BAD = ['train.lr=nan', 'train.lr=0', 'retrieval.k=-3', 'agent.shots=-2', 'trigge
        'run.threads=-4', 'model.max_new_tokens=0', 'evolver.dedup=1.5']
 
 @pytest.mark.parametrize('item', BAD)
-def test_cli_refuses_out_of_range(item, tmp_path):
+def test_cli_refuses_out_of_range(item, tmp_path, hostile):
     out = tmp_path/'run'
     r = subprocess.run([str(Path(sys.executable).parent/'cove'), 'run', '--method', 'base', '--tasks', 'math', '--episodes', '2',
                         '--out', str(out), '--set', item], capture_output=True, text=True, timeout=120)
@@ -16,6 +16,7 @@ def test_cli_refuses_out_of_range(item, tmp_path):
     lines = [l for l in r.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and item.split('=')[0] in lines[0] and 'Traceback' not in r.stderr, r.stderr
     assert not out.exists()   # no folder left behind
+    hostile.refused()
 
 def test_every_numeric_key_is_ranged():
     "Each int/float key refuses something: a non-finite float, or a value below its lowest."

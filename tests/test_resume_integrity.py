@@ -12,7 +12,7 @@ def _run(out, *sets, method='oracle', episodes=4):
 
 def _recs(out): return [json.loads(l) for l in (Path(out)/'episodes.jsonl').read_text().splitlines() if l.strip()]
 
-def test_changed_key_is_refused_and_named(tmp_path):
+def test_changed_key_is_refused_and_named(tmp_path, hostile):
     out = tmp_path/'r'
     assert _run(out).returncode == 0
     lines = (out/'episodes.jsonl').read_text().splitlines()
@@ -20,11 +20,12 @@ def test_changed_key_is_refused_and_named(tmp_path):
     r = _run(out, 'math.difficulty=0')
     assert r.returncode == 2 and 'math.difficulty: 1 -> 0' in r.stderr and 'Traceback' not in r.stderr, r.stderr
     assert len(_recs(out)) == 2   # nothing mixed in
+    hostile.refused()
     r = _run(out, 'run.threads=1')   # cannot change a result: resumes
     assert r.returncode == 0, r.stderr
     assert [x['episode'] for x in _recs(out)] == [0, 1, 2, 3]
 
-def test_foreign_record_is_refused(tmp_path):
+def test_foreign_record_is_refused(tmp_path, hostile):
     out = tmp_path/'r'
     assert _run(out, episodes=2).returncode == 0
     rec = _recs(out)[0] | {'episode': 2, 'family_spec': 'code', 'family': 'code'}
@@ -32,6 +33,7 @@ def test_foreign_record_is_refused(tmp_path):
     r = _run(out, episodes=2)
     assert r.returncode == 2 and "family 'code'" in r.stderr, r.stderr
     assert len([l for l in r.stderr.splitlines() if l.strip()]) == 1
+    hostile.refused()
 
 def test_config_without_episodes_can_be_respecified(tmp_path):
     out = tmp_path/'r'

@@ -11,7 +11,7 @@ def _run(out, *extra):
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
                           env={**os.environ, 'OMP_NUM_THREADS': '1'})
 
-def test_missing_and_foreign_store(tmp_path):
+def test_missing_and_foreign_store(tmp_path, hostile):
     out = tmp_path/'r'
     assert _run(out).returncode == 0
     kb = out/'kb.sqlite'
@@ -31,3 +31,4 @@ def test_missing_and_foreign_store(tmp_path):
     r = _run(out)
     assert r.returncode == 2 and 'cove did not write' in r.stderr, r.stderr[-1500:]
     with sqlite3.connect(kb) as c: assert [r[0] for r in c.execute("SELECT name FROM sqlite_master")] == ['notes']
+    hostile.refused(2)
