@@ -34,3 +34,13 @@ def check_paired(out, metrics:dict, pairs:list[tuple[str, str]], groups:list[str
     assert "McNemar's exact p" in md and 'diff [95% CI]' in md
     assert all(f"| {r['method']} | {r['reference']} | {r['family']} | {r['n']} |" in md for r in rows)
     return rows
+
+def refused_experiment(tmp_path, name:str, **params):
+    "Execute `nbs/experiments/{name}.ipynb` expecting it to stop on a bad parameter; `(out_dir, papermill's error)`."
+    pm = pytest.importorskip('papermill')
+    out = tmp_path/'run'
+    os.environ.setdefault('OMP_NUM_THREADS', '1')
+    with pytest.raises(pm.PapermillExecutionError) as e:
+        pm.execute_notebook(str(ROOT/f'nbs/experiments/{name}.ipynb'), str(tmp_path/'executed.ipynb'), cwd=str(ROOT),
+                            progress_bar=False, parameters=dict(model='tiny', out_dir=str(out), **params))
+    return out, e.value
