@@ -256,35 +256,24 @@ def parse_generated(text:str|None, family:str) -> tuple[GeneratedTask|None, str]
     return GeneratedTask(family, q, ver, sol, fails, ep), 'ok'
 
 # %% ../nbs/17_baselines.ipynb #a595394f
-_VERIFY_ANSWER = """import json, sys
-__src, __answer = json.loads(sys.stdin.read())
-__g = {'__name__': '__verify__'}
-exec(compile(__src, 'verify.py', 'exec'), __g)
-__r = __g['verify'](__answer)
-__cove_report__({'accepted': bool(__r == True), 'returned': repr(__r)[:80]})
-"""
-_VERIFY_CODE = """import json, sys
-__tests, __solution, __entry = json.loads(sys.stdin.read())
-__g = {'__name__': '__solution__'}
-exec(compile(__solution, 'solution.py', 'exec'), __g)
-exec(compile(__tests, 'tests.py', 'exec'), __g)
-__g['check'](__g[__entry])
-__cove_report__({'accepted': True, 'returned': 'check passed'})
-"""
+_ANSWER_CHECK = ("def check(candidate):\n"
+                 "    assert (returned := candidate({answer!r})) == True, 'returned ' + repr(returned)[:80]\n")
 
 # %% ../nbs/17_baselines.ipynb #9ced48d2
 def run_verification(g:GeneratedTask, candidate:str|None, timeout:float=5.0) -> tuple[bool, str]:
-    "`(accepted, detail)` of `candidate` under `g`'s verification code, run in the sandbox."
-    from cove.sandbox import run_sandboxed
-    from cove.tasks.code import error_summary
+    "`(accepted, detail)` of `candidate` under `g`'s verification code, decided where no model-written code runs."
+    from cove.tasks.code import run_split, split_feedback, _unit_tally
     if candidate is None: return False, 'no answer'
-    code = g.family == 'code'
-    data = json.dumps([g.verify, candidate, g.entry_point] if code else [g.verify, candidate])
-    r = run_sandboxed(_VERIFY_CODE if code else _VERIFY_ANSWER, stdin=data, timeout=timeout)
-    if r.status == 'timeout': return False, f'timeout after {timeout} s'
-    if not r.ok or not r.report: return False, ('error: ' + (error_summary(r.stderr) or f'exit {r.returncode}'))[:200]
-    rep = r.report[-1]
-    return bool(rep.get('accepted')), 'accepted' if rep.get('accepted') else f"rejected (returned {rep.get('returned')})"
+    if g.family == 'code': run = run_split('', candidate, g.verify, g.entry_point, timeout)   # the challenger's check
+    else: run = run_split('', g.verify, _ANSWER_CHECK.format(answer=candidate), 'verify', timeout)   # a fixed check
+    fb = split_feedback(run, timeout, 512)
+    if fb.success: return True, 'accepted'
+    if fb.status == 'timeout': return False, f'timeout after {timeout} s'
+    fails = _unit_tally(run.tests.report)[2]
+    err = fails[0]['error'] if fails else ''
+    if g.family != 'code' and err.startswith('AssertionError: returned '): return False, f"rejected ({err[16:]})"
+    if g.family != 'code' and err: return False, f'error: {err}'[:200]   # verify raised
+    return False, (f'rejected ({fb.message})' if fb.status == 'failure' else f'error: {fb.message}')[:200]
 
 # %% ../nbs/17_baselines.ipynb #d02515ab
 def validate_task(g:GeneratedTask, timeout:float=5.0) -> tuple[bool, str, list[dict]]:

@@ -120,7 +120,8 @@ def _sbx_view(cfg):
 def _sbx_wait(pid, cfg):
     "Child side, outside the pid namespace: wait for the process running the code and end the same way."
     import os, signal
-    for fd in (0, 1, 2, cfg['status_fd'], cfg['report_fd']): os.close(fd)   # the pipes reach EOF when the code's process ends
+    for fd in (0, 1, 2, cfg['status_fd'], cfg['report_fd'], *cfg['pass_fds']):
+        if fd is not None: os.close(fd)   # the pipes reach EOF when the code's process ends
     _, st = os.waitpid(pid, 0)
     if os.WIFSIGNALED(st):
         if (sig := os.WTERMSIG(st)) not in (signal.SIGKILL, signal.SIGSTOP): signal.signal(sig, signal.SIG_DFL)
@@ -190,7 +191,8 @@ def _sbx_main():
     rfd = cfg['report_fd']
     def report(rec): os.write(rfd, (json.dumps(rec, default=str) + '\n').encode())
     with open('main.py', encoding='utf-8') as f: src = f.read()
-    g = {'__name__': '__main__', '__file__': 'main.py', '__builtins__': __builtins__, '__cove_report__': report}
+    g = {'__name__': '__main__', '__file__': 'main.py', '__builtins__': __builtins__}
+    if rfd is not None: g['__cove_report__'] = report   # no report pipe, no reporting function
     if cfg['guard']: _sbx_guard(os.getcwd())
     try: exec(compile(src, 'main.py', 'exec'), g)
     except SystemExit: raise
@@ -317,11 +319,19 @@ def _collect(proc:subprocess.Popen, fds:dict, deadline:float, cap:int) -> tuple[
 class SandboxError(RuntimeError):
     "The sandbox itself could not start the code (a setup failure, not something the code did)."
 
-def _classify(rc:int, timed_out:bool, cpu:float, cpu_s:int, stderr:str) -> str:
-    if timed_out or rc == -signal.SIGXCPU or (rc == -signal.SIGKILL and cpu >= cpu_s): return 'timeout'
+def _classify(rc:int, timed_out:bool, stderr:str, oom:bool=False) -> str:
+    "The status by what ended the run: the deadline, SIGXCPU or SIGKILL (`RLIMIT_CPU`), an OOM kill, no memory, exit."
+    if rc == -signal.SIGKILL and oom and not timed_out: return 'memory'
+    if timed_out or rc in (-signal.SIGXCPU, -signal.SIGKILL): return 'timeout'
     tail = stderr[-3000:]
     if rc != 0 and ('MemoryError' in tail or 'Cannot allocate memory' in tail or 'std::bad_alloc' in tail): return 'memory'
     return 'ok' if rc == 0 else 'error'
+
+def _oom_kills() -> int|None:
+    "The kernel's count of OOM kills so far (`oom_kill` in `/proc/vmstat`); None where it is not exposed."
+    try:
+        with open('/proc/vmstat') as f: return next((int(l.split()[1]) for l in f if l.startswith('oom_kill ')), None)
+    except (OSError, ValueError): return None
 
 # %% ../nbs/04b_sandbox.ipynb #91e61074
 def _child_env(root:str, extra:dict|None) -> dict:
@@ -331,12 +341,12 @@ def _child_env(root:str, extra:dict|None) -> dict:
 
 # %% ../nbs/04b_sandbox.ipynb #6672ca7f
 def _decode(data:dict, over:set, cap:int) -> tuple[str, str, tuple, list]:
-    "stdout, stderr (marked when truncated), the child's protections, and the report records."
+    "stdout, stderr (marked when truncated), the child's protections, the report records (none without a report pipe)."
     out, err = (data[k].decode('utf-8', 'replace') + (f'\n[... output truncated at {cap} bytes]' if k in over else '') for k in ('stdout', 'stderr'))
     try: active = tuple(json.loads(data['status'] or b'[]'))
     except ValueError: active = ()
     report = []
-    for line in data['report'].decode('utf-8', 'replace').splitlines():
+    for line in data.get('report', b'').decode('utf-8', 'replace').splitlines():
         try: report.append(json.loads(line))
         except ValueError: pass
     return out, err, active, report
@@ -348,40 +358,47 @@ def _view_plan(argv:list|None, reads, view:str|None) -> tuple[tuple, bool]:
     return binds, (_view_readable(binds) if view else _world_readable(*_python_paths(), *((argv[0],) if argv else ())))
 
 def _spawn(root:str, cfg:dict, env:dict|None) -> subprocess.Popen:
-    "Start the launcher on `cfg` in `root`, in its own session, with `root/.stdin` as standard input and the status and report pipes passed on."
+    "Start the launcher on `cfg` in `root`, in its own session, on `root/.stdin`, its pipes and `pass_fds` passed on."
+    fds = [fd for fd in (cfg['status_fd'], cfg['report_fd'], *cfg['pass_fds']) if fd is not None]
     with open(Path(root, '.stdin'), 'rb') as fin:
         return subprocess.Popen([sys.executable, '-I', '-c', _runner_source(), json.dumps(cfg)], stdin=fin, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, cwd=root, env=_child_env(root, env), start_new_session=True, pass_fds=(cfg['status_fd'], cfg['report_fd']))
+                                stderr=subprocess.PIPE, cwd=root, env=_child_env(root, env), start_new_session=True,
+                                pass_fds=fds)
 
 # %% ../nbs/04b_sandbox.ipynb #92a810b2
 def _sandbox(files:dict, argv:list|None, stdin:str, timeout:float, memory_mb:int|None, cpu_s:int|None, max_output:int,
-             guard:bool, isolate_net:bool, drop_privileges:bool, max_procs:int, file_mb:int, env:dict|None, reads=()) -> SandboxResult:
+             guard:bool, isolate_net:bool, drop_privileges:bool, max_procs:int, file_mb:int, env:dict|None, reads=(),
+             pass_fds=(), report:bool=True) -> SandboxResult:
     "Run `main.py` from `files` (or `argv`) in a fresh directory under every protection available."
     root, cpu_s = tempfile.mkdtemp(prefix='cove-sbx-'), int(cpu_s or math.ceil(timeout) + 1)
     uid = _sandbox_uid() if drop_privileges and os.geteuid() == 0 else None
     view = tempfile.mkdtemp(prefix='cove-view-') if uid is not None else None   # the mount point of the code's filesystem view
-    pipes = [os.pipe(), os.pipe()]  # (status, report): read end here, write end in the child
+    pipes = [os.pipe(), os.pipe()] if report else [os.pipe()]  # (status, report): read end here, write end in the child
+    owned = list(pass_fds)   # the caller's descriptors: closed here once the child holds them (or if it never starts)
     try:
         for name, text in {**files, '.stdin': stdin}.items(): Path(root, name).write_text(text, encoding='utf-8')
         if uid is not None: os.chown(root, uid, uid)
         binds, readable = _view_plan(argv, reads, view)
         cfg = dict(netns=isolate_net, cpu_s=cpu_s, memory_bytes=memory_mb and memory_mb << 20, file_bytes=file_mb << 20,
                    max_procs=max_procs, uid=uid, read_cap=uid is not None and not readable, guard=guard, view=view, binds=binds,
-                   devices=DEVICES, argv=argv, status_fd=pipes[0][1], report_fd=pipes[1][1])
-        t0 = time.monotonic()
+                   devices=DEVICES, argv=argv, status_fd=pipes[0][1], report_fd=pipes[1][1] if report else None,
+                   pass_fds=owned)
+        t0, oom0 = time.monotonic(), _oom_kills()
         proc = _spawn(root, cfg, env)
-        for _, w in pipes: os.close(w)
-        pipes = [(r, None) for r, _ in pipes]  # never close an fd twice: another thread may own that number by now
-        fds = {'stdout': proc.stdout.fileno(), 'stderr': proc.stderr.fileno(), 'status': pipes[0][0], 'report': pipes[1][0]}
+        for fd in owned + [w for _, w in pipes]: os.close(fd)
+        owned, pipes = [], [(r, None) for r, _ in pipes]  # never close an fd twice: another thread may own it by now
+        fds = {'stdout': proc.stdout.fileno(), 'stderr': proc.stderr.fileno(), 'status': pipes[0][0]}
+        if report: fds['report'] = pipes[1][0]
         data, over, timed_out, rc, cpu = _collect(proc, fds, t0 + timeout, max_output)
-        elapsed = time.monotonic() - t0
+        elapsed, oom = time.monotonic() - t0, oom0 is not None and _oom_kills() != oom0
         if uid is not None: _kill_uid(uid)
-        out, err, active, report = _decode(data, over, max_output)
+        out, err, active, records = _decode(data, over, max_output)
         if not data['status'] and not (timed_out): raise SandboxError(f'sandbox setup failed (exit {rc}): {err[-500:]}')
         prot = active + ('session+killpg', 'output-cap') + (('uid-sweep',) if uid is not None else ())
-        return SandboxResult(_classify(rc, timed_out, cpu, cpu_s, err), rc, out, err, round(elapsed, 3), bool(over), prot, report)
+        status = _classify(rc, timed_out, err, oom)
+        return SandboxResult(status, rc, out, err, round(elapsed, 3), bool(over), prot, records)
     finally:
-        for fd in (fd for pair in pipes for fd in pair if fd is not None): os.close(fd)
+        for fd in owned + [fd for pair in pipes for fd in pair if fd is not None]: os.close(fd)
         shutil.rmtree(root, ignore_errors=True)
         if view: os.rmdir(view)
 
@@ -396,10 +413,12 @@ def run_sandboxed(code:str,              # Python source to run as `main.py`
                   isolate_net:bool=True, # fresh network namespace when possible
                   drop_privileges:bool=True, # as root: run under a throw-away uid
                   max_procs:int=16,      # RLIMIT_NPROC (effective once privileges are dropped)
-                  file_mb:int=16) -> SandboxResult: # RLIMIT_FSIZE
+                  file_mb:int=16,        # RLIMIT_FSIZE
+                  pass_fds:tuple=(),     # descriptors the code inherits (same numbers); closed here once it has them
+                  report:bool=True) -> SandboxResult: # give the code `__cove_report__` and its pipe (False: neither)
     "Run untrusted Python `code` in a sandboxed subprocess; never raises for anything the code does."
     return _sandbox({'main.py': code}, None, stdin, timeout, memory_mb, cpu_s, max_output, guard, isolate_net,
-                    drop_privileges, max_procs, file_mb, None)
+                    drop_privileges, max_procs, file_mb, None, (), tuple(pass_fds), report)
 
 # %% ../nbs/04b_sandbox.ipynb #2a81e3c2
 def run_command_sandboxed(argv:list[str], # command; argv[0] must be an absolute path

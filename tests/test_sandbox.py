@@ -1,5 +1,5 @@
 "Hostile-code tests of `cove.sandbox.run_sandboxed`: every run must return, contained, and the test process must go on."
-import os, re, socket, sys, tempfile, threading, time
+import os, re, socket, subprocess, sys, tempfile, threading, time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import pytest
@@ -60,6 +60,20 @@ def test_sleeping_loop_times_out_on_wall_clock():
 def test_cpu_limit():
     r = run_sandboxed('while True: pass', timeout=20, cpu_s=1)
     assert r.status == 'timeout' and r.elapsed_s < 5, r
+
+def test_cpu_limit_under_load():
+    "The CPU limit reads as `timeout` on a busy core too: decided by the signal that ended the code, not a CPU reading."
+    cpu = max(os.sched_getaffinity(0))
+    busy = subprocess.Popen([sys.executable, '-c', f'import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass'])
+    mine = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpu})   # the sandboxes inherit it: three of them and the busy loop share one core
+    try:
+        with ThreadPoolExecutor(3) as ex:
+            rs = list(ex.map(lambda _: run_sandboxed('while True: pass', timeout=20, cpu_s=1), range(3)))
+    finally:
+        os.sched_setaffinity(0, mine)
+        busy.kill(); busy.wait()
+    assert [r.status for r in rs] == ['timeout'] * 3 and max(r.elapsed_s for r in rs) < 10, rs
 
 def test_fork_bomb_blocked_by_guard():
     t0 = time.monotonic()
@@ -204,6 +218,20 @@ def test_concurrent_runs_do_not_interfere():
         return r.status, r.stdout.strip(), r.report
     with ThreadPoolExecutor(6) as ex: res = list(ex.map(one, range(24)))
     assert res == [('ok', str(2 * i), [{'i': i}]) for i in range(24)]
+
+def test_passed_fds_and_no_report():
+    "`pass_fds` reach the code at their numbers and are closed here; `report=False` leaves it no report pipe."
+    rd, wr = os.pipe()
+    code = (f"import os\nos.write({wr}, b'hi')\nprint('__cove_report__' in globals())\n"
+            "print(sorted(int(f) for f in os.listdir('/proc/self/fd') if int(f) > 2))")
+    r = run_sandboxed(code, pass_fds=(wr,), report=False)
+    try:
+        assert r.status == 'ok' and r.stdout.split('\n')[0] == 'False' and r.report == [], r
+        assert os.read(rd, 10) == b'hi' and os.read(rd, 10) == b''   # EOF: no copy of the write end is left anywhere
+        with pytest.raises(OSError): os.fstat(wr)
+    finally: os.close(rd)
+    r = run_sandboxed("__cove_report__({'x': 1})")
+    assert r.report == [{'x': 1}]
 
 def test_command_mode():
     r = run_command_sandboxed(['/bin/cat', 'a.txt'], files={'a.txt': 'from a file'}, timeout=10)

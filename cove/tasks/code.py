@@ -13,16 +13,17 @@ from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger
 from .base import (LoadedTasks, Environment, EpisodeState, register_env, data_path, DataUnavailable,
                              LoadReport, load_rows, jsonl_rows, split_seed, _Bad, check_gold, hash_split)
-from ..sandbox import run_sandboxed
+from ..sandbox import run_sandboxed, SandboxResult
 
 # %% auto #0
 __all__ = ['CODE_BLOCK', 'FUNCTION_INSTRUCTIONS', 'DIFFICULTIES', 'BASIC_TEMPLATES', 'TWOSTEP_TEMPLATES', 'CODE_LEVELS',
            'BASIC_SIZES', 'ERROR_CATEGORIES', 'extract_code', 'defines', 'reindent_body', 'solution_program',
-           'missing_imports', 'harness_program', 'error_summary', 'run_function_tests', 'CodeEnv', 'parse_function_row',
-           'read_jsonl_any', 'reference_program', 'FunctionTestsEnv', 'HumanEvalEnv', 'HumanEvalDefault',
-           'basic_problem', 'basic_code_tasks', 'BasicCodeEnv', 'TwoStepCodeEnv', 'MBPPEnv', 'starter_signature',
-           'io_program', 'outputs_match', 'run_io_tests', 'apps_instructions', 'parse_apps_row', 'APPSEnv',
-           'error_category']
+           'plain_encode', 'OpaqueResult', 'plain_decode', 'missing_imports', 'harness_program', 'tests_program',
+           'candidate_program', 'SplitRun', 'run_split', 'error_summary', 'split_feedback', 'run_function_tests',
+           'CodeEnv', 'parse_function_row', 'read_jsonl_any', 'reference_program', 'FunctionTestsEnv', 'HumanEvalEnv',
+           'HumanEvalDefault', 'basic_problem', 'basic_code_tasks', 'BasicCodeEnv', 'TwoStepCodeEnv', 'MBPPEnv',
+           'starter_signature', 'io_program', 'outputs_match', 'run_io_tests', 'apps_instructions', 'parse_apps_row',
+           'APPSEnv', 'error_category']
 
 # %% ../../nbs/05d_code.ipynb #3f99a4b7
 _FENCE = re.compile(r'```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)```', re.S)
@@ -71,11 +72,58 @@ def solution_program(prompt:str, code:str, entry_point:str) -> str:
     return prompt.rstrip('\n') + '\n' + reindent_body(code)
 
 # %% ../../nbs/05d_code.ipynb #4b8cf089
-_HARNESS = '''
+def plain_encode(v, opaque:bool=False):
+    "`v` as tagged JSON data decoding to an equal plain value; else TypeError, or (`opaque`) its type's name and truth."
+    t, enc = type(v), lambda x: plain_encode(x, opaque)
+    if v is None or t is bool or t is str: return v
+    if t is int: return v if v.bit_length() < 64 else {'i': format(v, 'x')}   # hex: no int-to-str digit limit
+    if t is float: return v if math.isfinite(v) else {'f': repr(v)}            # 'nan', 'inf', '-inf'
+    if t is complex: return {'c': [plain_encode(v.real), plain_encode(v.imag)]}
+    if t in (list, tuple, set, frozenset):
+        return {{list: 'l', tuple: 't', set: 's', frozenset: 'z'}[t]: [enc(x) for x in v]}
+    if t is dict: return {'d': [[enc(k), enc(x)] for k, x in v.items()]}
+    if t is bytes: return {'b': v.hex()}
+    if t.__module__ == 'numpy' and getattr(v, 'shape', None) == (): return enc(v.item())   # a numpy scalar
+    plain = (int, float, complex, str, bytes, list, tuple, dict, set, frozenset)
+    base = next((b for b in t.__mro__ if b in plain), None)
+    if base is not None: return enc(base(v))   # a subclass (Counter, namedtuple, IntEnum): the plain value it holds
+    if not opaque: raise TypeError(f'not a plain value: {t.__name__}')
+    try: truth = bool(v)
+    except Exception: truth = None
+    return {'o': [str(t.__name__)[:100], truth]}
 
-def __cove_pass(i): __cove_report__({'unit': i, 'ok': True})
-def __cove_fail(i, e): __cove_report__({'unit': i, 'ok': False, 'error': (type(e).__name__ + ': ' + str(e)).rstrip(': ')[:300]})
-'''
+# %% ../../nbs/05d_code.ipynb #b46c9e66
+class OpaqueResult:
+    "The tests' view of a candidate's result that is no plain value: its type's name and truth; comparing it raises."
+    def __init__(self, type_name:str, truth:bool|None): self.type_name, self.truth = type_name, truth
+    def __bool__(self):
+        if self.truth is None: raise TypeError(f"the truth value of the candidate's {self.type_name} is unknown")
+        return self.truth
+    def _refuse(self, other=None):
+        raise TypeError(f'unserialisable result: {self.type_name} (the tests compare only None, bool, int, float, '
+                        'complex, str, bytes, list, tuple, dict, set and frozenset)')
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _refuse
+    __hash__ = None
+    def __repr__(self): return f'<unserialisable {self.type_name}>'
+
+def plain_decode(x):
+    "The plain value (or `OpaqueResult`) `plain_encode` made `x` of; else ValueError (TypeError: an unhashable key)."
+    t, seqs = type(x), {'l': list, 't': tuple, 's': set, 'z': frozenset}
+    if x is None or t in (bool, int, float, str): return x
+    if t is dict and len(x) == 1:
+        (tag, v), = x.items()
+        if tag == 'i' and type(v) is str: return int(v, 16)
+        if tag == 'f' and v in ('nan', 'inf', '-inf'): return float(v)
+        if tag == 'b' and type(v) is str: return bytes.fromhex(v)
+        if tag == 'c' and type(v) is list and len(v) == 2:
+            re_im = [plain_decode(y) for y in v]
+            if all(type(y) is float for y in re_im): return complex(*re_im)
+        if tag == 'o' and type(v) is list and len(v) == 2 and type(v[0]) is str and v[1] in (True, False, None):
+            return OpaqueResult(v[0][:100], v[1])
+        if tag in seqs and type(v) is list: return seqs[tag](map(plain_decode, v))
+        if tag == 'd' and type(v) is list and all(type(p) is list and len(p) == 2 for p in v):
+            return {plain_decode(k): plain_decode(y) for k, y in v}
+    raise ValueError(f'not an encoded plain value: {str(x)[:60]}')
 
 # %% ../../nbs/05d_code.ipynb #b348b5ff
 _STDLIB = ('math', 'cmath', 're', 'collections', 'itertools', 'heapq', 'functools', 'operator', 'string', 'sys', 'bisect')
@@ -97,8 +145,8 @@ def _report_units(chk:ast.FunctionDef, test:str) -> list[str]:
     return units
 
 # %% ../../nbs/05d_code.ipynb #9fe0cc27
-def harness_program(solution:str, test:str, entry_point:str) -> tuple[str, list[str]]:
-    "`solution` + `test` with each assert unit of `check` counted: (program, first source line of each unit)."
+def harness_program(test:str) -> tuple[str, list[str]]:
+    "`test` and the imports it lacks, `check` renamed `__cove_check`, each assert unit reported: (source, units)."
     units = []
     try:
         mod = ast.parse(test)
@@ -108,8 +156,200 @@ def harness_program(solution:str, test:str, entry_point:str) -> tuple[str, list[
         chk.name = '__cove_check'   # the solution may define its own `check` (MBPP/56 does)
         units = _report_units(chk, test)
         test = ast.unparse(ast.fix_missing_locations(mod))
-    tail = f"\n\n__cove_report__({{'total': {len(units)}}})\n{'__cove_check' if chk else 'check'}({entry_point})\n__cove_report__({{'end': True}})\n"
-    return solution.rstrip('\n') + '\n' + _HARNESS + missing_imports(test) + '\n' + test + tail, units
+    return missing_imports(test) + test + '\n', units
+
+# %% ../../nbs/05d_code.ipynb #6d600196
+def _raised(e:BaseException) -> dict:
+    "Candidate side: exception `e` as `{'raise': its type's name, 'args': its arguments}` (or its message)."
+    try: rec = {'raise': type(e).__name__, 'args': plain_encode(list(e.args))}
+    except Exception: rec = None
+    if rec is None or len(json.dumps(rec)) > 2000:
+        try: msg = str(e)[:300]
+        except Exception: msg = ''
+        rec = {'raise': type(e).__name__, 'args': plain_encode([msg])}
+    return rec
+
+def _answer_call(g:dict, line:str) -> dict:
+    "Candidate side: call `{'fn', 'args', 'kwargs'}` of a function in `g`: its result (plain or opaque) or exception."
+    try:
+        req = json.loads(line)
+        fn, args, kwargs = g.get(req['fn']), plain_decode(req['args']), plain_decode(req['kwargs'])
+    except Exception as e: return {'raise': 'ValueError', 'args': plain_encode([f'malformed call: {e}'[:300]])}
+    if fn is None: return {'raise': 'NameError', 'args': plain_encode([f"name {req['fn']!r} is not defined"])}
+    try: v = fn(*args, **kwargs)
+    except Exception as e: return _raised(e)   # a SystemExit ends the process, as it would end the tests beside it
+    try: return {'value': plain_encode(v, opaque=True)}
+    except (TypeError, ValueError, RecursionError) as e: return _raised(TypeError(f'unserialisable result: {e}'[:300]))
+
+# %% ../../nbs/05d_code.ipynb #57dca3ed
+def _serve_calls(src:str, calls_fd:int, results_fd:int):
+    "Candidate side, in its sandbox: run `src` as `main.py`, say so, answer each call from `calls_fd` on `results_fd`."
+    import json, linecache, os, sys, traceback
+    g = {'__name__': '__main__', '__builtins__': __builtins__}
+    linecache.cache['main.py'] = (len(src), None, src.splitlines(True), 'main.py')   # tracebacks quote the code's lines
+    try: exec(compile(src, 'main.py', 'exec'), g)
+    except SystemExit: raise
+    except BaseException as e:
+        traceback.print_exception(type(e), e, e.__traceback__.tb_next)
+        sys.exit(1)
+    out = os.fdopen(results_fd, 'w', encoding='utf-8')
+    def send(rec):
+        try: out.write(json.dumps(rec, allow_nan=False) + '\n'); out.flush()
+        except OSError: os._exit(0)   # the tests have ended
+    send({'ready': True})
+    with os.fdopen(calls_fd, 'r', encoding='utf-8') as calls:
+        for line in calls: send(_answer_call(g, line))
+    sys.stdout.flush(); sys.stderr.flush()
+    os._exit(0)   # threads the code left running do not keep the process
+
+# %% ../../nbs/05d_code.ipynb #aad118b5
+def _remote_exception(name:str, args) -> Exception:
+    "Tests side: the candidate's exception `name(*args)` as that builtin `Exception` (no stop) or a new one so named."
+    import builtins
+    name, cls = str(name)[:100], getattr(builtins, str(name), None)
+    stops = (StopIteration, StopAsyncIteration)   # raised in a `map`, it would end `all(map(candidate, ...))`: a pass
+    if not (isinstance(cls, type) and issubclass(cls, Exception)) or issubclass(cls, stops):
+        cls = type(name, (Exception,), {})
+    args = tuple(args) if isinstance(args, (list, tuple)) else (str(args),)
+    try: return cls(*args)
+    except Exception: return type(name, (Exception,), {})(*args)
+
+# %% ../../nbs/05d_code.ipynb #1df45e70
+class _Gone(BaseException):
+    "Tests side: the candidate's process ended or left the protocol; no `except Exception` in the tests catches it."
+
+class _CandidateLink:
+    "Tests side: calls to the candidate's functions over two pipes, its replies decoded strictly."
+    def __init__(self, calls_fd:int, results_fd:int, report, cap:int=16 << 20):
+        import os
+        self.out = os.fdopen(calls_fd, 'w', encoding='utf-8')
+        self.inp = os.fdopen(results_fd, 'r', encoding='utf-8', errors='replace')
+        self.report, self.cap, self.gone = report, cap, None
+    def end(self, why:str):
+        if self.gone is None: self.gone = why; self.report({'gone': why})
+        raise _Gone(self.gone)
+    def receive(self):
+        if self.gone: raise _Gone(self.gone)
+        line = self.inp.readline(self.cap)
+        if not line: self.end("the candidate's process ended")
+        if not line.endswith('\n'): self.end(f"the candidate's reply was over {self.cap} bytes")
+        try: return json.loads(line)
+        except ValueError: self.end("the candidate's reply was not JSON")
+    def ready(self) -> bool:
+        "Wait for the candidate's greeting: False if its process ended first (its result says why) or it sent another."
+        try: return self.receive() == {'ready': True} or self.end("the candidate's greeting was malformed")
+        except _Gone: return False
+
+# %% ../../nbs/05d_code.ipynb #e8cdbf21
+def _remote_call(link:_CandidateLink, name:str, args:tuple, kwargs:dict):
+    "Tests side: the candidate's `name(*args, **kwargs)` over `link`: its result decoded, or its exception raised here."
+    try: msg = json.dumps({'fn': name, 'args': plain_encode(list(args)), 'kwargs': plain_encode(dict(kwargs))})
+    except (TypeError, ValueError, RecursionError) as e:
+        raise TypeError(f'the arguments of {name}() cannot be sent to the candidate: {e}') from None
+    if link.gone: raise _Gone(link.gone)
+    try: link.out.write(msg + '\n'); link.out.flush()
+    except OSError: link.end("the candidate's process ended")
+    rep = link.receive()
+    if type(rep) is dict and set(rep) == {'value'}:
+        try: return plain_decode(rep['value'])
+        except (ValueError, TypeError, RecursionError) as e: raise TypeError(f'malformed result: {e}') from None
+    if type(rep) is dict and set(rep) == {'raise', 'args'}:
+        try: args = plain_decode(rep['args'])
+        except (ValueError, TypeError, RecursionError): args = ['(malformed arguments)']
+        raise _remote_exception(rep['raise'], args)
+    link.end("the candidate's reply was malformed")
+
+class _Remote:
+    "Tests side: stands for the candidate's function `name`; a call runs it in the candidate's process."
+    def __init__(self, link:_CandidateLink, name:str): self._link, self.__name__ = link, name
+    def __call__(self, *args, **kwargs): return _remote_call(self._link, self.__name__, args, kwargs)
+    def __repr__(self): return f"<the candidate's {self.__name__}>"
+
+# %% ../../nbs/05d_code.ipynb #9ebff066
+def _run_tests(prompt:str, test:str, entry_point:str, names:list, n_units:int, calls_fd:int, results_fd:int):
+    "Tests side, in its sandbox: `prompt`'s code, then `test` (`harness_program`'s) on `_Remote`s of the candidate."
+    link = _CandidateLink(calls_fd, results_fd, __cove_report__)
+    def passed(i): __cove_report__({'unit': i, 'ok': True})
+    def failed(i, e):
+        __cove_report__({'unit': i, 'ok': False, 'error': (type(e).__name__ + ': ' + str(e)).rstrip(': ')[:300]})
+    g = {'__name__': '__main__', '__cove_pass': passed, '__cove_fail': failed}
+    exec(compile(prompt, 'prompt.py', 'exec'), g)   # trusted: the task's own helpers, imports and stub
+    for n in names:
+        if n not in g: g[n] = _Remote(link, n)       # used by the tests, not defined by the prompt: the candidate's
+    g[entry_point] = _Remote(link, entry_point)
+    if not link.ready(): return
+    exec(compile(test, 'tests.py', 'exec'), g)
+    __cove_report__({'total': n_units})
+    try: g['__cove_check' if '__cove_check' in g else 'check'](g[entry_point])
+    except _Gone: return
+    __cove_report__({'end': True})
+
+# %% ../../nbs/05d_code.ipynb #e138bf73
+def _free_names(src:str) -> set[str]:
+    "Global names `src` reads (at module level or in its functions) but neither binds at module level nor has builtin."
+    import builtins, symtable
+    try: top = symtable.symtable(src, 'tests.py', 'exec')
+    except SyntaxError: return set()
+    bound = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported()}
+    out, todo = set(), [top]
+    while todo:
+        t = todo.pop(); todo += t.get_children()
+        out |= {s.get_name() for s in t.get_symbols() if s.is_referenced() and (t is top or s.is_global())}
+    return out - bound - set(dir(builtins))
+
+# %% ../../nbs/05d_code.ipynb #4e1415f5
+def _source(o) -> str:
+    "The source of function or class `o` (of a notebook cell's class, which `inspect` cannot find: the exported one)."
+    import importlib, inspect
+    try: return inspect.getsource(o)
+    except OSError: return inspect.getsource(getattr(importlib.import_module('cove.tasks.code'), o.__name__))
+
+@lru_cache(None)
+def _sources(*objs) -> str:
+    "The source of functions and classes for a sandboxed program (read once: `nbdev-export` may rewrite the files)."
+    return 'import json, math, os, sys\n\n' + '\n\n'.join(map(_source, objs)) + '\n\n'
+
+def tests_program(prompt:str, test:str, entry_point:str, calls_fd:int, results_fd:int) -> tuple[str, list[str]]:
+    "The tests' process's program (`prompt`, then `test` calling the candidate over the pipes) and its units."
+    src, units = harness_program(test)
+    names = sorted(_free_names(prompt) | _free_names(src))
+    code = _sources(plain_encode, OpaqueResult, plain_decode, _remote_exception, _Gone, _CandidateLink, _remote_call,
+                    _Remote, _run_tests)
+    args = (prompt, src, entry_point, names, len(units), calls_fd, results_fd)
+    return code + f"_run_tests({', '.join(map(repr, args))})\n", units
+
+def candidate_program(solution:str, calls_fd:int, results_fd:int) -> str:
+    "The candidate's process's program: `solution` (prompt + answer), its functions served over the two pipes."
+    code = _sources(plain_encode, OpaqueResult, plain_decode, _raised, _answer_call, _serve_calls)
+    return code + f'_serve_calls({solution!r}, {calls_fd}, {results_fd})\n'
+
+# %% ../../nbs/05d_code.ipynb #eca15a18
+@dataclass
+class SplitRun:
+    "One test run's two sandboxed processes: `tests` (ran the tests, holds the report), `candidate` (ran the answer)."
+    tests: SandboxResult
+    candidate: SandboxResult
+    units: list   # each assert unit's first source line
+
+_log = get_logger('code')
+_WEAK = []   # runs whose candidate shared a uid or pid namespace with its tests: said once, counted here
+
+def run_split(prompt:str, code:str, test:str, entry_point:str, timeout:float=5.0, memory_mb:int=512) -> SplitRun:
+    "Run `prompt`'s code and `test` in one sandbox, `prompt + code` in another; the tests call the candidate by pipe."
+    ep = entry_point.strip()   # MBPP/392's is 'get_max_sum '
+    (calls_r, calls_w), (results_r, results_w) = os.pipe(), os.pipe()
+    tprog, units = tests_program(prompt, test, ep, calls_w, results_r)
+    cprog = candidate_program(solution_program(prompt, code, entry_point), calls_r, results_w)
+    with ThreadPoolExecutor(1) as ex:
+        cand = ex.submit(run_sandboxed, cprog, '', timeout, memory_mb, pass_fds=(calls_r, results_w), report=False)
+        tests = run_sandboxed(tprog, '', timeout, memory_mb, pass_fds=(calls_w, results_r))
+        run = SplitRun(tests, cand.result(), units)
+    prot = run.candidate.protections
+    if not ('pidns' in prot and any(p.startswith('uid ') for p in prot)):
+        if not _WEAK: _log.warning('code tests: the candidate shares its uid and pid namespace with its tests (not '
+                                   'root) and could reach them through /proc; as root each process gets its own')
+        _WEAK.append(1)
+    return run
 
 # %% ../../nbs/05d_code.ipynb #4eb21cc6
 def error_summary(stderr:str, limit:int=300) -> str:
@@ -132,22 +372,38 @@ def _unit_tally(report:list[dict]) -> tuple[int|None, int, list[dict]]:
     res = {x['unit']: x for x in report if 'unit' in x}
     return total, sum(x['ok'] for x in res.values()), [x for _, x in sorted(res.items()) if not x['ok']]
 
-# %% ../../nbs/05d_code.ipynb #5b4bbac6
-def run_function_tests(prompt:str, code:str, test:str, entry_point:str, timeout:float=5.0, memory_mb:int=512) -> Feedback:
-    "Feedback for answer `code` to a HumanEval-style task (`prompt`, `test` with `check`, `entry_point`)."
-    prog, units = harness_program(solution_program(prompt, code, entry_point), test, entry_point)
-    r = run_sandboxed(prog, timeout=timeout, memory_mb=memory_mb)
-    total, passed, fails = _unit_tally(r.report)
+# %% ../../nbs/05d_code.ipynb #a7d604c9
+def split_feedback(run:SplitRun, timeout:float, memory_mb:int) -> Feedback:
+    "The `Feedback` of a `run_split` run: the units and verdict from the tests' report, the causes from either process."
+    rt, rc = run.tests, run.candidate
+    total, passed, fails = _unit_tally(rt.report)
+    gone = next((x['gone'] for x in rt.report if 'gone' in x), None)
+    gone = gone and f'{gone} (exit code {rc.returncode})'
     score = passed / total if total else 0.0
-    if r.status == 'timeout': return Feedback('timeout', score, f'timeout after {timeout} s ({passed}/{total or "?"} asserts passed)')
-    if r.status == 'memory': return Feedback('error', score, f'memory limit ({memory_mb} MB) exceeded: {error_summary(r.stderr)}')
-    if total is None: return Feedback('error', 0.0, error_summary(r.stderr) or f'program exited with code {r.returncode} before the tests ran')
+    if 'timeout' in (rt.status, rc.status):
+        return Feedback('timeout', score, f'timeout after {timeout} s ({passed}/{total or "?"} asserts passed)')
+    if 'memory' in (rc.status, rt.status):
+        r = rc if rc.status == 'memory' else rt
+        return Feedback('error', score, f'memory limit ({memory_mb} MB) exceeded: {error_summary(r.stderr)}')
+    if total is None and not rt.ok:
+        return Feedback('error', 0.0, 'the tests failed: ' + (error_summary(rt.stderr) or f'exit code {rt.returncode}'))
+    if total is None:
+        why = error_summary(rc.stderr) or gone or f'program exited with code {rc.returncode} before the tests ran'
+        return Feedback('error', 0.0, why)
     if fails:
         first = fails[0]
-        return Feedback('failure', score, f"{len(fails)}/{total} asserts failed; first: {first['error']} in `{units[first['unit']]}`")
-    if not r.ok or not any('end' in x for x in r.report):
-        return Feedback('error', score, 'crashed during the tests: ' + (error_summary(r.stderr) or f'exit code {r.returncode}'))
+        where = run.units[first['unit']]
+        return Feedback('failure', score, f"{len(fails)}/{total} asserts failed; first: {first['error']} in `{where}`")
+    if gone or not (rt.ok and rc.ok) or not any('end' in x for x in rt.report):
+        why = error_summary(rc.stderr) or gone or error_summary(rt.stderr) or f'exit code {rt.returncode}'
+        return Feedback('error', score, 'crashed during the tests: ' + why)
     return Feedback('success', 1.0, f'all {total} asserts passed' if total else 'tests passed')
+
+# %% ../../nbs/05d_code.ipynb #5b4bbac6
+def run_function_tests(prompt:str, code:str, test:str, entry_point:str, timeout:float=5.0,
+                       memory_mb:int=512) -> Feedback:
+    "Feedback for answer `code` to a HumanEval-style task (`prompt`, `test` with `check`, `entry_point`)."
+    return split_feedback(run_split(prompt, code, test, entry_point, timeout, memory_mb), timeout, memory_mb)
 
 # %% ../../nbs/05d_code.ipynb #fd13f682
 class CodeEnv(LoadedTasks, Environment):
