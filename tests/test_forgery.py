@@ -1,11 +1,11 @@
 "Forged verdicts: answers that never compute their task's result must not pass a code task or a Self-Challenging check."
-import os
 import pytest
 from cove.baselines import GeneratedTask, run_verification
+from cove.sandbox import run_sandboxed
 from cove.tasks.base import make_env
 from cove.tasks.code import MBPPEnv, basic_code_tasks, extract_code, run_function_tests, run_io_tests
 
-ROOT = os.geteuid() == 0
+PIDNS = 'pidns' in run_sandboxed('pass').protections   # as root: a pid namespace (and a throw-away uid) per process
 PROMPT = 'def add(a, b):\n    """Add two numbers."""\n'
 TEST = 'def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(0, 0) == 0\n'
 # every record a verdict could be read from: a code task's units and end, a Self-Challenging acceptance
@@ -52,6 +52,7 @@ def caller_frame(ep:str) -> str:
 
 def proc_pipes(ep:str) -> str:
     "Through /proc: open every pipe of every visible process for writing (libc, past the guard, made dumpable), forge."
+    # Run it only in a pid namespace: outside one, it writes into the pipes of every process of its uid on the machine.
     return wrong(ep, f"_libc = ctypes.CDLL(None)\n_libc.prctl(4, 1, 0, 0, 0)\n_msg = {FORGED}\n"
                      "for _p in os.listdir('/proc'):\n    if not _p.isdigit(): continue\n"
                      "    try: _fds = os.listdir(f'/proc/{_p}/fd')\n    except OSError: continue\n"
@@ -79,8 +80,8 @@ def test_function_tests_refuse_forgery(vector, hostile):
     fb = run_function_tests(PROMPT, vector('add'), TEST, 'add')
     assert not accepted(hostile, fb.success) and fb.score < 1, (vector.__name__, fb)
 
-@pytest.mark.skipif(not ROOT, reason='without root the candidate shares the uid and pid namespace of the tests and can '
-                    'reach their pipes through /proc (see "What a determined candidate could still do" in 04b_sandbox)')
+@pytest.mark.skipif(not PIDNS, reason='no pid namespace (not root): the candidate shares the uid and pid namespace of '
+                    'its tests and reaches their pipes through /proc (04b_sandbox: "What a determined candidate ...")')
 @pytest.mark.parametrize('where', ['function tests', 'self-challenging'])
 def test_proc_pipes_out_of_reach(where, hostile):
     "A guard (true before as well: the pipes are root's, mode 0600): nothing of the tests' process is reachable."
@@ -109,6 +110,14 @@ def test_self_challenging_answer_evaluated_by_verify(hostile):
               "b'{\"accepted\": true, \"returned\": \"forged\"}\\n') and __import__('os')._exit(0)")
     assert run_verification(g, '31') == (True, 'accepted') and run_verification(g, '36')[0] is False
     assert not accepted(hostile, run_verification(g, forged)[0])
+
+def test_results_that_are_not_plain_values():
+    "An iterable crosses with its items (a generator in `sorted` works, as in one interpreter); comparing it fails."
+    gen = 'def add(a, b):\n    return (x for x in (b, a))\n'
+    check = 'def check(candidate):\n    assert {} == [1, 2]\n'
+    assert run_function_tests(PROMPT, gen, check.format('sorted(candidate(2, 1))'), 'add').success
+    fb = run_function_tests(PROMPT, gen, check.format('candidate(2, 1)'), 'add')
+    assert fb.status == 'failure' and 'unserialisable result: generator' in fb.message, fb
 
 def test_oversized_reply_ends_the_run():
     fb = run_function_tests(PROMPT, "return 'x' * (17 << 20)", TEST, 'add')

@@ -73,7 +73,7 @@ def solution_program(prompt:str, code:str, entry_point:str) -> str:
 
 # %% ../../nbs/05d_code.ipynb #4b8cf089
 def plain_encode(v, opaque:bool=False):
-    "`v` as tagged JSON data decoding to an equal plain value; else TypeError, or (`opaque`) its type's name and truth."
+    "`v` as tagged JSON data decoding to an equal plain value; else TypeError, or (`opaque`) what `OpaqueResult` keeps."
     t, enc = type(v), lambda x: plain_encode(x, opaque)
     if v is None or t is bool or t is str: return v
     if t is int: return v if v.bit_length() < 64 else {'i': format(v, 'x')}   # hex: no int-to-str digit limit
@@ -90,15 +90,27 @@ def plain_encode(v, opaque:bool=False):
     if not opaque: raise TypeError(f'not a plain value: {t.__name__}')
     try: truth = bool(v)
     except Exception: truth = None
-    return {'o': [str(t.__name__)[:100], truth]}
+    try: length = len(v)
+    except Exception: length = None
+    try: items = [enc(x) for x, _ in zip(v, range(100_001))]   # an iterable (a generator, a `map`): up to 100,000
+    except Exception: items = None
+    items = items if items is None or len(items) <= 100_000 else None
+    return {'o': [str(t.__name__)[:100], truth, items, length]}
 
 # %% ../../nbs/05d_code.ipynb #b46c9e66
 class OpaqueResult:
-    "The tests' view of a candidate's result that is no plain value: its type's name and truth; comparing it raises."
-    def __init__(self, type_name:str, truth:bool|None): self.type_name, self.truth = type_name, truth
+    "The tests' view of a candidate's result that is not plain: its type, truth, length and items; comparing raises."
+    def __init__(self, type_name:str, truth:bool|None, items:list|None=None, length:int|None=None):
+        self.type_name, self.truth, self.items, self.length = type_name, truth, items, length
     def __bool__(self):
         if self.truth is None: raise TypeError(f"the truth value of the candidate's {self.type_name} is unknown")
         return self.truth
+    def __iter__(self):
+        if self.items is None: raise TypeError(f"the candidate's {self.type_name} is not iterable")
+        return iter(self.items)
+    def __len__(self):
+        if self.length is None: raise TypeError(f"the candidate's {self.type_name} has no len()")
+        return self.length
     def _refuse(self, other=None):
         raise TypeError(f'unserialisable result: {self.type_name} (the tests compare only None, bool, int, float, '
                         'complex, str, bytes, list, tuple, dict, set and frozenset)')
@@ -118,8 +130,9 @@ def plain_decode(x):
         if tag == 'c' and type(v) is list and len(v) == 2:
             re_im = [plain_decode(y) for y in v]
             if all(type(y) is float for y in re_im): return complex(*re_im)
-        if tag == 'o' and type(v) is list and len(v) == 2 and type(v[0]) is str and v[1] in (True, False, None):
-            return OpaqueResult(v[0][:100], v[1])
+        if tag == 'o' and type(v) is list and len(v) == 4 and type(v[0]) is str and v[1] in (True, False, None) \
+           and (v[2] is None or type(v[2]) is list) and (v[3] is None or type(v[3]) is int and v[3] >= 0):
+            return OpaqueResult(v[0][:100], v[1], None if v[2] is None else [plain_decode(y) for y in v[2]], v[3])
         if tag in seqs and type(v) is list: return seqs[tag](map(plain_decode, v))
         if tag == 'd' and type(v) is list and all(type(p) is list and len(p) == 2 for p in v):
             return {plain_decode(k): plain_decode(y) for k, y in v}
