@@ -85,14 +85,15 @@ def episode_records(cfg:Config, policy, quick:bool=False,
     policy.batch_size = cfg['model.batch_size']
     try:
         with tempfile.TemporaryDirectory() as d:
-            _play_timed(cfg, policy, 'base', 1, Path(d)/'warm-up')   # first-run costs (environments, caches) land on neither
+            _play_timed(cfg, policy, 'base', 1, Path(d)/'warm-up')   # first-run costs land on neither
             (b, tb), (c, tc) = [_play_timed(cfg, policy, k, n, Path(d)/k) for k in ('base', 'cove')]
     finally: policy.batch_size = bs
     return [{'name': 'cove_episode_time_over_base', 'value': round(tc / tb, 2), 'unit': 'x', 'model': cfg['model.name'],
              'base_s_per_episode': round(tb, 3), 'cove_s_per_episode': round(tc, 3), 'episodes': c['overall']['n'],
              'families': list(BENCH_FAMILIES), 'batch_size': cfg['model.batch_size'],
              'parametric_updates': c['parametric_updates'],
-             'cove_phase_s': c['phase_s'], 'router_reason': cfg['router.reason'], 'kpo_extractor': cfg['kpo.extractor'],
+             'cove_phase_s': c['phase_s'], 'kpo_extractor': cfg['kpo.extractor'],
+             'router_signals': cfg['router.signals'], 'router_reason': cfg['router.reason'],
              'success': {'base': b['overall']['success_rate'], 'cove': c['overall']['success_rate']},
              'note': "the same seeded episodes and policy; an update (if the trigger fired) is in COVE's time"}]
 

@@ -95,6 +95,7 @@ _declare(
     Key('kpo.R', int, 2, 'revisions after which a non-volatile entry is promoted to volatile'),
     Key('kpo.lam', float, 0.5, 'anti-recitation penalty λ for stale or unobserved volatile names'),
     Key('kpo.observe_references', bool, True, 'KnowledgePO also extracts knowledge from the cold-start reference replays of each update'),
+    Key('router.signals', bool, False, "COVE's router writes signals per decision (only logs hold them)"),
     Key('router.reason', bool, False, "COVE's router writes a one-sentence reason per decision (nothing reads it)"),
     Key('release.heldout', int, 4, 'held-out tasks per family for the memory-release A/B'),
     Key('release.threshold', float, 0.0, 'a stable entry useful before training (delta_pre > 0) with A/B delta_post at or below this is internalized (§4.4.2)'),

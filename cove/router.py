@@ -233,15 +233,17 @@ class Router(BaseRouter):
     def __init__(self, judge, # a `cove.judge.Judge`
                  log_path:str|Path|None=None, # JSON-lines file every decision is appended to
                  calibrate:bool=True, # contextual calibration of the channel scores
-                 explain:bool=True, # generate signals, and with `reason` a reason (short generations)
-                 reason:bool=True, # the one-sentence reason too (`router.reason` in runs: off there, nothing reads it)
+                 explain:bool=True, # generate the free text `signals` and `reason` ask for (short generations)
+                 signals:bool=True, # the signals (`router.signals` in runs: off there, only logs would hold them)
+                 reason:bool=True, # the one-sentence reason (`router.reason` in runs: off there, nothing reads it)
                  max_signals:int=4, # signals kept per decision
                  max_reason_chars:int=200, # cap on the reason
                  history_window:int=20, # episodes in the default family-history success rate
                  signal_tokens:int=24, reason_tokens:int=48, # generation caps for signals and reason
                  shots:int=0): # worked episodes in the channel prompt (`route_template`; 0: zero-shot)
         super().__init__(log_path)
-        self.judge, self.calibrate, self.explain, self.reason = judge, calibrate, explain, reason
+        self.judge, self.calibrate, self.signals, self.reason = judge, calibrate, signals, reason
+        self.explain = explain and (signals or reason)
         self.max_signals, self.max_reason_chars, self.history_window = max_signals, max_reason_chars, history_window
         self.signal_tokens, self.reason_tokens = signal_tokens, reason_tokens
         self.shots, self.template = shots, route_template(shots)
@@ -250,21 +252,31 @@ class Router(BaseRouter):
 # %% ../nbs/10_router.ipynb #08d7cac3
 @patch
 def rationale_many(self:Router, contents:list[str], channels:list[str]) -> list[tuple[list[str], str]]:
-    "Signals `s_i` and (with `reason`) a one-sentence reason `r_i` per `(content, channel)`, one generation per kind."
+    "Signals `s_i` and a one-sentence reason `r_i` (those switched on) per `(content, channel)`, one generation each."
     pairs = list(zip(contents, channels))
+    signals = self._signals_many(pairs) if self.signals else [[] for _ in pairs]
+    return list(zip(signals, self._reasons_many(pairs) if self.reason else ['' for _ in pairs]))
+
+@patch
+def _signals_many(self:Router, pairs:list[tuple[str, str]]) -> list[list[str]]:
+    "Validated signals per `(content, channel)`, one generation; unusable output -> `[]`, counted."
     raws = self.judge.texts([SIGNALS_PROMPT.format(content=c, channel=ch) for c, ch in pairs], max_chars=160,
                             max_new_tokens=self.signal_tokens, fallback='',
-                            validate=lambda s: bool(parse_signals(s, self.max_signals)))   # unusable -> [], counted
+                            validate=lambda s: bool(parse_signals(s, self.max_signals)))
     signals = [parse_signals(raw, self.max_signals) for raw in raws]
     self.stats['signal_fallbacks'] += sum(not raw for raw in raws)
     self.stats['signals_dropped'] += sum(max(0, len(dict.fromkeys(signal_items(raw))) - len(s))   # beyond the cap
                                          for raw, s in zip(raws, signals) if raw)
-    if not self.reason: return [(s, '') for s in signals]
-    reasons = self.judge.texts([REASON_PROMPT.format(content=c, channel=ch, doc=CHANNEL_DOCS[ch]) for c, ch in pairs],
-                               max_chars=self.max_reason_chars, max_new_tokens=self.reason_tokens,
-                               validate=valid_reason, fallback='')   # unusable -> '', counted
-    self.stats['reason_fallbacks'] += sum(not r for r in reasons)
-    return [(s, first_sentence(r) if r else '') for s, r in zip(signals, reasons)]
+    return signals
+
+@patch
+def _reasons_many(self:Router, pairs:list[tuple[str, str]]) -> list[str]:
+    "A validated one-sentence reason per `(content, channel)`, one generation; unusable output -> `''`, counted."
+    rs = self.judge.texts([REASON_PROMPT.format(content=c, channel=ch, doc=CHANNEL_DOCS[ch]) for c, ch in pairs],
+                          max_chars=self.max_reason_chars, max_new_tokens=self.reason_tokens, validate=valid_reason,
+                          fallback='')
+    self.stats['reason_fallbacks'] += sum(not r for r in rs)
+    return [first_sentence(r) if r else '' for r in rs]
 
 @patch
 def rationale(self:Router, content:str, channel:str) -> tuple[list[str], str]:

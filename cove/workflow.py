@@ -38,7 +38,8 @@ class CoveMethod(Method):
         self.router_name, self.memory, trig = VARIANTS[self.variant]
         self.adapter_dir = self.out/'adapters'
         self.judge = self._judge()
-        by_router = {'random_route': dict(seed=cfg['run.seed']), 'cove': dict(reason=cfg['router.reason'])}
+        by_router = {'random_route': dict(seed=cfg['run.seed']),
+                     'cove': dict(signals=cfg['router.signals'], reason=cfg['router.reason'])}
         kw = by_router.get(self.router_name, {})
         # without a policy (a rerun with nothing left to play) the router only restores its log, for the metrics
         self.router = (make_router(self.router_name, judge=self.judge, **kw) if self.judge or self.router_name != 'cove'
