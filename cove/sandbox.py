@@ -4,10 +4,11 @@
 
 # %% ../nbs/04b_sandbox.ipynb #5e4ffc61
 from __future__ import annotations
-import json, math, os, random, selectors, shutil, signal, subprocess, sys, tempfile, time
+import itertools, json, math, os, random, selectors, shutil, signal, subprocess, sys, tempfile, time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from .core import get_logger
 
 # %% auto #0
 __all__ = ['DEVICES', 'SandboxResult', 'uid_processes', 'SandboxError', 'run_sandboxed', 'run_command_sandboxed']
@@ -53,6 +54,13 @@ def _sbx_limits(cfg):
         except (ValueError, OSError): pass
     return done
 
+# %% ../nbs/04b_sandbox.ipynb #66ab1a9c
+def _sbx_join(cfg):
+    "Child side, first of all: move this process into the run's cgroups (`cfg['cgroups']`), so all it starts is too."
+    import os
+    for d in cfg['cgroups']:
+        with open(os.path.join(d, 'cgroup.procs'), 'w') as f: f.write(str(os.getpid()))
+
 # %% ../nbs/04b_sandbox.ipynb #e2317416
 def _sbx_drop(uid, read_cap):
     "Child side: as root, become `uid` keeping only CAP_DAC_READ_SEARCH if `read_cap`; a label ('' if not root)."
@@ -89,9 +97,22 @@ def _sbx_bind(mount, new, src, rw=False):
     mount(src, dst, None, BIND | REC)
     if not rw: mount(None, dst, None, REMOUNT | BIND | RDONLY | NOSUID | NODEV)
 
+# %% ../nbs/04b_sandbox.ipynb #f1283ff4
+def _sbx_quota(mount, dst, src, cfg):
+    "Child side, as root: at `dst` a tmpfs of `cfg['disk_bytes']` besides copies of `src`'s files, owned by its uid."
+    import os
+    NOSUID, NODEV = 2, 4
+    names = sorted(os.listdir(src))
+    size = cfg['disk_bytes'] + sum(-(-os.path.getsize(os.path.join(src, n)) // 4096) * 4096 for n in names) + 4096
+    os.makedirs(dst)
+    uid = cfg['uid']
+    mount('tmpfs', dst, 'tmpfs', NOSUID | NODEV, f'size={size},nr_inodes=8192,mode=0700,uid={uid},gid={uid}')
+    for n in names:
+        with open(os.path.join(src, n), 'rb') as fi, open(os.path.join(dst, n), 'wb') as fo: fo.write(fi.read())
+
 # %% ../nbs/04b_sandbox.ipynb #ca0c9241
 def _sbx_view(cfg):
-    "Child side, as root: a private mount namespace whose root is `cfg['view']` holding only `cfg['binds']` (read-only) and the sandbox directory, and a pid namespace; returns the pid of the process that runs the code (0 in that process)."
+    "Child side, as root: own mount, pid namespaces, `cfg['view']` the root (binds, tmpfs); the code's pid (0 there)."
     import ctypes, os
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
@@ -108,7 +129,7 @@ def _sbx_view(cfg):
         if os.path.lexists(p) and not os.path.lexists(new + p): _sbx_bind(mount, new, p)
     for p in cfg['devices']:
         if os.path.exists(p): _sbx_bind(mount, new, p, rw=True)
-    _sbx_bind(mount, new, work, rw=True)
+    _sbx_quota(mount, new + work, work, cfg)
     os.makedirs(new + '/proc')
     pid = os.fork()
     if pid: return pid
@@ -118,11 +139,14 @@ def _sbx_view(cfg):
 
 # %% ../nbs/04b_sandbox.ipynb #ab30b55e
 def _sbx_wait(pid, cfg):
-    "Child side, outside the pid namespace: wait for the process running the code and end the same way."
+    "Child side, outside the pid namespace: wait for the code's process, say if its disk is full, end the same way."
     import os, signal
-    for fd in (0, 1, 2, cfg['status_fd'], cfg['report_fd'], *cfg['pass_fds']):
+    for fd in (0, 1, 2, cfg['report_fd'], *cfg['pass_fds']):
         if fd is not None: os.close(fd)   # the pipes reach EOF when the code's process ends
     _, st = os.waitpid(pid, 0)
+    try: q = os.statvfs(cfg['view'] + os.getcwd())   # the code's tmpfs, seen from this mount namespace
+    except OSError: q = None
+    if q and (q.f_bavail == 0 or q.f_favail == 0): os.write(cfg['status_fd'], b'{"disk_full": true}\n')
     if os.WIFSIGNALED(st):
         if (sig := os.WTERMSIG(st)) not in (signal.SIGKILL, signal.SIGSTOP): signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)
@@ -176,17 +200,18 @@ def _sbx_main():
     "Child side entry point: isolate, limit, drop privileges, guard, then run `main.py` (or exec a command)."
     import json, os, sys, traceback, ctypes
     cfg = json.loads(sys.argv[1])
-    active = [n for n in [_sbx_netns() if cfg['netns'] else ''] if n] + _sbx_limits(cfg)
     try:
+        _sbx_join(cfg)
+        active = [n for n in [_sbx_netns() if cfg['netns'] else ''] if n] + _sbx_limits(cfg)
         if cfg['view'] and (pid := _sbx_view(cfg)): _sbx_wait(pid, cfg)   # never returns
-        if cfg['view']: active += ['fs-view', 'pidns']
+        if cfg['view']: active += ['fs-view', 'pidns', 'disk-quota']
         drop = _sbx_drop(cfg['uid'], cfg['read_cap']) if cfg['uid'] is not None else ''
     except Exception as e: sys.stderr.write(f'sandbox setup failed: {e}\n'); os._exit(97)
     if drop: active.append(drop)
     if os.getuid() == 0 and 'nproc' in active: active[active.index('nproc')] = 'nproc(ignored: root)'
     if ctypes.CDLL(None).prctl(38, 1, 0, 0, 0) == 0: active.append('no_new_privs')
     if cfg['guard'] and not cfg['argv']: active.append('guard')
-    os.write(cfg['status_fd'], json.dumps(active).encode()); os.close(cfg['status_fd'])
+    os.write(cfg['status_fd'], (json.dumps(active) + '\n').encode()); os.close(cfg['status_fd'])
     if cfg['argv']: os.execv(cfg['argv'][0], cfg['argv'])
     rfd = cfg['report_fd']
     def report(rec): os.write(rfd, (json.dumps(rec, default=str) + '\n').encode())
@@ -205,7 +230,8 @@ def _sbx_main():
 def _runner_source() -> str:
     "The child-side launcher, as source for `python -I -c`."
     import inspect
-    fns = (_sbx_netns, _sbx_limits, _sbx_drop, _sbx_bind, _sbx_view, _sbx_wait, _sbx_guard, _sbx_main)
+    fns = (_sbx_join, _sbx_netns, _sbx_limits, _sbx_drop, _sbx_bind, _sbx_quota, _sbx_view, _sbx_wait, _sbx_guard,
+           _sbx_main)
     return '\n\n'.join(inspect.getsource(f) for f in fns) + '\n_sbx_main()\n'
 
 # %% ../nbs/04b_sandbox.ipynb #66b8f55a
@@ -319,9 +345,9 @@ def _collect(proc:subprocess.Popen, fds:dict, deadline:float, cap:int) -> tuple[
 class SandboxError(RuntimeError):
     "The sandbox itself could not start the code (a setup failure, not something the code did)."
 
-def _classify(rc:int, timed_out:bool, stderr:str, oom:bool=False) -> str:
-    "The status by what ended the run: the deadline, SIGXCPU or SIGKILL (`RLIMIT_CPU`), an OOM kill, no memory, exit."
-    if rc == -signal.SIGKILL and oom and not timed_out: return 'memory'
+def _classify(rc:int, timed_out:bool, stderr:str, oom:bool=False, oom_here:bool=False) -> str:
+    "The status by what ended the run: the deadline, an OOM kill, SIGXCPU or SIGKILL (`RLIMIT_CPU`), no memory, exit."
+    if not timed_out and rc != 0 and (oom_here or (oom and rc == -signal.SIGKILL)): return 'memory'
     if timed_out or rc in (-signal.SIGXCPU, -signal.SIGKILL): return 'timeout'
     tail = stderr[-3000:]
     if rc != 0 and ('MemoryError' in tail or 'Cannot allocate memory' in tail or 'std::bad_alloc' in tail): return 'memory'
@@ -333,6 +359,140 @@ def _oom_kills() -> int|None:
         with open('/proc/vmstat') as f: return next((int(l.split()[1]) for l in f if l.startswith('oom_kill ')), None)
     except (OSError, ValueError): return None
 
+# %% ../nbs/04b_sandbox.ipynb #bff9eaef
+def _cg_dirs(mountinfo:str, cgroup:str) -> dict:
+    "This process's folder in each cgroup hierarchy: '' (cgroup2), 'memory', 'pids' (v1), from the two files' text."
+    own = {}
+    for l in cgroup.splitlines():
+        _, ctrls, path = l.split(':', 2)
+        for c in (ctrls.split(',') if ctrls else ['']): own[c] = path
+    out = {}
+    for l in mountinfo.splitlines():
+        pre, _, post = l.partition(' - ')
+        if len(post.split()) < 3 or len(pre.split()) < 5: continue
+        (fs, _, opts), (root, mp) = post.split()[:3], pre.split()[3:5]
+        v1 = [c for c in opts.split(',') if c in ('memory', 'pids')] if fs == 'cgroup' else []
+        kinds = [''] if fs == 'cgroup2' else v1
+        for c in kinds:
+            rel = os.path.relpath(own[c], root) if c in own else '..'
+            if c not in out and not rel.startswith('..'): out[c] = os.path.normpath(os.path.join(mp, rel))
+    return out
+
+# %% ../nbs/04b_sandbox.ipynb #0944cf70
+_log = get_logger('sandbox')
+
+def _cg_try(parents:dict, files:dict) -> str:
+    "A probe cgroup in each of `parents` (controller: folder), `files` written, removed: '' if it works, else why not."
+    made = []
+    try:
+        for c, p in parents.items():
+            d = os.path.join(p, f'cove-sbx-probe-{os.getpid()}')
+            if d not in made: os.mkdir(d); made.append(d)
+            for f, v in files.items():
+                if f.startswith(c): Path(d, f).write_text(str(v))
+        return ''
+    except OSError as e: return f'{e.strerror} ({e.filename})'
+    finally:
+        for d in made:
+            try: os.rmdir(d)
+            except OSError: pass
+
+@lru_cache(None)
+def _cgroup_plan() -> tuple[str, dict, str]:
+    "Where runs' cgroups go: ('v2' or 'v1', {'memory': folder, 'pids': folder}, '') or ('', {}, why there are none)."
+    if os.geteuid() != 0: return '', {}, 'not root'
+    try: dirs = _cg_dirs(Path('/proc/self/mountinfo').read_text(), Path('/proc/self/cgroup').read_text())
+    except (OSError, ValueError) as e: return '', {}, f'cannot read /proc/self/cgroup: {e}'
+    why = []
+    d = dirs.get('')
+    while d and os.path.exists(os.path.join(d, 'cgroup.controllers')):   # cgroup2: here, else the nearest folder above
+        try: sub = Path(d, 'cgroup.subtree_control').read_text().split()
+        except OSError: sub = []
+        if 'memory' in sub:
+            parents = {c: d for c in ('memory', 'pids') if c in sub}
+            if not (e := _cg_try(parents, {'memory.max': 1 << 30, 'pids.max': 64})): return 'v2', parents, ''
+            why.append(f'cgroup2 at {d}: {e}')
+            break
+        d = os.path.dirname(d) if d != '/' else None
+    else: why.append('no cgroup2 folder hands out the memory controller' if '' in dirs else 'no cgroup2 mounted')
+    if 'memory' in dirs:
+        parents = {c: dirs[c] for c in ('memory', 'pids') if c in dirs}
+        if not (e := _cg_try(parents, {'memory.limit_in_bytes': 1 << 30, 'pids.max': 64})): return 'v1', parents, ''
+        why.append(f'cgroup v1 memory at {dirs["memory"]}: {e}')
+    else: why.append('no cgroup v1 memory hierarchy mounted')
+    return '', {}, '; '.join(why)
+
+# %% ../nbs/04b_sandbox.ipynb #5b3fc20f
+_CG_SEQ = itertools.count()
+
+def _cg_set(d:str, files:dict):
+    "Write each of `files` (name -> value) in cgroup folder `d`; a name ending in '?' only where the kernel has it."
+    for f, v in files.items():
+        name = f.rstrip('?')
+        if f.endswith('?') and not os.path.exists(os.path.join(d, name)): continue
+        Path(d, name).write_text(str(v))
+
+def _cgroup_make(memory_bytes:int|None, max_tasks:int) -> tuple[list, tuple]:
+    "A run's cgroup(s) with its totals written: (folders, names of the limits set); ([], ()) without cgroups."
+    kind, parents, _ = _cgroup_plan()
+    want = {c: p for c, p in parents.items() if c == 'pids' or memory_bytes}
+    name, made, done = f'cove-sbx-{os.getpid()}-{next(_CG_SEQ)}', [], []
+    try:
+        for c, p in want.items():
+            if (d := os.path.join(p, name)) not in made: os.mkdir(d); made.append(d)
+            if c == 'memory' and kind == 'v2':   # no swap; the limit ends the whole group
+                _cg_set(d, {'memory.max': memory_bytes, 'memory.swap.max?': 0, 'memory.oom.group?': 1})
+            elif c == 'memory':                  # v1: memory, then memory + swap
+                _cg_set(d, {'memory.limit_in_bytes': memory_bytes, 'memory.memsw.limit_in_bytes?': memory_bytes})
+            else: _cg_set(d, {'pids.max': max_tasks})
+            done.append(f'{c}-total')
+    except OSError:
+        _cgroup_remove(made)
+        raise
+    return made, tuple(done)
+
+def _cgroup_ooms(dirs:list) -> int:
+    "OOM kills counted in a run's memory cgroup (`memory.events` in cgroup2, `memory.oom_control` in v1)."
+    for d in dirs:
+        for f in ('memory.events', 'memory.oom_control'):
+            try: text = Path(d, f).read_text()
+            except OSError: continue
+            return next((int(l.split()[1]) for l in text.splitlines() if l.startswith('oom_kill ')), 0)
+    return 0
+
+def _cgroup_remove(dirs:list, wait_s:float=2.0):
+    "SIGKILL whatever is left in a run's cgroups and remove them; a warning for one that stays."
+    for d in dirs:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try: pids = Path(d, 'cgroup.procs').read_text().split()
+            except OSError: pids = []
+            for p in pids:
+                try: os.kill(int(p), signal.SIGKILL)
+                except OSError: pass
+            try: os.rmdir(d); break
+            except FileNotFoundError: break
+            except OSError as e:
+                if time.monotonic() > deadline: _log.warning(f'cannot remove cgroup {d}: {e.strerror}'); break
+                time.sleep(0.01)
+
+# %% ../nbs/04b_sandbox.ipynb #965f0ffb
+_WARNED = set()
+
+def _unlimited(view:str|None, memory_mb:int|None, limits:tuple) -> tuple:
+    "The totals a run lacks, as `protections` entries, each said once in a warning: the disk quota, the memory total."
+    missing = []
+    if view is None:
+        why = 'not root: no mount namespace' if os.geteuid() != 0 else 'no filesystem view (drop_privileges=False)'
+        missing.append(('disk:per-file-only', f'no disk quota ({why}): the sandbox directory is on the real disk and '
+                                              'only each file is limited (file_mb)'))
+    if memory_mb and 'memory-total' not in limits:
+        why = _cgroup_plan()[2] or 'its cgroup could not be made'
+        missing.append(('memory:per-process-only', f'memory_mb limits each process, not their sum ({why})'))
+    for name, msg in missing:
+        if name not in _WARNED: _WARNED.add(name); _log.warning(msg)
+    return tuple(n for n, _ in missing)
+
 # %% ../nbs/04b_sandbox.ipynb #91e61074
 def _child_env(root:str, extra:dict|None) -> dict:
     "A minimal environment: `HOME` and `TMPDIR` in the sandbox, UTF-8, one BLAS thread."
@@ -340,16 +500,19 @@ def _child_env(root:str, extra:dict|None) -> dict:
             'OMP_NUM_THREADS': '1', 'OPENBLAS_NUM_THREADS': '1', 'MKL_NUM_THREADS': '1', **(extra or {})}
 
 # %% ../nbs/04b_sandbox.ipynb #6672ca7f
-def _decode(data:dict, over:set, cap:int) -> tuple[str, str, tuple, list]:
-    "stdout, stderr (marked when truncated), the child's protections, the report records (none without a report pipe)."
+def _decode(data:dict, over:set, cap:int) -> tuple[str, str, tuple, dict, list]:
+    "stdout, stderr (marked when truncated), the child's protections and notes (its status lines), the report records."
     out, err = (data[k].decode('utf-8', 'replace') + (f'\n[... output truncated at {cap} bytes]' if k in over else '') for k in ('stdout', 'stderr'))
-    try: active = tuple(json.loads(data['status'] or b'[]'))
-    except ValueError: active = ()
-    report = []
+    active, info, report = (), {}, []
+    for line in bytes(data['status']).decode('utf-8', 'replace').splitlines():   # protections, then the launcher's notes
+        try: v = json.loads(line)
+        except ValueError: continue
+        if isinstance(v, list): active = tuple(v)
+        elif isinstance(v, dict): info.update(v)
     for line in data.get('report', b'').decode('utf-8', 'replace').splitlines():
         try: report.append(json.loads(line))
         except ValueError: pass
-    return out, err, active, report
+    return out, err, active, info, report
 
 # %% ../nbs/04b_sandbox.ipynb #4997d8ad
 def _view_plan(argv:list|None, reads, view:str|None) -> tuple[tuple, bool]:
@@ -368,21 +531,25 @@ def _spawn(root:str, cfg:dict, env:dict|None) -> subprocess.Popen:
 # %% ../nbs/04b_sandbox.ipynb #92a810b2
 def _sandbox(files:dict, argv:list|None, stdin:str, timeout:float, memory_mb:int|None, cpu_s:int|None, max_output:int,
              guard:bool, isolate_net:bool, drop_privileges:bool, max_procs:int, file_mb:int, env:dict|None, reads=(),
-             pass_fds=(), report:bool=True) -> SandboxResult:
+             pass_fds=(), report:bool=True, disk_mb:int=64) -> SandboxResult:
     "Run `main.py` from `files` (or `argv`) in a fresh directory under every protection available."
     root, cpu_s = tempfile.mkdtemp(prefix='cove-sbx-'), int(cpu_s or math.ceil(timeout) + 1)
     uid = _sandbox_uid() if drop_privileges and os.geteuid() == 0 else None
     view = tempfile.mkdtemp(prefix='cove-view-') if uid is not None else None   # the mount point of the code's filesystem view
     pipes = [os.pipe(), os.pipe()] if report else [os.pipe()]  # (status, report): read end here, write end in the child
     owned = list(pass_fds)   # the caller's descriptors: closed here once the child holds them (or if it never starts)
+    cgroups, limits = [], ()
     try:
         for name, text in {**files, '.stdin': stdin}.items(): Path(root, name).write_text(text, encoding='utf-8')
         if uid is not None: os.chown(root, uid, uid)
         binds, readable = _view_plan(argv, reads, view)
+        if _cgroup_plan()[0]:
+            try: cgroups, limits = _cgroup_make(memory_mb and memory_mb << 20, max_procs + 1)
+            except OSError as e: _log.warning(f'no cgroup for this run ({e.strerror}: {e.filename})')
         cfg = dict(netns=isolate_net, cpu_s=cpu_s, memory_bytes=memory_mb and memory_mb << 20, file_bytes=file_mb << 20,
                    max_procs=max_procs, uid=uid, read_cap=uid is not None and not readable, guard=guard, view=view, binds=binds,
                    devices=DEVICES, argv=argv, status_fd=pipes[0][1], report_fd=pipes[1][1] if report else None,
-                   pass_fds=owned)
+                   pass_fds=owned, cgroups=cgroups, disk_bytes=disk_mb << 20)
         t0, oom0 = time.monotonic(), _oom_kills()
         proc = _spawn(root, cfg, env)
         for fd in owned + [w for _, w in pipes]: os.close(fd)
@@ -390,15 +557,21 @@ def _sandbox(files:dict, argv:list|None, stdin:str, timeout:float, memory_mb:int
         fds = {'stdout': proc.stdout.fileno(), 'stderr': proc.stderr.fileno(), 'status': pipes[0][0]}
         if report: fds['report'] = pipes[1][0]
         data, over, timed_out, rc, cpu = _collect(proc, fds, t0 + timeout, max_output)
-        elapsed, oom = time.monotonic() - t0, oom0 is not None and _oom_kills() != oom0
+        elapsed, ooms = time.monotonic() - t0, _cgroup_ooms(cgroups) if 'memory-total' in limits else 0
+        oom = 'memory-total' not in limits and oom0 is not None and _oom_kills() != oom0   # machine-wide: any process's
         if uid is not None: _kill_uid(uid)
-        out, err, active, records = _decode(data, over, max_output)
+        out, err, active, info, records = _decode(data, over, max_output)
         if not data['status'] and not (timed_out): raise SandboxError(f'sandbox setup failed (exit {rc}): {err[-500:]}')
-        prot = active + ('session+killpg', 'output-cap') + (('uid-sweep',) if uid is not None else ())
-        status = _classify(rc, timed_out, err, oom)
+        notes = ([f'disk quota reached ({disk_mb} MB): writing more fails (ENOSPC)'] if info.get('disk_full') else []) + (
+                 [f'memory limit reached ({memory_mb} MB, all processes together): {ooms} OOM-killed'] if ooms else [])
+        if notes: err += ('\n' if err and not err.endswith('\n') else '') + ''.join(f'sandbox: {n}\n' for n in notes)
+        prot = (active + limits + _unlimited(view, memory_mb, limits) + ('session+killpg', 'output-cap')
+                + (('uid-sweep',) if uid is not None else ()))
+        status = _classify(rc, timed_out, err, oom, ooms > 0)
         return SandboxResult(status, rc, out, err, round(elapsed, 3), bool(over), prot, records)
     finally:
         for fd in owned + [fd for pair in pipes for fd in pair if fd is not None]: os.close(fd)
+        _cgroup_remove(cgroups)
         shutil.rmtree(root, ignore_errors=True)
         if view: os.rmdir(view)
 
@@ -406,7 +579,7 @@ def _sandbox(files:dict, argv:list|None, stdin:str, timeout:float, memory_mb:int
 def run_sandboxed(code:str,              # Python source to run as `main.py`
                   stdin:str='',          # text fed on standard input
                   timeout:float=5.0,     # wall-clock limit, seconds
-                  memory_mb:int|None=512, # address-space limit (None: no limit)
+                  memory_mb:int|None=512, # all processes together (cgroup), each one's address space (None: none)
                   cpu_s:int|None=None,   # CPU-time limit (default: ceil(timeout) + 1)
                   *, max_output:int=1<<16, # bytes kept per output stream
                   guard:bool=True,       # install the in-process reliability guard
@@ -414,11 +587,12 @@ def run_sandboxed(code:str,              # Python source to run as `main.py`
                   drop_privileges:bool=True, # as root: run under a throw-away uid
                   max_procs:int=16,      # RLIMIT_NPROC (effective once privileges are dropped)
                   file_mb:int=16,        # RLIMIT_FSIZE
+                  disk_mb:int=64,        # disk quota of the sandbox directory (a tmpfs), besides its input files
                   pass_fds:tuple=(),     # descriptors the code inherits (same numbers); closed here once it has them
                   report:bool=True) -> SandboxResult: # give the code `__cove_report__` and its pipe (False: neither)
     "Run untrusted Python `code` in a sandboxed subprocess; never raises for anything the code does."
     return _sandbox({'main.py': code}, None, stdin, timeout, memory_mb, cpu_s, max_output, guard, isolate_net,
-                    drop_privileges, max_procs, file_mb, None, (), tuple(pass_fds), report)
+                    drop_privileges, max_procs, file_mb, None, (), tuple(pass_fds), report, disk_mb)
 
 # %% ../nbs/04b_sandbox.ipynb #2a81e3c2
 def run_command_sandboxed(argv:list[str], # command; argv[0] must be an absolute path
@@ -426,9 +600,9 @@ def run_command_sandboxed(argv:list[str], # command; argv[0] must be an absolute
                           stdin:str='', timeout:float=60.0, memory_mb:int|None=None, cpu_s:int|None=None, *,
                           env:dict|None=None, # extra environment variables
                           max_output:int=1<<16, isolate_net:bool=True, drop_privileges:bool=True,
-                          max_procs:int=256, file_mb:int=64,
+                          max_procs:int=256, file_mb:int=64, disk_mb:int=128,
                           reads:tuple=()) -> SandboxResult: # folders the program reads (its toolchain, libraries), besides argv[0]'s
     "Run a trusted program (e.g. `lean`) on untrusted input under the same protections (no in-process guard)."
     if not os.path.isabs(argv[0]): raise ValueError(f'argv[0] must be an absolute path, got {argv[0]!r}')
     return _sandbox(dict(files or {}), list(argv), stdin, timeout, memory_mb, cpu_s, max_output, False, isolate_net,
-                    drop_privileges, max_procs, file_mb, env, reads)
+                    drop_privileges, max_procs, file_mb, env, reads, (), True, disk_mb)

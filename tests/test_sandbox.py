@@ -1,14 +1,25 @@
 "Hostile-code tests of `cove.sandbox.run_sandboxed`: every run must return, contained, and the test process must go on."
-import os, re, socket, subprocess, sys, tempfile, threading, time
+import logging, os, re, socket, subprocess, sys, tempfile, threading, time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import pytest
+import cove.sandbox as C
 from cove.sandbox import run_sandboxed, run_command_sandboxed, uid_processes
 
 ROOT = os.geteuid() == 0
 PROT = run_sandboxed('pass').protections
 DROPPED = any(p.startswith('uid ') for p in PROT)
 NETNS = any(p.startswith('netns') for p in PROT)
+CG_KIND, CG_PARENTS, CG_WHY = C._cgroup_plan()
+
+@pytest.fixture(autouse=True)
+def no_cgroup_left():
+    "No run's cgroup outlives it, whatever the test did (any found is removed, then reported)."
+    yield
+    mine = f'cove-sbx-{os.getpid()}-'
+    left = sorted({os.path.join(p, d) for p in CG_PARENTS.values() for d in os.listdir(p) if d.startswith(mine)})
+    C._cgroup_remove(left)
+    assert not left, left
 
 def sandbox_procs() -> list[int]:
     "Live processes started by the sandbox launcher (none may outlive a run)."
@@ -259,3 +270,86 @@ def test_without_privilege_drop_still_contained(canary):
     r = run_sandboxed(f"import shutil\nshutil.rmtree({str(d)!r})", drop_privileges=False)
     assert r.status == 'error' and f.read_text() == 'alive'
     assert not sandbox_procs()
+
+DISK_CODE = """import os
+n = 0
+try:
+    while n < 100:
+        with open(f'f{n}.bin', 'wb') as f: f.write(b'x' * (1 << 20))
+        n += 1
+finally:
+    os.write(CW, f'{os.getcwd()} {n}'.encode()); os.close(CW)
+    os.read(GR, 1)
+"""
+
+@pytest.mark.skipif('disk-quota' not in PROT, reason='no disk quota here: a tmpfs needs root and a mount namespace')
+def test_disk_quota_stops_writes_off_the_host_disk():
+    "1 MB files written until it fails stop at `disk_mb` (ENOSPC), named in the error; the host's folder never sees one."
+    (cr, cw), (gr, gw) = os.pipe(), os.pipe()   # the code tells its folder and count, then waits for the go-ahead
+    code = DISK_CODE.replace('CW', str(cw)).replace('GR', str(gr))
+    with ThreadPoolExecutor(1) as ex:
+        fut = ex.submit(run_sandboxed, code, disk_mb=8, timeout=20, pass_fds=(cw, gr))
+        try:
+            where, _, n = os.read(cr, 4096).decode().rpartition(' ')
+            on_host = sorted(os.listdir(where)) if where else None   # while the code still runs, its files written
+        finally:
+            try: os.write(gw, b'g')
+            except BrokenPipeError: pass
+            os.close(gw); os.close(cr)
+        r = fut.result()
+    assert 'cove-sbx-' in where and 6 <= int(n) <= 8 and on_host == ['.stdin', 'main.py'], (where, n, on_host, r)
+    assert r.status == 'error' and 'No space left on device' in r.stderr and 'disk quota reached (8 MB)' in r.stderr, r
+    r = run_command_sandboxed(['/bin/sh', '-c', 'head -c 20000000 /dev/zero > big'], disk_mb=4, timeout=10)
+    assert r.status == 'error' and 'disk quota reached (4 MB)' in r.stderr, r
+
+KIDS = """import os, select, sys, time
+r, w = os.pipe()
+kids = {}
+for i in range(8):
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        b = b'x' * (100 << 20)   # written, so resident
+        os.write(w, bytes([i]))
+        time.sleep(10)
+        os._exit(0)
+    kids[pid] = i
+os.close(w)
+def gone(): return {i for p, i in kids.items() if i not in dead and os.waitpid(p, os.WNOHANG)[0]}
+held, dead, t0 = set(), set(), time.monotonic()
+while len(held | dead) < 8 and time.monotonic() - t0 < 5:   # until each child holds its 100 MB or is dead
+    if select.select([r], [], [], 0.05)[0]: held |= set(os.read(r, 8))
+    dead |= gone()
+time.sleep(0.1)
+dead |= gone()
+print('alive', 8 - len(dead), flush=True)
+for p, i in kids.items():
+    if i not in dead: os.kill(p, 9)
+sys.exit(3 if dead else 0)
+"""
+
+@pytest.mark.skipif('memory-total' not in PROT, reason=f'no cgroup for a memory total here ({CG_WHY})')
+def test_memory_total_over_forked_children():
+    "Eight forked children of 100 MB each: under memory_mb=512 at most five live at once (RLIMIT_AS lets each have 512 MB)."
+    t0 = time.monotonic()
+    r = run_sandboxed(KIDS, timeout=15, memory_mb=512, guard=False)
+    alive = re.search(r'alive (\d+)', r.stdout)   # none: the whole group was killed (cgroup2's memory.oom.group)
+    assert r.status == 'memory' and 'OOM-killed' in r.stderr and (alive is None or int(alive.group(1)) <= 5), r
+    r = run_sandboxed(KIDS, timeout=15, memory_mb=1024, guard=False)   # the same program, room for all eight
+    assert r.status == 'ok' and r.stdout == 'alive 8\n' and 'OOM' not in r.stderr, r
+    assert time.monotonic() - t0 < 15
+
+def test_protections_name_the_totals(monkeypatch, caplog):
+    "Which totals held is in `protections`: the disk quota or `disk:per-file-only`, the memory total or per process."
+    assert ('disk-quota' in PROT) == DROPPED and ('disk:per-file-only' in PROT) != DROPPED, PROT
+    assert ('memory-total' in PROT) == bool(CG_KIND) != ('memory:per-process-only' in PROT), (PROT, CG_WHY)
+    assert ('pids-total' in PROT) == ('pids' in CG_PARENTS), PROT
+    monkeypatch.setattr(C, '_WARNED', set())
+    monkeypatch.setattr(C, '_cgroup_plan', lambda: ('', {}, 'cgroups off for this test'))
+    with caplog.at_level(logging.WARNING, logger='cove.sandbox'):
+        rs = [run_sandboxed(f'print({i})', drop_privileges=False) for i in range(2)]
+    for r in rs:
+        assert r.ok and {'disk:per-file-only', 'memory:per-process-only'} <= set(r.protections), r
+        assert not {'disk-quota', 'memory-total', 'pids-total'} & set(r.protections), r
+    warned = [r.getMessage() for r in caplog.records if r.name == 'cove.sandbox']
+    assert len(warned) == 2 and 'no disk quota' in warned[0] and 'cgroups off for this test' in warned[1], warned
