@@ -412,7 +412,8 @@ class Run:
     def finished(self) -> set[int]: return {r['episode'] for r in read_jsonl(self.episodes_path)}
 
 # %% ../nbs/08_run.ipynb #e2695c5f
-RESULT_NEUTRAL = ('run.threads', 'run.jobs', 'output.dir', 'model.prefix_cache_tokens', 'embed.batch_size')  # keys that cannot change a result
+RESULT_NEUTRAL = ('run.threads', 'run.jobs', 'output.dir', 'model.prefix_cache_tokens', 'embed.batch_size',
+                  'router.reason', 'router.signals')  # keys that cannot change a result
 
 def config_diff(old:dict, new:dict) -> list[str]:
     "`'key: old -> new'` for every key whose value differs, but `RESULT_NEUTRAL` (a key `old` lacks: its default)."
