@@ -36,7 +36,8 @@ def _declare(*keys:Key):
 # %% ../nbs/01_config.ipynb #ecce1030
 _declare(
     Key('model.name', str, 'smollm2-135m', 'policy: `smollm2-135m` (embedded), `tiny` (tests), a local path or an explicit hub name'),
-    Key('model.backend', str, 'hf', 'policy backend', ('hf', 'vllm', 'openai')),
+    Key('model.backend', str, 'hf', 'policy backend (llamacpp: optional, measured in tools/bench_engines.py)',
+        ('hf', 'vllm', 'openai', 'llamacpp')),
     Key('model.dtype', str, 'auto', 'weights dtype; `auto` = bf16 where the CPU supports it, else fp32', ('auto', 'bfloat16', 'float32', 'float16')),
     Key('model.device', str, 'cpu', 'torch device for the `hf` backend'),
     Key('model.batch_size', int, 16, 'episodes generated together'),

@@ -952,13 +952,16 @@ def set_adapter(self:OpenAIPolicy, name:str|None):
     self._active = name
 
 # %% ../nbs/02_llm.ipynb #1f8a2c28
-BACKENDS = ('hf', 'vllm', 'openai')
+BACKENDS = ('hf', 'vllm', 'openai', 'llamacpp')
 
 def make_policy(backend:str, # `hf`, `vllm` or `openai`
                 name:str=EMBEDDED_NAME, **kw) -> Policy:
     "A policy for `backend` and model `name` (for `openai`, pass `base_url=`)."
     if backend == 'hf': return HFPolicy.load(name, **kw)
     if backend == 'vllm': return VLLMPolicy(name, **kw)
+    if backend == 'llamacpp':   # optional: pip install llama-cpp-python (cove.llamacpp)
+        from cove.llamacpp import LlamaCppPolicy
+        return LlamaCppPolicy.load(name, **kw)
     if backend == 'openai':
         if 'base_url' not in kw: raise ValueError("the openai backend needs base_url=, e.g. 'http://127.0.0.1:8000/v1'")
         dropped = {k: kw.pop(k) for k in ('dtype', 'device', 'allow_download') if k in kw}

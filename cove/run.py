@@ -318,6 +318,8 @@ def check_backend(cfg:Config):
     if cfg['model.backend'] == 'vllm' and importlib.util.find_spec('vllm') is None:
         raise ValueError(f"model.backend=vllm ({cfg.profile} profile) needs vllm, which is not installed here: "
                          "`pip install vllm` on a GPU machine, or use --profile cpu")
+    if cfg['model.backend'] == 'llamacpp' and importlib.util.find_spec('llama_cpp') is None:
+        raise ValueError("model.backend=llamacpp needs llama-cpp-python: pip install 'cove[llamacpp]' (builds from source, minutes)")
     if cfg['model.backend'] == 'hf' and str(cfg['model.device']).startswith('cuda'):
         import torch
         if not torch.cuda.is_available():
