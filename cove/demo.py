@@ -19,7 +19,7 @@ __all__ = ['DEMO_METHODS', 'DEMO_FAMILIES', 'DEMO_EPISODES', 'DEMO_OVERRIDES', '
 # %% ../nbs/19_demo.ipynb #506c2e0f
 DEMO_METHODS = ['base', 'harness_only', 'parametric_only', 'cove']
 DEMO_FAMILIES = ['tableqa', 'multihop', 'math', 'code']
-DEMO_EPISODES = 24
+DEMO_EPISODES = 40   # per family: 64 took about 33 min on the idle AVX512-BF16 CPU (README); scaled to 20 min
 DEMO_OVERRIDES = {'trigger.k': 8, 'trigger.N': 8, 'trigger.w': 8, 'model.batch_size': 16, 'train.max_steps': 8,
                   'train.reference_tasks': 16,
                   'release.heldout': 4, 'release.max_entries': 4,
