@@ -215,7 +215,7 @@ def _write_drift(out:Path, runs:dict[str, Path], drift) -> list[dict]:
     "Append the before/after table of the drifted family to `table.md` (nothing without a drift); its rows."
     if drift is None: return []
     rows = drift_rows({m: episode_records(d) for m, d in runs.items()}, drift)
-    head = (f"Before and after the drift ({drift.family} from its episode {drift.at:g} on under split "
+    head = (f"Before and after the drift ({drift.family} from {drift.at:g} of its episodes on, under split "
             f"`{drift.split}`): success and API-call correctness, per method.")
     with open(out/'table.md', 'a') as f: f.write(f"\n{head}\n\n{markdown_table(rows)}\n")
     return rows
