@@ -476,8 +476,9 @@ def _open_method(self:Run, policy, todo:list, recorded:int):
     cls, cfg = METHODS[self.spec.method], self.cfg
     self.or_set_aside(lambda: check_state(self.out, cls), recorded)   # a corrupt state file or adapter is named before the model loads
     if cls.needs_policy and policy is None and todo: policy = load_policy(cfg)
-    def make(strict:bool):
-        with stores_must_exist(strict): return cls(cfg, self.out, policy)   # a store the records need may not be missing
+    n_aside = len(set_aside_log(self.out))
+    def make(strict:bool):   # a store the records need may not be missing, unless it was just set aside
+        with stores_must_exist(strict and len(set_aside_log(self.out)) == n_aside): return cls(cfg, self.out, policy)
     try: return self.or_set_aside(lambda: make(recorded > 0), recorded)   # a corrupt store is named as the method opens it
     except StoreMissing as e:
         if not self.set_aside_corrupt: raise

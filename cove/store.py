@@ -14,9 +14,9 @@ from .core import get_logger, write_tx, CorruptFile
 from .embed import Embedder, DenseIndex, SparseIndex, hybrid_merge
 
 # %% auto #0
-__all__ = ['KINDS', 'LABELS', 'ENTRY_STATUSES', 'COLUMNS', 'BASE_SCHEMA', 'SCHEMA', 'SQL_COLUMNS', 'MODES', 'Entry', 'Hit',
-           'StoreError', 'NamedConnection', 'open_sqlite', 'SqliteStore', 'StoreMissing', 'stores_must_exist',
-           'check_store_file', 'backup_db', 'KnowledgeBase', 'synthetic_corpus', 'bench_retrieval']
+__all__ = ['KINDS', 'LABELS', 'ENTRY_STATUSES', 'COLUMNS', 'BASE_SCHEMA', 'LEGACY_TABLES', 'SCHEMA', 'SQL_COLUMNS', 'MODES',
+           'Entry', 'Hit', 'StoreError', 'NamedConnection', 'open_sqlite', 'SqliteStore', 'StoreMissing',
+           'stores_must_exist', 'check_store_file', 'backup_db', 'KnowledgeBase', 'synthetic_corpus', 'bench_retrieval']
 
 # %% ../nbs/04_store.ipynb #8f356ec5
 KINDS = ('memory', 'skill')
@@ -153,6 +153,7 @@ class StoreMissing(StoreError):
     "A store the run's recorded episodes say exists, but whose file is missing."
 
 _MUST_EXIST = contextvars.ContextVar('cove_stores_must_exist', default=False)
+LEGACY_TABLES = {'kv', 'events'}   # tables of cove's own stores from before the shared layer (CoEvo-Mem, EvolveR), migrated on open
 
 @contextmanager
 def stores_must_exist(on:bool=True):
@@ -174,7 +175,7 @@ def check_store_file(path:str|Path, schema:str=''):
     try: tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.DatabaseError: return   # not SQLite at all: `open_sqlite` names it
     finally: con.close()
-    ours = set(re.findall(r'CREATE TABLE IF NOT EXISTS (\w+)', BASE_SCHEMA + schema))
+    ours = set(re.findall(r'CREATE TABLE IF NOT EXISTS (\w+)', BASE_SCHEMA + schema)) | LEGACY_TABLES
     if tables and not tables & ours:
         raise StoreError(f"{p} is a SQLite file that cove did not write (tables {sorted(tables)[:4]}): "
                          f"move it aside (mv {p} {p}.bad), or use another --out", p)
