@@ -411,8 +411,6 @@ class Run:
         self.episodes_path, self.metrics_path = self.out/'episodes.jsonl', self.out/'metrics.json'
         self._check_config()
 
-    def finished(self) -> set[int]: return {r['episode'] for r in read_jsonl(self.episodes_path)}
-
 # %% ../nbs/08_run.ipynb #e2695c5f
 RESULT_NEUTRAL = ('run.threads', 'run.jobs', 'output.dir', 'model.prefix_cache_tokens', 'embed.batch_size',
                   'router.reason', 'router.signals')  # keys that cannot change a result
