@@ -8,9 +8,9 @@ import difflib, inspect, math, sys
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['ParamError', 'whole', 'number', 'text', 'flag', 'choice', 'optional', 'name_list', 'whole_list', 'family_list',
-           'one_family', 'method_list', 'family_levels', 'difficulty_levels', 'split_of', 'config_keys', 'profile_name',
-           'folder', 'check_params']
+__all__ = ['ParamError', 'whole', 'number', 'text', 'flag', 'choice', 'optional', 'name_list', 'whole_list', 'number_list',
+           'family_list', 'one_family', 'method_list', 'family_levels', 'difficulty_levels', 'split_of', 'config_keys',
+           'profile_name', 'folder', 'check_params']
 
 # %% ../nbs/01b_params.ipynb #27ba763c
 class ParamError(ValueError):
@@ -97,6 +97,18 @@ def whole_list(lo:int=0):
         except (ParamError, ValueError): xs = None
         if xs is None or min(xs) < lo: raise ParamError(f"must be whole numbers >= {lo}, comma-separated (e.g. {lo},2)")
         _once([str(x) for x in xs], 'value')
+        return xs
+    return kind
+
+def number_list(lo:float=0, above:bool=False):
+    "A kind: comma-separated finite numbers >= `lo` (> `lo` when `above`), each once, as a list of floats."
+    one = number(lo, above)
+    def kind(v, done=None):
+        try: xs = [one(float(x)) for x in ([v] if isinstance(v, float) else _items(v))]
+        except (ParamError, ValueError): xs = None
+        if not xs or isinstance(v, bool):
+            raise ParamError(f"must be finite numbers {'>' if above else '>='} {lo}, comma-separated (e.g. 5e-4,1e-3)")
+        _once([repr(x) for x in xs], 'value')
         return xs
     return kind
 

@@ -48,15 +48,27 @@ def test_calibration_runs_with_papermill(tmp_path):
     for f in ('calibration.csv', 'table.md', 'calibration.png'): assert (out/f).exists(), f
 
 def test_learning_curve_runs_with_papermill(tmp_path):
+    "A 2-setting grid (lr x layers), one shared step 0, each checkpoint paired against it on the same tasks."
     pm = pytest.importorskip('papermill')
     out = tmp_path/'run'
     os.environ.setdefault('OMP_NUM_THREADS', '1')
-    pm.execute_notebook(str(ROOT/'nbs/experiments/learning_curve.ipynb'), str(tmp_path/'executed.ipynb'), cwd=str(ROOT), progress_bar=False,
-                        parameters=dict(model='tiny', steps='0,1,2', n_train=3, n_eval=2, out_dir=str(out), overrides={'model.max_new_tokens': 8}))
+    pm.execute_notebook(str(ROOT/'nbs/experiments/learning_curve.ipynb'), str(tmp_path/'executed.ipynb'),
+                        cwd=str(ROOT), progress_bar=False,
+                        parameters=dict(model='tiny', steps='1,2', n_train=3, n_eval=2, lr='1e-3,5e-4', layers=0,
+                                        out_dir=str(out), overrides={'model.max_new_tokens': 8}))
     m = json.loads((out/'metrics.json').read_text())
-    assert [r['step'] for r in m['curve']] == [0, 1, 2] and all(r['n'] == 2 for r in m['curve'])
-    assert m['curve'][0]['train_tokens'] == 0 < m['curve'][1]['train_tokens'] < m['curve'][2]['train_tokens']   # one run, cut into segments
-    assert (out/'adapters'/'step-002'/'adapter_config.json').exists() and (out/'curve.png').exists()
+    curve = m['curve']
+    assert [(r['setting'], r['step']) for r in curve] == [('base', 0), ('lr=0.001 layers=0', 1), ('lr=0.001 layers=0', 2),
+                                                         ('lr=0.0005 layers=0', 1), ('lr=0.0005 layers=0', 2)]
+    assert all(r['n'] == 2 for r in curve) and m['settings'] == [dict(lr=1e-3, layers=0), dict(lr=5e-4, layers=0)]
+    assert curve[0]['train_tokens'] == 0 < curve[1]['train_tokens'] < curve[2]['train_tokens']   # one run, in segments
+    for r in curve[1:]:   # paired against step 0: the gain is the difference of the rates, inside its interval
+        assert r['gain'] == pytest.approx(r['success'] - curve[0]['success'])
+        assert r['gain_lo'] <= r['gain'] <= r['gain_hi'] and 0 <= r['p'] <= 1
+    lines = [json.loads(l) for l in (out/'outcomes.jsonl').read_text().splitlines()]
+    assert len(lines) == 5 and len({tuple(l['task_ids']) for l in lines}) == 1   # the same tasks at every point
+    assert m['best']['setting'] in {'lr=0.001 layers=0', 'lr=0.0005 layers=0'}
+    assert (out/'adapters'/'setting1-step-002'/'adapter_config.json').exists() and (out/'curve.png').exists()
 
 @pytest.mark.slow
 def test_learning_curve_smoke_defaults(tmp_path):
