@@ -4,16 +4,17 @@
 
 # %% ../nbs/01_config.ipynb #1cab15c3
 from __future__ import annotations
-import configparser, math, os
+import configparser, math, os, re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from fastcore.basics import patch
 from .core import repo_root
+from .plugins import load_plugins
 
 # %% auto #0
-__all__ = ['SCHEMA', 'RANGES', 'Key', 'ConfigError', 'check_range', 'coerce', 'env_name', 'parse_sets', 'read_profiles', 'Config',
-           'load_config', 'describe']
+__all__ = ['SCHEMA', 'RANGES', 'Key', 'ConfigError', 'check_range', 'coerce', 'declare_key', 'env_name', 'parse_sets',
+           'read_profiles', 'Config', 'load_config', 'describe']
 
 # %% ../nbs/01_config.ipynb #d4d8657d
 @dataclass(frozen=True)
@@ -254,6 +255,44 @@ def coerce(key:str, value:Any) -> Any:
     check_range(key, v)
     return v
 
+# %% ../nbs/01_config.ipynb #571e3d7b
+_NAME = re.compile(r'[A-Za-z_]\w*\.[A-Za-z_]\w*')
+
+def _range_of(name:str, rng) -> tuple|None:
+    "`rng` as `RANGES` holds it, `(lo, hi, closed)`; a `ConfigError` for anything else."
+    if rng is None: return None
+    r = tuple(rng) if isinstance(rng, (tuple, list)) else ()
+    num = lambda b: b is None or (isinstance(b, (int, float)) and not isinstance(b, bool))
+    if len(r) not in (2, 3) or not all(map(num, r[:2])):
+        raise ConfigError(f"config key {name}: range must be (lo, hi) or (lo, hi, closed) with numbers or None, not {rng!r}")
+    return (r[0], r[1], bool(r[2]) if len(r) == 3 else True)
+
+# %% ../nbs/01_config.ipynb #5968661d
+def declare_key(name:str, # `section.key`, e.g. `units.difficulty`
+                type:type, # int, float, str or bool
+                default:Any, # the value when nothing sets it, checked like any other
+                doc:str, # one line, for `cove info --config`
+                choices:tuple|None=None, # the allowed values, when they are a list
+                range:tuple|None=None, # `(lo, hi)` or `(lo, hi, closed)`, None for no bound; None: a number must be >= 0
+               ) -> Key:
+    "Declare config key `name` (a plugin's, or cove's own): `SCHEMA` and `RANGES` hold it; a one-line `ConfigError` if it is bad."
+    if not isinstance(name, str) or not _NAME.fullmatch(name): raise ConfigError(f"config key {name!r}: must be section.key, e.g. units.difficulty")
+    if type not in (int, float, str, bool): raise ConfigError(f"config key {name}: type must be int, float, str or bool, not {type!r}")
+    rng = _range_of(name, range)
+    try: k = Key(name, type, _typed(Key(name, type, default, doc), default), str(doc), tuple(choices) if choices is not None else None)
+    except ValueError as e: raise ConfigError(f"config key {name}: default {default!r}: expected {type.__name__} ({e})") from None
+    if name in SCHEMA:
+        if SCHEMA[name] == k and RANGES.get(name) == rng: return SCHEMA[name]   # the same again: a module imported twice
+        raise ConfigError(f"config key {name} is declared already ({SCHEMA[name].doc[:60]}); give yours another name")
+    if k.choices and k.default not in k.choices: raise ConfigError(f"config key {name}: default {k.default!r} is not one of {k.choices}")
+    if rng: RANGES[name] = rng
+    try: check_range(name, k.default)
+    except ConfigError as e:
+        RANGES.pop(name, None)
+        raise ConfigError(f"config key {name}: default {e}") from None
+    SCHEMA[name] = k
+    return k
+
 # %% ../nbs/01_config.ipynb #6362f3aa
 def env_name(key:str) -> str: return 'COVE_' + key.replace('.', '_').upper()
 
@@ -279,7 +318,10 @@ class Config:
     "Resolved settings: `cfg['trigger.N']`, `cfg.section('trigger')`, `cfg.path('output.dir')`, `cfg.sources`."
     def __init__(self, values:dict, sources:dict, profile:str, root:Path|None=None):
         self.values, self.sources, self.profile, self.root = values, sources, profile, root
-    def __getitem__(self, k): return self.values[k] if k in self.values else coerce(k, None)
+    def __getitem__(self, k):   # a key declared after this config was loaded (a plugin's) has its default
+        if k in self.values: return self.values[k]
+        if k in SCHEMA: return SCHEMA[k].default
+        raise _unknown_key(k)
     def get(self, k, default=None): return self.values.get(k, default)
     def to_dict(self) -> dict: return {'profile': self.profile, **self.values}
     def __repr__(self): return f"Config(profile={self.profile!r}, {len(self.values)} keys)"
@@ -302,8 +344,9 @@ def load_config(profile:str|None=None, # profile section of settings.ini; defaul
                 env:dict|None=None, # environment (default `os.environ`)
                 path:str|Path|None=None, # settings.ini to read (default the repo's)
                ) -> Config:
-    "Defaults < profile < `COVE_*` environment variables < overrides."
+    "Defaults < profile < `COVE_*` environment variables < overrides, for every key cove and the loaded plugins declare."
     env = os.environ if env is None else env
+    load_plugins(env=env)   # the keys plugins declare (entry points, `$COVE_PLUGINS`) are settable too
     profile = profile or env.get('COVE_PROFILE') or 'cpu'
     cp = read_profiles(path)
     if profile not in cp: raise ConfigError(f"unknown profile {profile!r}; settings.ini has {cp.sections()}")
@@ -320,5 +363,5 @@ def load_config(profile:str|None=None, # profile section of settings.ini; defaul
 # %% ../nbs/01_config.ipynb #706898e0
 def describe(cfg:Config) -> str:
     "A plain-text table of every key: value, source, meaning."
-    rows = [f"{k:24} {str(cfg[k]):22} {cfg.sources[k]:20} {SCHEMA[k].doc}" for k in SCHEMA]
+    rows = [f"{k:24} {str(cfg[k]):22} {cfg.sources.get(k, 'default'):20} {SCHEMA[k].doc}" for k in SCHEMA]
     return f"profile: {cfg.profile}\n" + '\n'.join(rows)
