@@ -39,7 +39,7 @@ def test_param_problems_finds_what_papermill_drops(tmp_path):
     assert not any(p.startswith('e') for p in probs) and len(probs) == 5
 
 def test_makefile_targets_every_notebook():
-    "`make experiment-<name-with-dashes>` runs nbs/experiments/<name>.ipynb; the README's old names still work."
+    "`make experiment-<name-with-dashes>` runs nbs/experiments/<name>.ipynb; the old name `experiment-table2` still works (docs/experiments.md)."
     def dry(t, *a): return subprocess.run(['make', '-n', t, *a], cwd=ROOT, capture_output=True, text=True)
     for p in report.notebooks():
         r = dry('experiment-' + p.stem.replace('_', '-'), 'ARGS=-p seed 3')
