@@ -130,15 +130,18 @@ def parse_spec(spec:str) -> tuple[str, str]:
     return fam, (src or 'embedded')
 
 # %% ../../nbs/05_tasks.ipynb #87b41ba6
+from ..plugins import load_plugins, plugins_note
+
 def _import_families():
-    "Import the family modules so that they register themselves (missing modules are skipped)."
+    "Import the family modules so that they register themselves (missing modules are skipped), and the plugins (`cove.plugins`)."
     import_optional('cove.tasks', ('tableqa', 'multihop', 'math', 'code', 'formal'))
+    load_plugins()   # entry points (once) and `$COVE_PLUGINS`: a researcher's own families register themselves too
 
 def env_class(spec:str) -> type:
     "The `Environment` class registered for `family[:source]`."
     _import_families()
     fam, src = parse_spec(spec)
-    if fam not in FAMILIES: raise ValueError(f"unknown task family {fam!r}; known: {sorted(FAMILIES)}")
+    if fam not in FAMILIES: raise ValueError(f"unknown task family {fam!r}; known: {sorted(FAMILIES)}{plugins_note()}")
     if src == 'embedded' and src not in FAMILIES[fam] and len(FAMILIES[fam]) == 1: src = next(iter(FAMILIES[fam]))  # e.g. formal -> minif2f
     if src not in FAMILIES[fam]: raise ValueError(f"unknown source {src!r} for {fam}; known: {sorted(FAMILIES[fam])}")
     return FAMILIES[fam][src]
