@@ -13,6 +13,7 @@ from fastcore.basics import patch
 from .core import append_jsonl, read_jsonl, get_logger, Feedback, import_optional, wilson, EpisodeKeys, write_atomic, CorruptFile
 from .core import open_regular, read_regular
 from .config import Config, load_config, SCHEMA
+from .plugins import load_plugins, loaded_plugins, plugins_note
 from .tasks.base import make_env, parse_spec, Environment
 from .agent import HarnessAgent, replay_reference, EpisodeResult
 
@@ -22,9 +23,9 @@ __all__ = ['METHODS', 'MAX_EPISODES', 'RESULT_NEUTRAL', 'INFRA_PREFIX', 'CPU_FLA
            'summarise', 'run_metrics', 'one_line', 'read_json', 'state_fix', 'adapter_fix', 'adapter_problem',
            'check_state', 'set_aside', 'set_aside_log', 'note_fresh', 'check_backend', 'check_out', 'check_spec',
            'RunLocked', 'lock_holder', 'RunLock', 'running_pid', 'write_json', 'Run', 'config_diff', 'run_diff',
-           'foreign_records', 'replay_infra_tail', 'load_policy', 'cpu_info', 'runtime_info', 'episode_records_of',
-           'check_records', 'check_config', 'sqlite_problem', 'check_stores', 'record_keys', 'applied_agrees',
-           'check_method_state', 'odd_files', 'check_one', 'check_run']
+           'foreign_records', 'fresh_start', 'replay_infra_tail', 'load_policy', 'cpu_info', 'runtime_info',
+           'episode_records_of', 'check_records', 'check_config', 'sqlite_problem', 'check_stores', 'record_keys',
+           'applied_agrees', 'check_method_state', 'odd_files', 'check_one', 'check_run']
 
 # %% ../nbs/08_run.ipynb #a9aeb9eb
 @dataclass
@@ -47,11 +48,10 @@ def parse_tasks(s:str|list[str]) -> list[str]:
 
 # %% ../nbs/08_run.ipynb #e74b8f15
 def _env_kwargs(cls, cfg:Config) -> dict:
-    "Constructor arguments an environment accepts from the config: its data folder, and `<family>.difficulty` for an embedded generator."
+    "Constructor arguments an environment accepts from the config: its data folder, and each declared `<family>.<param>` key (`tableqa.difficulty`, a plugin's `units.difficulty`)."
     ps, kw = inspect.signature(cls).parameters, {}
     if 'data_dir' in ps: kw['data_dir'] = cfg.path('data.dir')
-    if 'difficulty' in ps and f'{cls.family}.difficulty' in SCHEMA: kw['difficulty'] = cfg[f'{cls.family}.difficulty']
-    return kw
+    return kw | {p: cfg[f'{cls.family}.{p}'] for p in ps if f'{cls.family}.{p}' in SCHEMA}
 
 # %% ../nbs/08_run.ipynb #b2db16ef
 def open_envs(specs:list[str], cfg:Config) -> dict[str, Environment]:
@@ -110,8 +110,9 @@ def register_method(name:str):
     return deco
 
 def _import_methods():
-    "Import the modules that register methods beyond `base` and `oracle` (missing ones are skipped)."
+    "Import the modules that register methods beyond `base` and `oracle` (missing ones are skipped), and the plugins (`cove.plugins`)."
     import_optional('cove', ('workflow', 'memrl', 'coevo', 'evolver', 'baselines'))
+    load_plugins()   # entry points (once) and `$COVE_PLUGINS`: a researcher's own methods register themselves too
 
 # %% ../nbs/08_run.ipynb #f41a5b47
 class Method:
@@ -339,7 +340,7 @@ def check_out(out:str|Path) -> Path:
 def check_spec(spec:RunSpec, cfg:Config) -> dict[str, Environment]:
     "Check `spec` and the config keys the run loop reads (a one-line `ValueError` else); returns an environment per family."
     _import_methods()
-    if spec.method not in METHODS: raise ValueError(f"unknown method {spec.method!r}; known: {sorted(METHODS)}")
+    if spec.method not in METHODS: raise ValueError(f"unknown method {spec.method!r}; known: {sorted(METHODS)}{plugins_note()}")
     if isinstance(spec.episodes, bool) or not isinstance(spec.episodes, int) or spec.episodes < 1:
         raise ValueError(f"episodes per family must be a whole number >= 1, not {spec.episodes!r}")
     if spec.episodes > MAX_EPISODES: raise ValueError(f"episodes per family must be <= {MAX_EPISODES}, not {spec.episodes}")
@@ -456,15 +457,25 @@ def _check_config(self:Run, write:bool=False):
     if write and fresh:
         from cove import __version__
         write_json(p, dict(spec=self.spec.key(), profile=self.cfg.profile, config=self.cfg.values, sources=self.cfg.sources,
-                           runtime=runtime_info(self.cfg), cove_version=__version__, started=time.strftime('%Y-%m-%dT%H:%M:%S')))
+                           runtime=runtime_info(self.cfg), cove_version=__version__, plugins=loaded_plugins(),
+                           started=time.strftime('%Y-%m-%dT%H:%M:%S')))
+
+# %% ../nbs/08_run.ipynb #9db11cbf
+def fresh_start(policy):
+    "`policy` on its base weights (no adapter active) with a new token ledger, as every `Run.execute` starts; None stays None."
+    if policy is None: return None
+    from cove.llm import TokenLedger   # (not at import: `cove check` stays light)
+    if getattr(policy, 'adapters', None): policy.set_adapter(None)
+    policy.ledger = TokenLedger()
+    return policy
 
 # %% ../nbs/08_run.ipynb #c648ea22
 @patch
 def execute(self:Run, policy=None, progress:bool=True) -> dict:
-    "Play the unfinished part of the stream, holding the folder's lock (`RunLocked` if another process has it); return the metrics."
+    "Play the unfinished part of the stream, holding the folder's lock (`RunLocked` if another process has it), from `fresh_start(policy)`; return the metrics."
     with RunLock(self.out):
         self._check_config(write=True)   # again under the lock: another run may have taken the folder since `__init__`
-        return self._play(policy, progress)
+        return self._play(fresh_start(policy), progress)
 
 # %% ../nbs/08_run.ipynb #203542d2
 @patch
@@ -723,10 +734,19 @@ def applied_agrees(applied, recs:list[dict], slack:int, since:int=0) -> tuple[bo
     return not why, '; '.join(why) or f"{len(keys)} applied, agreeing with the {len(have)} records{note}"
 
 # %% ../nbs/08_run.ipynb #a53d69a3
+def _not_loaded(meth, conf:dict) -> tuple:
+    "The item for a run whose method is not registered in this process: its state is not checked, and the check says so."
+    rec = conf.get('plugins') if isinstance(conf.get('plugins'), list) else []
+    rec = [p for p in rec if isinstance(p, str) and re.fullmatch(r'[\w.]{1,100}', p)][:5]
+    hint = f"--plugin {','.join(rec)}: the run had it loaded" if rec else '--plugin MODULE'
+    return ('state', False, f"state not checked: method {str(meth)[:60]} not loaded (use {hint})")
+
 def check_method_state(d:Path, conf:dict, recs:list[dict]) -> list[tuple]:
     "Items for the method's JSON state file: it parses, is this method's, agrees with the records, and the adapter it names exists."
     meth, slack = conf['spec']['method'], max(1, conf.get('config', {}).get('model.batch_size', 1))
-    _import_methods(); sf = getattr(METHODS.get(meth), 'state_file', None)
+    _import_methods()
+    if not isinstance(meth, str) or meth not in METHODS: return [_not_loaded(meth, conf)]   # never skipped in silence
+    sf = METHODS[meth].state_file
     if not sf: return []
     items = []
     played = [r for r in recs if not str(r.get('message', '')).startswith('unavailable:')]
