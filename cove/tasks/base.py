@@ -133,7 +133,7 @@ def parse_spec(spec:str) -> tuple[str, str]:
 from ..plugins import load_plugins, plugins_note
 
 def _import_families():
-    "Import the family modules so that they register themselves (missing modules are skipped), and the plugins (`cove.plugins`)."
+    "Import the family modules so that they register themselves (missing ones are skipped), then the plugins."
     import_optional('cove.tasks', ('tableqa', 'multihop', 'math', 'code', 'formal'))
     load_plugins()   # entry points (once) and `$COVE_PLUGINS`: a researcher's own families register themselves too
 
