@@ -7,17 +7,25 @@ from __future__ import annotations
 import argparse, contextlib, json, os, platform, signal, sys, time
 from pathlib import Path
 from .config import load_config, describe, ConfigError
+from .plugins import load_plugins
 
 # %% auto #0
 __all__ = ['build_parser', 'config_from', 'info', 'cmd_run', 'cmd_bench', 'cmd_demo', 'format_check', 'cmd_check',
            'write_failed_message', 'main']
 
 # %% ../nbs/90_cli.ipynb #8677b15a
+def _plugin_option(p):
+    "`--plugin MODULE`, repeatable or a comma list: modules of your own imported first (`cove.plugins`)."
+    p.add_argument('--plugin', dest='plugins', action='append', default=[], metavar='MODULE',
+                   help='import MODULE first: its task families, methods and config keys '
+                        '(repeatable or a comma list; also $COVE_PLUGINS)')
+
 def _common(p):
-    "The profile options every subcommand takes: `--profile`, `--model`, `--set`."
+    "The profile options every subcommand takes: `--profile`, `--model`, `--set`, and `--plugin`."
     p.add_argument('--profile', default=None, help='settings.ini profile (default $COVE_PROFILE or cpu)')
     p.add_argument('--model', default=None, help='policy model (same as --set model.name=M)')
     p.add_argument('--set', dest='sets', action='append', default=[], metavar='SECTION.KEY=VALUE', help='override a config key (repeatable)')
+    _plugin_option(p)
 
 # %% ../nbs/90_cli.ipynb #9c520da6
 def _add_run(sub):
@@ -54,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_demo(sub)
     p = sub.add_parser('check', help='check a run folder (or an experiment folder of them): records, config, metrics, stores, adapters, state')
     p.add_argument('dirs', nargs='+', metavar='DIR', help='run folder, or a folder holding run folders')
+    _plugin_option(p)   # a plugin method's state is checked only with its method loaded
     return ap
 
 # %% ../nbs/90_cli.ipynb #8d2ba9fd
@@ -153,7 +162,8 @@ def _aside_hint(e, args) -> str:
 
 # %% ../nbs/90_cli.ipynb #1ee4b12d
 def _dispatch(args) -> int:
-    "Run subcommand `args.cmd`; its exit status."
+    "Run subcommand `args.cmd` once the plugins are loaded (`--plugin`, `$COVE_PLUGINS`, entry points); its status."
+    load_plugins(args.plugins, via='--plugin')   # before the config: a plugin's keys are settable with --set
     if args.cmd == 'info':
         cfg = config_from(args)
         print(describe(cfg) if args.config else json.dumps(info(cfg), indent=2)); return 0

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 from fastcore.basics import patch
 from .core import repo_root
-from .plugins import load_plugins
+from .plugins import load_plugins, plugins_note
 
 # %% auto #0
 __all__ = ['SCHEMA', 'RANGES', 'Key', 'ConfigError', 'check_range', 'coerce', 'declare_key', 'env_name', 'parse_sets',
@@ -198,10 +198,14 @@ class ConfigError(ValueError):
     "An unknown key or a value of the wrong type."
 
 def _unknown_key(key:str) -> ConfigError:
-    "The error for an undeclared `key`, suggesting the keys it was likely meant to be."
+    "The error for an undeclared `key`, suggesting the keys it was likely meant to be (or plugins, for a new section)."
     import difflib
     near = [k for k in SCHEMA if k.lower() == key.lower()] or difflib.get_close_matches(key, SCHEMA, n=3)
-    return ConfigError(f"unknown config key {key!r}" + (f"; did you mean {' or '.join(near)}?" if near else f"; known keys: {sorted(SCHEMA)}"))
+    msg = f"unknown config key {key!r}" + (f"; did you mean {' or '.join(near)}?" if near else
+                                           f"; known keys: {sorted(SCHEMA)}")
+    if str(key).split('.')[0] not in {k.split('.')[0] for k in SCHEMA}:
+        msg += plugins_note()   # a section no key has: a plugin's key, perhaps
+    return ConfigError(msg)
 
 # %% ../nbs/01_config.ipynb #3561ab54
 _TRUE, _FALSE = {'1', 'true', 'yes', 'on'}, {'0', 'false', 'no', 'off'}
@@ -264,7 +268,7 @@ def _range_of(name:str, rng) -> tuple|None:
     r = tuple(rng) if isinstance(rng, (tuple, list)) else ()
     num = lambda b: b is None or (isinstance(b, (int, float)) and not isinstance(b, bool))
     if len(r) not in (2, 3) or not all(map(num, r[:2])):
-        raise ConfigError(f"config key {name}: range must be (lo, hi) or (lo, hi, closed) with numbers or None, not {rng!r}")
+        raise ConfigError(f"config key {name}: range must be (lo, hi) or (lo, hi, closed), of numbers or None: {rng!r}")
     return (r[0], r[1], bool(r[2]) if len(r) == 3 else True)
 
 # %% ../nbs/01_config.ipynb #5968661d
@@ -273,18 +277,22 @@ def declare_key(name:str, # `section.key`, e.g. `units.difficulty`
                 default:Any, # the value when nothing sets it, checked like any other
                 doc:str, # one line, for `cove info --config`
                 choices:tuple|None=None, # the allowed values, when they are a list
-                range:tuple|None=None, # `(lo, hi)` or `(lo, hi, closed)`, None for no bound; None: a number must be >= 0
+                range:tuple|None=None, # `(lo, hi)` or `(lo, hi, closed)`, a None bound: none; None: numbers >= 0
                ) -> Key:
-    "Declare config key `name` (a plugin's, or cove's own): `SCHEMA` and `RANGES` hold it; a one-line `ConfigError` if it is bad."
-    if not isinstance(name, str) or not _NAME.fullmatch(name): raise ConfigError(f"config key {name!r}: must be section.key, e.g. units.difficulty")
-    if type not in (int, float, str, bool): raise ConfigError(f"config key {name}: type must be int, float, str or bool, not {type!r}")
-    rng = _range_of(name, range)
-    try: k = Key(name, type, _typed(Key(name, type, default, doc), default), str(doc), tuple(choices) if choices is not None else None)
-    except ValueError as e: raise ConfigError(f"config key {name}: default {default!r}: expected {type.__name__} ({e})") from None
+    "Declare config key `name` (a plugin's, or cove's own) in `SCHEMA` and `RANGES`; a one-line `ConfigError` if bad."
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ConfigError(f"config key {name!r}: must be section.key, e.g. units.difficulty")
+    if type not in (int, float, str, bool):
+        raise ConfigError(f"config key {name}: type must be int, float, str or bool, not {type!r}")
+    rng, opts = _range_of(name, range), tuple(choices) if choices is not None else None
+    try: k = Key(name, type, _typed(Key(name, type, default, doc), default), str(doc), opts)
+    except ValueError as e:
+        raise ConfigError(f"config key {name}: default {default!r}: expected {type.__name__} ({e})") from None
     if name in SCHEMA:
-        if SCHEMA[name] == k and RANGES.get(name) == rng: return SCHEMA[name]   # the same again: a module imported twice
+        if SCHEMA[name] == k and RANGES.get(name) == rng: return SCHEMA[name]   # the same again: imported twice
         raise ConfigError(f"config key {name} is declared already ({SCHEMA[name].doc[:60]}); give yours another name")
-    if k.choices and k.default not in k.choices: raise ConfigError(f"config key {name}: default {k.default!r} is not one of {k.choices}")
+    if k.choices and k.default not in k.choices:
+        raise ConfigError(f"config key {name}: default {k.default!r} is not one of {k.choices}")
     if rng: RANGES[name] = rng
     try: check_range(name, k.default)
     except ConfigError as e:
@@ -344,7 +352,7 @@ def load_config(profile:str|None=None, # profile section of settings.ini; defaul
                 env:dict|None=None, # environment (default `os.environ`)
                 path:str|Path|None=None, # settings.ini to read (default the repo's)
                ) -> Config:
-    "Defaults < profile < `COVE_*` environment variables < overrides, for every key cove and the loaded plugins declare."
+    "Defaults < profile < `COVE_*` environment variables < overrides, for the keys of cove and of the loaded plugins."
     env = os.environ if env is None else env
     load_plugins(env=env)   # the keys plugins declare (entry points, `$COVE_PLUGINS`) are settable too
     profile = profile or env.get('COVE_PROFILE') or 'cpu'

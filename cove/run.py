@@ -48,7 +48,7 @@ def parse_tasks(s:str|list[str]) -> list[str]:
 
 # %% ../nbs/08_run.ipynb #e74b8f15
 def _env_kwargs(cls, cfg:Config) -> dict:
-    "Constructor arguments an environment accepts from the config: its data folder, and each declared `<family>.<param>` key (`tableqa.difficulty`, a plugin's `units.difficulty`)."
+    "An environment's constructor arguments from the config: its data folder, each declared `<family>.<param>` key."
     ps, kw = inspect.signature(cls).parameters, {}
     if 'data_dir' in ps: kw['data_dir'] = cfg.path('data.dir')
     return kw | {p: cfg[f'{cls.family}.{p}'] for p in ps if f'{cls.family}.{p}' in SCHEMA}
@@ -110,7 +110,7 @@ def register_method(name:str):
     return deco
 
 def _import_methods():
-    "Import the modules that register methods beyond `base` and `oracle` (missing ones are skipped), and the plugins (`cove.plugins`)."
+    "Import the modules that register methods beyond `base` and `oracle` (missing ones are skipped), then the plugins."
     import_optional('cove', ('workflow', 'memrl', 'coevo', 'evolver', 'baselines'))
     load_plugins()   # entry points (once) and `$COVE_PLUGINS`: a researcher's own methods register themselves too
 
@@ -340,7 +340,8 @@ def check_out(out:str|Path) -> Path:
 def check_spec(spec:RunSpec, cfg:Config) -> dict[str, Environment]:
     "Check `spec` and the config keys the run loop reads (a one-line `ValueError` else); returns an environment per family."
     _import_methods()
-    if spec.method not in METHODS: raise ValueError(f"unknown method {spec.method!r}; known: {sorted(METHODS)}{plugins_note()}")
+    if spec.method not in METHODS:
+        raise ValueError(f"unknown method {spec.method!r}; known: {sorted(METHODS)}{plugins_note()}")
     if isinstance(spec.episodes, bool) or not isinstance(spec.episodes, int) or spec.episodes < 1:
         raise ValueError(f"episodes per family must be a whole number >= 1, not {spec.episodes!r}")
     if spec.episodes > MAX_EPISODES: raise ValueError(f"episodes per family must be <= {MAX_EPISODES}, not {spec.episodes}")
@@ -462,7 +463,7 @@ def _check_config(self:Run, write:bool=False):
 
 # %% ../nbs/08_run.ipynb #9db11cbf
 def fresh_start(policy):
-    "`policy` on its base weights (no adapter active) with a new token ledger, as every `Run.execute` starts; None stays None."
+    "`policy` on its base weights (no adapter active), with a new token ledger: how every `Run.execute` starts."
     if policy is None: return None
     from cove.llm import TokenLedger   # (not at import: `cove check` stays light)
     if getattr(policy, 'adapters', None): policy.set_adapter(None)
@@ -472,7 +473,7 @@ def fresh_start(policy):
 # %% ../nbs/08_run.ipynb #c648ea22
 @patch
 def execute(self:Run, policy=None, progress:bool=True) -> dict:
-    "Play the unfinished part of the stream, holding the folder's lock (`RunLocked` if another process has it), from `fresh_start(policy)`; return the metrics."
+    "Play the unfinished part of the stream from `fresh_start(policy)`, holding the folder's lock (else `RunLocked`)."
     with RunLock(self.out):
         self._check_config(write=True)   # again under the lock: another run may have taken the folder since `__init__`
         return self._play(fresh_start(policy), progress)
@@ -735,7 +736,7 @@ def applied_agrees(applied, recs:list[dict], slack:int, since:int=0) -> tuple[bo
 
 # %% ../nbs/08_run.ipynb #a53d69a3
 def _not_loaded(meth, conf:dict) -> tuple:
-    "The item for a run whose method is not registered in this process: its state is not checked, and the check says so."
+    "The item of a run whose method is not registered here: its state is not checked, and the check says so."
     rec = conf.get('plugins') if isinstance(conf.get('plugins'), list) else []
     rec = [p for p in rec if isinstance(p, str) and re.fullmatch(r'[\w.]{1,100}', p)][:5]
     hint = f"--plugin {','.join(rec)}: the run had it loaded" if rec else '--plugin MODULE'
