@@ -12,24 +12,46 @@ from typing import Any
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['STATUSES', 'ROLES', 'DISK_FULL', 'SQLITE_FULL', 'SQLITE_IOERR', 'Feedback', 'redact_expected', 'Task', 'msg',
-           'repo_root', 'CorruptFile', 'WriteFailed', 'InfraError', 'writing', 'write_all', 'NotRegularFile',
-           'open_regular', 'read_regular', 'write_failure', 'write_atomic', 'get_logger', 'repair_tail', 'append_jsonl',
-           'read_jsonl', 'task_key', 'EpisodeKeys', 'write_tx', 'import_optional', 'wilson', 'rate_ci']
+__all__ = ['FEEDBACK_KINDS', 'STATUSES', 'ROLES', 'DISK_FULL', 'SQLITE_FULL', 'SQLITE_IOERR', 'Feedback', 'redact_expected',
+           'Task', 'msg', 'repo_root', 'CorruptFile', 'WriteFailed', 'InfraError', 'writing', 'write_all',
+           'NotRegularFile', 'open_regular', 'read_regular', 'write_failure', 'write_atomic', 'get_logger',
+           'repair_tail', 'append_jsonl', 'read_jsonl', 'task_key', 'EpisodeKeys', 'write_tx', 'import_optional',
+           'wilson', 'rate_ci']
+
+# %% ../nbs/00_core.ipynb #24c123c3
+FEEDBACK_KINDS = {   # what went wrong, in one word a method can act on: kind -> its meaning
+    'ok': "the answer was accepted (the kind of every `success`, and of nothing else)",
+    'no_answer': "the episode ended with no reply to check (no turn was played)",
+    'format': "a reply came, but no answer could be read from it (no `Answer:` line, no number, no code block)",
+    'wrong_answer': "an answer was read, and it is wrong",
+    'tool_error': "a tool call named a tool that the task's current tool surface lacks",
+    'test_failed': "the program ran, and some of its tests failed",
+    'runtime_error': "the program crashed, did not compile, or ran out of memory",
+    'timeout': "the check ran out of time",
+    'proof_error': "the checker rejected the proof (an error, `sorry`, a banned construct, a non-standard axiom)",
+    'env_error': "the family's own code failed (reset, step, the evaluator, the verifier): not the agent's fault",
+    'unavailable': "the family cannot run on this machine (no data, no verifier): the episode was not played",
+}
 
 # %% ../nbs/00_core.ipynb #427cb844
 STATUSES = ('success', 'failure', 'error', 'timeout')
+_KIND_OF_STATUS = {'success': 'ok', 'timeout': 'timeout'}   # the kind a `Feedback` built without one takes
 
 @dataclass(frozen=True)
 class Feedback:
-    "Execution feedback `(status, score, message)` returned by every evaluator."
+    "Execution feedback `(status, score, message, kind)` returned by every evaluator."
     status: str  # one of `STATUSES`
     score: float # task score in [0, 1]
-    message: str = ''  # short diagnostic the router reads
+    message: str = ''  # short diagnostic for people, judges and the router's prompt: never parsed by a method
+    kind: str|None = None  # one of `FEEDBACK_KINDS`, '' when not classified; None: by the status
 
     def __post_init__(self):
         if self.status not in STATUSES: raise ValueError(f"status {self.status!r} not in {STATUSES}")
         if not 0.0 <= float(self.score) <= 1.0: raise ValueError(f"score {self.score!r} outside [0, 1]")
+        if self.kind is None: object.__setattr__(self, 'kind', _KIND_OF_STATUS.get(self.status, ''))
+        if self.kind not in ('', *FEEDBACK_KINDS): raise ValueError(f"kind {self.kind!r} not in {list(FEEDBACK_KINDS)}")
+        if (self.kind == 'ok') != self.success:
+            raise ValueError(f"kind 'ok' goes with status 'success' only, not {self.status!r} with {self.kind!r}")
 
     @property
     def success(self) -> bool: return self.status == 'success'
