@@ -124,7 +124,7 @@ def record(self:EpisodeResult) -> dict:
     t = self.task
     return dict(task_id=t.id, family=t.family, split=t.split, status=self.feedback.status,
                 success=self.success, score=self.feedback.score, message=self.feedback.message,
-                prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
+                kind=self.feedback.kind, prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
                 retrieved=self.retrieved, examples=self.examples, api_correct=self.state.api_correct, turns=self.turns,
                 answer=self.state.answer, elapsed_s=round(self.elapsed_s, 3), trace=self.messages)
 
@@ -201,10 +201,10 @@ def _play_turn(self:HarnessAgent, live:list[dict]) -> bool:
 
 # %% ../nbs/06_agent.ipynb #cc147867
 def _result(e:dict, dt:float) -> EpisodeResult:
-    "The `EpisodeResult` of finished episode `e`: its error as `error` feedback, else the environment's evaluation."
-    fb = Feedback('error', 0.0, e['err'][:500]) if e['err'] else None
+    "The `EpisodeResult` of finished episode `e`: its error as `env_error` feedback, else the family's evaluation."
+    fb = Feedback('error', 0.0, e['err'][:500], 'env_error') if e['err'] else None
     if fb is None: fb, err = _safe(e['env'].evaluate, e['state'])
-    if fb is None: fb = Feedback('error', 0.0, f"evaluator error: {err}"[:500])
+    if fb is None: fb = Feedback('error', 0.0, f"evaluator error: {err}"[:500], 'env_error')
     return EpisodeResult(e['task'], e['state'], fb, e['messages'], e['pt'], e['ct'], e['ids'], e['turns'], dt, e['ex'])
 
 # %% ../nbs/06_agent.ipynb #f6c5dfa4
@@ -228,8 +228,8 @@ def replay_reference(env:Environment, task:Task) -> EpisodeResult:
     t0 = time.time()
     st, msgs, err = reference_turns(env, task)
     turns = sum(m['role'] == 'assistant' for m in msgs)
-    if st is None: return EpisodeResult(task, EpisodeState(task), Feedback('error', 0.0, err[:500]))
-    if err: return EpisodeResult(task, st, Feedback('error', 0.0, err[:500]), msgs, turns=turns)
+    if st is None: return EpisodeResult(task, EpisodeState(task), Feedback('error', 0.0, err[:500], 'env_error'))
+    if err: return EpisodeResult(task, st, Feedback('error', 0.0, err[:500], 'env_error'), msgs, turns=turns)
     fb, err = _safe(env.evaluate, st)
-    fb = fb or Feedback('error', 0.0, f"evaluator error: {err}"[:500])
+    fb = fb or Feedback('error', 0.0, f"evaluator error: {err}"[:500], 'env_error')
     return EpisodeResult(task, st, fb, msgs, turns=turns, elapsed_s=time.time()-t0)

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import json, re, time
 from collections import Counter
-from dataclasses import dataclass, field, asdict
+from dataclasses import dataclass, field, asdict, replace
 from pathlib import Path
 from fastcore.basics import patch
 from .core import Feedback, Task, msg, get_logger, read_jsonl, redact_expected
@@ -17,9 +17,9 @@ from .tasks.base import Environment, EpisodeState, parse_answer
 # %% auto #0
 __all__ = ['FUNCTION_WORDS', 'SUMMARY_SYSTEM', 'SC_FAMILIES', 'SC_EXAMPLES', 'SC_EXAMPLE_CONTEXT', 'SC_ASK', 'squash',
            'task_gist', 'clean_summary', 'trace_digest', 'experience_text', 'ExperienceMemory', 'summary_messages',
-           'EvoMemory', 'GeneratedTask', 'parse_generated', 'run_verification', 'validate_task', 'challenger_system',
-           'seed_context', 'challenger_messages', 'solver_task', 'VerifiedEnv', 'solve_generated', 'SelfChallenging',
-           'round_summary']
+           'EvoMemory', 'GeneratedTask', 'parse_generated', 'verification_feedback', 'run_verification',
+           'validate_task', 'challenger_system', 'seed_context', 'challenger_messages', 'solver_task', 'VerifiedEnv',
+           'solve_generated', 'SelfChallenging', 'round_summary']
 
 # %% ../nbs/17_baselines.ipynb #1fdb4815
 _log = get_logger('baselines')
@@ -260,20 +260,28 @@ _ANSWER_CHECK = ("def check(candidate):\n"
                  "    assert (returned := candidate({answer!r})) == True, 'returned ' + repr(returned)[:80]\n")
 
 # %% ../nbs/17_baselines.ipynb #9ced48d2
-def run_verification(g:GeneratedTask, candidate:str|None, timeout:float=5.0) -> tuple[bool, str]:
-    "`(accepted, detail)` of `candidate` under `g`'s verification code, decided where no model-written code runs."
+def verification_feedback(g:GeneratedTask, candidate:str|None, timeout:float=5.0) -> Feedback:
+    "The `Feedback` of `candidate` under `g`'s verification code, decided where no model-written code runs."
     from cove.tasks.code import run_split, split_feedback, _unit_tally
-    if candidate is None: return False, 'no answer'
-    if g.family == 'code': run = run_split('', candidate, g.verify, g.entry_point, timeout)   # the challenger's check
+    if candidate is None: return Feedback('failure', 0.0, 'no answer', 'no_answer')
+    code = g.family == 'code'
+    if code: run = run_split('', candidate, g.verify, g.entry_point, timeout)   # the challenger's check
     else: run = run_split('', g.verify, _ANSWER_CHECK.format(answer=candidate), 'verify', timeout)   # a fixed check
     fb = split_feedback(run, timeout, 512)
-    if fb.success: return True, 'accepted'
-    if fb.status == 'timeout': return False, f'timeout after {timeout} s'
+    if fb.success: return Feedback('success', 1.0, 'accepted')
+    if fb.status == 'timeout': return Feedback('timeout', 0.0, f'timeout after {timeout} s')
     fails = _unit_tally(run.tests.report)[2]
     err = fails[0]['error'] if fails else ''
-    if g.family != 'code' and err.startswith('AssertionError: returned '): return False, f"rejected ({err[16:]})"
-    if g.family != 'code' and err: return False, f'error: {err}'[:200]   # verify raised
-    return False, (f'rejected ({fb.message})' if fb.status == 'failure' else f'error: {fb.message}')[:200]
+    no = lambda why, kind: Feedback('failure', 0.0, why, kind)
+    if not code and err.startswith('AssertionError: returned '): return no(f"rejected ({err[16:]})", 'wrong_answer')
+    if not code and err: return no(f'error: {err}'[:200], 'wrong_answer')   # verify raised on the answer
+    if fb.status == 'failure': return no(f'rejected ({fb.message})'[:200], 'test_failed' if code else 'wrong_answer')
+    return no(f'error: {fb.message}'[:200], 'runtime_error' if code else 'env_error')   # the program or check crashed
+
+def run_verification(g:GeneratedTask, candidate:str|None, timeout:float=5.0) -> tuple[bool, str]:
+    "`(accepted, detail)` of `candidate` under `g`'s verification code (`verification_feedback`)."
+    fb = verification_feedback(g, candidate, timeout)
+    return fb.success, fb.message
 
 # %% ../nbs/17_baselines.ipynb #d02515ab
 def validate_task(g:GeneratedTask, timeout:float=5.0) -> tuple[bool, str, list[dict]]:
@@ -369,9 +377,9 @@ class VerifiedEnv(Environment):
         from cove.tasks.code import extract_code
         st.actions.append(action); st.answer = extract_code(action, st.task.payload['entry_point']); st.done = True
     def evaluate(self, st):
-        if st.answer is None: return Feedback('failure', 0.0, 'format: no answer')
-        ok, detail = run_verification(self.gens[st.task.id], st.answer, self.timeout)
-        return Feedback('success', 1.0, 'verified') if ok else Feedback('timeout' if detail.startswith('timeout') else 'failure', 0.0, f'verification: {detail}')
+        if st.answer is None: return Feedback('failure', 0.0, 'format: no answer', 'format')
+        fb = verification_feedback(self.gens[st.task.id], st.answer, self.timeout)
+        return Feedback('success', 1.0, 'verified') if fb.success else replace(fb, message=f'verification: {fb.message}')
 
 # %% ../nbs/17_baselines.ipynb #21367bdf
 def solve_generated(policy, env, gens:list, attempts:int=2, max_new_tokens:int=96, temperature:float=0.7,

@@ -447,10 +447,11 @@ def _take_turn(self:EvolverAgent, env, e:dict, g, turn:int):
 @patch
 def _finish(self:EvolverAgent, env, e:dict, dt:float, w_o:float=1.0, w_f:float=0.1) -> tuple[EpisodeResult, dict]:
     "Episode `e`'s result (the evaluator's feedback, or its error) and info (with format reward and reward)."
-    if e['err']: fb = Feedback('error', 0.0, e['err'][:500])
+    if e['err']: fb = Feedback('error', 0.0, e['err'][:500], 'env_error')
     else:
         try: fb = env.evaluate(e['state'])
-        except Exception as ex: fb = Feedback('error', 0.0, f"evaluator error: {type(ex).__name__}: {ex}"[:500])
+        except Exception as ex:   # the family's bug, not the agent's fault
+            fb = Feedback('error', 0.0, f"evaluator error: {type(ex).__name__}: {ex}"[:500], 'env_error')
     fmt = format_reward(_trajectory_text(e['messages']), self.exp_retrieve)
     info = dict(e['info'], format_reward=fmt, reward=evolver_reward(fb.success, fmt, w_o, w_f), answered=e['answered'])
     return EpisodeResult(e['task'], e['state'], fb, e['messages'], e['pt'], e['ct'], list(dict.fromkeys(e['used'])), e['turns'], dt), info
