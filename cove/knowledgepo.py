@@ -13,20 +13,21 @@ from .core import Task, get_logger, redact_expected, wilson
 from .store import Entry, KINDS, LABELS
 from .judge import Judge, JudgeParseError, few_shot
 from .agent import build_messages, EpisodeResult
+from .tasks.base import family_hints
 from .tasks.tableqa import OPS, Surface, rename, with_surface, find_calls, split_call, fmt_num
 
 # %% auto #0
 __all__ = ['ORIGINS', 'NO_CALL_HINT', 'FEEDBACK_HINTS', 'EXTRACT_PROMPTS', 'EXTRACTORS', 'VOLATILITY_PROMPT', 'LABEL_MODES',
            'VOLATILITY_SHOTS', 'VOLATILITY_CASES', 'KB_OPS', 'KB_OP_PROMPT', 'KB_OP_SHOTS', 'KB_OP_CASES', 'KPOStats',
            'Candidate', 'surface_names', 'symbol_spans', 'names_in', 'symbol_names', 'question_of', 'generalise',
-           'op_purpose', 'rule_candidates', 'uninformative', 'episode_text', 'judge_texts', 'judge_candidates',
-           'extract_candidates', 'volatility_prompt', 'label_candidate', 'label_candidates', 'volatility_agreement',
-           'kb_op_content', 'kb_op_prompt', 'KBOp', 'neighbour', 'update_kb', 'kb_op_agreement', 'revision_counts',
-           'promote_revised', 'rename_names', 'resurface', 'rename_volatile', 'legal_names', 'observed_names',
-           'RolloutPrompt', 'memory_aware_prompt', 'memory_aware_messages', 'called_names', 'recitation_violations',
-           'anti_recitation_reward', 'rename_trace', 'anti_recitation_sft', 'rename_rollout', 'memory_aware_rows',
-           'anti_recitation_grpo', 'had_utility', 'ab_deltas', 'ab_order', 'measure_utility', 'release', 'HeldoutEval',
-           'KnowledgePO']
+           'hint_for', 'op_purpose', 'rule_candidates', 'uninformative', 'episode_text', 'judge_texts',
+           'judge_candidates', 'extract_candidates', 'volatility_prompt', 'label_candidate', 'label_candidates',
+           'volatility_agreement', 'kb_op_content', 'kb_op_prompt', 'KBOp', 'neighbour', 'update_kb', 'kb_op_agreement',
+           'revision_counts', 'promote_revised', 'rename_names', 'resurface', 'rename_volatile', 'legal_names',
+           'observed_names', 'RolloutPrompt', 'memory_aware_prompt', 'memory_aware_messages', 'called_names',
+           'recitation_violations', 'anti_recitation_reward', 'rename_trace', 'anti_recitation_sft', 'rename_rollout',
+           'memory_aware_rows', 'anti_recitation_grpo', 'had_utility', 'ab_deltas', 'ab_order', 'measure_utility',
+           'release', 'HeldoutEval', 'KnowledgePO']
 
 # %% ../nbs/12_knowledgepo.ipynb #9d8e79e0
 @dataclass
@@ -156,19 +157,26 @@ def generalise(question:str, calls:list, surface:Surface) -> tuple[str, list[tup
     return q, steps
 
 # %% ../nbs/12_knowledgepo.ipynb #218b01ed
-NO_CALL_HINT = "Call a tool to read the table before answering: answers given without any tool call were wrong."
-FEEDBACK_HINTS = [  # (pattern searched in the feedback message, hint); all strategic
-    (r'unknown tool', "Call only the tools in the current tool list: tool names can change between versions, so never reuse a remembered tool name without checking the list."),
-    (r'^format:|no final answer|no answer within', "Finish with a final line 'Answer: <answer>' as soon as the answer is known; an attempt without that line scores zero."),
-    (r'^wrong answer', "Before answering, check that the result answers exactly what was asked (the right entity, column and condition) and copy the value exactly."),
-    (r'timeout|timed out', "Prefer a simple, efficient method: an attempt that runs out of time scores zero."),
-    (r'asserts? failed|tests? failed', "Check the solution against the given examples before submitting it."),
-    (r'Lean error|sorry', "Fix the first reported error before changing anything else in the proof."),
-]
+NO_CALL_HINT = "Call a tool before answering: answers given without any tool call were wrong."
+_FORMAT_HINT = ("Finish with the answer in the form the instructions ask for as soon as it is known; "
+                "an attempt whose answer cannot be read scores zero.")
+FEEDBACK_HINTS = {  # feedback kind -> strategic hint, family-neutral (a family's `hints` word them its own way)
+    'tool_error': "Call only the tools in the current tool list: tool names can change between versions, so never "
+                  "reuse a remembered tool name without checking the list.",
+    'format': _FORMAT_HINT, 'no_answer': _FORMAT_HINT,
+    'wrong_answer': "Before answering, check that the result answers exactly what was asked "
+                    "and copy the value exactly.",
+    'timeout': "Prefer a simple, efficient method: an attempt that runs out of time scores zero.",
+    'test_failed': "Check the solution against the given examples before submitting it.",
+    'proof_error': "Fix the first reported error before changing anything else in the proof.",
+}
+
+def hint_for(family:str, kind:str) -> str|None:
+    "The hint for a failure of `kind` (or 'no_tool_call') in `family`: its own wording, else the neutral one."
+    own = family_hints(family)
+    return own[kind] if kind in own else (FEEDBACK_HINTS | {'no_tool_call': NO_CALL_HINT}).get(kind)
 
 # %% ../nbs/12_knowledgepo.ipynb #831bf604
-_UNKNOWN = re.compile(r"unknown tool (['\"])(.*?)\1 — available tools \(surface v(\d+)\): (.+)$")
-
 def op_purpose(op:str) -> str:
     "What canonical operation `op` does, name-free: the first clause of its tool description."
     return re.split(r' \(|;', OPS[op].__doc__)[0]
@@ -185,12 +193,13 @@ def _cand(kind, content, proposed, task, surface) -> Candidate:
 def _clip(s:str, n:int=300) -> str: return s if len(s) <= n else s[:n].rstrip() + '…'
 
 def _tool_error_memory(task:Task, st, surface) -> list[Candidate]:
-    "A tool error: a volatile memory binding the current tool names (from the error message), with their signatures."
-    errs = [m for c in st.calls if not c.legal and (m := _UNKNOWN.search(c.result))]
-    if not (errs and surface): return []
-    bad, v, names = errs[-1].group(2), errs[-1].group(3), [n.strip() for n in errs[-1].group(4).split(',')]
-    usage = ', '.join(f"{n}({', '.join(_params(surface.canonical(n)))})" if surface.canonical(n) else n for n in names)
-    return [_cand('memory', f"Tool surface v{v}: the tools are {usage}. The name '{bad}' is not a tool on this surface.", 'volatile', task, surface)]
+    "A tool error: a volatile memory binding the current tool names (the task's surface), with their signatures."
+    bad = [c.name for c in st.calls if not c.legal]
+    if not (bad and surface): return []
+    usage = ', '.join(f"{n}({', '.join(_params(surface.canonical(n)))})" for n in surface_names(surface))
+    head = f"Tool surface v{surface.version}: the tools are {usage}."
+    text = head + f" The name '{bad[-1]}' is not a tool on this surface."
+    return [_cand('memory', text, 'volatile', task, surface)]
 
 # %% ../nbs/12_knowledgepo.ipynb #b8633693
 def _success_skills(task:Task, st, fb, surface) -> list[Candidate]:
@@ -209,11 +218,11 @@ def _success_skills(task:Task, st, fb, surface) -> list[Candidate]:
 
 # %% ../nbs/12_knowledgepo.ipynb #44ff72b4
 def _failure_hints(task:Task, st, fb, surface) -> list[Candidate]:
-    "A failure: the call-a-tool hint when a tool family's episode made no call, and the hint its feedback message picks."
+    "A failure: the call-a-tool hint when a tool family's episode made no call, and the hint of its feedback's kind."
     if fb.success: return []
-    out = [_cand('memory', NO_CALL_HINT, 'strategic', task, surface)] if surface and not st.calls else []
-    hint = next((h for p, h in FEEDBACK_HINTS if re.search(p, fb.message, re.I | re.M)), None)
-    return out + ([_cand('memory', hint, 'strategic', task, surface)] if hint else [])
+    hints = [hint_for(task.family, 'no_tool_call')] if surface and not st.calls else []
+    hints.append(hint_for(task.family, fb.kind))
+    return [_cand('memory', h, 'strategic', task, surface) for h in hints if h]
 
 # %% ../nbs/12_knowledgepo.ipynb #9a6aad66
 def rule_candidates(task:Task, result:EpisodeResult, max_candidates:int=2) -> list[Candidate]:

@@ -9,7 +9,7 @@ from cove.tasks.tableqa import EmbeddedTableQA, QTYPES, default_surface, rename,
 from cove.knowledgepo import (Candidate, KPOStats, KnowledgePO, names_in, rename_names, rule_candidates, extract_candidates,
                               label_candidate, update_kb, promote_revised, revision_counts, rename_volatile, memory_aware_prompt,
                               legal_names, observed_names, anti_recitation_reward, recitation_violations, called_names, release,
-                              had_utility, uninformative, FEEDBACK_HINTS, NO_CALL_HINT, surface_names)
+                              had_utility, uninformative, FEEDBACK_HINTS, surface_names)
 
 ENV = EmbeddedTableQA()
 TASKS = ENV.tasks('same', n=12, seed=1)
@@ -62,10 +62,11 @@ def test_rule_candidates_failures():
     st, fb = replay(ENV, task, ['Action: count("x", "y")', 'Answer: nope'])
     mem, hint = rule_candidates(task, EpisodeResult(task, st, fb))
     assert mem.names == surface_names(task.payload['surface']) and mem.proposed == 'volatile'
-    assert "'count' is not a tool" in mem.content and hint.content == FEEDBACK_HINTS[0][1]
+    assert "'count' is not a tool" in mem.content and (fb.kind, hint.content) == ('tool_error', FEEDBACK_HINTS['tool_error'])
     st, fb = replay(ENV, TASKS[2], ['I think it is 3.'])                              # no call, no answer: format failure
-    assert [c.content for c in rule_candidates(TASKS[2], EpisodeResult(TASKS[2], st, fb))] == [NO_CALL_HINT, FEEDBACK_HINTS[1][1]]
-    assert rule_candidates(TASKS[2], EpisodeResult(TASKS[2], st, fb), max_candidates=1)[0].content == NO_CALL_HINT
+    no_call, fmt = ENV.hints['no_tool_call'], ENV.hints['format']                   # the table family's own wording
+    assert [c.content for c in rule_candidates(TASKS[2], EpisodeResult(TASKS[2], st, fb))] == [no_call, fmt]
+    assert rule_candidates(TASKS[2], EpisodeResult(TASKS[2], st, fb), max_candidates=1)[0].content == no_call
 
 
 def test_label_override_is_counted():

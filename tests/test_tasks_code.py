@@ -55,7 +55,7 @@ def test_humaneval_wrong_answers(humaneval):
     assert episode(env, t, "    return number % 1.0\n").status == 'success'   # a bare body
     fb = episode(env, t, "Sure! The answer is to take the fractional part.")
     assert fb.status == 'error' and fb.message.startswith('SyntaxError')
-    assert env.evaluate(env.reset(t)) == Feedback('failure', 0.0, 'no answer within 1 turn(s)')
+    assert env.evaluate(env.reset(t)) == Feedback('failure', 0.0, 'no answer within 1 turn(s)', 'no_answer')
 
 def test_two_turn_repair(humaneval):
     _, ts = humaneval

@@ -71,8 +71,8 @@ def test_unavailable_without_lean(fixture_env):
     assert fixture_env.available() == (False, LEAN_UNAVAILABLE)
     assert LEAN_UNAVAILABLE == "Lean 4 toolchain not found on PATH (need `lean`/`lake` with Mathlib); formal family unavailable"
     t = fixture_env.tasks('all')[0]
-    assert episode(fixture_env, t, "```lean\nby\n  subst h₀\n  norm_num\n```") == Feedback('error', 0.0, LEAN_UNAVAILABLE)
-    assert fixture_env.evaluate(fixture_env.reset(t)) == Feedback('failure', 0.0, 'no proof within 1 turn(s)')
+    assert episode(fixture_env, t, "```lean\nby\n  subst h₀\n  norm_num\n```") == Feedback('error', 0.0, LEAN_UNAVAILABLE, 'unavailable')
+    assert fixture_env.evaluate(fixture_env.reset(t)) == Feedback('failure', 0.0, 'no proof within 1 turn(s)', 'no_answer')
 
 @pytest.mark.skipif(not HAVE_LEAN, reason='no Lean 4 toolchain on PATH (`lean`/`lake`): the Lean verifier cannot run on this machine')
 def test_lean_verifier(fixture_env):

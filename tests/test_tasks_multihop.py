@@ -51,8 +51,8 @@ def test_feedback_messages():
     fb = episode(env, t, 'Answer: Kansas City Song')
     assert (fb.status, fb.message) == ('failure', "wrong answer: got 'Kansas City Song', expected 'Kansas Song' (F1 0.80)")
     assert fb.score == pytest.approx(0.8)
-    assert episode(env, t, 'Kansas Song') == Feedback('failure', 0.0, "format: no 'Answer:' line")
-    assert env.evaluate(env.reset(t)) == Feedback('failure', 0.0, 'no final answer within 1 turn(s)')
+    assert episode(env, t, 'Kansas Song') == Feedback('failure', 0.0, "format: no 'Answer:' line", 'format')
+    assert env.evaluate(env.reset(t)) == Feedback('failure', 0.0, 'no final answer within 1 turn(s)', 'no_answer')
     assert len(episode(env, t, 'Answer: ' + 'x' * 500).message) < 200
 
 

@@ -13,10 +13,10 @@ from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger, import_optional
 
 # %% auto #0
-__all__ = ['ANSWER_LINE', 'FAMILIES', 'ToolCall', 'EpisodeState', 'last_boxed', 'parse_answer', 'Environment', 'register_env',
-           'parse_spec', 'env_class', 'make_env', 'DataUnavailable', 'data_path', 'LoadReport', 'load_rows',
-           'text_lines', 'jsonl_rows', 'split_seed', 'sample_split', 'LoadedTasks', 'check_gold', 'dataset_dir',
-           'hash_split']
+__all__ = ['ANSWER_LINE', 'FAMILIES', 'ANSWER_HINT', 'ToolCall', 'EpisodeState', 'last_boxed', 'parse_answer', 'Environment',
+           'register_env', 'parse_spec', 'env_class', 'make_env', 'family_hints', 'DataUnavailable', 'data_path',
+           'LoadReport', 'load_rows', 'text_lines', 'jsonl_rows', 'split_seed', 'sample_split', 'LoadedTasks',
+           'check_gold', 'dataset_dir', 'hash_split']
 
 # %% ../../nbs/05_tasks.ipynb #8d050848
 @dataclass
@@ -81,6 +81,7 @@ class Environment:
     splits: tuple = ('train', 'test')
     max_turns: int = 1
     stop: tuple = (ANSWER_LINE,)   # what ends one assistant turn (strings and/or compiled patterns, see `cove.llm`)
+    hints: dict = {}   # feedback kind -> this family's wording of a method's hint, None for none (`family_hints`)
 
     def available(self) -> tuple[bool, str]: return True, ''
     def tasks(self, split:str='train', n:int|None=None, seed:int=0) -> list[Task]: raise NotImplementedError
@@ -149,6 +150,15 @@ def env_class(spec:str) -> type:
 def make_env(spec:str, **kwargs) -> Environment:
     "An environment for `family[:source]`, e.g. `tableqa`, `tableqa:wtq`, `math:gsm8k`."
     return env_class(spec)(**kwargs)
+
+# %% ../../nbs/05_tasks.ipynb #b0bfd362
+ANSWER_HINT = ("Finish with a final line 'Answer: <answer>' as soon as the answer is known; "
+               "an attempt without that line scores zero.")   # the `format` hint of an `Answer:`-line family
+
+def family_hints(family:str) -> dict:
+    "The hints `family` words its own way (its class's `hints`: feedback kind -> hint); {} for an unregistered family."
+    try: return dict(env_class(family).hints)
+    except ValueError: return {}
 
 # %% ../../nbs/05_tasks.ipynb #cc2072ba
 class DataUnavailable(FileNotFoundError):

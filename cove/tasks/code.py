@@ -393,23 +393,25 @@ def split_feedback(run:SplitRun, timeout:float, memory_mb:int) -> Feedback:
     gone = next((x['gone'] for x in rt.report if 'gone' in x), None)
     gone = gone and f'{gone} (exit code {rc.returncode})'
     score = passed / total if total else 0.0
+    crash = lambda score, why: Feedback('error', score, why, 'runtime_error')
     if 'timeout' in (rt.status, rc.status):
         return Feedback('timeout', score, f'timeout after {timeout} s ({passed}/{total or "?"} asserts passed)')
     if 'memory' in (rc.status, rt.status):
         r = rc if rc.status == 'memory' else rt
-        return Feedback('error', score, f'memory limit ({memory_mb} MB) exceeded: {error_summary(r.stderr)}')
+        return crash(score, f'memory limit ({memory_mb} MB) exceeded: {error_summary(r.stderr)}')
     if total is None and not rt.ok:
-        return Feedback('error', 0.0, 'the tests failed: ' + (error_summary(rt.stderr) or f'exit code {rt.returncode}'))
+        return crash(0.0, 'the tests failed: ' + (error_summary(rt.stderr) or f'exit code {rt.returncode}'))
     if total is None:
-        why = error_summary(rc.stderr) or gone or f'program exited with code {rc.returncode} before the tests ran'
-        return Feedback('error', 0.0, why)
+        ran = f'program exited with code {rc.returncode} before the tests ran'
+        return crash(0.0, error_summary(rc.stderr) or gone or ran)
     if fails:
         first = fails[0]
         where = run.units[first['unit']]
-        return Feedback('failure', score, f"{len(fails)}/{total} asserts failed; first: {first['error']} in `{where}`")
+        return Feedback('failure', score, f"{len(fails)}/{total} asserts failed; first: {first['error']} in `{where}`",
+                        'test_failed')
     if gone or not (rt.ok and rc.ok) or not any('end' in x for x in rt.report):
         why = error_summary(rc.stderr) or gone or error_summary(rt.stderr) or f'exit code {rt.returncode}'
-        return Feedback('error', score, 'crashed during the tests: ' + why)
+        return crash(score, 'crashed during the tests: ' + why)
     return Feedback('success', 1.0, f'all {total} asserts passed' if total else 'tests passed')
 
 # %% ../../nbs/05d_code.ipynb #5b4bbac6
@@ -450,8 +452,8 @@ def step(self:CodeEnv, state:EpisodeState, action:str) -> str|None:
 @patch
 def evaluate(self:CodeEnv, state:EpisodeState) -> Feedback:
     "Test the last answer; a missing or empty answer is a failure with a message, never an exception."
-    if not state.actions: return Feedback('failure', 0.0, f'no answer within {self.max_turns} turn(s)')
-    if state.answer is None: return Feedback('failure', 0.0, 'format: empty answer (no code)')
+    if not state.actions: return Feedback('failure', 0.0, f'no answer within {self.max_turns} turn(s)', 'no_answer')
+    if state.answer is None: return Feedback('failure', 0.0, 'format: empty answer (no code)', 'format')
     last = state.meta.get('last')
     return last[1] if last and last[0] == state.answer else self.run(state.task, state.answer)
 
@@ -968,9 +970,12 @@ def _first_failure(tests:list[dict], passed:int, i:int, r, exp, timeout:float, m
     "Feedback quoting the first failing test `i` (its sandbox result `r`, expected value `exp`), scored by the fraction of `tests` passed."
     n = len(tests); head = f'{n - passed}/{n} tests failed; first (test {i+1}): '
     if r.status == 'timeout': return Feedback('timeout', passed / n, head + f'timeout after {timeout} s')
-    if r.status == 'memory': return Feedback('error', passed / n, head + f'memory limit ({memory_mb} MB) exceeded')
-    if not r.ok: return Feedback('error', passed / n, head + (error_summary(r.stderr) or f'exit code {r.returncode}'))
-    return Feedback('failure', passed / n, head + f"input {_short(tests[i]['input'])}: expected {_short(exp)}, got {_short(r.stdout.strip())}")
+    if r.status == 'memory': why = f'memory limit ({memory_mb} MB) exceeded'
+    elif not r.ok: why = error_summary(r.stderr) or f'exit code {r.returncode}'
+    else:
+        got = f"input {_short(tests[i]['input'])}: expected {_short(exp)}, got {_short(r.stdout.strip())}"
+        return Feedback('failure', passed / n, head + got, 'test_failed')
+    return Feedback('error', passed / n, head + why, 'runtime_error')
 
 # %% ../../nbs/05d_code.ipynb #46ceef2d
 def run_io_tests(code:str, tests:list[dict], timeout:float=5.0, memory_mb:int=512, fn_name:str|None=None, n_params:int=0) -> Feedback:

@@ -134,9 +134,10 @@ def _lean_error(out:str, offset:int=0) -> str|None:
 def _axioms_feedback(out:str) -> Feedback:
     "The verdict of `#print axioms` in Lean's output `out`: success only with the `STANDARD_AXIOMS`."
     m = re.search(r'depends on axioms: \[(.*?)\]', out, re.S)
-    if m is None and 'does not depend on any axioms' not in out: return Feedback('error', 0.0, f'no axiom report from Lean: {out[-200:]}')
+    if m is None and 'does not depend on any axioms' not in out:
+        return Feedback('error', 0.0, f'no axiom report from Lean: {out[-200:]}', 'env_error')
     extra = sorted({a.strip() for a in m.group(1).split(',')} - STANDARD_AXIOMS) if m else []
-    if extra: return Feedback('failure', 0.0, f'the proof depends on non-standard axioms: {extra}')
+    if extra: return Feedback('failure', 0.0, f'the proof depends on non-standard axioms: {extra}', 'proof_error')
     return Feedback('success', 1.0, 'proof checked by Lean')
 
 # %% ../../nbs/05e_formal.ipynb #51da4313
@@ -144,9 +145,10 @@ def lean_feedback(r:SandboxResult, timeout:float, offset:int=0) -> Feedback:
     "Feedback from a Lean run on `Main.lean` (`offset`: lines before the proof, for error positions)."
     out = (r.stdout + '\n' + r.stderr).strip()
     if r.status == 'timeout': return Feedback('timeout', 0.0, f'Lean timed out after {timeout} s')
-    if (err := _lean_error(out, offset)): return Feedback('failure', 0.0, err)
-    if "declaration uses 'sorry'" in out: return Feedback('failure', 0.0, "Lean: declaration uses 'sorry'")
-    if r.returncode != 0: return Feedback('error', 0.0, f'Lean exited with code {r.returncode}: {out[-300:]}')
+    err = _lean_error(out, offset) or ("Lean: declaration uses 'sorry'" if "declaration uses 'sorry'" in out else None)
+    if err: return Feedback('failure', 0.0, err, 'proof_error')
+    if r.returncode != 0:
+        return Feedback('error', 0.0, f'Lean exited with code {r.returncode}: {out[-300:]}', 'env_error')   # unreadable
     return _axioms_feedback(out)
 
 # %% ../../nbs/05e_formal.ipynb #c9655423
@@ -237,11 +239,11 @@ def load(self:MiniF2FEnv) -> list[Task]:
 @patch
 def check(self:MiniF2FEnv, task:Task, proof:str|None) -> Feedback:
     "Feedback for `proof` of `task`: format and banned-construct checks first, then Lean (or 'unavailable')."
-    if proof is None: return Feedback('failure', 0.0, 'format: empty answer (no proof)')
+    if proof is None: return Feedback('failure', 0.0, 'format: empty answer (no proof)', 'format')
     why = banned_reason(proof)
-    if why: return Feedback('failure', 0.0, f'rejected before Lean: {why}')
+    if why: return Feedback('failure', 0.0, f'rejected before Lean: {why}', 'proof_error')
     why = self.verifier_problem()
-    if why: return Feedback('error', 0.0, why)
+    if why: return Feedback('error', 0.0, why, 'unavailable')
     p = task.payload
     return verify_lean(p['header'], p['statement'], proof, p['name'], self.toolchain(), self.timeout)
 
@@ -262,7 +264,7 @@ def step(self:MiniF2FEnv, state:EpisodeState, action:str) -> str|None:
 @patch
 def evaluate(self:MiniF2FEnv, state:EpisodeState) -> Feedback:
     "Check the last proof; never raises."
-    if not state.actions: return Feedback('failure', 0.0, f'no proof within {self.max_turns} turn(s)')
+    if not state.actions: return Feedback('failure', 0.0, f'no proof within {self.max_turns} turn(s)', 'no_answer')
     last = state.meta.get('last')
     if last and last[0] == state.answer: return last[1]
     return self.check(state.task, state.answer)

@@ -11,7 +11,7 @@ from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger
 from .base import (LoadedTasks, Environment, EpisodeState, register_env, DataUnavailable, load_rows, jsonl_rows,
                              split_seed, parse_answer, last_boxed)
-from .base import check_gold, dataset_dir, hash_split
+from .base import check_gold, dataset_dir, hash_split, ANSWER_HINT
 
 # %% auto #0
 __all__ = ['ARITH_TEMPLATES', 'ONE_STEP_TEMPLATES', 'TWO_STEP_TEMPLATES', 'DIFFICULTIES', 'ARITH_LEVELS', 'extract_math_answer',
@@ -147,20 +147,22 @@ def math_feedback(state:EpisodeState, numeric:bool, max_turns:int=1) -> Feedback
     "Feedback for a finished maths episode: numeric (GSM8K, embedded) or LaTeX (MATH) equivalence."
     gold, pred = str(state.task.target), state.answer
     if pred is None:
-        if not state.actions: return Feedback('failure', 0.0, f'no final answer within {max_turns} turn(s)')
-        return Feedback('failure', 0.0, 'format: no Answer line or \\boxed{}')
+        if not state.actions:
+            return Feedback('failure', 0.0, f'no final answer within {max_turns} turn(s)', 'no_answer')
+        return Feedback('failure', 0.0, 'format: no Answer line or \\boxed{}', 'format')
     if numeric:
         v = numeric_answer(pred)
-        if v is None: return Feedback('failure', 0.0, f'format: no number in the answer {_short(pred)!r}')
+        if v is None: return Feedback('failure', 0.0, f'format: no number in the answer {_short(pred)!r}', 'format')
         ok = bool(numbers_equal(v, strip_math(gold)))
     else: ok = math_equiv(pred, gold)
     if ok: return Feedback('success', 1.0, 'correct')
-    return Feedback('failure', 0.0, f'wrong answer: got {_short(pred)!r}, expected {_short(gold)!r}')
+    return Feedback('failure', 0.0, f'wrong answer: got {_short(pred)!r}, expected {_short(gold)!r}', 'wrong_answer')
 
 # %% ../../nbs/05c_math.ipynb #d10f3f8f
 class MathEnv(Environment):
     "Shared single-turn behaviour of the `math` sources."
     family, max_turns, numeric = 'math', 1, True
+    hints = {'format': ANSWER_HINT, 'no_answer': ANSWER_HINT}   # its answer is an `Answer:` line (or a box)
     def instructions(self, task:Task) -> str:
         return 'Solve the problem step by step, briefly. Finish with one line `Answer: <number>`.'
     def step(self, state:EpisodeState, action:str) -> None:

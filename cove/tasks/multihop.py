@@ -10,7 +10,8 @@ from pathlib import Path
 from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger
 from .base import (LoadedTasks, Environment, EpisodeState, register_env, data_path, DataUnavailable,
-                             LoadReport, load_rows, jsonl_rows, split_seed, check_gold, dataset_dir, hash_split)
+                             LoadReport, load_rows, jsonl_rows, split_seed, check_gold, dataset_dir, hash_split,
+                             ANSWER_HINT)
 
 # %% auto #0
 __all__ = ['QUESTION_KINDS', 'ONE_HOP_KINDS', 'DIFFICULTIES', 'normalize_answer', 'answer_em', 'answer_f1', 'qa_feedback',
@@ -45,12 +46,14 @@ def qa_feedback(state:EpisodeState, max_turns:int=1) -> Feedback:
     "EM/F1 feedback for a finished QA episode (`state.answer` against `state.task.target`)."
     gold, pred = str(state.task.target), state.answer
     if pred is None:
-        if not state.actions: return Feedback('failure', 0.0, f'no final answer within {max_turns} turn(s)')
-        return Feedback('failure', 0.0, "format: no 'Answer:' line")
+        if not state.actions:
+            return Feedback('failure', 0.0, f'no final answer within {max_turns} turn(s)', 'no_answer')
+        return Feedback('failure', 0.0, "format: no 'Answer:' line", 'format')
     f1 = answer_f1(pred, gold)
     if answer_em(pred, gold): return Feedback('success', f1, 'correct')
     short = lambda x: x if len(x) <= 80 else x[:80] + '…'
-    return Feedback('failure', f1, f'wrong answer: got {short(pred)!r}, expected {short(gold)!r} (F1 {f1:.2f})')
+    why = f'wrong answer: got {short(pred)!r}, expected {short(gold)!r} (F1 {f1:.2f})'
+    return Feedback('failure', f1, why, 'wrong_answer')
 
 # %% ../../nbs/05b_multihop.ipynb #51d4c93d
 _SYL = ['ka', 'lo', 've', 'ri', 'mar', 'tel', 'os', 'an', 'dra', 'zu', 'fen', 'qui', 'bel', 'nor', 'sa',
@@ -179,6 +182,7 @@ def make_multihop_task(rng:random.Random, id:str, split:str,
 class QAEnv(Environment):
     "Shared single-turn behaviour of the `multihop` sources: instructions, EM/F1 evaluation, reference."
     family, max_turns = 'multihop', 1
+    hints = {'format': ANSWER_HINT, 'no_answer': ANSWER_HINT}   # its answer is an `Answer:` line
     def instructions(self, task:Task) -> str:
         return ("Answer the question using the paragraphs. The answer is short: a name, a number, yes or no. "
                 "Finish with one line `Answer: <short answer>`.")

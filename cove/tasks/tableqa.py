@@ -13,7 +13,7 @@ from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger
 from .base import (Environment, EpisodeState, ToolCall, LoadReport, parse_answer, register_env,
                              data_path, split_seed, DataUnavailable)
-from .base import text_lines
+from .base import text_lines, ANSWER_HINT
 from .base import hash_split, check_gold   # train/test by a hash of the prompt (levels other than the default); the gold check
 
 # %% auto #0
@@ -496,15 +496,24 @@ def check(self:TableQA, task:Task, answer:str|None, raw:str|None=None) -> bool:
 # %% ../../nbs/05a_tableqa.ipynb #a389acaf
 @patch
 def evaluate(self:TableQA, state:EpisodeState) -> Feedback:
-    "Exact-match feedback with API-error and format diagnostics."
+    "Exact-match feedback with API-error and format diagnostics; a failure with an illegal call is a `tool_error`."
     api = api_note(state)
     join = lambda *ms: '; '.join(m for m in ms if m)
+    fail = lambda kind, m: Feedback('failure', 0.0, join(m, api), 'tool_error' if api else kind)
     if state.answer is None:
         turns = len(state.actions)
-        return Feedback('failure', 0.0, join(f"format: no 'Answer:' line within {turns} turn{'s' * (turns != 1)}", api))
+        return fail('format', f"format: no 'Answer:' line within {turns} turn{'s' * (turns != 1)}")
     if self.check(state.task, state.answer, state.meta.get('raw_answer')):
         return Feedback('success', 1.0, join('correct', api))
-    return Feedback('failure', 0.0, join(f"wrong answer: got {state.answer!r}, expected {answer_text(state.task.target)!r}", api))
+    return fail('wrong_answer', f"wrong answer: got {state.answer!r}, expected {answer_text(state.task.target)!r}")
+
+# %% ../../nbs/05a_tableqa.ipynb #4f4b502a
+TableQA.hints = {   # KnowledgePO's failure hints (`cove.knowledgepo.FEEDBACK_HINTS`), worded for tables
+    'format': ANSWER_HINT, 'no_answer': ANSWER_HINT,
+    'wrong_answer': "Before answering, check that the result answers exactly what was asked (the right entity, "
+                    "column and condition) and copy the value exactly.",
+    'no_tool_call': "Call a tool to read the table before answering: answers given without any tool call were wrong.",
+}
 
 # %% ../../nbs/05a_tableqa.ipynb #58f29e5e
 FAILURE_KINDS = ('success', 'wrong_api', 'format', 'right_api_wrong_answer', 'no_tool_call')
