@@ -119,11 +119,8 @@ def _log_to(path:Path) -> logging.Handler:
 # %% ../nbs/19_demo.ipynb #d2c4a191
 def _play_methods(cfg:Config, out:Path, policy, methods:list[str], families:list[str], episodes:int, progress:bool) -> tuple[dict, dict]:
     "Each method's run on the same stream into `out/<method>`, from the base weights and a fresh token ledger: `(metrics with wall_s, folders)`."
-    from cove.llm import TokenLedger
     log, metrics, runs = get_logger('demo'), {}, {}
     for meth in methods:
-        if getattr(policy, 'adapters', None): policy.set_adapter(None)   # every method starts from the base weights
-        policy.ledger = TokenLedger()
         runs[meth] = out/meth
         t = time.time()
         m = Run(RunSpec(meth, families, episodes, 'test', cfg['run.seed']), cfg, runs[meth]).execute(policy, progress=progress)

@@ -6,11 +6,12 @@
 from __future__ import annotations
 import difflib, inspect, math, sys
 from pathlib import Path
+from .plugins import PluginError, load_plugins, plugin_names, plugins_note
 
 # %% auto #0
 __all__ = ['ParamError', 'whole', 'number', 'text', 'flag', 'choice', 'optional', 'name_list', 'whole_list', 'number_list',
            'family_list', 'one_family', 'method_list', 'family_levels', 'difficulty_levels', 'split_of', 'config_keys',
-           'profile_name', 'folder', 'check_params']
+           'profile_name', 'folder', 'check_params', 'plugin_list']
 
 # %% ../nbs/01b_params.ipynb #27ba763c
 class ParamError(ValueError):
@@ -132,7 +133,9 @@ def method_list(v, done=None) -> list[str]:
     "A kind: comma-separated registered `cove run` methods, each once, as a list."
     from cove.run import METHODS, _import_methods
     _import_methods()
-    return name_list(sorted(METHODS), 'method')(v)
+    try: return name_list(sorted(METHODS), 'method')(v)
+    except ParamError as e:
+        raise ParamError(f"{e}{plugins_note()}" if str(e).startswith('unknown method') else str(e)) from None
 
 # %% ../nbs/01b_params.ipynb #4fa1b275
 def family_levels(spec:str) -> list[int]:
@@ -172,6 +175,7 @@ def split_of(of:str='families'):
 def config_keys(v, done=None) -> dict:
     "A kind: a dict of config keys whose values `cove.config.coerce` accepts."
     from cove.config import SCHEMA, ConfigError, coerce
+    load_plugins()   # the keys the plugins declare (entry points, `$COVE_PLUGINS`) are known too
     if not isinstance(v, dict): raise ParamError("must be a dict of config keys, e.g. {'model.max_new_tokens': 64}")
     for k, x in v.items():
         if k not in SCHEMA:
@@ -208,3 +212,13 @@ def check_params(ns:dict, # the notebook's namespace (`globals()`), holding its 
             given = repr(ns[name])
             raise ParamError(f"{name}={given if len(given) <= 60 else given[:57] + '...'}: {e}") from None
     return done
+
+# %% ../nbs/01b_params.ipynb #143a3765
+def plugin_list(v, done=None) -> list[str]:
+    "A kind: '' or comma-separated plugin modules, loaded now (`cove.plugins.load_plugins`), as a list."
+    if not isinstance(v, (str, list, tuple)): raise ParamError("must be '' or comma-separated modules, e.g. mytask")
+    try:
+        names = plugin_names(v, 'plugins')
+        load_plugins(names, via='the plugins parameter')
+    except PluginError as e: raise ParamError(str(e)) from None
+    return names

@@ -25,7 +25,7 @@ def test_every_experiment_notebook_parameter_parses():
     assert not any(bad.values()), {k: v for k, v in bad.items() if v}
     for p in nbs:
         params = report.inspect_params(p)[0]
-        assert {'model', 'out_dir'} <= {x.name for x in params}, p.name   # what `make experiments` passes
+        assert {'model', 'out_dir', 'plugins'} <= {x.name for x in params}, p.name   # what `make experiments` passes
         assert next(x for x in params if x.name == 'out_dir').default == 'None', p.name
 
 def test_param_problems_finds_what_papermill_drops(tmp_path):
@@ -47,6 +47,12 @@ def test_makefile_targets_every_notebook():
     assert 'nbs/experiments/table2_main.ipynb' in dry('experiment-table2').stdout
     assert 'tools/report.py --model tiny' in dry('experiments', 'ARGS=--model tiny').stdout
     assert dry('experiment-no-such-notebook').returncode != 0
+
+def test_plugin_option_is_the_plugins_parameter():
+    "`--plugin` (repeatable, comma lists) is every notebook's `plugins` parameter (tests/test_plugins.py runs one)."
+    glob, per = report.split_params([('families', 'units')], None, 'tiny', {'table2_main'}, ['units_plugin', 'a, b'])
+    assert (glob, per) == ({'families': 'units', 'model': 'tiny', 'plugins': 'units_plugin,a,b'}, {})
+    assert 'plugins' not in report.split_params(None, None, None, set(), [])[0]
 
 def test_report_on_tiny_model(tmp_path):
     "calibration and learning_curve with the tiny model at their smallest budgets: index.md/html link every table and figure with n and runtime."

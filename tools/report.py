@@ -11,11 +11,13 @@ usage:
   tools/report.py                                   every notebook at its smoke defaults
   tools/report.py --model tiny --only calibration,learning_curve -p learning_curve.steps 0,1
   tools/report.py --params '{"n_eval": 2, "calibration": {"n": 1}}'
+  tools/report.py --plugin mytask --only table2_main -p families units   a family of your own (cove.plugins)
   tools/report.py --check-params [NB ...]           papermill parses every parameter line, with a type and a help
 
 `-p NAME VALUE` (papermill's value syntax) goes to every notebook whose parameters cell declares NAME;
 `-p NB.NAME VALUE` to notebook NB only. `--params JSON` does the same: a key naming a notebook holds that
-notebook's parameters. `--model M` is `-p model M`.
+notebook's parameters. `--model M` is `-p model M`; `--plugin MOD` (repeatable, or a comma list) is `-p plugins MOD`:
+every notebook loads those modules of your own before it checks its families and methods.
 """
 import argparse, ast, csv, html, json, logging, os, re, shlex, subprocess, sys, time
 from pathlib import Path
@@ -74,8 +76,8 @@ def _value(s:str):
     from papermill.cli import _resolve_type
     return _resolve_type(s)
 
-def split_params(pairs, params_json, model, names) -> tuple[dict, dict]:
-    "Global parameters (to every notebook that declares them) and per-notebook ones ({name: {...}})."
+def split_params(pairs, params_json, model, names, plugins=None) -> tuple[dict, dict]:
+    "Global parameters (to each notebook that declares them), per-notebook ones ({name: {...}}); `plugins`: --plugin's."
     glob, per = {}, {}
     if params_json:
         for k, v in json.loads(params_json).items():
@@ -88,6 +90,8 @@ def split_params(pairs, params_json, model, names) -> tuple[dict, dict]:
             per.setdefault(nbname, {})[key] = _value(v)
         else: glob[k] = _value(v)
     if model: glob['model'] = model
+    mods = [x.strip() for p in plugins or [] for x in p.split(',') if x.strip()]
+    if mods: glob['plugins'] = ','.join(mods)
     return glob, per
 
 # --- running ---------------------------------------------------------------------------------------------------------
@@ -263,6 +267,8 @@ def main(argv=None):
     ap.add_argument('--model', help='policy for every notebook that has a `model` parameter (tiny: wiring check)')
     ap.add_argument('--only', help='comma-separated notebook names (default: every notebook in nbs/experiments/)')
     ap.add_argument('-p', '--parameter', nargs=2, action='append', metavar=('NAME', 'VALUE'), help='papermill parameter; NB.NAME for one notebook')
+    ap.add_argument('--plugin', action='append', default=[], metavar='MODULE',
+                    help='a module of your own (repeatable, or a comma list): the plugins parameter of every notebook')
     ap.add_argument('--params', help='JSON parameters; a key naming a notebook holds that notebook\'s own')
     ap.add_argument('--out', default=str(ROOT/'outputs'/'report'), help='report root (default outputs/report)')
     ap.add_argument('--run-id', help='folder name under --out (default: the start time)')
@@ -277,7 +283,7 @@ def main(argv=None):
             print(f'{p}: ' + ('ok' if not probs else '\n  ' + '\n  '.join(probs)))
         return 1 if bad else 0
     names = {p.stem for p in notebooks()}
-    glob_params, per = split_params(a.parameter, a.params, a.model, names)
+    glob_params, per = split_params(a.parameter, a.params, a.model, names, a.plugin)
     only = [n.strip() for n in a.only.split(',') if n.strip()] if a.only else None
     dst = report(only, glob_params, per, Path(a.out), a.run_id, a.timeout, command=shlex.join(['tools/report.py'] + list(argv if argv is not None else sys.argv[1:])),
                  html_notebooks=not a.no_html_notebooks)
