@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-NBS = sorted((ROOT/'nbs').glob('[0-9]*.ipynb'))
+NBS = sorted((ROOT/'nbs').glob('[0-9]*.ipynb')) + sorted((ROOT/'nbs'/'tutorials').glob('*.ipynb'))   # and the tutorials
 FLAGS = os.environ.get('COVE_NB_FLAGS', '')  # e.g. "slow gpu" on a GPU box
 
 @pytest.mark.parametrize('nb', NBS, ids=[p.stem for p in NBS])
