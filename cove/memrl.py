@@ -4,21 +4,24 @@
 
 # %% ../nbs/14_memrl.ipynb #3b882129
 from __future__ import annotations
-import hashlib, json, os, re, shutil, sqlite3, time
+import hashlib, json, os, re, shutil, sqlite3, time, zlib
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 import numpy as np
 from fastcore.basics import patch
+from fastcore.meta import delegates
+from .config import declare_key
 from .core import get_logger, msg, read_jsonl, redact_expected, task_key
 from .run import Method, register_method, write_json
 from .agent import HarnessAgent
 from .store import SqliteStore, backup_db
 
 # %% auto #0
-__all__ = ['INTENTS', 'SUMMARY_INSTRUCTION', 'FUNCTION_WORDS', 'PARAMS', 'zscore', 'phase_a', 'phase_b_scores', 'two_phase',
-           'reward', 'mc_update', 'td_update', 'epoch_metrics', 'MemoryBank', 'summary_messages', 'usable_summary',
-           'trace_digest', 'memory_source', 'memories_digest', 'MemRL']
+__all__ = ['NORMS', 'INTENTS', 'SUMMARY_INSTRUCTION', 'FUNCTION_WORDS', 'PARAMS', 'ADDED', 'zscore', 'phase_a', 'q_hat',
+           'sim_hat', 'phase_b_scores', 'phase_b', 'two_phase', 'reward', 'mc_update', 'td_update', 'epoch_metrics',
+           'MemoryBank', 'summary_messages', 'usable_summary', 'trace_digest', 'memory_source', 'memrl_params',
+           'memories_digest', 'MemRL']
 
 # %% ../nbs/14_memrl.ipynb #cf320c6a
 def zscore(x) -> np.ndarray:
@@ -35,19 +38,57 @@ def phase_a(sims, delta:float, k1:int) -> np.ndarray:
     idx = np.flatnonzero(sims >= delta)
     return idx[np.argsort(-sims[idx], kind='stable')][:k1]
 
+# %% ../nbs/14_memrl.ipynb #d9bd8f73
+NORMS = ('paper', 'authors')
+
+def q_hat(qs, norm:str='paper') -> np.ndarray:
+    "ẑ(Q) over one pool: `paper`, `zscore`; `authors`, MemRL's code: population std (1 for n = 1 or std ≤ 1e-9), clipped to ±3."
+    if norm not in NORMS: raise ValueError(f"memrl.norm must be one of {NORMS}, got {norm!r}")
+    if norm == 'paper': return zscore(qs)
+    q = np.asarray(qs, dtype=np.float64)
+    if q.size == 0: return q
+    sd = q.std() if q.size > 1 else 1.0
+    return np.clip((q - q.mean()) / (sd if sd > 1e-9 else 1.0), -3.0, 3.0)
+
+def sim_hat(sims, stats:tuple|None=None) -> np.ndarray:
+    "ẑ(sim): the pool's `zscore`, or `(sim − mean) / std` with fixed corpus statistics `stats = (mean, std)` (std ≤ 1e-9: 1)."
+    if stats is None: return zscore(sims)
+    mean, sd = stats
+    return (np.asarray(sims, dtype=np.float64) - mean) / (sd if sd > 1e-9 else 1.0)
+
 # %% ../nbs/14_memrl.ipynb #12636a42
-def phase_b_scores(sims, qs, lam:float) -> np.ndarray:
-    "Phase B composite score `(1 - λ)·ẑ(sim) + λ·ẑ(Q)` over one pool."
-    return (1 - lam) * zscore(sims) + lam * zscore(qs)
+def phase_b_scores(sims, qs, lam:float, norm:str='paper', sim_stats:tuple|None=None) -> np.ndarray:
+    "Phase B composite score `(1 - λ)·ẑ(sim) + λ·ẑ(Q)` over one pool (`q_hat`, `sim_hat`)."
+    if norm == 'paper' and sim_stats is not None:
+        raise ValueError("fixed similarity statistics (memrl.sim_stats) are the authors' normalisation: set memrl.norm=authors")
+    return (1 - lam) * sim_hat(sims, sim_stats) + lam * q_hat(qs, norm)
+
+# %% ../nbs/14_memrl.ipynb #ad1e95df
+def phase_b(sims, qs, lam:float, k2:int,
+            norm:str='paper', # `paper`: ẑ over the pool; `authors`: MemRL's code (`q_hat`, `sim_hat`)
+            sim_stats:tuple|None=None, # fixed `(mean, std)` of similarity (`authors` only); None: the pool's
+            q_min:float|None=None, # utility filter: a memory with Q < q_min is never injected (None: no filter)
+            epsilon:float=0.0, # probability of injecting `k2` memories drawn at random from the filtered pool
+            rng:np.random.Generator|None=None) -> dict:
+    "Phase B over one Phase-A pool: `scores`, `kept` (positions with Q ≥ q_min, best first), `selected`, `explored`."
+    sims, qs = np.asarray(sims, dtype=np.float64), np.asarray(qs, dtype=np.float64)
+    sc = phase_b_scores(sims, qs, lam, norm, sim_stats) if len(sims) else np.zeros(0)
+    order = np.argsort(-np.round(sc, 12), kind='stable')   # ties (to 1e-12) keep the pool's order
+    kept = order if q_min is None else order[qs[order] >= q_min]
+    if epsilon > 0 and rng is None: raise ValueError('phase_b: epsilon > 0 needs an rng')
+    explored = bool(epsilon > 0 and len(kept) and rng.random() < epsilon)
+    sel = rng.choice(kept, size=min(k2, len(kept)), replace=False) if explored else kept[:k2]
+    return dict(scores=sc, kept=kept, selected=sel, explored=explored)
 
 # %% ../nbs/14_memrl.ipynb #6d40d985
-def two_phase(sims, qs, delta:float, k1:int, k2:int, lam:float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    "`(pool, selected, scores)`: Phase-A pool positions, the top-`k2` of it by the Phase-B score (best first), the pool's scores."
+@delegates(phase_b, but=['sims', 'qs', 'lam', 'k2'])
+def two_phase(sims, qs, delta:float, k1:int, k2:int, lam:float, **kwargs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    "`(pool, selected, scores)`: Phase-A pool positions, `phase_b`'s choice among them (best first), the pool's scores."
     sims, qs = np.asarray(sims, dtype=np.float64), np.asarray(qs, dtype=np.float64)
     pool = phase_a(sims, delta, k1)
     if not len(pool): return pool, pool, np.zeros(0)
-    sc = phase_b_scores(sims[pool], qs[pool], lam)
-    return pool, pool[np.argsort(-sc, kind='stable')[:k2]], sc
+    b = phase_b(sims[pool], qs[pool], lam, k2, **kwargs)
+    return pool, pool[b['selected']], b['scores']
 
 # %% ../nbs/14_memrl.ipynb #8f3dd0ee
 def reward(success:bool) -> float:
@@ -176,19 +217,23 @@ def stats(self:MemoryBank) -> dict:
 
 # %% ../nbs/14_memrl.ipynb #0365525c
 @patch
-def retrieve(self:MemoryBank, qvec, delta:float, k1:int, k2:int, lam:float) -> dict:
-    "Two-Phase Retrieval for one query: Phase A picks the `k1` most similar intents (sim ≥ δ), the pool is their memories, Phase B the top `k2`."
+@delegates(phase_b, but=['sims', 'qs', 'lam', 'k2'])
+def retrieve(self:MemoryBank, qvec, delta:float, k1:int, k2:int, lam:float, **kwargs) -> dict:
+    "Two-Phase Retrieval: the `k1` nearest intents with sim ≥ δ (Phase A); `phase_b` chooses among their memories."
     gids, isims = self.dense(INTENTS, self.dim).search(np.asarray(qvec, dtype=np.float32).reshape(-1), k1)
     chosen = phase_a(isims, delta, k1)
     sim_of = {int(gids[i]): float(isims[i]) for i in chosen}
-    rows = self.conn.execute(f"SELECT id, q, intent_id FROM memories WHERE intent_id IN ({','.join('?' * len(sim_of))}) ORDER BY id",
+    marks = ','.join('?' * len(sim_of))
+    rows = self.conn.execute(f"SELECT id, q, intent_id FROM memories WHERE intent_id IN ({marks}) ORDER BY id",
                              list(sim_of)).fetchall() if sim_of else []
     rows.sort(key=lambda r: -sim_of[r[2]])   # most similar intent first (stable: memory order within an intent)
-    ids, qs, sims = np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows]), np.array([sim_of[r[2]] for r in rows])
-    sc = phase_b_scores(sims, qs, lam) if len(rows) else np.zeros(0)
-    sel = np.argsort(-sc, kind='stable')[:k2]
-    return dict(intents=[int(gids[i]) for i in chosen], pool=ids.tolist(), sims=[round(float(s), 4) for s in sims], q=[round(float(x), 4) for x in qs],
-                scores=[round(float(s), 4) for s in sc], selected=ids[sel].tolist())
+    ids = np.array([r[0] for r in rows], dtype=np.int64)
+    qs, sims = np.array([r[1] for r in rows]), np.array([sim_of[r[2]] for r in rows])
+    b = phase_b(sims, qs, lam, k2, **kwargs)
+    kept = set(ids[b['kept']].tolist())
+    r4 = lambda xs: [round(float(x), 4) for x in xs]
+    return dict(intents=[int(gids[i]) for i in chosen], pool=ids.tolist(), sims=r4(sims), q=r4(qs), scores=r4(b['scores']),
+                selected=ids[b['selected']].tolist(), filtered=[i for i in ids.tolist() if i not in kept], explored=b['explored'])
 
 # %% ../nbs/14_memrl.ipynb #3f57085e
 SUMMARY_INSTRUCTION = "In one to three sentences, state the lesson for similar tasks: what worked, or what went wrong and what to do instead."
@@ -233,7 +278,8 @@ def trace_digest(res) -> str:
 
 # %% ../nbs/14_memrl.ipynb #603de5f9
 _log = get_logger('memrl')
-PARAMS = ('delta', 'k1', 'k2', 'lam', 'alpha', 'q_init', 'update', 'gamma', 'merge_sim')
+PARAMS = ('delta', 'k1', 'k2', 'lam', 'alpha', 'q_init', 'update', 'gamma', 'merge_sim', 'norm', 'sim_stats', 'q_min', 'epsilon')
+ADDED = dict(norm='paper', sim_stats=None, q_min=None, epsilon=0.0)   # issue 28's settings: what a bank built before them ran
 
 def memory_source(cfg) -> Path|None:
     "The source memory of a frozen (transfer) run: `memrl.source` (also `$COVE_MEMRL_SOURCE`, through `load_config`)."
@@ -241,6 +287,41 @@ def memory_source(cfg) -> Path|None:
     if not s: return None
     p = Path(s).expanduser()
     return p/'memrl.sqlite' if p.is_dir() else p
+
+# %% ../nbs/14_memrl.ipynb #1311f275
+declare_key('memrl.norm', str, 'paper', "MemRL Phase B normalisation: paper = z-score over the Phase-A pool; authors = "
+            "MemRL's code (Q by the pool's population std, 1 for n = 1, clipped to ±3; similarity by memrl.sim_stats)",
+            choices=NORMS)
+declare_key('memrl.sim_stats', str, '', "MemRL Phase B similarity statistics MEAN,STD for memrl.norm=authors (fixed corpus "
+            "statistics, as the authors' per-benchmark configs); '' = the pool's")
+declare_key('memrl.q_min', str, '', "MemRL utility filter: a memory with Q below this is never injected ('' = none, as "
+            "the paper; the authors' BigCodeBench config: -0.8)")
+declare_key('memrl.epsilon', float, 0.0, "MemRL ε-exploration: with this probability Phase B injects k2 memories drawn at "
+            "random from the filtered pool (0 as the paper; the authors' BigCodeBench config: 0.1)", range=(0, 1))
+
+def _numbers(key:str, s:str, n:int) -> list[float]|None:
+    "`n` comma-separated finite numbers of text setting `key`, or None for ''; a one-line `ValueError` else."
+    if not str(s).strip(): return None
+    try: xs = [float(x) for x in str(s).split(',')]
+    except ValueError: xs = []
+    if len(xs) != n or not all(np.isfinite(xs)):
+        raise ValueError(f"{key}={s!r}: expected {'a number' if n == 1 else f'{n} numbers MEAN,STD'}, or '' for none")
+    return xs
+
+# %% ../nbs/14_memrl.ipynb #d0973d16
+def memrl_params(cfg) -> dict:
+    "The `PARAMS` of a MemRL run from `cfg`, parsed and checked (one-line `ValueError`s)."
+    p = {k: cfg[f'memrl.{k}'] for k in PARAMS}
+    p['q_min'], p['sim_stats'] = _numbers('memrl.q_min', p['q_min'], 1), _numbers('memrl.sim_stats', p['sim_stats'], 2)
+    if p['q_min'] is not None: p['q_min'] = p['q_min'][0]
+    if p['k1'] < 1 or p['k2'] < 1: raise ValueError(f"memrl.k1 and memrl.k2 must be >= 1, got {p['k1']}, {p['k2']}")
+    if not 0 <= p['lam'] <= 1: raise ValueError(f"memrl.lam must lie in [0, 1], got {p['lam']}")
+    if not 0 < p['alpha'] <= 1: raise ValueError(f"memrl.alpha must lie in (0, 1], got {p['alpha']}")
+    if p['sim_stats'] is not None and p['norm'] != 'authors':
+        raise ValueError("memrl.sim_stats are the authors' fixed similarity statistics: set memrl.norm=authors too")
+    if p['sim_stats'] is not None and p['sim_stats'][1] <= 0:
+        raise ValueError(f"memrl.sim_stats: STD must be > 0, got {p['sim_stats'][1]}")
+    return p
 
 # %% ../nbs/14_memrl.ipynb #9980e11d
 def memories_digest(path:Path) -> str:
@@ -256,12 +337,8 @@ class MemRL(Method):
     "MemRL: Two-Phase Retrieval from a (z, e, Q) memory, utility updates of injected memories, summary write-back."
     def __init__(self, cfg, out, policy=None):
         super().__init__(cfg, Path(out), policy)
-        self.p = {k: cfg[f'memrl.{k}'] for k in PARAMS}
+        self.p = memrl_params(cfg)
         self.freeze = bool(cfg['memrl.freeze'])
-        p = self.p
-        if p['k1'] < 1 or p['k2'] < 1: raise ValueError(f"memrl.k1 and memrl.k2 must be >= 1, got {p['k1']}, {p['k2']}")
-        if not 0 <= p['lam'] <= 1: raise ValueError(f"memrl.lam must lie in [0, 1], got {p['lam']}")
-        if not 0 < p['alpha'] <= 1: raise ValueError(f"memrl.alpha must lie in (0, 1], got {p['alpha']}")
         self.mem_path = self.out/'memrl.sqlite'
         if self.freeze: self._attach_source()
         from cove.embed import Embedder
@@ -278,7 +355,8 @@ def _check_params(self:MemRL):
     old = self.bank.meta('params')
     if old is None:
         with self.bank.transaction(): self.bank.set_meta('params', self.p)
-    elif old != self.p: raise ValueError(f"{self.mem_path} was built with memrl settings {old}, not {self.p}; use another --out")
+    elif ADDED | old != self.p:   # a bank from before issue 28 ran without filter or exploration, normalised as the paper
+        raise ValueError(f"{self.mem_path} was built with memrl settings {ADDED | old}, not {self.p}; use another --out")
 
 # %% ../nbs/14_memrl.ipynb #c5a2ada3
 @patch
@@ -319,12 +397,20 @@ def run_batch(self:MemRL, env, tasks):
 
 # %% ../nbs/14_memrl.ipynb #4b457eb6
 @patch
+def _retrieve(self:MemRL, qvec, key:str) -> dict:
+    "Two-Phase Retrieval for episode `key`; its exploration draw is seeded by `run.seed` and the key (a rerun draws the same)."
+    p = self.p
+    rng = np.random.default_rng([self.cfg['run.seed'], zlib.crc32(key.encode())])
+    return self.bank.retrieve(qvec, p['delta'], p['k1'], p['k2'], p['lam'], norm=p['norm'], sim_stats=p['sim_stats'],
+                              q_min=p['q_min'], epsilon=p['epsilon'], rng=rng)
+
+@patch
 def _play(self:MemRL, env, tasks):
     c, p = self.cfg, self.p
     keys = self.keys.keys(tasks); self.keys.commit(tasks)
     qv = self.embedder.encode([t.query for t in tasks])   # the intent is the question (HotpotQA's follows ten paragraphs)
     done = [None if self.freeze else self.bank.applied(k) for k in keys]
-    plans = [d['retrieval'] if d else self.bank.retrieve(v, p['delta'], p['k1'], p['k2'], p['lam']) for d, v in zip(done, qv)]
+    plans = [d['retrieval'] if d else self._retrieve(v, k) for d, v, k in zip(done, qv, keys)]
     entries = [[SimpleNamespace(id=m['id'], content=m['experience'], label='stable') for m in self.bank.get(pl['selected'])] for pl in plans]
     results = self.agent().run(env, tasks, entries=entries)
     learn = [i for i, r in enumerate(results) if not self.freeze and done[i] is None and r.feedback.status != 'error']
@@ -398,14 +484,18 @@ def extra(self:MemRL, res) -> dict:
 # %% ../nbs/14_memrl.ipynb #90d4af66
 @patch
 def metrics(self:MemRL) -> dict:
-    "SR (last epoch), CSR, FR, memory size and Q statistics, empty pools, summary failures, pending TD update."
+    "SR (last epoch), CSR, FR, memory size and Q statistics, empty pools, filter and exploration counts, summary failures, pending TD update."
     recs = read_jsonl(self.out/'episodes.jsonl')
     infos = self.bank.applied_all()
     learnt = [i for i in infos if 'skipped' not in i]
-    pools = [r['memrl']['retrieval']['pool'] for r in recs if r.get('memrl')]
+    plans = [r['memrl']['retrieval'] for r in recs if r.get('memrl')]
+    pools = [pl['pool'] for pl in plans]
     src = self.out/'memrl_source.json'
     return dict(**epoch_metrics(recs), memory=self.bank.stats(), retrievals=len(pools), empty_pool=sum(not x for x in pools),
-                injected_per_episode=(sum(len(r['memrl']['retrieval']['selected']) for r in recs if r.get('memrl')) / len(pools)) if pools else None,
+                injected_per_episode=(sum(len(pl['selected']) for pl in plans) / len(pools)) if pools else None,
+                filtered_out=sum(len(pl.get('filtered', [])) for pl in plans),
+                filter_emptied=sum(bool(pl['pool']) and not pl['selected'] for pl in plans),
+                explored=sum(bool(pl.get('explored')) for pl in plans),
                 q_updates=sum(len(i['q_updates']) for i in learnt), summaries=len(learnt),
                 summary_failures=sum(not i['summary_ok'] for i in learnt), errors_skipped=len(infos) - len(learnt),
                 summary_tokens=[sum(i['summary_tokens'][0] for i in learnt), sum(i['summary_tokens'][1] for i in learnt)],

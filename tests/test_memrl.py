@@ -145,3 +145,55 @@ def test_intent_is_the_question(tmp_path):
     MemRL(cfg, tmp_path, HFPolicy.load('tiny')).run_batch(env, [t])
     con = sqlite3.connect(tmp_path/'memrl.sqlite')
     assert [r[0] for r in con.execute('SELECT intent FROM memories')] == [t.payload['question']]
+
+
+# --- Phase B as the authors' code does it (issue 28) -------------------------------------------------------------
+
+ALFWORLD, BCB = (0.5187, 0.1203), (0.31, 0.10)   # the authors' fixed similarity statistics (their configs)
+
+def test_phase_b_two_memory_tie():
+    "Similarity and Q orders disagree: the pool's z-scores tie at 0 (Phase-A order); the authors' put Q 0.363 first."
+    from cove.memrl import phase_b, phase_b_scores
+    s, q = [0.932, 0.705], [0.0, 0.363]
+    np.testing.assert_allclose(phase_b_scores(s, q, 0.5), [0, 0], atol=1e-12)
+    assert phase_b(s, q, 0.5, 2)['selected'].tolist() == [0, 1]
+    assert phase_b(s, q, 0.5, 2, 'authors', ALFWORLD)['selected'].tolist() == [1, 0]
+    assert phase_b(s, q, 0.5, 2, 'authors', BCB)['selected'].tolist() == [0, 1]   # 0.227 / 0.10 > 2: similarity wins
+
+def test_phase_b_large_pool_outlier():
+    "Eleven at sim 0.90 and one at 0.89 with Q 0.9: dropped by the pool's z-scores, injected first by the authors'."
+    from cove.memrl import phase_b, q_hat
+    s, q = [0.90] * 11 + [0.89], [0.0] * 11 + [0.9]
+    assert zscore(s)[-1] == pytest.approx(-np.sqrt(11))
+    assert 11 not in phase_b(s, q, 0.5, 3)['selected'].tolist()
+    assert phase_b(s, q, 0.5, 3, 'authors', ALFWORLD)['selected'].tolist()[0] == 11
+    assert q_hat(q, 'authors')[-1] == 3.0 and q_hat(q)[-1] == pytest.approx(np.sqrt(11))
+    q2 = [0.0] * 6 + [0.3] * 5 + [0.9]
+    assert phase_b(s, q2, 0.5, 3)['selected'].tolist() == [6, 7, 8]
+    assert phase_b(s, q2, 0.5, 3, 'authors', ALFWORLD)['selected'].tolist() == [11, 6, 7]
+
+def test_q_min_and_epsilon_on_a_hand_computed_pool():
+    from cove.memrl import phase_b
+    s, q = [0.9, 0.8, 0.7], [-0.9, 0.5, -0.5]   # scores 0.1028, 0.6794, -0.7822
+    assert phase_b(s, q, 0.5, 2)['selected'].tolist() == [1, 0]
+    assert phase_b(s, q, 0.5, 2, q_min=-0.8)['selected'].tolist() == [1, 2]
+    assert phase_b(s, q, 0.5, 2, q_min=0.5)['selected'].tolist() == [1]      # Q == q_min is kept
+    assert phase_b(s, q, 0.5, 2, q_min=0.6)['selected'].tolist() == []       # all below: nothing injected
+    picks = {phase_b(s, q, 0.5, 1, q_min=-0.8, epsilon=1.0, rng=np.random.default_rng(i))['selected'][0] for i in range(100)}
+    assert picks == {1, 2}
+    assert not phase_b(s, q, 0.5, 1, epsilon=0.0)['explored']
+    share = np.mean([phase_b(s, q, 0.5, 1, epsilon=0.1, rng=np.random.default_rng(i))['explored'] for i in range(1000)])
+    assert 0.07 <= share <= 0.13
+
+def test_bank_retrieve_is_phase_b(tmp_path):
+    "The code that runs, `MemoryBank.retrieve`, chooses what `phase_b` chooses on its pool, for both normalisations."
+    from cove.memrl import MemoryBank, phase_b
+    rng = np.random.default_rng(0)
+    bank = MemoryBank(tmp_path/'m.sqlite', dim=8)
+    with bank.transaction():
+        for i in range(12): bank.insert(f'i{i}', f'e{i}', float(rng.uniform(-1, 1)), rng.normal(size=8) / 3 + np.eye(8)[0])
+    qv = np.eye(8)[0]
+    for kw in (dict(), dict(norm='authors', sim_stats=BCB), dict(q_min=-0.2)):
+        r = bank.retrieve(qv, 0.0, 12, 4, 0.5, **kw)
+        b = phase_b(r['sims'], r['q'], 0.5, 4, **kw)
+        assert len(r['pool']) == 12 and r['selected'] == [r['pool'][i] for i in b['selected']]
