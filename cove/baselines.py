@@ -10,7 +10,8 @@ from dataclasses import dataclass, field, asdict, replace
 from pathlib import Path
 from fastcore.basics import patch
 from .core import Feedback, Task, msg, get_logger, read_jsonl, redact_expected
-from .run import Method, register_method, write_json
+from .method import Method, register_method
+from .core import write_json
 from .agent import HarnessAgent, EpisodeResult, _safe
 from .tasks.base import Environment, EpisodeState, parse_answer
 

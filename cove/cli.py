@@ -139,7 +139,7 @@ def format_check(items:list[tuple[str, bool, str]]) -> str:
 
 # %% ../nbs/90_cli.ipynb #66a023c0
 def cmd_check(args) -> int:
-    from cove.run import check_run
+    from cove.check import check_run
     bad = 0
     for d in args.dirs:
         items = check_run(d); n = sum(not ok for _, ok, _ in items)
@@ -185,6 +185,6 @@ def main(argv:list[str]|None=None) -> int:
             return 3
         if (w := write_failure(e)) is not None:
             print(f"cove {args.cmd}: error: {write_failed_message(w, getattr(args, 'out', None))}", file=sys.stderr); return 3
-        from cove.run import RunLocked
+        from cove.check import RunLocked
         if not isinstance(e, RunLocked): raise
         print(f"cove {args.cmd}: error: {e}{_aside_hint(e, args)}", file=sys.stderr); return 2

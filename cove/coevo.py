@@ -12,7 +12,8 @@ import numpy as np
 import torch
 from fastcore.basics import patch
 from .core import get_logger, msg, append_jsonl, read_jsonl, task_key, EpisodeKeys
-from .run import Method, register_method, write_json
+from .method import Method, register_method
+from .core import write_json
 from .agent import HarnessAgent
 from .embed import tokenize
 from .store import SqliteStore

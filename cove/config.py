@@ -13,8 +13,8 @@ from .core import repo_root
 from .plugins import load_plugins, plugins_note
 
 # %% auto #0
-__all__ = ['SCHEMA', 'RANGES', 'Key', 'ConfigError', 'check_range', 'coerce', 'declare_key', 'env_name', 'parse_sets',
-           'read_profiles', 'Config', 'load_config', 'describe']
+__all__ = ['SCHEMA', 'RANGES', 'CPU_FLAGS', 'Key', 'ConfigError', 'check_range', 'coerce', 'declare_key', 'env_name',
+           'parse_sets', 'read_profiles', 'Config', 'load_config', 'describe', 'cpu_info', 'runtime_info']
 
 # %% ../nbs/01_config.ipynb #d4d8657d
 @dataclass(frozen=True)
@@ -373,3 +373,26 @@ def describe(cfg:Config) -> str:
     "A plain-text table of every key: value, source, meaning."
     rows = [f"{k:24} {str(cfg[k]):22} {cfg.sources.get(k, 'default'):20} {SCHEMA[k].doc}" for k in SCHEMA]
     return f"profile: {cfg.profile}\n" + '\n'.join(rows)
+
+# %% ../nbs/01_config.ipynb #e8c2e0ba
+CPU_FLAGS = ('avx2', 'avx512f', 'avx512_bf16', 'amx_bf16', 'amx_tile')
+
+def cpu_info() -> dict:
+    "The CPU's model name, the `CPU_FLAGS` it has, and the cores this process may use (from `/proc/cpuinfo`)."
+    try: text = Path('/proc/cpuinfo').read_text()
+    except OSError: text = ''
+    name = re.search(r'^model name\s*:\s*(.+)$', text, re.M)
+    flags = set((re.search(r'^flags\s*:\s*(.+)$', text, re.M) or re.search('()', '')).group(1).split())
+    try: cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError): cores = os.cpu_count()
+    return dict(cpu=name.group(1).strip() if name else 'unknown', flags=[f for f in CPU_FLAGS if f in flags], cores=cores)
+
+# %% ../nbs/01_config.ipynb #c8195cf3
+def runtime_info(cfg:Config, policy=None) -> dict:
+    "The CPU (`cpu_info`) and the dtype: the policy's, else the one `model.dtype` resolves to here (hf backend)."
+    info = cpu_info()
+    dt = getattr(policy, 'dtype', None)
+    if dt is None and cfg['model.backend'] == 'hf':
+        from cove.llm import pick_dtype
+        dt = pick_dtype(cfg['model.dtype'], cfg['model.device'])
+    return info | dict(dtype=str(dt).replace('torch.', '') if dt is not None else None, dtype_key=cfg['model.dtype'])

@@ -14,9 +14,9 @@ from fastcore.basics import patch
 # %% auto #0
 __all__ = ['FEEDBACK_KINDS', 'STATUSES', 'ROLES', 'DISK_FULL', 'SQLITE_FULL', 'SQLITE_IOERR', 'Feedback', 'redact_expected',
            'Task', 'msg', 'repo_root', 'CorruptFile', 'WriteFailed', 'InfraError', 'writing', 'write_all',
-           'NotRegularFile', 'open_regular', 'read_regular', 'write_failure', 'write_atomic', 'get_logger',
-           'repair_tail', 'append_jsonl', 'read_jsonl', 'task_key', 'EpisodeKeys', 'write_tx', 'import_optional',
-           'wilson', 'rate_ci']
+           'NotRegularFile', 'open_regular', 'read_regular', 'write_failure', 'write_atomic', 'one_line', 'read_json',
+           'write_json', 'get_logger', 'repair_tail', 'append_jsonl', 'read_jsonl', 'task_key', 'EpisodeKeys',
+           'write_tx', 'import_optional', 'wilson', 'rate_ci']
 
 # %% ../nbs/00_core.ipynb #24c123c3
 FEEDBACK_KINDS = {   # what went wrong, in one word a method can act on: kind -> its meaning
@@ -183,6 +183,25 @@ def write_atomic(path:str|Path, data:bytes|str):
             finally: os.close(fd)
             os.replace(tmp, path)
     except BaseException: tmp.unlink(missing_ok=True); raise
+
+# %% ../nbs/00_core.ipynb #be24f0ee
+def one_line(e:BaseException) -> str:
+    "The first line of `e`'s message (at most 200 characters)."
+    s = str(e).strip().splitlines()
+    return (s[0] if s else type(e).__name__)[:200]
+
+# %% ../nbs/00_core.ipynb #e78ab145
+def read_json(path:str|Path, fix:str) -> dict:
+    "The JSON object in `path`; anything else raises `CorruptFile` naming the file, with `fix` (what to do)."
+    try: s = json.loads(read_regular(path) or b'')
+    except ValueError as e: raise CorruptFile(f"{path} is corrupt ({one_line(e)}); {fix}", [path]) from None
+    if not isinstance(s, dict): raise CorruptFile(f"{path} is corrupt (a JSON {type(s).__name__}, not an object); {fix}", [path])
+    return s
+
+# %% ../nbs/00_core.ipynb #ce438ef1
+def write_json(path:Path, obj):
+    "Write JSON atomically (`cove.core.write_atomic`: temp file, fsync, rename; a failed write leaves the old file and raises `WriteFailed`)."
+    write_atomic(path, json.dumps(obj, indent=2, default=str))
 
 # %% ../nbs/00_core.ipynb #01198b1e
 def get_logger(name:str) -> logging.Logger:

@@ -8,7 +8,9 @@ import json, logging, time
 from pathlib import Path
 from .core import get_logger, read_jsonl
 from .config import Config, load_config, parse_sets
-from .run import Run, RunSpec, RunLock, write_json, load_policy, parse_drift
+from .run import Run, RunSpec, load_policy, parse_drift
+from .check import RunLock
+from .core import write_json
 from .stats import paired_rows, episode_records
 
 # %% auto #0
@@ -160,7 +162,7 @@ def segment_families(families:list[str], drift) -> list[str]:
 # %% ../nbs/19_demo.ipynb #1baf5468
 def drift_rows(recs:dict[str, list[dict]], drift) -> list[dict]:
     "Per method: success and API-call correctness of the drifted family before and after the drift, with n."
-    from cove.run import summarise
+    from cove.stats import summarise
     rows = []
     for meth, rs in recs.items():
         seg = {k: summarise([r for r in drift_segments(rs) if r['family_spec'] == f])

@@ -131,8 +131,8 @@ def one_family(v, done=None) -> str:
 
 def method_list(v, done=None) -> list[str]:
     "A kind: comma-separated registered `cove run` methods, each once, as a list."
-    from cove.run import METHODS, _import_methods
-    _import_methods()
+    from cove.method import METHODS, import_methods
+    import_methods()
     try: return name_list(sorted(METHODS), 'method')(v)
     except ParamError as e:
         raise ParamError(f"{e}{plugins_note()}" if str(e).startswith('unknown method') else str(e)) from None

@@ -69,7 +69,7 @@ def _register(group:str, name:str, obj):
         known = any(obj in srcs.values() for srcs in FAMILIES.values())
         if issubclass(obj, Environment) and not known: register_env(name)(obj)
     elif group == 'cove.methods':
-        from cove.run import METHODS, Method, register_method
+        from cove.method import METHODS, Method, register_method
         if issubclass(obj, Method) and obj not in METHODS.values(): register_method(name)(obj)
 
 # %% ../nbs/01c_plugins.ipynb #0f2acc89

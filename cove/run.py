@@ -4,28 +4,25 @@
 
 # %% ../nbs/08_run.ipynb #4632884f
 from __future__ import annotations
-import fcntl, inspect, json, os, re, sqlite3, stat, time
+import inspect, re, time
 from collections import Counter
-from dataclasses import dataclass, field, asdict
+from dataclasses import dataclass, asdict
 from pathlib import Path
 from tqdm.auto import tqdm
 from fastcore.basics import patch
-from .core import append_jsonl, read_jsonl, get_logger, Feedback, import_optional, wilson, EpisodeKeys, write_atomic, CorruptFile
-from .core import open_regular, read_regular
-from .config import Config, load_config, SCHEMA
-from .plugins import load_plugins, loaded_plugins, plugins_note
-from .tasks.base import make_env, parse_spec, Environment
-from .agent import HarnessAgent, replay_reference, EpisodeResult
+from .core import append_jsonl, read_jsonl, get_logger, Feedback, CorruptFile, read_json, write_json, one_line
+from .config import Config, load_config, SCHEMA, runtime_info
+from .plugins import loaded_plugins, plugins_note
+from .tasks.base import make_env, Environment
+from .agent import EpisodeResult
+from .method import METHODS, Method, register_method, import_methods
+from .check import check_state, set_aside, set_aside_log, note_fresh, RunLock, episode_records_of, replay_infra_tail
+from .check import run_diff, foreign_records
+from .stats import run_metrics
 
 # %% auto #0
-__all__ = ['METHODS', 'MAX_EPISODES', 'RESULT_NEUTRAL', 'INFRA_PREFIX', 'CPU_FLAGS', 'RunSpec', 'parse_tasks', 'open_envs',
-           'task_stream', 'Drift', 'parse_drift', 'check_drift', 'register_method', 'Method', 'Base', 'Oracle',
-           'summarise', 'run_metrics', 'one_line', 'read_json', 'state_fix', 'adapter_fix', 'adapter_problem',
-           'check_state', 'set_aside', 'set_aside_log', 'note_fresh', 'check_backend', 'check_out', 'check_spec',
-           'RunLocked', 'lock_holder', 'RunLock', 'running_pid', 'write_json', 'Run', 'config_diff', 'run_diff',
-           'foreign_records', 'fresh_start', 'replay_infra_tail', 'load_policy', 'cpu_info', 'runtime_info',
-           'episode_records_of', 'check_records', 'check_config', 'sqlite_problem', 'check_stores', 'record_keys',
-           'applied_agrees', 'check_method_state', 'odd_files', 'check_one', 'check_run']
+__all__ = ['MAX_EPISODES', 'RunSpec', 'parse_tasks', 'open_envs', 'task_stream', 'Drift', 'parse_drift', 'check_drift',
+           'check_backend', 'check_out', 'check_spec', 'Run', 'fresh_start', 'load_policy']
 
 # %% ../nbs/08_run.ipynb #a9aeb9eb
 @dataclass
@@ -101,215 +98,6 @@ def check_drift(drift:Drift|None, envs:dict[str, Environment]):
     if drift.family not in envs: raise ValueError(f"run.drift names {drift.family!r}, not a family of this run ({sorted(envs)})")
     envs[drift.family].check_split(drift.split)
 
-# %% ../nbs/08_run.ipynb #b84f6c4e
-METHODS: dict[str, type] = {}
-
-def register_method(name:str):
-    "Class decorator registering a run method under `name`."
-    def deco(cls): cls.name = name; METHODS[name] = cls; return cls
-    return deco
-
-def _import_methods():
-    "Import the modules that register methods beyond `base` and `oracle` (missing ones are skipped), then the plugins."
-    import_optional('cove', ('workflow', 'memrl', 'coevo', 'evolver', 'baselines'))
-    load_plugins()   # entry points (once) and `$COVE_PLUGINS`: a researcher's own methods register themselves too
-
-# %% ../nbs/08_run.ipynb #f41a5b47
-class Method:
-    "Base class: `run_batch(env, tasks) -> list[EpisodeResult]`, plus optional state and metrics (the shared plumbing is below)."
-    needs_policy = True
-    state_file: str|None = None   # JSON state in the run folder (`save_state` / `read_state`); None: the method keeps none there
-    def __init__(self, cfg:Config, out:Path, policy=None):
-        self.cfg, self.out, self.policy = cfg, Path(out), policy
-        self.keys = EpisodeKeys(self.out/'episodes.jsonl')   # `family|split|id#n`: each epoch's play of a task is a new episode
-        self.saved_ledger, self._noted, self._agents = None, {}, {}
-    def run_batch(self, env:Environment, tasks:list) -> list[EpisodeResult]: raise NotImplementedError
-    def extra(self, res:EpisodeResult) -> dict: return {'channel': None}
-    def metrics(self) -> dict: return {}
-    def state_dict(self) -> dict: return {}   # what `save_state` writes besides the method's name, the ledger and the time
-
-# %% ../nbs/08_run.ipynb #db10c241
-@register_method('base')
-class Base(Method):
-    "The policy alone: no memory, no training."
-    def run_chunk(self, pairs:list[tuple]) -> list[EpisodeResult]:
-        "`[(env, task), ...]` of any families, played as one batch."
-        return self.agent().run([e for e, _ in pairs], [t for _, t in pairs])
-    def run_batch(self, env, tasks): return self.run_chunk([(env, t) for t in tasks])
-
-# %% ../nbs/08_run.ipynb #cf7ae8b2
-@register_method('oracle')
-class Oracle(Method):
-    "Reference solutions replayed through the environment."
-    needs_policy = False
-    def run_batch(self, env, tasks): return [replay_reference(env, t) for t in tasks]
-
-# %% ../nbs/08_run.ipynb #985e6fc5
-@patch
-def agent(self:Method, **kw) -> HarnessAgent:
-    "The harness agent of this method's config (`kw` overrides, e.g. `kb`, `temperature`); one per setting, kept."
-    key = tuple(sorted((k, id(v) if k == 'kb' else v) for k, v in kw.items()))
-    if key not in self._agents: self._agents[key] = HarnessAgent.from_config(self.policy, self.cfg, **kw)
-    return self._agents[key]
-
-# %% ../nbs/08_run.ipynb #09867da3
-@patch
-def note(self:Method, res:EpisodeResult, info) -> None:
-    "Keep `info` for episode result `res` until `noted` takes it (for `extra`)."
-    self._noted[id(res)] = info
-
-@patch
-def noted(self:Method, res:EpisodeResult, default=None):
-    "What `note` kept for `res` (removed), or `default`."
-    return self._noted.pop(id(res), default)
-
-# %% ../nbs/08_run.ipynb #803210bc
-@patch(as_prop=True)
-def state_path(self:Method) -> Path: return self.out/self.state_file
-
-@patch
-def ledger_dict(self:Method) -> dict|None:
-    "The token ledger to save: the live policy's, else the one read from disk (a rerun without a policy)."
-    led = getattr(self.policy, 'ledger', None)
-    return led.to_dict() if led is not None else self.saved_ledger
-
-# %% ../nbs/08_run.ipynb #eca20700
-@patch
-def save_state(self:Method):
-    "Write `state_file` atomically: the method's name, `state_dict()`, the ledger and the time."
-    write_json(self.state_path, dict(method=self.name, **self.state_dict(), ledger=self.ledger_dict(), saved=time.time()))
-
-# %% ../nbs/08_run.ipynb #c5317a84
-@patch
-def read_state(self:Method) -> dict|None:
-    "The saved state (None when there is none), checked to be this method's; its ledger is merged into the policy's."
-    if self.state_file is None or not self.state_path.exists(): return None
-    s = read_json(self.state_path, state_fix(self.name))   # corrupt: named, never started fresh over
-    who = s.get('method', s.get('variant'))   # COVE's states before issue 12 named it `variant`
-    if who != self.name: raise ValueError(f"{self.state_path} is of method {who!r}, not {self.name!r}; use another --out")
-    self.saved_ledger = s.get('ledger')
-    if self.saved_ledger and getattr(self.policy, 'ledger', None) is not None:
-        from cove.llm import TokenLedger
-        self.policy.ledger = self.policy.ledger.merge(TokenLedger.from_dict(self.saved_ledger))
-    return s
-
-# %% ../nbs/08_run.ipynb #d5f37fe0
-@patch
-def use_adapter(self:Method, name:str|None):
-    "Make adapter `name` of `adapters/` (None: the base model) the policy's active one, loading it once."
-    if self.policy is None or name == getattr(self.policy, 'active_adapter', None): return
-    if name is not None and name not in self.policy.adapters:
-        p = self.out/'adapters'/name
-        try: self.policy.load_adapter(p, name)
-        except Exception as e: raise CorruptFile(f"{p}: LoRA adapter does not load ({type(e).__name__}: {one_line(e)}); {adapter_fix(self.state_file)}",
-                                                 [p] + ([self.state_path] if self.state_file else [])) from e
-    self.policy.set_adapter(name)
-
-# %% ../nbs/08_run.ipynb #7cddf26c
-def summarise(recs:list[dict]) -> dict:
-    "Success (with its Wilson 95% interval), score, API correctness, tokens and status counts over `recs`."
-    n = len(recs)
-    api = [r['api_correct'] for r in recs if r.get('api_correct') is not None]
-    st = {s: sum(r['status'] == s for r in recs) for s in ('success', 'failure', 'error', 'timeout')}
-    return dict(n=n, success_rate=(st['success'] / n) if n else None, success_ci=list(wilson(st['success'], n)),
-                mean_score=(sum(r['score'] for r in recs) / n) if n else None,
-                api_correct_rate=(sum(api) / len(api)) if api else None, n_api=len(api),
-                prompt_tokens=sum(r['prompt_tokens'] for r in recs), completion_tokens=sum(r['completion_tokens'] for r in recs),
-                errors=st['error'], timeouts=st['timeout'], failures=st['failure'], successes=st['success'],
-                error_kinds=dict(Counter(r.get('message', '').split(':')[0][:40] for r in recs if r['status'] == 'error')))
-
-# %% ../nbs/08_run.ipynb #587613e4
-def run_metrics(recs:list[dict]) -> dict:
-    "Per-family and overall summaries."
-    fams = sorted({r['family_spec'] for r in recs})
-    return dict(overall=summarise(recs), per_family={f: summarise([r for r in recs if r['family_spec'] == f]) for f in fams})
-
-# %% ../nbs/08_run.ipynb #be24f0ee
-def one_line(e:BaseException) -> str:
-    "The first line of `e`'s message (at most 200 characters)."
-    s = str(e).strip().splitlines()
-    return (s[0] if s else type(e).__name__)[:200]
-
-# %% ../nbs/08_run.ipynb #e78ab145
-def read_json(path:str|Path, fix:str) -> dict:
-    "The JSON object in `path`; anything else raises `CorruptFile` naming the file, with `fix` (what to do)."
-    try: s = json.loads(read_regular(path) or b'')
-    except ValueError as e: raise CorruptFile(f"{path} is corrupt ({one_line(e)}); {fix}", [path]) from None
-    if not isinstance(s, dict): raise CorruptFile(f"{path} is corrupt (a JSON {type(s).__name__}, not an object); {fix}", [path])
-    return s
-
-# %% ../nbs/08_run.ipynb #453f474f
-def state_fix(method:str) -> str:
-    "What to do about a corrupt state file of `method`."
-    return f"move it aside and rerun to start {method}'s state fresh (the recorded episodes are kept), or restore it from a copy"
-
-def adapter_fix(state_file:str|None) -> str:
-    "What to do about a corrupt adapter of a method keeping `state_file`."
-    if not state_file: return "restore it from a copy, or use another --out"
-    return f"restore it from a copy, or move adapters/ and {state_file} aside and rerun to start the method's state fresh"
-
-# %% ../nbs/08_run.ipynb #82c2002e
-def _tensors_problem(ts:dict) -> str|None:
-    "Why LoRA tensors `ts` are unsound (non-finite weights, or `lora_A`s and `lora_B`s that do not pair up with equal ranks), or None."
-    import torch
-    bad = [k for k, t in ts.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
-    if bad: return f"non-finite weights in {len(bad)} tensors, e.g. {bad[0]}"
-    A, B = ({k.replace(w, '*'): t for k, t in ts.items() if w in k} for w in ('lora_A', 'lora_B'))
-    if not A or set(A) != set(B): return f"lora_A and lora_B tensors do not pair up ({len(A)} A, {len(B)} B)"
-    odd = [k for k in A if A[k].shape[0] != B[k].shape[-1]]
-    return f"lora_A and lora_B ranks differ in {odd[0]}" if odd else None
-
-# %% ../nbs/08_run.ipynb #bb594085
-def adapter_problem(path:str|Path) -> str|None:
-    "Why the LoRA adapter folder `path` would not load (None if it looks whole): its config and tensors parse, the weights are finite, and every `lora_A` has its `lora_B` of the same rank."
-    p = Path(path)
-    if not (p/'adapter_config.json').exists(): return 'missing (no adapter_config.json)'
-    try: json.loads((p/'adapter_config.json').read_text())
-    except ValueError as e: return f"adapter_config.json does not parse ({one_line(e)})"
-    st = p/'adapter_model.safetensors'
-    if not st.exists(): return None if (p/'adapter_model.bin').exists() else 'no adapter_model.safetensors'
-    try:
-        from safetensors.torch import load_file
-        ts = load_file(st)
-    except Exception as e: return f"adapter_model.safetensors does not parse ({one_line(e)})"
-    return _tensors_problem(ts)
-
-# %% ../nbs/08_run.ipynb #6a113ef3
-def check_state(out:Path, cls:type) -> dict|None:
-    "Before the model loads: `cls`'s state file in `out` parses, and the adapter it names is whole; `CorruptFile` else."
-    if not cls.state_file or not (Path(out)/cls.state_file).exists(): return None
-    s = read_json(Path(out)/cls.state_file, state_fix(cls.name))
-    if isinstance(ad := s.get('adapter'), str) and ad and (why := adapter_problem(Path(out)/'adapters'/ad)):
-        raise CorruptFile(f"{Path(out)/'adapters'/ad}: LoRA adapter {why}; {adapter_fix(cls.state_file)}", [Path(out)/'adapters'/ad, Path(out)/cls.state_file])
-    return s
-
-# %% ../nbs/08_run.ipynb #0603c484
-def set_aside(path:str|Path, out:str|Path, why:str, recorded:int) -> Path:
-    "Move the corrupt `path` (a file, an adapter folder, or a SQLite file with its `-wal`/`-shm`) to `<name>.corrupt-<time>` beside it, noted in `out/set_aside.jsonl` with `why` and the number of episodes `recorded` before; returns where it went."
-    p, out = Path(path), Path(out)
-    stamp = time.strftime('%Y%m%d-%H%M%S'); dst, k = p.with_name(f"{p.name}.corrupt-{stamp}"), 1
-    while dst.exists() or Path(f"{dst}-wal").exists(): dst, k = p.with_name(f"{p.name}.corrupt-{stamp}-{k}"), k + 1
-    for side in ('-wal', '-shm', '-journal'):   # first: a fresh store must never replay the old one's log
-        if Path(f"{p}{side}").exists(): os.replace(f"{p}{side}", f"{dst}{side}")
-    os.replace(p, dst)
-    rel = lambda q: str(Path(q).relative_to(out)) if Path(q).is_relative_to(out) else str(q)
-    append_jsonl(out/'set_aside.jsonl', dict(path=rel(p), to=rel(dst), why=why, recorded=recorded, time=time.strftime('%Y-%m-%dT%H:%M:%S')))
-    get_logger('run').warning(f"SET ASIDE {p} -> {dst.name} ({why}); that state starts FRESH: what it held from the {recorded} episodes already recorded is not relearnt")
-    return dst
-
-# %% ../nbs/08_run.ipynb #b2710c44
-def set_aside_log(out:str|Path) -> list[dict]:
-    "What `set_aside` moved in run folder `out`, oldest first."
-    return read_jsonl(Path(out)/'set_aside.jsonl')
-
-# %% ../nbs/08_run.ipynb #61aff5e4
-def note_fresh(path:str|Path, out:str|Path, why:str, recorded:int):
-    "Note in `out/set_aside.jsonl` that the missing store `path` starts fresh after `recorded` episodes (nothing to move)."
-    p, out = Path(path), Path(out)
-    rel = str(p.relative_to(out)) if p.is_relative_to(out) else str(p)
-    append_jsonl(out/'set_aside.jsonl', dict(path=rel, to=None, why=why, recorded=recorded, time=time.strftime('%Y-%m-%dT%H:%M:%S')))
-    get_logger('run').warning(f"MISSING {p}: that store starts FRESH: what it held from the {recorded} episodes already recorded is lost")
-
 # %% ../nbs/08_run.ipynb #0540bb7f
 MAX_EPISODES = 100_000   # per family: the stream is built before the first episode plays
 
@@ -339,7 +127,7 @@ def check_out(out:str|Path) -> Path:
 # %% ../nbs/08_run.ipynb #74a3a073
 def check_spec(spec:RunSpec, cfg:Config) -> dict[str, Environment]:
     "Check `spec` and the config keys the run loop reads (a one-line `ValueError` else); returns an environment per family."
-    _import_methods()
+    import_methods()
     if spec.method not in METHODS:
         raise ValueError(f"unknown method {spec.method!r}; known: {sorted(METHODS)}{plugins_note()}")
     if isinstance(spec.episodes, bool) or not isinstance(spec.episodes, int) or spec.episodes < 1:
@@ -356,51 +144,6 @@ def check_spec(spec:RunSpec, cfg:Config) -> dict[str, Environment]:
     if METHODS[spec.method].needs_policy: check_backend(cfg)
     return envs
 
-# %% ../nbs/08_run.ipynb #033799a7
-class RunLocked(RuntimeError):
-    "Another process is running in this folder."
-
-def lock_holder(path:str|Path) -> str:
-    "The pid written in the lock file `path` ('unknown' if its holder has not written it yet)."
-    for _ in range(50):
-        try: pid = Path(path).read_text().strip()
-        except OSError: pid = ''
-        if pid: return pid
-        time.sleep(0.01)
-    return 'unknown'
-
-# %% ../nbs/08_run.ipynb #d9e7ba67
-class RunLock:
-    "An exclusive `fcntl.flock` on `<folder>/.lock` (which holds our pid) until `release` (or the end of a `with`)."
-    def __init__(self, folder:str|Path):
-        self.path = Path(folder)/'.lock'
-        try: self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e: raise ValueError(f"cannot make the run folder {folder}: {e.strerror}") from None
-        self.f = os.fdopen(open_regular(self.path, os.O_RDWR | os.O_CREAT), 'r+')   # never through a planted link
-        try: fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self.f.close()
-            raise RunLocked(f"{self.path.parent} is in use by another run (pid {lock_holder(self.path)}); wait for it to end, or use another --out") from None
-        self.f.seek(0); self.f.truncate(); self.f.write(f"{os.getpid()}\n"); self.f.flush()
-    def release(self): self.f.close()   # closing drops the lock
-    def __enter__(self): return self
-    def __exit__(self, *exc): self.release()
-
-# %% ../nbs/08_run.ipynb #83703bd6
-def running_pid(folder:str|Path) -> str|None:
-    "The pid of the process holding `folder`'s run lock now, or None (the folder's files are not touched)."
-    p = Path(folder)/'.lock'
-    if not p.exists(): return None
-    with os.fdopen(open_regular(p), 'r') as f:
-        try: fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError: return lock_holder(p)
-    return None
-
-# %% ../nbs/08_run.ipynb #ce438ef1
-def write_json(path:Path, obj):
-    "Write JSON atomically (`cove.core.write_atomic`: temp file, fsync, rename; a failed write leaves the old file and raises `WriteFailed`)."
-    write_atomic(path, json.dumps(obj, indent=2, default=str))
-
 # %% ../nbs/08_run.ipynb #37afd9b9
 class Run:
     "One run folder: spec + config, the episode log, metrics."
@@ -412,31 +155,6 @@ class Run:
         self.log = get_logger('run')
         self.episodes_path, self.metrics_path = self.out/'episodes.jsonl', self.out/'metrics.json'
         self._check_config()
-
-# %% ../nbs/08_run.ipynb #e2695c5f
-RESULT_NEUTRAL = ('run.threads', 'run.jobs', 'output.dir', 'model.prefix_cache_tokens', 'embed.batch_size',
-                  'router.reason', 'router.signals')  # keys that cannot change a result
-
-def config_diff(old:dict, new:dict) -> list[str]:
-    "`'key: old -> new'` for every key whose value differs, but `RESULT_NEUTRAL` (a key `old` lacks: its default)."
-    oldv = lambda k: old.get(k, SCHEMA[k].default if k in SCHEMA else None)
-    return [f"{k}: {oldv(k)!r} -> {v!r}" for k, v in new.items() if k not in RESULT_NEUTRAL and oldv(k) != v]
-
-# %% ../nbs/08_run.ipynb #3daec37e
-def run_diff(old:dict, spec:RunSpec, cfg:Config) -> list[str]:
-    "How the run recorded in a `config.json` (`old`) differs from `spec` under `cfg`: spec fields, then config keys."
-    osp = old.get('spec') or {}
-    d = [f"{k}: {osp.get(k)!r} -> {v!r}" for k, v in spec.key().items() if osp.get(k) != v]
-    return d + config_diff(old.get('config') or {}, cfg.values)
-
-# %% ../nbs/08_run.ipynb #c531ae3e
-def foreign_records(recs:list[dict], spec:RunSpec, drift:Drift|None=None) -> list[str]:
-    "Why records of `recs` are not of `spec`'s run (another method, family or split), one line each."
-    splits = {spec.split} | ({drift.split} if drift else set())
-    why = lambda r: (f"method {r.get('method')!r}" if r.get('method') != spec.method else
-                     f"family {r.get('family_spec')!r}" if r.get('family_spec') not in spec.tasks else
-                     f"split {r.get('split')!r}" if r.get('split') not in splits else None)
-    return [f"episode {r.get('episode')}: {w}" for r in recs if (w := why(r))]
 
 # %% ../nbs/08_run.ipynb #ae784f3d
 def _holds_nothing(out:Path) -> bool:
@@ -555,23 +273,6 @@ def or_set_aside(self:Run, f, recorded:int):
                 if Path(p).exists(): set_aside(p, self.out, one_line(e), recorded)
             moved |= set(paths)
 
-# %% ../nbs/08_run.ipynb #c11075a4
-INFRA_PREFIX = 'policy error:'   # how a run recorded a failed generation as the task's error, before `InfraError`
-
-def replay_infra_tail(path:Path, recs:list[dict]) -> list[dict]:
-    "Take the trailing records that are infrastructure errors out of `episodes.jsonl` (kept in `.infra`), to replay them."
-    recs = sorted(recs, key=lambda r: r['episode'])
-    infra = [str(r.get('message', '')).startswith(INFRA_PREFIX) for r in recs]
-    k = len(recs)
-    while k and infra[k - 1]: k -= 1
-    if k == len(recs): return recs
-    keep, cut, side = recs[:k], recs[k:], Path(str(path) + '.infra')
-    write_atomic(side, (read_regular(side) or b'') + ''.join(json.dumps(r) + '\n' for r in cut).encode())
-    write_atomic(path, ''.join(json.dumps(r) + '\n' for r in keep))
-    get_logger('run').warning(f"{path}: {len(cut)} episodes from {cut[0]['episode']} on were infrastructure errors "
-                              f"(kept in {side.name}): they are played again")
-    return keep
-
 # %% ../nbs/08_run.ipynb #b5638b2a
 @patch
 def metrics(self:Run, method=None) -> dict:
@@ -595,213 +296,3 @@ def load_policy(cfg:Config):
     extra = {'prefix_cache_tokens': c['prefix_cache_tokens']} if c['backend'] == 'hf' else {}
     return make_policy(c['backend'], c['name'], dtype=c['dtype'], device=c['device'], batch_size=c['batch_size'],
                        allow_download=c['allow_download'], **extra)
-
-# %% ../nbs/08_run.ipynb #e8c2e0ba
-CPU_FLAGS = ('avx2', 'avx512f', 'avx512_bf16', 'amx_bf16', 'amx_tile')
-
-def cpu_info() -> dict:
-    "The CPU's model name, the `CPU_FLAGS` it has, and the cores this process may use (from `/proc/cpuinfo`)."
-    try: text = Path('/proc/cpuinfo').read_text()
-    except OSError: text = ''
-    name = re.search(r'^model name\s*:\s*(.+)$', text, re.M)
-    flags = set((re.search(r'^flags\s*:\s*(.+)$', text, re.M) or re.search('()', '')).group(1).split())
-    try: cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError): cores = os.cpu_count()
-    return dict(cpu=name.group(1).strip() if name else 'unknown', flags=[f for f in CPU_FLAGS if f in flags], cores=cores)
-
-# %% ../nbs/08_run.ipynb #c8195cf3
-def runtime_info(cfg:Config, policy=None) -> dict:
-    "The CPU (`cpu_info`) and the dtype: the policy's, else the one `model.dtype` resolves to here (hf backend)."
-    info = cpu_info()
-    dt = getattr(policy, 'dtype', None)
-    if dt is None and cfg['model.backend'] == 'hf':
-        from cove.llm import pick_dtype
-        dt = pick_dtype(cfg['model.dtype'], cfg['model.device'])
-    return info | dict(dtype=str(dt).replace('torch.', '') if dt is not None else None, dtype_key=cfg['model.dtype'])
-
-# %% ../nbs/08_run.ipynb #d3f16352
-def _episode_lines(data:bytes) -> tuple[list[dict], list[int], int]:
-    "The episode records in the bytes of an `episodes.jsonl`, the numbers of the (non-blank) lines that are none, and the number of lines."
-    lines = data.split(b'\n'); recs, bad = [], []
-    for i, l in enumerate(lines, 1):
-        if not l.strip(): continue
-        try: r = json.loads(l)
-        except ValueError: r = None
-        (recs.append(r) if isinstance(r, dict) and isinstance(r.get('episode'), int) else bad.append(i))
-    return recs, bad, len(lines)
-
-# %% ../nbs/08_run.ipynb #18bc6f1a
-def episode_records_of(path:Path) -> list[dict]:
-    "The records of a run's `episodes.jsonl`, refused in one line when a line is not a record or an episode is there twice."
-    data = read_regular(path)
-    if data is None: return []
-    recs, bad, n_lines = _episode_lines(data)
-    if bad and bad != [n_lines]:   # a torn last line is the tail a kill left: `append_jsonl` repairs it
-        raise ValueError(f"{path}: line {bad[0]} is not an episode record (an object with a whole-number episode); "
-                         "move the file aside, or use another --out")
-    if dup := sorted(e for e, k in Counter(r['episode'] for r in recs).items() if k > 1):
-        raise ValueError(f"{path}: episodes recorded twice: {dup[:5]}; remove the duplicate lines, or use another --out")
-    return recs
-
-# %% ../nbs/08_run.ipynb #25766d47
-def check_records(d:Path) -> tuple[list[tuple], list[dict]]:
-    "Items for `d/episodes.jsonl` (each line a record, each episode once, 0..N-1) and its records."
-    p = d/'episodes.jsonl'
-    if not p.exists(): return [('episodes.jsonl', True, 'none yet')], []
-    recs, bad, n_lines = _episode_lines(read_regular(p) or b'')
-    items = []
-    if bad == [n_lines]: items.append(('episodes.jsonl: lines', False, f"torn last line {bad[0]} (a kill mid-write): the next run moves it to episodes.jsonl.torn"))
-    elif bad: items.append(('episodes.jsonl: lines', False, f"{len(bad)} lines are not episode records: {bad[:5]}"))
-    eps = Counter(r['episode'] for r in recs)
-    dup, miss = sorted(e for e, k in eps.items() if k > 1), sorted(set(range(len(eps))) - set(eps))
-    items.append(('episodes.jsonl: unique', not dup, f"episodes recorded more than once: {dup[:10]}" if dup else f"{len(recs)} records, each episode once"))
-    items.append(('episodes.jsonl: contiguous', not miss, f"missing episodes: {miss[:10]} (of 0..{max(eps)})" if miss else f"episodes 0..{len(eps) - 1}"))
-    return items, recs
-
-# %% ../nbs/08_run.ipynb #c91ac2e8
-def _metrics_problems(m:dict, sp:dict, n_recs:int) -> list[str]:
-    "How `metrics.json` (`m`) disagrees with the spec `sp` and the number of records."
-    out, fams, n = [], set(m.get('per_family') or {}) - set(sp['tasks']), (m.get('overall') or {}).get('n')
-    if m.get('method') != sp['method']: out.append(f"method {m.get('method')!r}, config.json {sp['method']!r}")
-    if fams: out.append(f"families {sorted(fams)} not in config.json")
-    if n != n_recs: out.append(f"n={n} but {n_recs} records (stale: a rerun rewrites it)")
-    return out
-
-# %% ../nbs/08_run.ipynb #bb618442
-def _spec_item(sp:dict, c:dict, recs:list[dict]) -> tuple:
-    "The `episodes.jsonl: spec` item: the records are of spec `sp`'s method and families, and no more than it asks for (config `c`'s epochs)."
-    cap = sp['episodes'] * len(sp['tasks']) * max(1, c.get('run.epochs', 1))
-    odd = sorted({str(r.get('method')) for r in recs} - {sp['method']}) + sorted({str(r.get('family_spec')) for r in recs} - set(sp['tasks']))
-    n = len({r['episode'] for r in recs})
-    return ('episodes.jsonl: spec', not odd and n <= cap, f"records of {odd}, not in the spec" if odd else
-            f"{n} episodes, more than the {cap} the spec asks for" if n > cap else f"{n} of the {cap} episodes the spec asks for")
-
-# %% ../nbs/08_run.ipynb #fbcb216f
-def check_config(d:Path, recs:list[dict]) -> tuple[list[tuple], dict|None]:
-    "Items for `config.json` (a run spec), the records against the spec, and `metrics.json` against both; and the config."
-    try: conf = read_json(d/'config.json', 'move it aside and rerun to start the run again') if (d/'config.json').exists() else None
-    except CorruptFile as e: return [('config.json', False, str(e))], None
-    sp = (conf or {}).get('spec')
-    if not isinstance(sp, dict) or not {'method', 'tasks', 'episodes'} <= set(sp):
-        return [('config.json', False, 'missing, or holds no run spec: the records are of an unknown run')], None
-    c = conf.get('config', {})
-    items = [('config.json', True, f"{sp['method']} on {','.join(sp['tasks'])}, {sp['episodes']} per family, model {c.get('model.name')}"),
-             _spec_item(sp, c, recs)]
-    if not (d/'metrics.json').exists():
-        return items + [('metrics.json', not recs, f"missing, with {len(recs)} records: a rerun writes it" if recs else 'none yet')], conf
-    try: probs = _metrics_problems(read_json(d/'metrics.json', 'a rerun rewrites it'), sp, len(recs))
-    except CorruptFile as e: probs = [str(e)]
-    return items + [('metrics.json', not probs, '; '.join(probs) or f"agrees with config.json and the records ({sp['method']}, n={len(recs)})")], conf
-
-# %% ../nbs/08_run.ipynb #b1ded0e7
-def sqlite_problem(path:str|Path) -> str|None:
-    "Why the SQLite file `path` fails `PRAGMA integrity_check` (None if it passes); it is opened read-only."
-    try:
-        con = sqlite3.connect(Path(path).resolve().as_uri() + '?mode=ro', uri=True)
-        try: res = [r[0] for r in con.execute('PRAGMA integrity_check')]
-        finally: con.close()
-    except sqlite3.Error as e: return f"{type(e).__name__}: {one_line(e)}"
-    return None if res == ['ok'] else '; '.join(map(str, res[:3]))
-
-# %% ../nbs/08_run.ipynb #c7d93729
-def check_stores(d:Path) -> list[tuple]:
-    "Items for every `*.sqlite` below `d` (`PRAGMA integrity_check`) and every adapter folder (`adapter_problem`)."
-    items = []
-    for p in sorted(d.rglob('*.sqlite')):
-        why = sqlite_problem(p)
-        items.append((str(p.relative_to(d)), why is None, f"integrity_check failed ({why}): move it aside to start that store fresh, or restore it" if why else 'integrity_check ok'))
-    for p in sorted(q.parent for q in d.rglob('adapter_config.json') if '.corrupt-' not in str(q.relative_to(d))):   # not one `set_aside` moved
-        why = adapter_problem(p)
-        items.append((f"{p.relative_to(d)}/", why is None, f"LoRA adapter {why}" if why else 'LoRA adapter parses'))
-    return items
-
-# %% ../nbs/08_run.ipynb #8fffbac0
-def record_keys(recs:list[dict]) -> list[tuple[str, dict]]:
-    "`(key, record)` in episode order, the key being `family|split|task_id#n` (n: that task's play, from 0), as `EpisodeKeys` makes them."
-    seen, out = Counter(), []
-    for r in sorted(recs, key=lambda r: r['episode']):
-        k = f"{r.get('family')}|{r.get('split')}|{r.get('task_id')}"; out.append((f"{k}#{seen[k]}", r)); seen[k] += 1
-    return out
-
-# %% ../nbs/08_run.ipynb #e020a021
-def applied_agrees(applied, recs:list[dict], slack:int, since:int=0) -> tuple[bool, str]:
-    "Whether a method's `applied` episode keys agree with the records from episode `since` on (a state started fresh then): at most `slack` ahead of them, and none of the played records missing."
-    have = [(k, r) for k, r in record_keys(recs) if r['episode'] >= since]; keys = {k if '#' in k else f'{k}#0' for k in applied}   # states before epochs keyed a first play without `#0`
-    ahead = sorted(keys - {k for k, _ in have})
-    missing = [k for k, r in have if k not in keys and not str(r.get('message', '')).startswith('unavailable:')]
-    why = ([f"{len(ahead)} applied ahead of the records, more than one batch ({slack}): it is of a longer or another run, e.g. {ahead[0]}"] if len(ahead) > slack else []) + \
-          ([f"{len(missing)} recorded episodes missing from it (its decisions were lost), e.g. {missing[0]}"] if missing else [])
-    note = f"; {len(ahead)} applied ahead of the records (a kill between the state and the records: the rerun replays them)" if ahead and not why else ''
-    return not why, '; '.join(why) or f"{len(keys)} applied, agreeing with the {len(have)} records{note}"
-
-# %% ../nbs/08_run.ipynb #a53d69a3
-def _not_loaded(meth, conf:dict) -> tuple:
-    "The item of a run whose method is not registered here: its state is not checked, and the check says so."
-    rec = conf.get('plugins') if isinstance(conf.get('plugins'), list) else []
-    rec = [p for p in rec if isinstance(p, str) and re.fullmatch(r'[\w.]{1,100}', p)][:5]
-    hint = f"--plugin {','.join(rec)}: the run had it loaded" if rec else '--plugin MODULE'
-    return ('state', False, f"state not checked: method {str(meth)[:60]} not loaded (use {hint})")
-
-def check_method_state(d:Path, conf:dict, recs:list[dict]) -> list[tuple]:
-    "Items for the method's JSON state file: it parses, is this method's, agrees with the records, and the adapter it names exists."
-    meth, slack = conf['spec']['method'], max(1, conf.get('config', {}).get('model.batch_size', 1))
-    _import_methods()
-    if not isinstance(meth, str) or meth not in METHODS: return [_not_loaded(meth, conf)]   # never skipped in silence
-    sf = METHODS[meth].state_file
-    if not sf: return []
-    items = []
-    played = [r for r in recs if not str(r.get('message', '')).startswith('unavailable:')]
-    if not (d/sf).exists(): return items + [(sf, not played, f"missing, though {meth} played {len(played)} recorded episodes" if played else 'none yet')]
-    try: s = read_json(d/sf, state_fix(meth))
-    except CorruptFile as e: return items + [(sf, False, str(e))]
-    who = s.get('method', s.get('variant'))
-    if who != meth: return items + [(sf, False, f"of method {who!r}, not {meth!r}")]
-    fresh = [e['recorded'] for e in set_aside_log(d) if e['path'] == sf or e['path'].startswith('adapters/')]   # the state started fresh then
-    if isinstance(s.get('applied'), dict):
-        ok, why = applied_agrees(s['applied'], recs, slack, since=fresh[-1] if fresh else 0)
-        items.append((sf, ok, why + (f" (from episode {fresh[-1]} on: started fresh then)" if fresh else '')))
-    if isinstance(ad := s.get('adapter'), str) and ad:
-        ok = (d/'adapters'/ad/'adapter_config.json').exists()
-        items.append((f"{sf}: adapter", ok, f"adapters/{ad} exists" if ok else f"names adapters/{ad}, which is missing"))
-    return items
-
-# %% ../nbs/08_run.ipynb #6efbd71b
-def odd_files(d:Path) -> list[tuple]:
-    "An item for each entry below run folder `d` that is neither a regular file nor a folder (links, FIFOs, sockets)."
-    items = []
-    for root, dirs, files in os.walk(d):   # os.walk follows no link to a folder
-        for name in dirs + files:
-            p = Path(root)/name
-            m = os.lstat(p).st_mode
-            if not (stat.S_ISREG(m) or stat.S_ISDIR(m)):
-                kind = 'a symbolic link' if stat.S_ISLNK(m) else 'a FIFO' if stat.S_ISFIFO(m) else 'not a regular file'
-                items.append((str(p.relative_to(d)), False, f"{kind}: cove neither follows nor opens it; remove it"))
-    return items
-
-# %% ../nbs/08_run.ipynb #82acee1a
-def _is_run(d:Path) -> bool:
-    "Whether `d` is a run folder: it has `episodes.jsonl`, or a `config.json` holding a run spec."
-    if (d/'episodes.jsonl').exists(): return True
-    try: return 'spec' in json.loads((d/'config.json').read_text())
-    except (OSError, ValueError, TypeError): return False
-
-def check_one(d:Path) -> list[tuple[str, bool, str]]:
-    "`(item, ok, detail)` for the run folder `d`."
-    if odd := odd_files(d): return odd   # named, never opened
-    pid = running_pid(d)
-    items = [('.lock', False, f"a run (pid {pid}) is writing this folder now: check it when that run ends")] if pid else []
-    rec_items, recs = check_records(d)
-    conf_items, conf = check_config(d, recs)
-    items += rec_items + conf_items + check_stores(d)
-    items += [(f"set aside: {e['path']}", True, (f"moved to {e['to']}" if e['to'] else 'missing, started fresh') + f" after {e['recorded']} episodes ({e['why'][:120]})") for e in set_aside_log(d)]
-    return items + (check_method_state(d, conf, recs) if conf else [])
-
-# %% ../nbs/08_run.ipynb #bbf86d33
-def check_run(path:str|Path) -> list[tuple[str, bool, str]]:
-    "`cove check`: `(item, ok, detail)` for the run folder `path`, or for each run folder below it (an experiment folder)."
-    d = Path(path)
-    if not d.is_dir(): raise FileNotFoundError(f"{d}: no such folder")
-    if _is_run(d): return check_one(d)
-    runs = sorted({p.parent for p in d.rglob('episodes.jsonl')} | {p.parent for p in d.rglob('config.json') if _is_run(p.parent)})
-    if not runs: raise ValueError(f"{d} holds no run folder (none with episodes.jsonl or a run's config.json)")
-    return [(f"{r.relative_to(d)}/{item}", ok, why) for r in runs for item, ok, why in check_one(r)]

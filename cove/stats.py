@@ -12,7 +12,7 @@ from .core import read_jsonl
 
 # %% auto #0
 __all__ = ['ALIGN_KEYS', 'wilson', 'newcombe_paired', 'mcnemar_p', 'mde', 'Paired', 'paired', 'episode_records', 'align',
-           'paired_rows', 'paired_or_reason', 'runs_of', 'paired_verdict', 'solved_once']
+           'paired_rows', 'paired_or_reason', 'runs_of', 'paired_verdict', 'solved_once', 'summarise', 'run_metrics']
 
 # %% ../nbs/00b_stats.ipynb #7affe6e4
 def wilson(k:int, # successes
@@ -189,3 +189,22 @@ def solved_once(recs:list[dict]) -> list[dict]:
         first.setdefault(k, r)
         if r['status'] == 'success': won.add(k)
     return [r | {'status': 'success'} if k in won else r for k, r in first.items()]
+
+# %% ../nbs/00b_stats.ipynb #7cddf26c
+def summarise(recs:list[dict]) -> dict:
+    "Success (with its Wilson 95% interval), score, API correctness, tokens and status counts over `recs`."
+    n = len(recs)
+    api = [r['api_correct'] for r in recs if r.get('api_correct') is not None]
+    st = {s: sum(r['status'] == s for r in recs) for s in ('success', 'failure', 'error', 'timeout')}
+    return dict(n=n, success_rate=(st['success'] / n) if n else None, success_ci=list(wilson(st['success'], n)),
+                mean_score=(sum(r['score'] for r in recs) / n) if n else None,
+                api_correct_rate=(sum(api) / len(api)) if api else None, n_api=len(api),
+                prompt_tokens=sum(r['prompt_tokens'] for r in recs), completion_tokens=sum(r['completion_tokens'] for r in recs),
+                errors=st['error'], timeouts=st['timeout'], failures=st['failure'], successes=st['success'],
+                error_kinds=dict(Counter(r.get('message', '').split(':')[0][:40] for r in recs if r['status'] == 'error')))
+
+# %% ../nbs/00b_stats.ipynb #587613e4
+def run_metrics(recs:list[dict]) -> dict:
+    "Per-family and overall summaries."
+    fams = sorted({r['family_spec'] for r in recs})
+    return dict(overall=summarise(recs), per_family={f: summarise([r for r in recs if r['family_spec'] == f]) for f in fams})

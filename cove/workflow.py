@@ -9,7 +9,8 @@ from collections import Counter
 from pathlib import Path
 from fastcore.basics import patch
 from .core import get_logger
-from .run import Method, register_method, write_json
+from .method import Method, register_method
+from .core import write_json
 from .agent import HarnessAgent
 from .router import make_router, Router, PARAMETRIC_CHANNELS
 from .trigger import make_trigger

@@ -7,7 +7,7 @@ from cove.core import Task
 from cove.baselines import ExperienceMemory, GeneratedTask, parse_generated, run_verification, validate_task
 
 ROOT = Path(__file__).resolve().parents[1]
-# `cove run` finds the methods through `cove.run._import_methods`; the runs shorten the challenger's replies
+# `cove run` finds the methods through `cove.method.import_methods`; the runs shorten the challenger's replies
 # (default self_challenging.max_new_tokens = 320, which would cost the random tiny model ~5 s per round) to keep this file fast.
 LAUNCH = [sys.executable, '-c', 'import sys; from cove.cli import main; sys.exit(main(sys.argv[1:]))']
 ENV = {**os.environ, 'OMP_NUM_THREADS': '1', 'HF_HUB_OFFLINE': '1'}

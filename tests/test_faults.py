@@ -24,7 +24,8 @@ def _main(argv, capsys):
 
 def test_two_concurrent_launches(tmp_path, capsys):
     "While one `cove run` plays, a second launch on its folder exits 2 naming the first's pid; the first finishes; the folder checks clean."
-    import cove.run; cove.run._import_methods()   # warm this process, so that its launch below reaches the folder at once
+    import cove.method
+    cove.method.import_methods()   # warm this process, so that its launch below reaches the folder at once
     out, args = tmp_path/'R', _run_args(tmp_path/'R', episodes=1)
     a = subprocess.Popen([COVE, *args], cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120   # launch the second once the first is in the folder (it holds the lock before it writes anything)
@@ -113,7 +114,7 @@ def test_check_fails_on_a_garbage_sqlite(good_run, tmp_path, capsys):
 # `COVE_FAULTS=full` (`make faults`) runs the heavy part: >= 10 kills per method, >= 50 faults in all.
 import errno, multiprocessing, multiprocessing.forkserver, random, resource, signal, zlib
 from collections import Counter
-from cove.run import check_run
+from cove.check import check_run
 
 FULL = os.environ.get('COVE_FAULTS') == 'full'
 TALLY = Counter()   # kills survived, faults injected, episodes lost: the summary line
@@ -186,7 +187,7 @@ APPLIED = {'memrl.sqlite': 'applied', 'evolver.sqlite': 'episodes'}   # the stor
 def _store_agrees(out):
     "Every recorded episode is applied once in the method's store, and nothing else is: its state agrees with the records."
     import sqlite3
-    from cove.run import record_keys
+    from cove.check import record_keys
     want = sorted(k for k, _ in record_keys(_episodes(out)))
     for name, table in APPLIED.items():
         if not (Path(out)/name).exists(): continue

@@ -49,7 +49,8 @@ def test_code_test_failure_and_timeout_kinds():
 
 
 def test_a_record_without_a_kind_still_reads(tmp_path):
-    from cove.run import episode_records_of, run_metrics
+    from cove.stats import run_metrics
+    from cove.check import episode_records_of
     p = tmp_path/'episodes.jsonl'
     old = dict(episode=0, epoch=0, method='base', family_spec='math', task_id='m-1', family='math', split='test',
                status='failure', success=False, score=0.0, message="wrong answer: got '1', expected '2'",
