@@ -16,16 +16,18 @@ from .run import Method, register_method
 from .store import SqliteStore
 from .agent import EpisodeResult
 from .tasks.base import EpisodeState, parse_answer
+from .tasks.multihop import normalize_answer
 
 # %% auto #0
 __all__ = ['ACTIONS', 'SEARCHES', 'STOPS', 'THINK_SCORE', 'MAX_CHECKS', 'NO_CORPUS', 'CODE_FAMILIES', 'SCHEMA_SQL', 'EVENTS_VIEW',
            'KINDS', 'ACTIVE', 'DISTILL_PROMPT', 'EQUIV_PROMPT', 'EQUIV_CASES', 'FORCE_ANSWER', 'CONTINUE', 'BAD_FORMAT',
            'Action', 'parse_actions', 'strip_actions', 'close_stopped', 'think_score', 'search_score', 'action_counts',
            'format_reward', 'evolver_reward', 'metric_score', 'to_prune', 'check_equivalent', 'find_equivalent',
-           'knowledge_corpus', 'user_message', 'KnowledgeSearch', 'answer_turn', 'answer_like', 'Principle',
-           'PrincipleStore', 'system_prompt', 'equiv_content', 'render_experience', 'render_information',
-           'EvolverAgent', 'ScriptedPolicy', 'trajectory_summary', 'parse_principle', 'distill', 'EvolverMethod',
-           'evolver_rollout', 'make_evolver_reward', 'reference_script', 'cold_start_data']
+           'knowledge_corpus', 'user_message', 'KnowledgeSearch', 'answer_turn', 'answer_like', 'answer_content',
+           'gold_answer', 'exact_match', 'em_feedback', 'episode_outcome', 'Principle', 'PrincipleStore',
+           'system_prompt', 'equiv_content', 'render_experience', 'render_information', 'EvolverAgent',
+           'ScriptedPolicy', 'trajectory_summary', 'parse_principle', 'distill', 'EvolverMethod', 'evolver_rollout',
+           'make_evolver_reward', 'reference_script', 'cold_start_data']
 
 # %% ../nbs/16_evolver.ipynb #74460ba8
 ACTIONS = ('think', 'search_experience', 'search_knowledge', 'answer')
@@ -172,6 +174,40 @@ def answer_turn(family:str, content:str) -> str:
 def answer_like(family:str, text:str) -> bool:
     "Whether an untagged turn already holds a final answer the environment can read."
     return ('```' in text) if family in CODE_FAMILIES else parse_answer(text) is not None
+
+# %% ../nbs/16_evolver.ipynb #420ee7b4
+_ANSWER_RE = re.compile(r'<answer>(.*?)</answer>', re.S)
+
+def answer_content(messages:list[dict]) -> str|None:
+    "The whole content of the last `<answer>…</answer>` of the assistant turns in `messages`, stripped; None without one."
+    found = [m[1] for x in messages if x['role'] == 'assistant' for m in _ANSWER_RE.finditer(x['content'] or '')]
+    return found[-1].strip() if found else None
+
+def gold_answer(task:Task) -> str:
+    "The gold answer as text: several values (a WikiTableQuestions answer) joined with `|`, as a reference writes them."
+    t = task.target
+    return '|'.join(map(str, t)) if isinstance(t, (list, tuple)) else str(t)
+
+def exact_match(pred:str|None, gold:str) -> float:
+    "The paper's EM: 1.0 when `pred` equals `gold` after `normalize_answer`; no answer (None) scores 0."
+    return float(pred is not None and normalize_answer(pred) == normalize_answer(gold))
+
+# %% ../nbs/16_evolver.ipynb #8609de52
+def em_feedback(messages:list[dict], task:Task) -> Feedback:
+    "The paper's EM of an episode as `Feedback`: the last `<answer>` of the model's turns against the gold."
+    pred, gold = answer_content(messages), gold_answer(task)
+    if pred is None: return Feedback('failure', 0.0, "no <answer>...</answer> in the model's turns", 'no_answer')
+    if exact_match(pred, gold): return Feedback('success', 1.0, 'exact match')
+    short = lambda x: x if len(x) <= 80 else x[:80] + '…'
+    return Feedback('failure', 0.0, f'wrong answer: got {short(pred)!r}, expected {short(gold)!r} (exact match)', 'wrong_answer')
+
+def episode_outcome(env, task:Task, state:EpisodeState, messages:list[dict]) -> tuple[Feedback, bool|None]:
+    "`(outcome, lenient)`: EM for an answer family (and the evaluator's verdict), or the evaluator's for code and proofs (None)."
+    try: fam = env.evaluate(state)
+    except Exception as ex:   # the family's bug, not the agent's fault
+        fam = Feedback('error', 0.0, f"evaluator error: {type(ex).__name__}: {ex}"[:500], 'env_error')
+    if task.family in CODE_FAMILIES: return fam, None
+    return em_feedback(messages, task), (None if fam.status == 'error' else fam.success)
 
 # %% ../nbs/16_evolver.ipynb #215f408c
 SCHEMA_SQL = """
@@ -446,14 +482,13 @@ def _take_turn(self:EvolverAgent, env, e:dict, g, turn:int):
 
 @patch
 def _finish(self:EvolverAgent, env, e:dict, dt:float, w_o:float=1.0, w_f:float=0.1) -> tuple[EpisodeResult, dict]:
-    "Episode `e`'s result (the evaluator's feedback, or its error) and info (with format reward and reward)."
+    "Episode `e`'s result (its `episode_outcome`, or the environment's error) and info (EM, lenient verdict, format reward, reward)."
+    lenient = None
     if e['err']: fb = Feedback('error', 0.0, e['err'][:500], 'env_error')
-    else:
-        try: fb = env.evaluate(e['state'])
-        except Exception as ex:   # the family's bug, not the agent's fault
-            fb = Feedback('error', 0.0, f"evaluator error: {type(ex).__name__}: {ex}"[:500], 'env_error')
+    else: fb, lenient = episode_outcome(env, e['task'], e['state'], e['messages'])
     fmt = format_reward(_trajectory_text(e['messages']), self.exp_retrieve)
-    info = dict(e['info'], format_reward=fmt, reward=evolver_reward(fb.success, fmt, w_o, w_f), answered=e['answered'])
+    info = dict(e['info'], format_reward=fmt, reward=evolver_reward(fb.success, fmt, w_o, w_f), answered=e['answered'],
+                em=float(fb.success), lenient_success=lenient)
     return EpisodeResult(e['task'], e['state'], fb, e['messages'], e['pt'], e['ct'], list(dict.fromkeys(e['used'])), e['turns'], dt), info
 
 # %% ../nbs/16_evolver.ipynb #ff8a0fbf
@@ -603,10 +638,11 @@ def catch_up(self:EvolverMethod):
 # %% ../nbs/16_evolver.ipynb #443f9d7d
 @patch
 def extra(self:EvolverMethod, res) -> dict:
-    "Fields added to the episode line: actions, reward, format reward, principles used."
+    "Fields added to the episode line: actions, EM and the lenient verdict, reward, format reward, principles used."
     r = self.store.conn.execute('SELECT info FROM episodes WHERE key = ?', (self.noted(res),)).fetchone()
     i = json.loads(r['info']) if r else {}
     return dict(channel=None, reward=i.get('reward'), format_reward=i.get('format_reward'), principles_used=i.get('used', []),
+                em=i.get('em'), lenient_success=i.get('lenient_success'),
                 actions={a: i.get(a, 0) for a in ACTIONS}, forced=bool(i.get('forced')), parse_failures=i.get('parse_failure', 0))
 
 # %% ../nbs/16_evolver.ipynb #042935c3
@@ -691,10 +727,11 @@ def make_evolver_reward(w_o:float=1.0, w_f:float=0.1, exp_retrieve:bool=True):
     def score(prompt, text, row, stats):
         e, em = row['episode'], 0.0
         if e.get('err') is None:
-            try: em = float(e['env'].evaluate(e['state']).success)
-            except Exception as ex:
+            fb, _ = episode_outcome(e['env'], e['task'], e['state'], e['messages'])
+            em = float(fb.success)
+            if fb.status == 'error':
                 stats['errors'] += 1
-                if stats['errors'] <= 5: _log.warning(f"reward: evaluator error on {e['task'].id}: {type(ex).__name__}: {ex}")
+                if stats['errors'] <= 5: _log.warning(f"reward: {e['task'].id}: {fb.message}")
         else: stats['errors'] += 1
         fmt = format_reward(_trajectory_text(e['messages']), exp_retrieve)
         stats['answered'] += bool(e['answered']); stats['solved'] += em > 0; stats['complete'] += fmt > 0; stats['turns'] += e['turns']
@@ -814,14 +851,21 @@ def _experience_metrics(self:EvolverMethod) -> dict:
                 mean_metric_score=(sum(p.score for p in active) / len(active)) if active else None)
 
 # %% ../nbs/16_evolver.ipynb #ab88b481
+def _em_metrics(infos:list[dict]) -> dict:
+    "EM (the outcome, the paper's) and the family evaluator's lenient verdict on the same episodes, with their disagreements."
+    both = [i for i in infos if i.get('lenient_success') is not None and 'em' in i]
+    return dict(em=(sum(i['em'] for i in infos if 'em' in i) / len(infos)) if infos else None,
+                lenient_success=(sum(map(bool, (i['lenient_success'] for i in both))) / len(both)) if both else None,
+                lenient_n=len(both), em_lenient_disagree=sum(bool(i['em']) != bool(i['lenient_success']) for i in both))
+
 @patch
 def metrics(self:EvolverMethod) -> dict:
-    "The method's own metrics, merged into `metrics.json`: the experience base's, the episodes' actions and rewards, the updates."
+    "The method's own metrics, merged into `metrics.json`: the experience base's, the episodes' actions, EM and rewards, the updates."
     q = self.store.conn.execute
     infos = [json.loads(r['info']) for r in q('SELECT info FROM episodes')]
     tot = lambda k: sum(i.get(k, 0) for i in infos)
     ups = [dict(key=r['key'], name=r['name'], **json.loads(r['detail'])) for r in q('SELECT * FROM updates ORDER BY ts')]
-    return dict(**self._experience_metrics(),
+    return dict(**self._experience_metrics(), **_em_metrics(infos),
                 actions={a: tot(a) for a in ACTIONS}, invalid_actions={a: tot(f'invalid_{a}') for a in ACTIONS},
                 parse_failures=tot('parse_failure'), unclosed_tags=tot('unclosed'), format_failures=sum(i.get('format_reward', 0) == 0 for i in infos),
                 untagged_answers=tot('untagged_answer'), env_actions=tot('env_action'), forced_answers=tot('forced'),
