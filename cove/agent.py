@@ -8,11 +8,11 @@ import time, traceback, zlib
 from dataclasses import dataclass, field
 from fastcore.basics import patch
 from .core import Feedback, Task, msg, get_logger, InfraError
-from .tasks.base import Environment, EpisodeState
+from .tasks.base import Environment, EpisodeState, EpisodeResult, reference_turns, replay_reference, safe_call
 
 # %% auto #0
-__all__ = ['VOLATILE_OPEN', 'VOLATILE_CLOSE', 'render_entry', 'knowledge_block', 'build_messages', 'reference_turns',
-           'WorkedExamples', 'EpisodeResult', 'HarnessAgent', 'replay_reference']
+__all__ = ['VOLATILE_OPEN', 'VOLATILE_CLOSE', 'render_entry', 'knowledge_block', 'build_messages', 'WorkedExamples',
+           'HarnessAgent']
 
 # %% ../nbs/06_agent.ipynb #fc0c8384
 VOLATILE_OPEN, VOLATILE_CLOSE = '<volatile>', '</volatile>'
@@ -35,28 +35,6 @@ def build_messages(env:Environment, task:Task, entries:list|None=None) -> list[d
     kb = knowledge_block(entries or [])
     if kb: system = f"{system}\n\n{kb}"
     return [msg('system', system), msg('user', task.prompt)]
-
-# %% ../nbs/06_agent.ipynb #c7274455
-def _safe(fn, *args, **kwargs):
-    "`(fn(*args, **kwargs), None)`, or `(None, 'ExcType: message')` if it raised."
-    try: return fn(*args, **kwargs), None
-    except Exception as e: return None, f"{type(e).__name__}: {e}"
-
-# %% ../nbs/06_agent.ipynb #b2277de0
-def reference_turns(env:Environment, task:Task) -> tuple[EpisodeState|None, list[dict], str|None]:
-    "Play `env.reference(task)` as the agent's turns: `(state, messages from the task on, error or None)`."
-    ref, err = _safe(env.reference, task)
-    st, err2 = _safe(env.reset, task)
-    if err or err2 or st is None: return st, [], f"reference error: {err or err2}"
-    if not ref: return st, [], 'no reference solution'
-    msgs = [msg('user', task.prompt)]
-    for action in ref:
-        msgs.append(msg('assistant', action))
-        obs, err = _safe(env.step, st, action)
-        if err: return st, msgs, f"environment error: {err}"
-        if obs is None or st.done: break
-        msgs.append(msg('user', obs))
-    return st, msgs, None
 
 # %% ../nbs/06_agent.ipynb #5ab6258b
 class WorkedExamples:
@@ -98,35 +76,6 @@ def render(self:WorkedExamples, env:Environment, task:Task) -> tuple[list[dict],
             self._turns[key] = None if err else msgs
         if self._turns[key]: out += self._turns[key]; ids.append(ex.id)
     return out, ids
-
-# %% ../nbs/06_agent.ipynb #7bdc0eab
-@dataclass
-class EpisodeResult:
-    "The outcome and trace of one episode."
-    task: Task
-    state: EpisodeState
-    feedback: Feedback
-    messages: list = field(default_factory=list)
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    retrieved: list = field(default_factory=list)  # ids of knowledge entries in the prompt
-    turns: int = 0
-    elapsed_s: float = 0.0
-    examples: list = field(default_factory=list)   # ids of the worked examples in the prompt
-
-    @property
-    def success(self) -> bool: return self.feedback.success
-
-# %% ../nbs/06_agent.ipynb #483550d8
-@patch
-def record(self:EpisodeResult) -> dict:
-    "The JSON-ready core fields of this episode (the run adds method, channel, ...)."
-    t = self.task
-    return dict(task_id=t.id, family=t.family, split=t.split, status=self.feedback.status,
-                success=self.success, score=self.feedback.score, message=self.feedback.message,
-                kind=self.feedback.kind, prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
-                retrieved=self.retrieved, examples=self.examples, api_correct=self.state.api_correct, turns=self.turns,
-                answer=self.state.answer, elapsed_s=round(self.elapsed_s, 3), trace=self.messages)
 
 # %% ../nbs/06_agent.ipynb #f0823835
 class HarnessAgent:
@@ -171,10 +120,10 @@ def _stops(envs) -> list|None:
 @patch
 def _start(self:HarnessAgent, en:Environment, t:Task, ents:list) -> dict:
     "The running state of one episode: first messages, worked examples, token and turn counters (`err` if `reset` failed)."
-    rend, ex_err = _safe(self.examples.render, en, t) if self.examples else (([], []), None)
+    rend, ex_err = safe_call(self.examples.render, en, t) if self.examples else (([], []), None)
     if ex_err: self.log.error(f"worked examples for {t.id} failed, playing without: {ex_err}"); rend = ([], [])
     shots, ex_ids = rend
-    st, err = _safe(en.reset, t)
+    st, err = safe_call(en.reset, t)
     return dict(task=t, env=en, state=st or EpisodeState(t), messages=build_messages(en, t, ents), shots=shots, err=err,
                 ids=[getattr(e, 'id', None) for e in ents], ex=ex_ids, pt=0, ct=0, turns=0)
 
@@ -183,7 +132,7 @@ def _consume(e:dict, g) -> None:
     "Episode `e` takes generation `g`: tokens counted, the action stepped, the observation added while turns remain."
     e['pt'] += g.prompt_tokens; e['ct'] += g.completion_tokens; e['turns'] += 1
     e['messages'] = e['messages'] + [msg('assistant', g.text)]
-    obs, err = _safe(e['env'].step, e['state'], g.text)
+    obs, err = safe_call(e['env'].step, e['state'], g.text)
     if err: e['err'] = f"environment error: {err}"; return
     if obs is not None and not e['state'].done and e['turns'] < e['env'].max_turns:
         e['messages'] = e['messages'] + [msg('user', obs)]
@@ -194,7 +143,7 @@ def _play_turn(self:HarnessAgent, live:list[dict]) -> bool:
     "One batched turn of the `live` episodes (True); a policy that fails raises `InfraError`."
     stop = _stops(e['env'] for e in live) if self.stop else None
     prompts = [e['messages'][:1] + e['shots'] + e['messages'][1:] for e in live]   # the examples go after the system message
-    gens, err = _safe(self.policy.generate, prompts, stop=stop, **self.gen_kw)
+    gens, err = safe_call(self.policy.generate, prompts, stop=stop, **self.gen_kw)
     if err: raise InfraError(f"generation failed for {len(live)} episodes: {err}")   # not the tasks' failure
     for e, g in zip(live, gens): _consume(e, g)
     return True
@@ -203,7 +152,7 @@ def _play_turn(self:HarnessAgent, live:list[dict]) -> bool:
 def _result(e:dict, dt:float) -> EpisodeResult:
     "The `EpisodeResult` of finished episode `e`: its error as `env_error` feedback, else the family's evaluation."
     fb = Feedback('error', 0.0, e['err'][:500], 'env_error') if e['err'] else None
-    if fb is None: fb, err = _safe(e['env'].evaluate, e['state'])
+    if fb is None: fb, err = safe_call(e['env'].evaluate, e['state'])
     if fb is None: fb = Feedback('error', 0.0, f"evaluator error: {err}"[:500], 'env_error')
     return EpisodeResult(e['task'], e['state'], fb, e['messages'], e['pt'], e['ct'], e['ids'], e['turns'], dt, e['ex'])
 
@@ -221,15 +170,3 @@ def run(self:HarnessAgent, env:Environment|list[Environment], tasks:list[Task], 
         if not live or not self._play_turn(live): break
     dt = (time.time() - t0) / max(1, len(eps))
     return [_result(e, dt) for e in eps]
-
-# %% ../nbs/06_agent.ipynb #c064561d
-def replay_reference(env:Environment, task:Task) -> EpisodeResult:
-    "Play `env.reference(task)` as the agent's turns and evaluate."
-    t0 = time.time()
-    st, msgs, err = reference_turns(env, task)
-    turns = sum(m['role'] == 'assistant' for m in msgs)
-    if st is None: return EpisodeResult(task, EpisodeState(task), Feedback('error', 0.0, err[:500], 'env_error'))
-    if err: return EpisodeResult(task, st, Feedback('error', 0.0, err[:500], 'env_error'), msgs, turns=turns)
-    fb, err = _safe(env.evaluate, st)
-    fb = fb or Feedback('error', 0.0, f"evaluator error: {err}"[:500], 'env_error')
-    return EpisodeResult(task, st, fb, msgs, turns=turns, elapsed_s=time.time()-t0)

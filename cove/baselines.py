@@ -12,7 +12,8 @@ from fastcore.basics import patch
 from .core import Feedback, Task, msg, get_logger, read_jsonl, redact_expected
 from .method import Method, register_method
 from .core import write_json
-from .agent import HarnessAgent, EpisodeResult, _safe
+from .agent import HarnessAgent
+from .tasks.base import EpisodeResult, safe_call
 from .tasks.base import Environment, EpisodeState, parse_answer
 
 # %% auto #0
@@ -135,7 +136,7 @@ class EvoMemory(Method):
 def summarise(self:EvoMemory, results:list) -> list[tuple[str, str, str, int]]:
     "`(summary, source, reason, tokens)` per episode; source is `policy` or `digest`."
     if not results: return []
-    gens, err = _safe(self.policy.generate, [summary_messages(r) for r in results], max_new_tokens=self.cfg['evo_memory.summary_tokens'],
+    gens, err = safe_call(self.policy.generate, [summary_messages(r) for r in results], max_new_tokens=self.cfg['evo_memory.summary_tokens'],
                       temperature=0.0, seed=self.cfg['run.seed'])
     if err: _log.warning(f"summary generation failed: {err}")
     out = []
@@ -164,13 +165,13 @@ def run_batch(self:EvoMemory, env, tasks):
         eid = self.memory.write(k, r.task, experience_text(r.task, s, r.feedback), v)
         self.applied[k].update(entry=eid, summary=src, reason=why, summary_tokens=tok, retrieved=len(r.retrieved))
         self.save_state()
-    for r, k in zip(results, keys): self.note(r, k)   # read (and dropped) by `extra`
+    for r, k in zip(results, keys): r.key = k   # read by `extra`
     return results
 
 # %% ../nbs/17_baselines.ipynb #fb911899
 @patch
 def extra(self:EvoMemory, res) -> dict:
-    a = self.applied.get(self.noted(res), {})
+    a = self.applied.get(res.key, {})
     return dict(channel=None, memory_entry=a.get('entry'), summary_source=a.get('summary'))
 
 # %% ../nbs/17_baselines.ipynb #21ea7ef2
@@ -453,7 +454,7 @@ def run_batch(self:SelfChallenging, env, tasks):
         self.applied[k] = dict(adapter=ad, round=rnd)
         self.save_state()
         if rnd is not None: self.run_pending()
-    for r, k in zip(results, keys): self.note(r, k)   # read (and dropped) by `extra`
+    for r, k in zip(results, keys): r.key = k   # read by `extra`
     return results
 
 # %% ../nbs/17_baselines.ipynb #bba1a076
@@ -519,12 +520,12 @@ def challenge(self:SelfChallenging, env, spec:str, rnd:int, replies:list[str]|No
     c, n, fam = self.cfg, int(self.opt('tasks')), env.family
     rec = dict(round=rnd, family=spec, generated=[], challenger_tokens=0, solver_tokens=0, skipped=None, adapter_before=self.adapter, update=None)
     if fam not in SC_FAMILIES: rec['skipped'] = f'family {fam!r} not supported by self-challenging'; return rec
-    pool, err = _safe(env.tasks, 'train', int(self.opt('seed_pool')), c['run.seed'])
+    pool, err = safe_call(env.tasks, 'train', int(self.opt('seed_pool')), c['run.seed'])
     if not pool: rec['skipped'] = f"no train tasks to seed the challenger ({err or 'empty train split'})"; return rec
     seeds = [pool[(rnd * n + j) % len(pool)] for j in range(n)]
     T, timeout = float(self.opt('temperature')), float(self.opt('timeout'))
     if replies is None:
-        gens, err = _safe(self.policy.generate, [challenger_messages(env, s) for s in seeds], max_new_tokens=int(self.opt('max_new_tokens')),
+        gens, err = safe_call(self.policy.generate, [challenger_messages(env, s) for s in seeds], max_new_tokens=int(self.opt('max_new_tokens')),
                           temperature=T, seed=c['run.seed'] + rnd)
         if err: rec['skipped'] = f'challenger generation failed: {err}'[:300]; return rec
         replies, rec['challenger_tokens'] = [g.text for g in gens], sum(g.prompt_tokens + g.completion_tokens for g in gens)
@@ -578,7 +579,7 @@ def update(self:SelfChallenging, rec:dict, rnd:int) -> dict:
 # %% ../nbs/17_baselines.ipynb #7fba5688
 @patch
 def extra(self:SelfChallenging, res) -> dict:
-    a = self.applied.get(self.noted(res), {})
+    a = self.applied.get(res.key, {})
     return dict(channel=None, adapter=a.get('adapter'), round=a.get('round'))
 
 # %% ../nbs/17_baselines.ipynb #0b29dbc8

@@ -100,13 +100,13 @@ def episode_records(cfg:Config, policy, quick:bool=False,
 # %% ../nbs/09_bench.ipynb #2231f604
 def train_records(cfg:Config, quick:bool=False,
                   tasks:int|None=None, rounds:int=2, held:int|None=None) -> list[dict]: # default 8 tasks, 4 held out (`quick`), else 16 and 8
-    "LoRA SFT tokens/s of the profile's settings and of `SFT_BEFORE_ISSUE15`, on the same batches, with each step's phases and the loss after the same tokens."
-    from cove.train import bench_train, SFT_BEFORE_ISSUE15
+    "LoRA SFT tokens/s of the profile's settings and of `SFT_TRL_ALL_LAYERS_5E4`, on the same batches, with each step's phases and the loss after the same tokens."
+    from cove.train import bench_train, SFT_TRL_ALL_LAYERS_5E4
     name, now = cfg['model.name'], dict(loss=cfg['train.loss'], lora_layers=cfg['train.lora_layers'], lr=cfg['train.lr'])
     bt = bench_train(name, tasks=tasks or (8 if quick else 16), rounds=rounds, held=(4 if quick else 8) if held is None else held,
-                     micro_batch=cfg['train.micro_batch'], settings={'before': SFT_BEFORE_ISSUE15, 'now': now})
+                     micro_batch=cfg['train.micro_batch'], settings={'before': SFT_TRL_ALL_LAYERS_5E4, 'now': now})
     recs = [{'name': 'train_tok_s' + ('' if k == 'now' else '_before'), 'value': v['tokens_per_s'], 'unit': 'tok/s', 'model': name,
-             'setting': now if k == 'now' else SFT_BEFORE_ISSUE15, **{f: v[f] for f in ('step_s', 'steps', 'tokens', 'phases', 'loss', 'held_out_loss')}}
+             'setting': now if k == 'now' else SFT_TRL_ALL_LAYERS_5E4, **{f: v[f] for f in ('step_s', 'steps', 'tokens', 'phases', 'loss', 'held_out_loss')}}
             for k, v in bt.items()]
     return recs + [{'name': 'train_speedup_over_before', 'value': round(bt['now']['tokens_per_s'] / bt['before']['tokens_per_s'], 2),
                     'unit': 'x', 'held_out_loss_now': bt['now']['held_out_loss'], 'held_out_loss_before': bt['before']['held_out_loss'],

@@ -600,7 +600,7 @@ def run_batch(self:CoEvoMem, env, tasks):
         res = agent.run(env, [p['task'] for _, p in group], entries=[[self.graph.nodes[m] for m in p['A']] for _, p in group])
         for (i, p), rr in zip(group, res): results[i] = rr; p['result'] = rr
         if not self.frozen: self.update([p for _, p in group if not p['replay']])
-        for _, p in group: self.note(p['result'], self._episode_fields(p))
+        for _, p in group: p['result'].extra = self._episode_fields(p)
     self.keys.commit(tasks)
     if self.judge is not None: self.judge.log.clear()
     return results
@@ -615,7 +615,7 @@ def _episode_fields(self:CoEvoMem, p:dict) -> dict:
 @patch
 def extra(self:CoEvoMem, res) -> dict:
     "CoEvo-Mem fields of an episode line: phase and kind, w, π, ζ, exposed memories, utilities, new node, SR-QR status."
-    return self.noted(res, {})
+    return res.extra
 
 # %% ../nbs/15_coevo.ipynb #f23d5214
 @patch

@@ -12,7 +12,8 @@ from fastcore.basics import patch
 from .core import Task, get_logger, redact_expected, wilson
 from .store import Entry, KINDS, LABELS
 from .judge import Judge, JudgeParseError, few_shot
-from .agent import build_messages, EpisodeResult
+from .agent import build_messages
+from .tasks.base import EpisodeResult, replay_reference
 from .tasks.base import family_hints
 from .tasks.tableqa import OPS, Surface, rename, with_surface, find_calls, split_call, fmt_num
 
@@ -651,7 +652,6 @@ def anti_recitation_sft(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybri
                         rename:bool=True, # False: memory-aware references with markers, names as they are
                         lam:float=0.5, q_min:float=1.0, stats:KPOStats|None=None):
     "Memory-aware reference conversations, renamed per episode, kept when the anti-recitation reward reaches `q_min`."
-    from cove.agent import replay_reference
     from cove.train import trajectories_to_sft
     kept, why = [], Counter()
     for i, t in enumerate(tasks):

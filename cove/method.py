@@ -10,8 +10,8 @@ from fastcore.basics import patch
 from .core import EpisodeKeys, CorruptFile, import_optional, read_json, write_json, one_line
 from .config import Config
 from .plugins import load_plugins
-from .tasks.base import Environment
-from .agent import HarnessAgent, replay_reference, EpisodeResult
+from .agent import HarnessAgent
+from .tasks.base import Environment, EpisodeResult, replay_reference
 
 # %% auto #0
 __all__ = ['METHODS', 'register_method', 'import_methods', 'Method', 'Base', 'Oracle', 'state_advice', 'adapter_advice']
@@ -39,7 +39,7 @@ class Method:
         self.keys = EpisodeKeys(self.out/'episodes.jsonl')   # `family|split|id#n`: each epoch's play of a task is a new episode
         self.saved_ledger, self._noted, self._agents = None, {}, {}
     def run_batch(self, env:Environment, tasks:list) -> list[EpisodeResult]: raise NotImplementedError
-    def extra(self, res:EpisodeResult) -> dict: return {'channel': None}
+    def extra(self, res:EpisodeResult) -> dict: return {'channel': None} | res.extra   # the episode line's own fields
     def metrics(self) -> dict: return {}
     def state_dict(self) -> dict: return {}   # what `save_state` writes besides the method's name, the ledger and the time
 

@@ -12,13 +12,14 @@ from dataclasses import dataclass, asdict, replace
 from pathlib import Path
 import torch
 from .core import Task, get_logger
-from .agent import EpisodeResult, build_messages, replay_reference
+from .agent import build_messages
+from .tasks.base import EpisodeResult, replay_reference
 from .llm import Policy, HFPolicy, load_model, modelled_train_cost, pick_dtype, render_chat
 
 _log = get_logger('train')
 
 # %% auto #0
-__all__ = ['SFT_COLUMNS', 'LORA_TARGETS', 'ADAPTER_PREFIX', 'SFT_LOSSES', 'SFT_BEFORE_ISSUE15', 'sft_messages',
+__all__ = ['SFT_COLUMNS', 'LORA_TARGETS', 'ADAPTER_PREFIX', 'SFT_LOSSES', 'SFT_TRL_ALL_LAYERS_5E4', 'sft_messages',
            'trajectories_to_sft', 'reference_sft', 'assistant_spans', 'tokenize_chat', 'sft_dataset', 'UpdateResult',
            'lora_config', 'top_layers', 'trainable_copy', 'next_adapter_name', 'selected_token_loss', 'sft_trainer',
            'train_sft', 'hot_swap', 'grpo_prompts', 'turn_prompts', 'task_score', 'reward_function', 'make_task_reward',
@@ -509,7 +510,7 @@ def grpo_kw(cfg) -> dict:
                 beta=cfg['train.grpo_beta'], max_completion_length=cfg['model.max_new_tokens'], use_cpu=cfg['train.use_cpu'], seed=cfg['run.seed'])
 
 # %% ../nbs/07_train.ipynb #5c276a52
-SFT_BEFORE_ISSUE15 = dict(loss='trl', lora_layers=0, lora_targets=LORA_TARGETS, lr=5e-4)   # the baseline `bench_train` compares against
+SFT_TRL_ALL_LAYERS_5E4 = dict(loss='trl', lora_layers=0, lora_targets=LORA_TARGETS, lr=5e-4)   # the baseline `bench_train` compares against
 
 def _held_out_loss(tr, rows:list[dict]) -> float|None:
     "Mean `selected_token_loss` of trainer `tr`'s model over `rows`, one conversation at a time, without gradients."
@@ -540,7 +541,7 @@ def bench_train(model:str='smollm2-135m', family:str='tableqa',
     import tempfile
     from cove.tasks.base import make_env
     env = make_env(family); data = reference_sft(env, env.tasks('train', n=tasks + held))
-    settings = settings or {'before': SFT_BEFORE_ISSUE15, 'now': {}}
+    settings = settings or {'before': SFT_TRL_ALL_LAYERS_5E4, 'now': {}}
     with tempfile.TemporaryDirectory() as d, _quiet(False), _kept_rng():
         runs = {}
         for k, s in settings.items():

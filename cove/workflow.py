@@ -8,10 +8,10 @@ import contextlib, json, os, time
 from collections import Counter
 from pathlib import Path
 from fastcore.basics import patch
-from .core import get_logger
+from .core import get_logger, write_json
 from .method import Method, register_method
-from .core import write_json
 from .agent import HarnessAgent
+from .tasks.base import replay_reference
 from .router import make_router, Router, PARAMETRIC_CHANNELS
 from .trigger import make_trigger
 from .knowledgepo import KnowledgePO, KPOStats
@@ -124,7 +124,7 @@ def run_chunk(self:CoveMethod, pairs:list[tuple]):
     for fam, e in env_of.items(): self.run_pending(e, fam)   # an update a kill interrupted
     keys = self.keys.keys([t for _, t in pairs])
     with self.timed('answer'): results = self.agent(kb=self.kb).run([e for e, _ in pairs], [t for _, t in pairs])  # 2-4
-    for r, key in zip(results, keys): self.note(r, key)
+    for r, key in zip(results, keys): r.key = key
     self.learn_many([(env_of[r.task.family], r, key) for r, key in zip(results, keys) if key not in self.applied])
     self.keys.commit([t for _, t in pairs])
     return results
@@ -202,7 +202,7 @@ def run_pending(self:CoveMethod, env, family:str):
 @patch
 def extra(self:CoveMethod, res) -> dict:
     "Fields added to the episode line: channel, signals, trigger condition, adapter of an update it triggered."
-    a = self.applied.get(self.noted(res), {})
+    a = self.applied.get(res.key, {})
     return dict(channel=a.get('channel'), signals=a.get('signals', []), trigger=a.get('trigger'), update=a.get('update'))
 
 # %% ../nbs/13_workflow.ipynb #7b0f21fd
@@ -238,7 +238,6 @@ def _utility_pre(self:CoveMethod, env, family:str) -> dict|None:
 @patch
 def observe_references(self:CoveMethod, env, family:str) -> int:
     "KnowledgePO observes each cold-start reference replay of `family` once (state saved after each); returns how many were new."
-    from cove.agent import replay_reference
     c = self.cfg
     if not (self.kpo and c['kpo.observe_references'] and c['train.reference_tasks']): return 0
     try: tasks = env.tasks('train', c['train.reference_tasks'], c['run.seed'])

@@ -4,19 +4,20 @@
 
 # %% ../../nbs/05_tasks.ipynb #57ccd045
 from __future__ import annotations
-import json, os, random, re, zlib
+import json, os, random, re, time, zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 from fastcore.basics import patch
-from ..core import Feedback, Task, get_logger, import_optional
+from ..core import Feedback, Task, get_logger, import_optional, msg
 
 # %% auto #0
 __all__ = ['ANSWER_LINE', 'FAMILIES', 'ANSWER_HINT', 'ToolCall', 'EpisodeState', 'last_boxed', 'parse_answer', 'Environment',
            'register_env', 'parse_spec', 'env_class', 'make_env', 'family_hints', 'DataUnavailable', 'data_path',
            'LoadReport', 'load_rows', 'text_lines', 'jsonl_rows', 'split_seed', 'sample_split', 'LoadedTasks',
-           'check_gold', 'dataset_dir', 'hash_split']
+           'EpisodeResult', 'safe_call', 'reference_turns', 'replay_reference', 'check_gold', 'dataset_dir',
+           'hash_split']
 
 # %% ../../nbs/05_tasks.ipynb #8d050848
 @dataclass
@@ -247,12 +248,76 @@ class LoadedTasks:
         self.check_split(split)
         return sample_split(self.load(), split, n, seed)
 
+# %% ../../nbs/05_tasks.ipynb #7bdc0eab
+@dataclass
+class EpisodeResult:
+    "The outcome and trace of one episode."
+    task: Task
+    state: EpisodeState
+    feedback: Feedback
+    messages: list = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    retrieved: list = field(default_factory=list)  # ids of knowledge entries in the prompt
+    turns: int = 0
+    elapsed_s: float = 0.0
+    examples: list = field(default_factory=list)   # ids of the worked examples in the prompt
+    key: str|None = None   # the method's key of this episode (`family|split|id#n`), set by a method that keeps one
+    extra: dict = field(default_factory=dict)   # the method's own fields for the episode's line (`Method.extra`)
+
+    @property
+    def success(self) -> bool: return self.feedback.success
+
+# %% ../../nbs/05_tasks.ipynb #483550d8
+@patch
+def record(self:EpisodeResult) -> dict:
+    "The JSON-ready core fields of this episode (the run adds method, channel, ...)."
+    t = self.task
+    return dict(task_id=t.id, family=t.family, split=t.split, status=self.feedback.status,
+                success=self.success, score=self.feedback.score, message=self.feedback.message,
+                kind=self.feedback.kind, prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
+                retrieved=self.retrieved, examples=self.examples, api_correct=self.state.api_correct, turns=self.turns,
+                answer=self.state.answer, elapsed_s=round(self.elapsed_s, 3), trace=self.messages)
+
+# %% ../../nbs/05_tasks.ipynb #c7274455
+def safe_call(fn, *args, **kwargs):
+    "`(fn(*args, **kwargs), None)`, or `(None, 'ExcType: message')` if it raised."
+    try: return fn(*args, **kwargs), None
+    except Exception as e: return None, f"{type(e).__name__}: {e}"
+
+# %% ../../nbs/05_tasks.ipynb #b2277de0
+def reference_turns(env:Environment, task:Task) -> tuple[EpisodeState|None, list[dict], str|None]:
+    "Play `env.reference(task)` as the agent's turns: `(state, messages from the task on, error or None)`."
+    ref, err = safe_call(env.reference, task)
+    st, err2 = safe_call(env.reset, task)
+    if err or err2 or st is None: return st, [], f"reference error: {err or err2}"
+    if not ref: return st, [], 'no reference solution'
+    msgs = [msg('user', task.prompt)]
+    for action in ref:
+        msgs.append(msg('assistant', action))
+        obs, err = safe_call(env.step, st, action)
+        if err: return st, msgs, f"environment error: {err}"
+        if obs is None or st.done: break
+        msgs.append(msg('user', obs))
+    return st, msgs, None
+
+# %% ../../nbs/05_tasks.ipynb #c064561d
+def replay_reference(env:Environment, task:Task) -> EpisodeResult:
+    "Play `env.reference(task)` as the agent's turns and evaluate."
+    t0 = time.time()
+    st, msgs, err = reference_turns(env, task)
+    turns = sum(m['role'] == 'assistant' for m in msgs)
+    if st is None: return EpisodeResult(task, EpisodeState(task), Feedback('error', 0.0, err[:500], 'env_error'))
+    if err: return EpisodeResult(task, st, Feedback('error', 0.0, err[:500], 'env_error'), msgs, turns=turns)
+    fb, err = safe_call(env.evaluate, st)
+    fb = fb or Feedback('error', 0.0, f"evaluator error: {err}"[:500], 'env_error')
+    return EpisodeResult(task, st, fb, msgs, turns=turns, elapsed_s=time.time()-t0)
+
 # %% ../../nbs/05_tasks.ipynb #a07d098c
 def check_gold(env:Environment, tasks:list[Task],
                workers:int|None=None, # replay threads (default: one per CPU; sandboxed code runs in parallel)
               ) -> tuple[list[str], list[tuple[str, str]]]:
     "Replay `env.reference` on `tasks`: ids accepted, and `(id, message)` for those the evaluator (or `env.gold_problem`) rejects."
-    from cove.agent import replay_reference   # the one replay the `oracle` method uses too
     play = lambda t: replay_reference(env, t)
     with ThreadPoolExecutor(max(1, workers or os.cpu_count() or 2)) as ex: rs = list(ex.map(play, tasks))
     rs = [play(t) if r.feedback.status == 'timeout' else r for t, r in zip(tasks, rs)]   # a timeout under parallel load is replayed alone
