@@ -5,6 +5,7 @@
 # %% ../../nbs/05d_code.ipynb #4a8eb004
 from __future__ import annotations
 import ast, gzip, json, math, os, random, re, selectors, shutil, signal, subprocess, sys, tempfile, time, warnings, zlib
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -12,18 +13,19 @@ from pathlib import Path
 from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger
 from .base import (LoadedTasks, Environment, EpisodeState, register_env, data_path, DataUnavailable,
-                             LoadReport, load_rows, jsonl_rows, split_seed, _Bad, check_gold, hash_split)
+                             LoadReport, load_rows, jsonl_rows, split_seed, _Bad, check_gold, hash_split, sample_split)
 from ..sandbox import run_sandboxed, SandboxResult
 
 # %% auto #0
 __all__ = ['CODE_BLOCK', 'FUNCTION_INSTRUCTIONS', 'DIFFICULTIES', 'BASIC_TEMPLATES', 'TWOSTEP_TEMPLATES', 'CODE_LEVELS',
-           'BASIC_SIZES', 'ERROR_CATEGORIES', 'extract_code', 'defines', 'reindent_body', 'solution_program',
-           'plain_encode', 'OpaqueResult', 'plain_decode', 'missing_imports', 'harness_program', 'tests_program',
-           'candidate_program', 'SplitRun', 'run_split', 'error_summary', 'split_feedback', 'run_function_tests',
-           'CodeEnv', 'parse_function_row', 'read_jsonl_any', 'reference_program', 'FunctionTestsEnv', 'HumanEvalEnv',
-           'HumanEvalDefault', 'basic_problem', 'basic_code_tasks', 'BasicCodeEnv', 'TwoStepCodeEnv', 'MBPPEnv',
-           'starter_signature', 'io_program', 'outputs_match', 'run_io_tests', 'apps_instructions', 'parse_apps_row',
-           'APPSEnv', 'error_category']
+           'BASIC_SIZES', 'BCB_INSTRUCTIONS', 'ERROR_CATEGORIES', 'extract_code', 'defines', 'reindent_body',
+           'solution_program', 'plain_encode', 'OpaqueResult', 'plain_decode', 'missing_imports', 'harness_program',
+           'tests_program', 'candidate_program', 'SplitRun', 'run_split', 'error_summary', 'split_feedback',
+           'run_function_tests', 'CodeEnv', 'parse_function_row', 'read_jsonl_any', 'reference_program',
+           'FunctionTestsEnv', 'HumanEvalEnv', 'HumanEvalDefault', 'basic_problem', 'basic_code_tasks', 'BasicCodeEnv',
+           'TwoStepCodeEnv', 'MBPPEnv', 'starter_signature', 'io_program', 'outputs_match', 'run_io_tests',
+           'apps_instructions', 'parse_apps_row', 'APPSEnv', 'parse_bcb_row', 'unittest_program', 'unittest_feedback',
+           'run_unittest', 'lib_problems', 'BigCodeBenchEnv', 'reference_cause', 'error_category']
 
 # %% ../../nbs/05d_code.ipynb #3f99a4b7
 _FENCE = re.compile(r'```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)```', re.S)
@@ -1034,6 +1036,200 @@ class APPSEnv(_FolderEnv):
         return run_io_tests(code, tests or p['tests'], self.timeout, self.memory_mb, p['entry_point'], p['n_params'])
     def run_visible(self, task:Task, code:str) -> Feedback: return self.run(task, code, task.payload['sample_io'] or None)
     def reference(self, task:Task) -> None: return None
+
+# %% ../../nbs/05d_code.ipynb #267c4e61
+BCB_INSTRUCTIONS = ("Write self-contained Python code: the imports and the function the task names. "
+                    "Reply with the complete program in one ```python code block```.")
+_BCB_KEYS = ('task_id', 'instruct_prompt', 'complete_prompt', 'canonical_solution', 'test', 'entry_point')
+
+def parse_bcb_row(r:dict) -> Task:
+    "A BigCodeBench row (`_BCB_KEYS` and `libs`) as a `Task`; its reference is `complete_prompt + canonical_solution`."
+    for k in _BCB_KEYS:
+        if not isinstance(r.get(k), str) or not r[k].strip(): raise ValueError(f'empty or non-string {k!r}')
+    if 'class TestCases' not in r['test']: raise ValueError('test has no TestCases class')
+    libs = ast.literal_eval(r['libs']) if isinstance(r.get('libs'), str) else r.get('libs')
+    if not isinstance(libs, (list, tuple)) or not all(isinstance(l, str) for l in libs):
+        raise ValueError(f"bad libs {r.get('libs')!r}")
+    ref = r['complete_prompt'].rstrip('\n') + '\n' + r['canonical_solution']
+    return Task(r['task_id'], 'code', hash_split(r['task_id'], 4), r['instruct_prompt'],
+                payload={'test': r['test'], 'entry_point': r['entry_point'], 'libs': sorted(set(libs))},
+                meta={'source': 'bigcodebench', 'reference_program': ref})
+
+# %% ../../nbs/05d_code.ipynb #2ade6601
+_UNITTEST_HARNESS = r'''
+import io, os, sys, time, types, unittest, traceback
+_send = globals().pop('__cove_report__')
+_nonce = sys.stdin.readline().strip()
+os.close(0); sys.stdin = io.StringIO('')
+os.remove('.stdin')
+os.environ['TZ'] = 'UTC'; time.tzset()
+os.environ.setdefault('MPLBACKEND', 'Agg')
+_last = lambda tb: tb.strip().splitlines()[-1][:300] if tb.strip() else ''
+_mod = types.ModuleType('__test__')
+_mod.__dict__.update({'__builtins__': __builtins__, '__file__': '__test__.py', 'sys': sys, 'os': os,
+                     'environ': os.environ})
+_rec = dict(nonce=_nonce)
+try:
+    exec(compile(SOLUTION + '\n' + TEST, '__test__.py', 'exec'), _mod.__dict__)
+    sys.modules['__test__'] = _mod
+    _res = unittest.TestResult()
+    unittest.TestLoader().loadTestsFromTestCase(_mod.TestCases).run(_res)
+    _rec.update(n=_res.testsRun, failures=[(t.id().split('.')[-1], _last(tb)) for t, tb in _res.failures],
+                errors=[(t.id().split('.')[-1], _last(tb)) for t, tb in _res.errors])
+except BaseException as e:
+    _rec.update(load_error=_last(traceback.format_exc()) or type(e).__name__)
+_send(_rec)
+'''
+
+def unittest_program(solution:str, test:str) -> str:
+    "The sandboxed program running `test`'s `TestCases` on `solution` in one module, reporting counts and failures."
+    return f"SOLUTION = {solution!r}\nTEST = {test!r}\n" + _UNITTEST_HARNESS
+
+# %% ../../nbs/05d_code.ipynb #858d044c
+def unittest_feedback(r:SandboxResult, nonce:str, timeout:float, memory_mb:int) -> Feedback:
+    "The `Feedback` of one `unittest_program` run: all tests passed, the first failure or error, or why no report came."
+    crash = lambda why: Feedback('error', 0.0, why, 'runtime_error')
+    if r.status == 'timeout': return Feedback('timeout', 0.0, f'timeout after {timeout} s')
+    if r.status == 'memory': return crash(f'memory limit ({memory_mb} MB) exceeded: {error_summary(r.stderr)}')
+    recs = [x for x in r.report if isinstance(x, dict) and x.get('nonce') == nonce]
+    if len(recs) > 1: return crash('conflicting test reports (the answer wrote one)')
+    if not recs: return crash('no test report: ' + (error_summary(r.stderr) or f'exit code {r.returncode}'))
+    rec = recs[0]
+    if 'load_error' in rec: return crash(f"the program did not run: {rec['load_error']}")
+    n, bad = rec['n'], rec['failures'] + rec['errors']
+    if n == 0: return Feedback('failure', 0.0, 'no test ran', 'test_failed')
+    if not bad: return Feedback('success', 1.0, f'all {n} tests passed')
+    name, why = bad[0]
+    msg = f'{len(bad)}/{n} tests failed; first: {why} in `{name}`'
+    return Feedback('failure', (n - len(bad)) / n, msg, 'test_failed')
+
+def run_unittest(solution:str, test:str, timeout:float=120.0, memory_mb:int=4096, guard:bool=True) -> Feedback:
+    "Run `test`'s `TestCases` on `solution` in the sandbox (`guard`: its in-process guard too) and judge the report."
+    nonce = os.urandom(16).hex()
+    r = run_sandboxed(unittest_program(solution, test), nonce + '\n', timeout, memory_mb, guard=guard)
+    return unittest_feedback(r, nonce, timeout, memory_mb)
+
+# %% ../../nbs/05d_code.ipynb #36697a3b
+_LIB_PROBLEMS: dict[tuple[str, bool], str|None] = {}   # (library, guard) -> why it does not import, None if it does
+
+def _lib_problem(lib:str, guard:bool, timeout:float, memory_mb:int) -> str|None:
+    "Why `lib` does not import in the sandbox (None: it does)."
+    import importlib.util
+    if not re.fullmatch(r'[A-Za-z_]\w*(\.[A-Za-z_]\w*)*', lib): return 'not a module name'
+    if importlib.util.find_spec(lib.split('.')[0]) is None: return 'not installed'
+    r = run_sandboxed(f'import {lib}', timeout=timeout, memory_mb=memory_mb, guard=guard)
+    return None if r.ok else (error_summary(r.stderr) or r.status)
+
+def lib_problems(libs, guard:bool=True, timeout:float=60.0, memory_mb:int=4096, workers:int=2) -> dict[str, str]:
+    "`{library: why it does not import in the sandbox}` for those of `libs` that do not (each tried once per process)."
+    todo = sorted({l for l in libs if (l, guard) not in _LIB_PROBLEMS})
+    with ThreadPoolExecutor(max(1, workers)) as ex:
+        whys = list(ex.map(lambda l: _lib_problem(l, guard, timeout, memory_mb), todo))
+    _LIB_PROBLEMS.update({(lib, guard): why for lib, why in zip(todo, whys)})
+    return {l: _LIB_PROBLEMS[(l, guard)] for l in sorted(set(libs)) if _LIB_PROBLEMS[(l, guard)]}
+
+# %% ../../nbs/05d_code.ipynb #76de89d6
+@register_env('code', 'bigcodebench')
+class BigCodeBenchEnv(_FolderEnv):
+    "BigCodeBench (1,140 tasks, MemRL's first table): self-contained programs, each tested by its own `unittest` class."
+    folder = 'bigcodebench'
+    def __init__(self, data_dir:str|Path|None=None, # datasets root (or the `bigcodebench` folder); None: `data_path`
+                 max_turns:int=1, timeout:float=120.0, memory_mb:int=4096,
+                 guard:bool|None=None, # the sandbox's in-process guard; None: off as root (its view holds the code)
+                 workers:int=2): # sandboxed runs in parallel (library probes, reference checks)
+        super().__init__(data_dir, max_turns, timeout, memory_mb)
+        self.guard = os.geteuid() != 0 if guard is None else guard
+        self.workers, self.unavailable, self._causes, self._checked = workers, {}, {}, set()
+    def parse(self, r) -> Task: return parse_bcb_row(r)
+    def instructions(self, task:Task) -> str: return BCB_INSTRUCTIONS
+    def run(self, task:Task, code:str) -> Feedback:
+        return run_unittest(code, task.payload['test'], self.timeout, self.memory_mb, self.guard)
+    def reference(self, task:Task) -> list[str]: return [f"```python\n{task.meta['reference_program'].rstrip()}\n```"]
+
+# %% ../../nbs/05d_code.ipynb #0b5f07f0
+@patch
+def mark_unavailable(self:BigCodeBenchEnv, task:Task, causes:list[str], why:str):
+    "List `task` as unavailable: `why` in `self.unavailable`, its `causes` counted by `unavailable_counts`."
+    self.unavailable[task.id], self._causes[task.id] = why, causes
+
+@patch
+def unavailable_counts(self:BigCodeBenchEnv) -> dict[str, int]:
+    "Unavailable tasks by cause, most common first (a task missing two libraries counts under both)."
+    return dict(Counter(c for cs in self._causes.values() for c in cs).most_common())
+
+@patch
+def unavailable_note(self:BigCodeBenchEnv) -> str:
+    "One line: how many tasks are unavailable, for their libraries and for their reference, and the main causes."
+    n_ref = sum(cs[0].startswith('reference') for cs in self._causes.values())
+    top = lambda ks: ', '.join(f'{k}: {v}' for k, v in ks[:6]) + (', ...' if len(ks) > 6 else '')
+    counts = list(self.unavailable_counts().items())
+    ref = [kv for kv in counts if kv[0].startswith('reference')]
+    libs = [kv for kv in counts if kv not in ref]
+    head = f'{len(self.unavailable)} unavailable: {len(self.unavailable) - n_ref} for their libraries ({top(libs)})'
+    return head + (f', {n_ref} for their reference ({top(ref)})' if n_ref else '')
+
+# %% ../../nbs/05d_code.ipynb #f49279a3
+@patch
+def load(self:BigCodeBenchEnv) -> list[Task]:
+    "The tasks whose libraries import here (cached); malformed rows in `self.report`, the others in `self.unavailable`."
+    if self._tasks is None:
+        d = _dataset_dir(self.folder, self.data_dir)
+        files = sorted(d.glob('*.jsonl.gz')) + sorted(d.glob('*.jsonl'))
+        if not files: raise DataUnavailable(f'no *.jsonl.gz or *.jsonl file in {d}')
+        tasks, self.report = load_rows((row for f in files for row in read_jsonl_any(f)), self.parse, self.folder)
+        libs = {l for t in tasks for l in t.payload['libs']}
+        bad = lib_problems(libs, self.guard, memory_mb=self.memory_mb, workers=self.workers)
+        for t in tasks:
+            if miss := [l for l in t.payload['libs'] if l in bad]:
+                self.mark_unavailable(t, [f'{l} not importable' for l in miss],
+                                      'libraries not importable here: ' + ', '.join(f'{l} ({bad[l]})' for l in miss))
+        self._tasks = [t for t in tasks if t.id not in self.unavailable]
+        if self.unavailable:
+            n = f'{len(self._tasks)} of {len(tasks)}'
+            _log.warning(f'code:bigcodebench: {n} tasks available; {self.unavailable_note()}')
+    return self._tasks
+
+# %% ../../nbs/05d_code.ipynb #daa39e45
+def reference_cause(fb:Feedback) -> str:
+    "A short cause for a failing reference: its timeout, or the exception type of its first failure (or of its load)."
+    if fb.status == 'timeout': return 'reference: timeout'
+    m = re.search(r'did not run: (\w+)', fb.message) or re.search(r'first: (\w+)', fb.message)
+    return f'reference: {m.group(1)}' if m else f'reference: {fb.kind or fb.status}'
+
+# %% ../../nbs/05d_code.ipynb #5aef3387
+@patch
+def check_references(self:BigCodeBenchEnv, tasks:list[Task]):
+    "Run the reference of each task not checked yet (in parallel; a timeout again alone); those that fail: unavailable."
+    todo = [t for t in tasks if t.id not in self._checked and t.id not in self.unavailable]
+    if not todo: return
+    from tqdm.auto import tqdm
+    play = lambda t: self.run(t, t.meta['reference_program'])
+    with ThreadPoolExecutor(max(1, self.workers)) as ex:
+        fbs = list(tqdm(ex.map(play, todo), total=len(todo), desc='bigcodebench references', disable=len(todo) < 8))
+    fbs = [play(t) if fb.status == 'timeout' else fb for t, fb in zip(todo, fbs)]   # a timeout under load: again, alone
+    for t, fb in zip(todo, fbs):
+        self._checked.add(t.id)
+        if not fb.success: self.mark_unavailable(t, [reference_cause(fb)], f'its reference fails here: {fb.message}')
+    if bad := [(t.id, fb) for t, fb in zip(todo, fbs) if not fb.success]:
+        ids = '; '.join(f'{i}: {fb.message[:100]}' for i, fb in bad[:5]) + ('; ...' if len(bad) > 5 else '')
+        n = f'{len(bad)} of {len(todo)}'
+        _log.warning(f'code:bigcodebench: {n} references checked fail here ({ids}); {self.unavailable_note()}')
+
+# %% ../../nbs/05d_code.ipynb #3eec2bc1
+@patch
+def tasks(self:BigCodeBenchEnv, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
+    "The `split` tasks whose libraries import and whose reference passes here: all, or a seeded `n` (in data order)."
+    self.check_split(split)
+    pool = sample_split(self.load(), split)
+    order = [pool[k] for k in random.Random(split_seed(split, seed)).sample(range(len(pool)), len(pool))]
+    ok, i = [], 0
+    while i < len(order) and (n is None or len(ok) < n):
+        batch = order[i:] if n is None else order[i:i + n - len(ok)]
+        i += len(batch)
+        self.check_references(batch)
+        ok += [t for t in batch if t.id not in self.unavailable]
+    keep = {t.id for t in ok}
+    return [t for t in pool if t.id in keep]
 
 # %% ../../nbs/05d_code.ipynb #8f6bda87
 ERROR_CATEGORIES = ('success', 'syntax', 'runtime', 'wrong_answer', 'timeout', 'no_code', 'unavailable')

@@ -1,0 +1,98 @@
+"""`code:bigcodebench` (MemRL's first table): each task's own unittest in the sandbox; tasks whose libraries do not
+import, or whose reference fails here, listed as unavailable, never scored; the oracle passes every task handed out."""
+import gzip, json, os, subprocess, sys
+from pathlib import Path
+import pytest
+from cove.tasks.base import replay_reference
+from cove.core import Feedback
+from cove.tasks.base import DataUnavailable, make_env
+from cove.tasks.code import BigCodeBenchEnv, lib_problems, reference_cause, run_unittest
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent/'shared'/'datasets'
+LAUNCH = [sys.executable, '-c', 'import sys; from cove.cli import main; sys.exit(main(sys.argv[1:]))']
+TEST = ("import unittest\nclass TestCases(unittest.TestCase):\n"
+        "    def test_sum(self):\n        self.assertEqual(task_func([1, 2]), 3)\n"
+        "    def test_empty(self):\n        self.assertEqual(task_func([]), 0)\n")
+ROW = {'task_id': 'BigCodeBench/9001', 'instruct_prompt': 'Sum a list.\n```\nimport math\ndef task_func(xs):\n```',
+       'complete_prompt': 'import math\ndef task_func(xs):\n    """Sum."""\n',
+       'canonical_solution': '    return math.fsum(xs)\n', 'test': TEST, 'entry_point': 'task_func', 'libs': "['math']"}
+RIGHT = ROW['complete_prompt'] + ROW['canonical_solution']
+
+@pytest.fixture
+def fixture_root(tmp_path):
+    "A datasets root whose `bigcodebench/`: a good task, one lacking a library, one failing its reference, a bad row."
+    rows = [ROW, ROW | {'task_id': 'BigCodeBench/9002', 'libs': "['math', 'no_such_lib_xyz']"},
+            ROW | {'task_id': 'BigCodeBench/9003', 'canonical_solution': '    return 0\n'},
+            {'task_id': 'BigCodeBench/9004'}]
+    (tmp_path/'bigcodebench').mkdir()
+    data = gzip.compress('\n'.join(map(json.dumps, rows)).encode())
+    (tmp_path/'bigcodebench'/'BigCodeBench.jsonl.gz').write_bytes(data)
+    return tmp_path
+
+def test_unittest_verdicts():
+    assert run_unittest(RIGHT, TEST, timeout=30) == Feedback('success', 1.0, 'all 2 tests passed')
+    fb = run_unittest('def task_func(xs):\n    return 3\n', TEST, timeout=30)
+    assert (fb.status, fb.score, fb.kind) == ('failure', 0.5, 'test_failed') and 'AssertionError' in fb.message
+    syntax = run_unittest('def task_func(xs):\n    return sum(xs\n', TEST, timeout=30)
+    assert syntax.message.startswith('the program did not run: SyntaxError')
+    assert run_unittest('import time\ndef task_func(xs):\n    time.sleep(60)\n', TEST, timeout=3).status == 'timeout'
+
+def test_reports_written_by_the_answer_are_refused(hostile):
+    "Reports on every descriptor, then an exit before the harness reports: no report bears the nonce, none is believed."
+    forged = ("import json, os\ndef task_func(xs):\n    return None\n"
+              "rec = json.dumps(dict(nonce='', n=2, failures=[], errors=[]))\n"
+              "for fd in range(3, 256):\n    try: os.write(fd, (rec + '\\n').encode())\n    except OSError: pass\n")
+    for then in ('', 'os._exit(0)\n'):
+        fb = run_unittest(forged + then, TEST, timeout=30)
+        hostile.forged(int(fb.success))
+        assert not fb.success, fb
+        hostile.refused()
+
+def test_unavailable_tasks_are_listed_not_scored(fixture_root):
+    env = make_env('code:bigcodebench', data_dir=fixture_root)
+    assert isinstance(env, BigCodeBenchEnv) and env.available() == (True, '')
+    assert [t.id for t in env.load()] == ['BigCodeBench/9001', 'BigCodeBench/9003']
+    assert env.report.n_bad == 1
+    assert [t.id for t in env.tasks('all')] == ['BigCodeBench/9001']
+    assert env.unavailable['BigCodeBench/9002'] == 'libraries not importable here: no_such_lib_xyz (not installed)'
+    assert env.unavailable["BigCodeBench/9003"].startswith("its reference fails here: 1/2 tests failed; first: Asser")
+    assert env.unavailable_counts() == {'no_such_lib_xyz not importable': 1, 'reference: AssertionError': 1}
+    t = env.tasks('all')[0]
+    assert replay_reference(env, t).success                          # the oracle's own path: code block, step, evaluate
+    assert lib_problems(['json', 'no_such_lib_xyz']) == {'no_such_lib_xyz': 'not installed'}
+    assert reference_cause(Feedback('timeout', 0.0, 'timeout after 1 s')) == 'reference: timeout'
+
+def test_missing_data_is_a_clear_error(tmp_path):
+    env = make_env('code:bigcodebench', data_dir=tmp_path)
+    ok, why = env.available()
+    assert not ok and 'bigcodebench' in why
+    with pytest.raises(DataUnavailable): env.load()
+
+def test_oracle_run_from_the_command_line(fixture_root, tmp_path):
+    "`cove run --method oracle`: the available task passes; the log says how many tasks are unavailable and why."
+    out = tmp_path/'run'
+    env = {**os.environ, 'OMP_NUM_THREADS': '1', 'HF_HUB_OFFLINE': '1'}
+    args = ['run', '--method', 'oracle', '--tasks', 'code:bigcodebench', '--episodes', '3', '--split', 'all',
+            '--set', f'data.dir={fixture_root}', '--out', str(out), '--quiet']
+    r = subprocess.run(LAUNCH + args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    m = json.loads((out/'metrics.json').read_text())
+    assert (m['overall']['n'], m['overall']['successes']) == (1, 1)
+    assert ('code:bigcodebench: 2 of 3 tasks available; 1 unavailable: 1 for their libraries '
+            '(no_such_lib_xyz not importable: 1)') in r.stderr
+    assert '1 of 2 references checked fail here (BigCodeBench/9003: 1/2 tests failed; first: AssertionError' in r.stderr
+
+needs_data = pytest.mark.skipif(not (DATA/'bigcodebench').is_dir(), reason=f'BigCodeBench data not found under {DATA}')
+
+@needs_data
+def test_real_data_loads_and_a_sample_passes_its_oracle():
+    env = BigCodeBenchEnv(DATA)
+    ts = env.load()
+    by_libs = sum(w.startswith('libraries') for w in env.unavailable.values())
+    assert len(ts) + by_libs + env.report.n_bad == 1140 and env.report.n_bad == 0
+    assert len(ts) > 1000, env.unavailable_note()
+    sample = env.tasks('test', 4, seed=0)
+    assert len(sample) == 4 and all(t.split == 'test' for t in sample)
+    assert all(replay_reference(env, t).success for t in sample)
+    assert env.tasks('test', 4, seed=0) == sample                    # the same sample again, from the checks made
