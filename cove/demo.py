@@ -11,12 +11,13 @@ from .config import Config, load_config, parse_sets
 from .run import Run, RunSpec, load_policy, parse_drift
 from .check import RunLock
 from .core import write_json
+from .experiment import markdown_table, comparison_pairs, paired_markdown, PAIRED_NOTE
 from .stats import paired_rows, episode_records
 
 # %% auto #0
-__all__ = ['DEMO_METHODS', 'DEMO_FAMILIES', 'DEMO_EPISODES', 'DEMO_OVERRIDES', 'PAIRED_NOTE', 'NO_PAIRS', 'demo_config',
-           'comparison_rows', 'token_reduction', 'markdown_table', 'success_curves', 'plot_success', 'drift_segments',
-           'segment_families', 'drift_rows', 'demo_pairs', 'paired_markdown', 'run_demo']
+__all__ = ['DEMO_METHODS', 'DEMO_FAMILIES', 'DEMO_EPISODES', 'DEMO_OVERRIDES', 'NO_PAIRS', 'demo_config', 'comparison_rows',
+           'token_reduction', 'success_curves', 'plot_success', 'drift_segments', 'segment_families', 'drift_rows',
+           'run_demo']
 
 # %% ../nbs/19_demo.ipynb #506c2e0f
 DEMO_METHODS = ['base', 'harness_only', 'parametric_only', 'cove']
@@ -73,13 +74,6 @@ def token_reduction(metrics:dict[str, dict], a:str='cove', b:str='parametric_onl
         out[key] = round(1 - ta / tb, 3) if tb else None
         out[f'{key}_ratio'] = round(ta / tb, 3) if tb else None   # the paper reports COVE / Parametric-only = 0.14
     return out
-
-# %% ../nbs/19_demo.ipynb #d47037a5
-def markdown_table(rows:list[dict]) -> str:
-    "A GitHub Markdown table of `rows` (dicts with the same keys); None prints as n/a."
-    cols = list(rows[0])
-    fmt = lambda v: 'n/a' if v is None else (f'{v:.3f}' if isinstance(v, float) else str(v))
-    return '\n'.join(['| ' + ' | '.join(cols) + ' |', '|' + '---|' * len(cols)] + ['| ' + ' | '.join(fmt(r[c]) for c in cols) + ' |' for r in rows])
 
 # %% ../nbs/19_demo.ipynb #9016f437
 def success_curves(runs:dict[str, Path]):
@@ -172,27 +166,6 @@ def drift_rows(recs:dict[str, list[dict]], drift) -> list[dict]:
                          **{f"n {w}": s['n'] for w, s in seg.items()}))
     return rows
 
-# %% ../nbs/19_demo.ipynb #9af6dd33
-def demo_pairs(methods:list[str], ref:str='base', focus:str='cove') -> list[tuple[str, str]]:
-    "The `(method, reference)` pairs of the paired table: each method against `ref`, then `focus` against each other."
-    pairs = [(m, ref) for m in methods if m != ref] if ref in methods else []
-    return pairs + ([(focus, m) for m in methods if m not in (focus, ref)] if focus in methods else [])
-
-# %% ../nbs/19_demo.ipynb #815f6bb7
-PAIRED_NOTE = ("Paired comparison (both runs played the same tasks in the same order): diff = the method's success "
-               "rate minus the reference's (vs), with its 95% interval by Newcombe's (1998) method 10 for paired "
-               "proportions, built on Wilson score limits (statsmodels); McNemar's exact p, with (tasks only the "
-               "method solved / only the reference solved); MDE = the smallest difference McNemar's test detects "
-               "with 80% power at two-sided 0.05 for that n and the observed discordance (Connor 1987; n/a without "
-               "discordant pairs).")
-
-def paired_markdown(rows:list[dict]) -> str:
-    "The rows of `cove.stats.paired_rows` as a Markdown table: diff [95% CI], McNemar p (only / only vs), MDE."
-    return markdown_table([{'method': r['method'], 'vs': r['reference'], 'family': r['family'], 'n': r['n'],
-                            'diff [95% CI]': f"{r['diff']:+.3f} [{r['ci_lo']:+.3f}, {r['ci_hi']:+.3f}]",
-                            'McNemar p (only / only vs)': f"{r['p']:.3f} ({r['a_only']}/{r['b_only']})",
-                            'MDE': r['mde']} for r in rows])
-
 # %% ../nbs/19_demo.ipynb #d447ac2f
 NO_PAIRS = "No paired comparison: it needs Base or COVE and another method."
 
@@ -202,7 +175,7 @@ def _write_paired(out:Path, runs:dict[str, Path], methods:list[str], families:li
     recs = {m: drift_segments(episode_records(d)) for m, d in runs.items()}
     played = {r['family_spec'] for rs in recs.values() for r in rs}
     fams = [f for f in segment_families(families, drift) if f in played]
-    rows = paired_rows(recs, families=fams, pairs=demo_pairs(methods))
+    rows = paired_rows(recs, families=fams, pairs=comparison_pairs(methods))
     if rows: pd.DataFrame(rows).round(4).to_csv(out/'paired.csv', index=False)
     else: (out/'paired.csv').unlink(missing_ok=True)
     txt = f"{PAIRED_NOTE}\n\n{paired_markdown(rows)}" if rows else NO_PAIRS
