@@ -12,7 +12,7 @@ import numpy as np
 from fastcore.basics import patch
 from .core import Feedback, Task, msg, get_logger, InfraError
 from .llm import Policy, Generation
-from .run import Method, register_method
+from .method import Method, register_method
 from .store import SqliteStore
 from .agent import EpisodeResult
 from .tasks.base import EpisodeState, parse_answer
@@ -179,7 +179,7 @@ def answer_like(family:str, text:str) -> bool:
 _ANSWER_RE = re.compile(r'<answer>(.*?)</answer>', re.S)
 
 def answer_content(messages:list[dict]) -> str|None:
-    "The whole content of the last `<answer>…</answer>` of the assistant turns in `messages`, stripped; None without one."
+    "The whole content of the last `<answer>…</answer>` of the assistant turns in `messages`, stripped; else None."
     found = [m[1] for x in messages if x['role'] == 'assistant' for m in _ANSWER_RE.finditer(x['content'] or '')]
     return found[-1].strip() if found else None
 
@@ -199,10 +199,11 @@ def em_feedback(messages:list[dict], task:Task) -> Feedback:
     if pred is None: return Feedback('failure', 0.0, "no <answer>...</answer> in the model's turns", 'no_answer')
     if exact_match(pred, gold): return Feedback('success', 1.0, 'exact match')
     short = lambda x: x if len(x) <= 80 else x[:80] + '…'
-    return Feedback('failure', 0.0, f'wrong answer: got {short(pred)!r}, expected {short(gold)!r} (exact match)', 'wrong_answer')
+    why = f'wrong answer: got {short(pred)!r}, expected {short(gold)!r} (exact match)'
+    return Feedback('failure', 0.0, why, 'wrong_answer')
 
 def episode_outcome(env, task:Task, state:EpisodeState, messages:list[dict]) -> tuple[Feedback, bool|None]:
-    "`(outcome, lenient)`: EM for an answer family (and the evaluator's verdict), or the evaluator's for code and proofs (None)."
+    "`(outcome, lenient)`: EM and the evaluator's verdict (answer families); the evaluator's and None (code, proofs)."
     try: fam = env.evaluate(state)
     except Exception as ex:   # the family's bug, not the agent's fault
         fam = Feedback('error', 0.0, f"evaluator error: {type(ex).__name__}: {ex}"[:500], 'env_error')
@@ -482,7 +483,7 @@ def _take_turn(self:EvolverAgent, env, e:dict, g, turn:int):
 
 @patch
 def _finish(self:EvolverAgent, env, e:dict, dt:float, w_o:float=1.0, w_f:float=0.1) -> tuple[EpisodeResult, dict]:
-    "Episode `e`'s result (its `episode_outcome`, or the environment's error) and info (EM, lenient verdict, format reward, reward)."
+    "Episode `e`'s result (its `episode_outcome`, or the environment's error) and info (EM, lenient, format, reward)."
     lenient = None
     if e['err']: fb = Feedback('error', 0.0, e['err'][:500], 'env_error')
     else: fb, lenient = episode_outcome(env, e['task'], e['state'], e['messages'])
@@ -852,7 +853,7 @@ def _experience_metrics(self:EvolverMethod) -> dict:
 
 # %% ../nbs/16_evolver.ipynb #ab88b481
 def _em_metrics(infos:list[dict]) -> dict:
-    "EM (the outcome, the paper's) and the family evaluator's lenient verdict on the same episodes, with their disagreements."
+    "EM (the outcome, the paper's) and the family evaluator's lenient verdict on the same episodes; disagreements."
     both = [i for i in infos if i.get('lenient_success') is not None and 'em' in i]
     return dict(em=(sum(i['em'] for i in infos if 'em' in i) / len(infos)) if infos else None,
                 lenient_success=(sum(map(bool, (i['lenient_success'] for i in both))) / len(both)) if both else None,
@@ -860,7 +861,7 @@ def _em_metrics(infos:list[dict]) -> dict:
 
 @patch
 def metrics(self:EvolverMethod) -> dict:
-    "The method's own metrics, merged into `metrics.json`: the experience base's, the episodes' actions, EM and rewards, the updates."
+    "The method's metrics for `metrics.json`: the experience base's, the episodes' actions, EM, rewards, updates."
     q = self.store.conn.execute
     infos = [json.loads(r['info']) for r in q('SELECT info FROM episodes')]
     tot = lambda k: sum(i.get(k, 0) for i in infos)

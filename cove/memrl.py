@@ -12,8 +12,8 @@ import numpy as np
 from fastcore.basics import patch
 from fastcore.meta import delegates
 from .config import declare_key
-from .core import get_logger, msg, read_jsonl, redact_expected, task_key
-from .run import Method, register_method, write_json
+from .core import get_logger, msg, read_jsonl, redact_expected, task_key, write_json
+from .method import Method, register_method
 from .agent import HarnessAgent
 from .store import SqliteStore, backup_db
 
@@ -42,7 +42,7 @@ def phase_a(sims, delta:float, k1:int) -> np.ndarray:
 NORMS = ('paper', 'authors')
 
 def q_hat(qs, norm:str='paper') -> np.ndarray:
-    "ẑ(Q) over one pool: `paper`, `zscore`; `authors`, MemRL's code: population std (1 for n = 1 or std ≤ 1e-9), clipped to ±3."
+    "ẑ(Q) over one pool: `paper`, `zscore`; `authors`, MemRL's code: population std (1: n = 1, std ≤ 1e-9), clipped ±3."
     if norm not in NORMS: raise ValueError(f"memrl.norm must be one of {NORMS}, got {norm!r}")
     if norm == 'paper': return zscore(qs)
     q = np.asarray(qs, dtype=np.float64)
@@ -51,7 +51,7 @@ def q_hat(qs, norm:str='paper') -> np.ndarray:
     return np.clip((q - q.mean()) / (sd if sd > 1e-9 else 1.0), -3.0, 3.0)
 
 def sim_hat(sims, stats:tuple|None=None) -> np.ndarray:
-    "ẑ(sim): the pool's `zscore`, or `(sim − mean) / std` with fixed corpus statistics `stats = (mean, std)` (std ≤ 1e-9: 1)."
+    "ẑ(sim): the pool's `zscore`, or `(sim − mean) / std` with fixed corpus statistics `stats = (mean, std)`."
     if stats is None: return zscore(sims)
     mean, sd = stats
     return (np.asarray(sims, dtype=np.float64) - mean) / (sd if sd > 1e-9 else 1.0)
@@ -60,7 +60,8 @@ def sim_hat(sims, stats:tuple|None=None) -> np.ndarray:
 def phase_b_scores(sims, qs, lam:float, norm:str='paper', sim_stats:tuple|None=None) -> np.ndarray:
     "Phase B composite score `(1 - λ)·ẑ(sim) + λ·ẑ(Q)` over one pool (`q_hat`, `sim_hat`)."
     if norm == 'paper' and sim_stats is not None:
-        raise ValueError("fixed similarity statistics (memrl.sim_stats) are the authors' normalisation: set memrl.norm=authors")
+        raise ValueError("fixed similarity statistics (memrl.sim_stats) are the authors' normalisation: "
+                         "set memrl.norm=authors")
     return (1 - lam) * sim_hat(sims, sim_stats) + lam * q_hat(qs, norm)
 
 # %% ../nbs/14_memrl.ipynb #ad1e95df
@@ -232,8 +233,9 @@ def retrieve(self:MemoryBank, qvec, delta:float, k1:int, k2:int, lam:float, **kw
     b = phase_b(sims, qs, lam, k2, **kwargs)
     kept = set(ids[b['kept']].tolist())
     r4 = lambda xs: [round(float(x), 4) for x in xs]
-    return dict(intents=[int(gids[i]) for i in chosen], pool=ids.tolist(), sims=r4(sims), q=r4(qs), scores=r4(b['scores']),
-                selected=ids[b['selected']].tolist(), filtered=[i for i in ids.tolist() if i not in kept], explored=b['explored'])
+    return dict(intents=[int(gids[i]) for i in chosen], pool=ids.tolist(), sims=r4(sims), q=r4(qs),
+                scores=r4(b['scores']), selected=ids[b['selected']].tolist(),
+                filtered=[i for i in ids.tolist() if i not in kept], explored=b['explored'])
 
 # %% ../nbs/14_memrl.ipynb #3f57085e
 SUMMARY_INSTRUCTION = "In one to three sentences, state the lesson for similar tasks: what worked, or what went wrong and what to do instead."
@@ -278,8 +280,9 @@ def trace_digest(res) -> str:
 
 # %% ../nbs/14_memrl.ipynb #603de5f9
 _log = get_logger('memrl')
-PARAMS = ('delta', 'k1', 'k2', 'lam', 'alpha', 'q_init', 'update', 'gamma', 'merge_sim', 'norm', 'sim_stats', 'q_min', 'epsilon')
-ADDED = dict(norm='paper', sim_stats=None, q_min=None, epsilon=0.0)   # issue 28's settings: what a bank built before them ran
+PARAMS = ('delta', 'k1', 'k2', 'lam', 'alpha', 'q_init', 'update', 'gamma', 'merge_sim',
+          'norm', 'sim_stats', 'q_min', 'epsilon')
+ADDED = dict(norm='paper', sim_stats=None, q_min=None, epsilon=0.0)   # issue 28's keys: what a bank from before ran
 
 def memory_source(cfg) -> Path|None:
     "The source memory of a frozen (transfer) run: `memrl.source` (also `$COVE_MEMRL_SOURCE`, through `load_config`)."
@@ -292,12 +295,13 @@ def memory_source(cfg) -> Path|None:
 declare_key('memrl.norm', str, 'paper', "MemRL Phase B normalisation: paper = z-score over the Phase-A pool; authors = "
             "MemRL's code (Q by the pool's population std, 1 for n = 1, clipped to ±3; similarity by memrl.sim_stats)",
             choices=NORMS)
-declare_key('memrl.sim_stats', str, '', "MemRL Phase B similarity statistics MEAN,STD for memrl.norm=authors (fixed corpus "
-            "statistics, as the authors' per-benchmark configs); '' = the pool's")
+declare_key('memrl.sim_stats', str, '', "MemRL Phase B similarity statistics MEAN,STD for memrl.norm=authors "
+            "(fixed corpus statistics, as the authors' per-benchmark configs); '' = the pool's")
 declare_key('memrl.q_min', str, '', "MemRL utility filter: a memory with Q below this is never injected ('' = none, as "
             "the paper; the authors' BigCodeBench config: -0.8)")
-declare_key('memrl.epsilon', float, 0.0, "MemRL ε-exploration: with this probability Phase B injects k2 memories drawn at "
-            "random from the filtered pool (0 as the paper; the authors' BigCodeBench config: 0.1)", range=(0, 1))
+declare_key('memrl.epsilon', float, 0.0, "MemRL ε-exploration: with this probability Phase B injects k2 memories "
+            "drawn at random from the filtered pool (0 as the paper; the authors' BigCodeBench config: 0.1)",
+            range=(0, 1))
 
 def _numbers(key:str, s:str, n:int) -> list[float]|None:
     "`n` comma-separated finite numbers of text setting `key`, or None for ''; a one-line `ValueError` else."
@@ -355,8 +359,9 @@ def _check_params(self:MemRL):
     old = self.bank.meta('params')
     if old is None:
         with self.bank.transaction(): self.bank.set_meta('params', self.p)
-    elif ADDED | old != self.p:   # a bank from before issue 28 ran without filter or exploration, normalised as the paper
-        raise ValueError(f"{self.mem_path} was built with memrl settings {ADDED | old}, not {self.p}; use another --out")
+    elif ADDED | old != self.p:   # a bank from before issue 28: no filter, no exploration, the paper's normalisation
+        raise ValueError(f"{self.mem_path} was built with memrl settings {ADDED | old}, not {self.p}; "
+                         "use another --out")
 
 # %% ../nbs/14_memrl.ipynb #c5a2ada3
 @patch
@@ -398,7 +403,7 @@ def run_batch(self:MemRL, env, tasks):
 # %% ../nbs/14_memrl.ipynb #4b457eb6
 @patch
 def _retrieve(self:MemRL, qvec, key:str) -> dict:
-    "Two-Phase Retrieval for episode `key`; its exploration draw is seeded by `run.seed` and the key (a rerun draws the same)."
+    "Two-Phase Retrieval for episode `key`, exploring with a generator seeded by `run.seed` and the key."
     p = self.p
     rng = np.random.default_rng([self.cfg['run.seed'], zlib.crc32(key.encode())])
     return self.bank.retrieve(qvec, p['delta'], p['k1'], p['k2'], p['lam'], norm=p['norm'], sim_stats=p['sim_stats'],
@@ -484,7 +489,7 @@ def extra(self:MemRL, res) -> dict:
 # %% ../nbs/14_memrl.ipynb #90d4af66
 @patch
 def metrics(self:MemRL) -> dict:
-    "SR (last epoch), CSR, FR, memory size and Q statistics, empty pools, filter and exploration counts, summary failures, pending TD update."
+    "SR (last epoch), CSR, FR, memory and Q statistics, empty pools, filter and exploration counts, summaries, TD."
     recs = read_jsonl(self.out/'episodes.jsonl')
     infos = self.bank.applied_all()
     learnt = [i for i in infos if 'skipped' not in i]

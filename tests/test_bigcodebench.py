@@ -3,9 +3,8 @@ import, or whose reference fails here, listed as unavailable, never scored; the 
 import gzip, json, os, subprocess, sys
 from pathlib import Path
 import pytest
-from cove.tasks.base import replay_reference
 from cove.core import Feedback
-from cove.tasks.base import DataUnavailable, make_env
+from cove.tasks.base import DataUnavailable, make_env, replay_reference
 from cove.tasks.code import BigCodeBenchEnv, lib_problems, reference_cause, run_unittest
 
 ROOT = Path(__file__).resolve().parents[1]

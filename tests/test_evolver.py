@@ -50,7 +50,7 @@ def test_action_parsing():
     assert answer_turn('math', '12') == 'Answer: 12' and answer_turn('code', '```python\nx=1\n```') == '```python\nx=1\n```'
 
 def test_em_is_the_papers_on_the_whole_answer_tag():
-    "EM: the whole last <answer> of the model's turns, normalised; the issue's three cases score 0 where the lenient parse says 1."
+    "EM: the whole last <answer> of the model's turns, normalised; the issue's three cases score 0, the lenient parse 1."
     from cove.core import Task, msg
     from cove.evolver import answer_content, exact_match, gold_answer, episode_outcome
     from cove.tasks.base import make_env
@@ -62,8 +62,8 @@ def test_em_is_the_papers_on_the_whole_answer_tag():
         st = mh.reset(t); mh.step(st, answer_turn('multihop', answer_content(turns)))
         fb, lenient = episode_outcome(mh, t, st, turns)
         assert (fb.success, lenient) == (bool(em), True)                  # the family's evaluator accepts all five
-    assert answer_content([msg('system', '<answer>42</answer>'), msg('assistant', 'Answer: 42')]) is None   # no tag: no answer
-    assert evolver_reward(exact_match(None, '42'), format_reward('')) == 0.0   # an empty response (the authors' scorer: 0.4)
+    assert answer_content([msg('system', '<answer>42</answer>'), msg('assistant', 'Answer: 42')]) is None   # no tag
+    assert evolver_reward(exact_match(None, '42'), format_reward('')) == 0.0   # empty (the authors' scorer: 0.4)
 
 # --- kill -9 and resume -------------------------------------------------------------------------
 

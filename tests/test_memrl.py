@@ -179,7 +179,8 @@ def test_q_min_and_epsilon_on_a_hand_computed_pool():
     assert phase_b(s, q, 0.5, 2, q_min=-0.8)['selected'].tolist() == [1, 2]
     assert phase_b(s, q, 0.5, 2, q_min=0.5)['selected'].tolist() == [1]      # Q == q_min is kept
     assert phase_b(s, q, 0.5, 2, q_min=0.6)['selected'].tolist() == []       # all below: nothing injected
-    picks = {phase_b(s, q, 0.5, 1, q_min=-0.8, epsilon=1.0, rng=np.random.default_rng(i))['selected'][0] for i in range(100)}
+    explore = lambda i: phase_b(s, q, 0.5, 1, q_min=-0.8, epsilon=1.0, rng=np.random.default_rng(i))
+    picks = {explore(i)['selected'][0] for i in range(100)}
     assert picks == {1, 2}
     assert not phase_b(s, q, 0.5, 1, epsilon=0.0)['explored']
     share = np.mean([phase_b(s, q, 0.5, 1, epsilon=0.1, rng=np.random.default_rng(i))['explored'] for i in range(1000)])
@@ -191,7 +192,8 @@ def test_bank_retrieve_is_phase_b(tmp_path):
     rng = np.random.default_rng(0)
     bank = MemoryBank(tmp_path/'m.sqlite', dim=8)
     with bank.transaction():
-        for i in range(12): bank.insert(f'i{i}', f'e{i}', float(rng.uniform(-1, 1)), rng.normal(size=8) / 3 + np.eye(8)[0])
+        for i in range(12):
+            bank.insert(f'i{i}', f'e{i}', float(rng.uniform(-1, 1)), rng.normal(size=8) / 3 + np.eye(8)[0])
     qv = np.eye(8)[0]
     for kw in (dict(), dict(norm='authors', sim_stats=BCB), dict(q_min=-0.2)):
         r = bank.retrieve(qv, 0.0, 12, 4, 0.5, **kw)
