@@ -217,7 +217,7 @@ def _play_chunk(method, envs:dict, chunk:list[tuple], avail:dict) -> dict[int, E
     "Results of `chunk`'s `(episode, spec, task)`: `error` where the family is unavailable, else one batch across families (`run_chunk`) or one per family."
     results = {}
     for i, s, t in chunk:
-        if not avail[s][0]: results[i] = EpisodeResult(t, envs[s].reset(t), Feedback('error', 0.0, f'unavailable: {avail[s][1]}'))
+        if not avail[s][0]: results[i] = EpisodeResult(t, envs[s].reset(t), Feedback('error', 0.0, f'unavailable: {avail[s][1]}', 'unavailable'))
     play = [(i, s, t) for i, s, t in chunk if i not in results]
     if play and hasattr(method, 'run_chunk'):   # one batch across families
         results.update({i: r for (i, _, _), r in zip(play, method.run_chunk([(envs[s], t) for _, s, t in play]))})

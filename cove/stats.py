@@ -191,6 +191,10 @@ def solved_once(recs:list[dict]) -> list[dict]:
     return [r | {'status': 'success'} if k in won else r for k, r in first.items()]
 
 # %% ../nbs/00b_stats.ipynb #7cddf26c
+def _error_kind(r:dict) -> str:
+    "A record's feedback kind; a record from before kinds: its message's first words."
+    return r.get('kind') or r.get('message', '').split(':')[0][:40]
+
 def summarise(recs:list[dict]) -> dict:
     "Success (with its Wilson 95% interval), score, API correctness, tokens and status counts over `recs`."
     n = len(recs)
@@ -201,7 +205,7 @@ def summarise(recs:list[dict]) -> dict:
                 api_correct_rate=(sum(api) / len(api)) if api else None, n_api=len(api),
                 prompt_tokens=sum(r['prompt_tokens'] for r in recs), completion_tokens=sum(r['completion_tokens'] for r in recs),
                 errors=st['error'], timeouts=st['timeout'], failures=st['failure'], successes=st['success'],
-                error_kinds=dict(Counter(r.get('message', '').split(':')[0][:40] for r in recs if r['status'] == 'error')))
+                error_kinds=dict(Counter(_error_kind(r) for r in recs if r['status'] == 'error')))
 
 # %% ../nbs/00b_stats.ipynb #587613e4
 def run_metrics(recs:list[dict]) -> dict:
