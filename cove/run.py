@@ -11,10 +11,10 @@ from pathlib import Path
 from tqdm.auto import tqdm
 from fastcore.basics import patch
 from .core import append_jsonl, read_jsonl, get_logger, Feedback, CorruptFile, read_json, write_json, one_line
-from .config import Config, load_config, SCHEMA, runtime_info
+from .config import Config, SCHEMA, runtime_info
 from .plugins import loaded_plugins, plugins_note
 from .tasks.base import make_env, Environment, EpisodeResult
-from .method import METHODS, Method, register_method, import_methods
+from .method import METHODS, import_methods
 from .check import check_state, set_aside, set_aside_log, note_fresh, RunLock, episode_records_of, replay_infra_tail
 from .check import run_diff, foreign_records
 from .stats import run_metrics

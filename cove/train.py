@@ -64,7 +64,9 @@ def reference_sft(env, tasks:list[Task],
     results, failed = [], Counter()
     for i, t in enumerate(tasks):
         r = replay_reference(env, t)
-        if not r.success: failed[r.feedback.message.split(':')[0][:60]] += 1; continue
+        if not r.success:
+            failed[r.feedback.kind or r.feedback.message.split(':')[0][:60]] += 1
+            continue
         if not r.messages or r.messages[0] != {'role': 'user', 'content': t.prompt}:
             raise ValueError(f"replay_reference trace of {t.id} does not start with the task prompt")
         results.append(replace(r, messages=build_messages(env, t, entries[i] if entries else None) + r.messages[1:]))
