@@ -124,10 +124,7 @@ def cmd_demo(args) -> int:
     methods = [m.strip() for m in args.methods.split(',') if m.strip()] if args.methods else DEMO_METHODS
     episodes = DEMO_EPISODES if args.episodes is None else args.episodes
     _check_demo(cfg, methods, episodes)
-    from cove.run import Run
-    old, Run.set_aside_corrupt = Run.set_aside_corrupt, args.set_aside_corrupt   # the demo's runs take the flag as their default
-    try: s = run_demo(cfg, out, episodes=episodes, methods=methods)
-    finally: Run.set_aside_corrupt = old
+    s = run_demo(cfg, out, episodes=episodes, methods=methods, set_aside_corrupt=args.set_aside_corrupt)
     print((out/'table.md').read_text()); print(f"written to {out} in {s['wall_s'] / 60:.1f} min")
     return 0
 

@@ -113,13 +113,15 @@ def _log_to(path:Path) -> logging.Handler:
     return fh
 
 # %% ../nbs/19_demo.ipynb #d2c4a191
-def _play_methods(cfg:Config, out:Path, policy, methods:list[str], families:list[str], episodes:int, progress:bool) -> tuple[dict, dict]:
+def _play_methods(cfg:Config, out:Path, policy, methods:list[str], families:list[str], episodes:int, progress:bool,
+                  set_aside_corrupt:bool=False) -> tuple[dict, dict]:
     "Each method's run on the same stream into `out/<method>`, from the base weights and a fresh token ledger: `(metrics with wall_s, folders)`."
     log, metrics, runs = get_logger('demo'), {}, {}
     for meth in methods:
         runs[meth] = out/meth
         t = time.time()
-        m = Run(RunSpec(meth, families, episodes, 'test', cfg['run.seed']), cfg, runs[meth]).execute(policy, progress=progress)
+        spec = RunSpec(meth, families, episodes, 'test', cfg['run.seed'])
+        m = Run(spec, cfg, runs[meth], set_aside_corrupt=set_aside_corrupt).execute(policy, progress=progress)
         metrics[meth] = m | {'wall_s': time.time() - t}
         log.info(f"{meth}: success {m['overall']['success_rate']}, train tokens {m.get('train_tokens', 0)}, {time.time() - t:.0f} s")
     return metrics, runs
@@ -194,14 +196,16 @@ def _write_drift(out:Path, runs:dict[str, Path], drift) -> list[dict]:
 
 # %% ../nbs/19_demo.ipynb #fa28d7b2
 def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[str]=DEMO_METHODS,
-             families:list[str]=DEMO_FAMILIES, policy=None, progress:bool=True) -> dict:
+             families:list[str]=DEMO_FAMILIES, policy=None, progress:bool=True,
+             set_aside_corrupt:bool=False, # `--set-aside-corrupt`, for each method's run
+            ) -> dict:
     "Play `methods` on one stream; write `table.csv`, `table.md`, `paired.csv`, a figure, `summary.json`, `demo.log`."
     out = Path(out); lock = RunLock(out)   # one process per demo folder: a second demo there stops here, naming the first's pid
     fh = _log_to(out/'demo.log')
     try:
         t0 = time.time()
         policy = policy or load_policy(cfg)
-        metrics, runs = _play_methods(cfg, out, policy, methods, families, episodes, progress)
+        metrics, runs = _play_methods(cfg, out, policy, methods, families, episodes, progress, set_aside_corrupt)
         rows, red = _write_table(cfg, out, metrics, methods, families, episodes)
         drift = parse_drift(cfg['run.drift'])
         paired = _write_paired(out, runs, methods, families, drift)

@@ -146,10 +146,10 @@ def check_spec(spec:RunSpec, cfg:Config) -> dict[str, Environment]:
 # %% ../nbs/08_run.ipynb #37afd9b9
 class Run:
     "One run folder: spec + config, the episode log, metrics."
-    set_aside_corrupt = False   # `--set-aside-corrupt`: a corrupt state file, adapter or store is moved aside (`set_aside`) and that state starts fresh
-    def __init__(self, spec:RunSpec, cfg:Config, out:str|Path, set_aside_corrupt:bool|None=None): # None: the class's default
+    def __init__(self, spec:RunSpec, cfg:Config, out:str|Path,
+                 set_aside_corrupt:bool=False): # `--set-aside-corrupt`: a corrupt state file, adapter or store is moved aside
         self.spec, self.cfg, self.out = spec, cfg, check_out(out)
-        if set_aside_corrupt is not None: self.set_aside_corrupt = set_aside_corrupt
+        self.set_aside_corrupt = set_aside_corrupt   # (`set_aside`) and that state starts fresh
         self.envs = check_spec(spec, cfg)   # a bad spec or config value fails here, before anything touches `out`
         self.log = get_logger('run')
         self.episodes_path, self.metrics_path = self.out/'episodes.jsonl', self.out/'metrics.json'
