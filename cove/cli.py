@@ -93,6 +93,8 @@ def info(cfg) -> dict:
 # %% ../nbs/90_cli.ipynb #89764f1e
 def cmd_run(args) -> int:
     from cove.run import Run, RunSpec, parse_tasks
+    from cove.method import import_methods
+    import_methods()   # first: the keys a method declares itself (e.g. memrl.q_min) can be --set
     cfg = config_from(args)
     spec = RunSpec(args.method, parse_tasks(args.tasks), args.episodes, args.split, cfg['run.seed'])
     m = Run(spec, cfg, args.out, set_aside_corrupt=args.set_aside_corrupt).execute(progress=not args.quiet)
