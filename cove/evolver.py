@@ -619,7 +619,7 @@ def run_batch(self:EvolverMethod, env, tasks):
     keys = self.keys.keys(tasks)
     out = agent.run(env, tasks, self.p('w_o'), self.p('w_f'))
     for (r, info), key in zip(out, keys):
-        self.note(r, key)
+        r.key = key   # read by `extra`
         if self.apply(r, info, key): self.catch_up()
     self.keys.commit(tasks)
     return [r for r, _ in out]
@@ -640,7 +640,7 @@ def catch_up(self:EvolverMethod):
 @patch
 def extra(self:EvolverMethod, res) -> dict:
     "Fields added to the episode line: actions, EM and the lenient verdict, reward, format reward, principles used."
-    r = self.store.conn.execute('SELECT info FROM episodes WHERE key = ?', (self.noted(res),)).fetchone()
+    r = self.store.conn.execute('SELECT info FROM episodes WHERE key = ?', (res.key,)).fetchone()
     i = json.loads(r['info']) if r else {}
     return dict(channel=None, reward=i.get('reward'), format_reward=i.get('format_reward'), principles_used=i.get('used', []),
                 em=i.get('em'), lenient_success=i.get('lenient_success'),

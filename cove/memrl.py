@@ -424,7 +424,7 @@ def _play(self:MemRL, env, tasks):
         if self.freeze: info = dict(retrieval=plans[i], frozen=True)
         elif done[i] is not None: info = dict(done[i], replayed=True)
         else: info = self._learn(keys[i], r, plans[i], qv[i], summ.get(learn.index(i)) if i in learn else None)
-        self.note(r, info)
+        r.extra['memrl'] = info   # read by `extra`
     return results
 
 # %% ../nbs/14_memrl.ipynb #fb2f0c35
@@ -484,7 +484,7 @@ def _learn(self:MemRL, key:str, r, plan:dict, qvec, summ) -> dict:
 @patch
 def extra(self:MemRL, res) -> dict:
     "Fields added to the episode line: `memrl` (retrieval, reward, Q changes, written memory)."
-    return dict(channel=None, memrl=self.noted(res))
+    return dict(channel=None, memrl=res.extra.get('memrl'))
 
 # %% ../nbs/14_memrl.ipynb #90d4af66
 @patch

@@ -37,7 +37,7 @@ class Method:
     def __init__(self, cfg:Config, out:Path, policy=None):
         self.cfg, self.out, self.policy = cfg, Path(out), policy
         self.keys = EpisodeKeys(self.out/'episodes.jsonl')   # `family|split|id#n`: each epoch's play of a task is a new episode
-        self.saved_ledger, self._noted, self._agents = None, {}, {}
+        self.saved_ledger, self._agents = None, {}
     def run_batch(self, env:Environment, tasks:list) -> list[EpisodeResult]: raise NotImplementedError
     def extra(self, res:EpisodeResult) -> dict: return {'channel': None} | res.extra   # the episode line's own fields
     def metrics(self) -> dict: return {}
@@ -66,17 +66,6 @@ def agent(self:Method, **kw) -> HarnessAgent:
     key = tuple(sorted((k, id(v) if k == 'kb' else v) for k, v in kw.items()))
     if key not in self._agents: self._agents[key] = HarnessAgent.from_config(self.policy, self.cfg, **kw)
     return self._agents[key]
-
-# %% ../nbs/07b_method.ipynb #09867da3
-@patch
-def note(self:Method, res:EpisodeResult, info) -> None:
-    "Keep `info` for episode result `res` until `noted` takes it (for `extra`)."
-    self._noted[id(res)] = info
-
-@patch
-def noted(self:Method, res:EpisodeResult, default=None):
-    "What `note` kept for `res` (removed), or `default`."
-    return self._noted.pop(id(res), default)
 
 # %% ../nbs/07b_method.ipynb #453f474f
 def state_advice(method:str) -> str:

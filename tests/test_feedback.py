@@ -5,7 +5,7 @@ import ast, inspect, json
 import pytest
 import cove.knowledgepo
 from cove.core import Feedback, FEEDBACK_KINDS, Task, append_jsonl
-from cove.agent import EpisodeResult, replay_reference
+from cove.tasks.base import EpisodeResult, replay_reference
 from cove.knowledgepo import FEEDBACK_HINTS, NO_CALL_HINT, hint_for, rule_candidates
 from cove.tasks.base import ANSWER_HINT, FAMILIES, Environment, EpisodeState, family_hints, make_env, register_env
 from cove.tasks.tableqa import EmbeddedTableQA, replay

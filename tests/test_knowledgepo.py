@@ -3,7 +3,7 @@ import json
 from dataclasses import replace
 from types import SimpleNamespace as NS
 import pytest
-from cove.agent import EpisodeResult, replay_reference
+from cove.tasks.base import EpisodeResult, replay_reference
 from cove.store import Entry, KnowledgeBase
 from cove.tasks.tableqa import EmbeddedTableQA, QTYPES, default_surface, rename, replay, with_surface, Surface
 from cove.knowledgepo import (Candidate, KPOStats, KnowledgePO, names_in, rename_names, rule_candidates, extract_candidates,
