@@ -67,7 +67,7 @@ def close_stopped(text:str, finish_reason:str) -> str:
     return text + f'</{opened[-1][1]}>' if opened else text
 
 # %% ../nbs/16_evolver.ipynb #44622539
-THINK_SCORE = {0: 0.0, 1: 0.2, 2: 0.3, 3: 0.4, 4: 0.6, 5: 0.8, 6: 1.0, 7: 0.0, 8: 0.0}   # 7 and 8: the authors' code (issue 11)
+THINK_SCORE = {0: 0.0, 1: 0.2, 2: 0.3, 3: 0.4, 4: 0.6, 5: 0.8, 6: 1.0, 7: 0.0, 8: 0.0}   # 7 and 8: as the authors' code scores them
 
 def think_score(n_think:int) -> float:
     "R_think: 0.2 for one valid `<think>` up to 1.0 for six; 0 for seven or eight and 0.5 above eight, as the authors' code scores them."
@@ -303,7 +303,7 @@ def insert(self:PrincipleStore, kind:str, content:str, family:str|None=None, sou
 # %% ../nbs/16_evolver.ipynb #ca245ed0
 @patch
 def merge(self:PrincipleStore, target:int, content:str, sources:list|None=None, similarity:float|None=None, exact:bool=False,
-          success:bool|None=None): # the absorbed principle's trajectory: one more use, and a success if it succeeded (issue 11, after EvolveR's public code)
+          success:bool|None=None): # the absorbed principle's trajectory: one more use, and a success if it succeeded (after EvolveR's public code)
     "Absorb an equivalent new principle into `target` (inside the caller's transaction)."
     p = self.get(target)
     use, win = (0, 0) if success is None else (1, int(bool(success)))

@@ -33,7 +33,7 @@ def zscore(x) -> np.ndarray:
 
 # %% ../nbs/14_memrl.ipynb #b4f4f8af
 def phase_a(sims, delta:float, k1:int) -> np.ndarray:
-    "Phase A: positions with `sim >= delta` (issue 11's reading of MemRL's public code), the `k1` most similar first (ties in position order)."
+    "Phase A: positions with `sim >= delta` (as MemRL's public code reads it), the `k1` most similar first (ties in position order)."
     sims = np.asarray(sims, dtype=np.float64)
     idx = np.flatnonzero(sims >= delta)
     return idx[np.argsort(-sims[idx], kind='stable')][:k1]
@@ -282,7 +282,7 @@ def trace_digest(res) -> str:
 _log = get_logger('memrl')
 PARAMS = ('delta', 'k1', 'k2', 'lam', 'alpha', 'q_init', 'update', 'gamma', 'merge_sim',
           'norm', 'sim_stats', 'q_min', 'epsilon')
-ADDED = dict(norm='paper', sim_stats=None, q_min=None, epsilon=0.0)   # issue 28's keys: what a bank from before ran
+ADDED = dict(norm='paper', sim_stats=None, q_min=None, epsilon=0.0)   # the four Phase B keys' values for a bank saved before they existed
 
 def memory_source(cfg) -> Path|None:
     "The source memory of a frozen (transfer) run: `memrl.source` (also `$COVE_MEMRL_SOURCE`, through `load_config`)."
@@ -359,7 +359,7 @@ def _check_params(self:MemRL):
     old = self.bank.meta('params')
     if old is None:
         with self.bank.transaction(): self.bank.set_meta('params', self.p)
-    elif ADDED | old != self.p:   # a bank from before issue 28: no filter, no exploration, the paper's normalisation
+    elif ADDED | old != self.p:   # a bank saved before these keys: no filter, no exploration, the paper's normalisation
         raise ValueError(f"{self.mem_path} was built with memrl settings {ADDED | old}, not {self.p}; "
                          "use another --out")
 
