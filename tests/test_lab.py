@@ -58,7 +58,9 @@ def test_jupyterlab_lists_experiments_and_starts_a_kernel(tmp_path):
         # the kernel runs code: a client on its connection file (loopback ports the server wrote) gets 6*7 back
         from jupyter_client import BlockingKernelClient
         kc = BlockingKernelClient(connection_file=str(tmp_path/'runtime'/f'kernel-{k["id"]}.json'))
-        kc.load_connection_file(); kc.start_channels()
+        kc.load_connection_file()
+        kc.hb_channel.time_to_dead = 10.0   # the client's heartbeat: a kernel slow under a loaded machine is not dead (default 1 s)
+        kc.start_channels()
         try:
             kc.wait_for_ready(timeout=30)
             out = []
