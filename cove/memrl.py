@@ -21,7 +21,7 @@ from .store import SqliteStore, backup_db
 __all__ = ['NORMS', 'INTENTS', 'SUMMARY_INSTRUCTION', 'FUNCTION_WORDS', 'PARAMS', 'ADDED', 'zscore', 'phase_a', 'q_hat',
            'sim_hat', 'phase_b_scores', 'phase_b', 'two_phase', 'reward', 'mc_update', 'td_update', 'epoch_metrics',
            'MemoryBank', 'summary_messages', 'usable_summary', 'trace_digest', 'memory_source', 'memrl_params',
-           'memories_digest', 'MemRL']
+           'memories_digest', 'MemRL', 'learns_from']
 
 # %% ../nbs/14_memrl.ipynb #cf320c6a
 def zscore(x) -> np.ndarray:
@@ -282,7 +282,7 @@ def trace_digest(res) -> str:
 _log = get_logger('memrl')
 PARAMS = ('delta', 'k1', 'k2', 'lam', 'alpha', 'q_init', 'update', 'gamma', 'merge_sim',
           'norm', 'sim_stats', 'q_min', 'epsilon')
-ADDED = dict(norm='paper', sim_stats=None, q_min=None, epsilon=0.0)   # the four Phase B keys' values for a bank saved before they existed
+ADDED = dict(norm='paper', sim_stats=None, q_min=None, epsilon=0.0)   # what a bank saved before these keys ran
 
 def memory_source(cfg) -> Path|None:
     "The source memory of a frozen (transfer) run: `memrl.source` (also `$COVE_MEMRL_SOURCE`, through `load_config`)."
@@ -418,7 +418,7 @@ def _play(self:MemRL, env, tasks):
     plans = [d['retrieval'] if d else self._retrieve(v, k) for d, v, k in zip(done, qv, keys)]
     entries = [[SimpleNamespace(id=m['id'], content=m['experience'], label='stable') for m in self.bank.get(pl['selected'])] for pl in plans]
     results = self.agent().run(env, tasks, entries=entries)
-    learn = [i for i, r in enumerate(results) if not self.freeze and done[i] is None and r.feedback.status != 'error']
+    learn = [i for i, r in enumerate(results) if not self.freeze and done[i] is None and learns_from(r.feedback)]
     summ = self._summarise([results[i] for i in learn])
     for i, r in enumerate(results):
         if self.freeze: info = dict(retrieval=plans[i], frozen=True)
@@ -438,6 +438,11 @@ def _summarise(self:MemRL, results:list) -> dict[int, tuple[str|None, str|None, 
         _log.error(f"summary generation failed for {len(results)} episodes ({type(e).__name__}: {e}); using trace digests")
         return {i: (None, None, 0, 0) for i in range(len(results))}
     return {i: (usable_summary(g.text, r.task.prompt), g.text, g.prompt_tokens, g.completion_tokens) for i, (r, g) in enumerate(zip(results, gens))}
+
+# %% ../nbs/14_memrl.ipynb #be1dc8b6
+def learns_from(fb) -> bool:
+    "Whether an episode's `Feedback` judges the agent: anything but an `error`, or the answer's own program crashing."
+    return fb.status != 'error' or fb.kind == 'runtime_error'
 
 # %% ../nbs/14_memrl.ipynb #de4d73a4
 @patch
@@ -470,7 +475,7 @@ def _learn(self:MemRL, key:str, r, plan:dict, qvec, summ) -> dict:
     exp = f"[{'success' if r.success else 'failure'}] " + (text if text is not None else trace_digest(r))
     info = dict(key=key, retrieval=plan, reward=rew, q_updates={}, summary_ok=text is not None, summary_tokens=[spt, sct])
     if text is None: info['summary_rejected'] = None if raw is None else raw[:300]   # kept for auditing the fallback
-    if r.feedback.status == 'error': info = dict(key=key, retrieval=plan, skipped='error')
+    if not learns_from(r.feedback): info = dict(key=key, retrieval=plan, skipped='error')
     with self.bank.transaction():
         if 'skipped' not in info:
             if p['update'] == 'mc': info['q_updates'] = self._update_mc(plan, rew)

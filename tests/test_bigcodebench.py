@@ -95,3 +95,19 @@ def test_real_data_loads_and_a_sample_passes_its_oracle():
     assert len(sample) == 4 and all(t.split == 'test' for t in sample)
     assert all(replay_reference(env, t).success for t in sample)
     assert env.tasks('test', 4, seed=0) == sample                    # the same sample again, from the checks made
+
+def test_memrl_learns_on_bigcodebench_with_the_authors_settings(fixture_root, tmp_path):
+    "MemRL on `code:bigcodebench`, q_min -0.8, ε 0.1, k2 5: an answer that crashes is a failure it learns from (reward -1)."
+    from cove.config import load_config
+    from cove.llm import HFPolicy
+    from cove.run import Run, RunSpec
+    import cove.memrl
+    cfg = load_config(overrides={'model.name': 'tiny', 'model.max_new_tokens': 8, 'run.epochs': 2,
+                                 'data.dir': str(fixture_root), 'memrl.q_min': '-0.8', 'memrl.epsilon': 0.1, 'memrl.k2': 5})
+    run = Run(RunSpec('memrl', ['code:bigcodebench'], 1, 'all', 0), cfg, tmp_path/'run')
+    m = run.execute(HFPolicy.load('tiny'), progress=False)
+    recs = [json.loads(l) for l in (tmp_path/'run'/'episodes.jsonl').read_text().splitlines()]
+    assert [r['status'] for r in recs] == ['error', 'error'] and {r['kind'] for r in recs} == {'runtime_error'}, recs
+    assert (m['errors_skipped'], m['memory']['size'], m['q_updates']) == (0, 2, 1)
+    assert recs[1]['memrl']['retrieval']['pool'] and recs[1]['memrl']['reward'] == -1.0
+    assert m['memrl_params']['q_min'] == -0.8 and m['memrl_params']['epsilon'] == 0.1
