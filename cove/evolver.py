@@ -15,8 +15,7 @@ from .llm import Policy, Generation
 from .method import Method, register_method
 from .store import SqliteStore
 from .agent import EpisodeResult
-from .tasks.base import EpisodeState, parse_answer
-from .tasks.multihop import normalize_answer
+from .tasks.base import EpisodeState, parse_answer, answer_em
 
 # %% auto #0
 __all__ = ['ACTIONS', 'SEARCHES', 'STOPS', 'THINK_SCORE', 'MAX_CHECKS', 'NO_CORPUS', 'CODE_FAMILIES', 'SCHEMA_SQL', 'EVENTS_VIEW',
@@ -189,8 +188,8 @@ def gold_answer(task:Task) -> str:
     return '|'.join(map(str, t)) if isinstance(t, (list, tuple)) else str(t)
 
 def exact_match(pred:str|None, gold:str) -> float:
-    "The paper's EM: 1.0 when `pred` equals `gold` after `normalize_answer`; no answer (None) scores 0."
-    return float(pred is not None and normalize_answer(pred) == normalize_answer(gold))
+    "The paper's EM: 1.0 when `pred` equals `gold` after `normalize_answer` (`answer_em`); no answer (None) scores 0."
+    return float(pred is not None and answer_em(pred, gold))
 
 # %% ../nbs/16_evolver.ipynb #8609de52
 def em_feedback(messages:list[dict], task:Task) -> Feedback:

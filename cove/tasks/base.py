@@ -4,7 +4,7 @@
 
 # %% ../../nbs/05_tasks.ipynb #57ccd045
 from __future__ import annotations
-import json, os, random, re, time, zlib
+import json, os, random, re, string, time, zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,11 +13,11 @@ from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger, import_optional, msg
 
 # %% auto #0
-__all__ = ['ANSWER_LINE', 'FAMILIES', 'ANSWER_HINT', 'ToolCall', 'EpisodeState', 'last_boxed', 'parse_answer', 'Environment',
-           'register_env', 'parse_spec', 'env_class', 'make_env', 'family_hints', 'DataUnavailable', 'data_path',
-           'LoadReport', 'load_rows', 'text_lines', 'jsonl_rows', 'split_seed', 'sample_split', 'LoadedTasks',
-           'EpisodeResult', 'safe_call', 'reference_turns', 'replay_reference', 'check_gold', 'dataset_dir',
-           'hash_split']
+__all__ = ['ANSWER_LINE', 'FAMILIES', 'ANSWER_HINT', 'ToolCall', 'EpisodeState', 'last_boxed', 'parse_answer', 'normalize_answer',
+           'answer_em', 'Environment', 'register_env', 'parse_spec', 'env_class', 'make_env', 'family_hints',
+           'DataUnavailable', 'data_path', 'LoadReport', 'load_rows', 'text_lines', 'jsonl_rows', 'split_seed',
+           'sample_split', 'LoadedTasks', 'EpisodeResult', 'safe_call', 'reference_turns', 'replay_reference',
+           'check_gold', 'dataset_dir', 'hash_split']
 
 # %% ../../nbs/05_tasks.ipynb #8d050848
 @dataclass
@@ -70,6 +70,18 @@ def parse_answer(text:str) -> str|None:
         ans = ans[:-1] if ans.endswith('.') and not re.search(r'\d\.$', ans[-2:]) else ans
         return ans or None
     return last_boxed(text)
+
+# %% ../../nbs/05_tasks.ipynb #3de3370a
+def normalize_answer(s:str) -> str:
+    "HotpotQA/SQuAD answer normalisation: lowercase, no punctuation, no articles, single spaces."
+    s = ''.join(ch for ch in str(s).lower() if ch not in set(string.punctuation))
+    s = re.sub(r'\b(a|an|the)\b', ' ', s)
+    return ' '.join(s.split())
+
+# %% ../../nbs/05_tasks.ipynb #92a86790
+def answer_em(pred:str, gold:str) -> bool:
+    "Exact match after `normalize_answer`."
+    return normalize_answer(pred) == normalize_answer(gold)
 
 # %% ../../nbs/05_tasks.ipynb #6197ca23
 ANSWER_LINE = re.compile(r'^[\s*>#-]*(?:final\s+)?answer\b[\s*]*[:：].*\S.*\n', re.I | re.M)   # a complete `Answer: ...` line

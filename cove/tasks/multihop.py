@@ -4,31 +4,18 @@
 
 # %% ../../nbs/05b_multihop.ipynb #1a428072
 from __future__ import annotations
-import json, random, re, string, zlib
+import json, random, zlib
 from collections import Counter
 from pathlib import Path
 from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger
 from .base import (LoadedTasks, Environment, EpisodeState, register_env, data_path, DataUnavailable,
                              LoadReport, load_rows, jsonl_rows, split_seed, check_gold, dataset_dir, hash_split,
-                             ANSWER_HINT)
+                             ANSWER_HINT, normalize_answer, answer_em)
 
 # %% auto #0
-__all__ = ['QUESTION_KINDS', 'ONE_HOP_KINDS', 'DIFFICULTIES', 'normalize_answer', 'answer_em', 'answer_f1', 'qa_feedback',
-           'make_world', 'world_paragraphs', 'qa_prompt', 'make_multihop_task', 'QAEnv', 'MultihopEnv', 'fit_context',
-           'parse_hotpot_row', 'HotpotQAEnv']
-
-# %% ../../nbs/05b_multihop.ipynb #3de3370a
-def normalize_answer(s:str) -> str:
-    "HotpotQA/SQuAD answer normalisation: lowercase, no punctuation, no articles, single spaces."
-    s = ''.join(ch for ch in str(s).lower() if ch not in set(string.punctuation))
-    s = re.sub(r'\b(a|an|the)\b', ' ', s)
-    return ' '.join(s.split())
-
-# %% ../../nbs/05b_multihop.ipynb #92a86790
-def answer_em(pred:str, gold:str) -> bool:
-    "Exact match after `normalize_answer`."
-    return normalize_answer(pred) == normalize_answer(gold)
+__all__ = ['QUESTION_KINDS', 'ONE_HOP_KINDS', 'DIFFICULTIES', 'answer_f1', 'qa_feedback', 'make_world', 'world_paragraphs',
+           'qa_prompt', 'make_multihop_task', 'QAEnv', 'MultihopEnv', 'fit_context', 'parse_hotpot_row', 'HotpotQAEnv']
 
 # %% ../../nbs/05b_multihop.ipynb #00e215c5
 def answer_f1(pred:str, gold:str) -> float:
