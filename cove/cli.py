@@ -93,8 +93,6 @@ def info(cfg) -> dict:
 # %% ../nbs/90_cli.ipynb #89764f1e
 def cmd_run(args) -> int:
     from cove.run import Run, RunSpec, parse_tasks
-    from cove.method import import_methods
-    import_methods()   # first: the keys a method declares itself (e.g. memrl.q_min) can be --set
     cfg = config_from(args)
     spec = RunSpec(args.method, parse_tasks(args.tasks), args.episodes, args.split, cfg['run.seed'])
     m = Run(spec, cfg, args.out, set_aside_corrupt=args.set_aside_corrupt).execute(progress=not args.quiet)
@@ -163,6 +161,9 @@ def _aside_hint(e, args) -> str:
 def _dispatch(args) -> int:
     "Run subcommand `args.cmd` once the plugins are loaded (`--plugin`, `$COVE_PLUGINS`, entry points); its status."
     load_plugins(args.plugins, via='--plugin')   # before the config: a plugin's keys are settable with --set
+    if args.cmd == 'run' or (args.cmd == 'info' and args.config):
+        from cove.method import import_methods
+        import_methods()   # and the methods: the keys a method declares itself (memrl.q_min) are set and listed
     if args.cmd == 'info':
         cfg = config_from(args)
         print(describe(cfg) if args.config else json.dumps(info(cfg), indent=2)); return 0
