@@ -12,7 +12,7 @@ from .run import Run, RunSpec, load_policy, parse_drift
 from .check import RunLock
 from .core import write_json
 from .experiment import markdown_table, comparison_pairs, paired_markdown, PAIRED_NOTE
-from .stats import paired_rows, episode_records
+from .stats import paired_rows, episode_records, summarise
 
 # %% auto #0
 __all__ = ['DEMO_METHODS', 'DEMO_FAMILIES', 'DEMO_EPISODES', 'DEMO_OVERRIDES', 'NO_PAIRS', 'demo_config', 'comparison_rows',
@@ -158,7 +158,6 @@ def segment_families(families:list[str], drift) -> list[str]:
 # %% ../nbs/19_demo.ipynb #1baf5468
 def drift_rows(recs:dict[str, list[dict]], drift) -> list[dict]:
     "Per method: success and API-call correctness of the drifted family before and after the drift, with n."
-    from cove.stats import summarise
     rows = []
     for meth, rs in recs.items():
         seg = {k: summarise([r for r in drift_segments(rs) if r['family_spec'] == f])

@@ -152,7 +152,7 @@ def paired_rows(runs:dict, # method -> run folder, or that run's episode records
 
 # %% ../nbs/00b_stats.ipynb #326140ae
 def paired_or_reason(runs:dict, # method -> run folder, or that run's episode records
-                     pairs:list[tuple[str, str]], # (method, reference) pairs, e.g. from `cove.demo.comparison_pairs`
+                     pairs:list[tuple[str, str]], # (method, reference) pairs, e.g. from `cove.experiment.comparison_pairs`
                      families:list[str]|None=None, # family specs in table order
                     ) -> tuple[list[dict], str|None]:
     "`paired_rows` of `pairs` and None, or no rows and the one-line reason they cannot be paired."
