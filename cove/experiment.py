@@ -4,15 +4,18 @@
 
 # %% ../nbs/18_experiment.ipynb #d59be539
 from __future__ import annotations
-import time
+import json, time
 from pathlib import Path
+from typing import Callable
+import numpy as np, pandas as pd
 from .core import get_logger, one_line, wilson
 from .config import Config
 from .stats import episode_records
 from .run import Run, RunSpec
 
 # %% auto #0
-__all__ = ['PAIRED_NOTE', 'play_fresh', 'ci_text', 'rate_cols', 'markdown_table', 'comparison_pairs', 'paired_markdown']
+__all__ = ['PAIRED_NOTE', 'play_fresh', 'ci_text', 'rate_cols', 'stage_of', 'stage_cols', 'arm_table', 'rate_bars',
+           'markdown_table', 'comparison_pairs', 'paired_markdown']
 
 # %% ../nbs/18_experiment.ipynb #f059cd66
 def play_fresh(policy, # the loaded policy, shared by the arms (None: a method that needs none)
@@ -42,6 +45,51 @@ def ci_text(k:int, n:int) -> str|None:
 def rate_cols(k:int, n:int, name:str) -> dict:
     "`{name, 'name 95% CI', 'name n'}`: the rate k/n with its Wilson interval (None when n = 0)."
     return {name: k / n if n else None, f'{name} 95% CI': ci_text(k, n), f'{name} n': n}
+
+# %% ../nbs/18_experiment.ipynb #6b444829
+def stage_of(i:int, n:int, stages:int) -> int:
+    "The 0-based stage of the `i`-th (0-based) of `n` episodes, cut in order into `stages` equal parts."
+    return min(stages - 1, i * stages // max(1, n))
+
+def stage_cols(wins:list[list]) -> dict:
+    "`rate_cols` of each stage's outcomes (stage 1, 2, ...): `{'stage g', 'stage g 95% CI', 'stage g n'}`."
+    return {k: v for g, xs in enumerate(wins, 1) for k, v in rate_cols(sum(map(bool, xs)), len(xs), f'stage {g}').items()}
+
+# %% ../nbs/18_experiment.ipynb #cf7cfad9
+def arm_table(results:dict, # arm -> `play_fresh`'s dict: metrics, or `failed` (or `unavailable`) with its reason
+              head:Callable, # `head(arm) -> dict`: the columns that name the arm, whether it ran or not
+              cols:Callable, # `cols(arm, result) -> dict`: the arm's measured columns (arms that ran only)
+              csv:str|Path|None=None, # also write the table here
+             ) -> pd.DataFrame:
+    "One row per arm: `head`, `status` and `reason`, `cols` where the arm ran, `minutes`; None, not NaN, where missing."
+    rows = []
+    for arm, r in results.items():
+        why = next((k for k in ('failed', 'unavailable') if k in r), None)
+        row = head(arm) | dict(status=why or 'ok', reason=r[why] if why else None)
+        rows.append(row | ({} if why else cols(arm, r)) | dict(minutes=round(r.get('wall_s', 0.0) / 60, 2)))
+    table = pd.DataFrame(rows, dtype=object)
+    table = table.where(table.notna(), None)
+    if csv is not None: table.to_csv(csv, index=False)
+    return table
+
+# %% ../nbs/18_experiment.ipynb #8061de61
+def rate_bars(ax, table:pd.DataFrame, # an `arm_table`: its arms that ran are drawn
+              cols:list[str], # rate columns, each with its `col 95% CI` and `col n` (`rate_cols`)
+              label:str, # the column that names an arm in the legend
+              ylabel:str='rate (Wilson 95% CI)'):
+    "Grouped bars on `ax`: one group per rate column, one bar per arm, with the Wilson interval and the n under each."
+    t = table[table.status == 'ok'].reset_index(drop=True)
+    w = 0.8 / max(1, len(t))
+    for j, r in t.iterrows():
+        v = np.array([np.nan if r[c] is None else r[c] for c in cols], float)
+        ci = np.array([json.loads(r[f'{c} 95% CI']) if isinstance(r[f'{c} 95% CI'], str) else [np.nan] * 2 for c in cols])
+        ax.bar(np.arange(len(cols)) + (j - (len(t) - 1) / 2) * w, v, w, yerr=[v - ci[:, 0], ci[:, 1] - v], capsize=2,
+               label=r[label])
+    ns = lambda c: ', '.join(str(n) for n in dict.fromkeys(t[f'{c} n']))   # one n where every arm has the same
+    ax.set_xticks(range(len(cols)), [f"{c}\n(n={ns(c)})" for c in cols], fontsize=7)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=6)
 
 # %% ../nbs/18_experiment.ipynb #d47037a5
 def markdown_table(rows:list[dict]) -> str:
