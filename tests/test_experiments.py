@@ -70,6 +70,22 @@ def test_learning_curve_runs_with_papermill(tmp_path):
     assert m['best']['setting'] in {'lr=0.001 layers=0', 'lr=0.0005 layers=0'}
     assert (out/'adapters'/'setting1-step-002'/'adapter_config.json').exists() and (out/'curve.png').exists()
 
+def test_learning_curve_grpo_runs_with_papermill(tmp_path):
+    "algo='grpo': the same curve for LoRA GRPO on R_task, at train.grpo_lr, paired against step 0."
+    pm = pytest.importorskip('papermill')
+    out = tmp_path/'run'
+    os.environ.setdefault('OMP_NUM_THREADS', '1')
+    pm.execute_notebook(str(ROOT/'nbs/experiments/learning_curve.ipynb'), str(tmp_path/'executed.ipynb'),
+                        cwd=str(ROOT), progress_bar=False,
+                        parameters=dict(model='tiny', algo='grpo', steps='1,2', n_train=2, n_eval=2, out_dir=str(out),
+                                        overrides={'model.max_new_tokens': 8, 'train.grpo_generations': 2}))
+    m = json.loads((out/'metrics.json').read_text())
+    assert m['algo'] == 'grpo' and m['settings'][0]['lr'] == 2e-5 and m['n_train'] == 2   # train.grpo_lr; 2 prompts
+    assert [r['step'] for r in m['curve']] == [0, 1, 2]
+    assert 0 < m['curve'][1]['train_tokens'] < m['curve'][2]['train_tokens']   # one GRPO run, in segments
+    assert all(r['gain'] == pytest.approx(r['success'] - m['curve'][0]['success']) for r in m['curve'][1:])
+    assert (out/'adapters'/'setting0-step-002'/'adapter_config.json').exists()
+
 @pytest.mark.slow
 def test_learning_curve_smoke_defaults(tmp_path):
     "The notebook's own smoke defaults (SmolLM2, 2 steps) run end to end (`make test-slow`; `make experiments` runs them too)."
