@@ -15,6 +15,11 @@ from .core import write_json
 from .agent import HarnessAgent
 from .tasks.base import EpisodeResult, safe_call
 from .tasks.base import Environment, EpisodeState, parse_answer
+from .store import KnowledgeBase, Entry
+from .embed import Embedder
+from .tasks.code import run_split, split_feedback, _unit_tally, FUNCTION_INSTRUCTIONS, extract_code
+from .tasks.multihop import qa_prompt
+from .run import open_envs
 
 # %% auto #0
 __all__ = ['FUNCTION_WORDS', 'SUMMARY_SYSTEM', 'SC_FAMILIES', 'SC_EXAMPLES', 'SC_EXAMPLE_CONTEXT', 'SC_ASK', 'squash',
@@ -73,7 +78,6 @@ def experience_text(task:Task, summary:str, feedback:Feedback) -> str:
 class ExperienceMemory:
     "Evo-Memory's ExpRAG store: one entry per experience, keyed by its task's embedding; append-only, no utility."
     def __init__(self, path, embedder, hnsw_threshold:int=4096):
-        from cove.store import KnowledgeBase
         self.kb = KnowledgeBase(path, embedder=embedder, hnsw_threshold=hnsw_threshold)
     def __len__(self): return len(self.kb)
     def max_id(self) -> int: return self.kb.conn.execute('SELECT COALESCE(MAX(id), 0) FROM entries').fetchone()[0]
@@ -87,7 +91,6 @@ class ExperienceMemory:
 @patch
 def write(self:ExperienceMemory, key:str, task:Task, content:str, vec) -> int:
     "Store the experience of episode `key` (once: a repeated write returns the existing id)."
-    from cove.store import Entry
     old = self.find(key)
     if old is not None: return old
     return self.kb.insert(Entry(content, 'memory', 'stable', source_task=key, family=task.family, embedding=vec), reason=f'experience of {key}')
@@ -122,7 +125,6 @@ class EvoMemory(Method):
     state_file = 'evo_memory_state.json'
     def __init__(self, cfg, out, policy=None):
         super().__init__(cfg, Path(out), policy)
-        from cove.embed import Embedder
         self.memory = ExperienceMemory(self.out/'memory.sqlite', Embedder.from_config(cfg), cfg['kb.hnsw_threshold'])
         self.applied = {}
         if (s := self.read_state()) is not None:
@@ -264,7 +266,6 @@ _ANSWER_CHECK = ("def check(candidate):\n"
 # %% ../nbs/17_baselines.ipynb #9ced48d2
 def verification_feedback(g:GeneratedTask, candidate:str|None, timeout:float=5.0) -> Feedback:
     "The `Feedback` of `candidate` under `g`'s verification code, decided where no model-written code runs."
-    from cove.tasks.code import run_split, split_feedback, _unit_tally
     if candidate is None: return Feedback('failure', 0.0, 'no answer', 'no_answer')
     code = g.family == 'code'
     if code: run = run_split('', candidate, g.verify, g.entry_point, timeout)   # the challenger's check
@@ -355,7 +356,6 @@ def solver_task(g:GeneratedTask) -> Task:
     "The episode task of a generated task, as its family's environment expects it."
     meta = dict(source='self_challenging', generated=True, seed_task=g.seed_task)
     if g.family == 'multihop':
-        from cove.tasks.multihop import qa_prompt
         return Task(g.id, 'multihop', 'generated', qa_prompt(g.context['paragraphs'], g.question), dict(question=g.question, paragraphs=g.context['paragraphs']), meta=meta)
     if g.family == 'tableqa':
         t = g.context['table']
@@ -371,12 +371,10 @@ class VerifiedEnv(Environment):
         self.base, self.gens, self.timeout = base, gens, timeout
         self.family, self.max_turns = base.family, (1 if base.family == 'code' else base.max_turns)
     def instructions(self, task):
-        from cove.tasks.code import FUNCTION_INSTRUCTIONS
         return FUNCTION_INSTRUCTIONS if self.family == 'code' else self.base.instructions(task)
     def reset(self, task): return EpisodeState(task) if self.family == 'code' else self.base.reset(task)
     def step(self, st, action):
         if self.family != 'code': return self.base.step(st, action)
-        from cove.tasks.code import extract_code
         st.actions.append(action); st.answer = extract_code(action, st.task.payload['entry_point']); st.done = True
     def evaluate(self, st):
         if st.answer is None: return Feedback('failure', 0.0, 'format: no answer', 'format')
@@ -461,7 +459,6 @@ def run_batch(self:SelfChallenging, env, tasks):
 @patch
 def _env(self:SelfChallenging, spec:str):
     if spec not in self._envs:
-        from cove.run import open_envs
         self._envs[spec] = open_envs([spec], self.cfg)[spec]
     return self._envs[spec]
 

@@ -8,6 +8,11 @@ import argparse, contextlib, json, os, platform, signal, sys, time
 from pathlib import Path
 from .config import load_config, describe, ConfigError
 from .plugins import load_plugins
+from .run import Run, RunSpec, parse_tasks, check_spec
+from .demo import DEMO_FAMILIES, run_demo, demo_config, DEMO_EPISODES, DEMO_METHODS
+from .check import check_run, RunLocked
+from .method import import_methods
+from .core import write_failure, InfraError
 
 # %% auto #0
 __all__ = ['build_parser', 'config_from', 'info', 'cmd_run', 'cmd_bench', 'cmd_demo', 'format_check', 'cmd_check',
@@ -58,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser('bench', help='retrieval, embedding, generation and training benchmarks'); _common(p)
     p.add_argument('--quick', action='store_true', help='skip the 1M-entry dense index')
     p.add_argument('--out', default='.', help='folder for bench.json')
-    p.add_argument('--parts', default='retrieval,embed,policy,train', help='comma-separated: retrieval, embed, policy (load, generation, roofline), train (LoRA SFT throughput)')
+    p.add_argument('--parts', default='retrieval,embed,policy,train', help='comma-separated: retrieval, embed, policy (load, generation, roofline, COVE episode time, rollouts per backend), train (LoRA SFT throughput)')
     _add_demo(sub)
     p = sub.add_parser('check', help='check a run folder (or an experiment folder of them): records, config, metrics, stores, adapters, state')
     p.add_argument('dirs', nargs='+', metavar='DIR', help='run folder, or a folder holding run folders')
@@ -92,7 +97,6 @@ def info(cfg) -> dict:
 
 # %% ../nbs/90_cli.ipynb #89764f1e
 def cmd_run(args) -> int:
-    from cove.run import Run, RunSpec, parse_tasks
     cfg = config_from(args)
     spec = RunSpec(args.method, parse_tasks(args.tasks), args.episodes, args.split, cfg['run.seed'])
     m = Run(spec, cfg, args.out, set_aside_corrupt=args.set_aside_corrupt).execute(progress=not args.quiet)
@@ -109,14 +113,11 @@ def cmd_bench(args) -> int:
 # %% ../nbs/90_cli.ipynb #548f6d66
 def _check_demo(cfg, methods:list[str], episodes:int):
     "Every demo run's spec, checked before the demo folder is made (a one-line `ValueError` else)."
-    from cove.run import RunSpec, check_spec
-    from cove.demo import DEMO_FAMILIES
     if not methods: raise ValueError('no methods given (e.g. --methods base,cove)')
     for m in methods: check_spec(RunSpec(m, DEMO_FAMILIES, episodes, 'test', cfg['run.seed']), cfg)
 
 # %% ../nbs/90_cli.ipynb #20014ca3
 def cmd_demo(args) -> int:
-    from cove.demo import run_demo, demo_config, DEMO_EPISODES, DEMO_METHODS
     sets = list(args.sets) + ([f'model.name={args.model}'] if args.model else [])
     cfg = demo_config(args.profile, sets)
     if args.out is not None and not args.out.strip(): raise ValueError("--out '' names no folder (leave it out for outputs/demo/<run_id>)")
@@ -136,7 +137,6 @@ def format_check(items:list[tuple[str, bool, str]]) -> str:
 
 # %% ../nbs/90_cli.ipynb #66a023c0
 def cmd_check(args) -> int:
-    from cove.check import check_run
     bad = 0
     for d in args.dirs:
         items = check_run(d); n = sum(not ok for _, ok, _ in items)
@@ -162,7 +162,6 @@ def _dispatch(args) -> int:
     "Run subcommand `args.cmd` once the plugins are loaded (`--plugin`, `$COVE_PLUGINS`, entry points); its status."
     load_plugins(args.plugins, via='--plugin')   # before the config: a plugin's keys are settable with --set
     if args.cmd == 'run' or (args.cmd == 'info' and args.config):
-        from cove.method import import_methods
         import_methods()   # and the methods: the keys a method declares itself (memrl.q_min) are set and listed
     if args.cmd == 'info':
         cfg = config_from(args)
@@ -179,12 +178,10 @@ def main(argv:list[str]|None=None) -> int:
     except (ConfigError, ValueError, FileNotFoundError) as e:
         print(f"cove {args.cmd}: error: {e}{_aside_hint(e, args)}", file=sys.stderr); return 2
     except Exception as e:
-        from cove.core import write_failure, InfraError
         if isinstance(e, InfraError):
             print(f"cove {args.cmd}: error: {e}; nothing was recorded for those episodes: rerun to play them", file=sys.stderr)
             return 3
         if (w := write_failure(e)) is not None:
             print(f"cove {args.cmd}: error: {write_failed_message(w, getattr(args, 'out', None))}", file=sys.stderr); return 3
-        from cove.check import RunLocked
         if not isinstance(e, RunLocked): raise
         print(f"cove {args.cmd}: error: {e}{_aside_hint(e, args)}", file=sys.stderr); return 2

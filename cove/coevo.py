@@ -15,8 +15,11 @@ from .core import get_logger, msg, append_jsonl, read_jsonl, task_key, EpisodeKe
 from .method import Method, register_method
 from .core import write_json
 from .agent import HarnessAgent
-from .embed import tokenize
+from .embed import tokenize, Embedder, SparseIndex
 from .store import SqliteStore
+from .judge import Judge
+from .run import open_envs
+from .config import load_config
 
 _log = get_logger('coevo')
 
@@ -441,7 +444,6 @@ class CoEvoMem(Method):
         if (blob := self.graph.blob('router')) is not None: self._load_router(blob)
         self.judge = None
         if policy is not None:
-            from cove.judge import Judge
             self.judge = Judge(policy, log_path=self.out/'coevo_judge.jsonl')
         self._emb, self._rho = None, {c: self.p['rho_c'] for c in EDGE_TYPES}
         if n := self.graph.n_applied(): _log.info(f"resumed coevo: {n} episodes applied, {len(self.graph)} memories, phase {self.state['phase']}")
@@ -483,7 +485,6 @@ def _count(self:CoEvoMem, **kw):
 @patch
 def embedder(self:CoEvoMem):
     if self._emb is None:
-        from cove.embed import Embedder
         self._emb = Embedder.from_config(self.cfg)
     return self._emb
 
@@ -564,7 +565,6 @@ def _index(self:CoEvoMem) -> dict:
     "Node ids, the BM25 index over keywords and Time neighbours — rebuilt only when the graph changed (the dense index is the store's)."
     ver = (len(self.graph.nodes), len(self.graph.edges))
     if getattr(self, '_idx', None) is None or self._idx['ver'] != ver:
-        from cove.embed import SparseIndex
         ids = list(self.graph.nodes)
         sp = SparseIndex().build(ids, [' '.join(self.graph.nodes[i].keywords) for i in ids]) if ids else None
         self._idx = dict(ver=ver, ids=ids, sparse=sp, nbrs=self.graph.time_neighbours() if self.p['memory_evolution'] else {})
@@ -793,7 +793,6 @@ def freeze_checkpoint(src:str|Path, dst:str|Path) -> Path:
 # %% ../nbs/15_coevo.ipynb #4c096e1c
 def validation_tasks(run_dir:str|Path, cfg, n_val:int) -> dict:
     "`{family_spec: (env, tasks)}`: `n_val` train-split tasks per family not played by the training run in `run_dir`."
-    from cove.run import open_envs
     run_dir = Path(run_dir)
     sp = json.loads((run_dir/'config.json').read_text())['spec']
     if sp['split'] != 'train': _log.warning(f"{run_dir} trained on split {sp['split']!r}; validation tasks come from 'train'")
@@ -820,7 +819,6 @@ def evaluate_frozen(db:str|Path, policy, cfg, val:dict, work:str|Path) -> dict:
 def select_checkpoint(run_dir:str|Path, policy, cfg=None, n_val:int=8) -> dict:
     "Evaluate each checkpoint of `run_dir` frozen on held-out train tasks; `{best, best_path, scores}`."
     import tempfile
-    from cove.config import load_config
     run_dir = Path(run_dir)
     cfg = cfg or load_config(overrides=json.loads((run_dir/'config.json').read_text())['config'])
     cands = sorted((run_dir/'checkpoints').glob('phase_*.sqlite')) + [run_dir/'coevo.sqlite']

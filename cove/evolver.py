@@ -16,6 +16,10 @@ from .method import Method, register_method
 from .store import SqliteStore
 from .agent import EpisodeResult
 from .tasks.base import EpisodeState, parse_answer, answer_em
+from .embed import SparseIndex, Embedder
+from .judge import Judge
+from .train import (hot_swap, env_rollout, prompt_dataset, reward_function, train_grpo, grpo_kw, train_sft,
+                        trajectories_to_sft, sft_kw)
 
 # %% auto #0
 __all__ = ['ACTIONS', 'SEARCHES', 'STOPS', 'THINK_SCORE', 'MAX_CHECKS', 'NO_CORPUS', 'CODE_FAMILIES', 'SCHEMA_SQL', 'EVENTS_VIEW',
@@ -153,7 +157,6 @@ class KnowledgeSearch:
     def search(self, env, task:Task, query:str) -> list[str]|None:
         "Top-k documents for `query` (None: the family has no corpus)."
         if task.id not in self._idx:
-            from cove.embed import SparseIndex
             docs = knowledge_corpus(env, task)
             self._idx[task.id] = None if docs is None else (docs, SparseIndex().build(np.arange(len(docs)), docs))
         if self._idx[task.id] is None: return None
@@ -576,15 +579,12 @@ class EvolverMethod(Method):
     def __init__(self, cfg, out, policy=None):
         super().__init__(cfg, Path(out), policy)
         self.adapter_dir, self.envs, self.adapter = self.out/'adapters', {}, None
-        from cove.embed import Embedder
         self.store = PrincipleStore(self.out/'evolver.sqlite', Embedder.from_config(cfg))
         self.judge = None
         if policy is not None:
-            from cove.judge import Judge
             self.judge = Judge(policy)
         last = self.store.conn.execute("SELECT name FROM updates WHERE name IS NOT NULL ORDER BY n DESC, ts DESC LIMIT 1").fetchone()
         if last and policy is not None:
-            from cove.train import hot_swap
             hot_swap(policy, self.adapter_dir/last['name'])
         self.adapter = last['name'] if last else None
         _log.info(f"evolver: {self.n_applied} episodes applied, {len(self.store.principles())} active principles, adapter {self.adapter}")
@@ -700,7 +700,6 @@ def _prompt_key(messages) -> str: return json.dumps([[m['role'], m['content']] f
 
 def evolver_rollout(agent:EvolverAgent, envs:dict, tasks:list[Task]):
     "`(prompts Dataset, rollout_func)`: each task's opening messages, and a TRL rollout playing the EvolveR loop with the model in training."
-    from cove.train import env_rollout, _prompt_dataset
     by_prompt, rows = {}, []
     for t in tasks:
         m = agent.start(envs[t.family], t)['messages']
@@ -716,12 +715,11 @@ def evolver_rollout(agent:EvolverAgent, envs:dict, tasks:list[Task]):
         if turn + 1 == agent.max_turns: obs = f"{obs}\n\n{FORCE_ANSWER}"; e['info']['forced'] += 1
         e['messages'].append(msg('user', obs))
         return obs
-    return _prompt_dataset(rows), env_rollout(start, step, agent.max_turns + 1, agent.gen_kw['max_new_tokens'], STOPS)
+    return prompt_dataset(rows), env_rollout(start, step, agent.max_turns + 1, agent.gen_kw['max_new_tokens'], STOPS)
 
 # %% ../nbs/16_evolver.ipynb #c61cfe95
 def make_evolver_reward(w_o:float=1.0, w_f:float=0.1, exp_retrieve:bool=True):
     "A TRL reward function over `evolver_rollout` episodes: R = w_o·EM + w_f·R_format of the whole trajectory; counts in `.stats`."
-    from cove.train import reward_function
     def check(cols):
         if cols.get('episode') is None: raise ValueError("the EvolveR reward reads the `episode` field of `evolver_rollout`; pass its rollout_func to train_grpo")
     def score(prompt, text, row, stats):
@@ -752,7 +750,6 @@ def _since_last_update(self:EvolverMethod) -> list:
 @patch
 def _train_grpo(self:EvolverMethod, rows:list, init:dict, key:str) -> tuple:
     "GRPO on multi-turn rollouts of the tasks played since the last update (each once): `(result, why skipped, detail)`."
-    from cove.train import train_grpo, grpo_kw
     c = self.cfg
     tasks = list({r['task_id']: Task(**json.loads(r['task'])) for r in rows}.values())
     if not tasks: return None, 'no trajectories', {}
@@ -768,7 +765,6 @@ def _train_grpo(self:EvolverMethod, rows:list, init:dict, key:str) -> tuple:
 @patch
 def update(self:EvolverMethod, key:str):
     "Train the policy (GRPO or SFT, `evolver.algo`) on the trajectories since the last update; hot-swap; record `key`."
-    from cove.train import train_sft, trajectories_to_sft, sft_kw
     c, rows, n = self.cfg, self._since_last_update(), int(key.split(':')[1])
     recs = [dict(trace=json.loads(r['trajectory']), score=float(r['success']), task_id=r['task_id'], family=r['family']) for r in rows]
     algo = self.p('algo')
@@ -787,7 +783,6 @@ def update(self:EvolverMethod, key:str):
 @patch
 def _record_update(self:EvolverMethod, key:str, n:int, res, why:str|None, **detail):
     "Hot-swap a finished update's adapter and record the update (or why it was skipped)."
-    from cove.train import hot_swap
     name = Path(res.adapter_path).name if res else None
     if res: hot_swap(self.policy, res); self.adapter = name; detail |= dict(train_tokens=res.train_tokens, steps=res.steps, loss=res.loss, seconds=res.seconds, modelled=res.modelled)
     else: _log.warning(f"update {key} skipped: {why}"); detail['skipped'] = why
@@ -822,7 +817,6 @@ def cold_start(self:EvolverMethod, env, family:str, n_tasks:int=4):
     "Cold-start SFT on `family`'s reference trajectories, once (key `cold_start:<family>`)."
     key = f'cold_start:{family}'
     if self.store.conn.execute('SELECT 1 FROM updates WHERE key = ?', (key,)).fetchone(): return
-    from cove.train import train_sft, trajectories_to_sft, sft_kw
     c, res, why = self.cfg, None, None
     try:
         recs = cold_start_data(env, env.tasks('train', n_tasks, c['run.seed']), self.p('max_turns'), self.p('k'), self.store, self.p('exp_retrieve'))

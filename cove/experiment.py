@@ -7,7 +7,7 @@ from __future__ import annotations
 import json, time
 from pathlib import Path
 from typing import Callable
-import numpy as np, pandas as pd
+import numpy as np
 from .core import get_logger, one_line, wilson
 from .config import Config
 from .stats import episode_records
@@ -60,8 +60,9 @@ def arm_table(results:dict, # arm -> `play_fresh`'s dict: metrics, or `failed` (
               head:Callable, # `head(arm) -> dict`: the columns that name the arm, whether it ran or not
               cols:Callable, # `cols(arm, result) -> dict`: the arm's measured columns (arms that ran only)
               csv:str|Path|None=None, # also write the table here
-             ) -> pd.DataFrame:
+             ) -> 'pd.DataFrame':
     "One row per arm: `head`, `status` and `reason`, `cols` where the arm ran, `minutes`; None, not NaN, where missing."
+    import pandas as pd   # here: `cove --help` imports this module, and pandas takes a second
     rows = []
     for arm, r in results.items():
         why = next((k for k in ('failed', 'unavailable') if k in r), None)
@@ -73,7 +74,7 @@ def arm_table(results:dict, # arm -> `play_fresh`'s dict: metrics, or `failed` (
     return table
 
 # %% ../nbs/18_experiment.ipynb #8061de61
-def rate_bars(ax, table:pd.DataFrame, # an `arm_table`: its arms that ran are drawn
+def rate_bars(ax, table:'pd.DataFrame', # an `arm_table`: its arms that ran are drawn
               cols:list[str], # rate columns, each with its `col 95% CI` and `col n` (`rate_cols`)
               label:str, # the column that names an arm in the legend
               ylabel:str='rate (Wilson 95% CI)'):

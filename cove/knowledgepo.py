@@ -16,6 +16,7 @@ from .agent import build_messages
 from .tasks.base import EpisodeResult, replay_reference
 from .tasks.base import family_hints
 from .tasks.tableqa import OPS, Surface, rename, with_surface, find_calls, split_call, fmt_num
+from .train import trajectories_to_sft, make_task_reward, prompt_dataset
 
 # %% auto #0
 __all__ = ['ORIGINS', 'NO_CALL_HINT', 'FEEDBACK_HINTS', 'EXTRACT_PROMPTS', 'EXTRACTORS', 'VOLATILITY_PROMPT', 'LABEL_MODES',
@@ -652,7 +653,6 @@ def anti_recitation_sft(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybri
                         rename:bool=True, # False: memory-aware references with markers, names as they are
                         lam:float=0.5, q_min:float=1.0, stats:KPOStats|None=None):
     "Memory-aware reference conversations, renamed per episode, kept when the anti-recitation reward reaches `q_min`."
-    from cove.train import trajectories_to_sft
     kept, why = [], Counter()
     for i, t in enumerate(tasks):
         rp = memory_aware_prompt(env, t, kb, k, mode, rename_seed=seed + i if rename and _surface_of(t) else None, stats=stats)
@@ -690,13 +690,12 @@ def memory_aware_rows(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybrid'
 def anti_recitation_grpo(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybrid', seed:int=0, rename:bool=True,
                          lam:float=0.5, stats:KPOStats|None=None, step_credit:float=0.1):
     "`(prompts Dataset, reward_fn)` for `train_grpo`: memory-aware renamed first turns; R = R_task − λ·𝟙[stale/unobserved]."
-    from cove.train import make_task_reward, _prompt_dataset
     rows, by_id, names = memory_aware_rows(env, tasks, kb, k, mode, seed, rename, stats)
     def penalty(prompt, completion:str, task) -> float:
         legal, observed = names[task.id]
         if not legal: return 0.0   # no volatile names in this family
         return lam * bool(recitation_violations(called_names(completion), legal, observed))
-    return _prompt_dataset(rows), make_task_reward(env, by_id, penalty_fn=penalty, step_credit=step_credit)
+    return prompt_dataset(rows), make_task_reward(env, by_id, penalty_fn=penalty, step_credit=step_credit)
 
 # %% ../nbs/12_knowledgepo.ipynb #c500334a
 def had_utility(e:Entry) -> bool:

@@ -16,6 +16,7 @@ from .core import get_logger, msg, read_jsonl, redact_expected, task_key, write_
 from .method import Method, register_method
 from .agent import HarnessAgent
 from .store import SqliteStore, backup_db
+from .embed import Embedder
 
 # %% auto #0
 __all__ = ['NORMS', 'INTENTS', 'SUMMARY_INSTRUCTION', 'FUNCTION_WORDS', 'PARAMS', 'ADDED', 'zscore', 'phase_a', 'q_hat',
@@ -345,7 +346,6 @@ class MemRL(Method):
         self.freeze = bool(cfg['memrl.freeze'])
         self.mem_path = self.out/'memrl.sqlite'
         if self.freeze: self._attach_source()
-        from cove.embed import Embedder
         self.embedder = Embedder.from_config(cfg)
         self.bank = MemoryBank(self.mem_path, dim=self.embedder.dim)
         if not self.freeze: self._check_params()

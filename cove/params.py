@@ -7,6 +7,9 @@ from __future__ import annotations
 import difflib, inspect, math, sys
 from pathlib import Path
 from .plugins import PluginError, load_plugins, plugin_names, plugins_note
+from .tasks.base import env_class
+from .method import METHODS, import_methods
+from .config import SCHEMA, ConfigError, coerce, read_profiles
 
 # %% auto #0
 __all__ = ['ParamError', 'whole', 'number', 'text', 'flag', 'choice', 'optional', 'name_list', 'whole_list', 'number_list',
@@ -116,7 +119,6 @@ def number_list(lo:float=0, above:bool=False):
 # %% ../nbs/01b_params.ipynb #86f6ff15
 def family_list(v, done=None) -> list[str]:
     "A kind: comma-separated registered family specs (`math`, `code:mbpp`), each once, as a list."
-    from cove.tasks.base import env_class
     xs = _once(_items(v), 'family')
     for x in xs:
         try: env_class(x)
@@ -131,7 +133,6 @@ def one_family(v, done=None) -> str:
 
 def method_list(v, done=None) -> list[str]:
     "A kind: comma-separated registered `cove run` methods, each once, as a list."
-    from cove.method import METHODS, import_methods
     import_methods()
     try: return name_list(sorted(METHODS), 'method')(v)
     except ParamError as e:
@@ -140,7 +141,6 @@ def method_list(v, done=None) -> list[str]:
 # %% ../nbs/01b_params.ipynb #4fa1b275
 def family_levels(spec:str) -> list[int]:
     "The difficulty levels of family `spec`: its module's `DIFFICULTIES` when its environment takes a level, else none."
-    from cove.tasks.base import env_class
     cls = env_class(spec)
     takes = 'difficulty' in inspect.signature(cls).parameters
     return sorted(getattr(sys.modules[cls.__module__], 'DIFFICULTIES', {})) if takes else []
@@ -164,7 +164,6 @@ def difficulty_levels(of:str='families'):
 def split_of(of:str='families'):
     "A kind: a split every family of `of` has."
     def kind(v, done=None):
-        from cove.tasks.base import env_class
         for f in (done or {})[of]:
             sp = env_class(f).splits
             if v not in sp: raise ParamError(f"{f} has no split {v!r} (its splits: {', '.join(sp)})")
@@ -174,7 +173,6 @@ def split_of(of:str='families'):
 # %% ../nbs/01b_params.ipynb #de532500
 def config_keys(v, done=None) -> dict:
     "A kind: a dict of config keys whose values `cove.config.coerce` accepts."
-    from cove.config import SCHEMA, ConfigError, coerce
     load_plugins()   # the keys the plugins declare (entry points, `$COVE_PLUGINS`) are known too
     if not isinstance(v, dict): raise ParamError("must be a dict of config keys, e.g. {'model.max_new_tokens': 64}")
     for k, x in v.items():
@@ -188,7 +186,6 @@ def config_keys(v, done=None) -> dict:
 
 def profile_name(v, done=None) -> str|None:
     "A kind: None (`$COVE_PROFILE` or cpu) or a profile of `settings.ini`."
-    from cove.config import read_profiles
     if v is None: return v
     known = read_profiles().sections()
     if v not in known: raise ParamError(f"must be a profile of settings.ini ({', '.join(known)}) or None")

@@ -13,7 +13,7 @@ from fastcore.basics import patch
 from .core import append_jsonl, read_jsonl, get_logger, Feedback, CorruptFile, read_json, write_json, one_line
 from .config import Config, SCHEMA, runtime_info
 from .plugins import loaded_plugins, plugins_note
-from .tasks.base import make_env, Environment, EpisodeResult
+from .tasks.base import make_env, Environment, EpisodeResult, env_class
 from .method import METHODS, import_methods
 from .check import check_state, set_aside, set_aside_log, note_fresh, RunLock, episode_records_of, replay_infra_tail
 from .check import run_diff, foreign_records
@@ -52,7 +52,6 @@ def _env_kwargs(cls, cfg:Config) -> dict:
 # %% ../nbs/08_run.ipynb #b2db16ef
 def open_envs(specs:list[str], cfg:Config) -> dict[str, Environment]:
     "An environment per family spec."
-    from cove.tasks.base import env_class
     return {s: make_env(s, **_env_kwargs(env_class(s), cfg)) for s in specs}
 
 # %% ../nbs/08_run.ipynb #19c6c8f2

@@ -645,7 +645,6 @@ def _speedups(kb, T, V, QT, QV, k, lab, modes, n_base:int=50) -> list[dict]:
         out.append(dict(name=f'dense_speedup_over_numpy_{lab}', value=round(base / ix, 1), unit='x', index_ms=round(ix, 3),
                         numpy_ms=round(base, 3), n=min(n_base, len(QV)), entries=len(V), index=kb.dense.kind))
     if 'sparse' in modes:
-        from cove.embed import SparseIndex
         ref = SparseIndex('rank_bm25').build(np.arange(len(T)), T)
         ix, base = _p50_ms(lambda q: kb.sparse.search(q, k), QT[:n_base]), _p50_ms(lambda q: ref.search(q, k), QT[:n_base])
         out.append(dict(name=f'sparse_speedup_over_rank_bm25_{lab}', value=round(base / ix, 1), unit='x', index_ms=round(ix, 3),

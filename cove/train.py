@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from .core import Task, get_logger
 from .agent import build_messages
-from .tasks.base import EpisodeResult, replay_reference
+from .tasks.base import EpisodeResult, replay_reference, make_env
 from .llm import Policy, HFPolicy, load_model, modelled_train_cost, pick_dtype, render_chat
 
 _log = get_logger('train')
@@ -22,8 +22,8 @@ _log = get_logger('train')
 __all__ = ['SFT_COLUMNS', 'LORA_TARGETS', 'ADAPTER_PREFIX', 'SFT_LOSSES', 'SFT_TRL_ALL_LAYERS_5E4', 'sft_messages',
            'trajectories_to_sft', 'reference_sft', 'assistant_spans', 'tokenize_chat', 'sft_dataset', 'UpdateResult',
            'lora_config', 'top_layers', 'trainable_copy', 'next_adapter_name', 'selected_token_loss', 'sft_trainer',
-           'train_sft', 'hot_swap', 'grpo_prompts', 'turn_prompts', 'task_score', 'reward_function', 'make_task_reward',
-           'train_grpo', 'env_rollout', 'sft_kw', 'grpo_kw', 'bench_train', 'main']
+           'train_sft', 'hot_swap', 'prompt_dataset', 'grpo_prompts', 'turn_prompts', 'task_score', 'reward_function',
+           'make_task_reward', 'train_grpo', 'env_rollout', 'sft_kw', 'grpo_kw', 'bench_train', 'main']
 
 # %% ../nbs/07_train.ipynb #d45ef128
 SFT_COLUMNS = ('messages', 'task_id', 'family', 'score')
@@ -321,13 +321,14 @@ def hot_swap(policy:Policy, update:UpdateResult|str|Path, name:str|None=None) ->
     return name
 
 # %% ../nbs/07_train.ipynb #e163ac46
-def _prompt_dataset(rows:list[dict]):
+def prompt_dataset(rows:list[dict]):
+    "A TRL prompts `Dataset` from rows of `prompt` (chat messages) and `task_id` (what the reward functions read)."
     from datasets import Dataset
     return Dataset.from_dict({'prompt': [r['prompt'] for r in rows], 'task_id': [r['task_id'] for r in rows]})
 
 def grpo_prompts(env, tasks:list[Task], entries:list[list]|None=None):
     "GRPO prompts `Dataset` (`prompt` messages, `task_id`): each task's first turn, with knowledge `entries[i]` if given."
-    return _prompt_dataset([dict(prompt=build_messages(env, t, entries[i] if entries else None), task_id=t.id) for i, t in enumerate(tasks)])
+    return prompt_dataset([dict(prompt=build_messages(env, t, entries[i] if entries else None), task_id=t.id) for i, t in enumerate(tasks)])
 
 def turn_prompts(results:list, min_score:float=0.0):
     "GRPO prompts at every assistant turn of the trajectories scoring ≥ `min_score` (the history before the turn)."
@@ -337,7 +338,7 @@ def turn_prompts(results:list, min_score:float=0.0):
         if score < min_score: continue
         rows += [dict(prompt=[dict(role=str(h['role']), content=str(h['content'])) for h in msgs[:i]], task_id=tid)
                  for i, m in enumerate(msgs) if m['role'] == 'assistant']
-    return _prompt_dataset(rows)
+    return prompt_dataset(rows)
 
 # %% ../nbs/07_train.ipynb #604d7fb3
 def _completion_text(c) -> str:
@@ -541,7 +542,6 @@ def bench_train(model:str='smollm2-135m', family:str='tableqa',
                 held:int=0) -> dict: # further reference conversations, never trained on: each setting's loss on them after training
     "`{setting: {tokens_per_s, step_s, phases (s per step), loss (mean over the last round), held_out_loss}}` of LoRA SFT steps, interleaved on the same batches."
     import tempfile
-    from cove.tasks.base import make_env
     env = make_env(family); data = reference_sft(env, env.tasks('train', n=tasks + held))
     settings = settings or {'before': SFT_TRL_ALL_LAYERS_5E4, 'now': {}}
     with tempfile.TemporaryDirectory() as d, _quiet(False), _kept_rng():
@@ -591,7 +591,6 @@ def main(argv:list[str]|None=None) -> UpdateResult:
     if a.batch_size is not None: kw['batch_size'] = a.batch_size
     env = None
     if a.family:
-        from cove.tasks.base import make_env
         env = make_env(a.family); tasks = env.tasks(a.split, n=a.tasks)
     if a.method == 'sft':
         if env is not None: data = reference_sft(env, tasks)

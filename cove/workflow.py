@@ -8,13 +8,21 @@ import contextlib, json, os, time
 from collections import Counter
 from pathlib import Path
 from fastcore.basics import patch
-from .core import get_logger, write_json
+from .core import get_logger, write_json, Task
 from .method import Method, register_method
 from .agent import HarnessAgent
 from .tasks.base import replay_reference
 from .router import make_router, Router, PARAMETRIC_CHANNELS
 from .trigger import make_trigger
-from .knowledgepo import KnowledgePO, KPOStats
+from .knowledgepo import (KnowledgePO, KPOStats, anti_recitation_sft, rename_rollout, memory_aware_rows,
+                              recitation_violations, called_names, legal_names,
+                              HeldoutEval)
+from .judge import Judge
+from .store import KnowledgeBase
+from .embed import Embedder
+from .train import (hot_swap, reference_sft, trajectories_to_sft, train_grpo, grpo_kw, train_sft, sft_kw,
+                        make_task_reward, prompt_dataset)
+from .llm import HFPolicy
 
 # %% auto #0
 __all__ = ['VARIANTS', 'CoveMethod', 'HarnessOnly', 'ParametricOnly', 'AlwaysBothMethod', 'RandomRouteMethod']
@@ -61,15 +69,12 @@ def _judge(self:CoveMethod):
     "The judge of the router (and of KnowledgePO): the policy itself; None without a policy."
     if self.policy is None: return None
     if self.cfg['judge.backend'] != 'policy': raise NotImplementedError("workflow: only judge.backend=policy is wired")
-    from cove.judge import Judge
     return Judge(self.policy)
 
 # %% ../nbs/13_workflow.ipynb #f4092f79
 @patch
 def _open_kb(self:CoveMethod):
     "The knowledge base `kb.sqlite` of the run folder, with the configured embedder."
-    from cove.store import KnowledgeBase
-    from cove.embed import Embedder
     return KnowledgeBase(self.out/'kb.sqlite', embedder=Embedder.from_config(self.cfg), hnsw_threshold=self.cfg['kb.hnsw_threshold'])
 
 # %% ../nbs/13_workflow.ipynb #434834fb
@@ -93,7 +98,6 @@ def state_dict(self:CoveMethod) -> dict:
 @patch
 def load_state(self:CoveMethod):
     "Restore `workflow_state.json` (if any) and hot-swap the latest adapter into the policy."
-    from cove.train import hot_swap
     s = self.read_state()
     if s is None: return
     self.trigger.load_state_dict(s['trigger']); self.router.load_state_dict(s['router'])
@@ -209,7 +213,6 @@ def extra(self:CoveMethod, res) -> dict:
 @patch
 def parametric_update(self:CoveMethod, env, family:str) -> str|None:
     "Lines 15–30: train, hot-swap, reset the trigger, release memory; returns the adapter name (None when there was no data)."
-    from cove.train import hot_swap
     since = [r for r in self.router.log if r['family'] == family][-max(1, self.trigger.state(family).since_update):]
     n_param = sum(r['channel'] in PARAMETRIC_CHANNELS for r in since)   # routed parametric since the last update (Appendix A)
     with self.timed('ab'): pre = self._utility_pre(env, family)
@@ -257,8 +260,6 @@ def _rename_seed(self:CoveMethod) -> int: return 7919 * self.cfg['run.seed'] + 1
 @patch
 def _reference_sft(self:CoveMethod, env, family:str, memory_aware:bool=True):
     "SFT data from the reference solutions of a few train tasks; with KnowledgePO renamed per episode and kept by the anti-recitation reward."
-    from cove.train import reference_sft
-    from cove.knowledgepo import anti_recitation_sft
     c = self.cfg
     if not c['train.reference_tasks']: return None
     ts = env.tasks('train', c['train.reference_tasks'], c['run.seed'])
@@ -274,7 +275,6 @@ def _reference_sft(self:CoveMethod, env, family:str, memory_aware:bool=True):
 def _sft_data(self:CoveMethod, env, family:str, memory_aware:bool=True):
     "Successful trajectories of `family` + passing reference solutions of a few train tasks; with KnowledgePO, both renamed per episode."
     from datasets import concatenate_datasets
-    from cove.train import trajectories_to_sft
     trajs = [dict(t, trace=self._renamed(i, t)[0]) for i, t in enumerate(self.trajectories.get(family, []))]
     parts = [trajectories_to_sft(trajs, min_score=self.cfg['trigger.q_min']), self._reference_sft(env, family, memory_aware)]
     parts = [p for p in parts if p is not None and len(p)]
@@ -284,8 +284,6 @@ def _sft_data(self:CoveMethod, env, family:str, memory_aware:bool=True):
 @patch
 def _train(self:CoveMethod, env, family:str, n_param:int):
     "One LoRA update of `family` (SFT or GRPO by `train.algo`), continuing the current adapter; `(UpdateResult|None, memory_aware)`."
-    from cove.train import train_grpo, grpo_kw
-    from cove.llm import HFPolicy
     c = self.cfg
     # an HFPolicy trains a copy of its own weights; a vLLM / OpenAI-served policy holds none here: train the model by name, then hot-swap
     trainee = self.policy if isinstance(self.policy, HFPolicy) else c['model.name']
@@ -300,7 +298,6 @@ def _train(self:CoveMethod, env, family:str, n_param:int):
 @patch
 def _train_sft(self:CoveMethod, env, family:str, trainee, kw:dict):
     "SFT with the retrieved entries in the prompts, retried without them if no memory-aware example fits `train.max_length`."
-    from cove.train import train_sft, sft_kw
     c = self.cfg
     for memory_aware in ((True, False) if self.kb is not None else (False,)):
         data = self._sft_data(env, family, memory_aware)
@@ -318,7 +315,6 @@ def _train_sft(self:CoveMethod, env, family:str, trainee, kw:dict):
 def _renamed(self:CoveMethod, i:int, t:dict) -> tuple[list[dict], dict|None]:
     "`(trace, surface)` of collected rollout `i`: with KnowledgePO renamed for the episode (`knowledgepo.rename_rollout`), else as played."
     if not self.kpo: return t['trace'], t.get('surface')
-    from cove.knowledgepo import rename_rollout
     return rename_rollout(t, self._rename_seed() + 5000 + i, self.kpo.stats)
 
 # %% ../nbs/13_workflow.ipynb #d0fa585b
@@ -326,7 +322,6 @@ def _renamed(self:CoveMethod, i:int, t:dict) -> tuple[list[dict], dict|None]:
 def _rollout_rows(self:CoveMethod, family:str) -> tuple[list, dict, int]:
     "GRPO rows from every assistant turn of `family`'s parametric-routed rollouts, renamed per episode: `(rows, {id: task}, rollouts)`."
     from dataclasses import replace
-    from cove.core import Task
     from cove.tasks.tableqa import Surface, with_surface
     rows, by_id = [], {}
     rolls = [t for t in self.trajectories.get(family, []) if t.get('channel') in PARAMETRIC_CHANNELS]
@@ -343,8 +338,6 @@ def _rollout_rows(self:CoveMethod, family:str) -> tuple[list, dict, int]:
 @patch
 def _grpo_data(self:CoveMethod, env, family:str):
     "`(prompts, reward)` for `train_grpo`: every turn of the routed rollouts of `family` + the reference tasks' memory-aware first turns."
-    from cove.train import make_task_reward, _prompt_dataset
-    from cove.knowledgepo import memory_aware_rows, recitation_violations, called_names, legal_names
     c, seed = self.cfg, self._rename_seed()
     rows, by_id, n_rolls = self._rollout_rows(family)
     refs = env.tasks('train', c['train.reference_tasks'], c['run.seed']) if c['train.reference_tasks'] else []
@@ -356,13 +349,12 @@ def _grpo_data(self:CoveMethod, env, family:str):
         legal = legal_names(task)
         return lam * bool(legal and recitation_violations(called_names(completion), legal, legal))
     _log.info(f"GRPO data for {family}: {len(rows)} prompts from {n_rolls} routed rollouts and {c['train.reference_tasks']} reference tasks")
-    return _prompt_dataset(rows), make_task_reward(env, by_id, penalty_fn=stale)
+    return prompt_dataset(rows), make_task_reward(env, by_id, penalty_fn=stale)
 
 # %% ../nbs/13_workflow.ipynb #aca08a47
 @patch
 def _heldout(self:CoveMethod, env):
     "`(tasks, evaluate)`: a few held-out train tasks and the `HeldoutEval` of the current policy (`cove.knowledgepo`)."
-    from cove.knowledgepo import HeldoutEval
     c = self.cfg
     tasks = env.tasks('train', c['release.heldout'], c['run.seed'] + 1)
     agent = self.agent(temperature=0.0)

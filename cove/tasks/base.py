@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 from fastcore.basics import patch
-from ..core import Feedback, Task, get_logger, import_optional, msg
+from ..core import Feedback, Task, get_logger, import_optional, msg, repo_root
 
 # %% auto #0
 __all__ = ['ANSWER_LINE', 'FAMILIES', 'ANSWER_HINT', 'ToolCall', 'EpisodeState', 'last_boxed', 'parse_answer', 'normalize_answer',
@@ -179,7 +179,6 @@ class DataUnavailable(FileNotFoundError):
 
 def data_path(sub:str, root:str|Path|None=None) -> Path:
     "Path of dataset folder `sub` under `root` if given, else `$COVE_DATA_DIR`, else `<repo>/../shared/datasets`."
-    from cove.core import repo_root
     if root: cands = [Path(root)]   # an explicit root is strict: never fall back silently
     elif os.environ.get('COVE_DATA_DIR'): cands = [Path(os.environ['COVE_DATA_DIR'])]
     else:
