@@ -4,26 +4,34 @@
 
 # %% ../nbs/09_bench.ipynb #bcb35414
 from __future__ import annotations
-import json, platform, time
+import importlib.util, json, platform, tempfile, time
 from pathlib import Path
 from .config import Config
+from .llm import bench_load, bench_generation, EMBEDDED_ALIASES
+from .run import Run, RunSpec, load_policy
+from .check import episode_records_of
+from .embed import Embedder, bench_embed
+from .train import bench_train, SFT_TRL_ALL_LAYERS_5E4
+from .store import bench_retrieval
+import cove.workflow   # registers the `cove` method
 
 # %% auto #0
-__all__ = ['TARGETS', 'BENCH_FAMILIES', 'check_target', 'machine_peaks', 'roofline', 'policy_records', 'episode_records',
-           'train_records', 'cold_load', 'run_bench']
+__all__ = ['TARGETS', 'BENCH_FAMILIES', 'ROLLOUT_FAMILIES', 'check_target', 'machine_peaks', 'roofline', 'policy_records',
+           'episode_records', 'rollout_backends', 'rollout_records', 'train_records', 'cold_load', 'run_bench']
 
 # %% ../nbs/09_bench.ipynb #2f11099b
 TARGETS = {'retrieve_dense_p50_ms_14k': ('<=', 0.5), 'retrieve_dense_p50_ms_100k': ('<=', 5.0), 'retrieve_dense_p50_ms_1m': ('<=', 2.0),
            'dense_recall_at_3_14k': ('>=', 0.95), 'dense_recall_at_3_100k': ('>=', 0.95), 'dense_recall_at_3_1m': ('>=', 0.95),
            'retrieve_hybrid_p50_ms_100k': ('<=', 10.0), 'gen_speedup_b16_over_b1': ('>=', 5.0),
-           'train_speedup_over_before': ('>=', 2.0), 'cove_episode_time_over_base': ('<=', 1.5)}
+           'train_speedup_over_before': ('>=', 2.0), 'cove_episode_time_over_base': ('<=', 1.5),
+           'rollout_speedup_over_hf': ('>=', 3.0)}
 
 def check_target(rec:dict) -> dict:
-    "`rec` with `target` and `met` added when its name has a target."
-    if rec['name'] in TARGETS:
-        op, v = TARGETS[rec['name']]
-        rec = {**rec, 'target': f'{op} {v}', 'met': rec['value'] <= v if op == '<=' else rec['value'] >= v}
-    return rec
+    "`rec` with `target` and `met` added when its name has a target (`met` None: nothing was measured)."
+    if rec['name'] not in TARGETS: return rec
+    op, v = TARGETS[rec['name']]
+    x = rec.get('value')
+    return {**rec, 'target': f'{op} {v}', 'met': None if x is None else x <= v if op == '<=' else x >= v}
 
 # %% ../nbs/09_bench.ipynb #fc424309
 def machine_peaks(n:int=1024, mb:int=256, repeat:int=3) -> dict:
@@ -44,8 +52,7 @@ def roofline(n_params:int, bytes_per_param:int, batch:int, peaks:dict) -> float:
 
 # %% ../nbs/09_bench.ipynb #e3d9d994
 def policy_records(cfg:Config, batch_sizes=(1, 16, 32), quick:bool=False) -> list[dict]:
-    "Load time (fresh process, and warm), generation speed per batch size (tok/s, of roofline), COVE's episode time."
-    from cove.llm import bench_load, bench_generation
+    "Load time (fresh process, and warm), generation speed per batch size (tok/s, of roofline), COVE's episode time, rollouts."
     name, dt = cfg['model.name'], cfg['model.dtype']
     phases = cold_load(name, dt)
     warm, pol = bench_load(name, dtype=dt, batch_size=max(batch_sizes))
@@ -60,26 +67,23 @@ def policy_records(cfg:Config, batch_sizes=(1, 16, 32), quick:bool=False) -> lis
                      'roofline_tok_s': roof, 'of_roofline': round(g[b] / roof, 3), 'peaks': peaks, 'params': n})
     recs += [{'name': f'gen_speedup_b{b}_over_b1', 'value': round(g[b] / g[1], 2), 'unit': 'x'}
              for b in batch_sizes[1:]]
-    return recs + episode_records(cfg, pol, quick)
+    return recs + episode_records(cfg, pol, quick) + rollout_records(cfg, quick)
 
 # %% ../nbs/09_bench.ipynb #20f8e407
 BENCH_FAMILIES = ('tableqa', 'math')
 
-def _play_timed(cfg:Config, policy, meth:str, n:int, out:Path) -> tuple[dict, float]:
-    "Metrics of `meth` on `n` episodes per family of `BENCH_FAMILIES` into `out`, and its wall seconds per episode."
-    from cove.run import Run, RunSpec
+def _play_timed(cfg:Config, policy, meth:str, n:int, out:Path, families=BENCH_FAMILIES) -> tuple[dict, float]:
+    "Metrics of `meth` on `n` episodes per family of `families` into `out`, and its wall seconds per episode."
     if policy.adapters: policy.set_adapter(None)
     if getattr(policy, 'prefix_cache', None) is not None: policy.prefix_cache.clear()   # no reuse of the other's
+    if hasattr(policy, 'clear_cache'): policy.clear_cache()   # llama.cpp's KV slots
     t = time.perf_counter()
-    m = Run(RunSpec(meth, list(BENCH_FAMILIES), n, 'test', cfg['run.seed']), cfg, out).execute(policy, progress=False)
+    m = Run(RunSpec(meth, list(families), n, 'test', cfg['run.seed']), cfg, out).execute(policy, progress=False)
     return m, (time.perf_counter() - t) / m['overall']['n']
 
 def episode_records(cfg:Config, policy, quick:bool=False,
                     episodes:int|None=None) -> list[dict]: # per family; default 8 with `quick`, else 12
     "Base and COVE on the same stream with `policy`: wall seconds per episode of each, their ratio, and COVE's phases."
-    import tempfile
-    import cove.workflow   # registers `cove`
-    from cove.embed import Embedder
     Embedder.from_config(cfg)._load()   # once per process: not an episode's cost
     n, bs = episodes or (8 if quick else 12), policy.batch_size
     policy.batch_size = cfg['model.batch_size']
@@ -97,11 +101,50 @@ def episode_records(cfg:Config, policy, quick:bool=False,
              'success': {'base': b['overall']['success_rate'], 'cove': c['overall']['success_rate']},
              'note': "the same seeded episodes and policy; an update (if the trigger fired) is in COVE's time"}]
 
+# %% ../nbs/09_bench.ipynb #7fc73559
+ROLLOUT_FAMILIES = ('tableqa', 'multihop', 'math', 'code')
+
+def rollout_backends(cfg:Config) -> dict:
+    "Backend -> None (it can run here) or the reason it cannot; `hf` always runs."
+    why = None if importlib.util.find_spec('llama_cpp') else "llama-cpp-python is not installed: pip install 'cove[llamacpp]'"
+    if why is None and not (cfg['model.name'] in EMBEDDED_ALIASES or str(cfg['model.name']).endswith('.gguf')):
+        why = f"the llamacpp backend runs the embedded model or a .gguf file, not {cfg['model.name']!r}"
+    return {'hf': None, 'llamacpp': why}
+
+def rollout_records(cfg:Config, quick:bool=False,
+                    episodes:int|None=None) -> list[dict]: # per family; default 8 with `quick`, else 16
+    "Base's episodes per minute through each backend on the same stream, its transcripts against hf's, and the best speedup."
+    n, recs, rates, traces = episodes or (8 if quick else 16), [], {}, {}
+    with tempfile.TemporaryDirectory() as d:
+        for b, why in rollout_backends(cfg).items():
+            if why: continue
+            c = Config({**cfg.values, 'model.backend': b}, cfg.sources, cfg.profile, cfg.root)
+            pol = load_policy(c)
+            _play_timed(c, pol, 'base', 1, Path(d)/f'{b}-warm-up', ROLLOUT_FAMILIES)   # first-call costs land on neither
+            m, s = _play_timed(c, pol, 'base', n, Path(d)/b, ROLLOUT_FAMILIES)
+            traces[b] = [json.dumps(r['trace']) for r in episode_records_of(Path(d)/b/'episodes.jsonl')]
+            rates[b] = 60 / s
+            recs.append({'name': f'rollout_episodes_per_min_{b}', 'value': round(rates[b], 2), 'unit': 'episodes/min',
+                         'model': cfg['model.name'], 'dtype': str(getattr(pol, 'dtype', None)).replace('torch.', ''),
+                         'episodes': m['overall']['n'], 'families': list(ROLLOUT_FAMILIES),
+                         'batch_size': cfg['model.batch_size'], 'success': m['overall']['success_rate'],
+                         'same_transcripts_as_hf': round(sum(x == y for x, y in zip(traces[b], traces['hf'])) / len(traces[b]), 3)})
+            if hasattr(pol, 'close'): pol.close()
+            del pol
+    others = {b: r for b, r in rates.items() if b != 'hf'}
+    missing = {b: why for b, why in rollout_backends(cfg).items() if why}
+    if not others:
+        return recs + [{'name': 'rollout_speedup_over_hf', 'value': None, 'unit': 'x', 'status': 'unavailable',
+                        'note': 'no backend but hf ran here: ' + '; '.join(f'{b}: {w}' for b, w in missing.items())}]
+    best = max(others, key=others.get)
+    return recs + [{'name': 'rollout_speedup_over_hf', 'value': round(others[best] / rates['hf'], 2), 'unit': 'x',
+                    'backend': best, 'episodes_per_min': {b: round(r, 2) for b, r in rates.items()},
+                    'note': 'Base on the same seeded episodes; each backend loaded with the profile\'s model.* keys'}]
+
 # %% ../nbs/09_bench.ipynb #2231f604
 def train_records(cfg:Config, quick:bool=False,
                   tasks:int|None=None, rounds:int=2, held:int|None=None) -> list[dict]: # default 8 tasks, 4 held out (`quick`), else 16 and 8
     "LoRA SFT tokens/s of the profile's settings and of `SFT_TRL_ALL_LAYERS_5E4`, on the same batches, with each step's phases and the loss after the same tokens."
-    from cove.train import bench_train, SFT_TRL_ALL_LAYERS_5E4
     name, now = cfg['model.name'], dict(loss=cfg['train.loss'], lora_layers=cfg['train.lora_layers'], lr=cfg['train.lr'])
     bt = bench_train(name, tasks=tasks or (8 if quick else 16), rounds=rounds, held=(4 if quick else 8) if held is None else held,
                      micro_batch=cfg['train.micro_batch'], settings={'before': SFT_TRL_ALL_LAYERS_5E4, 'now': now})
@@ -145,10 +188,8 @@ def run_bench(cfg:Config, # profile: model, dtype, batch size
     if unknown: raise ValueError(f"unknown benchmark part(s) {sorted(unknown)}; choose from retrieval, embed, policy, train")
     recs = []
     if 'retrieval' in parts:
-        from cove.store import bench_retrieval
         for r in bench_retrieval(include_1m=not quick): _emit(r, recs)
     if 'embed' in parts:
-        from cove.embed import bench_embed
         _emit(bench_embed(), recs)
     if 'policy' in parts:
         for r in policy_records(cfg, quick=quick): _emit(r, recs)
