@@ -50,7 +50,8 @@ def gguf_tensors(sd:dict, n_head:int, n_kv:int, n_layer:int, permute:bool=True) 
     return out
 
 # %% ../nbs/02c_llamacpp.ipynb #290dd934
-GGUF_TYPES = {'bf16': ('BF16', 'MOSTLY_BF16'), 'f32': ('F32', 'ALL_F32')}   # tensor type, file type
+GGUF_TYPES = {'bf16': ('BF16', 'MOSTLY_BF16'), 'f32': ('F32', 'ALL_F32'),   # tensor type, file type
+              'q8_0': ('Q8_0', 'MOSTLY_Q8_0')}   # 8-bit blocks: other weights than training's, for speed only
 
 def _write(w):
     "Write a `GGUFWriter`'s header, metadata and tensors, and close its file."
@@ -171,7 +172,7 @@ def _open(self:LlamaCppPolicy, flash_attn:int):
     if not self.ctx: raise ValueError(f"llama.cpp could not make a context of {cp.n_ctx} positions for {self.gguf}")
     self.mem, self.n_vocab = L.llama_get_memory(self.ctx), L.llama_vocab_n_tokens(L.llama_model_get_vocab(self.model))
     self.batch = TokenBatch(L, self.n_batch)
-    ft = {32: 'bfloat16', 0: 'float32', 1: 'float16'}   # `llama_ftype` of the whole file
+    ft = {32: 'bfloat16', 0: 'float32', 1: 'float16', 7: 'q8_0'}   # `llama_ftype` of the whole file
     import gguf
     self.dtype = ft.get(int(gguf.GGUFReader(str(self.gguf)).fields['general.file_type'].contents()), 'quantized')
 
@@ -199,7 +200,7 @@ def clear_cache(self:LlamaCppPolicy):
     self.held, self.held_key = [[] for _ in range(self.slots)], [None]*self.slots
 
 # %% ../nbs/02c_llamacpp.ipynb #6fee803a
-_DT = {'auto': None, 'bfloat16': 'bf16', 'bf16': 'bf16', 'float32': 'f32', 'fp32': 'f32', 'f32': 'f32'}
+_DT = {'auto': None, 'bfloat16': 'bf16', 'bf16': 'bf16', 'float32': 'f32', 'fp32': 'f32', 'f32': 'f32', 'q8_0': 'q8_0'}
 
 @patch(cls_method=True)
 def load(cls:LlamaCppPolicy, name:str='smollm2-135m', # the embedded model, or a `.gguf` file (then pass `tokenizer=`)

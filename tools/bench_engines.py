@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse, json, os, platform, time
 from pathlib import Path
 
-ENGINES = ('hf-bf16', 'hf-fp32', 'llamacpp-bf16', 'llamacpp-f32')
+ENGINES = ('hf-bf16', 'hf-fp32', 'llamacpp-bf16', 'llamacpp-f32', 'llamacpp-q8_0')
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -138,25 +138,25 @@ def bench_rollout(pols:dict, envs, pairs, cfg, batch:int, repeats:int) -> tuple[
             for ref in ('hf-bf16', 'hf-fp32') if ref in traces for n, t in traces.items() if n != ref}
     return rows, same
 
-def summary(gen:list[dict], roll:list[dict], demo:int) -> dict:
-    "Ratios to hf bf16: completion tok/s at each batch size, and episodes per minute (medians over repeats)."
+def summary(gen:list[dict], roll:list[dict], demo:int, ref:str='hf-bf16') -> dict:
+    "Ratios to `ref` (today's hf path): completion tok/s at each batch size, and episodes per minute (medians over repeats)."
     import statistics as st
-    out = {}
+    out = {'reference': ref}
     for r in gen:
-        base = next((b for b in gen if b['engine'] == 'hf-bf16' and b['batch'] == r['batch']), None)
+        base = next((b for b in gen if b['engine'] == ref and b['batch'] == r['batch']), None)
         if base is None: continue
-        r['ratio_to_hf_bf16'] = round(r['tok_s'] / base['tok_s'], 2)
-        r['cpu_ratio_to_hf_bf16'] = round(r['tok_per_cpu_s'] / base['tok_per_cpu_s'], 2)
+        r['ratio_to_ref'] = round(r['tok_s'] / base['tok_s'], 2)
+        r['cpu_ratio_to_ref'] = round(r['tok_per_cpu_s'] / base['tok_per_cpu_s'], 2)
     epm = {n: st.median(r['episodes_per_min'] for r in roll if r['engine'] == n) for n in {r['engine'] for r in roll}}
     epc = {n: st.median(r['episodes_per_cpu_min'] for r in roll if r['engine'] == n) for n in epm}
-    if 'hf-bf16' in epm:
+    if ref in epm:
         for n in epm:
             if n.startswith('llamacpp'):
-                out[f'rollout_speedup_over_hf[{n}]'] = round(epm[n] / epm['hf-bf16'], 2)
-                out[f'rollout_cpu_speedup_over_hf[{n}]'] = round(epc[n] / epc['hf-bf16'], 2)
+                out[f'rollout_speedup_over_hf[{n}]'] = round(epm[n] / epm[ref], 2)
+                out[f'rollout_cpu_speedup_over_hf[{n}]'] = round(epc[n] / epc[ref], 2)
     for r in gen:
-        if r['batch'] == demo and r['engine'].startswith('llamacpp') and 'ratio_to_hf_bf16' in r:
-            out[f'gen_speedup_b{demo}[{r["engine"]}]'] = r['ratio_to_hf_bf16']
+        if r['batch'] == demo and r['engine'].startswith('llamacpp') and 'ratio_to_ref' in r:
+            out[f'gen_speedup_b{demo}[{r["engine"]}]'] = r['ratio_to_ref']
     return out
 
 def main(argv=None):
@@ -180,7 +180,8 @@ def main(argv=None):
     res = dict(machine=platform.platform(), cpu_bf16=cpu_has_native_bf16(), threads=a.threads,
                omp_wait_policy=os.environ.get('OMP_WAIT_POLICY'), when=time.strftime('%Y-%m-%dT%H:%M:%S'),
                max_new_tokens=max_new, n_prompts=len(prompts), generate=gen, rollout=roll,
-               rollout_identical_transcripts=same, summary=summary(gen, roll, a.rollout_batch))
+               rollout_identical_transcripts=same,
+               summary=summary(gen, roll, a.rollout_batch, 'hf-bf16' if cpu_has_native_bf16() else 'hf-fp32'))
     Path(a.out).write_text(json.dumps(res, indent=1))
     print(json.dumps(res['summary'] | {'rollout_identical_transcripts': same}), flush=True)
     return res
