@@ -171,12 +171,12 @@ def test_defaults_are_the_papers_system(tmp_path, monkeypatch):
     from cove.config import load_config
     from cove.llm import HFPolicy
     from cove.tasks.base import make_env
-    import cove.train
+    import cove.evolver
     d = load_config()
     assert d['evolver.cold_start'] and d['evolver.algo'] == 'grpo' and d['evolver.train_every'] > 0 and not d['evolver.no_rl']
     seen = {}
     def fake_grpo(policy, data, reward, out_dir, **kw): seen.update(kw); raise ValueError('captured')
-    monkeypatch.setattr(cove.train, 'train_grpo', fake_grpo)
+    monkeypatch.setattr(cove.evolver, 'train_grpo', fake_grpo)   # the name EvolveR's update calls
     base = {'model.name': 'tiny', 'model.max_new_tokens': 8, 'evolver.max_turns': 1, 'evolver.prune_every': 0, 'evolver.train_every': 2,
             'evolver.cold_start': False}
     env = make_env('math')

@@ -87,10 +87,10 @@ def test_workflow_sft_renames_volatile_names(tmp_path):
 
 def test_workflow_grpo_trains_on_routed_rollouts(tmp_path, monkeypatch):
     "Issue 11 item 7: GRPO prompts are the turns of the routed rollouts (injected entries and all), not only reference first turns."
-    import cove.train
-    seen, real = [], cove.train.train_grpo
+    import cove.workflow
+    seen, real = [], cove.workflow.train_grpo
     def spy(policy, prompts, reward, *a, **kw): seen.append(prompts); return real(policy, prompts, reward, *a, **kw)
-    monkeypatch.setattr(cove.train, 'train_grpo', spy)
+    monkeypatch.setattr(cove.workflow, 'train_grpo', spy)   # the name COVE's update calls
     m, st = _run_in_process(tmp_path/'grpo', 'grpo', ['tableqa'])
     assert seen, st['updates']
     ids = [tid for ds in seen for tid in ds['task_id']]
