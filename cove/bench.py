@@ -115,8 +115,9 @@ def rollout_records(cfg:Config, quick:bool=False,
                     episodes:int|None=None) -> list[dict]: # per family; default 8 with `quick`, else 16
     "Base's episodes per minute through each backend on the same stream, its transcripts against hf's, and the best speedup."
     n, recs, rates, traces = episodes or (8 if quick else 16), [], {}, {}
+    backends = rollout_backends(cfg)
     with tempfile.TemporaryDirectory() as d:
-        for b, why in rollout_backends(cfg).items():
+        for b, why in backends.items():
             if why: continue
             c = Config({**cfg.values, 'model.backend': b}, cfg.sources, cfg.profile, cfg.root)
             pol = load_policy(c)
@@ -132,7 +133,7 @@ def rollout_records(cfg:Config, quick:bool=False,
             if hasattr(pol, 'close'): pol.close()
             del pol
     others = {b: r for b, r in rates.items() if b != 'hf'}
-    missing = {b: why for b, why in rollout_backends(cfg).items() if why}
+    missing = {b: why for b, why in backends.items() if why}
     if not others:
         return recs + [{'name': 'rollout_speedup_over_hf', 'value': None, 'unit': 'x', 'status': 'unavailable',
                         'note': 'no backend but hf ran here: ' + '; '.join(f'{b}: {w}' for b, w in missing.items())}]
