@@ -9,6 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field, asdict, replace
 from pathlib import Path
 from fastcore.basics import patch
+from .config import declare_key
 from .core import Feedback, Task, msg, get_logger, read_jsonl, redact_expected
 from .method import Method, register_method
 from .core import write_json
@@ -27,6 +28,18 @@ __all__ = ['FUNCTION_WORDS', 'SUMMARY_SYSTEM', 'SC_FAMILIES', 'SC_EXAMPLES', 'SC
            'EvoMemory', 'GeneratedTask', 'parse_generated', 'verification_feedback', 'run_verification',
            'validate_task', 'challenger_system', 'seed_context', 'challenger_messages', 'solver_task', 'VerifiedEnv',
            'solve_generated', 'SelfChallenging', 'round_summary']
+
+# %% ../nbs/17_baselines.ipynb #b0ba23be
+declare_key('evo_memory.k', int, 3, 'Evo-Memory (ExpRAG) experiences retrieved')
+declare_key('evo_memory.summary_tokens', int, 64, 'Evo-Memory trajectory-summary length cap (tokens)')
+declare_key('self_challenging.tasks', int, 4, 'Self-Challenging tasks generated per family per round')
+declare_key('self_challenging.every', int, 8, 'Self-Challenging episodes of a family between generate-solve-train '
+            'rounds')
+declare_key('self_challenging.attempts', int, 2, 'Self-Challenging solution attempts per generated task', range=(1, None))
+declare_key('self_challenging.temperature', float, 0.7, 'Self-Challenging sampling temperature of task generation')
+declare_key('self_challenging.max_new_tokens', int, 320, 'Self-Challenging token cap of one generated task', range=(1, None))
+declare_key('self_challenging.timeout', float, 5.0, 'Self-Challenging sandbox seconds per verification run', range=(0, None, False))
+declare_key('self_challenging.seed_pool', int, 32, 'Self-Challenging train-split tasks that seed task generation')
 
 # %% ../nbs/17_baselines.ipynb #1fdb4815
 _log = get_logger('baselines')

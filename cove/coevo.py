@@ -19,7 +19,7 @@ from .embed import tokenize, Embedder, SparseIndex
 from .store import SqliteStore
 from .judge import Judge
 from .run import open_envs
-from .config import load_config
+from .config import declare_key, load_config
 
 _log = get_logger('coevo')
 
@@ -31,6 +31,32 @@ __all__ = ['SRQR_EXAMPLE', 'SRQR_PROMPT', 'ZETA_CLIP', 'LIST_DEPTH', 'EDGE_TYPES
            'path_credit', 'propagate', 'apply_q', 'Node', 'MemoryGraph', 'clip_text', 'attempt_text', 'outcome_text',
            'frequent_terms', 'norm_keyword', 'is_placeholder', 'parse_distill', 'utility_content', 'phase_kind',
            'CoEvoMem', 'CoEvoFrozen', 'freeze_checkpoint', 'validation_tasks', 'evaluate_frozen', 'select_checkpoint']
+
+# %% ../nbs/15_coevo.ipynb #98fc5b48
+declare_key('coevo.eps', float, 0.1, 'CoEvo-Mem prior smoothing ε')
+declare_key('coevo.kappa', float, 10.0, 'CoEvo-Mem Beta exploration concentration κ', range=(0, None, False))
+declare_key('coevo.lam_ema', float, 0.1, 'CoEvo-Mem EMA baseline rate λ_ema', range=(0, 1))
+declare_key('coevo.beta_kl', float, 0.01, 'CoEvo-Mem KL weight to the prior β_KL')
+declare_key('coevo.router_lr', float, 0.001, 'CoEvo-Mem residual router learning rate')
+declare_key('coevo.eta', float, 60.0, 'CoEvo-Mem reciprocal-rank constant η')
+declare_key('coevo.lam_q', float, 0.5, 'CoEvo-Mem weight λ_Q of the Q rank in fusion')
+declare_key('coevo.k', int, 3, 'CoEvo-Mem memories returned (top-k after temporal expansion)')
+declare_key('coevo.gamma', float, 0.9, 'CoEvo-Mem TD discount γ', range=(0, 1))
+declare_key('coevo.alpha_q', float, 0.3, 'CoEvo-Mem Q learning rate α_Q', range=(0, 1, False))
+declare_key('coevo.rho_c', float, 0.5, 'CoEvo-Mem per-edge credit decay ρ_c', range=(0, 1))
+declare_key('coevo.depth', int, 2, 'CoEvo-Mem path credit depth D (edges)')
+declare_key('coevo.q_init', float, 0.5, 'CoEvo-Mem initial Q of a node when nothing was retrieved', range=(None, None))
+declare_key('coevo.q_min', float, 0.0, 'CoEvo-Mem Q clip lower bound', range=(None, None))
+declare_key('coevo.q_max', float, 1.0, 'CoEvo-Mem Q clip upper bound', range=(None, None))
+declare_key('coevo.dense_edge', float, 0.6, 'CoEvo-Mem cosine above which two nodes get a Dense edge', range=(0, 1))
+declare_key('coevo.sparse_edge', int, 2, 'CoEvo-Mem shared keywords for a Sparse edge')
+declare_key('coevo.schedule', str, 'alternate', 'CoEvo-Mem phase schedule (paper) or its ablations',
+            choices=('alternate', 'simultaneous', 'two_stage'))
+declare_key('coevo.phase_len', int, 8, 'CoEvo-Mem applied episodes per phase: Memory, Router, Memory, ... whatever '
+            'run.epochs (0 = one full pass of the stream per phase, SPEC §6)')
+declare_key('coevo.srqr', bool, True, 'CoEvo-Mem SR-QR rewrites and prior (False = ablation w/o SR-QR)')
+declare_key('coevo.memory_evolution', bool, True, 'CoEvo-Mem typed edges, path-credit propagation and temporal '
+            'expansion (False = its paper ablation: direct Q updates of retrieved memories only)')
 
 # %% ../nbs/15_coevo.ipynb #2d9f18ce
 SRQR_EXAMPLE = dict(query='What is the total revenue of products sold in Paris in 2019?',

@@ -122,77 +122,6 @@ _declare(
         "the tool surface renamed half-way); '' = none"),
 )
 
-# %% ../nbs/01_config.ipynb #b523b0aa
-_declare(
-    Key('memrl.delta', float, 0.5, 'MemRL Phase A similarity threshold δ (public code)'),
-    Key('memrl.k1', int, 5, 'MemRL Phase A recall size k1'),
-    Key('memrl.k2', int, 3, 'MemRL Phase B memories injected k2'),
-    Key('memrl.lam', float, 0.5, 'MemRL Phase B weight λ of the z-scored Q against z-scored similarity'),
-    Key('memrl.alpha', float, 0.3, 'MemRL Q learning rate α'),
-    Key('memrl.q_init', float, 0.0, 'MemRL initial utility of a written-back memory'),
-    Key('memrl.update', str, 'mc', 'MemRL utility update: Monte-Carlo or TD', ('mc', 'td')),
-    Key('memrl.gamma', float, 0.9, 'MemRL TD discount γ'),
-    Key('memrl.freeze', bool, False, 'MemRL transfer evaluation: retrieve only, never update or write back'),
-    Key('memrl.source', str, '', 'MemRL frozen transfer: run folder (or memrl.sqlite) whose memory is copied and frozen'),
-    Key('memrl.summary_tokens', int, 64, 'MemRL trajectory-summary length cap (tokens)'),
-    Key('memrl.merge_sim', float, 0.9, 'MemRL: a new memory whose intent has cosine ≥ this with a stored intent joins that intent (public code\'s add_similarity_threshold); > 1 keeps every intent apart'),
-)
-
-# %% ../nbs/01_config.ipynb #98fc5b48
-_declare(
-    Key('coevo.eps', float, 0.1, 'CoEvo-Mem prior smoothing ε'),
-    Key('coevo.kappa', float, 10.0, 'CoEvo-Mem Beta exploration concentration κ'),
-    Key('coevo.lam_ema', float, 0.1, 'CoEvo-Mem EMA baseline rate λ_ema'),
-    Key('coevo.beta_kl', float, 0.01, 'CoEvo-Mem KL weight to the prior β_KL'),
-    Key('coevo.router_lr', float, 1e-3, 'CoEvo-Mem residual router learning rate'),
-    Key('coevo.eta', float, 60.0, 'CoEvo-Mem reciprocal-rank constant η'),
-    Key('coevo.lam_q', float, 0.5, 'CoEvo-Mem weight λ_Q of the Q rank in fusion'),
-    Key('coevo.k', int, 3, 'CoEvo-Mem memories returned (top-k after temporal expansion)'),
-    Key('coevo.gamma', float, 0.9, 'CoEvo-Mem TD discount γ'),
-    Key('coevo.alpha_q', float, 0.3, 'CoEvo-Mem Q learning rate α_Q'),
-    Key('coevo.rho_c', float, 0.5, 'CoEvo-Mem per-edge credit decay ρ_c'),
-    Key('coevo.depth', int, 2, 'CoEvo-Mem path credit depth D (edges)'),
-    Key('coevo.q_init', float, 0.5, 'CoEvo-Mem initial Q of a node when nothing was retrieved'),
-    Key('coevo.q_min', float, 0.0, 'CoEvo-Mem Q clip lower bound'),
-    Key('coevo.q_max', float, 1.0, 'CoEvo-Mem Q clip upper bound'),
-    Key('coevo.dense_edge', float, 0.6, 'CoEvo-Mem cosine above which two nodes get a Dense edge'),
-    Key('coevo.sparse_edge', int, 2, 'CoEvo-Mem shared keywords for a Sparse edge'),
-    Key('coevo.schedule', str, 'alternate', 'CoEvo-Mem phase schedule (paper) or its ablations', ('alternate', 'simultaneous', 'two_stage')),
-    Key('coevo.phase_len', int, 8, 'CoEvo-Mem applied episodes per phase: Memory, Router, Memory, ... whatever run.epochs (0 = one full pass of the stream per phase, SPEC §6)'),
-    Key('coevo.srqr', bool, True, 'CoEvo-Mem SR-QR rewrites and prior (False = ablation w/o SR-QR)'),
-    Key('coevo.memory_evolution', bool, True, 'CoEvo-Mem typed edges, path-credit propagation and temporal expansion (False = its paper ablation: direct Q updates of retrieved memories only)'),
-)
-
-# %% ../nbs/01_config.ipynb #282e4def
-_declare(
-    Key('evolver.k', int, 3, 'EvolveR results per search action'),
-    Key('evolver.dedup', float, 0.85, 'EvolveR cosine pre-filter for principle deduplication'),
-    Key('evolver.prune', float, 0.3, 'EvolveR metric_score below which principles are pruned'),
-    Key('evolver.prune_every', int, 16, 'EvolveR episodes between offline distillation + pruning'),
-    Key('evolver.w_o', float, 1.0, 'EvolveR outcome reward weight'),
-    Key('evolver.w_f', float, 0.1, 'EvolveR format reward weight'),
-    Key('evolver.exp_retrieve', bool, True, 'EvolveR experience retrieval (False = ablation w/o exp-retrieve)'),
-    Key('evolver.max_turns', int, 4, 'EvolveR think/search actions before an answer is forced'),
-    Key('evolver.train_every', int, 16, 'EvolveR applied episodes between policy updates (0 = never)'),
-    Key('evolver.algo', str, 'grpo', 'EvolveR policy updates: GRPO with its reward (the paper) or SFT on successes (its ablation)', ('grpo', 'sft')),
-    Key('evolver.no_rl', bool, False, 'EvolveR ablation w/o RL: the cold start only, no policy update after it'),
-    Key('evolver.cold_start', bool, True, 'EvolveR cold-start SFT on reference solutions before the first episode (the paper)'),
-    Key('evolver.distill_temperature', float, 1.0, 'EvolveR self-distillation sampling temperature (the paper samples at 1)'),
-)
-
-# %% ../nbs/01_config.ipynb #b0ba23be
-_declare(
-    Key('evo_memory.k', int, 3, 'Evo-Memory (ExpRAG) experiences retrieved'),
-    Key('evo_memory.summary_tokens', int, 64, 'Evo-Memory trajectory-summary length cap (tokens)'),
-    Key('self_challenging.tasks', int, 4, 'Self-Challenging tasks generated per family per round'),
-    Key('self_challenging.every', int, 8, 'Self-Challenging episodes of a family between generate-solve-train rounds'),
-    Key('self_challenging.attempts', int, 2, 'Self-Challenging solution attempts per generated task'),
-    Key('self_challenging.temperature', float, 0.7, 'Self-Challenging sampling temperature of task generation'),
-    Key('self_challenging.max_new_tokens', int, 320, 'Self-Challenging token cap of one generated task'),
-    Key('self_challenging.timeout', float, 5.0, 'Self-Challenging sandbox seconds per verification run'),
-    Key('self_challenging.seed_pool', int, 32, 'Self-Challenging train-split tasks that seed task generation'),
-)
-
 # %% ../nbs/01_config.ipynb #4f128b23
 class ConfigError(ValueError):
     "An unknown key or a value of the wrong type."
@@ -228,13 +157,10 @@ def _ranges(lo, hi, *keys:str, closed:bool=True):
 
 _ranges(1, None, 'model.batch_size', 'model.max_new_tokens', 'embed.batch_size', 'train.batch_size', 'train.micro_batch',
         'train.lora_r', 'train.max_steps', 'train.max_length', 'train.grpo_generations', 'trigger.w', 'trigger.k',
-        'run.epochs', 'memrl.k1', 'evolver.max_turns', 'self_challenging.attempts', 'self_challenging.max_new_tokens')
-_ranges(0, None, 'train.lr', 'train.grpo_lr', 'self_challenging.timeout', 'coevo.kappa', closed=False)   # 0 trains nothing
-_ranges(0, 1, 'trigger.tau_c', 'evolver.dedup', 'evolver.prune', 'memrl.gamma', 'coevo.gamma', 'coevo.rho_c',
-        'coevo.lam_ema', 'coevo.dense_edge', 'trigger.q_min')
-_ranges(0, 1, 'memrl.alpha', 'coevo.alpha_q', closed=False)
-_ranges(-1, None, 'memrl.delta', 'memrl.merge_sim')   # cosine thresholds (> 1: never met)
-_ranges(None, None, 'run.seed', 'release.threshold', 'memrl.q_init', 'coevo.q_init', 'coevo.q_min', 'coevo.q_max')
+        'run.epochs')
+_ranges(0, None, 'train.lr', 'train.grpo_lr', closed=False)   # 0 trains nothing
+_ranges(0, 1, 'trigger.tau_c', 'trigger.q_min')
+_ranges(None, None, 'run.seed', 'release.threshold')
 _ranges(0, 3, 'tableqa.difficulty')
 _ranges(0, 2, 'multihop.difficulty', 'math.difficulty', 'code.difficulty')
 

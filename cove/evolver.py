@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
+from .config import declare_key
 from .core import Feedback, Task, msg, get_logger, InfraError
 from .llm import Policy, Generation
 from .method import Method, register_method
@@ -31,6 +32,24 @@ __all__ = ['ACTIONS', 'SEARCHES', 'STOPS', 'THINK_SCORE', 'MAX_CHECKS', 'NO_CORP
            'system_prompt', 'equiv_content', 'render_experience', 'render_information', 'EvolverAgent',
            'ScriptedPolicy', 'trajectory_summary', 'parse_principle', 'distill', 'EvolverMethod', 'evolver_rollout',
            'make_evolver_reward', 'reference_script', 'cold_start_data']
+
+# %% ../nbs/16_evolver.ipynb #282e4def
+declare_key('evolver.k', int, 3, 'EvolveR results per search action')
+declare_key('evolver.dedup', float, 0.85, 'EvolveR cosine pre-filter for principle deduplication', range=(0, 1))
+declare_key('evolver.prune', float, 0.3, 'EvolveR metric_score below which principles are pruned', range=(0, 1))
+declare_key('evolver.prune_every', int, 16, 'EvolveR episodes between offline distillation + pruning')
+declare_key('evolver.w_o', float, 1.0, 'EvolveR outcome reward weight')
+declare_key('evolver.w_f', float, 0.1, 'EvolveR format reward weight')
+declare_key('evolver.exp_retrieve', bool, True, 'EvolveR experience retrieval (False = ablation w/o exp-retrieve)')
+declare_key('evolver.max_turns', int, 4, 'EvolveR think/search actions before an answer is forced', range=(1, None))
+declare_key('evolver.train_every', int, 16, 'EvolveR applied episodes between policy updates (0 = never)')
+declare_key('evolver.algo', str, 'grpo', 'EvolveR policy updates: GRPO with its reward (the paper) or SFT on '
+            'successes (its ablation)', choices=('grpo', 'sft'))
+declare_key('evolver.no_rl', bool, False, 'EvolveR ablation w/o RL: the cold start only, no policy update after it')
+declare_key('evolver.cold_start', bool, True, 'EvolveR cold-start SFT on reference solutions before the first '
+            'episode (the paper)')
+declare_key('evolver.distill_temperature', float, 1.0, 'EvolveR self-distillation sampling temperature (the paper '
+            'samples at 1)')
 
 # %% ../nbs/16_evolver.ipynb #74460ba8
 ACTIONS = ('think', 'search_experience', 'search_knowledge', 'answer')

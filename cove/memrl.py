@@ -24,6 +24,22 @@ __all__ = ['NORMS', 'INTENTS', 'SUMMARY_INSTRUCTION', 'FUNCTION_WORDS', 'PARAMS'
            'MemoryBank', 'summary_messages', 'usable_summary', 'trace_digest', 'memory_source', 'memrl_params',
            'memories_digest', 'MemRL', 'learns_from']
 
+# %% ../nbs/14_memrl.ipynb #b523b0aa
+declare_key('memrl.delta', float, 0.5, 'MemRL Phase A similarity threshold δ (public code)', range=(-1, None))
+declare_key('memrl.k1', int, 5, 'MemRL Phase A recall size k1', range=(1, None))
+declare_key('memrl.k2', int, 3, 'MemRL Phase B memories injected k2')
+declare_key('memrl.lam', float, 0.5, 'MemRL Phase B weight λ of the z-scored Q against z-scored similarity')
+declare_key('memrl.alpha', float, 0.3, 'MemRL Q learning rate α', range=(0, 1, False))
+declare_key('memrl.q_init', float, 0.0, 'MemRL initial utility of a written-back memory', range=(None, None))
+declare_key('memrl.update', str, 'mc', 'MemRL utility update: Monte-Carlo or TD', choices=('mc', 'td'))
+declare_key('memrl.gamma', float, 0.9, 'MemRL TD discount γ', range=(0, 1))
+declare_key('memrl.freeze', bool, False, 'MemRL transfer evaluation: retrieve only, never update or write back')
+declare_key('memrl.source', str, '', 'MemRL frozen transfer: run folder (or memrl.sqlite) whose memory is copied '
+            'and frozen')
+declare_key('memrl.summary_tokens', int, 64, 'MemRL trajectory-summary length cap (tokens)')
+declare_key('memrl.merge_sim', float, 0.9, 'MemRL: a new memory whose intent has cosine ≥ this with a stored intent '
+            "joins that intent (public code's add_similarity_threshold); > 1 keeps every intent apart", range=(-1, None))
+
 # %% ../nbs/14_memrl.ipynb #cf320c6a
 def zscore(x) -> np.ndarray:
     "z-score `(x - mean) / std` (population std); a constant vector (std < 1e-9) maps to zeros."

@@ -7,9 +7,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 from fastcore.basics import patch
-from .core import EpisodeKeys, CorruptFile, import_optional, read_json, write_json, one_line
+from .core import EpisodeKeys, CorruptFile, read_json, write_json, one_line
 from .config import Config
-from .plugins import load_plugins
+from .plugins import PluginError, load_plugins
 from .agent import HarnessAgent
 from .tasks.base import Environment, EpisodeResult, replay_reference
 
@@ -25,9 +25,11 @@ def register_method(name:str):
     return deco
 
 def import_methods():
-    "Import the modules that register methods beyond `base` and `oracle` (missing ones are skipped), then the plugins."
-    import_optional('cove', ('workflow', 'memrl', 'coevo', 'evolver', 'baselines'))
-    load_plugins()   # entry points (once) and `$COVE_PLUGINS`: a researcher's own methods register themselves too
+    "Load every method: cove's own and a researcher's are `cove.methods` entry points (then `$COVE_PLUGINS`)."
+    load_plugins()   # pyproject.toml registers cove's own; a method's module declares its config keys as it loads
+    if 'cove' not in METHODS:   # an install from before the methods were entry points
+        raise PluginError("cove's own methods are not registered: their entry points are missing from this install "
+                          "(reinstall it: make install, or pip install -e .)")
 
 # %% ../nbs/07b_method.ipynb #f41a5b47
 class Method:

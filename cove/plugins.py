@@ -74,7 +74,7 @@ def _register(group:str, name:str, obj):
 
 # %% ../nbs/01c_plugins.ipynb #0f2acc89
 def load_entry_points() -> list[str]:
-    "Load every `cove.families` and `cove.methods` entry point (a one-line `PluginError` if one fails); their modules."
+    "Load every `cove.families` and `cove.methods` entry point (a one-line `PluginError` if one fails); the plugins'."
     out = []
     for group in GROUPS:
         for ep in importlib.metadata.entry_points(group=group):
@@ -83,6 +83,7 @@ def load_entry_points() -> list[str]:
             try: obj = ep.load()
             except Exception as e: raise PluginError(f"plugin {ep.module!r} ({via}) does not load: {_why(e)}") from None
             _register(group, ep.name, obj)
+            if dist == 'cove': continue   # cove's own methods are entry points too, but not plugins
             _LOADED.setdefault(ep.module, f"entry point {group} of {dist}")
             out.append(ep.module)
     return list(dict.fromkeys(out))
