@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 from fastcore.basics import patch
 from .core import repo_root
-from .plugins import load_plugins, plugins_note
+from .plugins import load_own, load_plugins, plugins_note
 
 # %% auto #0
 __all__ = ['SCHEMA', 'RANGES', 'CPU_FLAGS', 'Key', 'ConfigError', 'check_range', 'coerce', 'declare_key', 'env_name',
@@ -177,6 +177,7 @@ def check_range(key:str, v):
 # %% ../nbs/01_config.ipynb #dd003588
 def coerce(key:str, value:Any) -> Any:
     "`value` converted to the declared type of `key`, or a `ConfigError`."
+    if key not in SCHEMA: load_own(str(key).split('.')[0])   # a key of one of cove's methods, declared as it loads
     if key not in SCHEMA: raise _unknown_key(key)
     k = SCHEMA[key]
     try: v = _typed(k, value)
@@ -284,11 +285,13 @@ def load_config(profile:str|None=None, # profile section of settings.ini; defaul
     profile = profile or env.get('COVE_PROFILE') or 'cpu'
     cp = read_profiles(path)
     if profile not in cp: raise ConfigError(f"unknown profile {profile!r}; settings.ini has {cp.sections()}")
+    layers = [(f'settings.ini[{profile}]', dict(cp[profile])),
+              ('override', parse_sets(overrides) if isinstance(overrides, list) else dict(overrides or {}))]
+    for s in sorted({str(k).split('.')[0] for _, d in layers for k in d if k not in SCHEMA}): load_own(s)   # a method's keys
+    env_keys = {k: env[env_name(k)] for k in SCHEMA if env_name(k) in env}
+    layers.insert(1, ('env', env_keys))
     vals = {k: key.default for k, key in SCHEMA.items()}
     srcs = {k: 'default' for k in SCHEMA}
-    layers = [(f'settings.ini[{profile}]', dict(cp[profile])),
-              ('env', {k: env[env_name(k)] for k in SCHEMA if env_name(k) in env}),
-              ('override', parse_sets(overrides) if isinstance(overrides, list) else dict(overrides or {}))]
     for src, d in layers:
         for k, v in d.items(): vals[k], srcs[k] = coerce(k, v), src
     root = Path(path).parent if path else repo_root()

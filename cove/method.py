@@ -9,7 +9,7 @@ from pathlib import Path
 from fastcore.basics import patch
 from .core import EpisodeKeys, CorruptFile, read_json, write_json, one_line
 from .config import Config
-from .plugins import PluginError, load_plugins
+from .plugins import PluginError, load_own, load_plugins
 from .agent import HarnessAgent
 from .tasks.base import Environment, EpisodeResult, replay_reference
 
@@ -26,10 +26,11 @@ def register_method(name:str):
 
 def import_methods():
     "Load every method: cove's own and a researcher's are `cove.methods` entry points (then `$COVE_PLUGINS`)."
-    load_plugins()   # pyproject.toml registers cove's own; a method's module declares its config keys as it loads
+    load_own()   # pyproject.toml lists cove's own; a method's module declares its config keys as it loads
+    load_plugins()
     if 'cove' not in METHODS:   # an install from before the methods were entry points
-        raise PluginError("cove's own methods are not registered: their entry points are missing from this install "
-                          "(reinstall it: make install, or pip install -e .)")
+        raise PluginError("cove's own methods are not registered: the cove metadata Python finds lists no cove.methods "
+                          "entry point (reinstall: make install; delete a stale cove.egg-info in the working folder)")
 
 # %% ../nbs/07b_method.ipynb #f41a5b47
 class Method:

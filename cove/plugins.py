@@ -7,8 +7,8 @@ from __future__ import annotations
 import importlib, importlib.metadata, os, re, sys
 
 # %% auto #0
-__all__ = ['GROUPS', 'PluginError', 'plugin_names', 'import_plugin', 'load_entry_points', 'load_plugins', 'loaded_plugins',
-           'plugins_note']
+__all__ = ['GROUPS', 'PluginError', 'plugin_names', 'import_plugin', 'load_entry_points', 'load_own', 'load_plugins',
+           'loaded_plugins', 'plugins_note']
 
 # %% ../nbs/01c_plugins.ipynb #81873a98
 class PluginError(ValueError):
@@ -79,14 +79,23 @@ def load_entry_points() -> list[str]:
     for group in GROUPS:
         for ep in importlib.metadata.entry_points(group=group):
             dist = getattr(getattr(ep, 'dist', None), 'name', None) or 'an installed package'
+            if dist == 'cove': continue   # cove's own methods: `load_own`, as they are needed
             via = f"entry point {ep.name} = {ep.value} in {group} of {dist}"
             try: obj = ep.load()
             except Exception as e: raise PluginError(f"plugin {ep.module!r} ({via}) does not load: {_why(e)}") from None
             _register(group, ep.name, obj)
-            if dist == 'cove': continue   # cove's own methods are entry points too, but not plugins
             _LOADED.setdefault(ep.module, f"entry point {group} of {dist}")
             out.append(ep.module)
     return list(dict.fromkeys(out))
+
+def _own(name:str|None=None) -> list:
+    "cove's own `cove.methods` entry points (pyproject.toml), or the one called `name`."
+    eps = importlib.metadata.entry_points(group='cove.methods')
+    return [ep for ep in eps if getattr(getattr(ep, 'dist', None), 'name', None) == 'cove' and name in (None, ep.name)]
+
+def load_own(name:str|None=None) -> list[str]:
+    "Import cove's own method modules (registering the methods and declaring their config keys), or method `name`'s."
+    return list(dict.fromkeys(ep.load().__module__ for ep in _own(name)))
 
 # %% ../nbs/01c_plugins.ipynb #1e03ba42
 _SCANNED = False   # whether the entry points were loaded in this process
