@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 from fastcore.basics import patch
 from .core import repo_root
-from .plugins import load_own, load_plugins, plugins_note
+from .plugins import load_own, load_plugins, own_methods, plugins_note
 
 # %% auto #0
-__all__ = ['SCHEMA', 'RANGES', 'CPU_FLAGS', 'Key', 'ConfigError', 'check_range', 'coerce', 'declare_key', 'env_name',
+__all__ = ['SCHEMA', 'RANGES', 'CPU_FLAGS', 'Key', 'ConfigError', 'check_range', 'declared', 'coerce', 'declare_key', 'env_name',
            'parse_sets', 'read_profiles', 'Config', 'load_config', 'describe', 'cpu_info', 'runtime_info']
 
 # %% ../nbs/01_config.ipynb #d4d8657d
@@ -175,10 +175,14 @@ def check_range(key:str, v):
     if hi is not None and v > hi: raise ConfigError(f"{key}={v!r}: must be <= {hi}")
 
 # %% ../nbs/01_config.ipynb #dd003588
+def declared(key:str) -> bool:
+    "Whether config `key` is declared, once the cove method its section names (`memrl.k1`: memrl) has loaded its keys."
+    if key not in SCHEMA: load_own(str(key).split('.')[0])
+    return key in SCHEMA
+
 def coerce(key:str, value:Any) -> Any:
     "`value` converted to the declared type of `key`, or a `ConfigError`."
-    if key not in SCHEMA: load_own(str(key).split('.')[0])   # a key of one of cove's methods, declared as it loads
-    if key not in SCHEMA: raise _unknown_key(key)
+    if not declared(key): raise _unknown_key(key)
     k = SCHEMA[key]
     try: v = _typed(k, value)
     except ValueError as e: raise ConfigError(f"{key}={value!r}: expected {k.type.__name__} ({e})") from None
@@ -287,9 +291,10 @@ def load_config(profile:str|None=None, # profile section of settings.ini; defaul
     if profile not in cp: raise ConfigError(f"unknown profile {profile!r}; settings.ini has {cp.sections()}")
     layers = [(f'settings.ini[{profile}]', dict(cp[profile])),
               ('override', parse_sets(overrides) if isinstance(overrides, list) else dict(overrides or {}))]
-    for s in sorted({str(k).split('.')[0] for _, d in layers for k in d if k not in SCHEMA}): load_own(s)   # a method's keys
-    env_keys = {k: env[env_name(k)] for k in SCHEMA if env_name(k) in env}
-    layers.insert(1, ('env', env_keys))
+    for k in [k for _, d in layers for k in d]: declared(k)   # a method's keys load with its module
+    for s in own_methods():
+        if any(n.startswith(env_name(s) + '_') for n in env): load_own(s)   # COVE_MEMRL_K1 sets memrl.k1
+    layers.insert(1, ('env', {k: env[env_name(k)] for k in SCHEMA if env_name(k) in env}))
     vals = {k: key.default for k, key in SCHEMA.items()}
     srcs = {k: 'default' for k in SCHEMA}
     for src, d in layers:

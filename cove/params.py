@@ -6,10 +6,10 @@
 from __future__ import annotations
 import difflib, inspect, math, sys
 from pathlib import Path
-from .plugins import PluginError, load_own, load_plugins, plugin_names, plugins_note
+from .plugins import PluginError, load_plugins, plugin_names, plugins_note
 from .tasks.base import env_class
 from .method import METHODS, import_methods
-from .config import SCHEMA, ConfigError, coerce, read_profiles
+from .config import SCHEMA, ConfigError, coerce, declared, read_profiles
 
 # %% auto #0
 __all__ = ['ParamError', 'whole', 'number', 'text', 'flag', 'choice', 'optional', 'name_list', 'whole_list', 'number_list',
@@ -176,8 +176,7 @@ def config_keys(v, done=None) -> dict:
     load_plugins()   # the keys the plugins declare (entry points, `$COVE_PLUGINS`) are known too
     if not isinstance(v, dict): raise ParamError("must be a dict of config keys, e.g. {'model.max_new_tokens': 64}")
     for k, x in v.items():
-        if k not in SCHEMA: load_own(str(k).split('.')[0])   # a key of one of cove's methods, declared as it loads
-        if k not in SCHEMA:
+        if not declared(k):   # a key of one of cove's methods is declared as its module loads
             near = difflib.get_close_matches(str(k), SCHEMA, n=2)
             hint = f"; did you mean {' or '.join(near)}?" if near else " (cove info --config lists them)"
             raise ParamError(f"unknown config key {k!r}{hint}")

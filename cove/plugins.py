@@ -4,11 +4,11 @@
 
 # %% ../nbs/01c_plugins.ipynb #2305b6df
 from __future__ import annotations
-import importlib, importlib.metadata, os, re, sys
+import functools, importlib, importlib.metadata, os, re, sys
 
 # %% auto #0
-__all__ = ['GROUPS', 'PluginError', 'plugin_names', 'import_plugin', 'load_entry_points', 'load_own', 'load_plugins',
-           'loaded_plugins', 'plugins_note']
+__all__ = ['GROUPS', 'PluginError', 'plugin_names', 'import_plugin', 'load_entry_points', 'own_methods', 'load_own',
+           'load_plugins', 'loaded_plugins', 'plugins_note']
 
 # %% ../nbs/01c_plugins.ipynb #81873a98
 class PluginError(ValueError):
@@ -88,14 +88,19 @@ def load_entry_points() -> list[str]:
             out.append(ep.module)
     return list(dict.fromkeys(out))
 
-def _own(name:str|None=None) -> list:
-    "cove's own `cove.methods` entry points (pyproject.toml), or the one called `name`."
+@functools.cache
+def _own() -> tuple:
+    "cove's own `cove.methods` entry points (pyproject.toml), read once per process."
     eps = importlib.metadata.entry_points(group='cove.methods')
-    return [ep for ep in eps if getattr(getattr(ep, 'dist', None), 'name', None) == 'cove' and name in (None, ep.name)]
+    return tuple(ep for ep in eps if getattr(getattr(ep, 'dist', None), 'name', None) == 'cove')
+
+def own_methods() -> list[str]:
+    "The names of cove's own methods (each also the section of its config keys, e.g. `memrl`)."
+    return [ep.name for ep in _own()]
 
 def load_own(name:str|None=None) -> list[str]:
     "Import cove's own method modules (registering the methods and declaring their config keys), or method `name`'s."
-    return list(dict.fromkeys(ep.load().__module__ for ep in _own(name)))
+    return list(dict.fromkeys(ep.load().__module__ for ep in _own() if name in (None, ep.name)))
 
 # %% ../nbs/01c_plugins.ipynb #1e03ba42
 _SCANNED = False   # whether the entry points were loaded in this process

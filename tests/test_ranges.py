@@ -3,6 +3,7 @@ import subprocess, sys
 from pathlib import Path
 import pytest
 from cove.config import SCHEMA, RANGES, coerce, ConfigError
+from cove.method import import_methods
 
 BAD = ['train.lr=nan', 'train.lr=0', 'retrieval.k=-3', 'agent.shots=-2', 'trigger.k=-1', 'model.temperature=inf',
        'run.threads=-4', 'model.max_new_tokens=0', 'evolver.dedup=1.5']
@@ -20,6 +21,8 @@ def test_cli_refuses_out_of_range(item, tmp_path, hostile):
 
 def test_every_numeric_key_is_ranged():
     "Each int/float key refuses something: a non-finite float, or a value below its lowest."
+    import_methods()   # the methods declare their own keys as they load: cover those too
+    assert 'memrl.k1' in SCHEMA and 'self_challenging.timeout' in SCHEMA
     for k, key in SCHEMA.items():
         if key.type not in (int, float): continue
         lo = RANGES.get(k, (0, None, True))[0]
@@ -39,3 +42,11 @@ def test_a_methods_own_key_is_set_on_the_command_line(tmp_path):
     assert r.returncode == 2 and "unknown config key 'memrl.q_mni'" in r.stderr and not (tmp_path/'bad').exists(), r.stderr[-300:]
     r = subprocess.run([cove, 'info', '--config'], capture_output=True, text=True, timeout=120)   # and listed
     assert r.returncode == 0 and any(l.startswith('memrl.q_min ') for l in r.stdout.splitlines()), r.stdout[-300:]
+
+def test_a_methods_key_loads_with_config_alone():
+    "In a fresh process that imported no method, `load_config` takes a method's key from an override and from `COVE_*`."
+    code = ("import sys; from cove.config import load_config; "
+            "c = load_config(overrides={'coevo.kappa': 5}, env={'COVE_MEMRL_K1': '4'}); "
+            "print(c['coevo.kappa'], c['memrl.k1'], c.sources['memrl.k1'], c['memrl.k2'])")
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.split() == ['5.0', '4', 'env', '3'], r.stderr[-500:]
