@@ -35,10 +35,13 @@ declare_key('evo_memory.summary_tokens', int, 64, 'Evo-Memory trajectory-summary
 declare_key('self_challenging.tasks', int, 4, 'Self-Challenging tasks generated per family per round')
 declare_key('self_challenging.every', int, 8, 'Self-Challenging episodes of a family between generate-solve-train '
             'rounds')
-declare_key('self_challenging.attempts', int, 2, 'Self-Challenging solution attempts per generated task', range=(1, None))
+declare_key('self_challenging.attempts', int, 2, 'Self-Challenging solution attempts per generated task',
+            range=(1, None))
 declare_key('self_challenging.temperature', float, 0.7, 'Self-Challenging sampling temperature of task generation')
-declare_key('self_challenging.max_new_tokens', int, 320, 'Self-Challenging token cap of one generated task', range=(1, None))
-declare_key('self_challenging.timeout', float, 5.0, 'Self-Challenging sandbox seconds per verification run', range=(0, None, False))
+declare_key('self_challenging.max_new_tokens', int, 320, 'Self-Challenging token cap of one generated task',
+            range=(1, None))
+declare_key('self_challenging.timeout', float, 5.0, 'Self-Challenging sandbox seconds per verification run',
+            range=(0, None, False))
 declare_key('self_challenging.seed_pool', int, 32, 'Self-Challenging train-split tasks that seed task generation')
 
 # %% ../nbs/17_baselines.ipynb #1fdb4815

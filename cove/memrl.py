@@ -38,7 +38,8 @@ declare_key('memrl.source', str, '', 'MemRL frozen transfer: run folder (or memr
             'and frozen')
 declare_key('memrl.summary_tokens', int, 64, 'MemRL trajectory-summary length cap (tokens)')
 declare_key('memrl.merge_sim', float, 0.9, 'MemRL: a new memory whose intent has cosine ≥ this with a stored intent '
-            "joins that intent (public code's add_similarity_threshold); > 1 keeps every intent apart", range=(-1, None))
+            "joins that intent (public code's add_similarity_threshold); > 1 keeps every intent apart",
+            range=(-1, None))
 
 # %% ../nbs/14_memrl.ipynb #cf320c6a
 def zscore(x) -> np.ndarray:
