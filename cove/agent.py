@@ -26,11 +26,15 @@ def render_entry(e) -> str:
 def knowledge_block(entries:list) -> str:
     "The prompt section listing retrieved knowledge, or '' when there is none."
     if not entries: return ''
-    return "Relevant knowledge from earlier tasks (marked volatile = may have changed since; trust the current tool list):\n" + '\n'.join(map(render_entry, entries))
+    return (
+        "Relevant knowledge from earlier tasks (marked volatile = may have changed since; trust the current tool list):\n"
+        + '\n'.join(map(render_entry, entries))
+    )
 
 # %% ../nbs/06_agent.ipynb #8a461bb6
 def build_messages(env:Environment, task:Task, entries:list|None=None) -> list[dict]:
-    "System (instructions + knowledge) and user (task) messages for the first turn; `HarnessAgent.run` puts worked examples between them."
+    """System (instructions + knowledge) and user (task) messages for the first turn; `HarnessAgent.run` puts worked
+    examples between them."""
     system = env.instructions(task)
     kb = knowledge_block(entries or [])
     if kb: system = f"{system}\n\n{kb}"
@@ -65,7 +69,8 @@ def select(self:WorkedExamples, env:Environment, task:Task) -> list[Task]:
 # %% ../nbs/06_agent.ipynb #96b8cb27
 @patch
 def render(self:WorkedExamples, env:Environment, task:Task) -> tuple[list[dict], list[str]]:
-    "`(messages, example ids)`: the selected examples' reference turns on `task`'s surface, ready to go before the task."
+    """`(messages, example ids)`: the selected examples' reference turns on `task`'s surface, ready to go before the
+    task."""
     out, ids = [], []
     for t in self.select(env, task):
         ex = env.example_task(t, task)
@@ -95,8 +100,16 @@ class HarnessAgent:
     @classmethod
     def from_config(cls, policy, cfg, kb=None, **kw) -> HarnessAgent:
         "An agent with the config's `model.*`, `retrieval.*`, `agent.*` and `run.seed` settings; `kw` overrides any."
-        a = dict(kb=kb, k=cfg['retrieval.k'], mode=cfg['retrieval.mode'], max_new_tokens=cfg['model.max_new_tokens'],
-                 temperature=cfg['model.temperature'], seed=cfg['run.seed'], shots=cfg['agent.shots'], stop=cfg['agent.stop'])
+        a = dict(
+            kb=kb,
+            k=cfg['retrieval.k'],
+            mode=cfg['retrieval.mode'],
+            max_new_tokens=cfg['model.max_new_tokens'],
+            temperature=cfg['model.temperature'],
+            seed=cfg['run.seed'],
+            shots=cfg['agent.shots'],
+            stop=cfg['agent.stop'],
+        )
         return cls(policy, **(a | kw))
 
 # %% ../nbs/06_agent.ipynb #5d1d9211
@@ -119,7 +132,8 @@ def _stops(envs) -> list|None:
 # %% ../nbs/06_agent.ipynb #faa3e2fd
 @patch
 def _start(self:HarnessAgent, en:Environment, t:Task, ents:list) -> dict:
-    "The running state of one episode: first messages, worked examples, token and turn counters (`err` if `reset` failed)."
+    """The running state of one episode: first messages, worked examples, token and turn counters (`err` if `reset`
+    failed)."""
     rend, ex_err = safe_call(self.examples.render, en, t) if self.examples else (([], []), None)
     if ex_err: self.log.error(f"worked examples for {t.id} failed, playing without: {ex_err}"); rend = ([], [])
     shots, ex_ids = rend
@@ -142,7 +156,8 @@ def _consume(e:dict, g) -> None:
 def _play_turn(self:HarnessAgent, live:list[dict]) -> bool:
     "One batched turn of the `live` episodes (True); a policy that fails raises `InfraError`."
     stop = _stops(e['env'] for e in live) if self.stop else None
-    prompts = [e['messages'][:1] + e['shots'] + e['messages'][1:] for e in live]   # the examples go after the system message
+    # the examples go after the system message
+    prompts = [e['messages'][:1] + e['shots'] + e['messages'][1:] for e in live]
     gens, err = safe_call(self.policy.generate, prompts, stop=stop, **self.gen_kw)
     if err: raise InfraError(f"generation failed for {len(live)} episodes: {err}")   # not the tasks' failure
     for e, g in zip(live, gens): _consume(e, g)
@@ -158,13 +173,19 @@ def _result(e:dict, dt:float) -> EpisodeResult:
 
 # %% ../nbs/06_agent.ipynb #f6c5dfa4
 @patch
-def run(self:HarnessAgent, env:Environment|list[Environment], tasks:list[Task], entries:list[list]|None=None) -> list[EpisodeResult]:
-    "Play `tasks` together, in `env` or in `env[i]` for task i (families can share a batch); `entries[i]` overrides retrieval for task i."
+def run(
+    self:HarnessAgent, env:Environment|list[Environment], tasks:list[Task], entries:list[list]|None=None
+) -> list[EpisodeResult]:
+    """Play `tasks` together, in `env` or in `env[i]` for task i (families can share a batch); `entries[i]` overrides
+    retrieval for task i."""
     # each result's `messages` is the episode's own conversation; the worked examples shown are only in the prompt (ids in `examples`)
     t0 = time.time()
     envs = env if isinstance(env, (list, tuple)) else [env] * len(tasks)
     if len(envs) != len(tasks): raise ValueError(f"{len(envs)} environments for {len(tasks)} tasks")
-    eps = [self._start(en, t, entries[i] if entries is not None else self.retrieve(t)) for i, (en, t) in enumerate(zip(envs, tasks))]
+    eps = [
+        self._start(en, t, entries[i] if entries is not None else self.retrieve(t))
+        for i, (en, t) in enumerate(zip(envs, tasks))
+    ]
     while True:
         live = [e for e in eps if e['err'] is None and not e['state'].done and e['turns'] < e['env'].max_turns]
         if not live or not self._play_turn(live): break

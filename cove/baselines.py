@@ -54,12 +54,15 @@ def squash(text, n:int|None=None) -> str:
     return s if n is None or len(s) <= n else s[:n-1].rstrip() + '…'
 
 def task_gist(task:Task, n:int=300) -> str:
-    "What a task asks: its `question` payload when it has one (e.g. multi-hop QA after long paragraphs), else its prompt."
+    """What a task asks: its `question` payload when it has one (e.g. multi-hop QA after long paragraphs), else its
+    prompt."""
     return squash(task.query, n)
 
 # %% ../nbs/17_baselines.ipynb #1429b363
-FUNCTION_WORDS = frozenset('''a an the to of and or in on at by for from with as is are was were be it its this that then than
-if not no so but use used should next time when first each into answer'''.split())
+FUNCTION_WORDS = frozenset(
+    '''a an the to of and or in on at by for from with as is are was were be it its this that then than
+if not no so but use used should next time when first each into answer'''.split()
+)
 
 def clean_summary(text:str|None, task:Task|None=None, max_chars:int=400) -> tuple[str|None, str]:
     "`(summary, 'ok')`, or `(None, reason)` for an unusable policy summary."
@@ -69,7 +72,8 @@ def clean_summary(text:str|None, task:Task|None=None, max_chars:int=400) -> tupl
     if len(words) < 4: return None, 'too short'
     if sum(c.isalpha() for c in s) < 0.5 * len(s.replace(' ', '')): return None, 'not text'
     if len(words) >= 8 and len({w.lower() for w in words}) < 0.35 * len(words): return None, 'repetitive'
-    if sum(w.lower() in FUNCTION_WORDS for w in words) < 0.15 * len(words): return None, 'not language'   # English has ~40% function words; token soup ~0
+    # English has ~40% function words; token soup ~0
+    if sum(w.lower() in FUNCTION_WORDS for w in words) < 0.15 * len(words): return None, 'not language'
     if task is not None:
         seen = {w.lower() for w in re.findall(r"[A-Za-z][A-Za-z'-]+", task.prompt)}
         if sum(w.lower() not in seen for w in words) < 2: return None, 'echoes the task'
@@ -88,7 +92,9 @@ def experience_text(task:Task, summary:str, feedback:Feedback) -> str:
     "The ExpRAG experience `(task, trajectory summary, outcome)` as one entry."
     out = 'success' if feedback.success else feedback.status
     why = redact_expected(feedback.message)
-    return f"Task: {task_gist(task, 200)}\nAttempt: {summary}\nOutcome: {out}" + (f" ({squash(why, 120)})" if why else '')
+    return f"Task: {task_gist(task, 200)}\nAttempt: {summary}\nOutcome: {out}" + (
+        f" ({squash(why, 120)})" if why else ''
+    )
 
 # %% ../nbs/17_baselines.ipynb #273b304b
 class ExperienceMemory:
@@ -109,7 +115,10 @@ def write(self:ExperienceMemory, key:str, task:Task, content:str, vec) -> int:
     "Store the experience of episode `key` (once: a repeated write returns the existing id)."
     old = self.find(key)
     if old is not None: return old
-    return self.kb.insert(Entry(content, 'memory', 'stable', source_task=key, family=task.family, embedding=vec), reason=f'experience of {key}')
+    return self.kb.insert(
+        Entry(content, 'memory', 'stable', source_task=key, family=task.family, embedding=vec),
+        reason=f'experience of {key}',
+    )
 
 # %% ../nbs/17_baselines.ipynb #321566b8
 @patch
@@ -130,9 +139,15 @@ def summary_messages(res:EpisodeResult) -> list[dict]:
     "The prompt asking the policy to summarise an episode."
     acts = [m['content'] for m in res.messages if m.get('role') == 'assistant'][:3]
     fb = res.feedback
-    return [msg('system', SUMMARY_SYSTEM),
-            msg('user', f"Task: {task_gist(res.task, 400)}\n\nAgent's attempt:\n" + ('\n---\n'.join(squash(a, 300) for a in acts) or '(nothing)')
-                + f"\n\nOutcome: {'success' if fb.success else fb.status}. {squash(redact_expected(fb.message), 150)}\n\nSummary:")]
+    return [
+        msg('system', SUMMARY_SYSTEM),
+        msg(
+            'user',
+            f"Task: {task_gist(res.task, 400)}\n\nAgent's attempt:\n"
+            + ('\n---\n'.join(squash(a, 300) for a in acts) or '(nothing)')
+            + f"\n\nOutcome: {'success' if fb.success else fb.status}. {squash(redact_expected(fb.message), 150)}\n\nSummary:",
+        ),
+    ]
 
 # %% ../nbs/17_baselines.ipynb #646ab59d
 @register_method('evo_memory')
@@ -154,8 +169,13 @@ class EvoMemory(Method):
 def summarise(self:EvoMemory, results:list) -> list[tuple[str, str, str, int]]:
     "`(summary, source, reason, tokens)` per episode; source is `policy` or `digest`."
     if not results: return []
-    gens, err = safe_call(self.policy.generate, [summary_messages(r) for r in results], max_new_tokens=self.cfg['evo_memory.summary_tokens'],
-                      temperature=0.0, seed=self.cfg['run.seed'])
+    gens, err = safe_call(
+        self.policy.generate,
+        [summary_messages(r) for r in results],
+        max_new_tokens=self.cfg['evo_memory.summary_tokens'],
+        temperature=0.0,
+        seed=self.cfg['run.seed'],
+    )
     if err: _log.warning(f"summary generation failed: {err}")
     out = []
     for i, r in enumerate(results):
@@ -172,7 +192,8 @@ def run_batch(self:EvoMemory, env, tasks):
     c = self.cfg
     if self.policy is None: raise ValueError("method 'evo_memory' needs a policy to play episodes")
     keys, vecs, now = self.keys.keys(tasks), self.memory.key_vectors(tasks), self.memory.max_id()
-    limits = [self.applied[k]['memory_at_play'] if k in self.applied else now for k in keys]   # a replay sees its first play's memory
+    # a replay sees its first play's memory
+    limits = [self.applied[k]['memory_at_play'] if k in self.applied else now for k in keys]
     hits = [self.memory.retrieve(vecs[i:i+1], c['evo_memory.k'], lim)[0] for i, lim in enumerate(limits)]
     results = self.agent().run(env, tasks, entries=[[h.entry for h in hs] for hs in hits])
     self.keys.commit(tasks)
@@ -198,25 +219,35 @@ def metrics(self:EvoMemory) -> dict:
     "The method's own metrics, merged into `metrics.json`."
     a = [x for x in self.applied.values() if x.get('entry') is not None]
     src = Counter(x['summary'] for x in a)
-    return dict(memory_size=len(self.memory), experiences_written=len(a), summaries_policy=src.get('policy', 0),
-                summaries_digest=src.get('digest', 0), digest_reasons=dict(Counter(x['reason'] for x in a if x['summary'] == 'digest')),
-                summary_tokens=sum(x['summary_tokens'] for x in a), mean_retrieved=(sum(x['retrieved'] for x in a) / len(a)) if a else None,
-                k=self.cfg['evo_memory.k'], train_tokens=0, parametric_updates=0,
-                ledger=self.ledger_dict())
+    return dict(
+        memory_size=len(self.memory),
+        experiences_written=len(a),
+        summaries_policy=src.get('policy', 0),
+        summaries_digest=src.get('digest', 0),
+        digest_reasons=dict(Counter(x['reason'] for x in a if x['summary'] == 'digest')),
+        summary_tokens=sum(x['summary_tokens'] for x in a),
+        mean_retrieved=(sum(x['retrieved'] for x in a) / len(a)) if a else None,
+        k=self.cfg['evo_memory.k'],
+        train_tokens=0,
+        parametric_updates=0,
+        ledger=self.ledger_dict(),
+    )
 
 # %% ../nbs/17_baselines.ipynb #5fedbe0f
 SC_FAMILIES = ('math', 'multihop', 'tableqa', 'code')
 
 @dataclass
 class GeneratedTask:
-    "A task the policy wrote for itself (Code-as-Task): instruction, verification code, example solution, failure cases."
+    """A task the policy wrote for itself (Code-as-Task): instruction, verification code, example solution, failure
+    cases."""
     family: str
     question: str
     verify: str                 # `def verify(answer) -> bool` (code: `def check(candidate)` with asserts)
     solution: str               # an answer the verification must accept (code: the function)
     failures: list              # answers it must reject
     entry_point: str|None = None  # code: the function under test
-    context: dict = field(default_factory=dict)  # what the solver sees besides the question (paragraphs, table, surface)
+    # what the solver sees besides the question (paragraphs, table, surface)
+    context: dict = field(default_factory=dict)
     seed_task: str|None = None  # the train task whose context it was written from
     id: str = ''
 
@@ -244,12 +275,14 @@ def _answer_text(s:str) -> str:
 
 # %% ../nbs/17_baselines.ipynb #124fda1e
 def _code_entry(sol:str, fails:list[str]) -> tuple[str|None, str]:
-    "`(entry point, 'ok')` of a code task: the function the solution defines, which compiles and which every failure case defines too; else `(None, reason)`."
+    """`(entry point, 'ok')` of a code task: the function the solution defines, which compiles and which every failure
+    case defines too; else `(None, reason)`."""
     m = re.search(r'^def\s+([A-Za-z_]\w*)\s*\(', sol, re.M)
     if not m: return None, 'solution: no function defined'
     ep = m.group(1)
     if (err := _compiles(sol)): return None, f'solution: {err}'
-    if any(not re.search(rf'^def\s+{ep}\s*\(', f, re.M) for f in fails): return None, f'failure case does not define {ep}()'
+    if any(not re.search(rf'^def\s+{ep}\s*\(', f, re.M) for f in fails):
+        return None, f'failure case does not define {ep}()'
     return ep, 'ok'
 
 # %% ../nbs/17_baselines.ipynb #752d1c2c
@@ -316,37 +349,55 @@ def validate_task(g:GeneratedTask, timeout:float=5.0) -> tuple[bool, str, list[d
 
 # %% ../nbs/17_baselines.ipynb #699eb853
 SC_EXAMPLES = {
- 'math': ("<question>Lena buys 3 bags of 12 apples and eats 5 apples. How many apples are left?</question>\n<verify>\ndef verify(answer):\n"
-          "    return float(answer) == 31\n</verify>\n<solution>31</solution>\n<failure>36</failure>\n<failure>41</failure>"),
- 'multihop': ("<question>In which town was the founder of Ylix Foods born?</question>\n<verify>\ndef verify(answer):\n"
-              "    return answer.strip().lower() == 'dunvale'\n</verify>\n<solution>Dunvale</solution>\n<failure>Ixburg</failure>\n<failure>Zurawick</failure>"),
- 'tableqa': ("<question>Which player has the most points?</question>\n<verify>\ndef verify(answer):\n"
-             "    return answer.strip().lower() == 'fenna'\n</verify>\n<solution>Fenna</solution>\n<failure>Otto</failure>\n<failure>12</failure>"),
- 'code': ("<question>Write a function add_one(xs) that returns a list with 1 added to every number in xs.</question>\n<verify>\n"
-          "def check(candidate):\n    assert candidate([1, 2]) == [2, 3]\n    assert candidate([]) == []\n</verify>\n<solution>\ndef add_one(xs):\n"
-          "    return [x + 1 for x in xs]\n</solution>\n<failure>\ndef add_one(xs):\n    return xs\n</failure>"),
+    'math': (
+        "<question>Lena buys 3 bags of 12 apples and eats 5 apples. How many apples are left?</question>\n<verify>\ndef verify(answer):\n"
+        "    return float(answer) == 31\n</verify>\n<solution>31</solution>\n<failure>36</failure>\n<failure>41</failure>"
+    ),
+    'multihop': (
+        "<question>In which town was the founder of Ylix Foods born?</question>\n<verify>\ndef verify(answer):\n"
+        "    return answer.strip().lower() == 'dunvale'\n</verify>\n<solution>Dunvale</solution>\n<failure>Ixburg</failure>\n<failure>Zurawick</failure>"
+    ),
+    'tableqa': (
+        "<question>Which player has the most points?</question>\n<verify>\ndef verify(answer):\n"
+        "    return answer.strip().lower() == 'fenna'\n</verify>\n<solution>Fenna</solution>\n<failure>Otto</failure>\n<failure>12</failure>"
+    ),
+    'code': (
+        "<question>Write a function add_one(xs) that returns a list with 1 added to every number in xs.</question>\n<verify>\n"
+        "def check(candidate):\n    assert candidate([1, 2]) == [2, 3]\n    assert candidate([]) == []\n</verify>\n<solution>\ndef add_one(xs):\n"
+        "    return [x + 1 for x in xs]\n</solution>\n<failure>\ndef add_one(xs):\n    return xs\n</failure>"
+    ),
 }
 
 # %% ../nbs/17_baselines.ipynb #b6d637ce
 SC_EXAMPLE_CONTEXT = {
- 'math': "Example of this kind of task:\nOmar has 4 boxes with 8 pens in each. He gives away 6 pens. How many pens does he have left?",
- 'multihop': ("Paragraphs:\nVius Osris: Vius Osris (born 1881) is an engineer who was born in Dunvale.\n\nYlix Foods: Ylix Foods is a food company "
-              "founded in 1916 by Vius Osris. Its headquarters are in Ixburg.\n\nZurawick: Zurawick is a town in the province of Logoria."),
- 'tableqa': "Table 'players' (3 rows):\nrow | name | team | points\n1 | Otto | Bears | 12\n2 | Fenna | Otters | 20\n3 | Mira | Bears | 7",
- 'code': 'Example of this kind of task:\nComplete this Python function:\n```python\ndef double_all(xs):\n    """Return a list with every number of xs doubled."""\n```',
+    'math': "Example of this kind of task:\nOmar has 4 boxes with 8 pens in each. He gives away 6 pens. How many pens does he have left?",
+    'multihop': (
+        "Paragraphs:\nVius Osris: Vius Osris (born 1881) is an engineer who was born in Dunvale.\n\nYlix Foods: Ylix Foods is a food company "
+        "founded in 1916 by Vius Osris. Its headquarters are in Ixburg.\n\nZurawick: Zurawick is a town in the province of Logoria."
+    ),
+    'tableqa': "Table 'players' (3 rows):\nrow | name | team | points\n1 | Otto | Bears | 12\n2 | Fenna | Otters | 20\n3 | Mira | Bears | 7",
+    'code': 'Example of this kind of task:\nComplete this Python function:\n```python\ndef double_all(xs):\n    """Return a list with every number of xs doubled."""\n```',
 }
-SC_ASK = {'math': 'Write a NEW word problem of the same kind with a numeric answer.',
-          'multihop': 'Write a NEW question whose short answer is in these paragraphs (combine two paragraphs if you can).',
-          'tableqa': 'Write a NEW question about this table with one short answer.',
-          'code': 'Write a NEW small Python function problem.'}
+SC_ASK = {
+    'math': 'Write a NEW word problem of the same kind with a numeric answer.',
+    'multihop': 'Write a NEW question whose short answer is in these paragraphs (combine two paragraphs if you can).',
+    'tableqa': 'Write a NEW question about this table with one short answer.',
+    'code': 'Write a NEW small Python function problem.',
+}
 
 # %% ../nbs/17_baselines.ipynb #5fbb4cf4
 def challenger_system(family:str) -> str:
     "The challenger's instructions: the Code-as-Task format."
-    what = ('`def check(candidate)` with assert tests of the function' if family == 'code' else '`def verify(answer)` returning True only for a correct answer (a string)')
-    return (f"You invent a new practice task and the Python code that checks solutions to it. Reply in exactly this format: "
-            f"<question> the task </question>, <verify> {what} </verify>, <solution> a correct solution </solution>, "
-            f"then two <failure> wrong solutions </failure>.")
+    what = (
+        '`def check(candidate)` with assert tests of the function'
+        if family == 'code'
+        else '`def verify(answer)` returning True only for a correct answer (a string)'
+    )
+    return (
+        f"You invent a new practice task and the Python code that checks solutions to it. Reply in exactly this format: "
+        f"<question> the task </question>, <verify> {what} </verify>, <solution> a correct solution </solution>, "
+        f"then two <failure> wrong solutions </failure>."
+    )
 
 # %% ../nbs/17_baselines.ipynb #53479319
 def seed_context(env, seed:Task) -> tuple[str, dict]:
@@ -354,7 +405,9 @@ def seed_context(env, seed:Task) -> tuple[str, dict]:
     fam = env.family
     if fam == 'tableqa':
         t = env.table(seed)
-        return f"Table '{t.name}' ({len(t.rows)} rows):\n{t.to_text(max_rows=25)}", dict(table=seed.payload['table'], surface=seed.payload['surface'])
+        return f"Table '{t.name}' ({len(t.rows)} rows):\n{t.to_text(max_rows=25)}", dict(
+            table=seed.payload['table'], surface=seed.payload['surface']
+        )
     if fam == 'multihop':
         ps = seed.payload['paragraphs']
         return 'Paragraphs:\n' + '\n\n'.join(f'{a}: {b}' for a, b in ps), dict(paragraphs=ps)
@@ -362,22 +415,42 @@ def seed_context(env, seed:Task) -> tuple[str, dict]:
 
 # %% ../nbs/17_baselines.ipynb #3191d508
 def challenger_messages(env, seed:Task) -> list[dict]:
-    "The challenger prompt for one generated task of `env`'s family: instructions, a worked example as a previous turn, the seed."
+    """The challenger prompt for one generated task of `env`'s family: instructions, a worked example as a previous
+    turn, the seed."""
     fam, (shown, _) = env.family, seed_context(env, seed)
-    return [msg('system', challenger_system(fam)), msg('user', f"{SC_EXAMPLE_CONTEXT[fam]}\n\n{SC_ASK[fam]}"), msg('assistant', SC_EXAMPLES[fam]),
-            msg('user', f"{shown}\n\n{SC_ASK[fam]}")]
+    return [
+        msg('system', challenger_system(fam)),
+        msg('user', f"{SC_EXAMPLE_CONTEXT[fam]}\n\n{SC_ASK[fam]}"),
+        msg('assistant', SC_EXAMPLES[fam]),
+        msg('user', f"{shown}\n\n{SC_ASK[fam]}"),
+    ]
 
 # %% ../nbs/17_baselines.ipynb #5922f3ef
 def solver_task(g:GeneratedTask) -> Task:
     "The episode task of a generated task, as its family's environment expects it."
     meta = dict(source='self_challenging', generated=True, seed_task=g.seed_task)
     if g.family == 'multihop':
-        return Task(g.id, 'multihop', 'generated', qa_prompt(g.context['paragraphs'], g.question), dict(question=g.question, paragraphs=g.context['paragraphs']), meta=meta)
+        return Task(
+            g.id,
+            'multihop',
+            'generated',
+            qa_prompt(g.context['paragraphs'], g.question),
+            dict(question=g.question, paragraphs=g.context['paragraphs']),
+            meta=meta,
+        )
     if g.family == 'tableqa':
         t = g.context['table']
         prompt = f"Table '{t.get('name', 'table')}' ({len(t['rows'])} rows) with columns: {', '.join(map(str, t['columns']))}.\nQuestion: {g.question}"
         return Task(g.id, 'tableqa', 'generated', prompt, dict(table=t, surface=g.context['surface']), meta=meta)
-    if g.family == 'code': return Task(g.id, 'code', 'generated', f"{g.question}\nName the function `{g.entry_point}`.", dict(entry_point=g.entry_point), meta=meta)
+    if g.family == 'code':
+        return Task(
+            g.id,
+            'code',
+            'generated',
+            f"{g.question}\nName the function `{g.entry_point}`.",
+            dict(entry_point=g.entry_point),
+            meta=meta,
+        )
     return Task(g.id, g.family, 'generated', g.question, meta=meta)
 
 # %% ../nbs/17_baselines.ipynb #78f1d598
@@ -395,7 +468,9 @@ class VerifiedEnv(Environment):
     def evaluate(self, st):
         if st.answer is None: return Feedback('failure', 0.0, 'format: no answer', 'format')
         fb = verification_feedback(self.gens[st.task.id], st.answer, self.timeout)
-        return Feedback('success', 1.0, 'verified') if fb.success else replace(fb, message=f'verification: {fb.message}')
+        return (
+            Feedback('success', 1.0, 'verified') if fb.success else replace(fb, message=f'verification: {fb.message}')
+        )
 
 # %% ../nbs/17_baselines.ipynb #21367bdf
 def solve_generated(policy, env, gens:list, attempts:int=2, max_new_tokens:int=96, temperature:float=0.7,
@@ -403,12 +478,15 @@ def solve_generated(policy, env, gens:list, attempts:int=2, max_new_tokens:int=9
     "`attempts` sampled episodes per generated task, each checked by the task's verification function."
     venv = VerifiedEnv(env, {g.id: g for g in gens}, timeout)
     tasks = [solver_task(g) for g in gens for _ in range(attempts)]
-    return HarnessAgent(policy, kb=None, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed).run(venv, tasks)
+    return HarnessAgent(policy, kb=None, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed).run(
+        venv, tasks
+    )
 
 # %% ../nbs/17_baselines.ipynb #980cb33b
 @register_method('self_challenging')
 class SelfChallenging(Method):
-    "Self-Challenging: generate verifiable tasks, solve them, rejection-fine-tune one shared adapter on verified successes."
+    """Self-Challenging: generate verifiable tasks, solve them, rejection-fine-tune one shared adapter on verified
+    successes."""
     state_file = 'self_challenging_state.json'
     def __init__(self, cfg, out, policy=None):
         super().__init__(cfg, Path(out), policy)
@@ -432,12 +510,15 @@ def load_state(self:SelfChallenging):
     if s is None: return
     for k in ('applied', 'family_episodes', 'rounds', 'pending', 'adapter', 'next_round'): setattr(self, k, s[k])
     if self.adapter: self.use_adapter(self.adapter)
-    _log.info(f"resumed self_challenging: {len(self.applied)} episodes, {len(self.rounds)} rounds, adapter {self.adapter}, pending {list(self.pending)}")
+    _log.info(
+        f"resumed self_challenging: {len(self.applied)} episodes, {len(self.rounds)} rounds, adapter {self.adapter}, pending {list(self.pending)}"
+    )
 
 # %% ../nbs/17_baselines.ipynb #122de593
 @patch
 def _play_by_adapter(self:SelfChallenging, env, tasks:list, plays:list) -> list:
-    "Play each task with its adapter in `plays` (one group per adapter: only a replay after a kill has two); the current adapter is active again after."
+    """Play each task with its adapter in `plays` (one group per adapter: only a replay after a kill has two); the
+    current adapter is active again after."""
     agent, results = self.agent(), [None] * len(tasks)
     for ad in dict.fromkeys(plays):
         idx = [i for i, a in enumerate(plays) if a == ad]
@@ -491,7 +572,8 @@ def run_pending(self:SelfChallenging):
 # %% ../nbs/17_baselines.ipynb #0c170031
 @patch
 def run_round(self:SelfChallenging, env, spec:str, rnd:int, replies:list[str]|None=None) -> dict:
-    "Generate → verify → solve → train for one family; returns the round's summary (`replies` replace the challenger's output)."
+    """Generate → verify → solve → train for one family; returns the round's summary (`replies` replace the challenger's
+    output)."""
     self.round_dir.mkdir(parents=True, exist_ok=True)
     f = self.round_dir/f'round-{rnd:04d}.json'
     rec = json.loads(f.read_text()) if f.exists() else None
@@ -509,17 +591,41 @@ def run_round(self:SelfChallenging, env, spec:str, rnd:int, replies:list[str]|No
 def round_summary(rec:dict) -> dict:
     "Counts of a round: generated, parsed, valid, solved tasks; attempts; the update or why it was skipped."
     gs, u = rec['generated'], rec.get('update') or {}
-    return dict(round=rec['round'], family=rec['family'], generated=len(gs), parsed=sum(g['parsed'] for g in gs), valid=sum(g['valid'] for g in gs),
-                solved=sum(g['solved'] for g in gs), attempts=sum(len(g['attempts']) for g in gs),
-                verified=sum(a['verified'] for g in gs for a in g['attempts']), invalid_reasons=dict(Counter(g['reason'] for g in gs if not g['valid'])),
-                challenger_tokens=rec.get('challenger_tokens', 0), solver_tokens=rec.get('solver_tokens', 0), skipped=rec.get('skipped') or u.get('skipped'),
-                adapter=u.get('adapter'), train_tokens=u.get('train_tokens', 0), modelled_train_tokens=(u.get('modelled') or {}).get('train_tokens', 0))
+    return dict(
+        round=rec['round'],
+        family=rec['family'],
+        generated=len(gs),
+        parsed=sum(g['parsed'] for g in gs),
+        valid=sum(g['valid'] for g in gs),
+        solved=sum(g['solved'] for g in gs),
+        attempts=sum(len(g['attempts']) for g in gs),
+        verified=sum(a['verified'] for g in gs for a in g['attempts']),
+        invalid_reasons=dict(Counter(g['reason'] for g in gs if not g['valid'])),
+        challenger_tokens=rec.get('challenger_tokens', 0),
+        solver_tokens=rec.get('solver_tokens', 0),
+        skipped=rec.get('skipped') or u.get('skipped'),
+        adapter=u.get('adapter'),
+        train_tokens=u.get('train_tokens', 0),
+        modelled_train_tokens=(u.get('modelled') or {}).get('train_tokens', 0),
+    )
 
 # %% ../nbs/17_baselines.ipynb #92314d24
 def _vet_reply(env, seed:Task, text:str|None, j:int, rnd:int, timeout:float) -> tuple[dict, GeneratedTask|None]:
-    "The record of generated task `j` of round `rnd` (parsed, then validated in the sandbox) and the task if it is valid."
+    """The record of generated task `j` of round `rnd` (parsed, then validated in the sandbox) and the task if it is
+    valid."""
     g, why = parse_generated(text, env.family)
-    item = dict(index=j, seed_task=seed.id, raw=(text or '')[:3000], parsed=g is not None, valid=False, reason=why, checks=[], attempts=[], solved=False, task=None)
+    item = dict(
+        index=j,
+        seed_task=seed.id,
+        raw=(text or '')[:3000],
+        parsed=g is not None,
+        valid=False,
+        reason=why,
+        checks=[],
+        attempts=[],
+        solved=False,
+        task=None,
+    )
     if g is None: return item, None
     g.id, g.seed_task, g.context = f'sc{rnd:04d}-{j}', seed.id, seed_context(env, seed)[1]
     ok, why, item['checks'] = validate_task(g, timeout)
@@ -531,17 +637,33 @@ def _vet_reply(env, seed:Task, text:str|None, j:int, rnd:int, timeout:float) -> 
 def challenge(self:SelfChallenging, env, spec:str, rnd:int, replies:list[str]|None=None) -> dict:
     "Generate, parse, validate and solve this round's tasks."
     c, n, fam = self.cfg, int(self.opt('tasks')), env.family
-    rec = dict(round=rnd, family=spec, generated=[], challenger_tokens=0, solver_tokens=0, skipped=None, adapter_before=self.adapter, update=None)
+    rec = dict(
+        round=rnd,
+        family=spec,
+        generated=[],
+        challenger_tokens=0,
+        solver_tokens=0,
+        skipped=None,
+        adapter_before=self.adapter,
+        update=None,
+    )
     if fam not in SC_FAMILIES: rec['skipped'] = f'family {fam!r} not supported by self-challenging'; return rec
     pool, err = safe_call(env.tasks, 'train', int(self.opt('seed_pool')), c['run.seed'])
     if not pool: rec['skipped'] = f"no train tasks to seed the challenger ({err or 'empty train split'})"; return rec
     seeds = [pool[(rnd * n + j) % len(pool)] for j in range(n)]
     T, timeout = float(self.opt('temperature')), float(self.opt('timeout'))
     if replies is None:
-        gens, err = safe_call(self.policy.generate, [challenger_messages(env, s) for s in seeds], max_new_tokens=int(self.opt('max_new_tokens')),
-                          temperature=T, seed=c['run.seed'] + rnd)
+        gens, err = safe_call(
+            self.policy.generate,
+            [challenger_messages(env, s) for s in seeds],
+            max_new_tokens=int(self.opt('max_new_tokens')),
+            temperature=T,
+            seed=c['run.seed'] + rnd,
+        )
         if err: rec['skipped'] = f'challenger generation failed: {err}'[:300]; return rec
-        replies, rec['challenger_tokens'] = [g.text for g in gens], sum(g.prompt_tokens + g.completion_tokens for g in gens)
+        replies, rec['challenger_tokens'] = [g.text for g in gens], sum(
+            g.prompt_tokens + g.completion_tokens for g in gens
+        )
     valid = []
     for j, (s, text) in enumerate(zip(seeds, replies)):
         item, g = _vet_reply(env, s, text, j, rnd, timeout)
@@ -555,13 +677,22 @@ def challenge(self:SelfChallenging, env, spec:str, rnd:int, replies:list[str]|No
 def _solve(self:SelfChallenging, env, rec:dict, valid:list, rnd:int, T:float, timeout:float):
     "Attempt the valid tasks with the current policy; record each attempt (traces of the verified ones)."
     att = int(self.opt('attempts'))
-    res = solve_generated(self.policy, env, valid, att, self.cfg['model.max_new_tokens'], T, self.cfg['run.seed'] + rnd, timeout)
+    res = solve_generated(
+        self.policy, env, valid, att, self.cfg['model.max_new_tokens'], T, self.cfg['run.seed'] + rnd, timeout
+    )
     by = {it['task']['id']: it for it in rec['generated'] if it['valid']}
     for r in res:
         it = by[r.task.id]
         last = next((m['content'] for m in reversed(r.messages) if m['role'] == 'assistant'), '')
-        it['attempts'].append(dict(answer=None if r.state.answer is None else str(r.state.answer)[:500], verified=r.success, message=r.feedback.message,
-                                   reply=last[:500], trace=r.messages if r.success else None))
+        it['attempts'].append(
+            dict(
+                answer=None if r.state.answer is None else str(r.state.answer)[:500],
+                verified=r.success,
+                message=r.feedback.message,
+                reply=last[:500],
+                trace=r.messages if r.success else None,
+            )
+        )
         it['solved'] = it['solved'] or r.success
         rec['solver_tokens'] += r.prompt_tokens + r.completion_tokens
 
@@ -577,7 +708,8 @@ def update(self:SelfChallenging, rec:dict, rnd:int) -> dict:
         return dict(trained=False, skipped=why, adapter=None)
     c, name, init = self.cfg, f'adapter-{rnd:04d}', self.adapter
     path = self.adapter_dir/name
-    if (path/'update.json').exists(): res = UpdateResult(**json.loads((path/'update.json').read_text()))   # trained before a kill
+    # trained before a kill
+    if (path/'update.json').exists(): res = UpdateResult(**json.loads((path/'update.json').read_text()))
     else:
         try: res = train_sft(self.policy, trajectories_to_sft(ok, min_score=1.0), self.adapter_dir, name=name, **sft_kw(c),
                              n_param=len(ok), init_adapter=self.adapter_dir/init if init else None)
@@ -585,7 +717,8 @@ def update(self:SelfChallenging, rec:dict, rnd:int) -> dict:
             if 'no SFT examples' not in str(e): raise
             return dict(trained=False, skipped=f'no verified solution fits train.max_length={c["train.max_length"]}', adapter=None)
     self.adapter = name; self.use_adapter(name)
-    if init and init in self.policy.adapters and hasattr(self.policy, 'unload_adapter'): self.policy.unload_adapter(init)   # one adapter in memory (a replay reloads an old one)
+    # one adapter in memory (a replay reloads an old one)
+    if init and init in self.policy.adapters and hasattr(self.policy, 'unload_adapter'): self.policy.unload_adapter(init)
     return dict(trained=True, adapter=name, init_adapter=init, examples=res.examples, train_tokens=res.train_tokens, modelled=res.modelled,
                 steps=res.steps, loss=res.loss, seconds=res.seconds)
 
@@ -602,9 +735,23 @@ def metrics(self:SelfChallenging) -> dict:
     R, tot = self.rounds, lambda k: sum(r[k] for r in self.rounds)
     why = Counter()
     for r in R: why.update(r['invalid_reasons'])
-    return dict(rounds=len(R), tasks_generated=tot('generated'), tasks_parsed=tot('parsed'), tasks_valid=tot('valid'), tasks_solved=tot('solved'),
-                attempts=tot('attempts'), attempts_verified=tot('verified'), invalid_reasons=dict(why),
-                parametric_updates=sum(r['adapter'] is not None for r in R), rounds_skipped=dict(Counter(r['skipped'] for r in R if r['adapter'] is None)),
-                train_tokens=tot('train_tokens'), train_tokens_modelled=tot('modelled_train_tokens'), challenger_tokens=tot('challenger_tokens'),
-                solver_tokens=tot('solver_tokens'), adapter=self.adapter, pending_rounds=len(self.pending), per_round=R,
-                ledger=self.ledger_dict())
+    return dict(
+        rounds=len(R),
+        tasks_generated=tot('generated'),
+        tasks_parsed=tot('parsed'),
+        tasks_valid=tot('valid'),
+        tasks_solved=tot('solved'),
+        attempts=tot('attempts'),
+        attempts_verified=tot('verified'),
+        invalid_reasons=dict(why),
+        parametric_updates=sum(r['adapter'] is not None for r in R),
+        rounds_skipped=dict(Counter(r['skipped'] for r in R if r['adapter'] is None)),
+        train_tokens=tot('train_tokens'),
+        train_tokens_modelled=tot('modelled_train_tokens'),
+        challenger_tokens=tot('challenger_tokens'),
+        solver_tokens=tot('solver_tokens'),
+        adapter=self.adapter,
+        pending_rounds=len(self.pending),
+        per_round=R,
+        ledger=self.ledger_dict(),
+    )

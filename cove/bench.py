@@ -20,11 +20,19 @@ __all__ = ['TARGETS', 'BENCH_FAMILIES', 'ROLLOUT_FAMILIES', 'check_target', 'mac
            'episode_records', 'rollout_backends', 'rollout_records', 'train_records', 'cold_load', 'run_bench']
 
 # %% ../nbs/09_bench.ipynb #2f11099b
-TARGETS = {'retrieve_dense_p50_ms_14k': ('<=', 0.5), 'retrieve_dense_p50_ms_100k': ('<=', 5.0), 'retrieve_dense_p50_ms_1m': ('<=', 2.0),
-           'dense_recall_at_3_14k': ('>=', 0.95), 'dense_recall_at_3_100k': ('>=', 0.95), 'dense_recall_at_3_1m': ('>=', 0.95),
-           'retrieve_hybrid_p50_ms_100k': ('<=', 10.0), 'gen_speedup_b16_over_b1': ('>=', 5.0),
-           'train_speedup_over_before': ('>=', 2.0), 'cove_episode_time_over_base': ('<=', 1.5),
-           'rollout_speedup_over_hf': ('>=', 3.0)}
+TARGETS = {
+    'retrieve_dense_p50_ms_14k': ('<=', 0.5),
+    'retrieve_dense_p50_ms_100k': ('<=', 5.0),
+    'retrieve_dense_p50_ms_1m': ('<=', 2.0),
+    'dense_recall_at_3_14k': ('>=', 0.95),
+    'dense_recall_at_3_100k': ('>=', 0.95),
+    'dense_recall_at_3_1m': ('>=', 0.95),
+    'retrieve_hybrid_p50_ms_100k': ('<=', 10.0),
+    'gen_speedup_b16_over_b1': ('>=', 5.0),
+    'train_speedup_over_before': ('>=', 2.0),
+    'cove_episode_time_over_base': ('<=', 1.5),
+    'rollout_speedup_over_hf': ('>=', 3.0),
+}
 
 def check_target(rec:dict) -> dict:
     "`rec` with `target` and `met` added when its name has a target (`met` None: nothing was measured)."
@@ -35,14 +43,19 @@ def check_target(rec:dict) -> dict:
 
 # %% ../nbs/09_bench.ipynb #fc424309
 def machine_peaks(n:int=1024, mb:int=256, repeat:int=3) -> dict:
-    "Measured fp32 matmul GFLOP/s (an `n`³ GEMM) and memory copy GB/s (`mb` MB), best of `repeat`, with torch's current threads."
+    """Measured fp32 matmul GFLOP/s (an `n`³ GEMM) and memory copy GB/s (`mb` MB), best of `repeat`, with torch's
+    current threads."""
     import torch
     a, b = torch.randn(n, n), torch.randn(n, n); x = torch.empty(mb * 2**18); y = torch.empty_like(x)
     mm, cp = [], []
     for _ in range(repeat):
         t = time.perf_counter(); a @ b; mm.append(time.perf_counter() - t)
         t = time.perf_counter(); y.copy_(x); cp.append(time.perf_counter() - t)
-    return dict(gflops=round(2 * n**3 / min(mm) / 1e9, 1), gbps=round(2 * x.numel() * 4 / min(cp) / 1e9, 1), threads=torch.get_num_threads())
+    return dict(
+        gflops=round(2 * n**3 / min(mm) / 1e9, 1),
+        gbps=round(2 * x.numel() * 4 / min(cp) / 1e9, 1),
+        threads=torch.get_num_threads(),
+    )
 
 def roofline(n_params:int, bytes_per_param:int, batch:int, peaks:dict) -> float:
     "Tokens/s a decode of `batch` sequences cannot exceed: min(compute roof, memory roof) for a model of `n_params`."
@@ -52,19 +65,45 @@ def roofline(n_params:int, bytes_per_param:int, batch:int, peaks:dict) -> float:
 
 # %% ../nbs/09_bench.ipynb #e3d9d994
 def policy_records(cfg:Config, batch_sizes=(1, 16, 32), quick:bool=False) -> list[dict]:
-    "Load time (fresh process, and warm), generation speed per batch size (tok/s, of roofline), COVE's episode time, rollouts."
+    """Load time (fresh process, and warm), generation speed per batch size (tok/s, of roofline), COVE's episode time,
+    rollouts."""
     name, dt = cfg['model.name'], cfg['model.dtype']
     phases = cold_load(name, dt)
     warm, pol = bench_load(name, dtype=dt, batch_size=max(batch_sizes))
-    recs = [{'name': 'policy_load_s', 'value': round(sum(phases.values()), 2), 'unit': 's', 'model': name, 'phases': phases,
-             'note': 'fresh process, imports included'},
-            {'name': 'policy_load_warm_s', 'value': warm, 'unit': 's', 'model': name, 'note': 'transformers already imported'}]
+    recs = [
+        {
+            'name': 'policy_load_s',
+            'value': round(sum(phases.values()), 2),
+            'unit': 's',
+            'model': name,
+            'phases': phases,
+            'note': 'fresh process, imports included',
+        },
+        {
+            'name': 'policy_load_warm_s',
+            'value': warm,
+            'unit': 's',
+            'model': name,
+            'note': 'transformers already imported',
+        },
+    ]
     ps = list(pol.model.parameters()); n, width = sum(p.numel() for p in ps), ps[0].element_size()
     g, peaks = bench_generation(pol, batch_sizes=batch_sizes), machine_peaks()
     for b in batch_sizes:
         roof = roofline(n, width, b, peaks)
-        recs.append({'name': f'gen_tok_s_b{b}', 'value': round(g[b], 2), 'unit': 'tok/s', 'model': name, 'dtype': g.get('dtype'),
-                     'roofline_tok_s': roof, 'of_roofline': round(g[b] / roof, 3), 'peaks': peaks, 'params': n})
+        recs.append(
+            {
+                'name': f'gen_tok_s_b{b}',
+                'value': round(g[b], 2),
+                'unit': 'tok/s',
+                'model': name,
+                'dtype': g.get('dtype'),
+                'roofline_tok_s': roof,
+                'of_roofline': round(g[b] / roof, 3),
+                'peaks': peaks,
+                'params': n,
+            }
+        )
     recs += [{'name': f'gen_speedup_b{b}_over_b1', 'value': round(g[b] / g[1], 2), 'unit': 'x'}
              for b in batch_sizes[1:]]
     return recs + episode_records(cfg, pol, quick) + rollout_records(cfg, quick)
@@ -113,7 +152,8 @@ def rollout_backends(cfg:Config) -> dict:
 
 def rollout_records(cfg:Config, quick:bool=False,
                     episodes:int|None=None) -> list[dict]: # per family; default 8 with `quick`, else 16
-    "Base's episodes per minute through each backend on the same stream, its transcripts against hf's, and the best speedup."
+    """Base's episodes per minute through each backend on the same stream, its transcripts against hf's, and the best
+    speedup."""
     n, recs, rates, traces = episodes or (8 if quick else 16), [], {}, {}
     backends = rollout_backends(cfg)
     with tempfile.TemporaryDirectory() as d:
@@ -121,7 +161,8 @@ def rollout_records(cfg:Config, quick:bool=False,
             if why: continue
             c = Config({**cfg.values, 'model.backend': b}, cfg.sources, cfg.profile, cfg.root)
             pol = load_policy(c)
-            _play_timed(c, pol, 'base', 1, Path(d)/f'{b}-warm-up', ROLLOUT_FAMILIES)   # first-call costs land on neither
+            # first-call costs land on neither
+            _play_timed(c, pol, 'base', 1, Path(d)/f'{b}-warm-up', ROLLOUT_FAMILIES)
             m, s = _play_timed(c, pol, 'base', n, Path(d)/b, ROLLOUT_FAMILIES)
             traces[b] = [json.dumps(r['trace']) for r in episode_records_of(Path(d)/b/'episodes.jsonl')]
             rates[b] = 60 / s
@@ -143,18 +184,43 @@ def rollout_records(cfg:Config, quick:bool=False,
                     'note': 'Base on the same seeded episodes; each backend loaded with the profile\'s model.* keys'}]
 
 # %% ../nbs/09_bench.ipynb #2231f604
-def train_records(cfg:Config, quick:bool=False,
-                  tasks:int|None=None, rounds:int=2, held:int|None=None) -> list[dict]: # default 8 tasks, 4 held out (`quick`), else 16 and 8
-    "LoRA SFT tokens/s of the profile's settings and of `SFT_TRL_ALL_LAYERS_5E4`, on the same batches, with each step's phases and the loss after the same tokens."
-    name, now = cfg['model.name'], dict(loss=cfg['train.loss'], lora_layers=cfg['train.lora_layers'], lr=cfg['train.lr'])
-    bt = bench_train(name, tasks=tasks or (8 if quick else 16), rounds=rounds, held=(4 if quick else 8) if held is None else held,
-                     micro_batch=cfg['train.micro_batch'], settings={'before': SFT_TRL_ALL_LAYERS_5E4, 'now': now})
-    recs = [{'name': 'train_tok_s' + ('' if k == 'now' else '_before'), 'value': v['tokens_per_s'], 'unit': 'tok/s', 'model': name,
-             'setting': now if k == 'now' else SFT_TRL_ALL_LAYERS_5E4, **{f: v[f] for f in ('step_s', 'steps', 'tokens', 'phases', 'loss', 'held_out_loss')}}
-            for k, v in bt.items()]
-    return recs + [{'name': 'train_speedup_over_before', 'value': round(bt['now']['tokens_per_s'] / bt['before']['tokens_per_s'], 2),
-                    'unit': 'x', 'held_out_loss_now': bt['now']['held_out_loss'], 'held_out_loss_before': bt['before']['held_out_loss'],
-                    'note': 'same batches, interleaved; held-out loss after the same tokens'}]
+def train_records(
+    cfg:Config, quick:bool=False, tasks:int|None=None, rounds:int=2, held:int|None=None
+) -> list[dict]:  # default 8 tasks, 4 held out (`quick`), else 16 and 8
+    """LoRA SFT tokens/s of the profile's settings and of `SFT_TRL_ALL_LAYERS_5E4`, on the same batches, with each
+    step's phases and the loss after the same tokens."""
+    name, now = cfg['model.name'], dict(
+        loss=cfg['train.loss'], lora_layers=cfg['train.lora_layers'], lr=cfg['train.lr']
+    )
+    bt = bench_train(
+        name,
+        tasks=tasks or (8 if quick else 16),
+        rounds=rounds,
+        held=(4 if quick else 8) if held is None else held,
+        micro_batch=cfg['train.micro_batch'],
+        settings={'before': SFT_TRL_ALL_LAYERS_5E4, 'now': now},
+    )
+    recs = [
+        {
+            'name': 'train_tok_s' + ('' if k == 'now' else '_before'),
+            'value': v['tokens_per_s'],
+            'unit': 'tok/s',
+            'model': name,
+            'setting': now if k == 'now' else SFT_TRL_ALL_LAYERS_5E4,
+            **{f: v[f] for f in ('step_s', 'steps', 'tokens', 'phases', 'loss', 'held_out_loss')},
+        }
+        for k, v in bt.items()
+    ]
+    return recs + [
+        {
+            'name': 'train_speedup_over_before',
+            'value': round(bt['now']['tokens_per_s'] / bt['before']['tokens_per_s'], 2),
+            'unit': 'x',
+            'held_out_loss_now': bt['now']['held_out_loss'],
+            'held_out_loss_before': bt['before']['held_out_loss'],
+            'note': 'same batches, interleaved; held-out loss after the same tokens',
+        }
+    ]
 
 # %% ../nbs/09_bench.ipynb #e080a276
 _COLD = """import json, time
@@ -172,7 +238,9 @@ def cold_load(name:str, dtype:str='auto') -> dict:
     import subprocess, sys
     ensure = f"from cove.llm import resolve_model; resolve_model({name!r})"   # converts once, untimed
     subprocess.run([sys.executable, '-c', ensure], check=True, capture_output=True)
-    r = subprocess.run([sys.executable, '-c', _COLD.format(name=name, dtype=dtype)], check=True, capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, '-c', _COLD.format(name=name, dtype=dtype)], check=True, capture_output=True, text=True
+    )
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 # %% ../nbs/09_bench.ipynb #44d86752
@@ -186,7 +254,8 @@ def run_bench(cfg:Config, # profile: model, dtype, batch size
              ) -> list[dict]:
     "Run the benchmarks, print JSON lines, write `out/bench.json`."
     unknown = set(parts) - {'retrieval', 'embed', 'policy', 'train'}
-    if unknown: raise ValueError(f"unknown benchmark part(s) {sorted(unknown)}; choose from retrieval, embed, policy, train")
+    if unknown:
+        raise ValueError(f"unknown benchmark part(s) {sorted(unknown)}; choose from retrieval, embed, policy, train")
     recs = []
     if 'retrieval' in parts:
         for r in bench_retrieval(include_1m=not quick): _emit(r, recs)
@@ -197,5 +266,7 @@ def run_bench(cfg:Config, # profile: model, dtype, batch size
     if 'train' in parts:
         for r in train_records(cfg, quick): _emit(r, recs)
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
-    (out/'bench.json').write_text(json.dumps(dict(machine=platform.platform(), when=time.strftime('%Y-%m-%dT%H:%M:%S'), records=recs), indent=2))
+    (out / 'bench.json').write_text(
+        json.dumps(dict(machine=platform.platform(), when=time.strftime('%Y-%m-%dT%H:%M:%S'), records=recs), indent=2)
+    )
     return recs

@@ -22,7 +22,8 @@ __all__ = ['INFRA_PREFIX', 'RESULT_NEUTRAL', 'adapter_problem', 'check_state', '
 
 # %% ../nbs/07c_check.ipynb #82c2002e
 def _tensors_problem(ts:dict) -> str|None:
-    "Why LoRA tensors `ts` are unsound (non-finite weights, or `lora_A`s and `lora_B`s that do not pair up with equal ranks), or None."
+    """Why LoRA tensors `ts` are unsound (non-finite weights, or `lora_A`s and `lora_B`s that do not pair up with equal
+    ranks), or None."""
     import torch
     bad = [k for k, t in ts.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
     if bad: return f"non-finite weights in {len(bad)} tensors, e.g. {bad[0]}"
@@ -33,7 +34,8 @@ def _tensors_problem(ts:dict) -> str|None:
 
 # %% ../nbs/07c_check.ipynb #bb594085
 def adapter_problem(path:str|Path) -> str|None:
-    "Why the LoRA adapter folder `path` would not load (None if it looks whole): its config and tensors parse, the weights are finite, and every `lora_A` has its `lora_B` of the same rank."
+    """Why the LoRA adapter folder `path` would not load (None if it looks whole): its config and tensors parse, the
+    weights are finite, and every `lora_A` has its `lora_B` of the same rank."""
     p = Path(path)
     if not (p/'adapter_config.json').exists(): return 'missing (no adapter_config.json)'
     try: json.loads((p/'adapter_config.json').read_text())
@@ -52,12 +54,17 @@ def check_state(out:Path, cls:type) -> dict|None:
     if not cls.state_file or not (Path(out)/cls.state_file).exists(): return None
     s = read_json(Path(out)/cls.state_file, state_advice(cls.name))
     if isinstance(ad := s.get('adapter'), str) and ad and (why := adapter_problem(Path(out)/'adapters'/ad)):
-        raise CorruptFile(f"{Path(out)/'adapters'/ad}: LoRA adapter {why}; {adapter_advice(cls.state_file)}", [Path(out)/'adapters'/ad, Path(out)/cls.state_file])
+        raise CorruptFile(
+            f"{Path(out)/'adapters'/ad}: LoRA adapter {why}; {adapter_advice(cls.state_file)}",
+            [Path(out) / 'adapters' / ad, Path(out) / cls.state_file],
+        )
     return s
 
 # %% ../nbs/07c_check.ipynb #0603c484
 def set_aside(path:str|Path, out:str|Path, why:str, recorded:int) -> Path:
-    "Move the corrupt `path` (a file, an adapter folder, or a SQLite file with its `-wal`/`-shm`) to `<name>.corrupt-<time>` beside it, noted in `out/set_aside.jsonl` with `why` and the number of episodes `recorded` before; returns where it went."
+    """Move the corrupt `path` (a file, an adapter folder, or a SQLite file with its `-wal`/`-shm`) to
+    `<name>.corrupt-<time>` beside it, noted in `out/set_aside.jsonl` with `why` and the number of episodes
+    `recorded` before; returns where it went."""
     p, out = Path(path), Path(out)
     stamp = time.strftime('%Y%m%d-%H%M%S'); dst, k = p.with_name(f"{p.name}.corrupt-{stamp}"), 1
     while dst.exists() or Path(f"{dst}-wal").exists(): dst, k = p.with_name(f"{p.name}.corrupt-{stamp}-{k}"), k + 1
@@ -65,8 +72,13 @@ def set_aside(path:str|Path, out:str|Path, why:str, recorded:int) -> Path:
         if Path(f"{p}{side}").exists(): os.replace(f"{p}{side}", f"{dst}{side}")
     os.replace(p, dst)
     rel = lambda q: str(Path(q).relative_to(out)) if Path(q).is_relative_to(out) else str(q)
-    append_jsonl(out/'set_aside.jsonl', dict(path=rel(p), to=rel(dst), why=why, recorded=recorded, time=time.strftime('%Y-%m-%dT%H:%M:%S')))
-    get_logger('run').warning(f"SET ASIDE {p} -> {dst.name} ({why}); that state starts FRESH: what it held from the {recorded} episodes already recorded is not relearnt")
+    append_jsonl(
+        out / 'set_aside.jsonl',
+        dict(path=rel(p), to=rel(dst), why=why, recorded=recorded, time=time.strftime('%Y-%m-%dT%H:%M:%S')),
+    )
+    get_logger('run').warning(
+        f"SET ASIDE {p} -> {dst.name} ({why}); that state starts FRESH: what it held from the {recorded} episodes already recorded is not relearnt"
+    )
     return dst
 
 # %% ../nbs/07c_check.ipynb #b2710c44
@@ -76,11 +88,17 @@ def set_aside_log(out:str|Path) -> list[dict]:
 
 # %% ../nbs/07c_check.ipynb #61aff5e4
 def note_fresh(path:str|Path, out:str|Path, why:str, recorded:int):
-    "Note in `out/set_aside.jsonl` that the missing store `path` starts fresh after `recorded` episodes (nothing to move)."
+    """Note in `out/set_aside.jsonl` that the missing store `path` starts fresh after `recorded` episodes (nothing to
+    move)."""
     p, out = Path(path), Path(out)
     rel = str(p.relative_to(out)) if p.is_relative_to(out) else str(p)
-    append_jsonl(out/'set_aside.jsonl', dict(path=rel, to=None, why=why, recorded=recorded, time=time.strftime('%Y-%m-%dT%H:%M:%S')))
-    get_logger('run').warning(f"MISSING {p}: that store starts FRESH: what it held from the {recorded} episodes already recorded is lost")
+    append_jsonl(
+        out / 'set_aside.jsonl',
+        dict(path=rel, to=None, why=why, recorded=recorded, time=time.strftime('%Y-%m-%dT%H:%M:%S')),
+    )
+    get_logger('run').warning(
+        f"MISSING {p}: that store starts FRESH: what it held from the {recorded} episodes already recorded is lost"
+    )
 
 # %% ../nbs/07c_check.ipynb #033799a7
 class RunLocked(RuntimeError):
@@ -124,7 +142,8 @@ def running_pid(folder:str|Path) -> str|None:
 
 # %% ../nbs/07c_check.ipynb #d3f16352
 def _episode_lines(data:bytes) -> tuple[list[dict], list[int], int]:
-    "The episode records in the bytes of an `episodes.jsonl`, the numbers of the (non-blank) lines that are none, and the number of lines."
+    """The episode records in the bytes of an `episodes.jsonl`, the numbers of the (non-blank) lines that are none, and
+    the number of lines."""
     lines = data.split(b'\n'); recs, bad = [], []
     for i, l in enumerate(lines, 1):
         if not l.strip(): continue
@@ -135,7 +154,8 @@ def _episode_lines(data:bytes) -> tuple[list[dict], list[int], int]:
 
 # %% ../nbs/07c_check.ipynb #18bc6f1a
 def episode_records_of(path:Path) -> list[dict]:
-    "The records of a run's `episodes.jsonl`, refused in one line when a line is not a record or an episode is there twice."
+    """The records of a run's `episodes.jsonl`, refused in one line when a line is not a record or an episode is there
+    twice."""
     data = read_regular(path)
     if data is None: return []
     recs, bad, n_lines = _episode_lines(data)
@@ -143,14 +163,17 @@ def episode_records_of(path:Path) -> list[dict]:
         raise ValueError(f"{path}: line {bad[0]} is not an episode record (an object with a whole-number episode); "
                          "move the file aside, or use another --out")
     if dup := sorted(e for e, k in Counter(r['episode'] for r in recs).items() if k > 1):
-        raise ValueError(f"{path}: episodes recorded twice: {dup[:5]}; remove the duplicate lines, or use another --out")
+        raise ValueError(
+            f"{path}: episodes recorded twice: {dup[:5]}; remove the duplicate lines, or use another --out"
+        )
     return recs
 
 # %% ../nbs/07c_check.ipynb #c11075a4
 INFRA_PREFIX = 'policy error:'   # how a run recorded a failed generation as the task's error, before `InfraError`
 
 def replay_infra_tail(path:Path, recs:list[dict]) -> list[dict]:
-    "Take the trailing records that are infrastructure errors out of `episodes.jsonl` (kept in `.infra`), to replay them."
+    """Take the trailing records that are infrastructure errors out of `episodes.jsonl` (kept in `.infra`), to replay
+    them."""
     recs = sorted(recs, key=lambda r: r['episode'])
     infra = [str(r.get('message', '')).startswith(INFRA_PREFIX) for r in recs]
     k = len(recs)
@@ -170,12 +193,32 @@ def check_records(d:Path) -> tuple[list[tuple], list[dict]]:
     if not p.exists(): return [('episodes.jsonl', True, 'none yet')], []
     recs, bad, n_lines = _episode_lines(read_regular(p) or b'')
     items = []
-    if bad == [n_lines]: items.append(('episodes.jsonl: lines', False, f"torn last line {bad[0]} (a kill mid-write): the next run moves it to episodes.jsonl.torn"))
-    elif bad: items.append(('episodes.jsonl: lines', False, f"{len(bad)} lines are not episode records: {bad[:5]}"))
+    if bad == [n_lines]:
+        items.append(
+            (
+                'episodes.jsonl: lines',
+                False,
+                f"torn last line {bad[0]} (a kill mid-write): the next run moves it to episodes.jsonl.torn",
+            )
+        )
+    elif bad:
+        items.append(('episodes.jsonl: lines', False, f"{len(bad)} lines are not episode records: {bad[:5]}"))
     eps = Counter(r['episode'] for r in recs)
     dup, miss = sorted(e for e, k in eps.items() if k > 1), sorted(set(range(len(eps))) - set(eps))
-    items.append(('episodes.jsonl: unique', not dup, f"episodes recorded more than once: {dup[:10]}" if dup else f"{len(recs)} records, each episode once"))
-    items.append(('episodes.jsonl: contiguous', not miss, f"missing episodes: {miss[:10]} (of 0..{max(eps)})" if miss else f"episodes 0..{len(eps) - 1}"))
+    items.append(
+        (
+            'episodes.jsonl: unique',
+            not dup,
+            f"episodes recorded more than once: {dup[:10]}" if dup else f"{len(recs)} records, each episode once",
+        )
+    )
+    items.append(
+        (
+            'episodes.jsonl: contiguous',
+            not miss,
+            f"missing episodes: {miss[:10]} (of 0..{max(eps)})" if miss else f"episodes 0..{len(eps) - 1}",
+        )
+    )
     return items, recs
 
 # %% ../nbs/07c_check.ipynb #c91ac2e8
@@ -189,16 +232,31 @@ def _metrics_problems(m:dict, sp:dict, n_recs:int) -> list[str]:
 
 # %% ../nbs/07c_check.ipynb #bb618442
 def _spec_item(sp:dict, c:dict, recs:list[dict]) -> tuple:
-    "The `episodes.jsonl: spec` item: the records are of spec `sp`'s method and families, and no more than it asks for (config `c`'s epochs)."
+    """The `episodes.jsonl: spec` item: the records are of spec `sp`'s method and families, and no more than it asks for
+    (config `c`'s epochs)."""
     cap = sp['episodes'] * len(sp['tasks']) * max(1, c.get('run.epochs', 1))
-    odd = sorted({str(r.get('method')) for r in recs} - {sp['method']}) + sorted({str(r.get('family_spec')) for r in recs} - set(sp['tasks']))
+    odd = sorted({str(r.get('method')) for r in recs} - {sp['method']}) + sorted(
+        {str(r.get('family_spec')) for r in recs} - set(sp['tasks'])
+    )
     n = len({r['episode'] for r in recs})
-    return ('episodes.jsonl: spec', not odd and n <= cap, f"records of {odd}, not in the spec" if odd else
-            f"{n} episodes, more than the {cap} the spec asks for" if n > cap else f"{n} of the {cap} episodes the spec asks for")
+    return (
+        'episodes.jsonl: spec',
+        not odd and n <= cap,
+        (
+            f"records of {odd}, not in the spec"
+            if odd
+            else (
+                f"{n} episodes, more than the {cap} the spec asks for"
+                if n > cap
+                else f"{n} of the {cap} episodes the spec asks for"
+            )
+        ),
+    )
 
 # %% ../nbs/07c_check.ipynb #fbcb216f
 def check_config(d:Path, recs:list[dict]) -> tuple[list[tuple], dict|None]:
-    "Items for `config.json` (a run spec), the records against the spec, and `metrics.json` against both; and the config."
+    """Items for `config.json` (a run spec), the records against the spec, and `metrics.json` against both; and the
+    config."""
     try: conf = read_json(d/'config.json', 'move it aside and rerun to start the run again') if (d/'config.json').exists() else None
     except CorruptFile as e: return [('config.json', False, str(e))], None
     sp = (conf or {}).get('spec')
@@ -229,15 +287,27 @@ def check_stores(d:Path) -> list[tuple]:
     items = []
     for p in sorted(d.rglob('*.sqlite')):
         why = sqlite_problem(p)
-        items.append((str(p.relative_to(d)), why is None, f"integrity_check failed ({why}): move it aside to start that store fresh, or restore it" if why else 'integrity_check ok'))
-    for p in sorted(q.parent for q in d.rglob('adapter_config.json') if '.corrupt-' not in str(q.relative_to(d))):   # not one `set_aside` moved
+        items.append(
+            (
+                str(p.relative_to(d)),
+                why is None,
+                (
+                    f"integrity_check failed ({why}): move it aside to start that store fresh, or restore it"
+                    if why
+                    else 'integrity_check ok'
+                ),
+            )
+        )
+    # not one `set_aside` moved
+    for p in sorted(q.parent for q in d.rglob('adapter_config.json') if '.corrupt-' not in str(q.relative_to(d))):
         why = adapter_problem(p)
         items.append((f"{p.relative_to(d)}/", why is None, f"LoRA adapter {why}" if why else 'LoRA adapter parses'))
     return items
 
 # %% ../nbs/07c_check.ipynb #8fffbac0
 def record_keys(recs:list[dict]) -> list[tuple[str, dict]]:
-    "`(key, record)` in episode order, the key being `family|split|task_id#n` (n: that task's play, from 0), as `EpisodeKeys` makes them."
+    """`(key, record)` in episode order, the key being `family|split|task_id#n` (n: that task's play, from 0), as
+    `EpisodeKeys` makes them."""
     seen, out = Counter(), []
     for r in sorted(recs, key=lambda r: r['episode']):
         k = f"{r.get('family')}|{r.get('split')}|{r.get('task_id')}"; out.append((f"{k}#{seen[k]}", r)); seen[k] += 1
@@ -245,13 +315,29 @@ def record_keys(recs:list[dict]) -> list[tuple[str, dict]]:
 
 # %% ../nbs/07c_check.ipynb #e020a021
 def applied_agrees(applied, recs:list[dict], slack:int, since:int=0) -> tuple[bool, str]:
-    "Whether a method's `applied` episode keys agree with the records from episode `since` on (a state started fresh then): at most `slack` ahead of them, and none of the played records missing."
-    have = [(k, r) for k, r in record_keys(recs) if r['episode'] >= since]; keys = {k if '#' in k else f'{k}#0' for k in applied}   # states before epochs keyed a first play without `#0`
+    """Whether a method's `applied` episode keys agree with the records from episode `since` on (a state started fresh
+    then): at most `slack` ahead of them, and none of the played records missing."""
+    # states before epochs keyed a first play without `#0`
+    have = [(k, r) for k, r in record_keys(recs) if r['episode'] >= since]
+    keys = {k if '#' in k else f'{k}#0' for k in applied}
     ahead = sorted(keys - {k for k, _ in have})
     missing = [k for k, r in have if k not in keys and not str(r.get('message', '')).startswith('unavailable:')]
-    why = ([f"{len(ahead)} applied ahead of the records, more than one batch ({slack}): it is of a longer or another run, e.g. {ahead[0]}"] if len(ahead) > slack else []) + \
-          ([f"{len(missing)} recorded episodes missing from it (its decisions were lost), e.g. {missing[0]}"] if missing else [])
-    note = f"; {len(ahead)} applied ahead of the records (a kill between the state and the records: the rerun replays them)" if ahead and not why else ''
+    why = (
+        [
+            f"{len(ahead)} applied ahead of the records, more than one batch ({slack}): it is of a longer or another run, e.g. {ahead[0]}"
+        ]
+        if len(ahead) > slack
+        else []
+    ) + (
+        [f"{len(missing)} recorded episodes missing from it (its decisions were lost), e.g. {missing[0]}"]
+        if missing
+        else []
+    )
+    note = (
+        f"; {len(ahead)} applied ahead of the records (a kill between the state and the records: the rerun replays them)"
+        if ahead and not why
+        else ''
+    )
     return not why, '; '.join(why) or f"{len(keys)} applied, agreeing with the {len(have)} records{note}"
 
 # %% ../nbs/07c_check.ipynb #a53d69a3
@@ -263,7 +349,8 @@ def _not_loaded(meth, conf:dict) -> tuple:
     return ('state', False, f"state not checked: method {str(meth)[:60]} not loaded (use {hint})")
 
 def check_method_state(d:Path, conf:dict, recs:list[dict]) -> list[tuple]:
-    "Items for the method's JSON state file: it parses, is this method's, agrees with the records, and the adapter it names exists."
+    """Items for the method's JSON state file: it parses, is this method's, agrees with the records, and the adapter it
+    names exists."""
     meth, slack = conf['spec']['method'], max(1, conf.get('config', {}).get('model.batch_size', 1))
     import_methods()
     if not isinstance(meth, str) or meth not in METHODS: return [_not_loaded(meth, conf)]   # never skipped in silence
@@ -271,18 +358,26 @@ def check_method_state(d:Path, conf:dict, recs:list[dict]) -> list[tuple]:
     if not sf: return []
     items = []
     played = [r for r in recs if not str(r.get('message', '')).startswith('unavailable:')]
-    if not (d/sf).exists(): return items + [(sf, not played, f"missing, though {meth} played {len(played)} recorded episodes" if played else 'none yet')]
-    try: s = read_json(d/sf, state_advice(meth))
-    except CorruptFile as e: return items + [(sf, False, str(e))]
+    if not (d / sf).exists():
+        return items + [
+            (sf, not played, f"missing, though {meth} played {len(played)} recorded episodes" if played else 'none yet')
+        ]
+    try:
+        s = read_json(d / sf, state_advice(meth))
+    except CorruptFile as e:
+        return items + [(sf, False, str(e))]
     who = s.get('method', s.get('variant'))
     if who != meth: return items + [(sf, False, f"of method {who!r}, not {meth!r}")]
-    fresh = [e['recorded'] for e in set_aside_log(d) if e['path'] == sf or e['path'].startswith('adapters/')]   # the state started fresh then
+    # the state started fresh then
+    fresh = [e['recorded'] for e in set_aside_log(d) if e['path'] == sf or e['path'].startswith('adapters/')]
     if isinstance(s.get('applied'), dict):
         ok, why = applied_agrees(s['applied'], recs, slack, since=fresh[-1] if fresh else 0)
         items.append((sf, ok, why + (f" (from episode {fresh[-1]} on: started fresh then)" if fresh else '')))
     if isinstance(ad := s.get('adapter'), str) and ad:
         ok = (d/'adapters'/ad/'adapter_config.json').exists()
-        items.append((f"{sf}: adapter", ok, f"adapters/{ad} exists" if ok else f"names adapters/{ad}, which is missing"))
+        items.append(
+            (f"{sf}: adapter", ok, f"adapters/{ad} exists" if ok else f"names adapters/{ad}, which is missing")
+        )
     return items
 
 # %% ../nbs/07c_check.ipynb #6efbd71b
@@ -309,20 +404,33 @@ def check_one(d:Path) -> list[tuple[str, bool, str]]:
     "`(item, ok, detail)` for the run folder `d`."
     if odd := odd_files(d): return odd   # named, never opened
     pid = running_pid(d)
-    items = [('.lock', False, f"a run (pid {pid}) is writing this folder now: check it when that run ends")] if pid else []
+    items = (
+        [('.lock', False, f"a run (pid {pid}) is writing this folder now: check it when that run ends")] if pid else []
+    )
     rec_items, recs = check_records(d)
     conf_items, conf = check_config(d, recs)
     items += rec_items + conf_items + check_stores(d)
-    items += [(f"set aside: {e['path']}", True, (f"moved to {e['to']}" if e['to'] else 'missing, started fresh') + f" after {e['recorded']} episodes ({e['why'][:120]})") for e in set_aside_log(d)]
+    items += [
+        (
+            f"set aside: {e['path']}",
+            True,
+            (f"moved to {e['to']}" if e['to'] else 'missing, started fresh')
+            + f" after {e['recorded']} episodes ({e['why'][:120]})",
+        )
+        for e in set_aside_log(d)
+    ]
     return items + (check_method_state(d, conf, recs) if conf else [])
 
 # %% ../nbs/07c_check.ipynb #bbf86d33
 def check_run(path:str|Path) -> list[tuple[str, bool, str]]:
-    "`cove check`: `(item, ok, detail)` for the run folder `path`, or for each run folder below it (an experiment folder)."
+    """`cove check`: `(item, ok, detail)` for the run folder `path`, or for each run folder below it (an experiment
+    folder)."""
     d = Path(path)
     if not d.is_dir(): raise FileNotFoundError(f"{d}: no such folder")
     if _is_run(d): return check_one(d)
-    runs = sorted({p.parent for p in d.rglob('episodes.jsonl')} | {p.parent for p in d.rglob('config.json') if _is_run(p.parent)})
+    runs = sorted(
+        {p.parent for p in d.rglob('episodes.jsonl')} | {p.parent for p in d.rglob('config.json') if _is_run(p.parent)}
+    )
     if not runs: raise ValueError(f"{d} holds no run folder (none with episodes.jsonl or a run's config.json)")
     return [(f"{r.relative_to(d)}/{item}", ok, why) for r in runs for item, ok, why in check_one(r)]
 

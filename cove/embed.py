@@ -52,7 +52,9 @@ class Embedder:
                  batch_size:int=64, # sentences per forward pass
                  device:str='cpu'): # torch device, e.g. 'cuda'
         if model not in MODEL_DIMS and not Path(model).is_dir():
-            raise ValueError(f"unknown embedding model {model!r}: use one of {sorted(MODEL_DIMS)} or a local model folder")
+            raise ValueError(
+                f"unknown embedding model {model!r}: use one of {sorted(MODEL_DIMS)} or a local model folder"
+            )
         self.model, self.batch_size, self.device = model, batch_size, device
 
     def __repr__(self): return f"Embedder({self.model!r}, batch_size={self.batch_size}, device={self.device!r})"
@@ -135,7 +137,8 @@ def _reset(self:DenseIndex, kind):
 # %% ../nbs/03_embed.ipynb #02bf370b
 def _as_vecs(vecs, dim):
     v = np.ascontiguousarray(np.atleast_2d(np.asarray(vecs, dtype=np.float32)))
-    if v.ndim != 2 or v.shape[1] != dim: raise ValueError(f"expected vectors of dimension {dim}, got shape {np.shape(vecs)}")
+    if v.ndim != 2 or v.shape[1] != dim:
+        raise ValueError(f"expected vectors of dimension {dim}, got shape {np.shape(vecs)}")
     return v
 
 # %% ../nbs/03_embed.ipynb #50b8aff5
@@ -157,7 +160,9 @@ def vectors(self:DenseIndex) -> tuple[np.ndarray, np.ndarray]:
     "All live `(ids, vectors)`, reconstructed from the faiss index."
     n = self._index.ntotal
     if self.kind == 'flat':
-        return faiss.vector_to_array(self._index.id_map).astype(np.int64), faiss.downcast_index(self._index.index).reconstruct_n(0, n)
+        return faiss.vector_to_array(self._index.id_map).astype(np.int64), faiss.downcast_index(
+            self._index.index
+        ).reconstruct_n(0, n)
     return self._ids[self._live], self._index.reconstruct_n(0, n)[self._live]
 
 # %% ../nbs/03_embed.ipynb #ee0bf7ec
@@ -296,7 +301,8 @@ def search(self:SparseIndex, query:str, k:int=3) -> tuple[np.ndarray, np.ndarray
 RRF_C = 60  # Cormack et al. (2009)
 
 def _fusion_scores(ids:list, sc:np.ndarray, w:float, method:str, c:int=RRF_C):
-    "What each hit of one ranked list (`ids` best first, scores `sc`) adds to the fused score: `w / (c + rank)`, or `w` times its min-max normalised score."
+    """What each hit of one ranked list (`ids` best first, scores `sc`) adds to the fused score: `w / (c + rank)`, or
+    `w` times its min-max normalised score."""
     if method == 'rrf': return [w / (c + r) for r in range(1, len(ids)+1)]
     lo, hi = (sc.min(), sc.max()) if len(sc) else (0, 0)
     return w * ((sc - lo) / (hi - lo) if hi > lo else np.ones(len(sc)))

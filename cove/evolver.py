@@ -63,7 +63,8 @@ class Action:
     kind: str     # one of `ACTIONS`
     content: str  # the text between the tags, stripped
     @property
-    def valid(self) -> bool: return len(self.content) >= (1 if self.kind == 'answer' else 3) and bool(re.search(r'\w', self.content))
+    def valid(self) -> bool:
+        return len(self.content) >= (1 if self.kind == 'answer' else 3) and bool(re.search(r'\w', self.content))
 
 # %% ../nbs/16_evolver.ipynb #215404cb
 def parse_actions(text:str) -> tuple[list[Action], list[str]]:
@@ -89,10 +90,12 @@ def close_stopped(text:str, finish_reason:str) -> str:
     return text + f'</{opened[-1][1]}>' if opened else text
 
 # %% ../nbs/16_evolver.ipynb #44622539
-THINK_SCORE = {0: 0.0, 1: 0.2, 2: 0.3, 3: 0.4, 4: 0.6, 5: 0.8, 6: 1.0, 7: 0.0, 8: 0.0}   # 7 and 8: as the authors' code scores them
+# 7 and 8: as the authors' code scores them
+THINK_SCORE = {0: 0.0, 1: 0.2, 2: 0.3, 3: 0.4, 4: 0.6, 5: 0.8, 6: 1.0, 7: 0.0, 8: 0.0}
 
 def think_score(n_think:int) -> float:
-    "R_think: 0.2 for one valid `<think>` up to 1.0 for six; 0 for seven or eight and 0.5 above eight, as the authors' code scores them."
+    """R_think: 0.2 for one valid `<think>` up to 1.0 for six; 0 for seven or eight and 0.5 above eight, as the authors'
+    code scores them."""
     return THINK_SCORE[n_think] if n_think <= 8 else 0.5
 
 # %% ../nbs/16_evolver.ipynb #991f8f4e
@@ -107,12 +110,16 @@ def action_counts(text:str) -> Counter:
     return Counter(a.kind for a in parse_actions(text)[0] if a.valid)
 
 def format_reward(text:str, exp_retrieve:bool=True) -> float:
-    "R_format of a trajectory (its assistant turns joined): 1(complete) · (R_think + R_search) / 2; without experience retrieval, 1 or 0."
+    """R_format of a trajectory (its assistant turns joined): 1(complete) · (R_think + R_search) / 2; without experience
+    retrieval, 1 or 0."""
     n = action_counts(text)
-    if not exp_retrieve:   # the no-experience ablation (authors' code): think, knowledge search and answer, and no experience search
+    # the no-experience ablation (authors' code): think, knowledge search and answer, and no experience search
+    if not exp_retrieve:
         return float(n['think'] > 0 and n['search_knowledge'] > 0 and n['answer'] > 0 and n['search_experience'] == 0)
     complete = n['think'] > 0 and n['search_experience'] + n['search_knowledge'] > 0 and n['answer'] > 0
-    return (think_score(n['think']) + search_score(n['search_experience'], n['search_knowledge'])) / 2 if complete else 0.0
+    return (
+        (think_score(n['think']) + search_score(n['search_experience'], n['search_knowledge'])) / 2 if complete else 0.0
+    )
 
 # %% ../nbs/16_evolver.ipynb #75df1a49
 def evolver_reward(em:float, fmt:float, w_o:float=1.0, w_f:float=0.1) -> float:
@@ -143,14 +150,26 @@ def check_equivalent(hits:list[tuple[int, float]], # `(id, cosine)` of existing 
     return None, checks
 
 # %% ../nbs/16_evolver.ipynb #ba79dec2
-def find_equivalent(vec:np.ndarray, # the new principle's unit embedding
-                    candidates:list[tuple[int, np.ndarray]], # `(id, unit embedding)` of existing principles
-                    is_equivalent, threshold:float=0.85, max_checks:int=MAX_CHECKS) -> tuple[int|None, list[tuple[int, float, bool]]]:
-    "`check_equivalent` over `candidates` ranked by cosine to `vec` (the store ranks its own through faiss: `PrincipleStore.similar`)."
-    return check_equivalent(sorted(((i, float(np.dot(vec, v))) for i, v in candidates), key=lambda x: -x[1]), is_equivalent, threshold, max_checks)
+def find_equivalent(
+    vec:np.ndarray,  # the new principle's unit embedding
+    candidates:list[tuple[int, np.ndarray]],  # `(id, unit embedding)` of existing principles
+    is_equivalent,
+    threshold:float=0.85,
+    max_checks:int=MAX_CHECKS,
+) -> tuple[int|None, list[tuple[int, float, bool]]]:
+    """`check_equivalent` over `candidates` ranked by cosine to `vec` (the store ranks its own through faiss:
+    `PrincipleStore.similar`)."""
+    return check_equivalent(
+        sorted(((i, float(np.dot(vec, v))) for i, v in candidates), key=lambda x: -x[1]),
+        is_equivalent,
+        threshold,
+        max_checks,
+    )
 
 # %% ../nbs/16_evolver.ipynb #4b66e4b4
-NO_CORPUS = 'No knowledge corpus for this family: <search_knowledge> finds nothing here. Reason with <think> and answer.'
+NO_CORPUS = (
+    'No knowledge corpus for this family: <search_knowledge> finds nothing here. Reason with <think> and answer.'
+)
 
 def knowledge_corpus(env, task:Task) -> list[str]|None:
     "The documents `<search_knowledge>` searches for `task`, or None when its family has no corpus."
@@ -159,7 +178,9 @@ def knowledge_corpus(env, task:Task) -> list[str]|None:
     if task.family == 'tableqa' and hasattr(env, 'surface') and hasattr(env, 'table'):
         tools = [l[2:] for l in env.surface(task).doc().splitlines() if l.startswith('- ')]
         tab = env.table(task)
-        rows = [f'row {i+1}: ' + '; '.join(f'{c} = {v}' for c, v in zip(tab.columns, r)) for i, r in enumerate(tab.rows)]
+        rows = [
+            f'row {i+1}: ' + '; '.join(f'{c} = {v}' for c, v in zip(tab.columns, r)) for i, r in enumerate(tab.rows)
+        ]
         return tools + rows
     return None
 
@@ -262,7 +283,8 @@ class Principle:
 
 # %% ../nbs/16_evolver.ipynb #76777590
 class PrincipleStore(SqliteStore):
-    "The experience base, a `cove.store.SqliteStore`: principles, applied episodes, phases and updates; events are `audit` rows."
+    """The experience base, a `cove.store.SqliteStore`: principles, applied episodes, phases and updates; events are
+    `audit` rows."""
     schema = SCHEMA_SQL + EVENTS_VIEW
     def __init__(self, path:str|Path=':memory:', # SQLite file, or ':memory:'
                  embedder=None): # `cove.embed.Embedder` (unit vectors)
@@ -281,14 +303,27 @@ class PrincipleStore(SqliteStore):
 # %% ../nbs/16_evolver.ipynb #2758f5b9
 @patch
 def migrate(self:PrincipleStore):
-    "A file from before the shared store layer: its `events` table becomes `audit` rows, read through the `events` view."
+    """A file from before the shared store layer: its `events` table becomes `audit` rows, read through the `events`
+    view."""
     if self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'").fetchone():
-        self.conn.execute('INSERT INTO audit(ts, op, entry_id, after) SELECT COALESCE(ts, 0), kind, principle_id, detail FROM events ORDER BY id')
+        self.conn.execute(
+            'INSERT INTO audit(ts, op, entry_id, after) SELECT COALESCE(ts, 0), kind, principle_id, detail FROM events ORDER BY id'
+        )
         self.conn.execute('DROP TABLE events'); self.conn.execute(EVENTS_VIEW)
 
 # %% ../nbs/16_evolver.ipynb #5dce5a5b
 def _principle(r) -> Principle:
-    return Principle(r['id'], r['kind'], r['content'], r['family'], r['uses'], r['successes'], r['merged'], r['status'], json.loads(r['sources']))
+    return Principle(
+        r['id'],
+        r['kind'],
+        r['content'],
+        r['family'],
+        r['uses'],
+        r['successes'],
+        r['merged'],
+        r['status'],
+        json.loads(r['sources']),
+    )
 
 @patch
 def embed(self:PrincipleStore, texts:list[str]) -> np.ndarray:
@@ -316,20 +351,31 @@ def insert(self:PrincipleStore, kind:str, content:str, family:str|None=None, sou
     if kind not in KINDS: raise ValueError(f"principle kind {kind!r} not in {KINDS}")
     v = np.asarray(self.embed([content])[0] if vec is None else vec, np.float32)
     now = time.time()
-    cur = self.conn.execute('INSERT INTO principles(kind, content, family, sources, created, updated, vec) VALUES (?,?,?,?,?,?,?)',
-                            (kind, content, family, json.dumps(sources or []), now, now, v.tobytes()))
+    cur = self.conn.execute(
+        'INSERT INTO principles(kind, content, family, sources, created, updated, vec) VALUES (?,?,?,?,?,?,?)',
+        (kind, content, family, json.dumps(sources or []), now, now, v.tobytes()),
+    )
     self.event('insert', cur.lastrowid, kind=kind, content=content, family=family)
     return cur.lastrowid
 
 # %% ../nbs/16_evolver.ipynb #ca245ed0
 @patch
-def merge(self:PrincipleStore, target:int, content:str, sources:list|None=None, similarity:float|None=None, exact:bool=False,
-          success:bool|None=None): # the absorbed principle's trajectory: one more use, and a success if it succeeded (after EvolveR's public code)
+def merge(
+    self:PrincipleStore,
+    target:int,
+    content:str,
+    sources:list|None=None,
+    similarity:float|None=None,
+    exact:bool=False,
+    success:bool|None=None,
+):  # the absorbed principle's trajectory:one more use, and a success if it succeeded (after EvolveR's public code)
     "Absorb an equivalent new principle into `target` (inside the caller's transaction)."
     p = self.get(target)
     use, win = (0, 0) if success is None else (1, int(bool(success)))
-    self.conn.execute('UPDATE principles SET merged = merged + 1, uses = uses + ?, successes = successes + ?, sources = ?, updated = ? WHERE id = ?',
-                      (use, win, json.dumps(p.sources + list(sources or [])), time.time(), target))
+    self.conn.execute(
+        'UPDATE principles SET merged = merged + 1, uses = uses + ?, successes = successes + ?, sources = ?, updated = ? WHERE id = ?',
+        (use, win, json.dumps(p.sources + list(sources or [])), time.time(), target),
+    )
     self.event('merge', target, absorbed=content, similarity=similarity, exact=exact)
 
 # %% ../nbs/16_evolver.ipynb #7f511519
@@ -337,7 +383,9 @@ def merge(self:PrincipleStore, target:int, content:str, sources:list|None=None, 
 def record_use(self:PrincipleStore, ids:list[int], success:bool):
     "Count one use (and a success) for each principle in `ids` (inside the caller's transaction)."
     for i in dict.fromkeys(ids):
-        self.conn.execute('UPDATE principles SET uses = uses + 1, successes = successes + ? WHERE id = ?', (int(bool(success)), i))
+        self.conn.execute(
+            'UPDATE principles SET uses = uses + 1, successes = successes + ? WHERE id = ?', (int(bool(success)), i)
+        )
 
 # %% ../nbs/16_evolver.ipynb #846c47e5
 @patch
@@ -351,8 +399,10 @@ def prune(self:PrincipleStore, threshold:float=0.3) -> list[int]:
     return ids
 
 # %% ../nbs/16_evolver.ipynb #610ad82b
-ACTIVE = {k: "SELECT id, vec FROM principles WHERE status = 'active'" + (f" AND kind = '{k}'" if k else '') + ' ORDER BY id'
-          for k in (None, *KINDS)}   # the vectors `similar` searches: all active principles, or those of one type
+ACTIVE = {
+    k: "SELECT id, vec FROM principles WHERE status = 'active'" + (f" AND kind = '{k}'" if k else '') + ' ORDER BY id'
+    for k in (None, *KINDS)
+}  # the vectors `similar` searches: all active principles, or those of one type
 
 @patch
 def similar(self:PrincipleStore, vec:np.ndarray, k:int=3, kind:str|None=None) -> list[tuple[int, float]]:
@@ -378,38 +428,74 @@ def counts(self:PrincipleStore) -> dict:
 # %% ../nbs/16_evolver.ipynb #5ed7d404
 def system_prompt(env_instructions:str, exp_retrieve:bool=True, max_turns:int=4, k:int=3) -> str:
     "EvolveR's system prompt (paper Table 13) followed by the family's instructions."
-    exp = (f"- <search_experience> query </search_experience>: retrieve the {k} most relevant principles from your experience base "
-           "(lessons distilled from earlier tasks); they come back in <experience> ... </experience>.\n") if exp_retrieve else ''
-    return ("You are a problem solver who reasons step by step and uses tools. In each reply use these actions:\n"
-            "- <think> reasoning </think>: think about what you know and what you need next.\n" + exp +
-            f"- <search_knowledge> query </search_knowledge>: retrieve the {k} most relevant documents; they come back in "
-            "<information> ... </information>.\n"
-            "- <answer> final answer </answer>: give the final answer and stop.\n"
-            f"End each reply with one search or the answer. You have at most {max_turns} replies before you must answer.\n" +
-            ("Example reply: <think>I should recall what I learned on similar tasks.</think><search_experience>lessons for this kind of task</search_experience>\n\n"
-             if exp_retrieve else "Example reply: <think>I need the relevant facts.</think><search_knowledge>the entity the question is about</search_knowledge>\n\n") +
-            "Task instructions (put what they ask for as the final answer inside <answer> ... </answer>):\n" + env_instructions)
+    exp = (
+        (
+            f"- <search_experience> query </search_experience>: retrieve the {k} most relevant principles from your experience base "
+            "(lessons distilled from earlier tasks); they come back in <experience> ... </experience>.\n"
+        )
+        if exp_retrieve
+        else ''
+    )
+    return (
+        "You are a problem solver who reasons step by step and uses tools. In each reply use these actions:\n"
+        "- <think> reasoning </think>: think about what you know and what you need next.\n"
+        + exp
+        + f"- <search_knowledge> query </search_knowledge>: retrieve the {k} most relevant documents; they come back in "
+        "<information> ... </information>.\n"
+        "- <answer> final answer </answer>: give the final answer and stop.\n"
+        f"End each reply with one search or the answer. You have at most {max_turns} replies before you must answer.\n"
+        + (
+            "Example reply: <think>I should recall what I learned on similar tasks.</think><search_experience>lessons for this kind of task</search_experience>\n\n"
+            if exp_retrieve
+            else "Example reply: <think>I need the relevant facts.</think><search_knowledge>the entity the question is about</search_knowledge>\n\n"
+        )
+        + "Task instructions (put what they ask for as the final answer inside <answer> ... </answer>):\n"
+        + env_instructions
+    )
 
 # %% ../nbs/16_evolver.ipynb #5690c2e7
 DISTILL_PROMPT = {
-    'guiding': ("Below is a task and the solution attempt of an agent, which SUCCEEDED.\n\n{trajectory}\n\n"
-                "Write ONE guiding principle: a short, general, reusable rule (one sentence) that explains what led to the success "
-                "and that would help on similar tasks. Reply with the sentence only."),
-    'cautionary': ("Below is a task and the solution attempt of an agent, which FAILED ({feedback}).\n\n{trajectory}\n\n"
-                   "Write ONE cautionary principle: a short, general, reusable rule (one sentence) that says what to avoid or to check "
-                   "on similar tasks. Reply with the sentence only."),
+    'guiding': (
+        "Below is a task and the solution attempt of an agent, which SUCCEEDED.\n\n{trajectory}\n\n"
+        "Write ONE guiding principle: a short, general, reusable rule (one sentence) that explains what led to the success "
+        "and that would help on similar tasks. Reply with the sentence only."
+    ),
+    'cautionary': (
+        "Below is a task and the solution attempt of an agent, which FAILED ({feedback}).\n\n{trajectory}\n\n"
+        "Write ONE cautionary principle: a short, general, reusable rule (one sentence) that says what to avoid or to check "
+        "on similar tasks. Reply with the sentence only."
+    ),
 }
 
 # %% ../nbs/16_evolver.ipynb #26174963
-EQUIV_PROMPT = ("Are the two principles below semantically equivalent, i.e. do they give the same advice?\n\n{content}\n\n"
-                "Answer yes or no.")
+EQUIV_PROMPT = (
+    "Are the two principles below semantically equivalent, i.e. do they give the same advice?\n\n{content}\n\n"
+    "Answer yes or no."
+)
 EQUIV_CASES = [  # hand-labelled pairs on which the equivalence judge's agreement is measured (SPEC §2)
-    ('Search for the bridge entity first, then for its attribute.', 'Find the linking entity before looking up the final fact.', 'yes'),
-    ('Check both years before deciding which is earlier.', 'Compare the two years only after finding both of them.', 'yes'),
-    ('Write down each intermediate quantity before the final sum.', 'Compute and note every partial result before adding up.', 'yes'),
-    ('Write down each intermediate quantity before the final sum.', 'Search for the bridge entity first, then for its attribute.', 'no'),
+    (
+        'Search for the bridge entity first, then for its attribute.',
+        'Find the linking entity before looking up the final fact.',
+        'yes',
+    ),
+    (
+        'Check both years before deciding which is earlier.',
+        'Compare the two years only after finding both of them.',
+        'yes',
+    ),
+    (
+        'Write down each intermediate quantity before the final sum.',
+        'Compute and note every partial result before adding up.',
+        'yes',
+    ),
+    (
+        'Write down each intermediate quantity before the final sum.',
+        'Search for the bridge entity first, then for its attribute.',
+        'no',
+    ),
     ('Answer with a single number and no units.', 'Call the lookup tool with the exact column name.', 'no'),
-    ('Do not answer before both hops are found.', 'Multiply the quantity by the unit price.', 'no')]
+    ('Do not answer before both hops are found.', 'Multiply the quantity by the unit price.', 'no'),
+]
 
 def equiv_content(a:str, b:str) -> str: return f"Principle 1: {a}\nPrinciple 2: {b}"
 
@@ -419,7 +505,11 @@ def _trajectory_text(messages:list[dict]) -> str:
 
 def render_experience(hits:list) -> str:
     if not hits: return '<experience>\nThe experience base holds no principle yet.\n</experience>'
-    return '<experience>\n' + '\n'.join(f"{j+1}. [{p.kind}] {p.content}" for j, (p, _) in enumerate(hits)) + '\n</experience>'
+    return (
+        '<experience>\n'
+        + '\n'.join(f"{j+1}. [{p.kind}] {p.content}" for j, (p, _) in enumerate(hits))
+        + '\n</experience>'
+    )
 
 def render_information(docs:list[str]|None) -> str:
     if docs is None: return f'<information>\n{NO_CORPUS}\n</information>'
@@ -443,15 +533,28 @@ class EvolverAgent:
     def start(self, env, task:Task) -> dict:
         "A new episode's record: environment state, first messages, counters."
         sys = system_prompt(env.instructions(task), self.exp_retrieve, self.max_turns, self.k)
-        return dict(task=task, state=env.reset(task), messages=[msg('system', sys), msg('user', user_message(task))], pt=0, ct=0, turns=0,
-                    used=[], info=Counter(), err=None, answered=False)
+        return dict(
+            task=task,
+            state=env.reset(task),
+            messages=[msg('system', sys), msg('user', user_message(task))],
+            pt=0,
+            ct=0,
+            turns=0,
+            used=[],
+            info=Counter(),
+            err=None,
+            answered=False,
+        )
 
 # %% ../nbs/16_evolver.ipynb #e83d2275
 @patch
 def _search(self:EvolverAgent, env, e:dict, a:Action) -> str:
-    "The observation of the valid search `a` in episode `e`: principles from the experience base, or documents of the family's corpus."
+    """The observation of the valid search `a` in episode `e`: principles from the experience base, or documents of the
+    family's corpus."""
     if a.kind == 'search_experience':
-        if not self.exp_retrieve or self.store is None: e['info']['experience_disabled'] += 1; return '<experience>\nExperience retrieval is disabled.\n</experience>'
+        if not self.exp_retrieve or self.store is None:
+            e['info']['experience_disabled'] += 1
+            return '<experience>\nExperience retrieval is disabled.\n</experience>'
         hits = self.store.search(a.content, self.k)
         e['used'] += [p.id for p, _ in hits]
         return render_experience(hits)
@@ -474,11 +577,20 @@ def act(self:EvolverAgent, env, e:dict, text:str) -> str|None:
         return None
     if final is not None and final.valid: return self._search(env, e, final)
     rest = strip_actions(text)
-    if rest and (env.max_turns > 1 or answer_like(task.family, rest)):   # the environment's own action (tools) or an untagged answer
+    # the environment's own action (tools) or an untagged answer
+    if rest and (env.max_turns > 1 or answer_like(task.family, rest)):
         info['env_action' if env.max_turns > 1 and not answer_like(task.family, rest) else 'untagged_answer'] += 1
         obs = env.step(st, rest)
         return None if st.done else obs
-    no_exp = (lambda m: m) if self.exp_retrieve else (lambda m: m.replace('<search_experience> ... </search_experience>, ', '').replace('<search_experience>, ', ''))
+    no_exp = (
+        (lambda m: m)
+        if self.exp_retrieve
+        else (
+            lambda m: m.replace('<search_experience> ... </search_experience>, ', '').replace(
+                '<search_experience>, ', ''
+            )
+        )
+    )
     if acts and all(a.kind == 'think' and a.valid for a in acts): return no_exp(CONTINUE)
     info['parse_failure'] += 1
     return no_exp(BAD_FORMAT)
@@ -506,12 +618,17 @@ def _take_turn(self:EvolverAgent, env, e:dict, g, turn:int):
 def _finish(self:EvolverAgent, env, e:dict, dt:float, w_o:float=1.0, w_f:float=0.1) -> tuple[EpisodeResult, dict]:
     "Episode `e`'s result (its `episode_outcome`, or the environment's error) and info (EM, lenient, format, reward)."
     lenient = None
-    if e['err']: fb = Feedback('error', 0.0, e['err'][:500], 'env_error')
+    if e['err']:fb = Feedback('error', 0.0, e['err'][:500], 'env_error')
     else: fb, lenient = episode_outcome(env, e['task'], e['state'], e['messages'])
     fmt = format_reward(_trajectory_text(e['messages']), self.exp_retrieve)
     info = dict(e['info'], format_reward=fmt, reward=evolver_reward(fb.success, fmt, w_o, w_f), answered=e['answered'],
                 em=float(fb.success), lenient_success=lenient)
-    return EpisodeResult(e['task'], e['state'], fb, e['messages'], e['pt'], e['ct'], list(dict.fromkeys(e['used'])), e['turns'], dt), info
+    return (
+        EpisodeResult(
+            e['task'], e['state'], fb, e['messages'], e['pt'], e['ct'], list(dict.fromkeys(e['used'])), e['turns'], dt
+        ),
+        info,
+    )
 
 # %% ../nbs/16_evolver.ipynb #ff8a0fbf
 @patch
@@ -535,7 +652,8 @@ def run(self:EvolverAgent, env, tasks:list[Task], w_o:float=1.0, w_f:float=0.1) 
 
 # %% ../nbs/16_evolver.ipynb #dc62dce3
 class ScriptedPolicy(Policy):
-    "A policy replaying fixed assistant turns: `scripts[user message]` = the turns, in order (an empty turn after the last)."
+    """A policy replaying fixed assistant turns: `scripts[user message]` = the turns, in order (an empty turn after the
+    last)."""
     name = 'scripted'
     def __init__(self, scripts:dict[str, list[str]]): super().__init__(); self.scripts = scripts
     def generate(self, batch, max_new_tokens=128, temperature=0.0, top_p=1.0, stop=None, seed=None, min_new_tokens=0):
@@ -556,7 +674,10 @@ def trajectory_summary(task_text:str, messages:list[dict], max_chars:int=1200) -
     return s if len(s) <= max_chars else s[:max_chars] + ' …'
 
 # %% ../nbs/16_evolver.ipynb #7cf581af
-_PREFIX = re.compile(r'^\s*(?:[-*•>]+|\d+[.)]|\[(?:guiding|cautionary)\]|(?:(?:an?|the|one)\s+)?(?:guiding|cautionary)?\s*principle(?:\s+is)?\s*[:：-])\s*', re.I)
+_PREFIX = re.compile(
+    r'^\s*(?:[-*•>]+|\d+[.)]|\[(?:guiding|cautionary)\]|(?:(?:an?|the|one)\s+)?(?:guiding|cautionary)?\s*principle(?:\s+is)?\s*[:：-])\s*',
+    re.I,
+)
 
 def parse_principle(raw:str, max_chars:int=300) -> tuple[str|None, str|None]:
     "`(principle, None)` from a distillation reply, or `(None, why)`."
@@ -580,12 +701,29 @@ def distill(policy:Policy, rows:list[dict], # episode rows: `task` (dict), `traj
     for r in rows:
         kind = 'guiding' if r['success'] else 'cautionary'
         traj = trajectory_summary(user_message(Task(**r['task'])), r['trajectory'])
-        prompts.append((kind, DISTILL_PROMPT[kind].format(trajectory=traj, feedback=r.get('message') or 'wrong answer')))
-    gens = policy.generate([[msg('user', p)] for _, p in prompts], max_new_tokens=max_new_tokens, temperature=temperature, seed=seed) if prompts else []
+        prompts.append(
+            (kind, DISTILL_PROMPT[kind].format(trajectory=traj, feedback=r.get('message') or 'wrong answer'))
+        )
+    gens = (
+        policy.generate(
+            [[msg('user', p)] for _, p in prompts], max_new_tokens=max_new_tokens, temperature=temperature, seed=seed
+        )
+        if prompts
+        else []
+    )
     out = []
     for (kind, _), g in zip(prompts, gens):
         p, err = parse_principle(g.text)
-        out.append(dict(kind=kind, principle=p, error=err, raw=g.text, prompt_tokens=g.prompt_tokens, completion_tokens=g.completion_tokens))
+        out.append(
+            dict(
+                kind=kind,
+                principle=p,
+                error=err,
+                raw=g.text,
+                prompt_tokens=g.prompt_tokens,
+                completion_tokens=g.completion_tokens,
+            )
+        )
     return out
 
 # %% ../nbs/16_evolver.ipynb #aadf3928
@@ -602,26 +740,44 @@ class EvolverMethod(Method):
         self.judge = None
         if policy is not None:
             self.judge = Judge(policy)
-        last = self.store.conn.execute("SELECT name FROM updates WHERE name IS NOT NULL ORDER BY n DESC, ts DESC LIMIT 1").fetchone()
+        last = self.store.conn.execute(
+            "SELECT name FROM updates WHERE name IS NOT NULL ORDER BY n DESC, ts DESC LIMIT 1"
+        ).fetchone()
         if last and policy is not None:
             hot_swap(policy, self.adapter_dir/last['name'])
         self.adapter = last['name'] if last else None
-        _log.info(f"evolver: {self.n_applied} episodes applied, {len(self.store.principles())} active principles, adapter {self.adapter}")
+        _log.info(
+            f"evolver: {self.n_applied} episodes applied, {len(self.store.principles())} active principles, adapter {self.adapter}"
+        )
 
     @property
-    def n_applied(self) -> int: return self.store.conn.execute('SELECT COUNT(*) FROM episodes').fetchone()[0]
+    def n_applied(self) -> int:
+        return self.store.conn.execute('SELECT COUNT(*) FROM episodes').fetchone()[0]
     def p(self, key:str): return self.cfg[f'evolver.{key}']
 
 # %% ../nbs/16_evolver.ipynb #1ee57bdd
 @patch
 def apply(self:EvolverMethod, r:EpisodeResult, info:dict, key:str) -> bool:
-    "Record episode `r` (its `EpisodeKeys` key) once: principle uses, its row; False if it was applied before (a replay after a kill)."
+    """Record episode `r` (its `EpisodeKeys` key) once: principle uses, its row; False if it was applied before (a
+    replay after a kill)."""
     with self.store.transaction() as c:
         if c.execute('SELECT 1 FROM episodes WHERE key = ?', (key,)).fetchone(): return False
         self.store.record_use(r.retrieved, r.success)
-        c.execute('INSERT INTO episodes(key, n, family, task_id, success, score, reward, info, task, trajectory) VALUES (?,?,?,?,?,?,?,?,?,?)',
-                  (key, self.n_applied + 1, r.task.family, r.task.id, int(r.success), float(r.feedback.score), info['reward'],
-                   json.dumps(dict(info, used=r.retrieved, message=r.feedback.message)), json.dumps(r.task.to_dict(), default=str), json.dumps(r.messages)))
+        c.execute(
+            'INSERT INTO episodes(key, n, family, task_id, success, score, reward, info, task, trajectory) VALUES (?,?,?,?,?,?,?,?,?,?)',
+            (
+                key,
+                self.n_applied + 1,
+                r.task.family,
+                r.task.id,
+                int(r.success),
+                float(r.feedback.score),
+                info['reward'],
+                json.dumps(dict(info, used=r.retrieved, message=r.feedback.message)),
+                json.dumps(r.task.to_dict(), default=str),
+                json.dumps(r.messages),
+            ),
+        )
     return True
 
 # %% ../nbs/16_evolver.ipynb #5be6d3ec
@@ -632,8 +788,16 @@ def run_batch(self:EvolverMethod, env, tasks):
     fam = tasks[0].family; self.envs[fam] = env
     self.catch_up()
     if self.p('cold_start'): self.cold_start(env, fam)
-    agent = EvolverAgent(self.policy, self.store, k=self.p('k'), max_turns=self.p('max_turns'), exp_retrieve=self.p('exp_retrieve'),
-                         max_new_tokens=self.cfg['model.max_new_tokens'], temperature=self.cfg['model.temperature'], seed=self.cfg['run.seed'])
+    agent = EvolverAgent(
+        self.policy,
+        self.store,
+        k=self.p('k'),
+        max_turns=self.p('max_turns'),
+        exp_retrieve=self.p('exp_retrieve'),
+        max_new_tokens=self.cfg['model.max_new_tokens'],
+        temperature=self.cfg['model.temperature'],
+        seed=self.cfg['run.seed'],
+    )
     keys = self.keys.keys(tasks)
     out = agent.run(env, tasks, self.p('w_o'), self.p('w_f'))
     for (r, info), key in zip(out, keys):
@@ -645,7 +809,8 @@ def run_batch(self:EvolverMethod, env, tasks):
 # %% ../nbs/16_evolver.ipynb #62cf7553
 @patch
 def catch_up(self:EvolverMethod):
-    "Run the offline phase and the policy update that the applied episodes make due (again, if a kill interrupted them)."
+    """Run the offline phase and the policy update that the applied episodes make due (again, if a kill interrupted
+    them)."""
     n, pe, te = self.n_applied, self.p('prune_every'), 0 if self.p('no_rl') else self.p('train_every')
     if pe > 0 and n // pe > 0:
         done = self.store.conn.execute('SELECT MAX(n) FROM phases').fetchone()[0] or 0
@@ -660,9 +825,17 @@ def extra(self:EvolverMethod, res) -> dict:
     "Fields added to the episode line: actions, EM and the lenient verdict, reward, format reward, principles used."
     r = self.store.conn.execute('SELECT info FROM episodes WHERE key = ?', (res.key,)).fetchone()
     i = json.loads(r['info']) if r else {}
-    return dict(channel=None, reward=i.get('reward'), format_reward=i.get('format_reward'), principles_used=i.get('used', []),
-                em=i.get('em'), lenient_success=i.get('lenient_success'),
-                actions={a: i.get(a, 0) for a in ACTIONS}, forced=bool(i.get('forced')), parse_failures=i.get('parse_failure', 0))
+    return dict(
+        channel=None,
+        reward=i.get('reward'),
+        format_reward=i.get('format_reward'),
+        principles_used=i.get('used', []),
+        em=i.get('em'),
+        lenient_success=i.get('lenient_success'),
+        actions={a: i.get(a, 0) for a in ACTIONS},
+        forced=bool(i.get('forced')),
+        parse_failures=i.get('parse_failure', 0),
+    )
 
 # %% ../nbs/16_evolver.ipynb #042935c3
 @patch
@@ -674,28 +847,52 @@ def is_equivalent(self:EvolverMethod, a:str, b:str) -> bool:
 # %% ../nbs/16_evolver.ipynb #de814dd9
 @patch
 def _find_target(self:EvolverMethod, d:dict, vec) -> tuple[int|None, list, bool]:
-    "`(target, checks, exact)`: an active principle of `d`'s type with the same text (no judge asked), else the first the LLM judges equivalent among those ≥ θ_sim."
+    """`(target, checks, exact)`: an active principle of `d`'s type with the same text (no judge asked), else the first
+    the LLM judges equivalent among those ≥ θ_sim."""
     norm = lambda x: ' '.join(x.lower().split())
-    exact = next((p.id for p in self.store.principles('active', d['kind']) if norm(p.content) == norm(d['principle'])), None)
+    exact = next(
+        (p.id for p in self.store.principles('active', d['kind']) if norm(p.content) == norm(d['principle'])), None
+    )
     if exact is not None: return exact, [], True
-    target, checks = check_equivalent(self.store.similar(vec, MAX_CHECKS, d['kind']),
-                                      lambda i: self.is_equivalent(d['principle'], self.store.get(i).content), threshold=self.p('dedup'))
+    target, checks = check_equivalent(
+        self.store.similar(vec, MAX_CHECKS, d['kind']),
+        lambda i: self.is_equivalent(d['principle'], self.store.get(i).content),
+        threshold=self.p('dedup'),
+    )
     return target, checks, False
 
 # %% ../nbs/16_evolver.ipynb #10157654
 @patch
 def integrate(self:EvolverMethod, row, d:dict):
-    "Store distillation result `d` of episode `row`: failure, merge or insert; the row marked distilled; one transaction."
+    """Store distillation result `d` of episode `row`: failure, merge or insert; the row marked distilled; one
+    transaction."""
     vec = self.store.embed([d['principle']])[0] if d['principle'] else None
     target, checks, exact = self._find_target(d, vec) if vec is not None else (None, [], False)
     with self.store.transaction() as c:
-        for i, s, ok in checks: self.store.event('equiv_check', i, candidate=d['principle'], similarity=s, equivalent=ok)
+        for i, s, ok in checks:
+            self.store.event('equiv_check', i, candidate=d['principle'], similarity=s, equivalent=ok)
         tok = dict(prompt_tokens=d['prompt_tokens'], completion_tokens=d['completion_tokens'])
-        if d['principle'] is None: self.store.event('distill_failed', None, kind=d['kind'], error=d['error'], raw=d['raw'][:300], episode=row['key'], **tok)
+        if d['principle'] is None:
+            self.store.event(
+                'distill_failed', None, kind=d['kind'], error=d['error'], raw=d['raw'][:300], episode=row['key'], **tok
+            )
         elif target is not None:
-            self.store.merge(target, d['principle'], [row['key']], similarity=1.0 if exact else checks[-1][1], exact=exact, success=bool(row['success']))
+            self.store.merge(
+                target,
+                d['principle'],
+                [row['key']],
+                similarity=1.0 if exact else checks[-1][1],
+                exact=exact,
+                success=bool(row['success']),
+            )
             self.store.event('distilled', target, episode=row['key'], **tok)
-        else: self.store.event('distilled', self.store.insert(d['kind'], d['principle'], row['family'], [row['key']], vec), episode=row['key'], **tok)
+        else:
+            self.store.event(
+                'distilled',
+                self.store.insert(d['kind'], d['principle'], row['family'], [row['key']], vec),
+                episode=row['key'],
+                **tok
+            )
         c.execute('UPDATE episodes SET distilled = 1 WHERE key = ?', (row['key'],))
 
 # %% ../nbs/16_evolver.ipynb #f1312dfa
@@ -707,18 +904,28 @@ def offline_phase(self:EvolverMethod, n:int):
                  success=bool(r['success']), message=json.loads(r['info']).get('message')) for r in rows]
     t0 = time.time()
     if rows and self.policy is None: raise ValueError("the offline phase needs the policy")
-    gen = distill(self.policy, rows, temperature=self.p('distill_temperature'), seed=self.cfg['run.seed'] + n) if rows else []
+    gen = (
+        distill(self.policy, rows, temperature=self.p('distill_temperature'), seed=self.cfg['run.seed'] + n)
+        if rows
+        else []
+    )
     for row, d in zip(rows, gen): self.integrate(row, d)
     with self.store.transaction() as c:
         pruned = self.store.prune(self.p('prune'))
-        c.execute('INSERT INTO phases(n, ts, detail) VALUES (?,?,?)', (n, time.time(), json.dumps(dict(distilled=len(rows), pruned=pruned, seconds=round(time.time() - t0, 2)))))
-    _log.info(f"offline phase {n}: {len(rows)} trajectories distilled, {len(pruned)} principles pruned; {self.store.counts()}")
+        c.execute(
+            'INSERT INTO phases(n, ts, detail) VALUES (?,?,?)',
+            (n, time.time(), json.dumps(dict(distilled=len(rows), pruned=pruned, seconds=round(time.time() - t0, 2)))),
+        )
+    _log.info(
+        f"offline phase {n}: {len(rows)} trajectories distilled, {len(pruned)} principles pruned; {self.store.counts()}"
+    )
 
 # %% ../nbs/16_evolver.ipynb #5d22f458
 def _prompt_key(messages) -> str: return json.dumps([[m['role'], m['content']] for m in messages])
 
 def evolver_rollout(agent:EvolverAgent, envs:dict, tasks:list[Task]):
-    "`(prompts Dataset, rollout_func)`: each task's opening messages, and a TRL rollout playing the EvolveR loop with the model in training."
+    """`(prompts Dataset, rollout_func)`: each task's opening messages, and a TRL rollout playing the EvolveR loop with
+    the model in training."""
     by_prompt, rows = {}, []
     for t in tasks:
         m = agent.start(envs[t.family], t)['messages']
@@ -738,9 +945,13 @@ def evolver_rollout(agent:EvolverAgent, envs:dict, tasks:list[Task]):
 
 # %% ../nbs/16_evolver.ipynb #c61cfe95
 def make_evolver_reward(w_o:float=1.0, w_f:float=0.1, exp_retrieve:bool=True):
-    "A TRL reward function over `evolver_rollout` episodes: R = w_o·EM + w_f·R_format of the whole trajectory; counts in `.stats`."
+    """A TRL reward function over `evolver_rollout` episodes: R = w_o·EM + w_f·R_format of the whole trajectory; counts
+    in `.stats`."""
     def check(cols):
-        if cols.get('episode') is None: raise ValueError("the EvolveR reward reads the `episode` field of `evolver_rollout`; pass its rollout_func to train_grpo")
+        if cols.get('episode') is None:
+            raise ValueError(
+                "the EvolveR reward reads the `episode` field of `evolver_rollout`; pass its rollout_func to train_grpo"
+            )
     def score(prompt, text, row, stats):
         e, em = row['episode'], 0.0
         if e.get('err') is None:
@@ -749,9 +960,13 @@ def make_evolver_reward(w_o:float=1.0, w_f:float=0.1, exp_retrieve:bool=True):
             if fb.status == 'error':
                 stats['errors'] += 1
                 if stats['errors'] <= 5: _log.warning(f"reward: {e['task'].id}: {fb.message}")
-        else: stats['errors'] += 1
+        else:
+            stats['errors'] += 1
         fmt = format_reward(_trajectory_text(e['messages']), exp_retrieve)
-        stats['answered'] += bool(e['answered']); stats['solved'] += em > 0; stats['complete'] += fmt > 0; stats['turns'] += e['turns']
+        stats['answered'] += bool(e['answered'])
+        stats['solved'] += em > 0
+        stats['complete'] += fmt > 0
+        stats['turns'] += e['turns']
         return evolver_reward(em, fmt, w_o, w_f), dict(em=em, format=fmt)
     return reward_function(score, 'evolver_reward', check)
 
@@ -762,22 +977,31 @@ def _since_last_update(self:EvolverMethod) -> list:
     last_n = (last or 0) * self.p('train_every')   # update `train:j` covered the episodes applied up to j · train_every
     rows = self.store.conn.execute('SELECT * FROM episodes WHERE n > ? ORDER BY n', (last_n,)).fetchall()
     skipped = Counter(r['family'] for r in rows if r['family'] not in self.envs)
-    if skipped: _log.warning(f"update: no environment in this process for {dict(skipped)}; those trajectories are left out")
+    if skipped:
+        _log.warning(f"update: no environment in this process for {dict(skipped)}; those trajectories are left out")
     return [r for r in rows if r['family'] in self.envs]
 
 # %% ../nbs/16_evolver.ipynb #337274cf
 @patch
 def _train_grpo(self:EvolverMethod, rows:list, init:dict, key:str) -> tuple:
-    "GRPO on multi-turn rollouts of the tasks played since the last update (each once): `(result, why skipped, detail)`."
+    """GRPO on multi-turn rollouts of the tasks played since the last update (each once): `(result, why skipped,
+    detail)`."""
     c = self.cfg
     tasks = list({r['task_id']: Task(**json.loads(r['task'])) for r in rows}.values())
     if not tasks: return None, 'no trajectories', {}
-    agent = EvolverAgent(self.policy, self.store, k=self.p('k'), max_turns=self.p('max_turns'), exp_retrieve=self.p('exp_retrieve'),
-                         max_new_tokens=c['model.max_new_tokens'])
+    agent = EvolverAgent(
+        self.policy,
+        self.store,
+        k=self.p('k'),
+        max_turns=self.p('max_turns'),
+        exp_retrieve=self.p('exp_retrieve'),
+        max_new_tokens=c['model.max_new_tokens'],
+    )
     data, rollout = evolver_rollout(agent, self.envs, tasks)
     reward = make_evolver_reward(self.p('w_o'), self.p('w_f'), self.p('exp_retrieve'))
     res = train_grpo(self.policy, data, reward, self.adapter_dir, rollout_func=rollout, **grpo_kw(c), **init)
-    extra = dict(rollouts=dict(reward.stats)); _log.info(f"EvolveR GRPO update {key}: {len(tasks)} tasks, rollouts {extra['rollouts']}")
+    extra = dict(rollouts=dict(reward.stats))
+    _log.info(f"EvolveR GRPO update {key}: {len(tasks)} tasks, rollouts {extra['rollouts']}")
     return res, None, extra
 
 # %% ../nbs/16_evolver.ipynb #0ba53876
@@ -803,9 +1027,20 @@ def update(self:EvolverMethod, key:str):
 def _record_update(self:EvolverMethod, key:str, n:int, res, why:str|None, **detail):
     "Hot-swap a finished update's adapter and record the update (or why it was skipped)."
     name = Path(res.adapter_path).name if res else None
-    if res: hot_swap(self.policy, res); self.adapter = name; detail |= dict(train_tokens=res.train_tokens, steps=res.steps, loss=res.loss, seconds=res.seconds, modelled=res.modelled)
-    else: _log.warning(f"update {key} skipped: {why}"); detail['skipped'] = why
-    with self.store.transaction() as c: c.execute('INSERT INTO updates(key, n, name, ts, detail) VALUES (?,?,?,?,?)', (key, n, name, time.time(), json.dumps(detail, default=str)))
+    if res:
+        hot_swap(self.policy, res)
+        self.adapter = name
+        detail |= dict(
+            train_tokens=res.train_tokens, steps=res.steps, loss=res.loss, seconds=res.seconds, modelled=res.modelled
+        )
+    else:
+        _log.warning(f"update {key} skipped: {why}")
+        detail['skipped'] = why
+    with self.store.transaction() as c:
+        c.execute(
+            'INSERT INTO updates(key, n, name, ts, detail) VALUES (?,?,?,?,?)',
+            (key, n, name, time.time(), json.dumps(detail, default=str)),
+        )
 
 # %% ../nbs/16_evolver.ipynb #b5a9bb1d
 def reference_script(env, task:Task, exp_retrieve:bool=True) -> list[str]|None:
@@ -813,8 +1048,13 @@ def reference_script(env, task:Task, exp_retrieve:bool=True) -> list[str]|None:
     ref = env.reference(task)
     if not ref: return None
     q = ' '.join(user_message(task).split())[:200]
-    turns = [f"<think>First I check what I learned on similar tasks.</think>\n<search_experience>{q}</search_experience>"] if exp_retrieve else []
-    if knowledge_corpus(env, task) is not None: turns.append(f"<think>I need the facts behind the question.</think>\n<search_knowledge>{q}</search_knowledge>")
+    turns = (
+        [f"<think>First I check what I learned on similar tasks.</think>\n<search_experience>{q}</search_experience>"]
+        if exp_retrieve
+        else []
+    )
+    if knowledge_corpus(env, task) is not None:
+        turns.append(f"<think>I need the facts behind the question.</think>\n<search_knowledge>{q}</search_knowledge>")
     turns += list(ref[:-1])
     last, ans = ref[-1], parse_answer(ref[-1])
     if ans is not None and task.family not in CODE_FAMILIES:
@@ -823,10 +1063,24 @@ def reference_script(env, task:Task, exp_retrieve:bool=True) -> list[str]|None:
     return turns + [f"<think>I write the solution.</think>\n<answer>{last}</answer>"]
 
 # %% ../nbs/16_evolver.ipynb #b46f79b4
-def cold_start_data(env, tasks:list[Task], max_turns:int=4, k:int=3, store:PrincipleStore|None=None, exp_retrieve:bool=True) -> list[dict]:
-    "Successful EvolveR-format reference trajectories of `tasks`, as SFT records (`trace`, `score`, `task_id`, `family`)."
+def cold_start_data(
+    env,
+    tasks:list[Task],
+    max_turns:int=4,
+    k:int=3,
+    store:PrincipleStore|None=None,
+    exp_retrieve:bool=True,
+) -> list[dict]:
+    """Successful EvolveR-format reference trajectories of `tasks`, as SFT records (`trace`, `score`, `task_id`,
+    `family`)."""
     scripts = {user_message(t): s for t in tasks if (s := reference_script(env, t, exp_retrieve))}
-    agent = EvolverAgent(ScriptedPolicy(scripts), store, k=k, max_turns=max(max_turns, max(map(len, scripts.values()), default=1)), exp_retrieve=exp_retrieve)
+    agent = EvolverAgent(
+        ScriptedPolicy(scripts),
+        store,
+        k=k,
+        max_turns=max(max_turns, max(map(len, scripts.values()), default=1)),
+        exp_retrieve=exp_retrieve,
+    )
     res = agent.run(env, [t for t in tasks if user_message(t) in scripts])
     return [dict(trace=r.messages, score=1.0, task_id=r.task.id, family=r.task.family) for r, _ in res if r.success]
 
@@ -838,30 +1092,60 @@ def cold_start(self:EvolverMethod, env, family:str, n_tasks:int=4):
     if self.store.conn.execute('SELECT 1 FROM updates WHERE key = ?', (key,)).fetchone(): return
     c, res, why = self.cfg, None, None
     try:
-        recs = cold_start_data(env, env.tasks('train', n_tasks, c['run.seed']), self.p('max_turns'), self.p('k'), self.store, self.p('exp_retrieve'))
-        if not recs: why = 'no passing reference trajectory'
-        else: res = train_sft(self.policy, trajectories_to_sft(recs, 1.0), self.adapter_dir, **sft_kw(c),
-                              init_adapter=self.adapter_dir/self.adapter if self.adapter else None)
-    except Exception as e: why = f'{type(e).__name__}: {e}'
+        recs = cold_start_data(
+            env,
+            env.tasks('train', n_tasks, c['run.seed']),
+            self.p('max_turns'),
+            self.p('k'),
+            self.store,
+            self.p('exp_retrieve'),
+        )
+        if not recs:
+            why = 'no passing reference trajectory'
+        else:
+            res = train_sft(
+                self.policy,
+                trajectories_to_sft(recs, 1.0),
+                self.adapter_dir,
+                **sft_kw(c),
+                init_adapter=self.adapter_dir / self.adapter if self.adapter else None,
+            )
+    except Exception as e:
+        why = f'{type(e).__name__}: {e}'
     self._record_update(key, 0, res, why, algo='sft', cold_start=True)
 
 # %% ../nbs/16_evolver.ipynb #84b92145
 @patch
 def _experience_metrics(self:EvolverMethod) -> dict:
-    "Principles by type and status; inserts, merges, equivalence checks, prunes and distillations (with their tokens), from the audit rows."
+    """Principles by type and status; inserts, merges, equivalence checks, prunes and distillations (with their tokens),
+    from the audit rows."""
     s, q = self.store, self.store.conn.execute
     ev = Counter(r['kind'] for r in q('SELECT kind FROM events'))
     active = s.principles('active')
-    tok = [json.loads(r['detail']) for r in q("SELECT detail FROM events WHERE kind IN ('distilled', 'distill_failed')")]
-    yes = q("SELECT COUNT(*) FROM events WHERE kind = 'equiv_check' AND json_extract(detail, '$.equivalent')").fetchone()[0]
-    return dict(principles={k: sum(p.kind == k for p in active) for k in KINDS},
-                principles_pruned={k: len(s.principles('pruned', k)) for k in KINDS},
-                principles_inserted=ev['insert'], merges=ev['merge'], equivalence_checks=ev['equiv_check'], equivalent_yes=yes,
-                exact_merges=q("SELECT COUNT(*) FROM events WHERE kind = 'merge' AND json_extract(detail, '$.exact')").fetchone()[0],
-                pruned=ev['prune'], distilled=ev['distilled'], distill_failures=ev['distill_failed'],
-                offline_phases=q('SELECT COUNT(*) FROM phases').fetchone()[0],
-                offline_prompt_tokens=sum(t.get('prompt_tokens', 0) for t in tok), offline_completion_tokens=sum(t.get('completion_tokens', 0) for t in tok),
-                mean_metric_score=(sum(p.score for p in active) / len(active)) if active else None)
+    tok = [
+        json.loads(r['detail']) for r in q("SELECT detail FROM events WHERE kind IN ('distilled', 'distill_failed')")
+    ]
+    yes = q(
+        "SELECT COUNT(*) FROM events WHERE kind = 'equiv_check' AND json_extract(detail, '$.equivalent')"
+    ).fetchone()[0]
+    return dict(
+        principles={k: sum(p.kind == k for p in active) for k in KINDS},
+        principles_pruned={k: len(s.principles('pruned', k)) for k in KINDS},
+        principles_inserted=ev['insert'],
+        merges=ev['merge'],
+        equivalence_checks=ev['equiv_check'],
+        equivalent_yes=yes,
+        exact_merges=q(
+            "SELECT COUNT(*) FROM events WHERE kind = 'merge' AND json_extract(detail, '$.exact')"
+        ).fetchone()[0],
+        pruned=ev['prune'],
+        distilled=ev['distilled'],
+        distill_failures=ev['distill_failed'],
+        offline_phases=q('SELECT COUNT(*) FROM phases').fetchone()[0],
+        offline_prompt_tokens=sum(t.get('prompt_tokens', 0) for t in tok),
+        offline_completion_tokens=sum(t.get('completion_tokens', 0) for t in tok),
+        mean_metric_score=(sum(p.score for p in active) / len(active)) if active else None,
+    )
 
 # %% ../nbs/16_evolver.ipynb #ab88b481
 def _em_metrics(infos:list[dict]) -> dict:
@@ -877,13 +1161,28 @@ def metrics(self:EvolverMethod) -> dict:
     q = self.store.conn.execute
     infos = [json.loads(r['info']) for r in q('SELECT info FROM episodes')]
     tot = lambda k: sum(i.get(k, 0) for i in infos)
-    ups = [dict(key=r['key'], name=r['name'], **json.loads(r['detail'])) for r in q('SELECT * FROM updates ORDER BY ts')]
-    return dict(**self._experience_metrics(), **_em_metrics(infos),
-                actions={a: tot(a) for a in ACTIONS}, invalid_actions={a: tot(f'invalid_{a}') for a in ACTIONS},
-                parse_failures=tot('parse_failure'), unclosed_tags=tot('unclosed'), format_failures=sum(i.get('format_reward', 0) == 0 for i in infos),
-                untagged_answers=tot('untagged_answer'), env_actions=tot('env_action'), forced_answers=tot('forced'),
-                knowledge_unavailable=tot('knowledge_unavailable'), experience_disabled=tot('experience_disabled'),
-                mean_reward=(sum(i['reward'] for i in infos) / len(infos)) if infos else None,
-                mean_format_reward=(sum(i['format_reward'] for i in infos) / len(infos)) if infos else None,
-                applied=len(infos), updates=ups, parametric_updates=sum(1 for u in ups if u['name']),
-                train_tokens=sum(u.get('train_tokens', 0) for u in ups), adapter=self.adapter, exp_retrieve=self.p('exp_retrieve'))
+    ups = [
+        dict(key=r['key'], name=r['name'], **json.loads(r['detail'])) for r in q('SELECT * FROM updates ORDER BY ts')
+    ]
+    return dict(
+        **self._experience_metrics(),
+        **_em_metrics(infos),
+        actions={a: tot(a) for a in ACTIONS},
+        invalid_actions={a: tot(f'invalid_{a}') for a in ACTIONS},
+        parse_failures=tot('parse_failure'),
+        unclosed_tags=tot('unclosed'),
+        format_failures=sum(i.get('format_reward', 0) == 0 for i in infos),
+        untagged_answers=tot('untagged_answer'),
+        env_actions=tot('env_action'),
+        forced_answers=tot('forced'),
+        knowledge_unavailable=tot('knowledge_unavailable'),
+        experience_disabled=tot('experience_disabled'),
+        mean_reward=(sum(i['reward'] for i in infos) / len(infos)) if infos else None,
+        mean_format_reward=(sum(i['format_reward'] for i in infos) / len(infos)) if infos else None,
+        applied=len(infos),
+        updates=ups,
+        parametric_updates=sum(1 for u in ups if u['name']),
+        train_tokens=sum(u.get('train_tokens', 0) for u in ups),
+        adapter=self.adapter,
+        exp_retrieve=self.p('exp_retrieve'),
+    )

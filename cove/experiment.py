@@ -53,7 +53,9 @@ def stage_of(i:int, n:int, stages:int) -> int:
 
 def stage_cols(wins:list[list]) -> dict:
     "`rate_cols` of each stage's outcomes (stage 1, 2, ...): `{'stage g', 'stage g 95% CI', 'stage g n'}`."
-    return {k: v for g, xs in enumerate(wins, 1) for k, v in rate_cols(sum(map(bool, xs)), len(xs), f'stage {g}').items()}
+    return {
+        k: v for g, xs in enumerate(wins, 1) for k, v in rate_cols(sum(map(bool, xs)), len(xs), f'stage {g}').items()
+    }
 
 # %% ../nbs/18_experiment.ipynb #cf7cfad9
 def arm_table(results:dict, # arm -> `play_fresh`'s dict: metrics, or `failed` (or `unavailable`) with its reason
@@ -83,7 +85,9 @@ def rate_bars(ax, table:'pd.DataFrame', # an `arm_table`: its arms that ran are 
     w = 0.8 / max(1, len(t))
     for j, r in t.iterrows():
         v = np.array([np.nan if r[c] is None else r[c] for c in cols], float)
-        ci = np.array([json.loads(r[f'{c} 95% CI']) if isinstance(r[f'{c} 95% CI'], str) else [np.nan] * 2 for c in cols])
+        ci = np.array(
+            [json.loads(r[f'{c} 95% CI']) if isinstance(r[f'{c} 95% CI'], str) else [np.nan] * 2 for c in cols]
+        )
         ax.bar(np.arange(len(cols)) + (j - (len(t) - 1) / 2) * w, v, w, yerr=[v - ci[:, 0], ci[:, 1] - v], capsize=2,
                label=r[label])
     ns = lambda c: ', '.join(str(n) for n in dict.fromkeys(t[f'{c} n']))   # one n where every arm has the same
@@ -97,7 +101,10 @@ def markdown_table(rows:list[dict]) -> str:
     "A GitHub Markdown table of `rows` (dicts with the same keys); None prints as n/a."
     cols = list(rows[0])
     fmt = lambda v: 'n/a' if v is None else (f'{v:.3f}' if isinstance(v, float) else str(v))
-    return '\n'.join(['| ' + ' | '.join(cols) + ' |', '|' + '---|' * len(cols)] + ['| ' + ' | '.join(fmt(r[c]) for c in cols) + ' |' for r in rows])
+    return '\n'.join(
+        ['| ' + ' | '.join(cols) + ' |', '|' + '---|' * len(cols)]
+        + ['| ' + ' | '.join(fmt(r[c]) for c in cols) + ' |' for r in rows]
+    )
 
 # %% ../nbs/18_experiment.ipynb #9af6dd33
 def comparison_pairs(methods:list[str], ref:str='base', focus:str='cove') -> list[tuple[str, str]]:

@@ -55,14 +55,22 @@ def probs(self:Choice) -> list[float]:
 
 # %% ../nbs/02b_judge.ipynb #5296cff5
 class Judge:
-    "A constrained judge over a `Policy`: `choose` among allowed options, `text` for validated free text; every call logged."
+    """A constrained judge over a `Policy`: `choose` among allowed options, `text` for validated free text; every call
+    logged."""
     def __init__(self, policy:Policy, log_path:str|Path|None=None, # JSON-lines file every call is appended to
                  system:str|None=None, # optional system message before every prompt
                  content_free:str=CONTENT_FREE, max_new_tokens:int=64):
-        self.policy, self.log_path, self.system, self.content_free, self.max_new_tokens = policy, log_path, system, content_free, max_new_tokens
+        self.policy, self.log_path, self.system, self.content_free, self.max_new_tokens = (
+            policy,
+            log_path,
+            system,
+            content_free,
+            max_new_tokens,
+        )
         self.log, self.stats, self._cf_cache = [], Counter(), {}
 
-    def _messages(self, prompt:str) -> list[dict]: return ([msg('system', self.system)] if self.system else []) + [msg('user', prompt)]
+    def _messages(self, prompt:str) -> list[dict]:
+        return ([msg('system', self.system)] if self.system else []) + [msg('user', prompt)]
 
 # %% ../nbs/02b_judge.ipynb #7ad6b1dc
 @patch
@@ -82,13 +90,16 @@ def _content_free_scores(self:Judge, cf_prompt:str, opts:list[str]) -> list[floa
 # %% ../nbs/02b_judge.ipynb #a53d093d
 def _prompts(prompt:str, content, content_free_prompt, calibrate:bool, content_free:str):
     "The filled prompt and the content-free prompt (None when not calibrating)."
-    if content is not None: text = fill(prompt, content)
-    elif '{content}' in prompt: raise ValueError("prompt has a {content} slot but no content= was given")
+    if content is not None:text = fill(prompt, content)
+    elif '{content}' in prompt:raise ValueError("prompt has a {content} slot but no content= was given")
     else: text = prompt
     if not calibrate: return text, None
     if content_free_prompt is not None: return text, content_free_prompt
-    if content is None: raise ValueError("calibrate=True needs a {content} template with content=, or content_free_prompt=; "
-                                         "or pass calibrate=False")
+    if content is None:
+        raise ValueError(
+            "calibrate=True needs a {content} template with content=, or content_free_prompt=; "
+            "or pass calibrate=False"
+        )
     return text, fill(prompt, content_free)
 
 # %% ../nbs/02b_judge.ipynb #2a131645
@@ -114,7 +125,8 @@ class JudgeParseError(ValueError):
     "The judge's free-text output could not be parsed or failed validation."
 
 def parse_free_text(raw:str, max_chars:int=200, pattern:str|None=None) -> tuple[str|None, str|None, bool]:
-    "Parse generated text into `(text, error, truncated)`: the `pattern` match or the first non-empty line, capped at `max_chars`."
+    """Parse generated text into `(text, error, truncated)`: the `pattern` match or the first non-empty line, capped at
+    `max_chars`."""
     s = raw.strip()
     if pattern is not None:
         m = re.search(pattern, s)
@@ -166,39 +178,57 @@ def text(self:Judge, prompt:str, max_chars:int=200, pattern:str|None=None, valid
 
 # %% ../nbs/02b_judge.ipynb #b0e2d09b
 def _summary(golds:list, preds:list, labels:list) -> dict:
-    "`n`, `agree`, `rate`, its Wilson 95% `ci`, `confusion` (gold -> predicted -> count), `majority_rate`, `predictions`."
-    confusion = {g: {p: sum(1 for x, y in zip(golds, preds) if (x, y) == (g, p)) for p in labels} for g in labels if g in golds}
+    """`n`, `agree`, `rate`, its Wilson 95% `ci`, `confusion` (gold -> predicted -> count), `majority_rate`,
+    `predictions`."""
+    confusion = {
+        g: {p: sum(1 for x, y in zip(golds, preds) if (x, y) == (g, p)) for p in labels} for g in labels if g in golds
+    }
     agree = sum(g == p for g, p in zip(golds, preds))
-    return {'n': len(golds), 'agree': agree, 'rate': agree/len(golds), 'ci': wilson(agree, len(golds)), 'confusion': confusion,
-            'majority_rate': Counter(golds).most_common(1)[0][1]/len(golds), 'predictions': preds}
+    return {
+        'n': len(golds),
+        'agree': agree,
+        'rate': agree / len(golds),
+        'ci': wilson(agree, len(golds)),
+        'confusion': confusion,
+        'majority_rate': Counter(golds).most_common(1)[0][1] / len(golds),
+        'predictions': preds,
+    }
 
 # %% ../nbs/02b_judge.ipynb #8f0760dd
 @patch
 def agreement(self:Judge, cases:list[dict], # each: `prompt` (a template if `content` is given), `options`, `gold`
               calibrate:bool=True) -> dict:
-    "Agreement of `choose` with hand labels (see `_summary`); when calibrated, `raw` is the same summary from the same scores uncalibrated."
+    """Agreement of `choose` with hand labels (see `_summary`); when calibrated, `raw` is the same summary from the same
+    scores uncalibrated."""
     if not cases: raise ValueError("agreement needs at least one case")
     labels, chs = [], []
     for i, c in enumerate(cases):
-        if c.get('gold') not in c.get('options', []): raise ValueError(f"case {i}: gold {c.get('gold')!r} not among options {c.get('options')}")
+        if c.get('gold') not in c.get('options', []):
+            raise ValueError(f"case {i}: gold {c.get('gold')!r} not among options {c.get('options')}")
         labels += [o for o in c['options'] if o not in labels]
         chs.append(self.choose(c['prompt'], c['options'], calibrate, c.get('content'), c.get('content_free_prompt')))
     golds = [c['gold'] for c in cases]
     out = _summary(golds, [ch.option for ch in chs], labels)
-    if calibrate: out['raw'] = _summary(golds, [ch.options[max(range(len(ch.options)), key=ch.scores.__getitem__)] for ch in chs], labels)
+    if calibrate:
+        out['raw'] = _summary(
+            golds, [ch.options[max(range(len(ch.options)), key=ch.scores.__getitem__)] for ch in chs], labels
+        )
     return out
 
 # %% ../nbs/02b_judge.ipynb #05f931f3
 def agreement_row(name:str, ag:dict) -> str:
     "One table row: `name`, agree/n, the rate with its Wilson 95% interval, and the majority-label rate."
-    return f"{name:<28} {ag['agree']:>3}/{ag['n']:<3} {rate_ci(ag['agree'], ag['n'])}  majority {ag['majority_rate']:.3f}"
+    return (
+        f"{name:<28} {ag['agree']:>3}/{ag['n']:<3} {rate_ci(ag['agree'], ag['n'])}  majority {ag['majority_rate']:.3f}"
+    )
 
 # %% ../nbs/02b_judge.ipynb #d63b4eb0
 def few_shot(template:str, shots:list, # worked examples: `(content, label)` pairs, written by hand
              answer:str='Answer: {label}', # how an example's label reads
              intro:str='Worked examples:', outro:str='Now the case to decide:') -> str:
     "`template` with `shots` written before the line of its single `{content}` slot, which stays for the case."
-    if template.count('{content}') != 1: raise ValueError(f"template needs exactly one {{content}} slot: {template[:80]!r}")
+    if template.count('{content}') != 1:
+        raise ValueError(f"template needs exactly one {{content}} slot: {template[:80]!r}")
     if not shots: return template
     if any('{content}' in str(c) for c, _ in shots): raise ValueError("a worked example contains a {content} slot")
     head, tail = template.split('{content}')

@@ -75,9 +75,11 @@ class Candidate:
     def __post_init__(self):
         if self.kind not in KINDS: raise ValueError(f"candidate kind {self.kind!r} not in {KINDS}")
         for f in ('label', 'proposed'):
-            if getattr(self, f) not in (None, *LABELS): raise ValueError(f"candidate {f} {getattr(self, f)!r} not in {LABELS}")
+            if getattr(self, f) not in (None, *LABELS):
+                raise ValueError(f"candidate {f} {getattr(self, f)!r} not in {LABELS}")
         if self.origin not in ORIGINS: raise ValueError(f"candidate origin {self.origin!r} not in {ORIGINS}")
-        if isinstance(self.names, str) or not all(isinstance(n, str) for n in self.names): raise ValueError(f"names must be a list of strings, got {self.names!r}")
+        if isinstance(self.names, str) or not all(isinstance(n, str) for n in self.names):
+            raise ValueError(f"names must be a list of strings, got {self.names!r}")
         self.names = list(dict.fromkeys(self.names))
 
 # %% ../nbs/12_knowledgepo.ipynb #c35ce5d9
@@ -85,7 +87,15 @@ class Candidate:
 def to_entry(self:Candidate, embedding=None) -> Entry:
     "The knowledge-base `Entry` for this (labelled) candidate."
     if self.label is None: raise ValueError("label the candidate (`label_candidate`) before storing it")
-    return Entry(self.content, self.kind, self.label, list(self.names), source_task=self.source_task, family=self.family, embedding=embedding)
+    return Entry(
+        self.content,
+        self.kind,
+        self.label,
+        list(self.names),
+        source_task=self.source_task,
+        family=self.family,
+        embedding=embedding,
+    )
 
 # %% ../nbs/12_knowledgepo.ipynb #ad4b3dfa
 def surface_names(surface) -> list[str]:
@@ -99,7 +109,8 @@ def surface_names(surface) -> list[str]:
 _QUOTES = '`\'"'
 
 def symbol_spans(text:str, names) -> list[tuple[int, int, str]]:
-    "`(start, end, name)` of each occurrence of `names` in `text` that reads as a symbol (called, quoted or identifier-like)."
+    """`(start, end, name)` of each occurrence of `names` in `text` that reads as a symbol (called, quoted or
+    identifier-like)."""
     names = sorted(set(names), key=len, reverse=True)
     if not names or not text: return []
     out = []
@@ -118,7 +129,8 @@ def names_in(text:str, surface=None) -> list[str]:
     return list(dict.fromkeys(n for _, _, n in symbol_spans(text, surface_names(surface))))
 
 def symbol_names(text:str, surface=None) -> list[str]:
-    "The volatile names a candidate carries: current surface names (`names_in`) plus any called or backticked identifier."
+    """The volatile names a candidate carries: current surface names (`names_in`) plus any called or backticked
+    identifier."""
     return list(dict.fromkeys(names_in(text, surface) + names_in(text) if surface is not None else names_in(text)))
 
 # %% ../nbs/12_knowledgepo.ipynb #f51f7679
@@ -151,7 +163,11 @@ def generalise(question:str, calls:list, surface:Surface) -> tuple[str, list[tup
             hit = s.strip() and re.search(r'(?<!\w)' + re.escape(s) + r'(?!\w)', question, re.I)
             if not hit: shown.append(json.dumps(s)); continue
             if s.lower() not in slots:
-                slot = f'<{p}>' if f'<{p}>' not in slots.values() else f'<{p}{sum(v.startswith(f"<{p}") for v in slots.values()) + 1}>'
+                slot = (
+                    f'<{p}>'
+                    if f'<{p}>' not in slots.values()
+                    else f'<{p}{sum(v.startswith(f"<{p}") for v in slots.values()) + 1}>'
+                )
                 slots[s.lower()] = slot
                 q = re.sub(r'(?<!\w)' + re.escape(s) + r'(?!\w)', slot, q, flags=re.I)
             shown.append(slots[s.lower()])
@@ -205,17 +221,41 @@ def _tool_error_memory(task:Task, st, surface) -> list[Candidate]:
 
 # %% ../nbs/12_knowledgepo.ipynb #b8633693
 def _success_skills(task:Task, st, fb, surface) -> list[Candidate]:
-    "A success: with tool calls, the volatile call pattern and its stable, name-free twin; without tools, a worked example."
+    """A success: with tool calls, the volatile call pattern and its stable, name-free twin; without tools, a worked
+    example."""
     out, ok_calls = [], [c for c in st.calls if c.legal and not c.result.startswith('Error')]
     if fb.success and ok_calls and surface:
         q, steps = generalise(question_of(task), ok_calls, surface)
         pattern = ' then '.join(f"{n}({', '.join(a)})" for _, n, a in steps)
-        out.append(_cand('skill', f"For questions like '{q}' (tool surface v{surface.version}): call {pattern}, then answer with the result.", 'volatile', task, surface))
-        what = ' then '.join(f"the tool for '{op_purpose(op)}' with {', '.join(a) or 'no arguments'}" for op, _, a in steps)
-        out.append(_cand('skill', f"For questions like '{q}': use {what}, then answer with its result.", 'stable', task, surface))
+        out.append(
+            _cand(
+                'skill',
+                f"For questions like '{q}' (tool surface v{surface.version}): call {pattern}, then answer with the result.",
+                'volatile',
+                task,
+                surface,
+            )
+        )
+        what = ' then '.join(
+            f"the tool for '{op_purpose(op)}' with {', '.join(a) or 'no arguments'}" for op, _, a in steps
+        )
+        out.append(
+            _cand(
+                'skill', f"For questions like '{q}': use {what}, then answer with its result.", 'stable', task, surface
+            )
+        )
     last = ' '.join((st.actions[-1] if st.actions else '').split())
-    if fb.success and not surface and last and '```' not in last:   # a worked example of a family without tools (code is not flattened)
-        out.append(_cand('skill', f"Solved example. Question: {_clip(question_of(task))} Solution: {_clip(last)}", 'stable', task, surface))
+    # a worked example of a family without tools (code is not flattened)
+    if fb.success and not surface and last and '```' not in last:
+        out.append(
+            _cand(
+                'skill',
+                f"Solved example. Question: {_clip(question_of(task))} Solution: {_clip(last)}",
+                'stable',
+                task,
+                surface,
+            )
+        )
     return out
 
 # %% ../nbs/12_knowledgepo.ipynb #44ff72b4
@@ -228,16 +268,22 @@ def _failure_hints(task:Task, st, fb, surface) -> list[Candidate]:
 
 # %% ../nbs/12_knowledgepo.ipynb #9a6aad66
 def rule_candidates(task:Task, result:EpisodeResult, max_candidates:int=2) -> list[Candidate]:
-    "Deterministic candidates read off the episode: tool-surface memory, call-pattern skills, worked examples, feedback hints."
+    """Deterministic candidates read off the episode: tool-surface memory, call-pattern skills, worked examples,
+    feedback hints."""
     st, fb, surface = result.state, result.feedback, _surface_of(task)
-    out = _tool_error_memory(task, st, surface) + _success_skills(task, st, fb, surface) + _failure_hints(task, st, fb, surface)
+    out = (
+        _tool_error_memory(task, st, surface)
+        + _success_skills(task, st, fb, surface)
+        + _failure_hints(task, st, fb, surface)
+    )
     return out[:max_candidates]
 
 # %% ../nbs/12_knowledgepo.ipynb #7fe9c01b
 _JUNK = {'n/a', 'na', 'none', 'nothing', 'no lesson', 'no memory', 'unknown', 'i don\'t know', 'not applicable'}
 
 def uninformative(content:str, min_words:int=4, echo:str|None=None) -> str|None:
-    "Why `content` carries no storable information (`'empty'`, `'too short'`, `'no information'`, `'repetitive'`, `'restates the task'`), or None."
+    """Why `content` carries no storable information (`'empty'`, `'too short'`, `'no information'`, `'repetitive'`,
+    `'restates the task'`), or None."""
     s = ' '.join(str(content or '').split())
     if not s: return 'empty'
     if s.lower().strip(' .!') in _JUNK: return 'no information'
@@ -258,9 +304,12 @@ def episode_text(result:EpisodeResult, max_calls:int=4, width:int=160) -> str:
     cut = lambda s: (s := ' '.join(str(s).split()))[:width] + ('…' if len(s) > width else '')
     t, st, fb = result.task, result.state, result.feedback
     lines = [f"Task: {cut(t.prompt)}"]
-    lines += [f"Tool call: {c.name}({', '.join(map(_arg_text, c.args))}) -> {cut(c.result)}" for c in st.calls[:max_calls]]
+    lines += [
+        f"Tool call: {c.name}({', '.join(map(_arg_text, c.args))}) -> {cut(c.result)}" for c in st.calls[:max_calls]
+    ]
     if not st.calls and st.actions: lines.append(f"Agent reply: {cut(st.actions[-1])}")
-    lines.append(f"Outcome: {fb.status} (score {fb.score:g}): {cut(redact_expected(fb.message))}")   # never the gold answer
+    # never the gold answer
+    lines.append(f"Outcome: {fb.status} (score {fb.score:g}): {cut(redact_expected(fb.message))}")
     return '\n'.join(lines)
 
 # %% ../nbs/12_knowledgepo.ipynb #070e54a6
@@ -304,17 +353,22 @@ def extract_candidates(judge:Judge|None, task:Task, result:EpisodeResult,
     return out
 
 # %% ../nbs/12_knowledgepo.ipynb #b1d97ad5
-VOLATILITY_PROMPT = ("Classify a piece of knowledge that an agent learned.\n"
-                     "volatile: it depends on surface forms that can change, such as API or tool names, function signatures or table schemas.\n"
-                     "stable: a durable pattern, such as an algorithmic idiom or a domain reasoning routine, that stays true.\n"
-                     "strategic: a higher-level heuristic about how to approach or debug a kind of task.\n\n"
-                     "Knowledge: {content}\n\nAnswer with one word: volatile, stable or strategic.")
+VOLATILITY_PROMPT = (
+    "Classify a piece of knowledge that an agent learned.\n"
+    "volatile: it depends on surface forms that can change, such as API or tool names, function signatures or table schemas.\n"
+    "stable: a durable pattern, such as an algorithmic idiom or a domain reasoning routine, that stays true.\n"
+    "strategic: a higher-level heuristic about how to approach or debug a kind of task.\n\n"
+    "Knowledge: {content}\n\nAnswer with one word: volatile, stable or strategic."
+)
 LABEL_MODES = ('judge', 'judge+rules', 'rules')
 
 # %% ../nbs/12_knowledgepo.ipynb #caa3a5e5
-VOLATILITY_SHOTS = [   # worked examples for the few-shot prompt, two per label: never measurement cases
+VOLATILITY_SHOTS = [  # worked examples for the few-shot prompt, two per label: never measurement cases
     ("On surface v4 the filter tool is keep(col, op, value) and the row counter is n_rows().", 'volatile'),
-    ("A median is the middle value of the sorted list, or the mean of the two middle values when the count is even.", 'stable'),
+    (
+        "A median is the middle value of the sorted list, or the mean of the two middle values when the count is even.",
+        'stable',
+    ),
     ("After two failed attempts with the same approach, try a different approach.", 'strategic'),
     ("The orders table stores the customer in a column called cust_id.", 'volatile'),
     ("Distance equals speed multiplied by time when the speed is constant.", 'stable'),
@@ -336,7 +390,8 @@ def label_candidate(judge:Judge|None, candidate:Candidate,
     if mode not in LABEL_MODES: raise ValueError(f"label mode {mode!r} not in {LABEL_MODES}")
     named = bool(candidate.names or (surface is not None and names_in(candidate.content, surface)))
     if mode == 'rules':
-        if not named and candidate.proposed is None: raise ValueError("mode='rules' needs names or a proposed label (judge candidates have none)")
+        if not named and candidate.proposed is None:
+            raise ValueError("mode='rules' needs names or a proposed label (judge candidates have none)")
         label = 'volatile' if named else candidate.proposed
     else:
         if judge is None: raise ValueError(f"label mode {mode!r} needs a judge")
@@ -356,12 +411,21 @@ def label_candidates(judge:Judge|None, candidates:list[Candidate], mode:str='jud
 # %% ../nbs/12_knowledgepo.ipynb #ec8d343a
 VOLATILITY_CASES = [
     ("Call tbl_tally(column, value) to count matching rows; the old count tool was removed in surface v2.", 'volatile'),
-    ("On the current surface the lookup tool is named `fetch`; call it with the key column, the key and the column.", 'volatile'),
+    (
+        "On the current surface the lookup tool is named `fetch`; call it with the key column, the key and the column.",
+        'volatile',
+    ),
     ("The counting tool is now called tally, and the lookup tool is now called get.", 'volatile'),
     ("To count rows that satisfy a condition, keep the rows that match and count what remains.", 'stable'),
-    ("A total is the sum of the numeric values in the selected rows; cells that are not numbers are skipped.", 'stable'),
+    (
+        "A total is the sum of the numeric values in the selected rows; cells that are not numbers are skipped.",
+        'stable',
+    ),
     ("To decide which of two items is higher, read both values and compare them as numbers, not as text.", 'stable'),
-    ("When a tool call fails, read the error message and the list of available tools before trying again.", 'strategic'),
+    (
+        "When a tool call fails, read the error message and the list of available tools before trying again.",
+        'strategic',
+    ),
     ("If an answer turns out wrong, split the question into smaller lookups and check each result.", 'strategic'),
     ("Answer as soon as a tool result contains the answer instead of making more calls.", 'strategic'),
 ]
@@ -377,11 +441,17 @@ VOLATILITY_CASES += [
     ("The cities table has the columns city, country, area and population.", 'volatile'),
     ("The perimeter of a rectangle is twice the sum of its length and its width.", 'stable'),
     ("To take p percent of a number, multiply the number by p and divide by 100.", 'stable'),
-    ("For a two-hop question, first find the entity the question describes, then read the asked attribute of that entity.", 'stable'),
+    (
+        "For a two-hop question, first find the entity the question describes, then read the asked attribute of that entity.",
+        'stable',
+    ),
     ("A running maximum keeps the largest value seen so far and writes it at every position.", 'stable'),
     ("Compute Fibonacci numbers iteratively with two running variables instead of by recursion.", 'stable'),
     ("An average is the sum of the values divided by how many values there are.", 'stable'),
-    ("A string is a palindrome when it reads the same backwards after dropping non-alphanumeric characters and lowering the case.", 'stable'),
+    (
+        "A string is a palindrome when it reads the same backwards after dropping non-alphanumeric characters and lowering the case.",
+        'stable',
+    ),
     ("When a code solution times out, look for a faster algorithm before tuning details.", 'strategic'),
     ("Test the function on the examples in its docstring before submitting it.", 'strategic'),
     ("If the question has two parts, answer the inner question first and write down its result.", 'strategic'),
@@ -395,12 +465,23 @@ VOLATILITY_CASES += [
 def volatility_agreement(judge:Judge, cases:list=VOLATILITY_CASES, calibrate:bool=True, surface=None,
                          shots:int=0) -> dict: # worked examples in the prompt (`volatility_prompt`)
     "Agreement with hand labels of the judge alone (`judge`) and with the surface-name rule (`judge+rules`)."
-    ag = judge.agreement([dict(prompt=volatility_prompt(shots), content=c, options=list(LABELS), gold=g) for c, g in cases], calibrate)
+    ag = judge.agreement(
+        [dict(prompt=volatility_prompt(shots), content=c, options=list(LABELS), gold=g) for c, g in cases], calibrate
+    )
     ruled = [c[0] for c in cases]
     preds = ['volatile' if names_in(t, surface) else p for t, p in zip(ruled, ag['predictions'])]
     agree = sum(p == g for p, (_, g) in zip(preds, cases))
-    return {'judge': ag, 'judge+rules': dict(n=len(cases), agree=agree, rate=agree/len(cases), ci=wilson(agree, len(cases)), predictions=preds,
-                                             overrides=sum(p != q for p, q in zip(preds, ag['predictions'])))}
+    return {
+        'judge': ag,
+        'judge+rules': dict(
+            n=len(cases),
+            agree=agree,
+            rate=agree / len(cases),
+            ci=wilson(agree, len(cases)),
+            predictions=preds,
+            overrides=sum(p != q for p, q in zip(preds, ag['predictions'])),
+        ),
+    }
 
 # %% ../nbs/12_knowledgepo.ipynb #370ac0c4
 KB_OPS = ('insert', 'merge', 'revise', 'discard')
@@ -411,8 +492,12 @@ KB_OP_PROMPT = ("A knowledge base holds an existing entry, and a new entry was p
 def kb_op_content(existing:str, new:str) -> str: return f"Existing: {existing}\nNew: {new}"
 
 # %% ../nbs/12_knowledgepo.ipynb #cff1032e
-KB_OP_SHOTS = [   # worked examples for the few-shot prompt, (existing, new, op), two per op: never measurement cases
-    ("Check the units of every quantity.", "Make sure all quantities are in the same unit before combining them.", 'merge'),
+KB_OP_SHOTS = [  # worked examples for the few-shot prompt, (existing, new, op), two per op: never measurement cases
+    (
+        "Check the units of every quantity.",
+        "Make sure all quantities are in the same unit before combining them.",
+        'merge',
+    ),
     ("The sum tool is col_sum(col).", "On surface v4 the sum tool is total(col); col_sum is gone.", 'revise'),
     ("Check the units of every quantity.", "Answer multihop questions with the entity's name only.", 'insert'),
     ("Handle an empty input list first.", "Return early when the input list is empty.", 'merge'),
@@ -440,10 +525,15 @@ def _same_side(e:Entry, c:Candidate) -> bool:
 
 def neighbour(kb, candidate:Candidate, k:int=8, vec=None):
     "The most similar online entry of the same kind, family and volatility side (a store `Hit`), or None."
-    if vec is None and getattr(kb, 'embedder', None) is None: raise ValueError("update_kb needs a knowledge base with an embedder (dense similarity)")
+    if vec is None and getattr(kb, 'embedder', None) is None:
+        raise ValueError("update_kb needs a knowledge base with an embedder (dense similarity)")
     for h in kb.retrieve(candidate.content, k=k, mode='dense', query_vec=vec):
         e = h.entry
-        if e.kind == candidate.kind and _same_side(e, candidate) and (e.family == candidate.family or None in (e.family, candidate.family)):
+        if (
+            e.kind == candidate.kind
+            and _same_side(e, candidate)
+            and (e.family == candidate.family or None in (e.family, candidate.family))
+        ):
             return h
     return None
 
@@ -453,13 +543,22 @@ def _norm(s:str) -> str: return ' '.join(s.lower().split())
 def _choose_op(judge:Judge, e:Entry, c:Candidate, shots:int=0) -> str:
     return judge.choose(kb_op_prompt(shots), list(KB_OPS[:3]), content=kb_op_content(e.content, c.content)).option
 
-def _decide_op(c:Candidate, e:Entry|None, sim, judge:Judge|None, dup_threshold:float, topic_threshold:float, shots:int=0) -> tuple[str, str]:
+def _decide_op(
+    c:Candidate,
+    e:Entry|None,
+    sim,
+    judge:Judge|None,
+    dup_threshold:float,
+    topic_threshold:float,
+    shots:int=0,
+) -> tuple[str, str]:
     "`(op, reason)` for candidate `c` and its nearest same-side entry `e` (None: there is none)."
     if e is None: return 'insert', 'new knowledge'
     cn, en = set(c.names), set(e.names)
     conflict, same = bool(cn - en and en - cn), bool(cn) and cn == en
     if _norm(c.content) == _norm(e.content): return 'merge', 'same content'
-    if sim >= topic_threshold and (conflict or same): return 'revise', 'same topic, tool names changed' if conflict else 'same names, new content'
+    if sim >= topic_threshold and (conflict or same):
+        return 'revise', 'same topic, tool names changed' if conflict else 'same names, new content'
     if sim >= dup_threshold and not conflict: return 'merge', 'near-duplicate'
     if sim >= topic_threshold and judge is not None: return _choose_op(judge, e, c, shots), 'judge on same topic'
     return 'insert', 'new knowledge'
@@ -473,7 +572,12 @@ def _apply_op(kb, op:str, reason:str, e:Entry|None, sim, c:Candidate, vec) -> KB
         keep = c.content if set(c.names) > set(e.names) else e.content
         return KBOp('merge', kb.merge(e.id, c.to_entry(vec), reason=why, content=keep).id, reason, sim)
     label = 'volatile' if 'volatile' in (c.label, e.label) else c.label
-    return KBOp('revise', kb.revise(e.id, c.content, reason=why, names=list(c.names), label=label, embedding=vec).id, reason, sim)
+    return KBOp(
+        'revise',
+        kb.revise(e.id, c.content, reason=why, names=list(c.names), label=label, embedding=vec).id,
+        reason,
+        sim,
+    )
 
 # %% ../nbs/12_knowledgepo.ipynb #6e2ed6ec
 def update_kb(kb, candidate:Candidate, judge:Judge|None=None, # decides ambiguous same-topic cases when given
@@ -500,38 +604,134 @@ def update_kb(kb, candidate:Candidate, judge:Judge|None=None, # decides ambiguou
 # %% ../nbs/12_knowledgepo.ipynb #d9aaaa48
 KB_OP_CASES = [
     ("Finish with a line 'Answer: <answer>'.", "Always end the reply with a final 'Answer: <answer>' line.", 'merge'),
-    ("To count rows, count those matching the condition.", "Count the rows that match the condition to answer count questions.", 'merge'),
-    ("The players table lists points per game.", "Correction: the players table lists total points, not points per game.", 'revise'),
-    ("Sum questions need the where column first.", "Sum questions need the summed column first, then the where column and value.", 'revise'),
+    (
+        "To count rows, count those matching the condition.",
+        "Count the rows that match the condition to answer count questions.",
+        'merge',
+    ),
+    (
+        "The players table lists points per game.",
+        "Correction: the players table lists total points, not points per game.",
+        'revise',
+    ),
+    (
+        "Sum questions need the where column first.",
+        "Sum questions need the summed column first, then the where column and value.",
+        'revise',
+    ),
     ("To count rows, count those matching the condition.", "Compare two values as numbers, not as text.", 'insert'),
     ("Finish with a line 'Answer: <answer>'.", "When a tool call fails, read the list of available tools.", 'insert'),
 ]
 
 # %% ../nbs/12_knowledgepo.ipynb #c4034a83
 KB_OP_CASES += [
-    ("Compare numbers as numbers, not as strings.", "When comparing two values, convert them to numbers first instead of comparing their text.", 'merge'),
-    ("Call a tool to read the table before answering.", "Read the table with a tool call before giving any answer.", 'merge'),
-    ("For two-hop questions, find the bridge entity first.", "First identify the intermediate entity, then answer the question about it.", 'merge'),
-    ("Percent of a number: multiply by the percent and divide by 100.", "To take p% of x, compute x times p over 100.", 'merge'),
-    ("Iterate instead of recursing for Fibonacci numbers.", "Compute Fibonacci numbers with a loop, not with naive recursion.", 'merge'),
-    ("Test the function on the docstring examples before submitting.", "Before submitting code, run it on the examples given in the docstring.", 'merge'),
-    ("The perimeter of a rectangle is 2 times length plus width.", "A rectangle's perimeter is twice the sum of its length and width.", 'merge'),
-    ("Trust the given paragraphs over remembered facts.", "When the context contradicts what you remember, answer from the context.", 'merge'),
-    ("The lookup tool is called lookup on surface v2.", "Update: on surface v3 the lookup tool is called get, not lookup.", 'revise'),
-    ("Use db.select to read the users.", "db.select was removed in v2; read the users with db.query_rows(sql) instead.", 'revise'),
-    ("The teams table has a column country.", "Correction: the country column of the teams table is named ctry.", 'revise'),
-    ("Call parse_date with just the date string.", "Since v3 parse_date requires the format string as its second argument.", 'revise'),
-    ("Answer math questions with the number only.", "Correction: end a math answer with a line 'Answer: <number>' or a boxed number, not a bare number.", 'revise'),
-    ("Count rows with count(col, value).", "The count tool was renamed: on surface v2 use tbl_tally(col, value).", 'revise'),
-    ("A rectangle's perimeter is its length times its width.", "Correction: length times width is the area; the perimeter is twice length plus width.", 'revise'),
-    ("The calculator tool is compute(expr).", "On surface v2 the calculator is calc(expr); compute no longer exists.", 'revise'),
+    (
+        "Compare numbers as numbers, not as strings.",
+        "When comparing two values, convert them to numbers first instead of comparing their text.",
+        'merge',
+    ),
+    (
+        "Call a tool to read the table before answering.",
+        "Read the table with a tool call before giving any answer.",
+        'merge',
+    ),
+    (
+        "For two-hop questions, find the bridge entity first.",
+        "First identify the intermediate entity, then answer the question about it.",
+        'merge',
+    ),
+    (
+        "Percent of a number: multiply by the percent and divide by 100.",
+        "To take p% of x, compute x times p over 100.",
+        'merge',
+    ),
+    (
+        "Iterate instead of recursing for Fibonacci numbers.",
+        "Compute Fibonacci numbers with a loop, not with naive recursion.",
+        'merge',
+    ),
+    (
+        "Test the function on the docstring examples before submitting.",
+        "Before submitting code, run it on the examples given in the docstring.",
+        'merge',
+    ),
+    (
+        "The perimeter of a rectangle is 2 times length plus width.",
+        "A rectangle's perimeter is twice the sum of its length and width.",
+        'merge',
+    ),
+    (
+        "Trust the given paragraphs over remembered facts.",
+        "When the context contradicts what you remember, answer from the context.",
+        'merge',
+    ),
+    (
+        "The lookup tool is called lookup on surface v2.",
+        "Update: on surface v3 the lookup tool is called get, not lookup.",
+        'revise',
+    ),
+    (
+        "Use db.select to read the users.",
+        "db.select was removed in v2; read the users with db.query_rows(sql) instead.",
+        'revise',
+    ),
+    (
+        "The teams table has a column country.",
+        "Correction: the country column of the teams table is named ctry.",
+        'revise',
+    ),
+    (
+        "Call parse_date with just the date string.",
+        "Since v3 parse_date requires the format string as its second argument.",
+        'revise',
+    ),
+    (
+        "Answer math questions with the number only.",
+        "Correction: end a math answer with a line 'Answer: <number>' or a boxed number, not a bare number.",
+        'revise',
+    ),
+    (
+        "Count rows with count(col, value).",
+        "The count tool was renamed: on surface v2 use tbl_tally(col, value).",
+        'revise',
+    ),
+    (
+        "A rectangle's perimeter is its length times its width.",
+        "Correction: length times width is the area; the perimeter is twice length plus width.",
+        'revise',
+    ),
+    (
+        "The calculator tool is compute(expr).",
+        "On surface v2 the calculator is calc(expr); compute no longer exists.",
+        'revise',
+    ),
     ("Read the table with a tool call before answering.", "Compare numbers as numbers, not as text.", 'insert'),
-    ("Percent of a number: multiply by the percent and divide by 100.", "The perimeter of a rectangle is twice the sum of its sides.", 'insert'),
-    ("Test the function on the docstring examples before submitting.", "Use a loop instead of recursion for Fibonacci numbers.", 'insert'),
-    ("For two-hop questions, find the bridge entity first.", "Copy names exactly as they are written in the paragraph.", 'insert'),
+    (
+        "Percent of a number: multiply by the percent and divide by 100.",
+        "The perimeter of a rectangle is twice the sum of its sides.",
+        'insert',
+    ),
+    (
+        "Test the function on the docstring examples before submitting.",
+        "Use a loop instead of recursion for Fibonacci numbers.",
+        'insert',
+    ),
+    (
+        "For two-hop questions, find the bridge entity first.",
+        "Copy names exactly as they are written in the paragraph.",
+        'insert',
+    ),
     ("The lookup tool is called get on surface v3.", "The filter tool is called keep_rows on surface v3.", 'insert'),
-    ("When a code solution times out, look for a faster algorithm.", "Strip whitespace from each input line before parsing it.", 'insert'),
-    ("An average is the sum divided by the count.", "Round money amounts down only when the task asks for whole units.", 'insert'),
+    (
+        "When a code solution times out, look for a faster algorithm.",
+        "Strip whitespace from each input line before parsing it.",
+        'insert',
+    ),
+    (
+        "An average is the sum divided by the count.",
+        "Round money amounts down only when the task asks for whole units.",
+        'insert',
+    ),
     ("Finish with a line 'Answer: <answer>'.", "Skip cells that are not numbers when summing a column.", 'insert'),
 ]
 
@@ -539,8 +739,13 @@ KB_OP_CASES += [
 def kb_op_agreement(judge:Judge, cases:list=KB_OP_CASES, calibrate:bool=True,
                     shots:int=0) -> dict: # worked examples in the prompt (`kb_op_prompt`)
     "Agreement of the KB-operation judge with hand labels (`Judge.agreement`)."
-    return judge.agreement([dict(prompt=kb_op_prompt(shots), content=kb_op_content(a, b), options=list(KB_OPS[:3]), gold=g)
-                            for a, b, g in cases], calibrate)
+    return judge.agreement(
+        [
+            dict(prompt=kb_op_prompt(shots), content=kb_op_content(a, b), options=list(KB_OPS[:3]), gold=g)
+            for a, b, g in cases
+        ],
+        calibrate,
+    )
 
 # %% ../nbs/12_knowledgepo.ipynb #9f0f7be9
 def revision_counts(kb) -> dict[int, int]:
@@ -567,14 +772,16 @@ def rename_names(text:str, mapping:dict) -> str:
 
 # %% ../nbs/12_knowledgepo.ipynb #68eba596
 def resurface(entries:list, old:Surface, new:Surface) -> tuple[list, dict]:
-    "`(entries, old->new names)`: volatile entries rewritten from surface `old` to `new` (names and version); others as they are."
+    """`(entries, old->new names)`: volatile entries rewritten from surface `old` to `new` (names and version); others
+    as they are."""
     mapping = {old.names[op]: new.names[op] for op in new.names if op in old.names}
     ver = lambda t: re.sub(rf'\bsurface v{old.version}\b', f'surface v{new.version}', t)
     return [replace(e, content=ver(rename_names(e.content, mapping)), names=[mapping.get(n, n) for n in e.names])
             if e.label == 'volatile' else e for e in entries], mapping
 
 def rename_volatile(entries:list, surface:Surface, seed:int) -> tuple[list, Surface, dict]:
-    "`(renamed entries, new surface, old->new names)`: volatile entries renamed consistently with `rename(surface, seed)`."
+    """`(renamed entries, new surface, old->new names)`: volatile entries renamed consistently with `rename(surface,
+    seed)`."""
     new = rename(surface, seed)
     out, mapping = resurface(entries, surface, new)
     return out, new, mapping
@@ -612,12 +819,15 @@ def memory_aware_prompt(env, task:Task, kb=None, k:int=3, # entries injected per
     entries = [h.entry for h in kb.retrieve(task.prompt, k=k, mode=mode)] if kb is not None and k > 0 else []
     mapping, surface = {}, _surface_of(task)
     if rename_seed is not None:
-        if surface is None: get_logger('knowledgepo').warning(f"{task.id}: no tool surface to rename; prompt left as is")
+        if surface is None:
+            get_logger('knowledgepo').warning(f"{task.id}: no tool surface to rename; prompt left as is")
         else:
             entries, new, mapping = rename_volatile(entries, surface, rename_seed)
             task = with_surface(task, new)
             if stats is not None: stats.renamed += 1
-    return RolloutPrompt(task, build_messages(env, task, entries), entries, mapping, legal_names(task), observed_names(task, entries))
+    return RolloutPrompt(
+        task, build_messages(env, task, entries), entries, mapping, legal_names(task), observed_names(task, entries)
+    )
 
 # %% ../nbs/12_knowledgepo.ipynb #6a6b07ae
 def memory_aware_messages(env, task:Task, kb=None, k:int=3, mode:str='hybrid', rename_seed:int|None=None) -> list[dict]:
@@ -635,7 +845,9 @@ def recitation_violations(calls:list, legal:set, observed:set) -> list[tuple[str
     names = [getattr(c, 'name', c) for c in calls]
     return [(n, 'stale' if n not in legal else 'unobserved') for n in names if n not in legal or n not in observed]
 
-def anti_recitation_reward(r_task:float, calls:list, legal:set, observed:set, lam:float=0.5, stats:KPOStats|None=None) -> float:
+def anti_recitation_reward(
+    r_task:float, calls:list, legal:set, observed:set, lam:float=0.5, stats:KPOStats|None=None
+) -> float:
     "R = R_task − λ·1[a call uses a stale or unobserved volatile name] (paper §4.4.1)."
     bad = bool(recitation_violations(calls, legal, observed))
     if bad and stats is not None: stats.penalties += 1
@@ -644,7 +856,11 @@ def anti_recitation_reward(r_task:float, calls:list, legal:set, observed:set, la
 # %% ../nbs/12_knowledgepo.ipynb #4f9d5cc8
 def rename_trace(messages:list[dict], mapping:dict, old_version:int|None=None, new_version:int|None=None) -> list[dict]:
     "A trajectory with every symbol occurrence of the old volatile names (and the surface version) renamed."
-    ver = (lambda t: re.sub(rf'\bsurface v{old_version}\b', f'surface v{new_version}', t)) if old_version is not None else (lambda t: t)
+    ver = (
+        (lambda t: re.sub(rf'\bsurface v{old_version}\b', f'surface v{new_version}', t))
+        if old_version is not None
+        else (lambda t: t)
+    )
     return [dict(m, content=ver(rename_names(str(m['content']), mapping))) for m in messages]
 
 # %% ../nbs/12_knowledgepo.ipynb #20fa61dd
@@ -655,19 +871,29 @@ def anti_recitation_sft(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybri
     "Memory-aware reference conversations, renamed per episode, kept when the anti-recitation reward reaches `q_min`."
     kept, why = [], Counter()
     for i, t in enumerate(tasks):
-        rp = memory_aware_prompt(env, t, kb, k, mode, rename_seed=seed + i if rename and _surface_of(t) else None, stats=stats)
+        rp = memory_aware_prompt(
+            env, t, kb, k, mode, rename_seed=seed + i if rename and _surface_of(t) else None, stats=stats
+        )
         r = replay_reference(env, rp.task)
         if not r.success: why[f'reference fails: {r.feedback.message[:50]}'] += 1; continue
-        R = anti_recitation_reward(r.feedback.score, r.state.calls, rp.legal, rp.observed, lam, stats) if rp.legal else float(r.feedback.score)
+        R = (
+            anti_recitation_reward(r.feedback.score, r.state.calls, rp.legal, rp.observed, lam, stats)
+            if rp.legal
+            else float(r.feedback.score)
+        )
         if R < q_min: why['anti-recitation reward below q_min'] += 1; continue
         kept.append(replace(r, messages=rp.messages + r.messages[1:]))
     if why: get_logger('knowledgepo').info(f"anti_recitation_sft: kept {len(kept)} of {len(tasks)}: {dict(why)}")
     return trajectories_to_sft(kept, min_score=0.0)
 
 # %% ../nbs/12_knowledgepo.ipynb #95ca2931
-def rename_rollout(t:dict, # a collected rollout: `trace` (messages) and the `surface` it was played on (a dict, or None)
-                   seed:int, stats:KPOStats|None=None) -> tuple[list[dict], dict|None]:
-    "`(trace, surface)`: the rollout with its volatile names renamed consistently (trace, entries, tool list) for a new episode; as played without a tool surface."
+def rename_rollout(
+    t:dict,  # a collected rollout: `trace` (messages) and the `surface` it was played on (a dict, or None)
+    seed:int,
+    stats:KPOStats|None=None,
+) -> tuple[list[dict], dict|None]:
+    """`(trace, surface)`: the rollout with its volatile names renamed consistently (trace, entries, tool list) for a
+    new episode; as played without a tool surface."""
     if not t.get('surface'): return t['trace'], t.get('surface')
     old = Surface.from_dict(t['surface']); new = rename(old, seed)
     mp = {old.names[o]: new.names[o] for o in new.names if o in old.names}
@@ -677,10 +903,13 @@ def rename_rollout(t:dict, # a collected rollout: `trace` (messages) and the `su
 # %% ../nbs/12_knowledgepo.ipynb #42ff1b6c
 def memory_aware_rows(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybrid', seed:int=0, rename:bool=True,
                       stats:KPOStats|None=None, tag:str='') -> tuple[list, dict, dict]:
-    "GRPO rows of `tasks`' memory-aware first turns (renamed with `seed + i`): `(rows, {id: task}, {id: (legal, observed)})`."
+    """GRPO rows of `tasks`' memory-aware first turns (renamed with `seed + i`): `(rows, {id: task}, {id: (legal,
+    observed)})`."""
     rows, by_id, names = [], {}, {}
     for i, t in enumerate(tasks):
-        rp = memory_aware_prompt(env, t, kb, k, mode, rename_seed=seed + i if rename and _surface_of(t) else None, stats=stats)
+        rp = memory_aware_prompt(
+            env, t, kb, k, mode, rename_seed=seed + i if rename and _surface_of(t) else None, stats=stats
+        )
         tid = f"{rp.task.id}#{tag}{i}"
         by_id[tid], names[tid] = replace(rp.task, id=tid), (rp.legal, rp.observed)
         rows.append(dict(prompt=rp.messages, task_id=tid))
@@ -689,7 +918,8 @@ def memory_aware_rows(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybrid'
 # %% ../nbs/12_knowledgepo.ipynb #380fb0ac
 def anti_recitation_grpo(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybrid', seed:int=0, rename:bool=True,
                          lam:float=0.5, stats:KPOStats|None=None, step_credit:float=0.1):
-    "`(prompts Dataset, reward_fn)` for `train_grpo`: memory-aware renamed first turns; R = R_task − λ·𝟙[stale/unobserved]."
+    """`(prompts Dataset, reward_fn)` for `train_grpo`: memory-aware renamed first turns; R = R_task −
+    λ·𝟙[stale/unobserved]."""
     rows, by_id, names = memory_aware_rows(env, tasks, kb, k, mode, seed, rename, stats)
     def penalty(prompt, completion:str, task) -> float:
         legal, observed = names[task.id]
@@ -704,17 +934,20 @@ def had_utility(e:Entry) -> bool:
 
 # %% ../nbs/12_knowledgepo.ipynb #26004dbb
 def ab_deltas(evaluate_fn:Callable, tasks:list, entries:list) -> tuple[float, dict]:
-    "`(baseline, {id: Score(with entry) − Score(without)})` over `tasks`; one batched call when `evaluate_fn` has `many`."
+    """`(baseline, {id: Score(with entry) − Score(without)})` over `tasks`; one batched call when `evaluate_fn` has
+    `many`."""
     if not entries: return float('nan'), {}
     sets = [[]] + [[e] for e in entries]
     many = getattr(evaluate_fn, 'many', None)   # `many(tasks, entry_sets) -> [score per set]`: every arm in one batch
     scores = [float(s) for s in many(tasks, sets)] if many else [float(evaluate_fn(tasks, s)) for s in sets]
-    if len(scores) != len(sets): raise ValueError(f"evaluate_fn.many returned {len(scores)} scores for {len(sets)} entry sets")
+    if len(scores) != len(sets):
+        raise ValueError(f"evaluate_fn.many returned {len(scores)} scores for {len(sets)} entry sets")
     return scores[0], {e.id: s - scores[0] for e, s in zip(entries, scores[1:])}
 
 # %% ../nbs/12_knowledgepo.ipynb #14214383
 def ab_order(entries:list, max_entries:int|None=None) -> list:
-    "The entries an A/B tests: most successful uses first (then most uses, then oldest); at most `max_entries` (None or 0: all)."
+    """The entries an A/B tests: most successful uses first (then most uses, then oldest); at most `max_entries` (None
+    or 0: all)."""
     es = sorted(entries, key=lambda e: (-e.successes, -e.uses, e.id))
     return es[:max_entries] if max_entries else es
 
@@ -724,7 +957,8 @@ def measure_utility(kb, evaluate_fn:Callable, tasks:list, labels:tuple=('stable'
                     max_entries:int|None=None, # A/B at most this many (`ab_order`); None or 0: all
                    ) -> dict[int, float]:
     "A/B every online entry with a label in `labels` on `tasks` and store Δ in `field` (`delta_pre` before training)."
-    if field not in ('delta_pre', 'delta_post'): raise ValueError(f"field {field!r} must be 'delta_pre' or 'delta_post'")
+    if field not in ('delta_pre', 'delta_post'):
+        raise ValueError(f"field {field!r} must be 'delta_pre' or 'delta_post'")
     es = [e for e in kb.entries(status='online', family=family) if e.label in labels and not e.promoted]
     _, d = ab_deltas(evaluate_fn, tasks, ab_order(es, max_entries))
     for i, v in d.items(): kb.update(i, reason='A/B utility', **{field: v})
@@ -732,7 +966,8 @@ def measure_utility(kb, evaluate_fn:Callable, tasks:list, labels:tuple=('stable'
 
 # %% ../nbs/12_knowledgepo.ipynb #8f08bdac
 def _release_triage(kb, labels:tuple, family:str|None, n:int, min_tasks:int, out:dict) -> list:
-    "Put each online entry of `family` in `out`'s protected, kept or discarded list, or return it for the A/B (it showed utility)."
+    """Put each online entry of `family` in `out`'s protected, kept or discarded list, or return it for the A/B (it
+    showed utility)."""
     todo = []
     for e in kb.entries(status='online', family=family):
         if e.label == 'volatile' or e.promoted or e.label not in labels: out['protected'].append(e.id)
@@ -742,14 +977,17 @@ def _release_triage(kb, labels:tuple, family:str|None, n:int, min_tasks:int, out
     return todo
 
 # %% ../nbs/12_knowledgepo.ipynb #ff41177c
-def release(kb, evaluate_fn:Callable, heldout_tasks:list,
-            threshold:float=0.0, # Δ_post at or below this: internalized
-            labels:tuple=('stable',), # labels eligible for release
-            stats:KPOStats|None=None,
-            family:str|None=None, # only entries extracted from this family, the one just trained (None: all)
-            min_tasks:int=4, # an A/B on fewer held-out tasks cannot show "no utility": such entries are kept, not discarded
-            max_entries:int|None=None, # A/B at most this many entries (`ab_order`); the rest stay online as `untested`
-           ) -> dict:
+def release(
+    kb,
+    evaluate_fn:Callable,
+    heldout_tasks:list,
+    threshold:float=0.0,  # Δ_post at or below this:internalized
+    labels:tuple=('stable',),  # labels eligible for release
+    stats:KPOStats|None=None,
+    family:str|None=None,  # only entries extracted from this family, the one just trained (None:all)
+    min_tasks:int=4,  # an A/B on fewer held-out tasks cannot show "no utility": such entries are kept, not discarded
+    max_entries:int|None=None,  # A/B at most this many entries (`ab_order`); the rest stay online as `untested`
+) -> dict:
     "Memory release after training (§4.4.2): internalize, discard or keep each online entry."
     n = len(heldout_tasks)
     out = dict(internalized=[], discarded=[], kept=[], protected=[], untested=[], deltas={}, baseline=None, n=n)
@@ -761,9 +999,17 @@ def release(kb, evaluate_fn:Callable, heldout_tasks:list,
     for e in tested:
         d = out['deltas'][e.id]
         kb.update(e.id, reason=f'memory release A/B (n={n})', delta_post=d)
-        if d <= threshold: kb.set_status(e.id, 'internalized', reason=f"memory release: useful before training, delta {d:+.3f} <= {threshold} after (n={n})"); out['internalized'].append(e.id)
-        else: out['kept'].append(e.id)
-    if stats is not None: stats.releases.update({k: len(out[k]) for k in ('internalized', 'discarded', 'kept', 'protected', 'untested')})
+        if d <= threshold:
+            kb.set_status(
+                e.id,
+                'internalized',
+                reason=f"memory release: useful before training, delta {d:+.3f} <= {threshold} after (n={n})",
+            )
+            out['internalized'].append(e.id)
+        else:
+            out['kept'].append(e.id)
+    if stats is not None:
+        stats.releases.update({k: len(out[k]) for k in ('internalized', 'discarded', 'kept', 'protected', 'untested')})
     return out
 
 # %% ../nbs/12_knowledgepo.ipynb #2cc50c4c
@@ -773,34 +1019,61 @@ class HeldoutEval:
     def __call__(self, tasks, entries): return self.many(tasks, [entries])[0]
     def many(self, tasks, entry_sets):
         "Mean score per entry set; every (set, task) episode played in one batch."
-        rs = self.agent.run(self.env, [t for _ in entry_sets for t in tasks], entries=[list(es) for es in entry_sets for _ in tasks])
-        return [sum(r.feedback.score for r in rs[i*len(tasks):(i+1)*len(tasks)]) / max(1, len(tasks)) for i in range(len(entry_sets))]
+        rs = self.agent.run(
+            self.env, [t for _ in entry_sets for t in tasks], entries=[list(es) for es in entry_sets for _ in tasks]
+        )
+        return [
+            sum(r.feedback.score for r in rs[i * len(tasks) : (i + 1) * len(tasks)]) / max(1, len(tasks))
+            for i in range(len(entry_sets))
+        ]
 
 # %% ../nbs/12_knowledgepo.ipynb #90a11db1
 class KnowledgePO:
     "COVE's KnowledgePO over a knowledge base and a judge (paper §4.4)."
-    def __init__(self, kb, judge:Judge|None=None,
-                 extractor:str='rules', # 'judge', 'rules' or 'both'
-                 label_mode:str='judge+rules', # 'judge', 'judge+rules' or 'rules'
-                 max_candidates:int=2, # candidates per extractor per episode
-                 dup_threshold:float=0.9, topic_threshold:float=0.8,
-                 R:int=2, # revisions that promote a non-volatile entry
-                 lam:float=0.5, # anti-recitation penalty λ
-                 k:int=3, mode:str='hybrid', # retrieval for memory-aware rollouts
-                 op_judge:bool=True, # let the judge decide ambiguous same-topic KB operations
-                 label_shots:int=6, # worked examples in the volatility judge's prompt (six-shot measured best on SmolLM2; 0: zero-shot)
-                 op_shots:int=0): # worked examples in the KB-operation judge's prompt (no measured gain; 0: zero-shot)
+    def __init__(
+        self,
+        kb,
+        judge:Judge|None=None,
+        extractor:str='rules',  # 'judge', 'rules' or 'both'
+        label_mode:str='judge+rules',  # 'judge', 'judge+rules' or 'rules'
+        max_candidates:int=2,  # candidates per extractor per episode
+        dup_threshold:float=0.9,
+        topic_threshold:float=0.8,
+        R:int=2,  # revisions that promote a non-volatile entry
+        lam:float=0.5,  # anti-recitation penalty λ
+        k:int=3,
+        mode:str='hybrid',  # retrieval for memory-aware rollouts
+        op_judge:bool=True,  # let the judge decide ambiguous same-topic KB operations
+        label_shots:int=6,  # worked examples in the volatility judge's prompt (six-shot measured best on SmolLM2; 0:zero-shot)
+        op_shots:int=0,
+    ):  # worked examples in the KB-operation judge's prompt (no measured gain; 0:zero-shot)
         if extractor not in EXTRACTORS: raise ValueError(f"extractor {extractor!r} not in {EXTRACTORS}")
         if label_mode not in LABEL_MODES: raise ValueError(f"label mode {label_mode!r} not in {LABEL_MODES}")
         if judge is None and (extractor != 'rules' or label_mode != 'rules'):
-            raise ValueError(f"extractor={extractor!r} / label_mode={label_mode!r} need a judge; pass one or use 'rules' for both")
-        self.kb, self.judge, self.extractor, self.label_mode, self.max_candidates = kb, judge, extractor, label_mode, max_candidates
-        self.dup_threshold, self.topic_threshold, self.R, self.lam, self.k, self.mode = dup_threshold, topic_threshold, R, lam, k, mode
+            raise ValueError(
+                f"extractor={extractor!r} / label_mode={label_mode!r} need a judge; pass one or use 'rules' for both"
+            )
+        self.kb, self.judge, self.extractor, self.label_mode, self.max_candidates = (
+            kb,
+            judge,
+            extractor,
+            label_mode,
+            max_candidates,
+        )
+        self.dup_threshold, self.topic_threshold, self.R, self.lam, self.k, self.mode = (
+            dup_threshold,
+            topic_threshold,
+            R,
+            lam,
+            k,
+            mode,
+        )
         self.op_judge, self.label_shots, self.op_shots = judge if op_judge else None, label_shots, op_shots
         self.stats = KPOStats()
         self._texts = {}   # id(result) -> (result, its judge texts), from `prefetch`
 
-    def __repr__(self): return f"KnowledgePO(extractor={self.extractor!r}, label_mode={self.label_mode!r}, R={self.R}, k={self.k})"
+    def __repr__(self):
+        return f"KnowledgePO(extractor={self.extractor!r}, label_mode={self.label_mode!r}, R={self.R}, k={self.k})"
 
 # %% ../nbs/12_knowledgepo.ipynb #efcc63d4
 @patch
@@ -819,8 +1092,12 @@ def observe(self:KnowledgePO, result:EpisodeResult) -> list[KBOp]:
     texts = texts if r is result else None
     cands = extract_candidates(self.judge, task, result, self.max_candidates, self.extractor, self.stats, texts=texts)
     cands = label_candidates(self.judge, cands, self.label_mode, _surface_of(task), self.stats, shots=self.label_shots)
-    ops = [update_kb(self.kb, c, self.op_judge, self.dup_threshold, self.topic_threshold, stats=self.stats, shots=self.op_shots)
-           for c in cands]
+    ops = [
+        update_kb(
+            self.kb, c, self.op_judge, self.dup_threshold, self.topic_threshold, stats=self.stats, shots=self.op_shots
+        )
+        for c in cands
+    ]
     promote_revised(self.kb, self.R, self.stats)
     return ops
 
@@ -837,13 +1114,27 @@ def reward(self:KnowledgePO, r_task:float, calls:list, prompt:RolloutPrompt) -> 
 
 # %% ../nbs/12_knowledgepo.ipynb #3b5893b4
 @patch
-def release(self:KnowledgePO, evaluate_fn:Callable, heldout_tasks:list, threshold:float=0.0, labels:tuple=('stable',), family:str|None=None,
-            min_tasks:int=4, max_entries:int|None=None) -> dict:
+def release(
+    self:KnowledgePO,
+    evaluate_fn:Callable,
+    heldout_tasks:list,
+    threshold:float=0.0,
+    labels:tuple=('stable',),
+    family:str|None=None,
+    min_tasks:int=4,
+    max_entries:int|None=None,
+) -> dict:
     "Memory release after a parametric update (see `release`)."
     return release(self.kb, evaluate_fn, heldout_tasks, threshold, labels, self.stats, family, min_tasks, max_entries)
 
 @patch
-def measure_utility(self:KnowledgePO, evaluate_fn:Callable, heldout_tasks:list, labels:tuple=('stable',), family:str|None=None,
-                    max_entries:int|None=None) -> dict:
+def measure_utility(
+    self:KnowledgePO,
+    evaluate_fn:Callable,
+    heldout_tasks:list,
+    labels:tuple=('stable',),
+    family:str|None=None,
+    max_entries:int|None=None,
+) -> dict:
     "Pre-training A/B utility (`delta_pre`) of the releasable entries (see `measure_utility`)."
     return measure_utility(self.kb, evaluate_fn, heldout_tasks, labels, 'delta_pre', family, max_entries)

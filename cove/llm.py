@@ -117,7 +117,8 @@ def _in_hf_cache(repo_id:str) -> bool:
 
 # %% ../nbs/02_llm.ipynb #74f7b261
 def resolve_model(name:str, allow_download:bool=False) -> ModelRef:
-    "Resolve a model `name`: the embedded default, `tiny`, a local folder, or a hub id (never fetched unless `allow_download`)."
+    """Resolve a model `name`: the embedded default, `tiny`, a local folder, or a hub id (never fetched unless
+    `allow_download`)."""
     if name in EMBEDDED_ALIASES: return ModelRef(name, 'embedded', str(ensure_embedded_model()))
     if name == 'tiny': return ModelRef(name, 'tiny')
     p = Path(name).expanduser()
@@ -227,13 +228,25 @@ class TokenLedger:
 
 # %% ../nbs/02_llm.ipynb #5ced6cb7
 @patch
-def add(self:TokenLedger, kind:str, prompt_tokens:int=0, completion_tokens:int=0, train_tokens:int=0, calls:int=1) -> TokenLedger:
+def add(
+    self:TokenLedger,
+    kind:str,
+    prompt_tokens:int=0,
+    completion_tokens:int=0,
+    train_tokens:int=0,
+    calls:int=1,
+) -> TokenLedger:
     "Record `calls` calls of `kind` with these token counts; returns `self`."
-    vals = dict(calls=calls, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, train_tokens=train_tokens)
-    if any(int(v) != v or v < 0 for v in vals.values()): raise ValueError(f"token counts must be non-negative integers: {vals}")
+    vals = dict(
+        calls=calls, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, train_tokens=train_tokens
+    )
+    if any(int(v) != v or v < 0 for v in vals.values()):
+        raise ValueError(f"token counts must be non-negative integers: {vals}")
     row = self.by_kind.setdefault(kind, dict.fromkeys(_LEDGER_KEYS, 0))
     for k, v in vals.items(): row[k] += int(v)
-    self.prompt_tokens += int(prompt_tokens); self.completion_tokens += int(completion_tokens); self.train_tokens += int(train_tokens)
+    self.prompt_tokens += int(prompt_tokens)
+    self.completion_tokens += int(completion_tokens)
+    self.train_tokens += int(train_tokens)
     return self
 
 # %% ../nbs/02_llm.ipynb #ff769543
@@ -328,7 +341,8 @@ def generate_one(self:Policy, messages, **kw) -> Generation:
 # %% ../nbs/02_llm.ipynb #31ab742c
 @patch
 def with_adapter(self:Policy, adapter:str|Path):
-    "Context manager: use a loaded adapter name or an adapter folder inside a `with` block, then restore the previous one."
+    """Context manager: use a loaded adapter name or an adapter folder inside a `with` block, then restore the previous
+    one."""
     @contextlib.contextmanager
     def scope():
         prev = self.active_adapter
@@ -342,7 +356,9 @@ def with_adapter(self:Policy, adapter:str|Path):
 def render_chat(tokenizer, messages, add_generation_prompt:bool=True, **template_kw) -> str:
     "The prompt text for `messages` under the tokenizer's chat template."
     if not getattr(tokenizer, 'chat_template', None):
-        raise ValueError("the tokenizer has no chat template: set `tokenizer.chat_template` (policies take chat messages)")
+        raise ValueError(
+            "the tokenizer has no chat template: set `tokenizer.chat_template` (policies take chat messages)"
+        )
     return tokenizer.apply_chat_template(as_messages(messages), tokenize=False,
                                          add_generation_prompt=add_generation_prompt, **template_kw)
 
@@ -352,7 +368,9 @@ def count_tokens_with(tokenizer, x, **template_kw) -> int:
     return len(tokenizer(text, add_special_tokens=False)['input_ids'])
 
 # %% ../nbs/02_llm.ipynb #5e5962b1
-def choice_token_spans(tokenizer, messages, choices:list[str], end:bool=True, **template_kw) -> list[tuple[list[int], int]]:
+def choice_token_spans(
+    tokenizer, messages, choices:list[str], end:bool=True, **template_kw
+) -> list[tuple[list[int], int]]:
     "For each choice: the token ids of prompt + choice (+ end-of-turn) and the index of its first choice token."
     if not choices or not all(isinstance(c, str) and c for c in choices):
         raise ValueError(f"choices must be non-empty strings, got {choices!r:.200}")
@@ -375,29 +393,35 @@ def _common_prefix(seqs:list[list[int]]) -> int:
 
 # %% ../nbs/02_llm.ipynb #71987469
 class PrefixCache:
-    "Per-row KV caches of recent prompts, reused for the longest common token prefix (LRU, at most `max_tokens` tokens)."
+    """Per-row KV caches of recent prompts, reused for the longest common token prefix (LRU, at most `max_tokens`
+    tokens)."""
     def __init__(self, max_tokens:int=32768):
         if max_tokens < 0: raise ValueError(f"max_tokens must be >= 0 (0 disables the cache), got {max_tokens}")
-        self.max_tokens, self.rows = max_tokens, []   # rows: (key, ids as an int64 array, [(k, v) per layer] with k, v: heads x tokens x dim)
+        # rows: (key, ids as an int64 array, [(k, v) per layer] with k, v: heads x tokens x dim)
+        self.max_tokens, self.rows = max_tokens, []
         self.stats = dict(lookups=0, hits=0, reused_tokens=0, prompt_tokens=0)
     @property
     def tokens(self) -> int: return sum(len(r[1]) for r in self.rows)
     def clear(self): self.rows = []
-    def __repr__(self): return f"PrefixCache({len(self.rows)} rows, {self.tokens}/{self.max_tokens} tokens, {self.stats})"
+    def __repr__(self):
+        return f"PrefixCache({len(self.rows)} rows, {self.tokens}/{self.max_tokens} tokens, {self.stats})"
 
 # %% ../nbs/02_llm.ipynb #b114940d
 @patch
 def add(self:PrefixCache, key, ids:list[int], kv:list):
-    "Keep a row's ids and KV (`[(k, v)]` per layer, each heads x len(ids) x dim); evicts the oldest rows beyond `max_tokens`."
+    """Keep a row's ids and KV (`[(k, v)]` per layer, each heads x len(ids) x dim); evicts the oldest rows beyond
+    `max_tokens`."""
     if not ids or len(ids) > self.max_tokens: return
-    if any(k.shape[-2] != len(ids) for k, _ in kv): raise ValueError(f"KV length {kv[0][0].shape[-2]} != {len(ids)} ids")
+    if any(k.shape[-2] != len(ids) for k, _ in kv):
+        raise ValueError(f"KV length {kv[0][0].shape[-2]} != {len(ids)} ids")
     self.rows.append((key, np.asarray(ids, dtype=np.int64), kv))
     while self.tokens > self.max_tokens: self.rows.pop(0)
 
 # %% ../nbs/02_llm.ipynb #c723ffd3
 @patch
 def lookup(self:PrefixCache, key, ids:list[int]) -> tuple[list|None, int]:
-    "The kept row (its per-layer KV) sharing the longest prefix with `ids` under `key`, and that length (at most `len(ids) - 1`)."
+    """The kept row (its per-layer KV) sharing the longest prefix with `ids` under `key`, and that length (at most
+    `len(ids) - 1`)."""
     a, best, n = np.asarray(ids, dtype=np.int64), None, 0
     for j, r in enumerate(self.rows):
         if r[0] != key: continue
@@ -414,9 +438,15 @@ def lookup(self:PrefixCache, key, ids:list[int]) -> tuple[list|None, int]:
 # %% ../nbs/02_llm.ipynb #52097ba5
 class HFPolicy(Policy):
     "A transformers causal LM as a `Policy`: batched left-padded chat generation, choice scoring, LoRA hot-swap."
-    def __init__(self, model, tokenizer, batch_size:int=16, # rows per forward pass
-                 name:str|None=None, template_kw:dict|None=None, # extra chat-template args, e.g. `{'enable_thinking': False}`
-                 prefix_cache_tokens:int=32768): # tokens of KV kept for reuse across turns (`PrefixCache`); 0: off
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        batch_size:int=16,  # rows per forward pass
+        name:str|None=None,
+        template_kw:dict|None=None,  # extra chat-template args, e.g. `{'enable_thinking': False}`
+        prefix_cache_tokens:int=32768,
+    ):  # tokens of KV kept for reuse across turns (`PrefixCache`); 0:off
         super().__init__()
         self.model, self.tokenizer, self.batch_size = model.eval(), tokenizer, batch_size
         self.name = name or getattr(model.config, 'name_or_path', '') or type(model).__name__
@@ -428,10 +458,13 @@ class HFPolicy(Policy):
         self.prefix_cache = PrefixCache(prefix_cache_tokens)
 
     @property
-    def device(self) -> torch.device: return next(self.model.parameters()).device
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
     @property
-    def dtype(self) -> torch.dtype: return next(self.model.parameters()).dtype
-    def __repr__(self): return f"HFPolicy({self.name!r}, dtype={self.dtype}, batch_size={self.batch_size}, adapter={self.active_adapter!r})"
+    def dtype(self) -> torch.dtype:
+        return next(self.model.parameters()).dtype
+    def __repr__(self):
+        return f"HFPolicy({self.name!r}, dtype={self.dtype}, batch_size={self.batch_size}, adapter={self.active_adapter!r})"
 
 # %% ../nbs/02_llm.ipynb #2c93f632
 @patch(cls_method=True)
@@ -467,9 +500,16 @@ class PatternStop(StoppingCriteria):
 @patch
 def _gen_config(self:HFPolicy, max_new_tokens, temperature, top_p, stop, min_new_tokens):
     from transformers import GenerationConfig
-    if temperature < 0 or not 0 < top_p <= 1: raise ValueError(f"need temperature >= 0 and 0 < top_p <= 1, got {temperature}, {top_p}")
-    kw = dict(max_new_tokens=max_new_tokens, do_sample=temperature > 0, use_cache=True, return_dict_in_generate=True,   # the cache comes back for `PrefixCache`
-              pad_token_id=self.tokenizer.pad_token_id, eos_token_id=sorted(self.eos_ids))
+    if temperature < 0 or not 0 < top_p <= 1:
+        raise ValueError(f"need temperature >= 0 and 0 < top_p <= 1, got {temperature}, {top_p}")
+    kw = dict(
+        max_new_tokens=max_new_tokens,
+        do_sample=temperature > 0,
+        use_cache=True,
+        return_dict_in_generate=True,  # the cache comes back for `PrefixCache`
+        pad_token_id=self.tokenizer.pad_token_id,
+        eos_token_id=sorted(self.eos_ids),
+    )
     if min_new_tokens: kw['min_new_tokens'] = min_new_tokens
     if temperature > 0: kw.update(temperature=temperature, top_p=top_p, top_k=0)
     if strs := stop_strings(stop): kw['stop_strings'] = strs
@@ -485,7 +525,8 @@ def _seeded(seed:int|None):
 
 # %% ../nbs/02_llm.ipynb #23ef84f8
 def _cut_at_stop(text:str, stop:list|None) -> str|None:
-    "`text` up to the earliest stop: before a stop string, or through a stop pattern's match (trailing space dropped); None if none occurs."
+    """`text` up to the earliest stop: before a stop string, or through a stop pattern's match (trailing space dropped);
+    None if none occurs."""
     cuts = [text[:i] for i in (text.find(s) for s in stop_strings(stop)) if i >= 0]
     cuts += [text[:m.end()].rstrip() for p in stop_patterns(stop) if (m := p.search(text))]
     return min(cuts, key=len) if cuts else None
@@ -517,7 +558,8 @@ def _finish(self:HFPolicy, ids:list[int], n_prompt:int, stop) -> Generation:
 
 # %% ../nbs/02_llm.ipynb #d96cb1bb
 def client_stop(g:Generation, stop, tokenizer=None) -> Generation:
-    "Apply stop patterns after the fact (for backends that only take strings): cut the text, recount its tokens when a tokenizer is at hand."
+    """Apply stop patterns after the fact (for backends that only take strings): cut the text, recount its tokens when a
+    tokenizer is at hand."""
     cut = _cut_at_stop(g.text, stop_patterns(stop))
     if cut is None: return g
     n = len(tokenizer(cut, add_special_tokens=False)['input_ids']) if tokenizer is not None else g.completion_tokens
@@ -533,23 +575,32 @@ def _adapter_ctx(self:HFPolicy):
 @patch
 def generate(self:HFPolicy, batch:list, max_new_tokens:int=128, temperature:float=0.0, top_p:float=1.0,
              stop:list|None=None, seed:int|None=None, min_new_tokens:int=0) -> list[Generation]:
-    "Complete each conversation in `batch`, `batch_size` rows at a time (greedy when `temperature == 0`); `stop` holds strings and/or compiled patterns."
-    toks = [self.tokenizer(render_chat(self.tokenizer, m, **self.template_kw), add_special_tokens=False)['input_ids'] for m in batch]
+    """Complete each conversation in `batch`, `batch_size` rows at a time (greedy when `temperature == 0`); `stop` holds
+    strings and/or compiled patterns."""
+    toks = [
+        self.tokenizer(render_chat(self.tokenizer, m, **self.template_kw), add_special_tokens=False)['input_ids']
+        for m in batch
+    ]
     cfg = self._gen_config(max_new_tokens, temperature, top_p, stop, min_new_tokens)
     out = [None]*len(toks)
     with self._adapter_ctx(), torch.inference_mode(), _seeded(seed):
         hits = self._cache_hits(toks)
-        order = sorted(range(len(toks)), key=lambda i: -(len(toks[i]) - hits[i][1]))   # similar work to prefill in a chunk
+        # similar work to prefill in a chunk
+        order = sorted(range(len(toks)), key=lambda i: -(len(toks[i]) - hits[i][1]))
         for s in range(0, len(order), self.batch_size):
             idx = order[s:s+self.batch_size]
-            for i, g in zip(idx, self._generate_rows([toks[i] for i in idx], [hits[i] for i in idx], cfg, stop)): out[i] = g
-    self.ledger.add('generate', sum(g.prompt_tokens for g in out), sum(g.completion_tokens for g in out), calls=len(out))
+            for i, g in zip(idx, self._generate_rows([toks[i] for i in idx], [hits[i] for i in idx], cfg, stop)):
+                out[i] = g
+    self.ledger.add(
+        'generate', sum(g.prompt_tokens for g in out), sum(g.completion_tokens for g in out), calls=len(out)
+    )
     return out
 
 # %% ../nbs/02_llm.ipynb #9af55db3
 @patch
 def _cache_hits(self:HFPolicy, toks:list[list[int]]) -> list[tuple[list|None, int]]:
-    "For each prompt, the kept KV and the length of the prefix it covers; a prefix shared by all prompts is prefilled once first."
+    """For each prompt, the kept KV and the length of the prefix it covers; a prefix shared by all prompts is prefilled
+    once first."""
     pc, key = self.prefix_cache, self._active
     if not pc.max_tokens: return [(None, 0)]*len(toks)
     hits = [pc.lookup(key, t) for t in toks]
@@ -565,10 +616,13 @@ def _cache_hits(self:HFPolicy, toks:list[list[int]]) -> list[tuple[list|None, in
 # %% ../nbs/02_llm.ipynb #64244e0d
 @patch
 def _kv_rows(self:HFPolicy, cache, rows:list[tuple[int, list[int]]]) -> list[list]|None:
-    "Copies of the keys and values at positions `pos` of batch row `b`, for each `(b, pos)`; None (and the cache off) for caches other than plain per-layer KV."
+    """Copies of the keys and values at positions `pos` of batch row `b`, for each `(b, pos)`; None (and the cache off)
+    for caches other than plain per-layer KV."""
     layers = getattr(cache, 'layers', None)
     if not layers or any(type(l).__name__ != 'DynamicLayer' for l in layers):
-        _log.warning(f"prefix cache off: {type(cache).__name__} with layers {sorted({type(l).__name__ for l in layers or []})} is not plain per-layer KV")
+        _log.warning(
+            f"prefix cache off: {type(cache).__name__} with layers {sorted({type(l).__name__ for l in layers or []})} is not plain per-layer KV"
+        )
         self.prefix_cache.max_tokens = 0; self.prefix_cache.clear(); return None
     out = []
     for b, pos in rows:
@@ -578,7 +632,8 @@ def _kv_rows(self:HFPolicy, cache, rows:list[tuple[int, list[int]]]) -> list[lis
 
 # %% ../nbs/02_llm.ipynb #2dd6a088
 def _chunk_layout(toks:list[list[int]], cs:list[int], pad:int) -> tuple[torch.Tensor, torch.Tensor]:
-    "Ids and attention mask of one chunk laid out as `[pad | reused prefix | pad | new tokens]`; `cs`: each row's reused length."
+    """Ids and attention mask of one chunk laid out as `[pad | reused prefix | pad | new tokens]`; `cs`: each row's
+    reused length."""
     B, C = len(toks), max(cs); S = max(len(t) - c for t, c in zip(toks, cs))
     ids, mask = torch.full((B, C + S), pad, dtype=torch.long), torch.zeros((B, C + S), dtype=torch.long)
     for b, (t, c) in enumerate(zip(toks, cs)):
@@ -588,7 +643,8 @@ def _chunk_layout(toks:list[list[int]], cs:list[int], pad:int) -> tuple[torch.Te
 
 # %% ../nbs/02_llm.ipynb #88f9354a
 def _reused_cache(hits:list, C:int):
-    "A `DynamicCache` of each row's reused keys and values (`hits`: `(kv, length)` per row), left-padded to `C` positions."
+    """A `DynamicCache` of each row's reused keys and values (`hits`: `(kv, length)` per row), left-padded to `C`
+    positions."""
     from transformers import DynamicCache
     B, ref = len(hits), next(kv for kv, c in hits if c)
     layers = []
@@ -602,8 +658,10 @@ def _reused_cache(hits:list, C:int):
 # %% ../nbs/02_llm.ipynb #59417330
 @patch
 def _keep_rows(self:HFPolicy, toks:list[list[int]], new:list[list[int]], gens:list[Generation], cache, mask, start:int):
-    "Put each row's prompt and completion (up to its stop, as far as its KV exists) into the prefix cache for the next turn."
-    fed = cache.get_seq_length() - start if cache is not None else 0   # completion tokens whose KV exists (the last one sampled was never fed)
+    """Put each row's prompt and completion (up to its stop, as far as its KV exists) into the prefix cache for the next
+    turn."""
+    # completion tokens whose KV exists (the last one sampled was never fed)
+    fed = cache.get_seq_length() - start if cache is not None else 0
     keep = [min(g.completion_tokens, fed) for g in gens]
     pos = [(b, mask[b].nonzero().squeeze(1).tolist() + list(range(start, start + k))) for b, k in enumerate(keep)]
     for t, row, k, kv in zip(toks, new, keep, self._kv_rows(cache, pos) or []):
@@ -618,9 +676,17 @@ def _generate_rows(self:HFPolicy, toks:list[list[int]], hits:list, cfg, stop) ->
     ids, mask = _chunk_layout(toks, cs, self.tokenizer.pad_token_id)
     kw = {'cache': _reused_cache(hits, max(cs))} if max(cs) else {}
     ids, mask, start = ids.to(self.device), mask.to(self.device), ids.shape[1]
-    crit = StoppingCriteriaList([PatternStop(self.tokenizer, stop_patterns(stop), start)]) if stop_patterns(stop) else None
-    res = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg, tokenizer=self.tokenizer if stop_strings(stop) else None,
-                              stopping_criteria=crit, **kw)
+    crit = (
+        StoppingCriteriaList([PatternStop(self.tokenizer, stop_patterns(stop), start)]) if stop_patterns(stop) else None
+    )
+    res = self.model.generate(
+        input_ids=ids,
+        attention_mask=mask,
+        generation_config=cfg,
+        tokenizer=self.tokenizer if stop_strings(stop) else None,
+        stopping_criteria=crit,
+        **kw
+    )
     new = res.sequences[:, start:].tolist()
     gens = [self._finish(row, len(t), stop) for t, row in zip(toks, new)]
     if self.prefix_cache.max_tokens:   # no cache back from `generate`: `_kv_rows` warns and turns the prefix cache off
@@ -639,7 +705,9 @@ def _score_spans(self:HFPolicy, spans) -> list[float]:
     mask = torch.tensor([[1]*len(ids) + [0]*(S + P - len(ids)) for ids, _ in spans], device=self.device)
     cache = pre.get('cache') or pre.get('past_key_values'); cache.batch_repeat_interleave(B)
     out = self.model(input_ids=suf, attention_mask=mask, use_cache=True, **{self._cache_arg: cache})
-    logp = torch.log_softmax(torch.cat([pre.logits[:, -1:].float().expand(B, 1, -1), out.logits[:, :-1].float()], 1), -1)
+    logp = torch.log_softmax(
+        torch.cat([pre.logits[:, -1:].float().expand(B, 1, -1), out.logits[:, :-1].float()], 1), -1
+    )
     # logp[:, j] is the distribution of the token at position P + j
     return [logp[b, st-P:len(x)-P].gather(-1, torch.tensor(x[st:], device=self.device)[:, None]).sum().item()
             for b, (x, st) in enumerate(spans)]
@@ -661,7 +729,10 @@ def _score_full(self:HFPolicy, spans) -> list[float]:
     keep = L - min(st for _, st in spans) + 1      # logits for positions L-keep .. L-1
     logp = torch.log_softmax(self.model(input_ids=ids, attention_mask=mask, logits_to_keep=keep).logits.float(), -1)
     off = L - keep  # logp[:, j] predicts the token at position off + j + 1
-    return [logp[b, st-1-off:len(x)-1-off].gather(-1, ids[b, st:len(x), None]).sum().item() for b, (x, st) in enumerate(spans)]
+    return [
+        logp[b, st - 1 - off : len(x) - 1 - off].gather(-1, ids[b, st : len(x), None]).sum().item()
+        for b, (x, st) in enumerate(spans)
+    ]
 
 # %% ../nbs/02_llm.ipynb #af692edd
 @patch
@@ -669,7 +740,9 @@ def score_choices(self:HFPolicy, messages, choices:list[str], end:bool=True) -> 
     "Total log-likelihood of each choice as the whole assistant reply to `messages` (+ end-of-turn when `end`)."
     spans = choice_token_spans(self.tokenizer, messages, choices, end, **self.template_kw)
     with self._adapter_ctx(), torch.inference_mode():
-        scores = [s for i in range(0, len(spans), self.batch_size) for s in self._score_spans(spans[i:i+self.batch_size])]
+        scores = [
+            s for i in range(0, len(spans), self.batch_size) for s in self._score_spans(spans[i : i + self.batch_size])
+        ]
     self.ledger.add('score', prompt_tokens=sum(len(ids) for ids, _ in spans))
     return scores
 
@@ -705,12 +778,14 @@ def load_adapter(self:HFPolicy, path:str|Path, name:str|None=None) -> str:
     "Load the LoRA adapter saved in `path` under `name` (default: the folder name); returns the name."
     from peft import PeftModel
     path = Path(path)
-    if not (path/'adapter_config.json').exists(): raise FileNotFoundError(f"no LoRA adapter (adapter_config.json) in {path}")
+    if not (path / 'adapter_config.json').exists():
+        raise FileNotFoundError(f"no LoRA adapter (adapter_config.json) in {path}")
     name = name or path.name
     self.prefix_cache.clear()   # kept KV was computed with the weights before this load
     with warnings.catch_warnings():
         warnings.simplefilter('ignore', FutureWarning)
-        if not isinstance(self.model, PeftModel): self.model = PeftModel.from_pretrained(self.model, str(path), adapter_name=name)
+        if not isinstance(self.model, PeftModel):
+            self.model = PeftModel.from_pretrained(self.model, str(path), adapter_name=name)
         else:
             if name in self.adapters: self._drop(name)
             self.model.load_adapter(str(path), adapter_name=name)
@@ -749,7 +824,13 @@ def bench_generation(policy:Policy|str, # a policy, or a model name to load with
     "Greedy generation speed: `{batch_size: tok/s, ..., 'seconds', 'cpu_util', 'speedup', ...}`."
     if isinstance(policy, str): policy = HFPolicy.load(policy, dtype=dtype, batch_size=max(batch_sizes))
     saved = copy.deepcopy(policy.ledger)
-    res = {'model': policy.name, 'dtype': str(getattr(policy, 'dtype', '')), 'new_tokens': new_tokens, 'seconds': {}, 'cpu_util': {}}
+    res = {
+        'model': policy.name,
+        'dtype': str(getattr(policy, 'dtype', '')),
+        'new_tokens': new_tokens,
+        'seconds': {},
+        'cpu_util': {},
+    }
     policy.generate(['Hi!'], max_new_tokens=2)  # warm-up
     for bs in batch_sizes: res[bs], res['seconds'][bs], res['cpu_util'][bs] = _time_batch(policy, bs, new_tokens)
     res['speedup'] = round(res[batch_sizes[-1]]/res[batch_sizes[0]], 2)
@@ -758,7 +839,8 @@ def bench_generation(policy:Policy|str, # a policy, or a model name to load with
 
 # %% ../nbs/02_llm.ipynb #0c2cd9c0
 def bench_load(name:str=EMBEDDED_NAME, dtype:str='auto', **load_kw) -> tuple[float, HFPolicy]:
-    "Seconds to load policy `name` from the local cache (converting first and importing transformers, untimed), and the policy."
+    """Seconds to load policy `name` from the local cache (converting first and importing transformers, untimed), and
+    the policy."""
     resolve_model(name)
     from transformers import AutoModelForCausalLM, AutoTokenizer  # module import is start-up cost, not loading
     t = time.perf_counter(); pol = HFPolicy.load(name, dtype=dtype, **load_kw)
@@ -767,15 +849,30 @@ def bench_load(name:str=EMBEDDED_NAME, dtype:str='auto', **load_kw) -> tuple[flo
 # %% ../nbs/02_llm.ipynb #ae8833fa
 class VLLMPolicy(Policy):
     "In-process `vllm.LLM` as a `Policy` (GPU): chat generation, prompt-logprob choice scoring, LoRA per request."
-    def __init__(self, model:str=EMBEDDED_NAME, # a name `resolve_model` knows (not `tiny`)
-                 dtype:str='auto', device:str='cuda', batch_size:int|None=None, # unused: vLLM batches continuously
-                 enable_lora:bool=True, max_lora_rank:int=64, template_kw:dict|None=None, allow_download:bool=False, **llm_kw):
+    def __init__(
+        self,
+        model:str=EMBEDDED_NAME,  # a name `resolve_model` knows (not `tiny`)
+        dtype:str='auto',
+        device:str='cuda',
+        batch_size:int|None=None,  # unused:vLLM batches continuously
+        enable_lora:bool=True,
+        max_lora_rank:int=64,
+        template_kw:dict|None=None,
+        allow_download:bool=False,
+        **llm_kw,
+    ):
         super().__init__()
-        if not str(device).startswith('cuda'): raise ValueError(f"VLLMPolicy runs on a GPU (device='cuda'), got device={device!r}; use the hf backend on CPU")
-        try: from vllm import LLM
-        except ImportError as e: raise ImportError("VLLMPolicy needs vllm: `pip install vllm` (GPU only)") from e
+        if not str(device).startswith('cuda'):
+            raise ValueError(
+                f"VLLMPolicy runs on a GPU (device='cuda'), got device={device!r}; use the hf backend on CPU"
+            )
+        try:
+            from vllm import LLM
+        except ImportError as e:
+            raise ImportError("VLLMPolicy needs vllm: `pip install vllm` (GPU only)") from e
         ref = resolve_model(model, allow_download)
-        if ref.kind == 'tiny': raise ValueError("the tiny test model lives in memory; vLLM needs a model folder or hub id")
+        if ref.kind == 'tiny':
+            raise ValueError("the tiny test model lives in memory; vLLM needs a model folder or hub id")
         self.name, self.template_kw, self._loras = model, template_kw or {}, {}
         self.llm = LLM(model=ref.path, dtype=dtype, enable_lora=enable_lora, max_lora_rank=max_lora_rank, **llm_kw)
         from transformers import AutoTokenizer  # our own HF tokenizer: offsets for scoring, exact counts
@@ -799,12 +896,31 @@ def generate(self:VLLMPolicy, batch:list, max_new_tokens:int=128, temperature:fl
     from vllm import SamplingParams
     sp = SamplingParams(max_tokens=max_new_tokens, min_tokens=min_new_tokens, temperature=temperature,
                         top_p=top_p, stop=stop_strings(stop), seed=seed)
-    prompts = [{'prompt_token_ids': self.tokenizer(render_chat(self.tokenizer, m, **self.template_kw), add_special_tokens=False)['input_ids']}
-               for m in batch]  # our own token ids: no second BOS, and counts match `count_tokens`
+    prompts = [
+        {
+            'prompt_token_ids': self.tokenizer(
+                render_chat(self.tokenizer, m, **self.template_kw), add_special_tokens=False
+            )['input_ids']
+        }
+        for m in batch
+    ]  # our own token ids: no second BOS, and counts match `count_tokens`
     outs = self.llm.generate(prompts, sp, lora_request=self._lora(), use_tqdm=False)
-    gens = [client_stop(Generation(o.outputs[0].text, len(o.prompt_token_ids), len(o.outputs[0].token_ids),
-                       'length' if o.outputs[0].finish_reason == 'length' else 'stop'), stop, self.tokenizer) for o in outs]
-    self.ledger.add('generate', sum(g.prompt_tokens for g in gens), sum(g.completion_tokens for g in gens), calls=len(gens))
+    gens = [
+        client_stop(
+            Generation(
+                o.outputs[0].text,
+                len(o.prompt_token_ids),
+                len(o.outputs[0].token_ids),
+                'length' if o.outputs[0].finish_reason == 'length' else 'stop',
+            ),
+            stop,
+            self.tokenizer,
+        )
+        for o in outs
+    ]
+    self.ledger.add(
+        'generate', sum(g.prompt_tokens for g in gens), sum(g.completion_tokens for g in gens), calls=len(gens)
+    )
     return gens
 
 # %% ../nbs/02_llm.ipynb #130786a6
@@ -813,8 +929,12 @@ def score_choices(self:VLLMPolicy, messages, choices:list[str], end:bool=True) -
     "Total log-likelihood of each choice as the assistant reply, from vLLM's `prompt_logprobs`."
     from vllm import SamplingParams
     spans = choice_token_spans(self.tokenizer, messages, choices, end, **self.template_kw)
-    outs = self.llm.generate([{'prompt_token_ids': ids} for ids, _ in spans], SamplingParams(max_tokens=1, prompt_logprobs=1),
-                             lora_request=self._lora(), use_tqdm=False)
+    outs = self.llm.generate(
+        [{'prompt_token_ids': ids} for ids, _ in spans],
+        SamplingParams(max_tokens=1, prompt_logprobs=1),
+        lora_request=self._lora(),
+        use_tqdm=False,
+    )
     self.ledger.add('score', prompt_tokens=sum(len(ids) for ids, _ in spans))
     return [sum(o.prompt_logprobs[i][ids[i]].logprob for i in range(st, len(ids))) for o, (ids, st) in zip(outs, spans)]
 
@@ -824,16 +944,19 @@ def load_adapter(self:VLLMPolicy, path:str|Path, name:str|None=None) -> str:
     "Register the LoRA adapter in `path` under `name`; vLLM loads it on first use."
     from vllm.lora.request import LoRARequest
     path = Path(path)
-    if not (path/'adapter_config.json').exists(): raise FileNotFoundError(f"no LoRA adapter (adapter_config.json) in {path}")
+    if not (path / 'adapter_config.json').exists():
+        raise FileNotFoundError(f"no LoRA adapter (adapter_config.json) in {path}")
     name = name or path.name
     ids = [r.lora_int_id for r in self._loras.values()]
-    self._loras[name] = LoRARequest(name, max(ids, default=0) + 1, str(path.resolve()))  # a fresh id: a retrained adapter reloads
+    # a fresh id: a retrained adapter reloads
+    self._loras[name] = LoRARequest(name, max(ids, default=0) + 1, str(path.resolve()))
     return name
 
 @patch
 def set_adapter(self:VLLMPolicy, name:str|None):
     "Activate a registered adapter by name, or the base model with `None`."
-    if name is not None and name not in self._loras: raise KeyError(f"adapter {name!r} not loaded; loaded: {self.adapters}")
+    if name is not None and name not in self._loras:
+        raise KeyError(f"adapter {name!r} not loaded; loaded: {self.adapters}")
     self._active = name
 
 # %% ../nbs/02_llm.ipynb #389d48e0
@@ -860,23 +983,34 @@ def post_json(url:str, payload:dict, headers:dict|None=None, timeout:float=120.0
 # %% ../nbs/02_llm.ipynb #8a19c5fd
 class OpenAIPolicy(Policy):
     "An OpenAI-compatible HTTP endpoint as a `Policy` (chat generation; scoring and counting where the server allows)."
-    def __init__(self, base_url:str, # e.g. `http://127.0.0.1:8000` or `.../v1`
-                 model:str, api_key:str|None=None, tokenizer=None, # a tokenizer or local folder: enables `score_choices`
-                 batch_size:int=16, timeout:float=120.0, template_kw:dict|None=None):
+    def __init__(
+        self,
+        base_url:str,  # e.g. `http://127.0.0.1:8000` or `.../v1`
+        model:str,
+        api_key:str|None=None,
+        tokenizer=None,  # a tokenizer or local folder:enables `score_choices`
+        batch_size:int=16,
+        timeout:float=120.0,
+        template_kw:dict|None=None,
+    ):
         super().__init__()
         root = base_url.rstrip('/')
         self.root = root[:-3] if root.endswith('/v1') else root
         self.name, self.model, self.batch_size, self.timeout = model, model, batch_size, timeout
         self.headers = {'Authorization': f'Bearer {api_key}'} if api_key else {}
-        self.tokenizer = copy.deepcopy(_load_tokenizer(str(tokenizer))) if isinstance(tokenizer, (str, Path)) else tokenizer
+        self.tokenizer = (
+            copy.deepcopy(_load_tokenizer(str(tokenizer))) if isinstance(tokenizer, (str, Path)) else tokenizer
+        )
         self.template_kw, self._loras = template_kw or {}, {}
 
 # %% ../nbs/02_llm.ipynb #58a98175
 @patch
-def _post(self:OpenAIPolicy, route:str, payload:dict) -> dict: return post_json(self.root + route, payload, self.headers, self.timeout)
+def _post(self:OpenAIPolicy, route:str, payload:dict) -> dict:
+    return post_json(self.root + route, payload, self.headers, self.timeout)
 
 @patch
-def _model(self:OpenAIPolicy) -> str: return self._active or self.model  # a served LoRA adapter is addressed by its name
+def _model(self:OpenAIPolicy) -> str:
+    return self._active or self.model  # a served LoRA adapter is addressed by its name
 
 @patch(as_prop=True)
 def adapters(self:OpenAIPolicy) -> list[str]: return list(self._loras)
@@ -884,25 +1018,42 @@ def adapters(self:OpenAIPolicy) -> list[str]: return list(self._loras)
 # %% ../nbs/02_llm.ipynb #758936a4
 @patch
 def _chat(self:OpenAIPolicy, messages, max_new_tokens, temperature, top_p, stop, seed, min_new_tokens) -> Generation:
-    p = dict(model=self._model(), messages=as_messages(messages), max_tokens=max_new_tokens, temperature=temperature, top_p=top_p)
+    p = dict(
+        model=self._model(),
+        messages=as_messages(messages),
+        max_tokens=max_new_tokens,
+        temperature=temperature,
+        top_p=top_p,
+    )
     if stop_strings(stop): p['stop'] = stop_strings(stop)
     if seed is not None: p['seed'] = seed
     if min_new_tokens: p['min_tokens'] = min_new_tokens  # a vLLM / SGLang extension
     r = self._post('/v1/chat/completions', p)
     ch, usage = r['choices'][0], r.get('usage')
     if not usage: raise ValueError(f"{self.root} returned no token `usage`; cove needs exact token counts")
-    return client_stop(Generation(ch['message'].get('content') or '', usage['prompt_tokens'], usage['completion_tokens'],
-                                  'length' if ch.get('finish_reason') == 'length' else 'stop'), stop, self.tokenizer)
+    return client_stop(
+        Generation(
+            ch['message'].get('content') or '',
+            usage['prompt_tokens'],
+            usage['completion_tokens'],
+            'length' if ch.get('finish_reason') == 'length' else 'stop',
+        ),
+        stop,
+        self.tokenizer,
+    )
 
 # %% ../nbs/02_llm.ipynb #8989acd7
 @patch
 def generate(self:OpenAIPolicy, batch:list, max_new_tokens:int=128, temperature:float=0.0, top_p:float=1.0,
              stop:list|None=None, seed:int|None=None, min_new_tokens:int=0) -> list[Generation]:
-    "Complete each conversation with `/v1/chat/completions`, `batch_size` requests in flight; stop patterns cut on the client."
+    """Complete each conversation with `/v1/chat/completions`, `batch_size` requests in flight; stop patterns cut on the
+    client."""
     args = (max_new_tokens, temperature, top_p, stop, seed, min_new_tokens)
     with ThreadPoolExecutor(max(1, min(self.batch_size, len(batch)))) as ex:
         gens = list(ex.map(lambda m: self._chat(m, *args), batch))
-    self.ledger.add('generate', sum(g.prompt_tokens for g in gens), sum(g.completion_tokens for g in gens), calls=len(gens))
+    self.ledger.add(
+        'generate', sum(g.prompt_tokens for g in gens), sum(g.completion_tokens for g in gens), calls=len(gens)
+    )
     return gens
 
 # %% ../nbs/02_llm.ipynb #e96f5cfa
@@ -910,13 +1061,21 @@ def generate(self:OpenAIPolicy, batch:list, max_new_tokens:int=128, temperature:
 def score_choices(self:OpenAIPolicy, messages, choices:list[str], end:bool=True) -> list[float]:
     "Log-likelihood of each choice as the assistant reply, via `/v1/completions` with `echo` and `logprobs`."
     if self.tokenizer is None:
-        raise NotImplementedError("OpenAIPolicy.score_choices needs the model's chat template: pass tokenizer=<tokenizer or local folder>")
+        raise NotImplementedError(
+            "OpenAIPolicy.score_choices needs the model's chat template: pass tokenizer=<tokenizer or local folder>"
+        )
     prompt = render_chat(self.tokenizer, messages, **self.template_kw)
     tail = self.tokenizer.eos_token if end and self.tokenizer.eos_token else ''
     texts = [prompt + c + tail for c in choices]
-    try: r = self._post('/v1/completions', dict(model=self._model(), prompt=texts, max_tokens=1, temperature=0, echo=True, logprobs=1))
+    try:
+        r = self._post(
+            '/v1/completions',
+            dict(model=self._model(), prompt=texts, max_tokens=1, temperature=0, echo=True, logprobs=1),
+        )
     except HTTPError as e:
-        raise NotImplementedError(f"{self.root} does not support prompt logprobs (/v1/completions with echo): {e}") from e
+        raise NotImplementedError(
+            f"{self.root} does not support prompt logprobs (/v1/completions with echo): {e}"
+        ) from e
     scores = []
     for ch in sorted(r['choices'], key=lambda c: c['index']):
         lp, text = ch.get('logprobs') or {}, texts[ch['index']]
@@ -948,7 +1107,8 @@ def load_adapter(self:OpenAIPolicy, path:str|Path, name:str|None=None) -> str:
 @patch
 def set_adapter(self:OpenAIPolicy, name:str|None):
     "Send later requests to adapter `name`, or to the base model with `None`."
-    if name is not None and name not in self._loras: raise KeyError(f"adapter {name!r} not loaded; loaded: {self.adapters}")
+    if name is not None and name not in self._loras:
+        raise KeyError(f"adapter {name!r} not loaded; loaded: {self.adapters}")
     self._active = name
 
 # %% ../nbs/02_llm.ipynb #1f8a2c28

@@ -51,7 +51,8 @@ def zscore(x) -> np.ndarray:
 
 # %% ../nbs/14_memrl.ipynb #b4f4f8af
 def phase_a(sims, delta:float, k1:int) -> np.ndarray:
-    "Phase A: positions with `sim >= delta` (as MemRL's public code reads it), the `k1` most similar first (ties in position order)."
+    """Phase A: positions with `sim >= delta` (as MemRL's public code reads it), the `k1` most similar first (ties in
+    position order)."""
     sims = np.asarray(sims, dtype=np.float64)
     idx = np.flatnonzero(sims >= delta)
     return idx[np.argsort(-sims[idx], kind='stable')][:k1]
@@ -126,7 +127,8 @@ def td_update(q:float, r:float, alpha:float, gamma:float, next_max_q:float) -> f
 def _tkey(r:dict) -> str: return f"{r.get('family_spec', r.get('family'))}|{r.get('split')}|{r['task_id']}"
 
 def _forgetting(by:dict) -> dict:
-    "FR per epoch e ≥ 1 of `by` (epoch -> task -> solved): `n_lost` (solved in e − 1, failed in e), `n_fail`, and `fr` = their ratio (None without a failure)."
+    """FR per epoch e ≥ 1 of `by` (epoch -> task -> solved): `n_lost` (solved in e − 1, failed in e), `n_fail`, and `fr`
+    = their ratio (None without a failure)."""
     fr = {}
     for e in sorted(by)[1:]:
         fails = [k for k, ok in by[e].items() if not ok]
@@ -155,10 +157,12 @@ CREATE TABLE IF NOT EXISTS memories(id INTEGER PRIMARY KEY, intent TEXT NOT NULL
   emb BLOB NOT NULL, family TEXT, task_id TEXT, success INTEGER, summary_ok INTEGER, created_by TEXT,
   n_updates INTEGER NOT NULL DEFAULT 0, created REAL, intent_id INTEGER)
 """
-INTENTS = 'SELECT id, emb FROM memories WHERE intent_id = id ORDER BY id'   # each intent is embedded by the memory that opened it
+# each intent is embedded by the memory that opened it
+INTENTS = 'SELECT id, emb FROM memories WHERE intent_id = id ORDER BY id'
 
 class MemoryBank(SqliteStore):
-    "MemRL's memory M = {(z, e, Q)} with intent embeddings, a `cove.store.SqliteStore`; each episode's changes are one transaction."
+    """MemRL's memory M = {(z, e, Q)} with intent embeddings, a `cove.store.SqliteStore`; each episode's changes are one
+    transaction."""
     schema = _SCHEMA
     def __init__(self, path:str|Path, # the SQLite file (created if missing)
                  dim:int=384): # embedding dimension
@@ -173,24 +177,37 @@ class MemoryBank(SqliteStore):
 def migrate(self:MemoryBank):
     "Bring an older bank up to `_SCHEMA`: each memory its own intent; `meta(k, v)` renamed to `meta(key, value)`."
     if 'intent_id' not in self.columns('memories'):   # a bank from before intents were merged
-        self.conn.execute('ALTER TABLE memories ADD COLUMN intent_id INTEGER'); self.conn.execute('UPDATE memories SET intent_id = id')
+        self.conn.execute('ALTER TABLE memories ADD COLUMN intent_id INTEGER')
+        self.conn.execute('UPDATE memories SET intent_id = id')
     if 'k' in self.columns('meta'):                    # a bank from before the shared store layer
-        self.conn.execute('ALTER TABLE meta RENAME COLUMN k TO key'); self.conn.execute('ALTER TABLE meta RENAME COLUMN v TO value')
+        self.conn.execute('ALTER TABLE meta RENAME COLUMN k TO key')
+        self.conn.execute('ALTER TABLE meta RENAME COLUMN v TO value')
 
 # %% ../nbs/14_memrl.ipynb #ca09f459
 @patch
 def insert(self:MemoryBank, intent:str, experience:str, q:float, emb,
            merge_sim:float|None=None, # join the most similar stored intent if its cosine is ≥ this (None: a new intent)
            **fields) -> int:
-    "Add a triplet `(z, e, Q)` with its intent embedding, under a near-duplicate stored intent or a new one; returns its id."
+    """Add a triplet `(z, e, Q)` with its intent embedding, under a near-duplicate stored intent or a new one; returns
+    its id."""
     v = np.asarray(emb, dtype=np.float32).reshape(-1)
     if v.shape[0] != self.dim: raise ValueError(f"intent embedding has {v.shape[0]} dims, the bank {self.dim}")
     group = None
     if merge_sim is not None:
         gid, s = self.dense(INTENTS, self.dim).search(v, 1)
         if len(gid) and s[0] >= merge_sim: group = int(gid[0])
-    cols = dict(intent=intent, experience=experience, q=float(q), emb=v.tobytes(), created=time.time(), intent_id=group, **fields)
-    cur = self.conn.execute(f"INSERT INTO memories({','.join(cols)}) VALUES ({','.join('?' * len(cols))})", list(cols.values()))
+    cols = dict(
+        intent=intent,
+        experience=experience,
+        q=float(q),
+        emb=v.tobytes(),
+        created=time.time(),
+        intent_id=group,
+        **fields,
+    )
+    cur = self.conn.execute(
+        f"INSERT INTO memories({','.join(cols)}) VALUES ({','.join('?' * len(cols))})", list(cols.values())
+    )
     if group is None: self.conn.execute('UPDATE memories SET intent_id = id WHERE id = ?', (cur.lastrowid,))
     return cur.lastrowid
 
@@ -211,7 +228,9 @@ def arrays(self:MemoryBank) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def get(self:MemoryBank, ids:list[int]) -> list[dict]:
     "Memories by id, in the order given (missing ids are skipped)."
     if not ids: return []
-    rows = self.conn.execute(f"SELECT * FROM memories WHERE id IN ({','.join('?' * len(ids))})", [int(i) for i in ids]).fetchall()
+    rows = self.conn.execute(
+        f"SELECT * FROM memories WHERE id IN ({','.join('?' * len(ids))})", [int(i) for i in ids]
+    ).fetchall()
     got = {r['id']: {k: r[k] for k in r.keys() if k != 'emb'} for r in rows}
     return [got[int(i)] for i in ids if int(i) in got]
 
@@ -231,8 +250,18 @@ def q_of(self:MemoryBank, ids:list[int]) -> dict[int, float]:
 def stats(self:MemoryBank) -> dict:
     "Size, distinct intents, Q mean/min/max, and counts of success/failure memories and of digest fallbacks."
     n, qm, qlo, qhi, ns, nd, ni = self.conn.execute(
-        'SELECT COUNT(*), AVG(q), MIN(q), MAX(q), SUM(success), SUM(summary_ok = 0), COUNT(DISTINCT intent_id) FROM memories').fetchone()
-    return dict(size=n, intents=ni, q_mean=qm, q_min=qlo, q_max=qhi, from_success=ns or 0, from_failure=(n - (ns or 0)), digests=nd or 0)
+        'SELECT COUNT(*), AVG(q), MIN(q), MAX(q), SUM(success), SUM(summary_ok = 0), COUNT(DISTINCT intent_id) FROM memories'
+    ).fetchone()
+    return dict(
+        size=n,
+        intents=ni,
+        q_mean=qm,
+        q_min=qlo,
+        q_max=qhi,
+        from_success=ns or 0,
+        from_failure=(n - (ns or 0)),
+        digests=nd or 0,
+    )
 
 # %% ../nbs/14_memrl.ipynb #0365525c
 @patch
@@ -267,25 +296,35 @@ def summary_messages(res) -> list[dict]:
             msg('user', f"Task: {res.task.prompt}\n\nAttempt:\n{trace}\n\nOutcome: {outcome}\n\n{SUMMARY_INSTRUCTION}")]
 
 # %% ../nbs/14_memrl.ipynb #c0ef3a58
-FUNCTION_WORDS = frozenset('a an and are as at be but by for if in into is it no not of on or such that the their then there these '
-                           'they this to was will with you your we i do does did should can could when what how from each so all '
-                           'one use used check make sure than which need before after first only has have had its were been must'.split())
+FUNCTION_WORDS = frozenset(
+    'a an and are as at be but by for if in into is it no not of on or such that the their then there these '
+    'they this to was will with you your we i do does did should can could when what how from each so all '
+    'one use used check make sure than which need before after first only has have had its were been must'.split()
+)
 
 def _ngrams(text:str, n:int) -> set:
     w = re.findall(r"\w+", text.lower()); return {tuple(w[i:i+n]) for i in range(len(w) - n + 1)}
 
 def usable_summary(text:str|None, task_prompt:str='') -> str|None:
-    "The cleaned summary, or None if empty, too short, not English prose, a repetition loop, or an echo of the task or of the instruction."
+    """The cleaned summary, or None if empty, too short, not English prose, a repetition loop, or an echo of the task or
+    of the instruction."""
     t = ' '.join(str(text or '').split())
     words = re.findall(r"[A-Za-z][A-Za-z'-]*", t)
     if len(t) < 20 or len(words) < 4: return None
-    if sum(c.isascii() and (c.isalnum() or c.isspace() or c in ".,;:!?'\"()-+*/=%$<>|_`") for c in t) / len(t) < 0.9: return None
-    if sum(w.lower() in FUNCTION_WORDS for w in words) / len(words) < 0.12: return None   # word salad has almost no function words
+    if sum(c.isascii() and (c.isalnum() or c.isspace() or c in ".,;:!?'\"()-+*/=%$<>|_`") for c in t) / len(t) < 0.9:
+        return None
+    # word salad has almost no function words
+    if sum(w.lower() in FUNCTION_WORDS for w in words) / len(words) < 0.12: return None
     toks = t.lower().split()
     if len(toks) >= 8 and len(set(toks)) / len(toks) < 0.35: return None
-    if _ngrams(t, 5) & _ngrams(SUMMARY_INSTRUCTION, 5): return None                         # copies the instruction back
+    # copies the instruction back
+    if _ngrams(t, 5) & _ngrams(SUMMARY_INSTRUCTION, 5): return None
     tri = _ngrams(t, 3)
-    if t.lower() in ' '.join(task_prompt.split()).lower() or (tri and len(tri & _ngrams(task_prompt, 3)) / len(tri) >= 0.6): return None  # echoes the task
+    # echoes the task
+    if t.lower() in ' '.join(task_prompt.split()).lower() or (
+        tri and len(tri & _ngrams(task_prompt, 3)) / len(tri) >= 0.6
+    ):
+        return None
     return t[:600]
 
 # %% ../nbs/14_memrl.ipynb #4b5ee925
@@ -293,8 +332,10 @@ def trace_digest(res) -> str:
     "A deterministic digest of a trajectory: outcome, final answer, evaluator message, last action."
     acts = [m['content'] for m in res.messages if m['role'] == 'assistant']
     last = ' '.join(acts[-1].split())[:200] if acts else '(none)'
-    return (f"Outcome {res.feedback.status} (score {res.feedback.score:.2f}) on: {' '.join(res.task.prompt.split())[:160]} "
-            f"| final answer: {res.state.answer!r} | feedback: {redact_expected(res.feedback.message)[:160]!r} | last action: {last}")
+    return (
+        f"Outcome {res.feedback.status} (score {res.feedback.score:.2f}) on: {' '.join(res.task.prompt.split())[:160]} "
+        f"| final answer: {res.state.answer!r} | feedback: {redact_expected(res.feedback.message)[:160]!r} | last action: {last}"
+    )
 
 # %% ../nbs/14_memrl.ipynb #603de5f9
 _log = get_logger('memrl')
@@ -350,7 +391,8 @@ def memories_digest(path:Path) -> str:
     "sha256 over the memories table (ids, texts, Q) — equal digests mean an unchanged memory."
     con = sqlite3.connect(str(path))
     h = hashlib.sha256()
-    for row in con.execute('SELECT id, intent, experience, q, emb FROM memories ORDER BY id'): h.update(repr(row).encode())
+    for row in con.execute('SELECT id, intent, experience, q, emb FROM memories ORDER BY id'):
+        h.update(repr(row).encode())
     con.close(); return h.hexdigest()
 
 # %% ../nbs/14_memrl.ipynb #2c58d57d
@@ -372,7 +414,10 @@ class MemRL(Method):
 @patch
 def _check_params(self:MemRL):
     "A learning run's memory: never a frozen copy, and always trained with the same `memrl.*` settings."
-    if self.bank.meta('frozen_from'): raise ValueError(f"{self.mem_path} is a frozen copy of {self.bank.meta('frozen_from')}; it is never trained (use another --out)")
+    if self.bank.meta('frozen_from'):
+        raise ValueError(
+            f"{self.mem_path} is a frozen copy of {self.bank.meta('frozen_from')}; it is never trained (use another --out)"
+        )
     old = self.bank.meta('params')
     if old is None:
         with self.bank.transaction(): self.bank.set_meta('params', self.p)
@@ -386,16 +431,20 @@ def _attach_source(self:MemRL):
     "Copy the source memory into the run folder once (frozen transfer runs)."
     if self.mem_path.exists():
         if MemoryBank(self.mem_path).meta('frozen_from') is None:
-            raise ValueError(f"{self.mem_path} is a learning run's memory, not a frozen copy; a transfer run needs its own --out")
+            raise ValueError(
+                f"{self.mem_path} is a learning run's memory, not a frozen copy; a transfer run needs its own --out"
+            )
         return
     src = memory_source(self.cfg)
-    if src is None: raise ValueError("memrl.freeze=true needs a source memory: --set memrl.source=<run folder or memrl.sqlite>")
+    if src is None:
+        raise ValueError("memrl.freeze=true needs a source memory: --set memrl.source=<run folder or memrl.sqlite>")
     if not src.is_file(): raise FileNotFoundError(f"MemRL source memory {src} does not exist")
     tmp = Path(str(self.mem_path) + '.tmp'); tmp.unlink(missing_ok=True)
     backup_db(src, tmp)
     with MemoryBank(tmp) as b, b.transaction():
         params = b.meta('params')
-        b.conn.execute('DELETE FROM applied'); b.conn.execute('DELETE FROM meta')   # the source run's bookkeeping; memories untouched
+        # the source run's bookkeeping; memories untouched
+        b.conn.execute('DELETE FROM applied'); b.conn.execute('DELETE FROM meta')
         b.set_meta('frozen_from', str(src.resolve()))
     write_json(self.out/'memrl_source.json', dict(source=str(src.resolve()), memories_sha256=memories_digest(tmp),
                                                  source_params=params, copied=time.strftime('%Y-%m-%dT%H:%M:%S')))
@@ -430,16 +479,20 @@ def _retrieve(self:MemRL, qvec, key:str) -> dict:
 def _play(self:MemRL, env, tasks):
     c, p = self.cfg, self.p
     keys = self.keys.keys(tasks); self.keys.commit(tasks)
-    qv = self.embedder.encode([t.query for t in tasks])   # the intent is the question (HotpotQA's follows ten paragraphs)
+    # the intent is the question (HotpotQA's follows ten paragraphs)
+    qv = self.embedder.encode([t.query for t in tasks])
     done = [None if self.freeze else self.bank.applied(k) for k in keys]
     plans = [d['retrieval'] if d else self._retrieve(v, k) for d, v, k in zip(done, qv, keys)]
-    entries = [[SimpleNamespace(id=m['id'], content=m['experience'], label='stable') for m in self.bank.get(pl['selected'])] for pl in plans]
+    entries = [
+        [SimpleNamespace(id=m['id'], content=m['experience'], label='stable') for m in self.bank.get(pl['selected'])]
+        for pl in plans
+    ]
     results = self.agent().run(env, tasks, entries=entries)
     learn = [i for i, r in enumerate(results) if not self.freeze and done[i] is None and learns_from(r.feedback)]
     summ = self._summarise([results[i] for i in learn])
     for i, r in enumerate(results):
-        if self.freeze: info = dict(retrieval=plans[i], frozen=True)
-        elif done[i] is not None: info = dict(done[i], replayed=True)
+        if self.freeze:info = dict(retrieval=plans[i], frozen=True)
+        elif done[i] is not None:info = dict(done[i], replayed=True)
         else: info = self._learn(keys[i], r, plans[i], qv[i], summ.get(learn.index(i)) if i in learn else None)
         r.extra['memrl'] = info   # read by `extra`
     return results
@@ -449,12 +502,22 @@ def _play(self:MemRL, env, tasks):
 def _summarise(self:MemRL, results:list) -> dict[int, tuple[str|None, str|None, int, int]]:
     "`{position: (usable summary or None, raw text, prompt tokens, completion tokens)}` from one batched policy call."
     if not results: return {}
-    try: gens = self.policy.generate([summary_messages(r) for r in results], max_new_tokens=self.cfg['memrl.summary_tokens'],
-                                     temperature=0.0, seed=self.cfg['run.seed'])
+    try:
+        gens = self.policy.generate(
+            [summary_messages(r) for r in results],
+            max_new_tokens=self.cfg['memrl.summary_tokens'],
+            temperature=0.0,
+            seed=self.cfg['run.seed'],
+        )
     except Exception as e:
-        _log.error(f"summary generation failed for {len(results)} episodes ({type(e).__name__}: {e}); using trace digests")
+        _log.error(
+            f"summary generation failed for {len(results)} episodes ({type(e).__name__}: {e}); using trace digests"
+        )
         return {i: (None, None, 0, 0) for i in range(len(results))}
-    return {i: (usable_summary(g.text, r.task.prompt), g.text, g.prompt_tokens, g.completion_tokens) for i, (r, g) in enumerate(zip(results, gens))}
+    return {
+        i: (usable_summary(g.text, r.task.prompt), g.text, g.prompt_tokens, g.completion_tokens)
+        for i, (r, g) in enumerate(zip(results, gens))
+    }
 
 # %% ../nbs/14_memrl.ipynb #be1dc8b6
 def learns_from(fb) -> bool:
@@ -473,7 +536,8 @@ def _update_mc(self:MemRL, plan:dict, rew:float) -> dict:
 # %% ../nbs/14_memrl.ipynb #4b952a02
 @patch
 def _update_td(self:MemRL, key:str, plan:dict, rew:float, info:dict):
-    "TD step of episode `key`: the pending update applied into `info['q_updates']`, this episode's left pending (if it injected anything)."
+    """TD step of episode `key`: the pending update applied into `info['q_updates']`, this episode's left pending (if it
+    injected anything)."""
     p, pend = self.p, self.bank.meta('td_pending')
     if pend:   # the previous episode's injected memories, bootstrapped from this query's pool C(s')
         nxt = max(self.bank.q_of(plan['pool']).values(), default=0.0)
@@ -490,15 +554,27 @@ def _learn(self:MemRL, key:str, r, plan:dict, qvec, summ) -> dict:
     p, rew = self.p, reward(r.success)
     text, raw, spt, sct = summ if summ else (None, None, 0, 0)
     exp = f"[{'success' if r.success else 'failure'}] " + (text if text is not None else trace_digest(r))
-    info = dict(key=key, retrieval=plan, reward=rew, q_updates={}, summary_ok=text is not None, summary_tokens=[spt, sct])
+    info = dict(
+        key=key, retrieval=plan, reward=rew, q_updates={}, summary_ok=text is not None, summary_tokens=[spt, sct]
+    )
     if text is None: info['summary_rejected'] = None if raw is None else raw[:300]   # kept for auditing the fallback
     if not learns_from(r.feedback): info = dict(key=key, retrieval=plan, skipped='error')
     with self.bank.transaction():
         if 'skipped' not in info:
-            if p['update'] == 'mc': info['q_updates'] = self._update_mc(plan, rew)
+            if p['update'] == 'mc':info['q_updates'] = self._update_mc(plan, rew)
             else: self._update_td(key, plan, rew, info)
-            info['new_memory'] = self.bank.insert(r.task.query, exp, p['q_init'], qvec, merge_sim=p['merge_sim'], family=r.task.family, task_id=r.task.id,
-                                                  success=int(r.success), summary_ok=int(text is not None), created_by=key)
+            info['new_memory'] = self.bank.insert(
+                r.task.query,
+                exp,
+                p['q_init'],
+                qvec,
+                merge_sim=p['merge_sim'],
+                family=r.task.family,
+                task_id=r.task.id,
+                success=int(r.success),
+                summary_ok=int(text is not None),
+                created_by=key,
+            )
         self.bank.mark_applied(key, info)
     return info
 
@@ -518,13 +594,22 @@ def metrics(self:MemRL) -> dict:
     plans = [r['memrl']['retrieval'] for r in recs if r.get('memrl')]
     pools = [pl['pool'] for pl in plans]
     src = self.out/'memrl_source.json'
-    return dict(**epoch_metrics(recs), memory=self.bank.stats(), retrievals=len(pools), empty_pool=sum(not x for x in pools),
-                injected_per_episode=(sum(len(pl['selected']) for pl in plans) / len(pools)) if pools else None,
-                filtered_out=sum(len(pl.get('filtered', [])) for pl in plans),
-                filter_emptied=sum(bool(pl['pool']) and not pl['selected'] for pl in plans),
-                explored=sum(bool(pl.get('explored')) for pl in plans),
-                q_updates=sum(len(i['q_updates']) for i in learnt), summaries=len(learnt),
-                summary_failures=sum(not i['summary_ok'] for i in learnt), errors_skipped=len(infos) - len(learnt),
-                summary_tokens=[sum(i['summary_tokens'][0] for i in learnt), sum(i['summary_tokens'][1] for i in learnt)],
-                td_pending=self.bank.meta('td_pending'), frozen=self.freeze,
-                memory_source=json.loads(src.read_text()) if src.exists() else None, memrl_params=self.p)
+    return dict(
+        **epoch_metrics(recs),
+        memory=self.bank.stats(),
+        retrievals=len(pools),
+        empty_pool=sum(not x for x in pools),
+        injected_per_episode=(sum(len(pl['selected']) for pl in plans) / len(pools)) if pools else None,
+        filtered_out=sum(len(pl.get('filtered', [])) for pl in plans),
+        filter_emptied=sum(bool(pl['pool']) and not pl['selected'] for pl in plans),
+        explored=sum(bool(pl.get('explored')) for pl in plans),
+        q_updates=sum(len(i['q_updates']) for i in learnt),
+        summaries=len(learnt),
+        summary_failures=sum(not i['summary_ok'] for i in learnt),
+        errors_skipped=len(infos) - len(learnt),
+        summary_tokens=[sum(i['summary_tokens'][0] for i in learnt), sum(i['summary_tokens'][1] for i in learnt)],
+        td_pending=self.bank.meta('td_pending'),
+        frozen=self.freeze,
+        memory_source=json.loads(src.read_text()) if src.exists() else None,
+        memrl_params=self.p
+    )

@@ -34,17 +34,21 @@ def import_methods():
 
 # %% ../nbs/07b_method.ipynb #f41a5b47
 class Method:
-    "Base class: `run_batch(env, tasks) -> list[EpisodeResult]`, plus optional state and metrics (the shared plumbing is below)."
+    """Base class: `run_batch(env, tasks) -> list[EpisodeResult]`, plus optional state and metrics (the shared plumbing
+    is below)."""
     needs_policy = True
-    state_file: str|None = None   # JSON state in the run folder (`save_state` / `read_state`); None: the method keeps none there
+    # JSON state in the run folder (`save_state` / `read_state`); None: the method keeps none there
+    state_file: str|None = None
     def __init__(self, cfg:Config, out:Path, policy=None):
         self.cfg, self.out, self.policy = cfg, Path(out), policy
-        self.keys = EpisodeKeys(self.out/'episodes.jsonl')   # `family|split|id#n`: each epoch's play of a task is a new episode
+        # `family|split|id#n`: each epoch's play of a task is a new episode
+        self.keys = EpisodeKeys(self.out/'episodes.jsonl')
         self.saved_ledger, self._agents = None, {}
     def run_batch(self, env:Environment, tasks:list) -> list[EpisodeResult]: raise NotImplementedError
     def extra(self, res:EpisodeResult) -> dict: return {'channel': None} | res.extra   # the episode line's own fields
     def metrics(self) -> dict: return {}
-    def state_dict(self) -> dict: return {}   # what `save_state` writes besides the method's name, the ledger and the time
+    def state_dict(self) -> dict:
+        return {}  # what `save_state` writes besides the method's name, the ledger and the time
 
 # %% ../nbs/07b_method.ipynb #db10c241
 @register_method('base')
@@ -78,7 +82,9 @@ def state_advice(method:str) -> str:
 def adapter_advice(state_file:str|None) -> str:
     "What to do about a corrupt adapter of a method keeping `state_file`."
     if not state_file: return "restore it from a copy, or use another --out"
-    return f"restore it from a copy, or move adapters/ and {state_file} aside and rerun to start the method's state fresh"
+    return (
+        f"restore it from a copy, or move adapters/ and {state_file} aside and rerun to start the method's state fresh"
+    )
 
 # %% ../nbs/07b_method.ipynb #803210bc
 @patch(as_prop=True)
@@ -94,7 +100,9 @@ def ledger_dict(self:Method) -> dict|None:
 @patch
 def save_state(self:Method):
     "Write `state_file` atomically: the method's name, `state_dict()`, the ledger and the time."
-    write_json(self.state_path, dict(method=self.name, **self.state_dict(), ledger=self.ledger_dict(), saved=time.time()))
+    write_json(
+        self.state_path, dict(method=self.name, **self.state_dict(), ledger=self.ledger_dict(), saved=time.time())
+    )
 
 # %% ../nbs/07b_method.ipynb #c5317a84
 @patch
@@ -103,7 +111,8 @@ def read_state(self:Method) -> dict|None:
     if self.state_file is None or not self.state_path.exists(): return None
     s = read_json(self.state_path, state_advice(self.name))   # corrupt: named, never started fresh over
     who = s.get('method', s.get('variant'))   # COVE's earliest states named it `variant`
-    if who != self.name: raise ValueError(f"{self.state_path} is of method {who!r}, not {self.name!r}; use another --out")
+    if who != self.name:
+        raise ValueError(f"{self.state_path} is of method {who!r}, not {self.name!r}; use another --out")
     self.saved_ledger = s.get('ledger')
     if self.saved_ledger and getattr(self.policy, 'ledger', None) is not None:
         from cove.llm import TokenLedger

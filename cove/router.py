@@ -56,7 +56,9 @@ def render_retrieved(retrieved:list|None, n_shown:int=2) -> str:
     if not retrieved: return 'none'
     es = [getattr(r, 'entry', r) for r in retrieved]   # a `Hit` carries its entry
     lab = lambda e: e.get('label') if isinstance(e, dict) else getattr(e, 'label', None)
-    txt = lambda e: e if isinstance(e, str) else (e.get('content', '') if isinstance(e, dict) else getattr(e, 'content', ''))
+    txt = lambda e: (
+        e if isinstance(e, str) else (e.get('content', '') if isinstance(e, dict) else getattr(e, 'content', ''))
+    )
     labels = Counter(lab(e) for e in es if lab(e))
     head = f"{len(es)} entries" + (f" ({', '.join(f'{k} {v}' for k, v in sorted(labels.items()))})" if labels else '')
     return head + ''.join(f"; [{lab(e) or 'entry'}] {clip(txt(e), 80)}" for e in es[:n_shown])
@@ -67,22 +69,27 @@ def route_content(task:Task, feedback:Feedback, history:dict|None=None, retrieve
                   max_msg_chars:int=240) -> str: # feedback message clipped to this
     "The router's view of one episode: task τ_i, feedback f_i, family history and retrieved K_r, as a short text block."
     hist = ', '.join(f'{k}={_fmt(v)}' for k, v in list((history or {}).items())[:6]) or 'none'
-    return (f"Task family: {task.family}\nTask: {clip(task.prompt, max_task_chars)}\n"
-            f"Feedback: {feedback.status} (score {feedback.score:.2f}): {clip(feedback.message, max_msg_chars) or '(no message)'}\n"
-            f"History: {hist}\nRetrieved knowledge: {render_retrieved(retrieved)}")
+    return (
+        f"Task family: {task.family}\nTask: {clip(task.prompt, max_task_chars)}\n"
+        f"Feedback: {feedback.status} (score {feedback.score:.2f}): {clip(feedback.message, max_msg_chars) or '(no message)'}\n"
+        f"History: {hist}\nRetrieved knowledge: {render_retrieved(retrieved)}"
+    )
 
 # %% ../nbs/10_router.ipynb #008e3eed
 CHANNEL_DOCS = {
     'harness_only': 'the failure comes from volatile or in-context knowledge (tool or API names, schemas, facts in the given context) that a memory entry can carry; training the weights would not help',
     'parametric_candidate': 'the task rewards a competence that can be internalized in the weights (reasoning, a procedure, a stable output format) and is hard to express as a prompt',
-    'hybrid': 'there is a clear signal of each kind, e.g. a reasoning task that also needs tool or retrieval interaction'}
+    'hybrid': 'there is a clear signal of each kind, e.g. a reasoning task that also needs tool or retrieval interaction',
+}
 
 ROUTE_TEMPLATE = ("You decide how a self-evolving agent should learn from one episode.\n"
     + ''.join(f"{c}: {d}.\n" for c, d in CHANNEL_DOCS.items())
     + "\n{content}\n\nAnswer with one channel: harness_only, parametric_candidate or hybrid.")
 
-SIGNALS_PROMPT = ("{content}\n\nChosen channel: {channel}.\nList one to four short snake_case descriptors of why this task behaves "
-                  "as it does (for example dynamic_tool, logical_rigor), separated by commas. Reply with the descriptors only.")
+SIGNALS_PROMPT = (
+    "{content}\n\nChosen channel: {channel}.\nList one to four short snake_case descriptors of why this task behaves "
+    "as it does (for example dynamic_tool, logical_rigor), separated by commas. Reply with the descriptors only."
+)
 
 REASON_PROMPT = ("{content}\n\nChosen channel: {channel}, because {doc}.\n"
                  "In one sentence, explain why this channel fits this task and its feedback.")
@@ -92,24 +99,67 @@ def _case(i, family, prompt, status, score, message, history, gold, why, prefix=
     return dict(task=Task(f'{prefix}-{i}', family, 'test', prompt), feedback=Feedback(status, score, message),
                 history=history, gold=gold, why=why)
 
-_SHOT_ROWS = [   # worked examples for the few-shot prompt: never measurement cases
-    ('tableqa', "Which city has the largest area? Tools (surface v5): names(), where(col, value), top(col).",
-     'failure', 0.0, "API error: unknown tool 'col_max' (surface v5)", {'episodes': 22, 'success_rate': 0.45}, 'harness_only',
-     'a tool name from an older surface; the current name is volatile knowledge'),
-    ('math', "A baker makes 45 rolls an hour for 6 hours and sells all but 38 of them. How many rolls does he sell?",
-     'failure', 0.0, "wrong answer: got '308', expected '232'", {'episodes': 28, 'success_rate': 0.25}, 'parametric_candidate',
-     'a recurring arithmetic-reasoning slip on a stable answer format'),
-    ('code', "Using io2.read_lines(path) (the v2 name of io2.lines), return the longest line of a file that contains no digit.",
-     'error', 0.0, "AttributeError: module 'io2' has no attribute 'lines'; earlier attempts also returned lines with digits",
-     {'episodes': 18, 'success_rate': 0.1}, 'hybrid', 'a renamed helper and a recurring filtering error'),
-    ('multihop', "Paragraphs: [1] Dorna Pell wrote the novel Salt Harbour. [2] Dorna Pell lives in Kessick. Question: Where does the author of Salt Harbour live?",
-     'success', 1.0, 'correct', {'episodes': 14, 'success_rate': 0.65}, 'harness_only', 'the answer is in the given paragraphs'),
-    ('code', "Complete this Python function: def count_vowels(s): return the number of vowels in s, ignoring case.",
-     'failure', 0.6, "input 'AEiou' -> got 3, expected 5", {'episodes': 26, 'success_rate': 0.3}, 'parametric_candidate',
-     'an edge case of a simple procedure, missed again and again'),
-    ('tableqa', "What is the average population of the cities in Velmar? Tools (surface v3): hdrs(), keep_rows(col, op, value), mean(col).",
-     'failure', 0.0, "wrong answer: got '41200', expected '38750'; API error: unknown tool 'avg' (surface v3)", {'episodes': 33, 'success_rate': 0.3},
-     'hybrid', 'a stale tool name and a wrong filter at once'),
+_SHOT_ROWS = [  # worked examples for the few-shot prompt: never measurement cases
+    (
+        'tableqa',
+        "Which city has the largest area? Tools (surface v5): names(), where(col, value), top(col).",
+        'failure',
+        0.0,
+        "API error: unknown tool 'col_max' (surface v5)",
+        {'episodes': 22, 'success_rate': 0.45},
+        'harness_only',
+        'a tool name from an older surface; the current name is volatile knowledge',
+    ),
+    (
+        'math',
+        "A baker makes 45 rolls an hour for 6 hours and sells all but 38 of them. How many rolls does he sell?",
+        'failure',
+        0.0,
+        "wrong answer: got '308', expected '232'",
+        {'episodes': 28, 'success_rate': 0.25},
+        'parametric_candidate',
+        'a recurring arithmetic-reasoning slip on a stable answer format',
+    ),
+    (
+        'code',
+        "Using io2.read_lines(path) (the v2 name of io2.lines), return the longest line of a file that contains no digit.",
+        'error',
+        0.0,
+        "AttributeError: module 'io2' has no attribute 'lines'; earlier attempts also returned lines with digits",
+        {'episodes': 18, 'success_rate': 0.1},
+        'hybrid',
+        'a renamed helper and a recurring filtering error',
+    ),
+    (
+        'multihop',
+        "Paragraphs: [1] Dorna Pell wrote the novel Salt Harbour. [2] Dorna Pell lives in Kessick. Question: Where does the author of Salt Harbour live?",
+        'success',
+        1.0,
+        'correct',
+        {'episodes': 14, 'success_rate': 0.65},
+        'harness_only',
+        'the answer is in the given paragraphs',
+    ),
+    (
+        'code',
+        "Complete this Python function: def count_vowels(s): return the number of vowels in s, ignoring case.",
+        'failure',
+        0.6,
+        "input 'AEiou' -> got 3, expected 5",
+        {'episodes': 26, 'success_rate': 0.3},
+        'parametric_candidate',
+        'an edge case of a simple procedure, missed again and again',
+    ),
+    (
+        'tableqa',
+        "What is the average population of the cities in Velmar? Tools (surface v3): hdrs(), keep_rows(col, op, value), mean(col).",
+        'failure',
+        0.0,
+        "wrong answer: got '41200', expected '38750'; API error: unknown tool 'avg' (surface v3)",
+        {'episodes': 33, 'success_rate': 0.3},
+        'hybrid',
+        'a stale tool name and a wrong filter at once',
+    ),
 ]
 ROUTE_SHOTS: list[dict] = [_case(i, *r, prefix='shot') for i, r in enumerate(_SHOT_ROWS)]
 
@@ -119,7 +169,10 @@ def route_template(shots:int=0) -> str: # worked examples from `ROUTE_SHOTS` (0:
     if not 0 <= shots <= len(ROUTE_SHOTS): raise ValueError(f"shots={shots} must be in 0..{len(ROUTE_SHOTS)}")
     if not shots: return ROUTE_TEMPLATE
     from cove.judge import few_shot   # here, so that importing the router stays free of torch
-    return few_shot(ROUTE_TEMPLATE, [(route_content(c['task'], c['feedback'], c['history']), c['gold']) for c in ROUTE_SHOTS[:shots]])
+    return few_shot(
+        ROUTE_TEMPLATE,
+        [(route_content(c['task'], c['feedback'], c['history']), c['gold']) for c in ROUTE_SHOTS[:shots]],
+    )
 
 # %% ../nbs/10_router.ipynb #6b8cbf2f
 SIGNAL_RE = re.compile(r'^(?=.{2,24}$)[a-z][a-z0-9]*(_[a-z0-9]+){0,3}$')  # 2-24 chars, at most four words
@@ -211,7 +264,10 @@ def shares(self:BaseRouter, family:str|None=None) -> dict:
 def family_history(self:BaseRouter, family:str, last:int=20) -> dict:
     "`{'episodes': n, 'success_rate': ...}` of `family`'s earlier routed episodes (rate over the last `last`)."
     st = [r['status'] == 'success' for r in self.log if r['family'] == family]
-    return {'episodes': len(st), **({f'success_rate_last{min(last, len(st))}': sum(st[-last:])/len(st[-last:])} if st else {})}
+    return {
+        'episodes': len(st),
+        **({f'success_rate_last{min(last, len(st))}': sum(st[-last:]) / len(st[-last:])} if st else {}),
+    }
 
 # %% ../nbs/10_router.ipynb #728bcbef
 @patch
@@ -330,105 +386,318 @@ def make_router(name:str, # one of `ROUTERS`
 
 # %% ../nbs/10_router.ipynb #8fe9af50
 _ROUTING_ROWS = [
-    ('tableqa', "Which country had the highest gdp in 2004? Tools (surface v2): tbl_cols(), rows_where(col, value), col_max(col), lookup(row, col).",
-     'failure', 0.0, "API error: unknown tool 'get_column' (surface v2)", {'episodes': 30, 'success_rate': 0.6}, 'harness_only',
-     'the tool surface was renamed; the current name belongs in memory'),
-    ('tableqa', "How many players scored more than 10 goals? Tools (surface v3): hdrs(), keep_rows(col, op, value), n_rows().",
-     'failure', 0.0, "format: no 'Answer:' line within 4 turns; API error: unknown tool 'sql' (surface v3)", {'episodes': 45, 'success_rate': 0.55},
-     'harness_only', 'a legacy SQL habit against a changed surface; volatile interface knowledge'),
-    ('multihop', "Paragraphs: [1] Mira Olsen was born in Tallow Creek. [2] Tallow Creek lies in Vessin County. Question: In which county was Mira Olsen born?",
-     'success', 1.0, 'correct', {'episodes': 20, 'success_rate': 0.7}, 'harness_only',
-     'the answer is read from the provided context; nothing to internalise'),
-    ('math', "A shop sells pens at 3 for $2. Tom buys 12 pens and pays with a $10 bill. How much change does he get?",
-     'failure', 0.0, "wrong answer: got '11', expected '2'", {'episodes': 40, 'success_rate': 0.1}, 'parametric_candidate',
-     'a repeated multi-step reasoning error on a stable answer format (logical_rigor)'),
-    ('formal', "theorem mathd_algebra_10 : abs ((120 : ℝ) / 100 * 30 - 130 / 100 * 20) = 10 := by",
-     'failure', 0.0, "Lean: declaration uses 'sorry'", {'episodes': 16, 'success_rate': 0.0}, 'parametric_candidate',
-     'no basic proof competence yet; a memory entry cannot supply it'),
-    ('code', "Write a function is_palindrome(s) that ignores case and non-alphanumeric characters.",
-     'failure', 0.4, "3/5 asserts failed; first: AssertionError in `assert is_palindrome('A man, a plan') == False`", {'episodes': 35, 'success_rate': 0.2},
-     'parametric_candidate', 'an algorithmic edge-case error recurring across problems of a stable format'),
-    ('tableqa', "What is the total attendance of the home games won by the Rovers? Tools (surface v2): tbl_cols(), rows_where(col, value), col_sum(col).",
-     'failure', 0.0, "wrong answer: got '12', expected '17'; API error: unknown tool 'sum_column' (surface v2)", {'episodes': 50, 'success_rate': 0.2},
-     'hybrid', 'a renamed tool and a multi-step aggregation error at once'),
-    ('code', "Using the helper library (fetch_rows(table) returns a list of dicts), return the median price of rows whose category is 'book'.",
-     'error', 0.0, "NameError: name 'get_rows' is not defined; the median of an even-length list was also computed wrongly in earlier attempts",
-     {'episodes': 25, 'success_rate': 0.15}, 'hybrid', 'a stale helper name plus a recurring reasoning error'),
+    (
+        'tableqa',
+        "Which country had the highest gdp in 2004? Tools (surface v2): tbl_cols(), rows_where(col, value), col_max(col), lookup(row, col).",
+        'failure',
+        0.0,
+        "API error: unknown tool 'get_column' (surface v2)",
+        {'episodes': 30, 'success_rate': 0.6},
+        'harness_only',
+        'the tool surface was renamed; the current name belongs in memory',
+    ),
+    (
+        'tableqa',
+        "How many players scored more than 10 goals? Tools (surface v3): hdrs(), keep_rows(col, op, value), n_rows().",
+        'failure',
+        0.0,
+        "format: no 'Answer:' line within 4 turns; API error: unknown tool 'sql' (surface v3)",
+        {'episodes': 45, 'success_rate': 0.55},
+        'harness_only',
+        'a legacy SQL habit against a changed surface; volatile interface knowledge',
+    ),
+    (
+        'multihop',
+        "Paragraphs: [1] Mira Olsen was born in Tallow Creek. [2] Tallow Creek lies in Vessin County. Question: In which county was Mira Olsen born?",
+        'success',
+        1.0,
+        'correct',
+        {'episodes': 20, 'success_rate': 0.7},
+        'harness_only',
+        'the answer is read from the provided context; nothing to internalise',
+    ),
+    (
+        'math',
+        "A shop sells pens at 3 for $2. Tom buys 12 pens and pays with a $10 bill. How much change does he get?",
+        'failure',
+        0.0,
+        "wrong answer: got '11', expected '2'",
+        {'episodes': 40, 'success_rate': 0.1},
+        'parametric_candidate',
+        'a repeated multi-step reasoning error on a stable answer format (logical_rigor)',
+    ),
+    (
+        'formal',
+        "theorem mathd_algebra_10 : abs ((120 : ℝ) / 100 * 30 - 130 / 100 * 20) = 10 := by",
+        'failure',
+        0.0,
+        "Lean: declaration uses 'sorry'",
+        {'episodes': 16, 'success_rate': 0.0},
+        'parametric_candidate',
+        'no basic proof competence yet; a memory entry cannot supply it',
+    ),
+    (
+        'code',
+        "Write a function is_palindrome(s) that ignores case and non-alphanumeric characters.",
+        'failure',
+        0.4,
+        "3/5 asserts failed; first: AssertionError in `assert is_palindrome('A man, a plan') == False`",
+        {'episodes': 35, 'success_rate': 0.2},
+        'parametric_candidate',
+        'an algorithmic edge-case error recurring across problems of a stable format',
+    ),
+    (
+        'tableqa',
+        "What is the total attendance of the home games won by the Rovers? Tools (surface v2): tbl_cols(), rows_where(col, value), col_sum(col).",
+        'failure',
+        0.0,
+        "wrong answer: got '12', expected '17'; API error: unknown tool 'sum_column' (surface v2)",
+        {'episodes': 50, 'success_rate': 0.2},
+        'hybrid',
+        'a renamed tool and a multi-step aggregation error at once',
+    ),
+    (
+        'code',
+        "Using the helper library (fetch_rows(table) returns a list of dicts), return the median price of rows whose category is 'book'.",
+        'error',
+        0.0,
+        "NameError: name 'get_rows' is not defined; the median of an even-length list was also computed wrongly in earlier attempts",
+        {'episodes': 25, 'success_rate': 0.15},
+        'hybrid',
+        'a stale helper name plus a recurring reasoning error',
+    ),
 ]
 
 # %% ../nbs/10_router.ipynb #30be83e6
-_ROUTING_ROWS += [   # harness_only: a renamed tool or helper, a schema name, or an answer read off the given context
-    ('tableqa', "What is the population of Brenholt? Tools (surface v3): cols(), find(col, value), get(row, col).",
-     'failure', 0.0, "API error: unknown tool 'lookup' (surface v3)", {'episodes': 60, 'success_rate': 0.5}, 'harness_only',
-     'the lookup tool has a new name on this surface'),
-    ('tableqa', "Table 'teams' (8 rows) with columns: club, ctry, founded, titles.\nQuestion: How many titles has Ravens FC? Tools (surface v2): hdrs(), rows_where(col, value), lookup(row, col).",
-     'failure', 0.0, "Error: no column 'country' in table 'teams'; columns: club, ctry, founded, titles", {'episodes': 18, 'success_rate': 0.6},
-     'harness_only', 'a column name of this table, which memory can carry'),
-    ('tableqa', "Table 'cities' (9 rows) with columns: city, country, area, population.\nQuestion: What is the area of Lisk? Tools (surface v2): tbl_cols(), rows_where(col, value), lookup(row, col).",
-     'success', 1.0, 'correct', {'episodes': 12, 'success_rate': 0.8}, 'harness_only', 'solved by reading the table; nothing to internalise'),
-    ('multihop', "Paragraphs: [1] Orrin Tale founded Veldt Shipping in 1952. [2] Veldt Shipping moved its headquarters from Marlow to Fenby in 1990. Question: Where are the headquarters of the company Orrin Tale founded?",
-     'failure', 0.0, "wrong answer: got 'Marlow', expected 'Fenby' (F1 0.00)", {'episodes': 24, 'success_rate': 0.7}, 'harness_only',
-     'the current fact is stated in the given context; the old one was recited'),
-    ('multihop', "Paragraphs: [1] The Karst Bridge spans the Olbe River. [2] The Olbe River flows into Lake Senn. Question: Into which lake flows the river that the Karst Bridge spans?",
-     'success', 1.0, 'correct', {'episodes': 40, 'success_rate': 0.75}, 'harness_only', 'the two hops are in the paragraphs'),
-    ('code', "Using the project's db helper (db.query_rows(sql) replaced db.select in v2), return the names of users older than 30.",
-     'error', 0.0, "AttributeError: module 'db' has no attribute 'select'", {'episodes': 15, 'success_rate': 0.55}, 'harness_only',
-     'a helper renamed between versions'),
-    ('code', "Use the provided parse_date(s, fmt) helper (since v3 fmt is required) to return the weekday of each date string.",
-     'error', 0.0, "TypeError: parse_date() missing 1 required positional argument: 'fmt'", {'episodes': 20, 'success_rate': 0.6}, 'harness_only',
-     'a changed helper signature'),
+_ROUTING_ROWS += [  # harness_only: a renamed tool or helper, a schema name, or an answer read off the given context
+    (
+        'tableqa',
+        "What is the population of Brenholt? Tools (surface v3): cols(), find(col, value), get(row, col).",
+        'failure',
+        0.0,
+        "API error: unknown tool 'lookup' (surface v3)",
+        {'episodes': 60, 'success_rate': 0.5},
+        'harness_only',
+        'the lookup tool has a new name on this surface',
+    ),
+    (
+        'tableqa',
+        "Table 'teams' (8 rows) with columns: club, ctry, founded, titles.\nQuestion: How many titles has Ravens FC? Tools (surface v2): hdrs(), rows_where(col, value), lookup(row, col).",
+        'failure',
+        0.0,
+        "Error: no column 'country' in table 'teams'; columns: club, ctry, founded, titles",
+        {'episodes': 18, 'success_rate': 0.6},
+        'harness_only',
+        'a column name of this table, which memory can carry',
+    ),
+    (
+        'tableqa',
+        "Table 'cities' (9 rows) with columns: city, country, area, population.\nQuestion: What is the area of Lisk? Tools (surface v2): tbl_cols(), rows_where(col, value), lookup(row, col).",
+        'success',
+        1.0,
+        'correct',
+        {'episodes': 12, 'success_rate': 0.8},
+        'harness_only',
+        'solved by reading the table; nothing to internalise',
+    ),
+    (
+        'multihop',
+        "Paragraphs: [1] Orrin Tale founded Veldt Shipping in 1952. [2] Veldt Shipping moved its headquarters from Marlow to Fenby in 1990. Question: Where are the headquarters of the company Orrin Tale founded?",
+        'failure',
+        0.0,
+        "wrong answer: got 'Marlow', expected 'Fenby' (F1 0.00)",
+        {'episodes': 24, 'success_rate': 0.7},
+        'harness_only',
+        'the current fact is stated in the given context; the old one was recited',
+    ),
+    (
+        'multihop',
+        "Paragraphs: [1] The Karst Bridge spans the Olbe River. [2] The Olbe River flows into Lake Senn. Question: Into which lake flows the river that the Karst Bridge spans?",
+        'success',
+        1.0,
+        'correct',
+        {'episodes': 40, 'success_rate': 0.75},
+        'harness_only',
+        'the two hops are in the paragraphs',
+    ),
+    (
+        'code',
+        "Using the project's db helper (db.query_rows(sql) replaced db.select in v2), return the names of users older than 30.",
+        'error',
+        0.0,
+        "AttributeError: module 'db' has no attribute 'select'",
+        {'episodes': 15, 'success_rate': 0.55},
+        'harness_only',
+        'a helper renamed between versions',
+    ),
+    (
+        'code',
+        "Use the provided parse_date(s, fmt) helper (since v3 fmt is required) to return the weekday of each date string.",
+        'error',
+        0.0,
+        "TypeError: parse_date() missing 1 required positional argument: 'fmt'",
+        {'episodes': 20, 'success_rate': 0.6},
+        'harness_only',
+        'a changed helper signature',
+    ),
 ]
 
 # %% ../nbs/10_router.ipynb #578fe52f
-_ROUTING_ROWS += [   # parametric_candidate: a reasoning, procedure or format competence that keeps failing
-    ('math', "A rectangle is 12 cm long and 5 cm wide. What is its perimeter in cm?",
-     'failure', 0.0, "wrong answer: got '60', expected '34'", {'episodes': 30, 'success_rate': 0.2}, 'parametric_candidate',
-     'area and perimeter confused; a stable reasoning routine'),
-    ('math', "Sara has 3 boxes with 24 apples each. She gives away a quarter of all the apples. How many apples does she keep?",
-     'failure', 0.0, "format: no Answer line or \\boxed{}", {'episodes': 50, 'success_rate': 0.3}, 'parametric_candidate',
-     'the answer format keeps being missed'),
-    ('math', "What is 15% of 240?", 'failure', 0.0, "wrong answer: got '16', expected '36'", {'episodes': 36, 'success_rate': 0.1},
-     'parametric_candidate', 'percentages computed wrongly again and again'),
-    ('code', "Complete this Python function: def running_max(xs): return a list whose i-th item is the maximum of xs[:i+1].",
-     'failure', 0.5, "input [3, 1, 4] -> got [3, 1, 4], expected [3, 3, 4]", {'episodes': 40, 'success_rate': 0.25}, 'parametric_candidate',
-     'a prefix-maximum idiom not yet learned'),
-    ('code', "Complete this Python function: def fib(n): return the n-th Fibonacci number, for n up to 90.",
-     'timeout', 0.33, "timeout after 10 s (2/6 asserts passed)", {'episodes': 22, 'success_rate': 0.2}, 'parametric_candidate',
-     'exponential recursion where an iterative procedure is needed'),
-    ('multihop', "Paragraphs: [1] Tarlo Mills was founded by Edda Vaine. [2] Edda Vaine (born 1871) grew up in Harrow Fen. Question: In which year was the founder of Tarlo Mills born?",
-     'failure', 0.0, "wrong answer: got 'Tarlo Mills', expected '1871' (F1 0.00)", {'episodes': 35, 'success_rate': 0.15}, 'parametric_candidate',
-     'the second hop is never taken: a reasoning routine'),
-    ('tableqa', "Which team has more titles, Ravens FC or Lintel United? Tools (surface v2): hdrs(), rows_where(col, value), lookup(row, col).",
-     'failure', 0.0, "wrong answer: got 'Ravens FC', expected 'Lintel United'", {'episodes': 45, 'success_rate': 0.3}, 'parametric_candidate',
-     'the calls were right; the values 9 and 12 were compared as text'),
+_ROUTING_ROWS += [  # parametric_candidate: a reasoning, procedure or format competence that keeps failing
+    (
+        'math',
+        "A rectangle is 12 cm long and 5 cm wide. What is its perimeter in cm?",
+        'failure',
+        0.0,
+        "wrong answer: got '60', expected '34'",
+        {'episodes': 30, 'success_rate': 0.2},
+        'parametric_candidate',
+        'area and perimeter confused; a stable reasoning routine',
+    ),
+    (
+        'math',
+        "Sara has 3 boxes with 24 apples each. She gives away a quarter of all the apples. How many apples does she keep?",
+        'failure',
+        0.0,
+        "format: no Answer line or \\boxed{}",
+        {'episodes': 50, 'success_rate': 0.3},
+        'parametric_candidate',
+        'the answer format keeps being missed',
+    ),
+    (
+        'math',
+        "What is 15% of 240?",
+        'failure',
+        0.0,
+        "wrong answer: got '16', expected '36'",
+        {'episodes': 36, 'success_rate': 0.1},
+        'parametric_candidate',
+        'percentages computed wrongly again and again',
+    ),
+    (
+        'code',
+        "Complete this Python function: def running_max(xs): return a list whose i-th item is the maximum of xs[:i+1].",
+        'failure',
+        0.5,
+        "input [3, 1, 4] -> got [3, 1, 4], expected [3, 3, 4]",
+        {'episodes': 40, 'success_rate': 0.25},
+        'parametric_candidate',
+        'a prefix-maximum idiom not yet learned',
+    ),
+    (
+        'code',
+        "Complete this Python function: def fib(n): return the n-th Fibonacci number, for n up to 90.",
+        'timeout',
+        0.33,
+        "timeout after 10 s (2/6 asserts passed)",
+        {'episodes': 22, 'success_rate': 0.2},
+        'parametric_candidate',
+        'exponential recursion where an iterative procedure is needed',
+    ),
+    (
+        'multihop',
+        "Paragraphs: [1] Tarlo Mills was founded by Edda Vaine. [2] Edda Vaine (born 1871) grew up in Harrow Fen. Question: In which year was the founder of Tarlo Mills born?",
+        'failure',
+        0.0,
+        "wrong answer: got 'Tarlo Mills', expected '1871' (F1 0.00)",
+        {'episodes': 35, 'success_rate': 0.15},
+        'parametric_candidate',
+        'the second hop is never taken: a reasoning routine',
+    ),
+    (
+        'tableqa',
+        "Which team has more titles, Ravens FC or Lintel United? Tools (surface v2): hdrs(), rows_where(col, value), lookup(row, col).",
+        'failure',
+        0.0,
+        "wrong answer: got 'Ravens FC', expected 'Lintel United'",
+        {'episodes': 45, 'success_rate': 0.3},
+        'parametric_candidate',
+        'the calls were right; the values 9 and 12 were compared as text',
+    ),
 ]
 
 # %% ../nbs/10_router.ipynb #ab7f0182
-_ROUTING_ROWS += [   # hybrid: a volatile-interface failure and a reasoning or format failure at once
-    ('tableqa', "How many cities in Norland have more than 50000 people? Tools (surface v3): hdrs(), keep_rows(col, op, value), n_rows().",
-     'failure', 0.0, "wrong answer: got '7', expected '3'; API error: unknown tool 'filter' (surface v3)", {'episodes': 38, 'success_rate': 0.2},
-     'hybrid', 'a stale tool name and a wrong condition'),
-    ('tableqa', "What is the total area of the cities in Vessia whose population is above 20000? Tools (surface v4): cols(), keep(col, op, value), total(col).",
-     'failure', 0.0, "format: no 'Answer:' line within 4 turns; API error: unknown tool 'col_sum' (surface v4)", {'episodes': 42, 'success_rate': 0.1},
-     'hybrid', 'a renamed tool and a missing answer format'),
-    ('tableqa', "Which country has the largest total population across its cities? Tools (surface v2): tbl_cols(), rows_where(col, value), col_sum(col), col_max(col).",
-     'failure', 0.0, "wrong answer: got 'Ostrava Nova', expected 'Norland'; API error: unknown tool 'group_by' (surface v2)", {'episodes': 55, 'success_rate': 0.25},
-     'hybrid', 'an unavailable tool and a grouping error (a city answered for a country)'),
-    ('code', "Using store.items() (renamed from store.all() in v2), return the total price of the items in stock, rounded down.",
-     'error', 0.0, "AttributeError: 'Store' object has no attribute 'all'; earlier attempts also summed out-of-stock items", {'episodes': 30, 'success_rate': 0.1},
-     'hybrid', 'a renamed method and a recurring filtering error'),
-    ('code', "Using geo.dist(a, b) (the v3 name of geo.distance), return the closest pair of points in a list.",
-     'error', 0.0, "NameError: name 'distance' is not defined; earlier attempts timed out comparing every pair twice", {'episodes': 26, 'success_rate': 0.05},
-     'hybrid', 'a renamed helper and an inefficient algorithm'),
-    ('multihop', "Tools (surface v2): search(query), read(title). Question: Into which sea flows the river that passes the birthplace of Ana Roell?",
-     'failure', 0.0, "API error: unknown tool 'lookup' (surface v2); wrong answer: got 'Roell', expected 'Amber Sea' (F1 0.00)", {'episodes': 32, 'success_rate': 0.1},
-     'hybrid', 'a stale search tool and a broken hop chain'),
-    ('multihop', "Tools (surface v1): find_page(title). Question: Who founded the company whose headquarters are in the town on the Ririond River?",
-     'failure', 0.0, "API error: unknown tool 'search' (surface v1); no final answer within 4 turn(s)", {'episodes': 20, 'success_rate': 0.15},
-     'hybrid', 'an unknown retrieval tool and no final answer'),
-    ('math', "Tools (surface v2): calc(expr). A car uses 6.5 litres of fuel per 100 km. How many litres does it use for 340 km?",
-     'failure', 0.0, "wrong answer: got '52.3', expected '22.1'; API error: unknown tool 'compute' (surface v2)", {'episodes': 27, 'success_rate': 0.2},
-     'hybrid', 'a renamed calculator and a wrong proportion'),
+_ROUTING_ROWS += [  # hybrid: a volatile-interface failure and a reasoning or format failure at once
+    (
+        'tableqa',
+        "How many cities in Norland have more than 50000 people? Tools (surface v3): hdrs(), keep_rows(col, op, value), n_rows().",
+        'failure',
+        0.0,
+        "wrong answer: got '7', expected '3'; API error: unknown tool 'filter' (surface v3)",
+        {'episodes': 38, 'success_rate': 0.2},
+        'hybrid',
+        'a stale tool name and a wrong condition',
+    ),
+    (
+        'tableqa',
+        "What is the total area of the cities in Vessia whose population is above 20000? Tools (surface v4): cols(), keep(col, op, value), total(col).",
+        'failure',
+        0.0,
+        "format: no 'Answer:' line within 4 turns; API error: unknown tool 'col_sum' (surface v4)",
+        {'episodes': 42, 'success_rate': 0.1},
+        'hybrid',
+        'a renamed tool and a missing answer format',
+    ),
+    (
+        'tableqa',
+        "Which country has the largest total population across its cities? Tools (surface v2): tbl_cols(), rows_where(col, value), col_sum(col), col_max(col).",
+        'failure',
+        0.0,
+        "wrong answer: got 'Ostrava Nova', expected 'Norland'; API error: unknown tool 'group_by' (surface v2)",
+        {'episodes': 55, 'success_rate': 0.25},
+        'hybrid',
+        'an unavailable tool and a grouping error (a city answered for a country)',
+    ),
+    (
+        'code',
+        "Using store.items() (renamed from store.all() in v2), return the total price of the items in stock, rounded down.",
+        'error',
+        0.0,
+        "AttributeError: 'Store' object has no attribute 'all'; earlier attempts also summed out-of-stock items",
+        {'episodes': 30, 'success_rate': 0.1},
+        'hybrid',
+        'a renamed method and a recurring filtering error',
+    ),
+    (
+        'code',
+        "Using geo.dist(a, b) (the v3 name of geo.distance), return the closest pair of points in a list.",
+        'error',
+        0.0,
+        "NameError: name 'distance' is not defined; earlier attempts timed out comparing every pair twice",
+        {'episodes': 26, 'success_rate': 0.05},
+        'hybrid',
+        'a renamed helper and an inefficient algorithm',
+    ),
+    (
+        'multihop',
+        "Tools (surface v2): search(query), read(title). Question: Into which sea flows the river that passes the birthplace of Ana Roell?",
+        'failure',
+        0.0,
+        "API error: unknown tool 'lookup' (surface v2); wrong answer: got 'Roell', expected 'Amber Sea' (F1 0.00)",
+        {'episodes': 32, 'success_rate': 0.1},
+        'hybrid',
+        'a stale search tool and a broken hop chain',
+    ),
+    (
+        'multihop',
+        "Tools (surface v1): find_page(title). Question: Who founded the company whose headquarters are in the town on the Ririond River?",
+        'failure',
+        0.0,
+        "API error: unknown tool 'search' (surface v1); no final answer within 4 turn(s)",
+        {'episodes': 20, 'success_rate': 0.15},
+        'hybrid',
+        'an unknown retrieval tool and no final answer',
+    ),
+    (
+        'math',
+        "Tools (surface v2): calc(expr). A car uses 6.5 litres of fuel per 100 km. How many litres does it use for 340 km?",
+        'failure',
+        0.0,
+        "wrong answer: got '52.3', expected '22.1'; API error: unknown tool 'compute' (surface v2)",
+        {'episodes': 27, 'success_rate': 0.2},
+        'hybrid',
+        'a renamed calculator and a wrong proportion',
+    ),
 ]
 
 # %% ../nbs/10_router.ipynb #98455952
@@ -437,16 +706,35 @@ ROUTING_CASES: list[dict] = [_case(i, *r) for i, r in enumerate(_ROUTING_ROWS)]
 def routing_judge_cases(cases:list[dict]|None=None, shots:int=0) -> list[dict]:
     "`ROUTING_CASES` (or `cases`) as `Judge.agreement` cases over the router's template with `shots` worked episodes."
     tpl = route_template(shots)
-    return [dict(prompt=tpl, content=route_content(c['task'], c['feedback'], c['history']), options=list(CHANNELS), gold=c['gold'])
-            for c in (ROUTING_CASES if cases is None else cases)]
+    return [
+        dict(
+            prompt=tpl,
+            content=route_content(c['task'], c['feedback'], c['history']),
+            options=list(CHANNELS),
+            gold=c['gold'],
+        )
+        for c in (ROUTING_CASES if cases is None else cases)
+    ]
 
 # %% ../nbs/10_router.ipynb #817d5db3
 def router_agreement(router:BaseRouter, cases:list[dict]|None=None) -> dict:
-    "Agreement of `router`'s channel with the hand labels: `n`, `agree`, `rate`, `confusion`, `majority_rate`, `predictions`."
+    """Agreement of `router`'s channel with the hand labels: `n`, `agree`, `rate`, `confusion`, `majority_rate`,
+    `predictions`."""
     cases = ROUTING_CASES if cases is None else cases
-    if isinstance(router, Router): return router.judge.agreement(routing_judge_cases(cases, router.shots), calibrate=router.calibrate)
+    if isinstance(router, Router):
+        return router.judge.agreement(routing_judge_cases(cases, router.shots), calibrate=router.calibrate)
     golds, preds = [c['gold'] for c in cases], [router._pick(c['task'], c['feedback']) for c in cases]
     agree = sum(g == p for g, p in zip(golds, preds))
-    return {'n': len(cases), 'agree': agree, 'rate': agree/len(cases), 'ci': wilson(agree, len(cases)), 'majority_rate': Counter(golds).most_common(1)[0][1]/len(cases),
-            'confusion': {g: {p: sum((x, y) == (g, p) for x, y in zip(golds, preds)) for p in CHANNELS} for g in CHANNELS if g in golds},
-            'predictions': preds}
+    return {
+        'n': len(cases),
+        'agree': agree,
+        'rate': agree / len(cases),
+        'ci': wilson(agree, len(cases)),
+        'majority_rate': Counter(golds).most_common(1)[0][1] / len(cases),
+        'confusion': {
+            g: {p: sum((x, y) == (g, p) for x, y in zip(golds, preds)) for p in CHANNELS}
+            for g in CHANNELS
+            if g in golds
+        },
+        'predictions': preds,
+    }

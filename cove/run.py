@@ -70,7 +70,8 @@ def task_stream(envs:dict[str, Environment], n:int, split:str, seed:int,
 # %% ../nbs/08_run.ipynb #0782ad2b
 @dataclass(frozen=True)
 class Drift:
-    "From `family`'s episode `at` on (a fraction of the episodes per family, or a whole number), its tasks are `split`'s."
+    """From `family`'s episode `at` on (a fraction of the episodes per family, or a whole number), its tasks are
+    `split`'s."""
     family: str
     at: float
     split: str
@@ -93,47 +94,60 @@ def parse_drift(s:str) -> Drift|None:
 def check_drift(drift:Drift|None, envs:dict[str, Environment]):
     "A drift names a family of the run and a split that family has (a one-line `ValueError` else)."
     if drift is None: return
-    if drift.family not in envs: raise ValueError(f"run.drift names {drift.family!r}, not a family of this run ({sorted(envs)})")
+    if drift.family not in envs:
+        raise ValueError(f"run.drift names {drift.family!r}, not a family of this run ({sorted(envs)})")
     envs[drift.family].check_split(drift.split)
 
 # %% ../nbs/08_run.ipynb #0540bb7f
 MAX_EPISODES = 100_000   # per family: the stream is built before the first episode plays
 
 def check_backend(cfg:Config):
-    "The policy's backend can run here: vllm installed for `vllm`, a CUDA device for `model.device=cuda` (`ValueError` else)."
+    """The policy's backend can run here: vllm installed for `vllm`, a CUDA device for `model.device=cuda` (`ValueError`
+    else)."""
     import importlib.util
     if cfg['model.backend'] == 'vllm' and importlib.util.find_spec('vllm') is None:
         raise ValueError(f"model.backend=vllm ({cfg.profile} profile) needs vllm, which is not installed here: "
                          "`pip install vllm` on a GPU machine, or use --profile cpu")
     if cfg['model.backend'] == 'llamacpp' and importlib.util.find_spec('llama_cpp') is None:
-        raise ValueError("model.backend=llamacpp needs llama-cpp-python: pip install 'cove[llamacpp]' (builds from source, minutes)")
+        raise ValueError(
+            "model.backend=llamacpp needs llama-cpp-python: pip install 'cove[llamacpp]' (builds from source, minutes)"
+        )
     if cfg['model.backend'] == 'hf' and str(cfg['model.device']).startswith('cuda'):
         import torch
         if not torch.cuda.is_available():
-            raise ValueError(f"model.device={cfg['model.device']}, but torch sees no CUDA device here; use model.device=cpu")
+            raise ValueError(
+                f"model.device={cfg['model.device']}, but torch sees no CUDA device here; use model.device=cpu"
+            )
 
 # %% ../nbs/08_run.ipynb #dd4368ee
 def check_out(out:str|Path) -> Path:
     "The run folder `out`, refused in one line when it is '' or a file, lies under a file, or cannot be made."
-    if str(out).strip() == '': raise ValueError("--out '' names no folder (give the run folder, e.g. outputs/runs/base)")
+    if str(out).strip() == '':
+        raise ValueError("--out '' names no folder (give the run folder, e.g. outputs/runs/base)")
     p = Path(out)
     for q in [p, *p.parents]:
         if q.exists() and not q.is_dir():
-            raise ValueError(f"{p} is a file, not a folder" if q == p else f"{p} lies under {q}, which is a file, not a folder")
+            raise ValueError(
+                f"{p} is a file, not a folder" if q == p else f"{p} lies under {q}, which is a file, not a folder"
+            )
     return p
 
 # %% ../nbs/08_run.ipynb #74a3a073
 def check_spec(spec:RunSpec, cfg:Config) -> dict[str, Environment]:
-    "Check `spec` and the config keys the run loop reads (a one-line `ValueError` else); returns an environment per family."
+    """Check `spec` and the config keys the run loop reads (a one-line `ValueError` else); returns an environment per
+    family."""
     import_methods()
     if spec.method not in METHODS:
         raise ValueError(f"unknown method {spec.method!r}; known: {sorted(METHODS)}{plugins_note()}")
     if isinstance(spec.episodes, bool) or not isinstance(spec.episodes, int) or spec.episodes < 1:
         raise ValueError(f"episodes per family must be a whole number >= 1, not {spec.episodes!r}")
-    if spec.episodes > MAX_EPISODES: raise ValueError(f"episodes per family must be <= {MAX_EPISODES}, not {spec.episodes}")
-    if isinstance(spec.seed, bool) or not isinstance(spec.seed, int): raise ValueError(f"seed must be a whole number, not {spec.seed!r}")
+    if spec.episodes > MAX_EPISODES:
+        raise ValueError(f"episodes per family must be <= {MAX_EPISODES}, not {spec.episodes}")
+    if isinstance(spec.seed, bool) or not isinstance(spec.seed, int):
+        raise ValueError(f"seed must be a whole number, not {spec.seed!r}")
     if not spec.tasks: raise ValueError('no task families given (e.g. --tasks tableqa,math)')
-    if dup := sorted(s for s, n in Counter(spec.tasks).items() if n > 1): raise ValueError(f"task families given twice: {dup}")
+    if dup := sorted(s for s, n in Counter(spec.tasks).items() if n > 1):
+        raise ValueError(f"task families given twice: {dup}")
     for k in ('run.epochs', 'model.batch_size'):
         if cfg[k] < 1: raise ValueError(f"{k} must be >= 1, not {cfg[k]}")
     envs = open_envs(spec.tasks, cfg)   # an unknown family or source raises here
@@ -145,8 +159,9 @@ def check_spec(spec:RunSpec, cfg:Config) -> dict[str, Environment]:
 # %% ../nbs/08_run.ipynb #37afd9b9
 class Run:
     "One run folder: spec + config, the episode log, metrics."
-    def __init__(self, spec:RunSpec, cfg:Config, out:str|Path,
-                 set_aside_corrupt:bool=False): # `--set-aside-corrupt`: a corrupt state file, adapter or store is moved aside
+    def __init__(
+        self, spec:RunSpec, cfg:Config, out:str|Path, set_aside_corrupt:bool=False
+    ):  # `--set-aside-corrupt`: a corrupt state file, adapter or store is moved aside
         self.spec, self.cfg, self.out = spec, cfg, check_out(out)
         self.set_aside_corrupt = set_aside_corrupt   # (`set_aside`) and that state starts fresh
         self.envs = check_spec(spec, cfg)   # a bad spec or config value fails here, before anything touches `out`
@@ -169,13 +184,24 @@ def _check_config(self:Run, write:bool=False):
         diff = run_diff(read_json(p, 'move it aside, or use another --out'), self.spec, self.cfg)
         if diff and not _holds_nothing(self.out):
             raise ValueError(f"{self.out} holds a different run ({'; '.join(diff[:4])}); use another --out")
-        if diff and write: self.log.warning(f"{self.out} held a config but no episode: re-specified ({'; '.join(diff[:4])})")
+        if diff and write:
+            self.log.warning(f"{self.out} held a config but no episode: re-specified ({'; '.join(diff[:4])})")
         fresh = bool(diff)
     if write and fresh:
         from cove import __version__
-        write_json(p, dict(spec=self.spec.key(), profile=self.cfg.profile, config=self.cfg.values, sources=self.cfg.sources,
-                           runtime=runtime_info(self.cfg), cove_version=__version__, plugins=loaded_plugins(),
-                           started=time.strftime('%Y-%m-%dT%H:%M:%S')))
+        write_json(
+            p,
+            dict(
+                spec=self.spec.key(),
+                profile=self.cfg.profile,
+                config=self.cfg.values,
+                sources=self.cfg.sources,
+                runtime=runtime_info(self.cfg),
+                cove_version=__version__,
+                plugins=loaded_plugins(),
+                started=time.strftime('%Y-%m-%dT%H:%M:%S'),
+            ),
+        )
 
 # %% ../nbs/08_run.ipynb #9db11cbf
 def fresh_start(policy):
@@ -197,15 +223,18 @@ def execute(self:Run, policy=None, progress:bool=True) -> dict:
 # %% ../nbs/08_run.ipynb #203542d2
 @patch
 def _open_method(self:Run, policy, todo:list, recorded:int):
-    "The run's method, its state file and adapter checked before the model loads; the policy is loaded only when needed."
+    """The run's method, its state file and adapter checked before the model loads; the policy is loaded only when
+    needed."""
     from cove.store import stores_must_exist, StoreMissing   # (not at import: `cove check` stays light)
     cls, cfg = METHODS[self.spec.method], self.cfg
-    self.or_set_aside(lambda: check_state(self.out, cls), recorded)   # a corrupt state file or adapter is named before the model loads
+    # a corrupt state file or adapter is named before the model loads
+    self.or_set_aside(lambda: check_state(self.out, cls), recorded)
     if cls.needs_policy and policy is None and todo: policy = load_policy(cfg)
     n_aside = len(set_aside_log(self.out))
     def make(strict:bool):   # a store the records need may not be missing, unless it was just set aside
         with stores_must_exist(strict and len(set_aside_log(self.out)) == n_aside): return cls(cfg, self.out, policy)
-    try: return self.or_set_aside(lambda: make(recorded > 0), recorded)   # a corrupt store is named as the method opens it
+    # a corrupt store is named as the method opens it
+    try: return self.or_set_aside(lambda: make(recorded > 0), recorded)
     except StoreMissing as e:
         if not self.set_aside_corrupt: raise
         note_fresh(e.path, self.out, one_line(e), recorded)
@@ -213,10 +242,14 @@ def _open_method(self:Run, policy, todo:list, recorded:int):
 
 # %% ../nbs/08_run.ipynb #1f2353fd
 def _play_chunk(method, envs:dict, chunk:list[tuple], avail:dict) -> dict[int, EpisodeResult]:
-    "Results of `chunk`'s `(episode, spec, task)`: `error` where the family is unavailable, else one batch across families (`run_chunk`) or one per family."
+    """Results of `chunk`'s `(episode, spec, task)`: `error` where the family is unavailable, else one batch across
+    families (`run_chunk`) or one per family."""
     results = {}
     for i, s, t in chunk:
-        if not avail[s][0]: results[i] = EpisodeResult(t, envs[s].reset(t), Feedback('error', 0.0, f'unavailable: {avail[s][1]}', 'unavailable'))
+        if not avail[s][0]:
+            results[i] = EpisodeResult(
+                t, envs[s].reset(t), Feedback('error', 0.0, f'unavailable: {avail[s][1]}', 'unavailable')
+            )
     play = [(i, s, t) for i, s, t in chunk if i not in results]
     if play and hasattr(method, 'run_chunk'):   # one batch across families
         results.update({i: r for (i, _, _), r in zip(play, method.run_chunk([(envs[s], t) for _, s, t in play]))})
@@ -229,13 +262,15 @@ def _play_chunk(method, envs:dict, chunk:list[tuple], avail:dict) -> dict[int, E
 # %% ../nbs/08_run.ipynb #a82aa9e8
 @patch
 def _play(self:Run, policy, progress:bool) -> dict:
-    "Play the episodes not yet recorded, batch by batch: each appended to `episodes.jsonl`, then `metrics.json` rewritten."
+    """Play the episodes not yet recorded, batch by batch: each appended to `episodes.jsonl`, then `metrics.json`
+    rewritten."""
     sp, cfg, envs = self.spec, self.cfg, self.envs
     for s, e in envs.items():
         ok, why = e.available()
         if not ok: self.log.warning(f"family {s} is UNAVAILABLE here: {why} (its episodes are logged as errors)")
     one = task_stream(envs, sp.episodes, sp.split, sp.seed, parse_drift(cfg['run.drift']))
-    stream = one * max(1, cfg['run.epochs'])   # epochs: the same stream again (MemRL-style); episode i is in epoch i // len(one)
+    # epochs: the same stream again (MemRL-style); episode i is in epoch i // len(one)
+    stream = one * max(1, cfg['run.epochs'])
     recs = replay_infra_tail(self.episodes_path, episode_records_of(self.episodes_path))
     if bad := foreign_records(recs, sp, parse_drift(cfg['run.drift'])):
         raise ValueError(f"{self.episodes_path} holds {len(bad)} records of another run ({bad[0]}); use another --out")
@@ -250,7 +285,17 @@ def _play(self:Run, policy, progress:bool) -> dict:
         chunk = todo[b:b+bs]; results = _play_chunk(method, envs, chunk, avail)
         for i, s, t in chunk:
             r = results[i]
-            append_jsonl(self.episodes_path, dict(episode=i, epoch=i // max(1, len(one)), method=sp.method, family_spec=s, **r.record(), **method.extra(r)))
+            append_jsonl(
+                self.episodes_path,
+                dict(
+                    episode=i,
+                    epoch=i // max(1, len(one)),
+                    method=sp.method,
+                    family_spec=s,
+                    **r.record(),
+                    **method.extra(r),
+                ),
+            )
         bar.update(len(chunk))
         write_json(self.metrics_path, self.metrics(method))
     bar.close()
@@ -260,7 +305,8 @@ def _play(self:Run, policy, progress:bool) -> dict:
 # %% ../nbs/08_run.ipynb #410c1e7f
 @patch
 def or_set_aside(self:Run, f, recorded:int):
-    "`f()`; the `CorruptFile` it raises (a store's `StoreError` included) goes on, unless `set_aside_corrupt`: then what the error names is set aside (`set_aside`) and `f` is tried again."
+    """`f()`; the `CorruptFile` it raises (a store's `StoreError` included) goes on, unless `set_aside_corrupt`: then
+    what the error names is set aside (`set_aside`) and `f` is tried again."""
     moved = set()
     while True:
         try: return f()
@@ -277,7 +323,8 @@ def metrics(self:Run, method=None) -> dict:
     "Metrics recomputed from `episodes.jsonl` plus the method's own."
     recs = read_jsonl(self.episodes_path)
     eps = [r['episode'] for r in recs]
-    if len(eps) != len(set(eps)): raise ValueError(f"{self.episodes_path}: duplicate episodes {len(eps) - len(set(eps))}")
+    if len(eps) != len(set(eps)):
+        raise ValueError(f"{self.episodes_path}: duplicate episodes {len(eps) - len(set(eps))}")
     rt = {'runtime': self.runtime} if getattr(self, 'runtime', None) else {}
     return dict(method=self.spec.method, **run_metrics(recs), **rt, **(method.metrics() if method else {}))
 

@@ -87,7 +87,8 @@ def _sbx_drop(uid, read_cap):
 
 # %% ../nbs/04b_sandbox.ipynb #42116245
 def _sbx_bind(mount, new, src, rw=False):
-    "Child side: bind `src` into the view rooted at `new` (with `mount`, `_sbx_view`'s mount(2)), read-only unless `rw`; a top-level link of `/` is copied as a link."
+    """Child side: bind `src` into the view rooted at `new` (with `mount`, `_sbx_view`'s mount(2)), read-only unless
+    `rw`; a top-level link of `/` is copied as a link."""
     import os
     RDONLY, NOSUID, NODEV, REMOUNT, BIND, REC = 1, 2, 4, 32, 4096, 16384
     dst = new + src
@@ -169,22 +170,43 @@ def _sbx_guard(root):
         def f(*a, **k):
             fds = [k.get('src_dir_fd', k.get('dir_fd')), k.get('dst_dir_fd', k.get('dir_fd'))]
             for i, p in enumerate(a[:npaths]):
-                if not inside(p, fds[min(i, 1)]): raise PermissionError(f'sandbox: {name}({p!r}) outside the sandbox directory')
+                if not inside(p, fds[min(i, 1)]):
+                    raise PermissionError(f'sandbox: {name}({p!r}) outside the sandbox directory')
             return fn(*a, **k)
         return f
     for mod in (os, posix):
-        for n in ('fork forkpty system popen kill killpg setsid setpgid setpgrp setuid setgid setreuid setregid setresuid '
-                  'setresgid setgroups chroot fchmod fchown execv execve spawnv spawnve spawnvp spawnvpe posix_spawn posix_spawnp').split():
+        for n in (
+            'fork forkpty system popen kill killpg setsid setpgid setpgrp setuid setgid setreuid setregid setresuid '
+            'setresgid setgroups chroot fchmod fchown execv execve spawnv spawnve spawnvp spawnvpe posix_spawn posix_spawnp'
+        ).split():
             if hasattr(mod, n): setattr(mod, n, deny(f'os.{n}'))
-        for n, k in (('remove', 1), ('unlink', 1), ('rmdir', 1), ('removedirs', 1), ('rename', 2), ('renames', 2), ('replace', 2),
-                     ('truncate', 1), ('chmod', 1), ('chown', 1), ('lchown', 1), ('link', 2), ('symlink', 2), ('mkdir', 1), ('makedirs', 1), ('utime', 1)):
+        for n, k in (
+            ('remove', 1),
+            ('unlink', 1),
+            ('rmdir', 1),
+            ('removedirs', 1),
+            ('rename', 2),
+            ('renames', 2),
+            ('replace', 2),
+            ('truncate', 1),
+            ('chmod', 1),
+            ('chown', 1),
+            ('lchown', 1),
+            ('link', 2),
+            ('symlink', 2),
+            ('mkdir', 1),
+            ('makedirs', 1),
+            ('utime', 1),
+        ):
             if hasattr(mod, n): setattr(mod, n, checked(f'os.{n}', getattr(mod, n), k))
     _open, _osopen, W = builtins.open, os.open, os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
     def open_(file, mode='r', *a, **k):
-        if any(c in mode for c in 'wax+') and not inside(file): raise PermissionError(f'sandbox: writing {file!r} outside the sandbox directory')
+        if any(c in mode for c in 'wax+') and not inside(file):
+            raise PermissionError(f'sandbox: writing {file!r} outside the sandbox directory')
         return _open(file, mode, *a, **k)
     def os_open(path, flags, *a, **k):
-        if flags & W and not inside(path, k.get('dir_fd')): raise PermissionError(f'sandbox: writing {path!r} outside the sandbox directory')
+        if flags & W and not inside(path, k.get('dir_fd')):
+            raise PermissionError(f'sandbox: writing {path!r} outside the sandbox directory')
         return _osopen(path, flags, *a, **k)
     builtins.open = io.open = open_; os.open = posix.open = os_open
     shutil.rmtree, shutil.move = checked('shutil.rmtree', shutil.rmtree), checked('shutil.move', shutil.move, 2)
@@ -282,14 +304,27 @@ def _kill_uid(uid:int, rounds:int=5):
 DEVICES = ('/dev/null', '/dev/zero', '/dev/full', '/dev/random', '/dev/urandom')
 
 def _view_binds(extra=()) -> tuple:
-    "What sandboxed code sees, read-only: the interpreter's prefixes, `/usr` (and its top-level links), the linker cache, `extra`."
+    """What sandboxed code sees, read-only: the interpreter's prefixes, `/usr` (and its top-level links), the linker
+    cache, `extra`."""
     py = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
-    system = ('/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/etc/ld.so.cache', '/etc/localtime', '/etc/alternatives')
+    system = (
+        '/usr',
+        '/bin',
+        '/sbin',
+        '/lib',
+        '/lib32',
+        '/lib64',
+        '/etc/ld.so.cache',
+        '/etc/localtime',
+        '/etc/alternatives',
+    )
     return tuple(sorted({*py, *system, *(os.path.realpath(p) for p in extra)}))
 
 def _view_readable(paths) -> bool:
     "Can another user read each of `paths` itself (its ancestors are the view's own 0755 directories)?"
-    return all(not os.path.exists(p) or (os.stat(p).st_mode & (n := 0o005 if os.path.isdir(p) else 0o004)) == n for p in paths)
+    return all(
+        not os.path.exists(p) or (os.stat(p).st_mode & (n := 0o005 if os.path.isdir(p) else 0o004)) == n for p in paths
+    )
 
 # %% ../nbs/04b_sandbox.ipynb #76f6e09d
 def _exited(pid:int) -> bool:
@@ -303,7 +338,8 @@ def _killpg(pid:int):
 
 # %% ../nbs/04b_sandbox.ipynb #9391d4a9
 def _drain(pid:int, fds:dict, deadline:float, cap:int) -> tuple[dict, set, bool]:
-    "Read the pipes `fds` (name -> fd) until EOF or `deadline`, keeping `cap` bytes each; (data, over-cap names, timed out)."
+    """Read the pipes `fds` (name -> fd) until EOF or `deadline`, keeping `cap` bytes each; (data, over-cap names, timed
+    out)."""
     sel = selectors.DefaultSelector()
     for name, fd in fds.items(): sel.register(fd, selectors.EVENT_READ, name)
     data, over, exited_at = {k: bytearray() for k in fds}, set(), None
@@ -350,7 +386,8 @@ def _classify(rc:int, timed_out:bool, stderr:str, oom:bool=False, oom_here:bool=
     if not timed_out and rc != 0 and (oom_here or (oom and rc == -signal.SIGKILL)): return 'memory'
     if timed_out or rc in (-signal.SIGXCPU, -signal.SIGKILL): return 'timeout'
     tail = stderr[-3000:]
-    if rc != 0 and ('MemoryError' in tail or 'Cannot allocate memory' in tail or 'std::bad_alloc' in tail): return 'memory'
+    if rc != 0 and ('MemoryError' in tail or 'Cannot allocate memory' in tail or 'std::bad_alloc' in tail):
+        return 'memory'
     return 'ok' if rc == 0 else 'error'
 
 def _oom_kills() -> int|None:
@@ -496,27 +533,41 @@ def _unlimited(view:str|None, memory_mb:int|None, limits:tuple) -> tuple:
 # %% ../nbs/04b_sandbox.ipynb #91e61074
 def _child_env(root:str, extra:dict|None) -> dict:
     "A minimal environment: `HOME` and `TMPDIR` in the sandbox, UTF-8, one BLAS thread."
-    return {'PATH': os.environ.get('PATH', '/usr/bin:/bin'), 'HOME': root, 'TMPDIR': root, 'LANG': 'C.UTF-8', 'LC_ALL': 'C.UTF-8',
-            'OMP_NUM_THREADS': '1', 'OPENBLAS_NUM_THREADS': '1', 'MKL_NUM_THREADS': '1', **(extra or {})}
+    return {
+        'PATH': os.environ.get('PATH', '/usr/bin:/bin'),
+        'HOME': root,
+        'TMPDIR': root,
+        'LANG': 'C.UTF-8',
+        'LC_ALL': 'C.UTF-8',
+        'OMP_NUM_THREADS': '1',
+        'OPENBLAS_NUM_THREADS': '1',
+        'MKL_NUM_THREADS': '1',
+        **(extra or {}),
+    }
 
 # %% ../nbs/04b_sandbox.ipynb #6672ca7f
 def _decode(data:dict, over:set, cap:int) -> tuple[str, str, tuple, dict, list]:
     "stdout, stderr (marked when truncated), the child's protections and notes (its status lines), the report records."
-    out, err = (data[k].decode('utf-8', 'replace') + (f'\n[... output truncated at {cap} bytes]' if k in over else '') for k in ('stdout', 'stderr'))
+    out, err = (
+        data[k].decode('utf-8', 'replace') + (f'\n[... output truncated at {cap} bytes]' if k in over else '')
+        for k in ('stdout', 'stderr')
+    )
     active, info, report = (), {}, []
-    for line in bytes(data['status']).decode('utf-8', 'replace').splitlines():   # protections, then the launcher's notes
-        try: v = json.loads(line)
+    # protections, then the launcher's notes
+    for line in bytes(data['status']).decode('utf-8', 'replace').splitlines():
+        try:v = json.loads(line)
         except ValueError: continue
-        if isinstance(v, list): active = tuple(v)
+        if isinstance(v, list):active = tuple(v)
         elif isinstance(v, dict): info.update(v)
     for line in data.get('report', b'').decode('utf-8', 'replace').splitlines():
-        try: report.append(json.loads(line))
+        try:report.append(json.loads(line))
         except ValueError: pass
     return out, err, active, info, report
 
 # %% ../nbs/04b_sandbox.ipynb #4997d8ad
 def _view_plan(argv:list|None, reads, view:str|None) -> tuple[tuple, bool]:
-    "What the code's filesystem view binds (`reads` and `argv[0]`'s folder besides the interpreter and system), and whether the sandbox uid can read what it needs without help."
+    """What the code's filesystem view binds (`reads` and `argv[0]`'s folder besides the interpreter and system), and
+    whether the sandbox uid can read what it needs without help."""
     binds = _view_binds(tuple(reads) + ((str(Path(argv[0]).resolve().parent),) if argv else ()))
     return binds, (_view_readable(binds) if view else _world_readable(*_python_paths(), *((argv[0],) if argv else ())))
 
@@ -524,9 +575,16 @@ def _spawn(root:str, cfg:dict, env:dict|None) -> subprocess.Popen:
     "Start the launcher on `cfg` in `root`, in its own session, on `root/.stdin`, its pipes and `pass_fds` passed on."
     fds = [fd for fd in (cfg['status_fd'], cfg['report_fd'], *cfg['pass_fds']) if fd is not None]
     with open(Path(root, '.stdin'), 'rb') as fin:
-        return subprocess.Popen([sys.executable, '-I', '-c', _runner_source(), json.dumps(cfg)], stdin=fin, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, cwd=root, env=_child_env(root, env), start_new_session=True,
-                                pass_fds=fds)
+        return subprocess.Popen(
+            [sys.executable, '-I', '-c', _runner_source(), json.dumps(cfg)],
+            stdin=fin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=root,
+            env=_child_env(root, env),
+            start_new_session=True,
+            pass_fds=fds,
+        )
 
 # %% ../nbs/04b_sandbox.ipynb #92a810b2
 def _sandbox(files:dict, argv:list|None, stdin:str, timeout:float, memory_mb:int|None, cpu_s:int|None, max_output:int,
@@ -535,7 +593,8 @@ def _sandbox(files:dict, argv:list|None, stdin:str, timeout:float, memory_mb:int
     "Run `main.py` from `files` (or `argv`) in a fresh directory under every protection available."
     root, cpu_s = tempfile.mkdtemp(prefix='cove-sbx-'), int(cpu_s or math.ceil(timeout) + 1)
     uid = _sandbox_uid() if drop_privileges and os.geteuid() == 0 else None
-    view = tempfile.mkdtemp(prefix='cove-view-') if uid is not None else None   # the mount point of the code's filesystem view
+    # the mount point of the code's filesystem view
+    view = tempfile.mkdtemp(prefix='cove-view-') if uid is not None else None
     pipes = [os.pipe(), os.pipe()] if report else [os.pipe()]  # (status, report): read end here, write end in the child
     owned = list(pass_fds)   # the caller's descriptors: closed here once the child holds them (or if it never starts)
     cgroups, limits = [], ()
@@ -544,12 +603,27 @@ def _sandbox(files:dict, argv:list|None, stdin:str, timeout:float, memory_mb:int
         if uid is not None: os.chown(root, uid, uid)
         binds, readable = _view_plan(argv, reads, view)
         if _cgroup_plan()[0]:
-            try: cgroups, limits = _cgroup_make(memory_mb and memory_mb << 20, max_procs + 1)
+            try:cgroups, limits = _cgroup_make(memory_mb and memory_mb << 20, max_procs + 1)
             except OSError as e: _log.warning(f'no cgroup for this run ({e.strerror}: {e.filename})')
-        cfg = dict(netns=isolate_net, cpu_s=cpu_s, memory_bytes=memory_mb and memory_mb << 20, file_bytes=file_mb << 20,
-                   max_procs=max_procs, uid=uid, read_cap=uid is not None and not readable, guard=guard, view=view, binds=binds,
-                   devices=DEVICES, argv=argv, status_fd=pipes[0][1], report_fd=pipes[1][1] if report else None,
-                   pass_fds=owned, cgroups=cgroups, disk_bytes=disk_mb << 20)
+        cfg = dict(
+            netns=isolate_net,
+            cpu_s=cpu_s,
+            memory_bytes=memory_mb and memory_mb << 20,
+            file_bytes=file_mb << 20,
+            max_procs=max_procs,
+            uid=uid,
+            read_cap=uid is not None and not readable,
+            guard=guard,
+            view=view,
+            binds=binds,
+            devices=DEVICES,
+            argv=argv,
+            status_fd=pipes[0][1],
+            report_fd=pipes[1][1] if report else None,
+            pass_fds=owned,
+            cgroups=cgroups,
+            disk_bytes=disk_mb << 20,
+        )
         t0, oom0 = time.monotonic(), _oom_kills()
         proc = _spawn(root, cfg, env)
         for fd in owned + [w for _, w in pipes]: os.close(fd)
@@ -562,8 +636,9 @@ def _sandbox(files:dict, argv:list|None, stdin:str, timeout:float, memory_mb:int
         if uid is not None: _kill_uid(uid)
         out, err, active, info, records = _decode(data, over, max_output)
         if not data['status'] and not (timed_out): raise SandboxError(f'sandbox setup failed (exit {rc}): {err[-500:]}')
-        notes = ([f'disk quota reached ({disk_mb} MB): writing more fails (ENOSPC)'] if info.get('disk_full') else []) + (
-                 [f'memory limit reached ({memory_mb} MB, all processes together): {ooms} OOM-killed'] if ooms else [])
+        notes = (
+            [f'disk quota reached ({disk_mb} MB): writing more fails (ENOSPC)'] if info.get('disk_full') else []
+        ) + ([f'memory limit reached ({memory_mb} MB, all processes together): {ooms} OOM-killed'] if ooms else [])
         if notes: err += ('\n' if err and not err.endswith('\n') else '') + ''.join(f'sandbox: {n}\n' for n in notes)
         prot = (active + limits + _unlimited(view, memory_mb, limits) + ('session+killpg', 'output-cap')
                 + (('uid-sweep',) if uid is not None else ()))
@@ -595,13 +670,23 @@ def run_sandboxed(code:str,              # Python source to run as `main.py`
                     drop_privileges, max_procs, file_mb, None, (), tuple(pass_fds), report, disk_mb)
 
 # %% ../nbs/04b_sandbox.ipynb #2a81e3c2
-def run_command_sandboxed(argv:list[str], # command; argv[0] must be an absolute path
-                          files:dict|None=None, # name -> text written into the sandbox directory first
-                          stdin:str='', timeout:float=60.0, memory_mb:int|None=None, cpu_s:int|None=None, *,
-                          env:dict|None=None, # extra environment variables
-                          max_output:int=1<<16, isolate_net:bool=True, drop_privileges:bool=True,
-                          max_procs:int=256, file_mb:int=64, disk_mb:int=128,
-                          reads:tuple=()) -> SandboxResult: # folders the program reads (its toolchain, libraries), besides argv[0]'s
+def run_command_sandboxed(
+    argv:list[str],  # command; argv[0] must be an absolute path
+    files:dict|None=None,  # name -> text written into the sandbox directory first
+    stdin:str='',
+    timeout:float=60.0,
+    memory_mb:int|None=None,
+    cpu_s:int|None=None,
+    *,
+    env:dict|None=None,  # extra environment variables
+    max_output:int=1 << 16,
+    isolate_net:bool=True,
+    drop_privileges:bool=True,
+    max_procs:int=256,
+    file_mb:int=64,
+    disk_mb:int=128,
+    reads:tuple=(),
+) -> SandboxResult:  # folders the program reads (its toolchain, libraries), besides argv[0]'s
     "Run a trusted program (e.g. `lean`) on untrusted input under the same protections (no in-process guard)."
     if not os.path.isabs(argv[0]): raise ValueError(f'argv[0] must be an absolute path, got {argv[0]!r}')
     return _sandbox(dict(files or {}), list(argv), stdin, timeout, memory_mb, cpu_s, max_output, False, isolate_net,

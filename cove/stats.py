@@ -151,21 +151,26 @@ def paired_rows(runs:dict, # method -> run folder, or that run's episode records
     return rows
 
 # %% ../nbs/00b_stats.ipynb #326140ae
-def paired_or_reason(runs:dict, # method -> run folder, or that run's episode records
-                     pairs:list[tuple[str, str]], # (method, reference) pairs, e.g. from `cove.experiment.comparison_pairs`
-                     families:list[str]|None=None, # family specs in table order
-                    ) -> tuple[list[dict], str|None]:
+def paired_or_reason(
+    runs:dict,  # method -> run folder, or that run's episode records
+    pairs:list[tuple[str, str]],  # (method, reference) pairs, e.g. from `cove.experiment.comparison_pairs`
+    families:list[str]|None=None,  # family specs in table order
+) -> tuple[list[dict], str|None]:
     "`paired_rows` of `pairs` and None, or no rows and the one-line reason they cannot be paired."
-    if not pairs: return [], f"No paired comparison: no method ran with its reference (ran: {', '.join(runs) or 'none'})."
-    try: return paired_rows(runs, families=families, pairs=pairs), None
-    except ValueError as e: return [], f"No paired comparison: {e}."
+    if not pairs:
+        return [], f"No paired comparison: no method ran with its reference (ran: {', '.join(runs) or 'none'})."
+    try:
+        return paired_rows(runs, families=families, pairs=pairs), None
+    except ValueError as e:
+        return [], f"No paired comparison: {e}."
 
 # %% ../nbs/00b_stats.ipynb #319ff757
 def runs_of(records:list[dict], # episode records of several arms, each arm's in the order it played them
             by:str='arm', # the field naming the arm
             group:str='split', # the field the table breaks down by: it stands as `family_spec`
            ) -> dict[str, list[dict]]:
-    "Per arm, its records numbered `episode` 0, 1, ... in order, with `family_spec` their `group`: runs for `paired_rows`."
+    """Per arm, its records numbered `episode` 0, 1, ... in order, with `family_spec` their `group`: runs for
+    `paired_rows`."""
     runs = {}
     for r in records: runs.setdefault(r[by], []).append(r)
     return {a: [r | dict(episode=i, family_spec=r[group]) for i, r in enumerate(rs)] for a, rs in runs.items()}
@@ -200,15 +205,26 @@ def summarise(recs:list[dict]) -> dict:
     n = len(recs)
     api = [r['api_correct'] for r in recs if r.get('api_correct') is not None]
     st = {s: sum(r['status'] == s for r in recs) for s in ('success', 'failure', 'error', 'timeout')}
-    return dict(n=n, success_rate=(st['success'] / n) if n else None, success_ci=list(wilson(st['success'], n)),
-                mean_score=(sum(r['score'] for r in recs) / n) if n else None,
-                api_correct_rate=(sum(api) / len(api)) if api else None, n_api=len(api),
-                prompt_tokens=sum(r['prompt_tokens'] for r in recs), completion_tokens=sum(r['completion_tokens'] for r in recs),
-                errors=st['error'], timeouts=st['timeout'], failures=st['failure'], successes=st['success'],
-                error_kinds=dict(Counter(_error_kind(r) for r in recs if r['status'] == 'error')))
+    return dict(
+        n=n,
+        success_rate=(st['success'] / n) if n else None,
+        success_ci=list(wilson(st['success'], n)),
+        mean_score=(sum(r['score'] for r in recs) / n) if n else None,
+        api_correct_rate=(sum(api) / len(api)) if api else None,
+        n_api=len(api),
+        prompt_tokens=sum(r['prompt_tokens'] for r in recs),
+        completion_tokens=sum(r['completion_tokens'] for r in recs),
+        errors=st['error'],
+        timeouts=st['timeout'],
+        failures=st['failure'],
+        successes=st['success'],
+        error_kinds=dict(Counter(_error_kind(r) for r in recs if r['status'] == 'error')),
+    )
 
 # %% ../nbs/00b_stats.ipynb #587613e4
 def run_metrics(recs:list[dict]) -> dict:
     "Per-family and overall summaries."
     fams = sorted({r['family_spec'] for r in recs})
-    return dict(overall=summarise(recs), per_family={f: summarise([r for r in recs if r['family_spec'] == f]) for f in fams})
+    return dict(
+        overall=summarise(recs), per_family={f: summarise([r for r in recs if r['family_spec'] == f]) for f in fams}
+    )

@@ -48,10 +48,12 @@ class Entry:
 
 # %% ../nbs/04_store.ipynb #bd139aa0
 def _normalise(e:Entry):
-    "Check `e`'s fields (enumerations, content, names, counts) and coerce them to their types; a bad value raises `ValueError`."
+    """Check `e`'s fields (enumerations, content, names, counts) and coerce them to their types; a bad value raises
+    `ValueError`."""
     for f, allowed in (('kind', KINDS), ('label', LABELS), ('status', ENTRY_STATUSES)):
         if getattr(e, f) not in allowed: raise ValueError(f"entry {f} {getattr(e, f)!r} not in {allowed}")
-    if not isinstance(e.content, str) or not e.content.strip(): raise ValueError("entry content must be a non-empty string")
+    if not isinstance(e.content, str) or not e.content.strip():
+        raise ValueError("entry content must be a non-empty string")
     if isinstance(e.names, str) or not all(isinstance(n, str) for n in e.names):
         raise ValueError(f"entry names must be a list of strings, got {e.names!r}")
     e.names, e.promoted = list(e.names), bool(e.promoted)
@@ -82,12 +84,16 @@ class Hit:
 from .core import WriteFailed, write_failure
 
 class StoreError(CorruptFile):
-    "A store file that cannot be used as it is (a `cove.core.CorruptFile`); the message names the file (`path`) and what to do."
-    def __init__(self, msg:str, path:str|None=None): super().__init__(msg, [path] if path and path != ':memory:' else ()); self.path = path
+    """A store file that cannot be used as it is (a `cove.core.CorruptFile`); the message names the file (`path`) and
+    what to do."""
+    def __init__(self, msg:str, path:str|None=None):
+        super().__init__(msg, [path] if path and path != ':memory:' else ())
+        self.path = path
 
 # %% ../nbs/04_store.ipynb #f1bc8ac9
 class NamedConnection(sqlite3.Connection):
-    "A connection that knows its file (`path`): a write that fails for want of space (a full disk, a file-size limit, an I/O error) raises `WriteFailed` naming it."
+    """A connection that knows its file (`path`): a write that fails for want of space (a full disk, a file-size limit,
+    an I/O error) raises `WriteFailed` naming it."""
     path = None
     def _named(self, f, *a):
         try: return f(self, *a)
@@ -128,7 +134,8 @@ CREATE INDEX IF NOT EXISTS audit_entry ON audit(entry_id);
 
 # %% ../nbs/04_store.ipynb #28317153
 class SqliteStore:
-    "One memory's SQLite file: its own tables (`schema`), the shared `meta`, `applied` and `audit`, explicit write transactions."
+    """One memory's SQLite file: its own tables (`schema`), the shared `meta`, `applied` and `audit`, explicit write
+    transactions."""
     schema = ''   # the subclass's tables
     def __init__(self, path:str|Path=':memory:', # SQLite file, or ':memory:'
                  synchronous:str='FULL'): # 'NORMAL' or 'FULL'
@@ -153,7 +160,8 @@ class StoreMissing(StoreError):
     "A store the run's recorded episodes say exists, but whose file is missing."
 
 _MUST_EXIST = contextvars.ContextVar('cove_stores_must_exist', default=False)
-LEGACY_TABLES = {'kv', 'events'}   # tables of cove's own stores from before the shared layer (CoEvo-Mem, EvolveR), migrated on open
+# tables of cove's own stores from before the shared layer (CoEvo-Mem, EvolveR), migrated on open
+LEGACY_TABLES = {'kv', 'events'}
 
 @contextmanager
 def stores_must_exist(on:bool=True):
@@ -163,7 +171,8 @@ def stores_must_exist(on:bool=True):
     finally: _MUST_EXIST.reset(token)
 
 def check_store_file(path:str|Path, schema:str=''):
-    "Refuse `path` before opening it: missing inside `stores_must_exist`, or a SQLite file with none of `schema`'s tables."
+    """Refuse `path` before opening it: missing inside `stores_must_exist`, or a SQLite file with none of `schema`'s
+    tables."""
     p = str(path)
     if p == ':memory:': return
     if not os.path.exists(p) or os.path.getsize(p) == 0:
@@ -182,7 +191,8 @@ def check_store_file(path:str|Path, schema:str=''):
 
 # %% ../nbs/04_store.ipynb #55c24ed6
 @patch
-def columns(self:SqliteStore, table:str) -> list[str]: return [r[1] for r in self.conn.execute(f'PRAGMA table_info({table})')]
+def columns(self:SqliteStore, table:str) -> list[str]:
+    return [r[1] for r in self.conn.execute(f'PRAGMA table_info({table})')]
 
 @patch
 def close(self:SqliteStore): self.conn.close()
@@ -232,10 +242,16 @@ def audit(self:SqliteStore, op:str, entry_id:int|None=None, before=None, after=N
 @patch
 def audit_log(self:SqliteStore, entry_id:int|None=None) -> list[dict]:
     "Audit records (oldest first), of one entry or all; `before`/`after` decoded from JSON."
-    q, args = ('SELECT * FROM audit WHERE entry_id=? ORDER BY seq', (entry_id,)) if entry_id is not None else ('SELECT * FROM audit ORDER BY seq', ())
+    q, args = (
+        ('SELECT * FROM audit WHERE entry_id=? ORDER BY seq', (entry_id,))
+        if entry_id is not None
+        else ('SELECT * FROM audit ORDER BY seq', ())
+    )
     out = []
     for r in self.conn.execute(q, args):
-        d = dict(r); d['before'], d['after'] = (json.loads(d[c]) if d[c] else None for c in ('before', 'after')); out.append(d)
+        d = dict(r)
+        d['before'], d['after'] = (json.loads(d[c]) if d[c] else None for c in ('before', 'after'))
+        out.append(d)
     return out
 
 # %% ../nbs/04_store.ipynb #9dccb606
@@ -244,7 +260,9 @@ def vectors(self:SqliteStore, sql:str, dim:int, args=()) -> tuple[np.ndarray, np
     "`(ids, embeddings (n, dim))` of the `(id, float32 blob)` rows `sql` selects."
     rows = self.conn.execute(sql, args).fetchall()
     if not rows: return np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
-    return np.array([r[0] for r in rows], np.int64), np.frombuffer(b''.join(r[1] for r in rows), np.float32).reshape(len(rows), dim)
+    return np.array([r[0] for r in rows], np.int64), np.frombuffer(b''.join(r[1] for r in rows), np.float32).reshape(
+        len(rows), dim
+    )
 
 @patch
 def dense(self:SqliteStore, sql:str, dim:int, **kw) -> DenseIndex:
@@ -268,7 +286,8 @@ def backup_db(src:str|Path|sqlite3.Connection, # a database file, or an open con
     finally:
         b.close()
         if s is not src: s.close()
-    for side in ('-wal', '-shm'): Path(str(dst) + side).unlink(missing_ok=True)   # a stale WAL of an older file at `dst` must not be replayed into it
+    # a stale WAL of an older file at `dst` must not be replayed into it
+    for side in ('-wal', '-shm'): Path(str(dst) + side).unlink(missing_ok=True)
     os.replace(tmp, dst)
     return dst
 
@@ -322,12 +341,15 @@ class KnowledgeBase(SqliteStore):
         super().__init__(path, synchronous)
         self.embedder, self.log = embedder, get_logger('store')
         self.dim = self._check_dim(embedder.dim if embedder else dim)
-        self.hnsw_threshold, self.dense_kw = hnsw_threshold, dict(M=M, ef_search=ef_search, ef_construction=ef_construction)
+        self.hnsw_threshold, self.dense_kw = hnsw_threshold, dict(
+            M=M, ef_search=ef_search, ef_construction=ef_construction
+        )
         self.sparse, self._sparse_dirty = SparseIndex(sparse_backend), True
         if embedder: self._backfill()
         self._load_dense()
 
-    def __repr__(self): return f"KnowledgeBase({self.path!r}, n={len(self)}, online={len(self.dense) if self.dense else 0}, dim={self.dim})"
+    def __repr__(self):
+        return f"KnowledgeBase({self.path!r}, n={len(self)}, online={len(self.dense) if self.dense else 0}, dim={self.dim})"
     def __len__(self): return self.conn.execute('SELECT COUNT(*) FROM entries').fetchone()[0]
 
 # %% ../nbs/04_store.ipynb #5cca9b7c
@@ -335,7 +357,8 @@ class KnowledgeBase(SqliteStore):
 def _check_dim(self:KnowledgeBase, dim):
     "The embedding dimension, recorded in `meta` on first use and checked on every open."
     old = self.meta('dim')
-    if old and dim and int(old) != dim: raise ValueError(f"{self.path} holds {old}-d embeddings, but dim={dim} was given")
+    if old and dim and int(old) != dim:
+        raise ValueError(f"{self.path} holds {old}-d embeddings, but dim={dim} was given")
     if dim and not old:
         with self.transaction(): self.set_meta('dim', dim)
     return int(old) if old else dim
@@ -347,7 +370,10 @@ def _backfill(self:KnowledgeBase):
     rows = self.conn.execute('SELECT id, content FROM entries WHERE embedding IS NULL').fetchall()
     if not rows: return
     V = self.embedder.encode([r['content'] for r in rows])
-    with self.transaction(): self.conn.executemany('UPDATE entries SET embedding=? WHERE id=?', [(v.tobytes(), r['id']) for v, r in zip(V, rows)])
+    with self.transaction():
+        self.conn.executemany(
+            'UPDATE entries SET embedding=? WHERE id=?', [(v.tobytes(), r['id']) for v, r in zip(V, rows)]
+        )
     self.log.info(f"backfilled embeddings of {len(rows)} entries")
 
 # %% ../nbs/04_store.ipynb #b8b84b47
@@ -417,14 +443,22 @@ def _apply(self:KnowledgeBase, id:int, op:str, reason:str, changes:dict, now:flo
     before = self.get(id)
     after = replace(before, **changes)  # validates the new values
     diff = [c for c in changes if c != 'embedding' and getattr(before, c) != getattr(after, c)]
-    new_vec = 'embedding' in changes and not (before.embedding is None and after.embedding is None
-                                               or before.embedding is not None and np.array_equal(before.embedding, after.embedding))
+    new_vec = 'embedding' in changes and not (
+        before.embedding is None
+        and after.embedding is None
+        or before.embedding is not None
+        and np.array_equal(before.embedding, after.embedding)
+    )
     if not diff and not new_vec: return before, before
     after.updated = now
     cols = [c for c in SQL_COLUMNS if c in changes or c == 'updated']
     row = dict(zip(SQL_COLUMNS, _to_row(after)))
-    self.conn.execute(f"UPDATE entries SET {', '.join(c+'=?' for c in cols)} WHERE id=?", [row[c] for c in cols] + [after.id])
-    self.audit(op, after.id, {c: getattr(before, c) for c in diff}, {c: getattr(after, c) for c in diff}, reason, ts=now)
+    self.conn.execute(
+        f"UPDATE entries SET {', '.join(c+'=?' for c in cols)} WHERE id=?", [row[c] for c in cols] + [after.id]
+    )
+    self.audit(
+        op, after.id, {c: getattr(before, c) for c in diff}, {c: getattr(after, c) for c in diff}, reason, ts=now
+    )
     return before, after
 
 # %% ../nbs/04_store.ipynb #2e6c85a3
@@ -442,12 +476,15 @@ def _sync(self:KnowledgeBase, before:Entry, after:Entry):
 def update(self:KnowledgeBase, id:int, reason:str='', op:str='update', **changes) -> Entry:
     "Change fields of entry `id` in one audited transaction; returns the entry after the change."
     ok = [c for c in SQL_COLUMNS if c not in ('created', 'updated')]
-    if set(changes) - set(ok): raise ValueError(f"cannot update {sorted(set(changes) - set(ok))}; updatable fields: {ok}")
+    if set(changes) - set(ok):
+        raise ValueError(f"cannot update {sorted(set(changes) - set(ok))}; updatable fields: {ok}")
     if 'content' in changes and 'embedding' not in changes:
         changes['embedding'] = self.embedder.encode(changes['content'])[0] if self.embedder else None
-        if not self.embedder: self.log.warning(f"entry {id}: content changed without an embedding; it leaves the dense index")
+        if not self.embedder:
+            self.log.warning(f"entry {id}: content changed without an embedding; it leaves the dense index")
     if changes.get('embedding') is not None:
-        changes['embedding'] = np.asarray(changes['embedding'], np.float32).reshape(-1); self._check_vec(changes['embedding'])
+        changes['embedding'] = np.asarray(changes['embedding'], np.float32).reshape(-1)
+        self._check_vec(changes['embedding'])
     with self.transaction(): before, after = self._apply(id, op, reason, changes, time.time())
     self._sync(before, after)
     return after
@@ -472,7 +509,9 @@ def record_use(self:KnowledgeBase, ids:list[int], success:bool, reason:str='') -
     with self.transaction():
         for i in ids:
             e = self.get(i)
-            out.append(self._apply(i, 'use', reason, dict(uses=e.uses+1, successes=e.successes+int(bool(success))), now))
+            out.append(
+                self._apply(i, 'use', reason, dict(uses=e.uses + 1, successes=e.successes + int(bool(success))), now)
+            )
     return [a for _, a in out]
 
 # %% ../nbs/04_store.ipynb #997e5be0
@@ -501,7 +540,8 @@ def _combine(a:str, b:str) -> str:
 # %% ../nbs/04_store.ipynb #e7945434
 @patch
 def _merged_vec(self:KnowledgeBase, t:Entry, o:Entry, new:str):
-    "The embedding of merged content `new`: the target's or the other's when `new` is theirs, else a fresh one (None without an embedder)."
+    """The embedding of merged content `new`: the target's or the other's when `new` is theirs, else a fresh one (None
+    without an embedder)."""
     if new == t.content: return t.embedding
     if o.embedding is not None and new == o.content: return o.embedding
     if self.embedder: return self.embedder.encode(new)[0]
@@ -513,7 +553,11 @@ def _merged_vec(self:KnowledgeBase, t:Entry, o:Entry, new:str):
 def merge(self:KnowledgeBase, target_id:int, other:int|Entry|str, reason:str='', content:str|None=None) -> Entry:
     "Merge `other` (an entry id, a new `Entry`, or content) into entry `target_id`."
     t = self.get(target_id)
-    o = self.get(other) if isinstance(other, (int, np.integer)) else other if isinstance(other, Entry) else Entry(other, t.kind, t.label)
+    o = (
+        self.get(other)
+        if isinstance(other, (int, np.integer))
+        else other if isinstance(other, Entry) else Entry(other, t.kind, t.label)
+    )
     if o.id == t.id: raise ValueError(f"cannot merge entry {t.id} into itself")
     new = content if content is not None else _combine(t.content, o.content)
     ch = dict(content=new, names=list(dict.fromkeys(t.names + o.names)), revisions=t.revisions + 1,
@@ -524,24 +568,46 @@ def merge(self:KnowledgeBase, target_id:int, other:int|Entry|str, reason:str='',
     now, why = time.time(), f"merged {'entry ' + str(o.id) if o.id is not None else 'a new candidate'}: {reason}"
     with self.transaction():
         changed = [self._apply(t.id, 'merge', why, ch, now)]
-        if o.id is not None: changed.append(self._apply(o.id, 'merge', f"merged into entry {t.id}: {reason}", dict(status='discarded'), now))
+        if o.id is not None:
+            changed.append(
+                self._apply(o.id, 'merge', f"merged into entry {t.id}: {reason}", dict(status='discarded'), now)
+            )
     for b, a in changed: self._sync(b, a)
     return changed[0][1]
 
 # %% ../nbs/04_store.ipynb #4eef49d8
 @patch
-def entries(self:KnowledgeBase, status:str|None=None, label:str|None=None, kind:str|None=None, family:str|None=None) -> list[Entry]:
+def entries(
+    self:KnowledgeBase,
+    status:str|None=None,
+    label:str|None=None,
+    kind:str|None=None,
+    family:str|None=None,
+) -> list[Entry]:
     "Entries matching the given fields (all when none given), by id."
     conds = {k: v for k, v in dict(status=status, label=label, kind=kind, family=family).items() if v is not None}
     where = ' AND '.join(f'{k}=?' for k in conds)
-    return [_from_row(r) for r in self.conn.execute(f"SELECT * FROM entries {'WHERE ' + where if where else ''} ORDER BY id", tuple(conds.values()))]
+    return [
+        _from_row(r)
+        for r in self.conn.execute(
+            f"SELECT * FROM entries {'WHERE ' + where if where else ''} ORDER BY id", tuple(conds.values())
+        )
+    ]
 
 @patch
 def counts(self:KnowledgeBase) -> dict:
-    "Entry counts: `total`, by `label` (online entries), by `status` and by `label_all` (every entry ever written, any status)."
-    by = lambda col, allowed, where: {**dict.fromkeys(allowed, 0), **dict(self.conn.execute(f'SELECT {col}, COUNT(*) FROM entries {where} GROUP BY {col}').fetchall())}
-    return dict(total=len(self), label=by('label', LABELS, "WHERE status='online'"), status=by('status', ENTRY_STATUSES, ''),
-                label_all=by('label', LABELS, ''))
+    """Entry counts: `total`, by `label` (online entries), by `status` and by `label_all` (every entry ever written, any
+    status)."""
+    by = lambda col, allowed, where: {
+        **dict.fromkeys(allowed, 0),
+        **dict(self.conn.execute(f'SELECT {col}, COUNT(*) FROM entries {where} GROUP BY {col}').fetchall()),
+    }
+    return dict(
+        total=len(self),
+        label=by('label', LABELS, "WHERE status='online'"),
+        status=by('status', ENTRY_STATUSES, ''),
+        label_all=by('label', LABELS, ''),
+    )
 
 # %% ../nbs/04_store.ipynb #87af8622
 MODES = ('dense', 'sparse', 'hybrid')
@@ -587,17 +653,30 @@ def retrieve(self:KnowledgeBase, query:str|None=None, # task text (embedded / to
     "Top-`k` online entries for `query` as `Hit(entry, score)`, best first."
     hits = self.search(query, k, mode, query_vec, depth)
     if not hits: return []
-    rows = self.conn.execute(f"SELECT * FROM entries WHERE id IN ({','.join('?'*len(hits))})", [i for i, _ in hits]).fetchall()
+    rows = self.conn.execute(
+        f"SELECT * FROM entries WHERE id IN ({','.join('?'*len(hits))})", [i for i, _ in hits]
+    ).fetchall()
     by_id = {r['id']: _from_row(r) for r in rows}
     return [Hit(by_id[i], s) for i, s in hits]
 
 # %% ../nbs/04_store.ipynb #64894516
 @patch
-def retrieve_ids(self:KnowledgeBase, query:str|None=None, k:int=3, mode:str='hybrid', query_vec=None, depth:int|None=None) -> list[tuple[int, float, str]]:
+def retrieve_ids(
+    self:KnowledgeBase,
+    query:str|None=None,
+    k:int=3,
+    mode:str='hybrid',
+    query_vec=None,
+    depth:int|None=None,
+) -> list[tuple[int, float, str]]:
     "Top-`k` `(id, score, content)` of online entries: index search plus one content fetch."
     hits = self.search(query, k, mode, query_vec, depth)
     if not hits: return []
-    content = dict(self.conn.execute(f"SELECT id, content FROM entries WHERE id IN ({','.join('?'*len(hits))})", [i for i, _ in hits]).fetchall())
+    content = dict(
+        self.conn.execute(
+            f"SELECT id, content FROM entries WHERE id IN ({','.join('?'*len(hits))})", [i for i, _ in hits]
+        ).fetchall()
+    )
     return [(i, s, content[i]) for i, s in hits]
 
 # %% ../nbs/04_store.ipynb #b0f077a2
@@ -609,11 +688,15 @@ def find_near_duplicate(self:KnowledgeBase, content:str, threshold:float=0.9, # 
     return hits[0] if hits and hits[0].score >= threshold else None
 
 # %% ../nbs/04_store.ipynb #06b283ed
-def synthetic_corpus(n:int, dim:int=384, seed:int=0, vocab_size:int=5000, chunk:int=100_000) -> tuple[list[str], np.ndarray]:
+def synthetic_corpus(
+    n:int, dim:int=384, seed:int=0, vocab_size:int=5000, chunk:int=100_000
+) -> tuple[list[str], np.ndarray]:
     "`n` seeded synthetic `(texts, unit vectors)` with topic structure shared by text and vector."
     rng = np.random.default_rng(seed)
     syl = [c + v for c in 'bdfgklmnprstvz' for v in 'aeiou']
-    vocab = np.array(sorted({''.join(rng.choice(syl, size=rng.integers(2, 4))) for _ in range(3*vocab_size)})[:vocab_size])
+    vocab = np.array(
+        sorted({''.join(rng.choice(syl, size=rng.integers(2, 4))) for _ in range(3 * vocab_size)})[:vocab_size]
+    )
     n_topics = max(8, n // 200)
     centers = rng.standard_normal((n_topics, dim)).astype(np.float32)
     centers /= np.linalg.norm(centers, axis=1, keepdims=True)
@@ -625,7 +708,9 @@ def synthetic_corpus(n:int, dim:int=384, seed:int=0, vocab_size:int=5000, chunk:
         t = rng.integers(0, n_topics, m)
         v = centers[t] + rng.standard_normal((m, dim), dtype=np.float32) / np.sqrt(dim)
         vecs[s:s+m] = v / np.linalg.norm(v, axis=1, keepdims=True)
-        words = np.concatenate([topic_words[t[:, None], rng.integers(0, 20, (m, 6))], rng.choice(vocab_size, (m, 10), p=zipf)], axis=1)
+        words = np.concatenate(
+            [topic_words[t[:, None], rng.integers(0, 20, (m, 6))], rng.choice(vocab_size, (m, 10), p=zipf)], axis=1
+        )
         texts += [' '.join(r) for r in vocab[words]]
     return texts, vecs
 
@@ -637,25 +722,50 @@ def _p50_ms(f, xs) -> float:
 
 # %% ../nbs/04_store.ipynb #759d39fc
 def _speedups(kb, T, V, QT, QV, k, lab, modes, n_base:int=50) -> list[dict]:
-    "The index searches against their baselines on the same queries: faiss against numpy brute force, bm25s against rank-bm25."
+    """The index searches against their baselines on the same queries: faiss against numpy brute force, bm25s against
+    rank-bm25."""
     out = []
     if 'dense' in modes:
         def brute(q): s = V @ q; top = np.argpartition(-s, k)[:k]; return top[np.argsort(-s[top])]
         ix, base = _p50_ms(lambda q: kb.dense.search(q, k), QV[:n_base]), _p50_ms(brute, QV[:n_base])
-        out.append(dict(name=f'dense_speedup_over_numpy_{lab}', value=round(base / ix, 1), unit='x', index_ms=round(ix, 3),
-                        numpy_ms=round(base, 3), n=min(n_base, len(QV)), entries=len(V), index=kb.dense.kind))
+        out.append(
+            dict(
+                name=f'dense_speedup_over_numpy_{lab}',
+                value=round(base / ix, 1),
+                unit='x',
+                index_ms=round(ix, 3),
+                numpy_ms=round(base, 3),
+                n=min(n_base, len(QV)),
+                entries=len(V),
+                index=kb.dense.kind,
+            )
+        )
     if 'sparse' in modes:
         ref = SparseIndex('rank_bm25').build(np.arange(len(T)), T)
-        ix, base = _p50_ms(lambda q: kb.sparse.search(q, k), QT[:n_base]), _p50_ms(lambda q: ref.search(q, k), QT[:n_base])
-        out.append(dict(name=f'sparse_speedup_over_rank_bm25_{lab}', value=round(base / ix, 1), unit='x', index_ms=round(ix, 3),
-                        rank_bm25_ms=round(base, 3), n=min(n_base, len(QT)), entries=len(T), index=kb.sparse.backend))
+        ix, base = _p50_ms(lambda q: kb.sparse.search(q, k), QT[:n_base]), _p50_ms(
+            lambda q: ref.search(q, k), QT[:n_base]
+        )
+        out.append(
+            dict(
+                name=f'sparse_speedup_over_rank_bm25_{lab}',
+                value=round(base / ix, 1),
+                unit='x',
+                index_ms=round(ix, 3),
+                rank_bm25_ms=round(base, 3),
+                n=min(n_base, len(QT)),
+                entries=len(T),
+                index=kb.sparse.backend,
+            )
+        )
     return out
 
 # %% ../nbs/04_store.ipynb #23504304
-def _size_label(n:int) -> str: return f'{n // 10**6}m' if n >= 10**6 and n % 10**6 == 0 else f'{n // 1000}k' if n >= 1000 else str(n)
+def _size_label(n:int) -> str:
+    return f'{n // 10**6}m' if n >= 10**6 and n % 10**6 == 0 else f'{n // 1000}k' if n >= 1000 else str(n)
 
 def _bench_queries(T:list[str], V:np.ndarray, queries:int, seed:int) -> tuple[list[str], np.ndarray]:
-    "`queries` noisy copies of random entries of corpus `(T, V)`: texts of 4 of their words, and unit vectors near theirs."
+    """`queries` noisy copies of random entries of corpus `(T, V)`: texts of 4 of their words, and unit vectors near
+    theirs."""
     (n, dim), rng = V.shape, np.random.default_rng(seed + 1)
     qi = rng.integers(0, n, queries)
     QV = V[qi] + 0.5 * rng.standard_normal((queries, dim), dtype=np.float32) / np.sqrt(dim)
@@ -671,8 +781,15 @@ def _latency(kb:KnowledgeBase, QT:list[str], QV:np.ndarray, k:int, mode:str, lab
         t = time.perf_counter(); hits = kb.retrieve(q, k, mode, query_vec=qv); ts.append(time.perf_counter() - t)
         assert hits, f"{mode} retrieval returned nothing"
     ts = np.array(ts) * 1e3
-    return dict(name=f'retrieve_{mode}_p50_ms_{lab}', value=round(float(np.median(ts)), 3), unit='ms',
-                p95=round(float(np.percentile(ts, 95)), 3), n=len(QT), entries=n, index=kb.dense.kind if mode != 'sparse' else kb.sparse.backend)
+    return dict(
+        name=f'retrieve_{mode}_p50_ms_{lab}',
+        value=round(float(np.median(ts)), 3),
+        unit='ms',
+        p95=round(float(np.percentile(ts, 95)), 3),
+        n=len(QT),
+        entries=n,
+        index=kb.dense.kind if mode != 'sparse' else kb.sparse.backend,
+    )
 
 # %% ../nbs/04_store.ipynb #d3fd932d
 def _recall(kb:KnowledgeBase, V:np.ndarray, QV:np.ndarray, ids:np.ndarray, k:int, lab:str) -> dict:
@@ -681,8 +798,15 @@ def _recall(kb:KnowledgeBase, V:np.ndarray, QV:np.ndarray, ids:np.ndarray, k:int
     exact = faiss.IndexFlatIP(V.shape[1]); exact.add(V)
     _, gt = exact.search(QV, k)
     got, gt = kb.dense.search(QV, k)[0], ids[gt]
-    return dict(name=f'dense_recall_at_{k}_{lab}', value=round(float(np.mean([len(set(a) & set(b)) / k for a, b in zip(got, gt)])), 4),
-                unit='fraction', n=len(QV), entries=len(V), M=kb.dense.M, ef_search=kb.dense.ef_search)
+    return dict(
+        name=f'dense_recall_at_{k}_{lab}',
+        value=round(float(np.mean([len(set(a) & set(b)) / k for a, b in zip(got, gt)])), 4),
+        unit='fraction',
+        n=len(QV),
+        entries=len(V),
+        M=kb.dense.M,
+        ef_search=kb.dense.ef_search,
+    )
 
 # %% ../nbs/04_store.ipynb #9d175c81
 def _bench_one(n, dim, queries, k, modes, seed, workdir, **kb_kw) -> list[dict]:
@@ -693,8 +817,12 @@ def _bench_one(n, dim, queries, k, modes, seed, workdir, **kb_kw) -> list[dict]:
     with tempfile.TemporaryDirectory(dir=workdir) as d:
         kb = KnowledgeBase(Path(d)/'kb.sqlite', dim=dim, **kb_kw)
         t = time.perf_counter()
-        ids = np.array(kb.insert_many([Entry(txt, 'memory', 'stable', family='bench', embedding=v) for txt, v in zip(T, V)]))
-        out = [dict(name=f'kb_build_s_{lab}', value=round(time.perf_counter() - t, 2), unit='s', n=n, index=kb.dense.kind)]
+        ids = np.array(
+            kb.insert_many([Entry(txt, 'memory', 'stable', family='bench', embedding=v) for txt, v in zip(T, V)])
+        )
+        out = [
+            dict(name=f'kb_build_s_{lab}', value=round(time.perf_counter() - t, 2), unit='s', n=n, index=kb.dense.kind)
+        ]
         log.info(f"built {lab} KB ({kb.dense.kind}) in {out[0]['value']}s")
         if 'sparse' in modes or 'hybrid' in modes:
             t = time.perf_counter(); kb.search(QT[0], k, 'sparse')
@@ -706,16 +834,19 @@ def _bench_one(n, dim, queries, k, modes, seed, workdir, **kb_kw) -> list[dict]:
     return out
 
 # %% ../nbs/04_store.ipynb #2b5bf7ae
-def bench_retrieval(sizes:tuple=(14_000, 100_000), # knowledge-base sizes
-                    dim:int=384, # embedding dimension (MiniLM's)
-                    queries:int=200, # timed queries per mode and size
-                    k:int=3, # entries retrieved
-                    modes:tuple=MODES, # retrieval modes timed
-                    include_1m:bool=False, # also time dense retrieval at 1,000,000 entries (~15 min on 2 cores, ~3 GB disk)
-                    seed:int=0,
-                    hnsw_threshold:int=4096, # flat below, HNSW at or above (`kb.hnsw_threshold`)
-                    M:int=32, ef_search:int=64, # HNSW parameters
-                    workdir:str|None=None) -> list[dict]: # where the temporary KB files go
+def bench_retrieval(
+    sizes:tuple=(14_000, 100_000),  # knowledge-base sizes
+    dim:int=384,  # embedding dimension (MiniLM's)
+    queries:int=200,  # timed queries per mode and size
+    k:int=3,  # entries retrieved
+    modes:tuple=MODES,  # retrieval modes timed
+    include_1m:bool=False,  # also time dense retrieval at 1,000,000 entries (~15 min on 2 cores, ~3 GB disk)
+    seed:int=0,
+    hnsw_threshold:int=4096,  # flat below, HNSW at or above (`kb.hnsw_threshold`)
+    M:int=32,
+    ef_search:int=64,  # HNSW parameters
+    workdir:str|None=None,
+) -> list[dict]:  # where the temporary KB files go
     "Retrieval latency records (`retrieve_{mode}_p50_ms_{size}` with p95), plus build times and HNSW recall."
     out, kw = [], dict(hnsw_threshold=hnsw_threshold, M=M, ef_search=ef_search)
     for n in sizes: out += _bench_one(n, dim, queries, k, modes, seed, workdir, **kw)

@@ -32,7 +32,12 @@ def _trajectory(r) -> tuple[list, float, str, str]:
     "`(messages, score, task_id, family)` of an `EpisodeResult` or of its `record()` dict."
     if isinstance(r, EpisodeResult): return r.messages, float(r.feedback.score), r.task.id, r.task.family
     if isinstance(r, dict) and ('trace' in r or 'messages' in r):
-        return list(r.get('trace') or r.get('messages') or []), float(r.get('score', 0.0)), str(r.get('task_id', '')), str(r.get('family', ''))
+        return (
+            list(r.get('trace') or r.get('messages') or []),
+            float(r.get('score', 0.0)),
+            str(r.get('task_id', '')),
+            str(r.get('family', '')),
+        )
     raise TypeError(f"expected an EpisodeResult or an episode record dict with 'trace', got {type(r).__name__}")
 
 def sft_messages(messages:list[dict]) -> list[dict]:
@@ -44,7 +49,8 @@ def sft_messages(messages:list[dict]) -> list[dict]:
 def trajectories_to_sft(results:list, # `EpisodeResult`s or episode record dicts
                         min_score:float=1.0, # keep trajectories scoring at least this (rejection sampling)
                        ):
-    "A `datasets.Dataset` of chat `messages` (+ `task_id`, `family`, `score`) from the trajectories scoring ≥ `min_score`."
+    """A `datasets.Dataset` of chat `messages` (+ `task_id`, `family`, `score`) from the trajectories scoring ≥
+    `min_score`."""
     from datasets import Dataset
     rows, skipped = [], Counter()
     for r in results:
@@ -60,7 +66,8 @@ def trajectories_to_sft(results:list, # `EpisodeResult`s or episode record dicts
 def reference_sft(env, tasks:list[Task],
                   entries:list[list]|None=None, # `entries[i]`: knowledge entries in task i's prompt
                  ):
-    "Cold-start SFT `Dataset` from the reference solutions of `tasks` that pass the evaluator, as the agent would see them."
+    """Cold-start SFT `Dataset` from the reference solutions of `tasks` that pass the evaluator, as the agent would see
+    them."""
     results, failed = [], Counter()
     for i, t in enumerate(tasks):
         r = replay_reference(env, t)
@@ -70,12 +77,16 @@ def reference_sft(env, tasks:list[Task],
         if not r.messages or r.messages[0] != {'role': 'user', 'content': t.prompt}:
             raise ValueError(f"replay_reference trace of {t.id} does not start with the task prompt")
         results.append(replace(r, messages=build_messages(env, t, entries[i] if entries else None) + r.messages[1:]))
-    if failed: _log.warning(f"reference_sft: {sum(failed.values())} of {len(tasks)} tasks without a passing reference: {dict(failed)}")
+    if failed:
+        _log.warning(
+            f"reference_sft: {sum(failed.values())} of {len(tasks)} tasks without a passing reference: {dict(failed)}"
+        )
     return trajectories_to_sft(results, min_score=0.0)
 
 # %% ../nbs/07_train.ipynb #5c48c88a
 def assistant_spans(text:str, messages:list[dict], eos:str|None=None) -> list[tuple[int, int]]:
-    "Character spans of the non-empty assistant turns in the rendered chat `text` (each extended over a following `eos`)."
+    """Character spans of the non-empty assistant turns in the rendered chat `text` (each extended over a following
+    `eos`)."""
     spans, pos = [], 0
     for k, m in enumerate(messages):
         c = m['content']
@@ -84,7 +95,9 @@ def assistant_spans(text:str, messages:list[dict], eos:str|None=None) -> list[tu
         if i < 0 and c.strip(): c = c.strip(); i = text.find(c, pos)   # templates that strip the content
         if i < 0:
             if m['role'] != 'assistant': continue   # e.g. a system prompt the template rewrites
-            raise ValueError(f"assistant turn {k} not found verbatim in the rendered chat: the chat template rewrites it")
+            raise ValueError(
+                f"assistant turn {k} not found verbatim in the rendered chat: the chat template rewrites it"
+            )
         j = i + len(c)
         if m['role'] == 'assistant':
             if eos and text.startswith(eos, j): j += len(eos)
@@ -94,7 +107,8 @@ def assistant_spans(text:str, messages:list[dict], eos:str|None=None) -> list[tu
 
 # %% ../nbs/07_train.ipynb #22cceba6
 def tokenize_chat(tokenizer, messages:list[dict], max_length:int|None=None, **template_kw) -> dict:
-    "`input_ids` of the chat rendered by the tokenizer's template and `assistant_masks` (1 on the assistant turns), truncated to `max_length`."
+    """`input_ids` of the chat rendered by the tokenizer's template and `assistant_masks` (1 on the assistant turns),
+    truncated to `max_length`."""
     text = render_chat(tokenizer, messages, add_generation_prompt=False, **template_kw)
     spans = assistant_spans(text, messages, tokenizer.eos_token)
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
@@ -105,13 +119,18 @@ def tokenize_chat(tokenizer, messages:list[dict], max_length:int|None=None, **te
 
 # %% ../nbs/07_train.ipynb #8ef7c56c
 def sft_dataset(dataset, tokenizer, max_length:int|None=512, template_kw:dict|None=None):
-    "Tokenised `Dataset` (`input_ids`, `assistant_masks`) of a chat-`messages` dataset, without rows left with no assistant token."
+    """Tokenised `Dataset` (`input_ids`, `assistant_masks`) of a chat-`messages` dataset, without rows left with no
+    assistant token."""
     from datasets import Dataset
     if 'input_ids' in dataset.column_names: return dataset
-    if 'messages' not in dataset.column_names: raise ValueError(f"SFT data needs a 'messages' column; got {dataset.column_names}")
+    if 'messages' not in dataset.column_names:
+        raise ValueError(f"SFT data needs a 'messages' column; got {dataset.column_names}")
     rows = [tokenize_chat(tokenizer, m, max_length, **(template_kw or {})) for m in dataset['messages']]
     kept = [r for r in rows if any(r['assistant_masks'])]
-    if len(kept) < len(rows): _log.warning(f"sft_dataset: dropped {len(rows) - len(kept)} of {len(rows)} conversations with no assistant token within max_length={max_length}")
+    if len(kept) < len(rows):
+        _log.warning(
+            f"sft_dataset: dropped {len(rows) - len(kept)} of {len(rows)} conversations with no assistant token within max_length={max_length}"
+        )
     return Dataset.from_dict({k: [r[k] for r in kept] for k in ('input_ids', 'assistant_masks')})
 
 # %% ../nbs/07_train.ipynb #e9298fc3
@@ -139,8 +158,14 @@ def lora_config(r:int=8, alpha:int|None=None, dropout:float=0.0, targets=LORA_TA
                 layers:list[int]|None=None): # the layers that get adapters (None: every layer)
     "The peft `LoraConfig` of cove's updates (attention projections; `alpha` defaults to `2r`)."
     from peft import LoraConfig
-    return LoraConfig(task_type='CAUSAL_LM', r=r, lora_alpha=alpha or 2*r, lora_dropout=dropout, target_modules=list(targets),
-                      layers_to_transform=layers)
+    return LoraConfig(
+        task_type='CAUSAL_LM',
+        r=r,
+        lora_alpha=alpha or 2 * r,
+        lora_dropout=dropout,
+        target_modules=list(targets),
+        layers_to_transform=layers,
+    )
 
 def top_layers(model, k:int) -> list[int]|None:
     "The indices of `model`'s top `k` transformer layers (None for `k` = 0 or ≥ the depth: every layer)."
@@ -148,11 +173,14 @@ def top_layers(model, k:int) -> list[int]|None:
     return None if k <= 0 or k >= n else list(range(n - k, n))
 
 def trainable_copy(policy_or_model_name, dtype:str|torch.dtype='float32'):
-    "`(model, tokenizer)`: a fresh copy of the base weights of a model name or an `HFPolicy` (whose model is left untouched)."
+    """`(model, tokenizer)`: a fresh copy of the base weights of a model name or an `HFPolicy` (whose model is left
+    untouched)."""
     if isinstance(policy_or_model_name, str): return load_model(policy_or_model_name, dtype=dtype)
     if not isinstance(policy_or_model_name, HFPolicy):
-        raise TypeError(f"cannot train a {type(policy_or_model_name).__name__}: pass an HFPolicy or the model name (vLLM and "
-                        "OpenAI-compatible servers hold no trainable weights here; train by name, then load the adapter)")
+        raise TypeError(
+            f"cannot train a {type(policy_or_model_name).__name__}: pass an HFPolicy or the model name (vLLM and "
+            "OpenAI-compatible servers hold no trainable weights here; train by name, then load the adapter)"
+        )
     from peft import PeftModel
     m = copy.deepcopy(policy_or_model_name.model)
     if isinstance(m, PeftModel): m = m.unload()   # the base weights, without the policy's adapters
@@ -163,7 +191,11 @@ ADAPTER_PREFIX = 'adapter-'
 
 def next_adapter_name(out_dir) -> str:
     "The next free adapter name in `out_dir`: `adapter-0001`, `adapter-0002`, ..."
-    nums = [int(p.name[len(ADAPTER_PREFIX):]) for p in Path(out_dir).glob(ADAPTER_PREFIX + '*') if p.name[len(ADAPTER_PREFIX):].isdigit()]
+    nums = [
+        int(p.name[len(ADAPTER_PREFIX) :])
+        for p in Path(out_dir).glob(ADAPTER_PREFIX + '*')
+        if p.name[len(ADAPTER_PREFIX) :].isdigit()
+    ]
     return f"{ADAPTER_PREFIX}{max(nums, default=0) + 1:04d}"
 
 def _tmp_dir(final:Path) -> Path: return final.parent/f'.{final.name}.tmp'
@@ -186,10 +218,22 @@ def _default_dtype(use_cpu:bool, bf16:bool) -> str:
 # %% ../nbs/07_train.ipynb #15052796
 def _train_args(cls, out_dir:Path, lr, epochs, max_steps, batch_size, use_cpu, bf16, seed, progress, config, **kw):
     "A TRL config object of class `cls` with cove's defaults, overridden by `config`."
-    base = dict(output_dir=str(out_dir), learning_rate=lr, num_train_epochs=epochs, max_steps=max_steps or -1,
-                per_device_train_batch_size=batch_size, use_cpu=use_cpu, bf16=bf16, seed=seed, logging_steps=1,
-                save_strategy='no', report_to='none', disable_tqdm=not progress, activation_checkpointing=False,
-                lr_scheduler_type='constant')   # updates are short (8-64 steps) and may continue an adapter: no decay to zero
+    base = dict(
+        output_dir=str(out_dir),
+        learning_rate=lr,
+        num_train_epochs=epochs,
+        max_steps=max_steps or -1,
+        per_device_train_batch_size=batch_size,
+        use_cpu=use_cpu,
+        bf16=bf16,
+        seed=seed,
+        logging_steps=1,
+        save_strategy='no',
+        report_to='none',
+        disable_tqdm=not progress,
+        activation_checkpointing=False,
+        lr_scheduler_type='constant',
+    )  # updates are short (8-64 steps) and may continue an adapter: no decay to zero
     return cls(**{**base, **kw, **(config or {})})
 
 @contextlib.contextmanager
@@ -219,16 +263,27 @@ def _adapter_path(out_dir, name:str|None) -> Path:
     if final.exists(): raise FileExistsError(f"adapter {final} exists already; pick another name")
     return final
 
-def _run(trainer, final:Path, method:str, examples:int, n_param:int|None, progress:bool, token_factor:int=1) -> UpdateResult:
+def _run(
+    trainer, final:Path, method:str, examples:int, n_param:int|None, progress:bool, token_factor:int=1
+) -> UpdateResult:
     "Train, save the adapter atomically, and return the `UpdateResult`."
-    if trainer.accelerator.is_main_process: shutil.rmtree(_tmp_dir(final), ignore_errors=True)  # a killed update's leftover
+    # a killed update's leftover
+    if trainer.accelerator.is_main_process: shutil.rmtree(_tmp_dir(final), ignore_errors=True)
     if not progress:
         from transformers import PrinterCallback, ProgressCallback
         for cb in (PrinterCallback, ProgressCallback): trainer.remove_callback(cb)
     t0 = time.perf_counter(); out = trainer.train(); dt = time.perf_counter() - t0
-    res = UpdateResult(str(final), int(trainer.state.num_input_tokens_seen) * token_factor, int(trainer.state.global_step),
-                       float(out.training_loss), round(dt, 3), modelled_train_cost(examples if n_param is None else n_param),
-                       method, examples, int(trainer.args.world_size))
+    res = UpdateResult(
+        str(final),
+        int(trainer.state.num_input_tokens_seen) * token_factor,
+        int(trainer.state.global_step),
+        float(out.training_loss),
+        round(dt, 3),
+        modelled_train_cost(examples if n_param is None else n_param),
+        method,
+        examples,
+        int(trainer.args.world_size),
+    )
     _save_adapter(trainer, final, res.to_dict())
     if trainer.accelerator.is_main_process:
         shutil.rmtree(trainer.args.output_dir, ignore_errors=True)   # the trainer's scratch folder
@@ -240,50 +295,63 @@ def _run(trainer, final:Path, method:str, examples:int, n_param:int|None, progre
 SFT_LOSSES = ('trl', 'model', 'selected')
 
 def selected_token_loss(model, inputs:dict, num_items_in_batch=None) -> torch.Tensor:
-    "The model's causal-LM loss with its LM head applied only at the positions that predict a label (the assistant turns), through the model's (or DDP's) own forward."
+    """The model's causal-LM loss with its LM head applied only at the positions that predict a label (the assistant
+    turns), through the model's (or DDP's) own forward."""
     nxt = inputs['labels'][:, 1:]                                  # position t predicts token t+1
     pos = (nxt != -100).any(0).nonzero().squeeze(1)                # positions labelled in some row of the batch
     body = {k: v for k, v in inputs.items() if k not in ('labels', 'use_cache', 'num_items_in_batch')}
     logits = model(**body, use_cache=False, logits_to_keep=pos).logits.float()
     lab = nxt[:, pos]
-    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), lab.reshape(-1), ignore_index=-100, reduction='sum')
+    loss = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), lab.reshape(-1), ignore_index=-100, reduction='sum'
+    )
     n = (lab != -100).sum() if num_items_in_batch is None else num_items_in_batch
     return loss / torch.as_tensor(n, device=loss.device).clamp(min=1)
 
 # %% ../nbs/07_train.ipynb #f3f0e256
 @functools.cache
 def _sft_trainer_class(loss:str='selected'):
-    "TRL's `SFTTrainer` with loss `loss`: `trl` (TRL's own tiled LM head, 1.3× slower per SmolLM2 step on CPU than the model's), `model` (the model's causal-LM loss) or `selected` (`selected_token_loss`)."
+    """TRL's `SFTTrainer` with loss `loss`: `trl` (TRL's own tiled LM head, 1.3× slower per SmolLM2 step on CPU than the
+    model's), `model` (the model's causal-LM loss) or `selected` (`selected_token_loss`)."""
     from trl import SFTTrainer
     if loss not in SFT_LOSSES: raise ValueError(f"unknown SFT loss {loss!r}; one of {SFT_LOSSES}")
     if loss == 'trl': return SFTTrainer
     class CoveSFTTrainer(SFTTrainer):
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             if loss == 'selected' and not return_outputs: return selected_token_loss(model, inputs, num_items_in_batch)
-            out = model(**{**inputs, 'use_cache': False}, num_items_in_batch=num_items_in_batch)   # labels: -100 off the assistant turns
+            # labels: -100 off the assistant turns
+            out = model(**{**inputs, 'use_cache': False}, num_items_in_batch=num_items_in_batch)
             return (out.loss, out) if return_outputs else out.loss
     return CoveSFTTrainer
 
 # %% ../nbs/07_train.ipynb #4d0f0684
-def sft_trainer(policy_or_model_name, # an `HFPolicy`, or a model name for `load_model`
-                dataset, # chat `messages` (`trajectories_to_sft`, `reference_sft`) or tokenised rows
-                out_dir, # adapters go to `out_dir/adapter-NNNN`
-                lora_r:int=8, lr:float=2e-4, epochs:int=1,
-                max_steps:int|None=None, # stop after this many optimizer steps (None: `epochs` full passes)
-                batch_size:int=4, # examples per optimizer step (per device)
-                micro_batch:int|None=None, # examples per forward/backward pass (None: `batch_size`); the rest by gradient accumulation
-                max_length:int=512, # tokens per conversation (longer ones are cut at the end)
-                use_cpu:bool=True, bf16:bool=False, seed:int=0,
-                name:str|None=None, # adapter name (default: the next free `adapter-NNNN`)
-                init_adapter:str|Path|None=None, # continue training this adapter instead of a new LoRA
-                dtype:str|None=None, # weights of the trained copy (default float32; bfloat16 with `bf16` on GPUs)
-                loss:str='selected', # `selected_token_loss`, the model's own (`model`) or TRL's (`trl`)
-                lora_layers:int=0, # adapters on the top this many layers only (0: every layer); backprop stops below them
-                lora_targets=LORA_TARGETS, # the modules that get adapters
-                progress:bool=False, # show the trainer's progress bar and per-step logs
-                config:dict|None=None, # extra `trl.SFTConfig` fields
-               ):
-    "`(trainer, adapter path)`: TRL's SFT trainer of a new LoRA (or `init_adapter`) on a fresh copy of the policy's weights (it seeds the RNGs: see `train_sft`)."
+def sft_trainer(
+    policy_or_model_name,  # an `HFPolicy`, or a model name for `load_model`
+    dataset,  # chat `messages` (`trajectories_to_sft`, `reference_sft`) or tokenised rows
+    out_dir,  # adapters go to `out_dir/adapter-NNNN`
+    lora_r:int=8,
+    lr:float=2e-4,
+    epochs:int=1,
+    max_steps:int|None=None,  # stop after this many optimizer steps (None: `epochs` full passes)
+    batch_size:int=4,  # examples per optimizer step (per device)
+    micro_batch: (
+        int|None
+    )=None,  # examples per forward/backward pass (None: `batch_size`); the rest by gradient accumulation
+    max_length:int=512,  # tokens per conversation (longer ones are cut at the end)
+    use_cpu:bool=True,
+    bf16:bool=False,
+    seed:int=0,
+    name:str|None=None,  # adapter name (default:the next free `adapter-NNNN`)
+    init_adapter:str|Path|None=None,  # continue training this adapter instead of a new LoRA
+    dtype:str|None=None,  # weights of the trained copy (default float32; bfloat16 with `bf16` on GPUs)
+    loss:str='selected',  # `selected_token_loss`, the model's own (`model`) or TRL's (`trl`)
+    lora_layers:int=0,  # adapters on the top this many layers only (0:every layer); backprop stops below them
+    lora_targets=LORA_TARGETS,  # the modules that get adapters
+    progress:bool=False,  # show the trainer's progress bar and per-step logs
+    config:dict|None=None,  # extra `trl.SFTConfig` fields
+):
+    """`(trainer, adapter path)`: TRL's SFT trainer of a new LoRA (or `init_adapter`) on a fresh copy of the policy's
+    weights (it seeds the RNGs: see `train_sft`)."""
     from trl import SFTConfig
     final = _adapter_path(out_dir, name)
     model, tok = trainable_copy(policy_or_model_name, dtype or _default_dtype(use_cpu, bf16))
@@ -294,10 +362,27 @@ def sft_trainer(policy_or_model_name, # an `HFPolicy`, or a model name for `load
         from peft import PeftModel
         model, peft_config = PeftModel.from_pretrained(model, str(init_adapter), is_trainable=True), None
     micro = micro_batch or batch_size
-    if micro < 1 or batch_size % micro: raise ValueError(f"batch_size {batch_size} must be a positive multiple of micro_batch {micro}")
-    args = _train_args(SFTConfig, final.parent/f'.{final.name}.trainer', lr, epochs, max_steps, micro, use_cpu, bf16, seed, progress, config,
-                       max_length=max_length, include_num_input_tokens_seen='non_padding', gradient_accumulation_steps=batch_size // micro)
-    trainer = _sft_trainer_class(loss)(model=model, args=args, train_dataset=data, processing_class=tok, peft_config=peft_config)
+    if micro < 1 or batch_size % micro:
+        raise ValueError(f"batch_size {batch_size} must be a positive multiple of micro_batch {micro}")
+    args = _train_args(
+        SFTConfig,
+        final.parent / f'.{final.name}.trainer',
+        lr,
+        epochs,
+        max_steps,
+        micro,
+        use_cpu,
+        bf16,
+        seed,
+        progress,
+        config,
+        max_length=max_length,
+        include_num_input_tokens_seen='non_padding',
+        gradient_accumulation_steps=batch_size // micro,
+    )
+    trainer = _sft_trainer_class(loss)(
+        model=model, args=args, train_dataset=data, processing_class=tok, peft_config=peft_config
+    )
     return trainer, final
 
 # %% ../nbs/07_train.ipynb #08a4d47b
@@ -309,7 +394,8 @@ def train_sft(policy_or_model_name, dataset, out_dir,
     with _quiet(progress), _kept_rng():   # the trainer seeds every RNG; the caller's streams go on unchanged
         trainer, final = sft_trainer(policy_or_model_name, dataset, out_dir, progress=progress, **kwargs)
         res = _run(trainer, final, 'sft', len(trainer.train_dataset), n_param, progress)
-    if isinstance(policy_or_model_name, Policy): policy_or_model_name.ledger.add('train_sft', train_tokens=res.train_tokens)
+    if isinstance(policy_or_model_name, Policy):
+        policy_or_model_name.ledger.add('train_sft', train_tokens=res.train_tokens)
     return res
 
 # %% ../nbs/07_train.ipynb #c86a8d41
@@ -327,8 +413,14 @@ def prompt_dataset(rows:list[dict]):
     return Dataset.from_dict({'prompt': [r['prompt'] for r in rows], 'task_id': [r['task_id'] for r in rows]})
 
 def grpo_prompts(env, tasks:list[Task], entries:list[list]|None=None):
-    "GRPO prompts `Dataset` (`prompt` messages, `task_id`): each task's first turn, with knowledge `entries[i]` if given."
-    return prompt_dataset([dict(prompt=build_messages(env, t, entries[i] if entries else None), task_id=t.id) for i, t in enumerate(tasks)])
+    """GRPO prompts `Dataset` (`prompt` messages, `task_id`): each task's first turn, with knowledge `entries[i]` if
+    given."""
+    return prompt_dataset(
+        [
+            dict(prompt=build_messages(env, t, entries[i] if entries else None), task_id=t.id)
+            for i, t in enumerate(tasks)
+        ]
+    )
 
 def turn_prompts(results:list, min_score:float=0.0):
     "GRPO prompts at every assistant turn of the trajectories scoring ≥ `min_score` (the history before the turn)."
@@ -344,7 +436,8 @@ def turn_prompts(results:list, min_score:float=0.0):
 def _completion_text(c) -> str:
     "The text of a TRL completion: a string, or a list of (assistant) messages."
     if isinstance(c, str): return c
-    if isinstance(c, list): return ''.join(str(m.get('content') or '') for m in c if m.get('role', 'assistant') == 'assistant')
+    if isinstance(c, list):
+        return ''.join(str(m.get('content') or '') for m in c if m.get('role', 'assistant') == 'assistant')
     raise TypeError(f"unexpected completion {c!r:.100}")
 
 def task_score(env, task:Task, prompt, completion:str, step_credit:float=0.1) -> float:
@@ -360,11 +453,15 @@ def task_score(env, task:Task, prompt, completion:str, step_credit:float=0.1) ->
     return step_credit if new and all(c.legal and not str(c.result).startswith('Error') for c in new) else 0.0
 
 # %% ../nbs/07_train.ipynb #d5d6db41
-def reward_function(score:Callable, # `score(prompt, completion_text, row, stats) -> reward | (reward, {metric: value})`
-                    name:str='reward', # the function's name in TRL's logs
-                    check:Callable|None=None, # `check(columns)` once per call: raise on a malformed batch (a bug, not a bad completion)
-                   ) -> Callable:
-    "The skeleton of every TRL reward function here: `score` per completion (`row` = that completion's dataset or rollout columns), an error scored 0 and counted, counts in `.stats`, per-call metric means to TRL's `log_metric`."
+def reward_function(
+    score:Callable,  # `score(prompt, completion_text, row, stats) -> reward | (reward, {metric:value})`
+    name:str='reward',  # the function's name in TRL's logs
+    check: (
+        Callable|None
+    )=None,  # `check(columns)` once per call:raise on a malformed batch (a bug, not a bad completion)
+) -> Callable:
+    """The skeleton of every TRL reward function here: `score` per completion (`row` = that completion's dataset or
+    rollout columns), an error scored 0 and counted, counts in `.stats`, per-call metric means to TRL's `log_metric`."""
     stats = Counter()
     def fn(prompts, completions, log_metric=None, **kw) -> list[float]:
         if check is not None: check(kw)
@@ -432,20 +529,46 @@ def train_grpo(policy_or_model_name, # an `HFPolicy`, or a model name for `load_
     if init_adapter is not None:
         from peft import PeftModel
         model = PeftModel.from_pretrained(model, str(init_adapter), is_trainable=True)
-    args = _train_args(GRPOConfig, final.parent/f'.{final.name}.trainer', lr, epochs, max_steps, batch_size or num_generations, use_cpu, bf16, seed,
-                       progress, config, num_generations=num_generations, max_completion_length=max_completion_length,
-                       temperature=temperature, beta=beta)
+    args = _train_args(
+        GRPOConfig,
+        final.parent / f'.{final.name}.trainer',
+        lr,
+        epochs,
+        max_steps,
+        batch_size or num_generations,
+        use_cpu,
+        bf16,
+        seed,
+        progress,
+        config,
+        num_generations=num_generations,
+        max_completion_length=max_completion_length,
+        temperature=temperature,
+        beta=beta,
+    )
     with _quiet(progress), _kept_rng():
-        trainer = GRPOTrainer(model=model, reward_funcs=reward_fn, args=args, train_dataset=prompts_dataset, processing_class=tok,
-                              peft_config=None if init_adapter is not None else lora_config(lora_r, layers=top_layers(model, lora_layers)),
-                              rollout_func=rollout_func)
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=reward_fn,
+            args=args,
+            train_dataset=prompts_dataset,
+            processing_class=tok,
+            peft_config=(
+                None if init_adapter is not None else lora_config(lora_r, layers=top_layers(model, lora_layers))
+            ),
+            rollout_func=rollout_func,
+        )
         res = _run(trainer, final, 'grpo', len(prompts_dataset), n_param, progress, token_factor=args.num_iterations)
-    if isinstance(policy_or_model_name, Policy): policy_or_model_name.ledger.add('train_grpo', train_tokens=res.train_tokens)
+    if isinstance(policy_or_model_name, Policy):
+        policy_or_model_name.ledger.add('train_grpo', train_tokens=res.train_tokens)
     return res
 
 # %% ../nbs/07_train.ipynb #bad4c79f
-def _sample_turns(model, tok, contexts:list[list[int]], max_new_tokens:int, stop:list[str]|None, temperature:float) -> list[list[int]]:
-    "One sampled turn per context (token ids, left-padded into one batch); each cut at EOS (dropped) or its stop string (kept)."
+def _sample_turns(
+    model, tok, contexts:list[list[int]], max_new_tokens:int, stop:list[str]|None, temperature:float
+) -> list[list[int]]:
+    """One sampled turn per context (token ids, left-padded into one batch); each cut at EOS (dropped) or its stop
+    string (kept)."""
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     L = max(map(len, contexts))
     ids = torch.tensor([[pad] * (L - len(c)) + c for c in contexts])
@@ -453,33 +576,52 @@ def _sample_turns(model, tok, contexts:list[list[int]], max_new_tokens:int, stop
     was_training = model.training; model.eval()
     try:
         with torch.no_grad():
-            out = model.generate(input_ids=ids.to(model.device), attention_mask=att.to(model.device), max_new_tokens=max_new_tokens,
-                                 do_sample=temperature > 0, temperature=temperature if temperature > 0 else None, top_p=1.0, top_k=0,
-                                 stop_strings=stop or None, tokenizer=tok if stop else None, pad_token_id=pad)
-    finally: model.train(was_training)
+            out = model.generate(
+                input_ids=ids.to(model.device),
+                attention_mask=att.to(model.device),
+                max_new_tokens=max_new_tokens,
+                do_sample=temperature > 0,
+                temperature=temperature if temperature > 0 else None,
+                top_p=1.0,
+                top_k=0,
+                stop_strings=stop or None,
+                tokenizer=tok if stop else None,
+                pad_token_id=pad,
+            )
+    finally:
+        model.train(was_training)
     ends = {tok.eos_token_id, pad}
     return [next(([*row[:i]] for i, t in enumerate(row) if t in ends), list(row)) for row in out[:, L:].tolist()]
 
 # %% ../nbs/07_train.ipynb #8ca563f3
 def _glue(tok, messages:list[dict], text:str, obs:str) -> str:
-    "The chat-template text between an assistant turn `text` and the next generation: end of turn, the user turn `obs`, the assistant header."
+    """The chat-template text between an assistant turn `text` and the next generation: end of turn, the user turn
+    `obs`, the assistant header."""
     before = render_chat(tok, messages, add_generation_prompt=True) + text
-    after = render_chat(tok, messages + [dict(role='assistant', content=text), dict(role='user', content=obs)], add_generation_prompt=True)
+    after = render_chat(
+        tok,
+        messages + [dict(role='assistant', content=text), dict(role='user', content=obs)],
+        add_generation_prompt=True,
+    )
     n = next((i for i, (a, b) in enumerate(zip(before, after)) if a != b), min(len(before), len(after)))
-    return after[n:]   # the common prefix is everything up to the turn's text (a template that strips whitespace shifts it)
+    # the common prefix is everything up to the turn's text (a template that strips whitespace shifts it)
+    return after[n:]
 
 # %% ../nbs/07_train.ipynb #22784739
 def env_rollout(start:Callable, # `start(prompt messages) -> episode` (any object the reward functions read)
                 step:Callable, # `step(episode, text, turn) -> next observation | None` (None ends the episode)
                 max_turns:int, max_new_tokens:int, stop:list[str]|None=None):
-    "A TRL `rollout_func` playing multi-turn episodes with the model in training; environment tokens are masked out of the loss."
+    """A TRL `rollout_func` playing multi-turn episodes with the model in training; environment tokens are masked out of
+    the loss."""
     def rollout(prompts, trainer) -> dict:
         tok = trainer.processing_class
         model = trainer.accelerator.unwrap_model(trainer.model)
         temperature = trainer.args.temperature
         eps = [start(p) for p in prompts]
         msgs = [[dict(role=m['role'], content=m['content']) for m in p] for p in prompts]
-        pids = [tok(render_chat(tok, m, add_generation_prompt=True), add_special_tokens=False)['input_ids'] for m in msgs]
+        pids = [
+            tok(render_chat(tok, m, add_generation_prompt=True), add_special_tokens=False)['input_ids'] for m in msgs
+        ]
         comp, mask, live = [[] for _ in prompts], [[] for _ in prompts], list(range(len(prompts)))
         for turn in range(max_turns):
             if not live: break
@@ -495,7 +637,8 @@ def env_rollout(start:Callable, # `start(prompt messages) -> episode` (any objec
                 msgs[i] += [dict(role='assistant', content=text), dict(role='user', content=obs)]
                 nxt.append(i)
             live = nxt
-        for i in range(len(prompts)):   # close every completion with EOS (masked): TRL reads a missing EOS as truncation
+        # close every completion with EOS (masked): TRL reads a missing EOS as truncation
+        for i in range(len(prompts)):
             comp[i].append(tok.eos_token_id); mask[i].append(0)
         return dict(prompt_ids=pids, completion_ids=comp, logprobs=None, env_mask=mask, episode=eps)
     return rollout
@@ -503,17 +646,35 @@ def env_rollout(start:Callable, # `start(prompt messages) -> episode` (any objec
 # %% ../nbs/07_train.ipynb #ae09966c
 def sft_kw(cfg) -> dict:
     "`train_sft`'s settings from a run config, each from its documented key (no fallbacks, no caps)."
-    return dict(lora_r=cfg['train.lora_r'], lr=cfg['train.lr'], max_steps=cfg['train.max_steps'], batch_size=cfg['train.batch_size'],
-                micro_batch=cfg['train.micro_batch'], max_length=cfg['train.max_length'], use_cpu=cfg['train.use_cpu'], seed=cfg['run.seed'],
-                loss=cfg['train.loss'], lora_layers=cfg['train.lora_layers'])
+    return dict(
+        lora_r=cfg['train.lora_r'],
+        lr=cfg['train.lr'],
+        max_steps=cfg['train.max_steps'],
+        batch_size=cfg['train.batch_size'],
+        micro_batch=cfg['train.micro_batch'],
+        max_length=cfg['train.max_length'],
+        use_cpu=cfg['train.use_cpu'],
+        seed=cfg['run.seed'],
+        loss=cfg['train.loss'],
+        lora_layers=cfg['train.lora_layers'],
+    )
 
 def grpo_kw(cfg) -> dict:
     "`train_grpo`'s settings from a run config: LoRA rank, `train.grpo_lr`, the group, β, the completion cap."
-    return dict(lora_r=cfg['train.lora_r'], lr=cfg['train.grpo_lr'], max_steps=cfg['train.max_steps'], num_generations=cfg['train.grpo_generations'],
-                beta=cfg['train.grpo_beta'], max_completion_length=cfg['model.max_new_tokens'], use_cpu=cfg['train.use_cpu'], seed=cfg['run.seed'])
+    return dict(
+        lora_r=cfg['train.lora_r'],
+        lr=cfg['train.grpo_lr'],
+        max_steps=cfg['train.max_steps'],
+        num_generations=cfg['train.grpo_generations'],
+        beta=cfg['train.grpo_beta'],
+        max_completion_length=cfg['model.max_new_tokens'],
+        use_cpu=cfg['train.use_cpu'],
+        seed=cfg['run.seed'],
+    )
 
 # %% ../nbs/07_train.ipynb #5c276a52
-SFT_TRL_ALL_LAYERS_5E4 = dict(loss='trl', lora_layers=0, lora_targets=LORA_TARGETS, lr=5e-4)   # the baseline `bench_train` compares against
+# the baseline `bench_train` compares against
+SFT_TRL_ALL_LAYERS_5E4 = dict(loss='trl', lora_layers=0, lora_targets=LORA_TARGETS, lr=5e-4)
 
 def _held_out_loss(tr, rows:list[dict]) -> float|None:
     "Mean `selected_token_loss` of trainer `tr`'s model over `rows`, one conversation at a time, without gradients."
@@ -534,13 +695,19 @@ def _timed_step(x:dict, rows:list[dict]):
     x['losses'].append(loss.item())
 
 # %% ../nbs/07_train.ipynb #a77828b8
-def bench_train(model:str='smollm2-135m', family:str='tableqa',
-                tasks:int=8, # train-split reference conversations of `family`
-                micro_batch:int=2, rounds:int=2, # passes over the conversations
-                settings:dict|None=None, # name -> `sft_trainer` keywords (default: the baseline and today's defaults)
-                lr:float=5e-4, seed:int=0,
-                held:int=0) -> dict: # further reference conversations, never trained on: each setting's loss on them after training
-    "`{setting: {tokens_per_s, step_s, phases (s per step), loss (mean over the last round), held_out_loss}}` of LoRA SFT steps, interleaved on the same batches."
+def bench_train(
+    model:str='smollm2-135m',
+    family:str='tableqa',
+    tasks:int=8,  # train-split reference conversations of `family`
+    micro_batch:int=2,
+    rounds:int=2,  # passes over the conversations
+    settings:dict|None=None,  # name -> `sft_trainer` keywords (default:the baseline and today's defaults)
+    lr:float=5e-4,
+    seed:int=0,
+    held:int=0,
+) -> dict:  # further reference conversations, never trained on:each setting's loss on them after training
+    """`{setting: {tokens_per_s, step_s, phases (s per step), loss (mean over the last round), held_out_loss}}` of LoRA
+    SFT steps, interleaved on the same batches."""
     import tempfile
     env = make_env(family); data = reference_sft(env, env.tasks('train', n=tasks + held))
     settings = settings or {'before': SFT_TRL_ALL_LAYERS_5E4, 'now': {}}
@@ -559,25 +726,46 @@ def bench_train(model:str='smollm2-135m', family:str='tableqa',
     out, per_round = {}, len(rows) // micro_batch
     for k, x in runs.items():
         steps, total = len(x['losses']), sum(x['T'].values())
-        out[k] = dict(tokens_per_s=round(x['tokens'] / total, 1), step_s=round(total / steps, 3), steps=steps, tokens=x['tokens'],
-                      phases={p: round(v / steps, 3) for p, v in x['T'].items()}, loss=round(sum(x['losses'][-per_round:]) / per_round, 4),
-                      held_out_loss=x['held'])
+        out[k] = dict(
+            tokens_per_s=round(x['tokens'] / total, 1),
+            step_s=round(total / steps, 3),
+            steps=steps,
+            tokens=x['tokens'],
+            phases={p: round(v / steps, 3) for p, v in x['T'].items()},
+            loss=round(sum(x['losses'][-per_round:]) / per_round, 4),
+            held_out_loss=x['held'],
+        )
     return out
 
 # %% ../nbs/07_train.ipynb #b406301b
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog='python -m cove.train', description='One LoRA update of a policy (SFT or GRPO) with TRL.')
+    p = argparse.ArgumentParser(
+        prog='python -m cove.train', description='One LoRA update of a policy (SFT or GRPO) with TRL.'
+    )
     p.add_argument('--model', default='smollm2-135m', help='model name or folder (`tiny` for tests)')
     p.add_argument('--method', choices=('sft', 'grpo'), default='sft')
     p.add_argument('--family', help='build the data from this task family (`tableqa`, `math`, `math:gsm8k`, ...)')
-    p.add_argument('--split', default='train'); p.add_argument('--tasks', type=int, default=16, help='tasks from --family (an option name torchrun does not take as its own)')
+    p.add_argument('--split', default='train')
+    p.add_argument(
+        '--tasks', type=int, default=16, help='tasks from --family (an option name torchrun does not take as its own)'
+    )
     p.add_argument('--data', help='JSON-lines file of `messages` rows (SFT), instead of --family')
     p.add_argument('--out', required=True, help='folder of the adapters'); p.add_argument('--name')
     p.add_argument('--result', help='write the UpdateResult here as JSON (main process)')
-    for k, t, d in (('max-steps', int, None), ('epochs', int, 1), ('batch-size', int, None), ('lr', float, None), ('lora-r', int, 8),
-                    ('max-length', int, 512), ('num-generations', int, 4), ('max-completion-length', int, 32), ('seed', int, 0)):
+    for k, t, d in (
+        ('max-steps', int, None),
+        ('epochs', int, 1),
+        ('batch-size', int, None),
+        ('lr', float, None),
+        ('lora-r', int, 8),
+        ('max-length', int, 512),
+        ('num-generations', int, 4),
+        ('max-completion-length', int, 32),
+        ('seed', int, 0),
+    ):
         p.add_argument(f'--{k}', type=t, default=d)
-    p.add_argument('--bf16', action='store_true'); p.add_argument('--gpu', action='store_true', help='train on GPUs (use_cpu=False)')
+    p.add_argument('--bf16', action='store_true')
+    p.add_argument('--gpu', action='store_true', help='train on GPUs (use_cpu=False)')
     p.add_argument('--progress', action='store_true')
     return p
 

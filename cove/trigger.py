@@ -17,7 +17,8 @@ __all__ = ['CONDITIONS', 'TRIGGER_KEYS', 'TRIGGERS', 'TriggerEvent', 'FamilyStat
            'FixedInterval', 'make_trigger']
 
 # %% ../nbs/11_trigger.ipynb #ba957528
-CONDITIONS = ('cold_start_failure', 'data_sufficient', 'plateau')  # priority order: the first that holds names the event
+# priority order: the first that holds names the event
+CONDITIONS = ('cold_start_failure', 'data_sufficient', 'plateau')
 
 @dataclass
 class TriggerEvent:
@@ -49,7 +50,8 @@ class FamilyState:
 
 # %% ../nbs/11_trigger.ipynb #3b327fe9
 class BaseTrigger:
-    "Shared by `Trigger` and its ablations: per-family state, `observe`, `events`, `stats`, `reset_after_update`, resumable state."
+    """Shared by `Trigger` and its ablations: per-family state, `observe`, `events`, `stats`, `reset_after_update`,
+    resumable state."""
     name, k, window = 'base', 0, 1   # first-k successes kept; plateau values kept since the last update
     def __init__(self, log_path:str|Path|None=None): # JSON-lines file every event and reset is appended to
         self.log_path, self.families, self.events, self.stats = log_path, {}, [], Counter()
@@ -83,15 +85,18 @@ def _count_episode(self:BaseTrigger, family:str, success:bool, score:float) -> F
 @patch
 def observe(self:BaseTrigger, family:str, success:bool, score:float, # the episode's outcome
             channel:str) -> TriggerEvent|None: # the family's current channel (one of `CHANNELS`)
-    "Update `family` after one episode; return the event if the trigger fires (None if nothing holds or it is suppressed)."
+    """Update `family` after one episode; return the event if the trigger fires (None if nothing holds or it is
+    suppressed)."""
     check_channel(channel)
-    if not isinstance(score, (int, float)) or not math.isfinite(score): raise ValueError(f"score {score!r} must be a finite number")
+    if not isinstance(score, (int, float)) or not math.isfinite(score):
+        raise ValueError(f"score {score!r} must be a finite number")
     st = self._count_episode(family, bool(success), float(score))
     held = self.conditions(family)
     if not held: return None
     ev = TriggerEvent(family, next(iter(held)), list(held), st.episodes, channel, channel in PARAMETRIC_CHANNELS, held)
     self.events.append(ev)
-    self.stats['fired' if ev.fired else 'suppressed'] += 1; self.stats[f"{'fired' if ev.fired else 'suppressed'}:{ev.condition}"] += 1
+    self.stats['fired' if ev.fired else 'suppressed'] += 1
+    self.stats[f"{'fired' if ev.fired else 'suppressed'}:{ev.condition}"] += 1
     self._log({'kind': 'fired' if ev.fired else 'suppressed', **ev.to_dict()})
     return ev if ev.fired else None
 
@@ -103,7 +108,9 @@ def reset_after_update(self:BaseTrigger, family:str):
     st.since_update, st.recent, st.n_hq = 0, [], 0
     st.updates += 1; st.last_update_episode = st.episodes
     self.stats['updates'] += 1
-    self._log({'kind': 'reset', 'family': family, 'episode': st.episodes, 'updates': st.updates, 'ts': round(time.time(), 3)})
+    self._log(
+        {'kind': 'reset', 'family': family, 'episode': st.episodes, 'updates': st.updates, 'ts': round(time.time(), 3)}
+    )
 
 # %% ../nbs/11_trigger.ipynb #fde64bd3
 @patch
@@ -117,7 +124,8 @@ def state_dict(self:BaseTrigger) -> dict:
 def load_state_dict(self:BaseTrigger, state:dict):
     "Restore `state_dict()` output of the same kind of trigger with the same parameters."
     if state.get('name') != self.name: raise ValueError(f"state is of trigger {state.get('name')!r}, not {self.name!r}")
-    if state.get('params') != self.params: raise ValueError(f"state has parameters {state.get('params')}, this trigger {self.params}")
+    if state.get('params') != self.params:
+        raise ValueError(f"state has parameters {state.get('params')}, this trigger {self.params}")
     self.families = {f: FamilyState(**s) for f, s in state['families'].items()}
     self.events, self.stats = [TriggerEvent(**e) for e in state['events']], Counter(state['stats'])
     return self
@@ -136,13 +144,25 @@ class Trigger(BaseTrigger):
                  log_path:str|Path|None=None):
         for nm, v in (('w', w), ('N', N), ('k', k)):
             if not isinstance(v, int) or v < 1: raise ValueError(f"trigger.{nm}={v!r} must be an integer >= 1")
-        if plateau_on not in ('success', 'score'): raise ValueError(f"plateau_on={plateau_on!r} must be 'success' or 'score'")
+        if plateau_on not in ('success', 'score'):
+            raise ValueError(f"plateau_on={plateau_on!r} must be 'success' or 'score'")
         super().__init__(log_path)
         self.window = 2*w
-        self.w, self.eps, self.N, self.q_min, self.k, self.tau_c, self.plateau_on = w, eps, N, q_min, k, tau_c, plateau_on
+        self.w, self.eps, self.N, self.q_min, self.k, self.tau_c, self.plateau_on = (
+            w,
+            eps,
+            N,
+            q_min,
+            k,
+            tau_c,
+            plateau_on,
+        )
 
     @property
-    def params(self) -> dict: return dict(w=self.w, eps=self.eps, N=self.N, q_min=self.q_min, k=self.k, tau_c=self.tau_c, plateau_on=self.plateau_on)
+    def params(self) -> dict:
+        return dict(
+            w=self.w, eps=self.eps, N=self.N, q_min=self.q_min, k=self.k, tau_c=self.tau_c, plateau_on=self.plateau_on
+        )
     def plateau_value(self, success, score): return float(success) if self.plateau_on == 'success' else float(score)
     def high_quality(self, score): return score >= self.q_min
     def __repr__(self): return f"Trigger({', '.join(f'{k}={v!r}' for k, v in self.params.items())})"
@@ -162,12 +182,19 @@ def plateau(self:Trigger, family:str) -> dict:
 def data_sufficient(self:Trigger, family:str) -> dict:
     "DataSufficient for `family`: `holds`, |D_q| since the last update, `N`, `q_min`."
     st = self.state(family)
-    return {'holds': st.n_hq >= self.N, 'n_hq': st.n_hq, 'N': self.N, 'q_min': self.q_min, 'since_update': st.since_update}
+    return {
+        'holds': st.n_hq >= self.N,
+        'n_hq': st.n_hq,
+        'N': self.N,
+        'q_min': self.q_min,
+        'since_update': st.since_update,
+    }
 
 # %% ../nbs/11_trigger.ipynb #36f3a4dc
 @patch
 def cold_start_failure(self:Trigger, family:str) -> dict:
-    "ColdStartFailure for `family`: holds only at its k-th episode, with no update yet and first-k success rate < `tau_c`."
+    """ColdStartFailure for `family`: holds only at its k-th episode, with no update yet and first-k success rate <
+    `tau_c`."""
     st = self.state(family)
     rate = sum(st.first_k)/len(st.first_k) if st.first_k else None
     return {'holds': st.episodes == self.k and st.updates == 0 and rate < self.tau_c,
@@ -206,7 +233,11 @@ class FixedInterval(BaseTrigger):
     def params(self) -> dict: return {'every': self.every}
     def conditions(self, family):
         st = self.state(family)
-        return {'fixed_interval': {'holds': True, 'since_update': st.since_update, 'every': self.every}} if st.since_update % self.every == 0 else {}
+        return (
+            {'fixed_interval': {'holds': True, 'since_update': st.since_update, 'every': self.every}}
+            if st.since_update % self.every == 0
+            else {}
+        )
 
 # %% ../nbs/11_trigger.ipynb #3650ba70
 TRIGGERS = ('cove', 'no_trigger', 'fixed_interval')

@@ -75,20 +75,31 @@ def _judge(self:CoveMethod):
 @patch
 def _open_kb(self:CoveMethod):
     "The knowledge base `kb.sqlite` of the run folder, with the configured embedder."
-    return KnowledgeBase(self.out/'kb.sqlite', embedder=Embedder.from_config(self.cfg), hnsw_threshold=self.cfg['kb.hnsw_threshold'])
+    return KnowledgeBase(
+        self.out / 'kb.sqlite', embedder=Embedder.from_config(self.cfg), hnsw_threshold=self.cfg['kb.hnsw_threshold']
+    )
 
 # %% ../nbs/13_workflow.ipynb #434834fb
 @patch
 def _kpo(self:CoveMethod):
     "KnowledgePO over the knowledge base, as `kpo.*` configures it (rules: no judge)."
     c = self.cfg; ex = c['kpo.extractor']
-    return KnowledgePO(self.kb, judge=None if ex == 'rules' else self.judge, extractor=ex,
-                       label_mode='rules' if ex == 'rules' else 'judge+rules', R=c['kpo.R'], lam=c['kpo.lam'], k=c['retrieval.k'], mode=c['retrieval.mode'])
+    return KnowledgePO(
+        self.kb,
+        judge=None if ex == 'rules' else self.judge,
+        extractor=ex,
+        label_mode='rules' if ex == 'rules' else 'judge+rules',
+        R=c['kpo.R'],
+        lam=c['kpo.lam'],
+        k=c['retrieval.k'],
+        mode=c['retrieval.mode'],
+    )
 
 # %% ../nbs/13_workflow.ipynb #fc8218f6
 @patch
 def state_dict(self:CoveMethod) -> dict:
-    "Everything needed to resume (besides the ledger `save_state` adds): trigger, router, KnowledgePO stats, updates, trajectories, applied decisions."
+    """Everything needed to resume (besides the ledger `save_state` adds): trigger, router, KnowledgePO stats, updates,
+    trajectories, applied decisions."""
     return dict(trigger=self.trigger.state_dict(), router=self.router.state_dict(),
                 kpo=self.kpo.stats.to_dict() if self.kpo else None, updates=self.updates, adapter=self.adapter,
                 trajectories=self.trajectories, applied=self.applied, released=self.released, pending=self.pending,
@@ -102,12 +113,26 @@ def load_state(self:CoveMethod):
     if s is None: return
     self.trigger.load_state_dict(s['trigger']); self.router.load_state_dict(s['router'])
     if self.kpo and s.get('kpo'): self.kpo.stats = KPOStats.from_dict(s['kpo'])
-    self.updates, self.trajectories, self.applied, self.released, self.pending = s['updates'], s['trajectories'], s['applied'], s['released'], s['pending']
-    old = lambda k: k if '#' in k else f'{k}#0'   # states written before episode keys carried the occurrence: those were first plays
-    self.applied, self.pending = {old(k): v for k, v in self.applied.items()}, {f: old(k) for f, k in self.pending.items()}
+    self.updates, self.trajectories, self.applied, self.released, self.pending = (
+        s['updates'],
+        s['trajectories'],
+        s['applied'],
+        s['released'],
+        s['pending'],
+    )
+    # states written before episode keys carried the occurrence: those were first plays
+    old = lambda k: k if '#' in k else f'{k}#0'
+    self.applied, self.pending = {old(k): v for k, v in self.applied.items()}, {
+        f: old(k) for f, k in self.pending.items()
+    }
     self.references_seen = s.get('references_seen', [])
-    if s.get('adapter') and self.policy is not None: hot_swap(self.policy, self.adapter_dir/s['adapter']); self.adapter = s['adapter']   # the latest update's adapter
-    _log.info(f"resumed {self.variant}: {len(self.applied)} episodes applied, {len(self.updates)} updates, adapter {self.adapter}")
+    # the latest update's adapter
+    if s.get('adapter') and self.policy is not None:
+        hot_swap(self.policy, self.adapter_dir / s['adapter'])
+        self.adapter = s['adapter']
+    _log.info(
+        f"resumed {self.variant}: {len(self.applied)} episodes applied, {len(self.updates)} updates, adapter {self.adapter}"
+    )
     return self
 
 # %% ../nbs/13_workflow.ipynb #af7c624e
@@ -122,7 +147,8 @@ def timed(self:CoveMethod, phase:str):
 # %% ../nbs/13_workflow.ipynb #5d059ca7
 @patch
 def run_chunk(self:CoveMethod, pairs:list[tuple]):
-    "Algorithm 1 over a batch of `(env, task)` pairs (families may be mixed), in stream order; returns the episode results."
+    """Algorithm 1 over a batch of `(env, task)` pairs (families may be mixed), in stream order; returns the episode
+    results."""
     if self.policy is None: raise ValueError(f"method {self.variant!r} needs a policy to play episodes")
     env_of = {t.family: e for e, t in pairs}
     for fam, e in env_of.items(): self.run_pending(e, fam)   # an update a kill interrupted
@@ -141,19 +167,23 @@ def run_batch(self:CoveMethod, env, tasks): return self.run_chunk([(env, t) for 
 @patch
 def update_knowledge(self:CoveMethod, r):
     "Lines 5–9 for one episode: use statistics of the retrieved entries, then KnowledgePO's extract / update / promote."
-    if self.kb is not None and r.retrieved: self.kb.record_use([i for i in r.retrieved if i is not None], r.success, reason=f'used in {r.task.id}')
+    if self.kb is not None and r.retrieved:
+        self.kb.record_use([i for i in r.retrieved if i is not None], r.success, reason=f'used in {r.task.id}')
     if self.kpo: self.kpo.observe(r)
 
 # %% ../nbs/13_workflow.ipynb #3bf59ad2
 @patch
 def learn_from(self:CoveMethod, env, r, key:str) -> bool:
-    "Lines 5–15 for one episode: update the knowledge, route, keep the trajectory, observe the trigger, update if it fired."
+    """Lines 5–15 for one episode: update the knowledge, route, keep the trajectory, observe the trigger, update if it
+    fired."""
     with self.timed('knowledge'): self.update_knowledge(r)
     retrieved = [self.kb.get(i) for i in r.retrieved if i is not None] if self.kb is not None else []
     with self.timed('route'): d = self.router.decide(r.task, r.feedback, None, retrieved, defer=True)  # line 10
     self.keep_trajectory(r, d.channel)
     ev = self.trigger.observe(r.task.family, r.success, float(r.feedback.score), d.channel)            # line 11
-    self.applied[key] = dict(channel=d.channel, signals=d.signals, reason=d.reason, trigger=ev.condition if ev else None, update=None)
+    self.applied[key] = dict(
+        channel=d.channel, signals=d.signals, reason=d.reason, trigger=ev.condition if ev else None, update=None
+    )
     if d.signals is None: self.unexplained.append((key, d))   # written by `explain` (None in a state a kill cut short)
     if ev is not None:
         self.explain()   # with the weights that made the decisions, before the update changes them
@@ -186,12 +216,22 @@ def explain(self:CoveMethod) -> int:
 # %% ../nbs/13_workflow.ipynb #c822d4a9
 @patch
 def keep_trajectory(self:CoveMethod, r, channel:str):
-    "Keep the episode for the next update: a trajectory scoring ≥ `trigger.q_min` (SFT), or any parametric-routed rollout (GRPO)."
-    grpo_rollout = self.cfg['train.algo'] == 'grpo' and channel in PARAMETRIC_CHANNELS   # GRPO re-samples from every routed rollout
+    """Keep the episode for the next update: a trajectory scoring ≥ `trigger.q_min` (SFT), or any parametric-routed
+    rollout (GRPO)."""
+    # GRPO re-samples from every routed rollout
+    grpo_rollout = self.cfg['train.algo'] == 'grpo' and channel in PARAMETRIC_CHANNELS
     if r.messages and (r.feedback.score >= self.cfg['trigger.q_min'] or grpo_rollout):
-        self.trajectories.setdefault(r.task.family, []).append(dict(trace=r.messages, score=float(r.feedback.score), task_id=r.task.id,
-                                                                    family=r.task.family, surface=r.task.payload.get('surface'),
-                                                                    channel=channel, task=r.task.to_dict() if grpo_rollout else None))
+        self.trajectories.setdefault(r.task.family, []).append(
+            dict(
+                trace=r.messages,
+                score=float(r.feedback.score),
+                task_id=r.task.id,
+                family=r.task.family,
+                surface=r.task.payload.get('surface'),
+                channel=channel,
+                task=r.task.to_dict() if grpo_rollout else None,
+            )
+        )
 
 # %% ../nbs/13_workflow.ipynb #b8b57f3c
 @patch
@@ -207,14 +247,18 @@ def run_pending(self:CoveMethod, env, family:str):
 def extra(self:CoveMethod, res) -> dict:
     "Fields added to the episode line: channel, signals, trigger condition, adapter of an update it triggered."
     a = self.applied.get(res.key, {})
-    return dict(channel=a.get('channel'), signals=a.get('signals', []), trigger=a.get('trigger'), update=a.get('update'))
+    return dict(
+        channel=a.get('channel'), signals=a.get('signals', []), trigger=a.get('trigger'), update=a.get('update')
+    )
 
 # %% ../nbs/13_workflow.ipynb #7b0f21fd
 @patch
 def parametric_update(self:CoveMethod, env, family:str) -> str|None:
-    "Lines 15–30: train, hot-swap, reset the trigger, release memory; returns the adapter name (None when there was no data)."
+    """Lines 15–30: train, hot-swap, reset the trigger, release memory; returns the adapter name (None when there was no
+    data)."""
     since = [r for r in self.router.log if r['family'] == family][-max(1, self.trigger.state(family).since_update):]
-    n_param = sum(r['channel'] in PARAMETRIC_CHANNELS for r in since)   # routed parametric since the last update (Appendix A)
+    # routed parametric since the last update (Appendix A)
+    n_param = sum(r['channel'] in PARAMETRIC_CHANNELS for r in since)
     with self.timed('ab'): pre = self._utility_pre(env, family)
     with self.timed('train'): res, memory_aware = self._train(env, family, n_param)                      # lines 16-18
     if res is None:
@@ -223,24 +267,46 @@ def parametric_update(self:CoveMethod, env, family:str) -> str|None:
     self.adapter = Path(res.adapter_path).name; hot_swap(self.policy, res)                               # line 30
     self.trigger.reset_after_update(family); self.trajectories[family] = []
     with self.timed('ab'): rel = self.release_memory(env, family) if self.kpo else None                 # lines 19-28
-    self.updates.append(dict(family=family, adapter=res.adapter_path, name=Path(res.adapter_path).name, algo=res.method, train_tokens=res.train_tokens,
-                             modelled=res.modelled, steps=res.steps, loss=res.loss, seconds=res.seconds, examples=res.examples,
-                             memory_aware=memory_aware, utility_pre=pre, release=rel, ts=time.time()))
+    self.updates.append(
+        dict(
+            family=family,
+            adapter=res.adapter_path,
+            name=Path(res.adapter_path).name,
+            algo=res.method,
+            train_tokens=res.train_tokens,
+            modelled=res.modelled,
+            steps=res.steps,
+            loss=res.loss,
+            seconds=res.seconds,
+            examples=res.examples,
+            memory_aware=memory_aware,
+            utility_pre=pre,
+            release=rel,
+            ts=time.time(),
+        )
+    )
     return Path(res.adapter_path).name
 
 # %% ../nbs/13_workflow.ipynb #08858721
 @patch
 def _utility_pre(self:CoveMethod, env, family:str) -> dict|None:
-    "`delta_pre` of each of `family`'s stable entries, after KnowledgePO observed the cold-start references (None without KnowledgePO)."
+    """`delta_pre` of each of `family`'s stable entries, after KnowledgePO observed the cold-start references (None
+    without KnowledgePO)."""
     if not self.kpo: return None
     self.observe_references(env, family)
     tasks, evaluate = self._heldout(env)
-    return {str(k): v for k, v in self.kpo.measure_utility(evaluate, tasks, family=family, max_entries=self.cfg['release.max_entries']).items()}
+    return {
+        str(k): v
+        for k, v in self.kpo.measure_utility(
+            evaluate, tasks, family=family, max_entries=self.cfg['release.max_entries']
+        ).items()
+    }
 
 # %% ../nbs/13_workflow.ipynb #944abecb
 @patch
 def observe_references(self:CoveMethod, env, family:str) -> int:
-    "KnowledgePO observes each cold-start reference replay of `family` once (state saved after each); returns how many were new."
+    """KnowledgePO observes each cold-start reference replay of `family` once (state saved after each); returns how many
+    were new."""
     c = self.cfg
     if not (self.kpo and c['kpo.observe_references'] and c['train.reference_tasks']): return 0
     try: tasks = env.tasks('train', c['train.reference_tasks'], c['run.seed'])
@@ -259,37 +325,55 @@ def _rename_seed(self:CoveMethod) -> int: return 7919 * self.cfg['run.seed'] + 1
 
 @patch
 def _reference_sft(self:CoveMethod, env, family:str, memory_aware:bool=True):
-    "SFT data from the reference solutions of a few train tasks; with KnowledgePO renamed per episode and kept by the anti-recitation reward."
+    """SFT data from the reference solutions of a few train tasks; with KnowledgePO renamed per episode and kept by the
+    anti-recitation reward."""
     c = self.cfg
     if not c['train.reference_tasks']: return None
     ts = env.tasks('train', c['train.reference_tasks'], c['run.seed'])
     kb = self.kb if memory_aware else None
     try:
-        if self.kpo: return anti_recitation_sft(env, ts, kb, c['retrieval.k'], c['retrieval.mode'], seed=self._rename_seed(),
-                                                lam=c['kpo.lam'], q_min=c['trigger.q_min'], stats=self.kpo.stats)
+        if self.kpo:
+            return anti_recitation_sft(
+                env,
+                ts,
+                kb,
+                c['retrieval.k'],
+                c['retrieval.mode'],
+                seed=self._rename_seed(),
+                lam=c['kpo.lam'],
+                q_min=c['trigger.q_min'],
+                stats=self.kpo.stats,
+            )
         return reference_sft(env, ts)
-    except Exception as e: _log.warning(f"no reference data for {family}: {type(e).__name__}: {e}")
+    except Exception as e:
+        _log.warning(f"no reference data for {family}: {type(e).__name__}: {e}")
 
 # %% ../nbs/13_workflow.ipynb #816e42cf
 @patch
 def _sft_data(self:CoveMethod, env, family:str, memory_aware:bool=True):
-    "Successful trajectories of `family` + passing reference solutions of a few train tasks; with KnowledgePO, both renamed per episode."
+    """Successful trajectories of `family` + passing reference solutions of a few train tasks; with KnowledgePO, both
+    renamed per episode."""
     from datasets import concatenate_datasets
     trajs = [dict(t, trace=self._renamed(i, t)[0]) for i, t in enumerate(self.trajectories.get(family, []))]
-    parts = [trajectories_to_sft(trajs, min_score=self.cfg['trigger.q_min']), self._reference_sft(env, family, memory_aware)]
+    parts = [
+        trajectories_to_sft(trajs, min_score=self.cfg['trigger.q_min']),
+        self._reference_sft(env, family, memory_aware),
+    ]
     parts = [p for p in parts if p is not None and len(p)]
     return concatenate_datasets(parts) if parts else None
 
 # %% ../nbs/13_workflow.ipynb #9a96b9c4
 @patch
 def _train(self:CoveMethod, env, family:str, n_param:int):
-    "One LoRA update of `family` (SFT or GRPO by `train.algo`), continuing the current adapter; `(UpdateResult|None, memory_aware)`."
+    """One LoRA update of `family` (SFT or GRPO by `train.algo`), continuing the current adapter; `(UpdateResult|None,
+    memory_aware)`."""
     c = self.cfg
     # an HFPolicy trains a copy of its own weights; a vLLM / OpenAI-served policy holds none here: train the model by name, then hot-swap
     trainee = self.policy if isinstance(self.policy, HFPolicy) else c['model.name']
     kw = dict(n_param=max(1, n_param), init_adapter=self.adapter_dir/self.adapter if self.adapter else None)
     if c['train.algo'] != 'grpo': return self._train_sft(env, family, trainee, kw)
-    prompts, reward = self._grpo_data(env, family)   # GRPO on the routed rollouts' turns (+ reference first turns), R = R_task − λ·1[stale name]
+    # GRPO on the routed rollouts' turns (+ reference first turns), R = R_task − λ·1[stale name]
+    prompts, reward = self._grpo_data(env, family)
     res = train_grpo(trainee, prompts, reward, self.adapter_dir, **grpo_kw(c), **kw)
     _log.info(f"GRPO update of {family}: reward stats {dict(reward.stats)}")
     return res, self.kb is not None
@@ -297,7 +381,8 @@ def _train(self:CoveMethod, env, family:str, n_param:int):
 # %% ../nbs/13_workflow.ipynb #8d911261
 @patch
 def _train_sft(self:CoveMethod, env, family:str, trainee, kw:dict):
-    "SFT with the retrieved entries in the prompts, retried without them if no memory-aware example fits `train.max_length`."
+    """SFT with the retrieved entries in the prompts, retried without them if no memory-aware example fits
+    `train.max_length`."""
     c = self.cfg
     for memory_aware in ((True, False) if self.kb is not None else (False,)):
         data = self._sft_data(env, family, memory_aware)
@@ -306,30 +391,38 @@ def _train_sft(self:CoveMethod, env, family:str, trainee, kw:dict):
             return train_sft(trainee, data, self.adapter_dir, **sft_kw(c), **kw), memory_aware
         except ValueError as e:   # every conversation longer than train.max_length
             if 'no SFT examples' not in str(e): raise
-            _log.warning(f"{family}: no {'memory-aware ' if memory_aware else ''}SFT example fits train.max_length={c['train.max_length']}"
-                         + ('; retrying without retrieved entries in the prompts' if memory_aware else ''))
+            _log.warning(
+                f"{family}: no {'memory-aware ' if memory_aware else ''}SFT example fits train.max_length={c['train.max_length']}"
+                + ('; retrying without retrieved entries in the prompts' if memory_aware else '')
+            )
     return None, False
 
 # %% ../nbs/13_workflow.ipynb #4410e063
 @patch
 def _renamed(self:CoveMethod, i:int, t:dict) -> tuple[list[dict], dict|None]:
-    "`(trace, surface)` of collected rollout `i`: with KnowledgePO renamed for the episode (`knowledgepo.rename_rollout`), else as played."
+    """`(trace, surface)` of collected rollout `i`: with KnowledgePO renamed for the episode
+    (`knowledgepo.rename_rollout`), else as played."""
     if not self.kpo: return t['trace'], t.get('surface')
     return rename_rollout(t, self._rename_seed() + 5000 + i, self.kpo.stats)
 
 # %% ../nbs/13_workflow.ipynb #d0fa585b
 @patch
 def _rollout_rows(self:CoveMethod, family:str) -> tuple[list, dict, int]:
-    "GRPO rows from every assistant turn of `family`'s parametric-routed rollouts, renamed per episode: `(rows, {id: task}, rollouts)`."
+    """GRPO rows from every assistant turn of `family`'s parametric-routed rollouts, renamed per episode: `(rows, {id:
+    task}, rollouts)`."""
     from dataclasses import replace
     from cove.tasks.tableqa import Surface, with_surface
     rows, by_id = [], {}
     rolls = [t for t in self.trajectories.get(family, []) if t.get('channel') in PARAMETRIC_CHANNELS]
-    if any(not t.get('task') for t in rolls): _log.warning(f"{family}: {sum(not t.get('task') for t in rolls)} rollouts saved without their task are left out")
+    if any(not t.get('task') for t in rolls):
+        _log.warning(
+            f"{family}: {sum(not t.get('task') for t in rolls)} rollouts saved without their task are left out"
+        )
     for i, t in enumerate(r for r in rolls if r.get('task')):
         trace, surface = self._renamed(i, t)
         task = Task(**t['task']); tid = f"{task.id}#rollout{i}"
-        by_id[tid] = replace(with_surface(task, Surface.from_dict(surface)) if surface else task, id=tid)   # the reward plays the renamed surface
+        # the reward plays the renamed surface
+        by_id[tid] = replace(with_surface(task, Surface.from_dict(surface)) if surface else task, id=tid)
         rows += [dict(prompt=[dict(role=h['role'], content=str(h['content'])) for h in trace[:j]], task_id=tid)
                  for j, m in enumerate(trace) if m['role'] == 'assistant']
     return rows, by_id, len(rolls)
@@ -337,18 +430,30 @@ def _rollout_rows(self:CoveMethod, family:str) -> tuple[list, dict, int]:
 # %% ../nbs/13_workflow.ipynb #81cd9e2c
 @patch
 def _grpo_data(self:CoveMethod, env, family:str):
-    "`(prompts, reward)` for `train_grpo`: every turn of the routed rollouts of `family` + the reference tasks' memory-aware first turns."
+    """`(prompts, reward)` for `train_grpo`: every turn of the routed rollouts of `family` + the reference tasks'
+    memory-aware first turns."""
     c, seed = self.cfg, self._rename_seed()
     rows, by_id, n_rolls = self._rollout_rows(family)
     refs = env.tasks('train', c['train.reference_tasks'], c['run.seed']) if c['train.reference_tasks'] else []
-    ref_rows, ref_ids, _ = memory_aware_rows(env, refs, self.kb, c['retrieval.k'], c['retrieval.mode'], seed, rename=bool(self.kpo),
-                                             stats=self.kpo.stats if self.kpo else None, tag='reference')
+    ref_rows, ref_ids, _ = memory_aware_rows(
+        env,
+        refs,
+        self.kb,
+        c['retrieval.k'],
+        c['retrieval.mode'],
+        seed,
+        rename=bool(self.kpo),
+        stats=self.kpo.stats if self.kpo else None,
+        tag='reference',
+    )
     rows += ref_rows; by_id.update(ref_ids)
     lam = c['kpo.lam'] if self.kpo else 0.0
     def stale(prompt, completion:str, task) -> float:   # a volatile name the episode's surface does not have
         legal = legal_names(task)
         return lam * bool(legal and recitation_violations(called_names(completion), legal, legal))
-    _log.info(f"GRPO data for {family}: {len(rows)} prompts from {n_rolls} routed rollouts and {c['train.reference_tasks']} reference tasks")
+    _log.info(
+        f"GRPO data for {family}: {len(rows)} prompts from {n_rolls} routed rollouts and {c['train.reference_tasks']} reference tasks"
+    )
     return prompt_dataset(rows), make_task_reward(env, by_id, penalty_fn=stale)
 
 # %% ../nbs/13_workflow.ipynb #aca08a47
@@ -366,10 +471,18 @@ def release_memory(self:CoveMethod, env, family:str) -> dict:
     "A/B every releasable stable entry of `family` on a few held-out train tasks (score with vs without it)."
     tasks, evaluate = self._heldout(env)
     c = self.cfg
-    out = self.kpo.release(evaluate, tasks, threshold=c['release.threshold'], family=family, min_tasks=c['release.min_tasks'], max_entries=c['release.max_entries'])
+    out = self.kpo.release(
+        evaluate,
+        tasks,
+        threshold=c['release.threshold'],
+        family=family,
+        min_tasks=c['release.min_tasks'],
+        max_entries=c['release.max_entries'],
+    )
     self.released += out['internalized']
     base = out['baseline']
-    return out | {'baseline': None if base != base else base, 'deltas': {str(k): v for k, v in out['deltas'].items()}}   # NaN (nothing tested) -> null
+    # NaN (nothing tested) -> null
+    return out | {'baseline': None if base != base else base, 'deltas': {str(k): v for k, v in out['deltas'].items()}}
 
 # %% ../nbs/13_workflow.ipynb #c9f9b51a
 @patch
@@ -377,14 +490,27 @@ def metrics(self:CoveMethod) -> dict:
     "The method's own metrics, merged into `metrics.json` (`phase_s`: seconds per phase in this process, not resumed)."
     done = [u for u in self.updates if u.get('adapter')]
     ev = Counter(e.condition for e in self.trigger.events if e.fired)
-    return dict(train_tokens=sum(u['train_tokens'] for u in done), train_tokens_modelled=sum(u['modelled']['train_tokens'] for u in done),
-                parametric_updates=len(done), updates_skipped=len(self.updates) - len(done), trigger_events=dict(ev),
-                trigger_suppressed=int(self.trigger.stats.get('suppressed', 0)),
-                kb=self.kb.counts() if self.kb is not None else None, released=len(self.released),
-                release={k: int(self.kpo.stats.releases.get(k, 0)) for k in ('internalized', 'discarded', 'kept', 'untested')} if self.kpo else None,
-                promoted=self.kpo.stats.promotions if self.kpo else 0, kpo=self.kpo.stats.to_dict() if self.kpo else None,
-                router_shares=self.router.shares() if self.router.log else {}, adapter=self.adapter,
-                ledger=self.ledger_dict(), phase_s={k: round(v, 3) for k, v in self.phase_s.items()})
+    return dict(
+        train_tokens=sum(u['train_tokens'] for u in done),
+        train_tokens_modelled=sum(u['modelled']['train_tokens'] for u in done),
+        parametric_updates=len(done),
+        updates_skipped=len(self.updates) - len(done),
+        trigger_events=dict(ev),
+        trigger_suppressed=int(self.trigger.stats.get('suppressed', 0)),
+        kb=self.kb.counts() if self.kb is not None else None,
+        released=len(self.released),
+        release=(
+            {k: int(self.kpo.stats.releases.get(k, 0)) for k in ('internalized', 'discarded', 'kept', 'untested')}
+            if self.kpo
+            else None
+        ),
+        promoted=self.kpo.stats.promotions if self.kpo else 0,
+        kpo=self.kpo.stats.to_dict() if self.kpo else None,
+        router_shares=self.router.shares() if self.router.log else {},
+        adapter=self.adapter,
+        ledger=self.ledger_dict(),
+        phase_s={k: round(v, 3) for k, v in self.phase_s.items()},
+    )
 
 # %% ../nbs/13_workflow.ipynb #cd17b633
 @register_method('harness_only')

@@ -58,7 +58,10 @@ def last_boxed(text:str) -> str|None:
     return None
 
 # %% ../../nbs/05_tasks.ipynb #66003e00
-_ANS_RE = re.compile(r'(?:\*\*)?\s*final answer\s*(?:\*\*)?\s*[:：]|(?:\*\*)?\banswer\b(?:\*\*)?\s*[:：]|\bthe (?:final )?answer is\b\s*[:：]?', re.I)
+_ANS_RE = re.compile(
+    r'(?:\*\*)?\s*final answer\s*(?:\*\*)?\s*[:：]|(?:\*\*)?\banswer\b(?:\*\*)?\s*[:：]|\bthe (?:final )?answer is\b\s*[:：]?',
+    re.I,
+)
 
 def parse_answer(text:str) -> str|None:
     "The final answer in a model output: after the last `Answer:`, else the last `\\boxed{}`, else None."
@@ -84,7 +87,8 @@ def answer_em(pred:str, gold:str) -> bool:
     return normalize_answer(pred) == normalize_answer(gold)
 
 # %% ../../nbs/05_tasks.ipynb #6197ca23
-ANSWER_LINE = re.compile(r'^[\s*>#-]*(?:final\s+)?answer\b[\s*]*[:：].*\S.*\n', re.I | re.M)   # a complete `Answer: ...` line
+# a complete `Answer: ...` line
+ANSWER_LINE = re.compile(r'^[\s*>#-]*(?:final\s+)?answer\b[\s*]*[:：].*\S.*\n', re.I | re.M)
 
 # %% ../../nbs/05_tasks.ipynb #3ae745aa
 class Environment:
@@ -121,7 +125,8 @@ def example_task(self:Environment, example:Task, task:Task) -> Task:
 
 @patch
 def check_split(self:Environment, split:str):
-    if split not in self.splits: raise ValueError(f"{self.family}:{self.source} has no split {split!r}; splits are {self.splits}")
+    if split not in self.splits:
+        raise ValueError(f"{self.family}:{self.source} has no split {split!r}; splits are {self.splits}")
 
 @patch
 def __repr__(self:Environment): return f"{type(self).__name__}({self.family}:{self.source})"
@@ -156,7 +161,8 @@ def env_class(spec:str) -> type:
     _import_families()
     fam, src = parse_spec(spec)
     if fam not in FAMILIES: raise ValueError(f"unknown task family {fam!r}; known: {sorted(FAMILIES)}{plugins_note()}")
-    if src == 'embedded' and src not in FAMILIES[fam] and len(FAMILIES[fam]) == 1: src = next(iter(FAMILIES[fam]))  # e.g. formal -> minif2f
+    # e.g. formal -> minif2f
+    if src == 'embedded' and src not in FAMILIES[fam] and len(FAMILIES[fam]) == 1: src = next(iter(FAMILIES[fam]))
     if src not in FAMILIES[fam]: raise ValueError(f"unknown source {src!r} for {fam}; known: {sorted(FAMILIES[fam])}")
     return FAMILIES[fam][src]
 
@@ -202,15 +208,20 @@ class LoadReport:
     def __repr__(self): return f"LoadReport({self.source}: {self.n_ok} ok, {self.n_bad} malformed)"
 
 # %% ../../nbs/05_tasks.ipynb #d139e08a
-def load_rows(rows:Iterable[tuple[str, Any]], parse:Callable[[Any], Task|None], source:str) -> tuple[list[Task], LoadReport]:
+def load_rows(
+    rows:Iterable[tuple[str, Any]], parse:Callable[[Any], Task|None], source:str
+) -> tuple[list[Task], LoadReport]:
     "Parse `(where, raw)` rows with `parse`; rows that raise are counted in the report, not fatal."
     rep, out = LoadReport(source), []
     for where, raw in rows:
-        try: t = parse(raw)
+        try:t = parse(raw)
         except Exception as e: rep.bad(where, f'{type(e).__name__}: {e}'); continue
         if t is None: rep.bad(where, 'skipped by parser'); continue
         out.append(t); rep.n_ok += 1
-    if not out: raise ValueError(f"{source}: no usable row ({rep.n_bad} rejected" + (f"; first: {rep.errors[0]})" if rep.errors else ")"))
+    if not out:
+        raise ValueError(
+            f"{source}: no usable row ({rep.n_bad} rejected" + (f"; first: {rep.errors[0]})" if rep.errors else ")")
+        )
     if rep.n_bad: get_logger('tasks').warning(f"{rep}; first: {rep.errors[:3]}")
     return out, rep
 
@@ -223,7 +234,8 @@ def text_lines(path:str|Path) -> Iterable[tuple[int, str|ValueError]]:
 
 # %% ../../nbs/05_tasks.ipynb #b364c200
 def jsonl_rows(path:str|Path) -> Iterable[tuple[str, Any]]:
-    "`(file:line, parsed-or-raw)` for each non-empty line of a JSON-lines file; bad JSON is passed on as an exception-raising row."
+    """`(file:line, parsed-or-raw)` for each non-empty line of a JSON-lines file; bad JSON is passed on as an
+    exception-raising row."""
     p = Path(path)
     for i, line in text_lines(p):
         if isinstance(line, str) and not line.strip(): continue
@@ -328,10 +340,12 @@ def replay_reference(env:Environment, task:Task) -> EpisodeResult:
 def check_gold(env:Environment, tasks:list[Task],
                workers:int|None=None, # replay threads (default: one per CPU; sandboxed code runs in parallel)
               ) -> tuple[list[str], list[tuple[str, str]]]:
-    "Replay `env.reference` on `tasks`: ids accepted, and `(id, message)` for those the evaluator (or `env.gold_problem`) rejects."
+    """Replay `env.reference` on `tasks`: ids accepted, and `(id, message)` for those the evaluator (or
+    `env.gold_problem`) rejects."""
     play = lambda t: replay_reference(env, t)
     with ThreadPoolExecutor(max(1, workers or os.cpu_count() or 2)) as ex: rs = list(ex.map(play, tasks))
-    rs = [play(t) if r.feedback.status == 'timeout' else r for t, r in zip(tasks, rs)]   # a timeout under parallel load is replayed alone
+    # a timeout under parallel load is replayed alone
+    rs = [play(t) if r.feedback.status == 'timeout' else r for t, r in zip(tasks, rs)]
     why = [r.feedback.message if not r.success else env.gold_problem(r) for r in rs]
     return [t.id for t, w in zip(tasks, why) if w is None], [(t.id, w) for t, w in zip(tasks, why) if w is not None]
 
@@ -346,5 +360,6 @@ def dataset_dir(sub:str, data_dir:str|Path|None=None) -> Path:
 
 # %% ../../nbs/05_tasks.ipynb #a4e052a8
 def hash_split(text:str, test_mod:int=5) -> str:
-    "Deterministic train/test assignment of `text`: `test` iff `crc32(text) % test_mod == 0` (code and formal use 4, the rest 5)."
+    """Deterministic train/test assignment of `text`: `test` iff `crc32(text) % test_mod == 0` (code and formal use 4,
+    the rest 5)."""
     return 'test' if zlib.crc32(str(text).encode()) % test_mod == 0 else 'train'

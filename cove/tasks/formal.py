@@ -49,7 +49,8 @@ def normalise_proof(p:str) -> str|None:
 
 # %% ../../nbs/05e_formal.ipynb #0f29eb84
 def _last_lean_block(text:str) -> str:
-    "The last Lean (or unlabelled) fenced block of `text`, else its last block, else an unclosed fence's tail, else the text."
+    """The last Lean (or unlabelled) fenced block of `text`, else its last block, else an unclosed fence's tail, else
+    the text."""
     blocks = [(l.lower(), b) for l, b in _FENCE.findall(text)]
     codes = [b for l, b in blocks if l in ('', 'lean', 'lean4')] or [b for _, b in blocks]
     if codes: return codes[-1]
@@ -69,10 +70,21 @@ def extract_proof(text:str|None, name:str|None=None) -> str|None:
     return normalise_proof(code)
 
 # %% ../../nbs/05e_formal.ipynb #7fefaed6
-_BANNED = [(r'\bsorry\b|sorryAx', '`sorry`'), (r'\badmit\b', '`admit`'), (r'\bnative_decide\b', '`native_decide` (trusts compiled code)'),
-           (r'(^|\s)#[a-zA-Z_]+', 'a `#` command'), (r'debug\.skipKernelTC', 'an option that skips kernel checking'),
-           (r'\b(run_cmd|run_tac|run_elab|elab_rules|macro_rules|elab|macro|syntax|initialize|builtin_initialize|unsafe|implemented_by|extern)\b', 'metaprogramming'),
-           (r'(^|\s)(theorem|lemma|def|instance|example|abbrev|axiom|opaque|structure|inductive|class|import)\s', 'a new declaration or command')]
+_BANNED = [
+    (r'\bsorry\b|sorryAx', '`sorry`'),
+    (r'\badmit\b', '`admit`'),
+    (r'\bnative_decide\b', '`native_decide` (trusts compiled code)'),
+    (r'(^|\s)#[a-zA-Z_]+', 'a `#` command'),
+    (r'debug\.skipKernelTC', 'an option that skips kernel checking'),
+    (
+        r'\b(run_cmd|run_tac|run_elab|elab_rules|macro_rules|elab|macro|syntax|initialize|builtin_initialize|unsafe|implemented_by|extern)\b',
+        'metaprogramming',
+    ),
+    (
+        r'(^|\s)(theorem|lemma|def|instance|example|abbrev|axiom|opaque|structure|inductive|class|import)\s',
+        'a new declaration or command',
+    ),
+]
 
 def banned_reason(proof:str) -> str|None:
     "Why `proof` is rejected without running Lean, or None."
@@ -122,7 +134,8 @@ def lean_file(header:str, statement:str, proof:str, name:str) -> tuple[str, int]
 
 # %% ../../nbs/05e_formal.ipynb #a202e1c7
 def _lean_error(out:str, offset:int=0) -> str|None:
-    "Lean's first error in `out` on one line, its line counted from the proof's start (`offset` lines before it), or None."
+    """Lean's first error in `out` on one line, its line counted from the proof's start (`offset` lines before it), or
+    None."""
     stop = r'(?=^Main\.lean:\d+:\d+:|^[^\n]*(?:depends on axioms|does not depend on any axioms)|\Z)'
     errs = re.findall(r'^Main\.lean:(\d+):(\d+): error: (.*?)' + stop, out, re.M | re.S)
     if not errs: return None
@@ -152,19 +165,31 @@ def lean_feedback(r:SandboxResult, timeout:float, offset:int=0) -> Feedback:
     return _axioms_feedback(out)
 
 # %% ../../nbs/05e_formal.ipynb #c9655423
-def verify_lean(header:str, statement:str, proof:str, name:str, toolchain:LeanToolchain, timeout:float=300.0) -> Feedback:
+def verify_lean(
+    header:str, statement:str, proof:str, name:str, toolchain:LeanToolchain, timeout:float=300.0
+) -> Feedback:
     "Check `proof` of `statement` with Lean in the sandbox."
     src, offset = lean_file(header, statement, proof, name)
     env = {'LEAN_PATH': toolchain.lean_path} if toolchain.lean_path else None
-    reads = (str(Path(toolchain.lean).resolve().parents[1]), *(toolchain.lean_path or '').split(os.pathsep))   # the toolchain and Mathlib
-    r = run_command_sandboxed([toolchain.lean, 'Main.lean'], files={'Main.lean': src}, timeout=timeout, memory_mb=None,
-                              cpu_s=int(timeout * (os.cpu_count() or 1)) + 1, env=env, max_procs=4 * (os.cpu_count() or 1) + 64,
-                              reads=tuple(p for p in reads if p))
+    # the toolchain and Mathlib
+    reads = (str(Path(toolchain.lean).resolve().parents[1]), *(toolchain.lean_path or '').split(os.pathsep))
+    r = run_command_sandboxed(
+        [toolchain.lean, 'Main.lean'],
+        files={'Main.lean': src},
+        timeout=timeout,
+        memory_mb=None,
+        cpu_s=int(timeout * (os.cpu_count() or 1)) + 1,
+        env=env,
+        max_procs=4 * (os.cpu_count() or 1) + 64,
+        reads=tuple(p for p in reads if p),
+    )
     return lean_feedback(r, timeout, offset)
 
 # %% ../../nbs/05e_formal.ipynb #6952e0fe
-FORMAL_INSTRUCTIONS = ("Reply with a Lean 4 proof of the theorem: a tactic proof starting with `by`, in one ```lean code block```. "
-                       "Proofs using `sorry` or `admit` are rejected.")
+FORMAL_INSTRUCTIONS = (
+    "Reply with a Lean 4 proof of the theorem: a tactic proof starting with `by`, in one ```lean code block```. "
+    "Proofs using `sorry` or `admit` are rejected."
+)
 
 def _dataset_dir(sub:str, data_dir:str|Path|None) -> Path:
     "`data_dir/sub` or `data_dir` itself (named `sub`) when given, strictly; else `data_path(sub)`."
@@ -186,8 +211,14 @@ def parse_minif2f(row:tuple) -> Task:
     sub, fname, text = row
     p = parse_lean_file(text)
     tid = f"minif2f/{p['name']}"
-    return Task(tid, 'formal', hash_split(tid, 4), f"Prove this theorem in Lean 4 (Mathlib):\n```lean\n{p['statement']} := by\n```",
-                payload=p, meta={'source': 'minif2f', 'folder': sub, 'file': fname})
+    return Task(
+        tid,
+        'formal',
+        hash_split(tid, 4),
+        f"Prove this theorem in Lean 4 (Mathlib):\n```lean\n{p['statement']} := by\n```",
+        payload=p,
+        meta={'source': 'minif2f', 'folder': sub, 'file': fname},
+    )
 
 # %% ../../nbs/05e_formal.ipynb #f8a0c9f0
 @register_env('formal', 'minif2f')
@@ -213,7 +244,8 @@ def verifier_problem(self:MiniF2FEnv) -> str|None:
     "Why proofs cannot be checked here, or None."
     tc = self.toolchain()
     if tc is None: return LEAN_UNAVAILABLE
-    if not tc.lean_path: return f'{tc.version} found, but no Mathlib: pass lean_project= (a Lake project with Mathlib) or set COVE_LEAN_PROJECT'
+    if not tc.lean_path:
+        return f'{tc.version} found, but no Mathlib: pass lean_project= (a Lake project with Mathlib) or set COVE_LEAN_PROJECT'
     return None
 
 # %% ../../nbs/05e_formal.ipynb #671de9ef
@@ -253,7 +285,9 @@ def step(self:MiniF2FEnv, state:EpisodeState, action:str) -> str|None:
     "Record the proof; on a failing non-final turn (with Lean present), return Lean's message."
     state.actions.append(action)
     state.answer = extract_proof(action, state.task.payload['name'])
-    if len(state.actions) >= self.max_turns or state.answer is None or self.verifier_problem(): state.done = True; return None
+    if len(state.actions) >= self.max_turns or state.answer is None or self.verifier_problem():
+        state.done = True
+        return None
     fb = self.check(state.task, state.answer); state.meta['last'] = (state.answer, fb)
     if fb.success: state.done = True; return None
     obs = f"The proof was not accepted: {fb.message}\nReply with a corrected proof in one ```lean code block```."

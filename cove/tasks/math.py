@@ -9,8 +9,18 @@ from fractions import Fraction
 from pathlib import Path
 from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger
-from .base import (LoadedTasks, Environment, EpisodeState, register_env, DataUnavailable, load_rows, jsonl_rows,
-                             split_seed, parse_answer, last_boxed)
+from cove.tasks.base import (
+    LoadedTasks,
+    Environment,
+    EpisodeState,
+    register_env,
+    DataUnavailable,
+    load_rows,
+    jsonl_rows,
+    split_seed,
+    parse_answer,
+    last_boxed,
+)
 from .base import check_gold, dataset_dir, hash_split, ANSWER_HINT
 
 # %% auto #0
@@ -91,7 +101,8 @@ def to_number(s:str) -> Fraction|None:
 
 # %% ../../nbs/05c_math.ipynb #35dfe28f
 def numbers_equal(a:str, b:str) -> bool|None:
-    "Whether normalised numeric answers `a`, `b` are equal (exactly, or to the last place of a 6+-place decimal); None if either is no number."
+    """Whether normalised numeric answers `a`, `b` are equal (exactly, or to the last place of a 6+-place decimal); None
+    if either is no number."""
     x, y = to_number(a), to_number(b)
     if x is None or y is None: return None
     d = max(len(m[1]) if (m := re.search(r'\.(\d+)', s)) else 0 for s in (a, b))
@@ -179,58 +190,107 @@ def _shop(r):
     n, (i1, i2) = r.choice(_NAMES), r.choice(_ITEMS)
     q1, p1, q2, p2 = r.randint(2, 8), r.randint(2, 9), r.randint(2, 9), r.randint(1, 6)
     c1, c2 = q1 * p1, q2 * p2; tot = c1 + c2
-    steps = [f'The {i1} cost {q1} * {p1} = {c1} dollars.', f'The {i2} cost {q2} * {p2} = {c2} dollars.', f'Together they cost {c1} + {c2} = {tot} dollars.']
+    steps = [
+        f'The {i1} cost {q1} * {p1} = {c1} dollars.',
+        f'The {i2} cost {q2} * {p2} = {c2} dollars.',
+        f'Together they cost {c1} + {c2} = {tot} dollars.',
+    ]
     q = f'{n} buys {q1} {i1} at {p1} dollars each and {q2} {i2} at {p2} dollars each.'
     if r.random() < 0.5: return q + ' How much does she spend in total, in dollars?', steps, tot
     bill = next(b for b in (20, 50, 100, 200) if b > tot)
-    return q + f' She pays with a {bill}-dollar bill. How much change does she get, in dollars?', steps + [f'The change is {bill} - {tot} = {bill - tot} dollars.'], bill - tot
+    return (
+        q + f' She pays with a {bill}-dollar bill. How much change does she get, in dollars?',
+        steps + [f'The change is {bill} - {tot} = {bill - tot} dollars.'],
+        bill - tot,
+    )
 
 # %% ../../nbs/05c_math.ipynb #09a27aad
 def _share(r):
     n, b, m, k = r.choice(_NAMES), r.randint(3, 9), r.randint(6, 15), r.randint(2, 6)
     tot = b * m; a = r.randint(-(-tot // (2 * k)), (tot - 1) // k); g = tot - k * a
-    return (f'{n} has {b} bags with {m} marbles in each. {n} gives {g} marbles to a sister and shares the rest equally among {k} friends. How many marbles does each friend get?',
-            [f'There are {b} * {m} = {tot} marbles.', f'After the gift {tot} - {g} = {tot - g} are left.', f'Each friend gets {tot - g} / {k} = {a}.'], a)
+    return (
+        f'{n} has {b} bags with {m} marbles in each. {n} gives {g} marbles to a sister and shares the rest equally among {k} friends. How many marbles does each friend get?',
+        [
+            f'There are {b} * {m} = {tot} marbles.',
+            f'After the gift {tot} - {g} = {tot - g} are left.',
+            f'Each friend gets {tot - g} / {k} = {a}.',
+        ],
+        a,
+    )
 
 # %% ../../nbs/05c_math.ipynb #df19c2b5
 def _trip(r):
     v1, h1, v2, h2 = r.randrange(30, 85, 5), r.randint(2, 5), r.randrange(30, 85, 5), r.randint(1, 4)
     d1, d2 = v1 * h1, v2 * h2
-    return (f'A train travels at {v1} km per hour for {h1} hours and then at {v2} km per hour for {h2} hours. How many kilometres does it travel in total?',
-            [f'First it travels {v1} * {h1} = {d1} km.', f'Then it travels {v2} * {h2} = {d2} km.', f'In total {d1} + {d2} = {d1 + d2} km.'], d1 + d2)
+    return (
+        f'A train travels at {v1} km per hour for {h1} hours and then at {v2} km per hour for {h2} hours. How many kilometres does it travel in total?',
+        [
+            f'First it travels {v1} * {h1} = {d1} km.',
+            f'Then it travels {v2} * {h2} = {d2} km.',
+            f'In total {d1} + {d2} = {d1 + d2} km.',
+        ],
+        d1 + d2,
+    )
 
 # %% ../../nbs/05c_math.ipynb #0f6ffa13
 def _wage(r):
     n, w, h, d = r.choice(_NAMES), r.randint(8, 25), r.randint(3, 8), r.randint(3, 7)
     day, tot = w * h, w * h * d; s = r.randint(1, tot - 1)
-    return (f'{n} earns {w} dollars per hour and works {h} hours a day for {d} days, then spends {s} dollars. How many dollars are left?',
-            [f'Each day {n} earns {w} * {h} = {day} dollars.', f'In {d} days that is {day} * {d} = {tot} dollars.', f'After spending, {tot} - {s} = {tot - s} dollars are left.'], tot - s)
+    return (
+        f'{n} earns {w} dollars per hour and works {h} hours a day for {d} days, then spends {s} dollars. How many dollars are left?',
+        [
+            f'Each day {n} earns {w} * {h} = {day} dollars.',
+            f'In {d} days that is {day} * {d} = {tot} dollars.',
+            f'After spending, {tot} - {s} = {tot - s} dollars are left.',
+        ],
+        tot - s,
+    )
 
 # %% ../../nbs/05c_math.ipynb #3b0cf32d
 def _fraction(r):
     b = r.choice([3, 4, 5, 8]); a = r.randint(1, b - 1); N = b * 2 * r.randint(2, 6)
     w = N * a // b; bus = N - w
-    return (f'A class has {N} students. {a}/{b} of them walk to school and the rest take the bus. Half of the bus riders sit at the front. How many students sit at the front of the bus?',
-            [f'{N} * {a}/{b} = {w} students walk.', f'{N} - {w} = {bus} take the bus.', f'{bus} / 2 = {bus // 2} sit at the front.'], bus // 2)
+    return (
+        f'A class has {N} students. {a}/{b} of them walk to school and the rest take the bus. Half of the bus riders sit at the front. How many students sit at the front of the bus?',
+        [
+            f'{N} * {a}/{b} = {w} students walk.',
+            f'{N} - {w} = {bus} take the bus.',
+            f'{bus} / 2 = {bus // 2} sit at the front.',
+        ],
+        bus // 2,
+    )
 
 # %% ../../nbs/05c_math.ipynb #e5e03228
 def _boxes(r):
     rate, h = r.randint(3, 12), r.randint(1, 4); items = rate * 60 * h
     s = r.choice([d for d in range(5, 51) if items % d == 0])
-    return (f'A machine makes {rate} toys per minute. It runs for {h} hours, and the toys are packed in boxes of {s}. How many boxes are filled?',
-            [f'{h} hours is {h} * 60 = {60 * h} minutes.', f'The machine makes {rate} * {60 * h} = {items} toys.', f'That fills {items} / {s} = {items // s} boxes.'], items // s)
+    return (
+        f'A machine makes {rate} toys per minute. It runs for {h} hours, and the toys are packed in boxes of {s}. How many boxes are filled?',
+        [
+            f'{h} hours is {h} * 60 = {60 * h} minutes.',
+            f'The machine makes {rate} * {60 * h} = {items} toys.',
+            f'That fills {items} / {s} = {items // s} boxes.',
+        ],
+        items // s,
+    )
 
 # %% ../../nbs/05c_math.ipynb #d7ee5f20
 def _age(r):
     n, b, k, y = r.choice(_NAMES), r.randint(3, 15), r.randint(2, 5), r.randint(2, 20)
-    return (f'{n} is {k} times as old as a brother who is {b} years old. How old will {n} be in {y} years?',
-            [f'{n} is {k} * {b} = {k * b} years old.', f'In {y} years {n} will be {k * b} + {y} = {k * b + y}.'], k * b + y)
+    return (
+        f'{n} is {k} times as old as a brother who is {b} years old. How old will {n} be in {y} years?',
+        [f'{n} is {k} * {b} = {k * b} years old.', f'In {y} years {n} will be {k * b} + {y} = {k * b + y}.'],
+        k * b + y,
+    )
 
 # %% ../../nbs/05c_math.ipynb #36301950
 def _packs(r):
     n, p, k = r.choice(_NAMES), r.randint(6, 24), r.randint(2, 9); g = r.randint(1, p * k - 1)
-    return (f'A pack has {p} pencils. {n} buys {k} packs and gives away {g} pencils. How many pencils does {n} have left?',
-            [f'{k} packs hold {k} * {p} = {k * p} pencils.', f'{k * p} - {g} = {k * p - g} pencils are left.'], k * p - g)
+    return (
+        f'A pack has {p} pencils. {n} buys {k} packs and gives away {g} pencils. How many pencils does {n} have left?',
+        [f'{k} packs hold {k} * {p} = {k * p} pencils.', f'{k * p} - {g} = {k * p - g} pencils are left.'],
+        k * p - g,
+    )
 
 # %% ../../nbs/05c_math.ipynb #ea414aea
 ARITH_TEMPLATES = {f.__name__[1:]: f for f in (_shop, _share, _trip, _wage, _fraction, _boxes, _age, _packs)}
@@ -244,7 +304,11 @@ def _add(r):
 
 def _subtract(r):
     n, x, a = r.choice(_NAMES), r.choice(_THINGS), r.randint(3, 20); b = r.randint(2, a - 1)
-    return f'{n} has {a} {x} and gives {b} of them to a friend. How many {x} does {n} have left?', [f'{a} - {b} = {a - b}.'], a - b
+    return (
+        f'{n} has {a} {x} and gives {b} of them to a friend. How many {x} does {n} have left?',
+        [f'{a} - {b} = {a - b}.'],
+        a - b,
+    )
 
 # %% ../../nbs/05c_math.ipynb #70c409bb
 def _multiply(r):
@@ -253,14 +317,20 @@ def _multiply(r):
 
 def _divide(r):
     n, x, k, e = r.choice(_NAMES), r.choice(_THINGS), r.randint(2, 10), r.randint(2, 20)
-    return f'{n} shares {k * e} {x} equally among {k} friends. How many {x} does each friend get?', [f'{k * e} / {k} = {e}.'], e
+    return (
+        f'{n} shares {k * e} {x} equally among {k} friends. How many {x} does each friend get?',
+        [f'{k * e} / {k} = {e}.'],
+        e,
+    )
 
 # %% ../../nbs/05c_math.ipynb #83e5d443
 ONE_STEP_TEMPLATES = {f.__name__[1:]: f for f in (_add, _subtract, _multiply, _divide)}
 
 # %% ../../nbs/05c_math.ipynb #45c31da2
 def _buy_give(r):
-    n, x, a, b = r.choice(_NAMES), r.choice(_THINGS), r.randint(5, 50), r.randint(2, 50); s = a + b; c = r.randint(2, s - 1)
+    n, x, a, b = r.choice(_NAMES), r.choice(_THINGS), r.randint(5, 50), r.randint(2, 50)
+    s = a + b
+    c = r.randint(2, s - 1)
     return (f'{n} has {a} {x}, buys {b} more and then gives {c} to a friend. How many {x} does {n} have now?',
             [f'After buying, {n} has {a} + {b} = {s} {x}.', f'After giving, {s} - {c} = {s - c} {x} are left.'], s - c)
 
@@ -271,15 +341,22 @@ def _packs_extra(r):
 
 # %% ../../nbs/05c_math.ipynb #44a93615
 def _keep_share(r):
-    n, x, k, e, c = r.choice(_NAMES), r.choice(_THINGS), r.randint(2, 6), r.randint(2, 8), r.randint(2, 20); tot = k * e + c
-    return (f'{n} has {tot} {x}, keeps {c} and shares the rest equally among {k} friends. How many {x} does each friend get?',
-            [f'{tot} - {c} = {tot - c} {x} are shared.', f'Each friend gets {tot - c} / {k} = {e}.'], e)
+    n, x, k, e, c = r.choice(_NAMES), r.choice(_THINGS), r.randint(2, 6), r.randint(2, 8), r.randint(2, 20)
+    tot = k * e + c
+    return (
+        f'{n} has {tot} {x}, keeps {c} and shares the rest equally among {k} friends. How many {x} does each friend get?',
+        [f'{tot} - {c} = {tot - c} {x} are shared.', f'Each friend gets {tot - c} / {k} = {e}.'],
+        e,
+    )
 
 def _change(r):
     n, x, q, p = r.choice(_NAMES), r.choice(_THINGS), r.randint(2, 9), r.randint(2, 9); cost = q * p
     bill = next(b for b in (20, 50, 100) if b > cost)
-    return (f'{n} buys {q} {x} at {p} dollars each and pays with a {bill}-dollar bill. How much change does {n} get, in dollars?',
-            [f'The {x} cost {q} * {p} = {cost} dollars.', f'The change is {bill} - {cost} = {bill - cost} dollars.'], bill - cost)
+    return (
+        f'{n} buys {q} {x} at {p} dollars each and pays with a {bill}-dollar bill. How much change does {n} get, in dollars?',
+        [f'The {x} cost {q} * {p} = {cost} dollars.', f'The change is {bill} - {cost} = {bill - cost} dollars.'],
+        bill - cost,
+    )
 
 # %% ../../nbs/05c_math.ipynb #5cd13667
 TWO_STEP_TEMPLATES = {f.__name__[1:]: f for f in (_buy_give, _packs_extra, _keep_share, _change)}
@@ -295,13 +372,17 @@ ARITH_LEVELS = {0: ONE_STEP_TEMPLATES, 1: TWO_STEP_TEMPLATES, 2: ARITH_TEMPLATES
 class ArithmeticEnv(MathEnv):
     "Embedded seeded arithmetic word problems with integer answers (multi-step by default)."
     sizes = {'train': 1000, 'test': 200}  # tasks when `n=None`
-    def __init__(self, difficulty:int=2): # 0: one operation, numbers 2-20; 1: two operations, numbers up to ~50; 2: 2-4 step word problems
-        if difficulty not in DIFFICULTIES: raise ValueError(f'math difficulty must be one of {sorted(DIFFICULTIES)}, got {difficulty!r}')
+    def __init__(
+        self, difficulty:int=2
+    ):  # 0:one operation, numbers 2-20; 1:two operations, numbers up to ~50; 2:2-4 step word problems
+        if difficulty not in DIFFICULTIES:
+            raise ValueError(f'math difficulty must be one of {sorted(DIFFICULTIES)}, got {difficulty!r}')
         self.difficulty = difficulty
 
 # %% ../../nbs/05c_math.ipynb #6eb985d5
 def _draw_problem(r:random.Random, templates:dict, split:str) -> tuple:
-    "`(template, question, steps, answer)` from a random template of `templates`, redrawn until the question hashes into `split`."
+    """`(template, question, steps, answer)` from a random template of `templates`, redrawn until the question hashes
+    into `split`."""
     while True:
         kind = r.choice(list(templates)); q, steps, ans = templates[kind](r)
         if hash_split(q) == split: return kind, q, steps, ans
@@ -309,16 +390,30 @@ def _draw_problem(r:random.Random, templates:dict, split:str) -> tuple:
 # %% ../../nbs/05c_math.ipynb #48c5a88b
 @patch
 def tasks(self:ArithmeticEnv, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
-    "The first `n` tasks of `split` (`n=None`: `sizes[split]`); task `i` is drawn from a generator seeded by `(split, seed, i)`."
+    """The first `n` tasks of `split` (`n=None`: `sizes[split]`); task `i` is drawn from a generator seeded by `(split,
+    seed, i)`."""
     self.check_split(split)
     out, base, d = [], split_seed(split, seed), self.difficulty
     templates, pre = ARITH_LEVELS[d], 'arith' if d == 2 else f'arith-d{d}'   # the default keeps its historical ids
     for i in range(self.sizes[split] if n is None else n):
         r = random.Random(f'{base}:{i}')
         kind, q, steps, ans = _draw_problem(r, templates, split)
-        out.append(Task(f'{pre}-{split}-{seed}-{i}', 'math', split, q, target=str(ans),
-                        meta=dict(source='embedded', template=kind, steps=len(steps), reference='\n'.join(steps) + f'\nAnswer: {ans}',
-                                  difficulty=d)))
+        out.append(
+            Task(
+                f'{pre}-{split}-{seed}-{i}',
+                'math',
+                split,
+                q,
+                target=str(ans),
+                meta=dict(
+                    source='embedded',
+                    template=kind,
+                    steps=len(steps),
+                    reference='\n'.join(steps) + f'\nAnswer: {ans}',
+                    difficulty=d,
+                ),
+            )
+        )
     return out
 
 # %% ../../nbs/05c_math.ipynb #826ac43a
@@ -392,5 +487,11 @@ def parse(self:MATHEnv, ir) -> Task:
     if ans is None or not str(ans).strip(): raise ValueError('no answer')
     if not prob: raise ValueError('empty problem')
     ans = str(ans).strip()
-    return Task(f'math-{i:05d}', 'math', hash_split(prob), prob, target=ans,
-                meta=dict(source='math', type=r.get('type'), difficulty=r.get('difficulty'), reference=f'Answer: {ans}'))
+    return Task(
+        f'math-{i:05d}',
+        'math',
+        hash_split(prob),
+        prob,
+        target=ans,
+        meta=dict(source='math', type=r.get('type'), difficulty=r.get('difficulty'), reference=f'Answer: {ans}'),
+    )

@@ -69,24 +69,37 @@ def make_world(rng:random.Random, n_companies:int=3, n_towns:int=5) -> dict:
     used = set()
     provs = [_invent(rng, 'province', used) for _ in range(2)]
     rivers = [_invent(rng, 'river', used) for _ in range(3)]
-    towns = {_invent(rng, 'town', used): dict(province=rng.choice(provs), river=rng.choice(rivers)) for _ in range(n_towns)}
-    people = {_invent(rng, 'first', used): dict(town=rng.choice(list(towns)), year=rng.randint(1820, 1960), job=rng.choice(_JOBS))
-              for _ in range(n_companies + 1)}
+    towns = {
+        _invent(rng, 'town', used): dict(province=rng.choice(provs), river=rng.choice(rivers)) for _ in range(n_towns)
+    }
+    people = {
+        _invent(rng, 'first', used): dict(
+            town=rng.choice(list(towns)), year=rng.randint(1820, 1960), job=rng.choice(_JOBS)
+        )
+        for _ in range(n_companies + 1)
+    }
     companies = {}
     for p in list(people)[:n_companies]:
         hq = rng.choice([t for t in towns if t != people[p]['town']])
         c = _invent(rng, 'company', used)
-        companies[c] = dict(founder=p, year=people[p]['year'] + rng.randint(22, 50), hq=hq, industry=_INDUSTRY[c.split()[-1]])
+        companies[c] = dict(
+            founder=p, year=people[p]['year'] + rng.randint(22, 50), hq=hq, industry=_INDUSTRY[c.split()[-1]]
+        )
     return dict(companies=companies, people=people, towns=towns)
 
 # %% ../../nbs/05b_multihop.ipynb #71136846
 def world_paragraphs(w:dict) -> dict[str, str]:
     "One short encyclopedic paragraph per entity of world `w`, keyed by its title."
     an = lambda w: ('an ' if w[0] in 'aeiou' else 'a ') + w
-    ps = {c: f"{c} is {an(a['industry'])} company founded in {a['year']} by {a['founder']}. Its headquarters are in {a['hq']}."
-          for c, a in w['companies'].items()}
+    ps = {
+        c: f"{c} is {an(a['industry'])} company founded in {a['year']} by {a['founder']}. Its headquarters are in {a['hq']}."
+        for c, a in w['companies'].items()
+    }
     ps |= {p: f"{p} (born {a['year']}) is {an(a['job'])} who was born in {a['town']}." for p, a in w['people'].items()}
-    ps |= {t: f"{t} is a town in the province of {a['province']}. It lies on the {a['river']}." for t, a in w['towns'].items()}
+    ps |= {
+        t: f"{t} is a town in the province of {a['province']}. It lies on the {a['river']}."
+        for t, a in w['towns'].items()
+    }
     return ps
 
 # %% ../../nbs/05b_multihop.ipynb #290cbad4
@@ -94,11 +107,33 @@ def _q_bridge(rng, w, kind):
     C, P, T = w['companies'], w['people'], w['towns']
     if kind in ('founder_town', 'founder_year', 'hq_river'):
         c = rng.choice(list(C)); f, hq = C[c]['founder'], C[c]['hq']
-        if kind == 'founder_town': return f'In which town was the founder of {c} born?', P[f]['town'], [c, f], f"{c} was founded by {f}, who was born in {P[f]['town']}."
-        if kind == 'founder_year': return f'In what year was the founder of {c} born?', str(P[f]['year']), [c, f], f"{c} was founded by {f}, born in {P[f]['year']}."
-        return f'On which river lies the town where {c} has its headquarters?', T[hq]['river'], [c, hq], f"{c} has its headquarters in {hq}, which lies on the {T[hq]['river']}."
+        if kind == 'founder_town':
+            return (
+                f'In which town was the founder of {c} born?',
+                P[f]['town'],
+                [c, f],
+                f"{c} was founded by {f}, who was born in {P[f]['town']}.",
+            )
+        if kind == 'founder_year':
+            return (
+                f'In what year was the founder of {c} born?',
+                str(P[f]['year']),
+                [c, f],
+                f"{c} was founded by {f}, born in {P[f]['year']}.",
+            )
+        return (
+            f'On which river lies the town where {c} has its headquarters?',
+            T[hq]['river'],
+            [c, hq],
+            f"{c} has its headquarters in {hq}, which lies on the {T[hq]['river']}.",
+        )
     p = rng.choice(list(P)); t = P[p]['town']
-    return f'In which province was {p} born?', T[t]['province'], [p, t], f"{p} was born in {t}, in the province of {T[t]['province']}."
+    return (
+        f'In which province was {p} born?',
+        T[t]['province'],
+        [p, t],
+        f"{p} was born in {t}, in the province of {T[t]['province']}.",
+    )
 
 # %% ../../nbs/05b_multihop.ipynb #9b309583
 def _q_compare(rng, w, kind):
@@ -113,7 +148,12 @@ def _q_compare(rng, w, kind):
     same = [(a, b) for a in T for b in T if a < b and T[a]['river'] == T[b]['river']]
     a, b = rng.choice(same) if same and rng.random() < 0.5 else rng.sample(list(T), 2)
     gold = 'yes' if T[a]['river'] == T[b]['river'] else 'no'
-    return f'Are {a} and {b} on the same river?', gold, [a, b], f"{a} lies on the {T[a]['river']} and {b} on the {T[b]['river']}."
+    return (
+        f'Are {a} and {b} on the same river?',
+        gold,
+        [a, b],
+        f"{a} lies on the {T[a]['river']} and {b} on the {T[b]['river']}.",
+    )
 
 # %% ../../nbs/05b_multihop.ipynb #c2f70de4
 QUESTION_KINDS = {'founder_town': 'bridge', 'founder_year': 'bridge', 'hq_river': 'bridge', 'birth_province': 'bridge',
@@ -128,15 +168,20 @@ def _q_one_hop(rng, w, kind):
         return f'In what year was {p} born?', str(year), [p], f'{p} was born in {year}.'
     if kind in ('founded_year', 'founder', 'hq_town'):
         c = rng.choice(list(C)); a = C[c]
-        if kind == 'founded_year': return f'In what year was {c} founded?', str(a['year']), [c], f"{c} was founded in {a['year']}."
+        if kind == 'founded_year':
+            return f'In what year was {c} founded?', str(a['year']), [c], f"{c} was founded in {a['year']}."
         if kind == 'founder': return f'Who founded {c}?', a['founder'], [c], f"{c} was founded by {a['founder']}."
         return f'In which town are the headquarters of {c}?', a['hq'], [c], f"{c} has its headquarters in {a['hq']}."
     t = rng.choice(list(T))
-    if kind == 'town_river': return f'On which river does {t} lie?', T[t]['river'], [t], f"{t} lies on the {T[t]['river']}."
+    if kind == 'town_river':
+        return f'On which river does {t} lie?', T[t]['river'], [t], f"{t} lies on the {T[t]['river']}."
     return f'In which province is {t}?', T[t]['province'], [t], f"{t} is in the province of {T[t]['province']}."
 
 # %% ../../nbs/05b_multihop.ipynb #d7808368
-ONE_HOP_KINDS = {k: 'single' for k in ('birth_town', 'birth_year', 'founded_year', 'founder', 'hq_town', 'town_river', 'town_province')}
+ONE_HOP_KINDS = {
+    k: 'single'
+    for k in ('birth_town', 'birth_year', 'founded_year', 'founder', 'hq_town', 'town_river', 'town_province')
+}
 
 # %% ../../nbs/05b_multihop.ipynb #79925bf9
 def qa_prompt(paragraphs:list, question:str) -> str:
@@ -148,12 +193,15 @@ def _draw_question(rng:random.Random, w:dict, kinds:dict) -> tuple:
     "A random template of `kinds` and its question on world `w` (redrawn when a template has none)."
     while True:
         kind = rng.choice(list(kinds))
-        q = (_q_one_hop if kinds[kind] == 'single' else _q_bridge if kinds[kind] == 'bridge' else _q_compare)(rng, w, kind)
+        q = (_q_one_hop if kinds[kind] == 'single' else _q_bridge if kinds[kind] == 'bridge' else _q_compare)(
+            rng, w, kind
+        )
         if q: return kind, q
 
 # %% ../../nbs/05b_multihop.ipynb #05c08a61
-def make_multihop_task(rng:random.Random, id:str, split:str,
-                       difficulty:int=2) -> Task: # 0: one hop + 1 distractor; 1: two hops + 1 distractor; 2: two hops, 4-6 paragraphs
+def make_multihop_task(
+    rng:random.Random, id:str, split:str, difficulty:int=2
+) -> Task:  # 0:one hop + 1 distractor; 1:two hops + 1 distractor; 2:two hops, 4-6 paragraphs
     "One question over a fresh fictional world, with its supporting and distractor paragraphs shuffled."
     w = make_world(rng); paras = world_paragraphs(w)
     kinds = ONE_HOP_KINDS if difficulty == 0 else QUESTION_KINDS
@@ -186,14 +234,18 @@ DIFFICULTIES = {0: 'one hop (a single fact of a named entity), 1 distractor: 2 p
 class MultihopEnv(QAEnv):
     "Embedded QA over seeded fictional worlds with distractor paragraphs (2-hop questions by default)."
     sizes = {'train': 1000, 'test': 200}  # tasks when `n=None`
-    def __init__(self, difficulty:int=2): # 0: one hop, 2 paragraphs; 1: two hops, 3 paragraphs; 2: two hops, 4-6 paragraphs
-        if difficulty not in DIFFICULTIES: raise ValueError(f'multihop difficulty must be one of {sorted(DIFFICULTIES)}, got {difficulty!r}')
+    def __init__(
+        self, difficulty:int=2
+    ):  # 0:one hop, 2 paragraphs; 1:two hops, 3 paragraphs; 2:two hops, 4-6 paragraphs
+        if difficulty not in DIFFICULTIES:
+            raise ValueError(f'multihop difficulty must be one of {sorted(DIFFICULTIES)}, got {difficulty!r}')
         self.difficulty = difficulty
 
 # %% ../../nbs/05b_multihop.ipynb #3fa884af
 @patch
 def tasks(self:MultihopEnv, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
-    "The first `n` tasks of `split` (`n=None`: `sizes[split]`); task `i` is drawn from a generator seeded by `(split, seed, i)`."
+    """The first `n` tasks of `split` (`n=None`: `sizes[split]`); task `i` is drawn from a generator seeded by `(split,
+    seed, i)`."""
     self.check_split(split)
     out, base, d = [], split_seed(split, seed), self.difficulty
     pre = 'mh' if d == 2 else f'mh-d{d}'   # the default keeps its historical ids
@@ -205,7 +257,8 @@ def tasks(self:MultihopEnv, split:str='train', n:int|None=None, seed:int=0) -> l
 
 # %% ../../nbs/05b_multihop.ipynb #af202435
 def fit_context(context:list, max_chars:int|None=3500) -> tuple[list[list[str]], int|None, bool]:
-    "`[[title, text]]` paragraphs within `max_chars`; also the sentences kept per paragraph (None = all) and whether it cut."
+    """`[[title, text]]` paragraphs within `max_chars`; also the sentences kept per paragraph (None = all) and whether
+    it cut."""
     def join(k): return [[t, ''.join(s[:k]).strip()] for t, s in context]
     def size(ps): return sum(len(t) + len(x) + 4 for t, x in ps)
     full = join(None)
@@ -214,11 +267,16 @@ def fit_context(context:list, max_chars:int|None=3500) -> tuple[list[list[str]],
         ps = join(k)
         if size(ps) <= max_chars: return ps, k, True
     share = max(max_chars // max(len(context), 1) - 4, 20)
-    return [[t, x if len(t) + len(x) <= share else x[:max(share - len(t) - 1, 10)].rstrip() + '…'] for t, x in join(1)], 1, True
+    return (
+        [[t, x if len(t) + len(x) <= share else x[: max(share - len(t) - 1, 10)].rstrip() + '…'] for t, x in join(1)],
+        1,
+        True,
+    )
 
 # %% ../../nbs/05b_multihop.ipynb #27ca8e04
 def _support_status(sf:list, ctx:list, k:int|None) -> tuple[bool, bool]:
-    "Whether supporting facts `sf` all lie in context `ctx`, and whether they survive keeping `k` sentences a paragraph."
+    """Whether supporting facts `sf` all lie in context `ctx`, and whether they survive keeping `k` sentences a
+    paragraph."""
     lens = {t: len(s) for t, s in ctx}
     in_ctx = bool(sf) and all(t in lens and i < lens[t] for t, i in sf)
     return in_ctx, in_ctx and all(k is None or i < k for _, i in sf)
@@ -243,12 +301,15 @@ def parse_hotpot_row(r:dict, max_chars:int|None=3500) -> Task:
 class HotpotQAEnv(LoadedTasks, QAEnv):
     "HotpotQA (distractor format) questions with EM/F1 evaluation; splits from a hash of `_id`."
     splits = ('train', 'test', 'all')
-    def __init__(self, data_dir:str|Path|None=None, # datasets root holding `hotpotqa/`, or that folder; None: `data_path`
-                 max_chars:int|None=3500): # context cap in characters (None: no cap)
+    def __init__(
+        self,
+        data_dir:str|Path|None=None,  # datasets root holding `hotpotqa/`, or that folder; None: `data_path`
+        max_chars:int|None=3500,
+    ):  # context cap in characters (None:no cap)
         self.data_dir, self.max_chars, self._tasks, self.report = data_dir, max_chars, None, None
 
     def available(self) -> tuple[bool, str]:
-        try: dataset_dir('hotpotqa', self.data_dir); return True, ''
+        try:dataset_dir('hotpotqa', self.data_dir); return True, ''
         except DataUnavailable as e: return False, str(e)
 
 # %% ../../nbs/05b_multihop.ipynb #66ec4232

@@ -14,7 +14,8 @@ from ..core import Feedback, Task, get_logger
 from .base import (Environment, EpisodeState, ToolCall, LoadReport, parse_answer, register_env,
                              data_path, split_seed, DataUnavailable)
 from .base import text_lines, ANSWER_HINT
-from .base import hash_split, check_gold   # train/test by a hash of the prompt (levels other than the default); the gold check
+# train/test by a hash of the prompt (levels other than the default); the gold check
+from .base import hash_split, check_gold
 
 # %% auto #0
 __all__ = ['COMPARATORS', 'OPS', 'SYNONYMS', 'PREFIXES', 'INSTRUCTIONS', 'TURN_LINE', 'FAILURE_KINDS', 'DOMAINS', 'QTYPES',
@@ -84,9 +85,11 @@ class Table:
             if norm_text(h) == want: return i
         raise ToolError(f"no column {c!r}; columns are: {', '.join(self.columns)}")
 
-    def to_dict(self) -> dict: return dict(columns=list(self.columns), rows=[list(r) for r in self.rows], name=self.name)
+    def to_dict(self) -> dict:
+        return dict(columns=list(self.columns), rows=[list(r) for r in self.rows], name=self.name)
     @classmethod
-    def from_dict(cls, d:dict) -> Table: return cls(list(d['columns']), [list(r) for r in d['rows']], d.get('name', 'table'))
+    def from_dict(cls, d:dict) -> Table:
+        return cls(list(d['columns']), [list(r) for r in d['rows']], d.get('name', 'table'))
 
 # %% ../../nbs/05a_tableqa.ipynb #8969aa08
 @patch
@@ -141,7 +144,8 @@ def tool_filter_rows(t:Table, column, op='=', value=None) -> str:
     "rows where column op value; op is one of = != > < >= <= contains"
     if value is None and str(op) not in COMPARATORS and op != 'contains': op, value = '=', op
     op = str(op).strip().lower()
-    if op not in COMPARATORS and op != 'contains': raise ToolError(f"unknown op {op!r}; use one of = != > < >= <= contains")
+    if op not in COMPARATORS and op != 'contains':
+        raise ToolError(f"unknown op {op!r}; use one of = != > < >= <= contains")
     j = t.col(column)
     idx = [i for i, r in enumerate(t.rows) if _matches(r[j], op, value)]
     return f'{len(idx)} rows match\n' + t.to_text(idx) if idx else 'no rows match'
@@ -360,12 +364,14 @@ def split_call(text:str) -> tuple[str, str]|None:
 def parse_call(text:str) -> tuple[str, list, dict]:
     "`name(a, 'b')` -> `('name', ['a', 'b'], {})`; raises `ToolError` when it is not a call."
     sc = split_call(text)
-    if sc is None: raise ToolError(f"cannot read the call {text.strip()[:80]!r}; write it as tool_name(arg1, \"arg 2\")")
+    if sc is None:
+        raise ToolError(f"cannot read the call {text.strip()[:80]!r}; write it as tool_name(arg1, \"arg 2\")")
     return (sc[0], *parse_args(sc[1]))
 
 # %% ../../nbs/05a_tableqa.ipynb #3b95be0a
 def _execute(op:str, name:str, shown:list, bound:inspect.BoundArguments, text:str) -> ToolCall:
-    "Run canonical `op` (called as `name`) with its `bound` arguments; a failure is an `Error:` result, never an exception."
+    """Run canonical `op` (called as `name`) with its `bound` arguments; a failure is an `Error:` result, never an
+    exception."""
     try: return ToolCall(name, shown, True, OPS[op](*bound.args, **bound.kwargs))
     except ToolError as e: return ToolCall(name, shown, True, f'Error: {e}')
     except Exception as e:   # a tool bug must not end the episode; it is logged and shown
@@ -431,7 +437,8 @@ class TableQA(Environment):
     def instructions(self, task:Task) -> str: return INSTRUCTIONS.format(tools=self.surface(task).doc())
 
 # %% ../../nbs/05a_tableqa.ipynb #eac2015f
-TURN_LINE = re.compile(r'^[\s*`>#-]*(?:action|(?:final\s+)?answer)\b[\s*`]*[:：].*\S.*\n', re.I | re.M)   # a complete Action/Answer line
+# a complete Action/Answer line
+TURN_LINE = re.compile(r'^[\s*`>#-]*(?:action|(?:final\s+)?answer)\b[\s*`]*[:：].*\S.*\n', re.I | re.M)
 TableQA.stop = (TURN_LINE, '\nResult of', '\nObservation')
 
 @patch
@@ -453,7 +460,11 @@ def _run_calls(state:EpisodeState, table:Table, surface:Surface, calls:list[str]
     obs = []
     for c in calls[:max_calls]:
         tc = run_call(table, surface, c); state.calls.append(tc)
-        obs.append(tc.result if tc.result.startswith('Error') else f"Result of {tc.name}:{chr(10) if chr(10) in tc.result else ' '}{tc.result}")
+        obs.append(
+            tc.result
+            if tc.result.startswith('Error')
+            else f"Result of {tc.name}:{chr(10) if chr(10) in tc.result else ' '}{tc.result}"
+        )
     if len(calls) > max_calls: obs.append(f'(only the first {max_calls} calls were run)')
     return obs
 
@@ -468,7 +479,8 @@ def step(self:TableQA, state:EpisodeState, action:str) -> str|None:
     if ans is not None:
         state.answer, state.meta['raw_answer'], state.done = ans, raw_answer(action), True
         return None
-    if not calls: obs.append("Error: no tool call and no answer. Write `Action: tool_name(args)` or `Answer: <answer>`.")
+    if not calls:
+        obs.append("Error: no tool call and no answer. Write `Action: tool_name(args)` or `Answer: <answer>`.")
     if len(state.actions) >= self.max_turns: state.done = True
     state.observations.append('\n'.join(obs))
     return state.observations[-1]
@@ -484,7 +496,8 @@ def api_note(state:EpisodeState) -> str:
 # %% ../../nbs/05a_tableqa.ipynb #399d1ec0
 @patch
 def gold_problem(self:TableQA, result) -> str|None:
-    "A reference that reaches the right answer through a name the task's surface lacks is not valid gold (`check_gold`)."
+    """A reference that reaches the right answer through a name the task's surface lacks is not valid gold
+    (`check_gold`)."""
     return api_note(result.state) if result.state.api_correct is False else None
 
 # %% ../../nbs/05a_tableqa.ipynb #82e85526
@@ -519,7 +532,8 @@ TableQA.hints = {   # KnowledgePO's failure hints (`cove.knowledgepo.FEEDBACK_HI
 FAILURE_KINDS = ('success', 'wrong_api', 'format', 'right_api_wrong_answer', 'no_tool_call')
 
 def failure_kind(state:EpisodeState, feedback:Feedback) -> str:
-    "`'success'`, `'wrong_api'`, `'format'`, `'right_api_wrong_answer'` or `'no_tool_call'` (answered wrongly, calling nothing)."
+    """`'success'`, `'wrong_api'`, `'format'`, `'right_api_wrong_answer'` or `'no_tool_call'` (answered wrongly, calling
+    nothing)."""
     if feedback.success: return 'success'
     if state.api_correct is False: return 'wrong_api'
     if state.answer is None: return 'format'
@@ -527,26 +541,130 @@ def failure_kind(state:EpisodeState, feedback:Feedback) -> str:
 
 # %% ../../nbs/05a_tableqa.ipynb #9895cd95
 DOMAINS = {
-    'players': dict(entity='player', plural='players', key='name',
-        keys=['Arlo', 'Brina', 'Caspian', 'Dalia', 'Eero', 'Fenna', 'Goran', 'Hesper', 'Ilse', 'Jorah', 'Kael', 'Liora'],
-        more_keys=['Mirel', 'Nestor', 'Orla', 'Piet', 'Quilla', 'Rosk', 'Sabra', 'Tevin'],   # used only by tables of more than 12 rows
+    'players': dict(
+        entity='player',
+        plural='players',
+        key='name',
+        keys=[
+            'Arlo',
+            'Brina',
+            'Caspian',
+            'Dalia',
+            'Eero',
+            'Fenna',
+            'Goran',
+            'Hesper',
+            'Ilse',
+            'Jorah',
+            'Kael',
+            'Liora',
+        ],
+        more_keys=[
+            'Mirel',
+            'Nestor',
+            'Orla',
+            'Piet',
+            'Quilla',
+            'Rosk',
+            'Sabra',
+            'Tevin',
+        ],  # used only by tables of more than 12 rows
         cats={'team': ['Hawks', 'Otters', 'Comets', 'Pines'], 'position': ['guard', 'forward', 'center']},
-        nums={'points': (0, 60, 1), 'games': (1, 40, 1), 'assists': (0, 30, 1)}),
-    'cities': dict(entity='city', plural='cities', key='city',
-        keys=['Velmora', 'Quenby', 'Ostrava Nova', 'Tarn', 'Elsinor', 'Brackwater', 'Mireth', 'Duncastle', 'Falkby', 'Yarrow', 'Ninefold', 'Corvale'],
-        more_keys=['Ambleth', 'Brisa', 'Caldmoor', 'Dorvik', 'Esmer', 'Fallow', 'Grenn', 'Holtby'],   # used only by tables of more than 12 rows
+        nums={'points': (0, 60, 1), 'games': (1, 40, 1), 'assists': (0, 30, 1)},
+    ),
+    'cities': dict(
+        entity='city',
+        plural='cities',
+        key='city',
+        keys=[
+            'Velmora',
+            'Quenby',
+            'Ostrava Nova',
+            'Tarn',
+            'Elsinor',
+            'Brackwater',
+            'Mireth',
+            'Duncastle',
+            'Falkby',
+            'Yarrow',
+            'Ninefold',
+            'Corvale',
+        ],
+        more_keys=[
+            'Ambleth',
+            'Brisa',
+            'Caldmoor',
+            'Dorvik',
+            'Esmer',
+            'Fallow',
+            'Grenn',
+            'Holtby',
+        ],  # used only by tables of more than 12 rows
         cats={'country': ['Aldoria', 'Brevia', 'Corland'], 'region': ['north', 'south', 'coast', 'hills']},
-        nums={'population': (5000, 900000, 1000), 'area': (10, 900, 1)}),
-    'products': dict(entity='product', plural='products', key='product',
-        keys=['Lumo lamp', 'Pax kettle', 'Orbi chair', 'Zest blender', 'Kiva rug', 'Nimbus fan', 'Tuli mug', 'Vanta desk', 'Sola clock', 'Brio shelf', 'Edda vase', 'Rumi stool'],
-        more_keys=['Aro tray', 'Beni jar', 'Cora bench', 'Dova pot', 'Elmo stand', 'Fiko bowl', 'Gala frame', 'Hovi bin'],   # used only by tables of more than 12 rows
+        nums={'population': (5000, 900000, 1000), 'area': (10, 900, 1)},
+    ),
+    'products': dict(
+        entity='product',
+        plural='products',
+        key='product',
+        keys=[
+            'Lumo lamp',
+            'Pax kettle',
+            'Orbi chair',
+            'Zest blender',
+            'Kiva rug',
+            'Nimbus fan',
+            'Tuli mug',
+            'Vanta desk',
+            'Sola clock',
+            'Brio shelf',
+            'Edda vase',
+            'Rumi stool',
+        ],
+        more_keys=[
+            'Aro tray',
+            'Beni jar',
+            'Cora bench',
+            'Dova pot',
+            'Elmo stand',
+            'Fiko bowl',
+            'Gala frame',
+            'Hovi bin',
+        ],  # used only by tables of more than 12 rows
         cats={'category': ['kitchen', 'living', 'office'], 'store': ['Downtown', 'Harbor', 'Mall']},
-        nums={'price': (1, 100, 0.5), 'stock': (0, 250, 1)}),
-    'employees': dict(entity='employee', plural='employees', key='name',
-        keys=['Mara Voss', 'Tobin Reyes', 'Lina Park', 'Odo Finch', 'Suri Lam', 'Pell Hart', 'Ines Duro', 'Vik Sorel', 'Alba Kent', 'Rho Imai', 'Zane Cobb', 'Uma Brill'],
-        more_keys=['Bea Marsh', 'Cal Odum', 'Dina Roth', 'Eli Varga', 'Fay Quist', 'Gus Lehto', 'Hana Ruiz', 'Ivo Stern'],   # used only by tables of more than 12 rows
+        nums={'price': (1, 100, 0.5), 'stock': (0, 250, 1)},
+    ),
+    'employees': dict(
+        entity='employee',
+        plural='employees',
+        key='name',
+        keys=[
+            'Mara Voss',
+            'Tobin Reyes',
+            'Lina Park',
+            'Odo Finch',
+            'Suri Lam',
+            'Pell Hart',
+            'Ines Duro',
+            'Vik Sorel',
+            'Alba Kent',
+            'Rho Imai',
+            'Zane Cobb',
+            'Uma Brill',
+        ],
+        more_keys=[
+            'Bea Marsh',
+            'Cal Odum',
+            'Dina Roth',
+            'Eli Varga',
+            'Fay Quist',
+            'Gus Lehto',
+            'Hana Ruiz',
+            'Ivo Stern',
+        ],  # used only by tables of more than 12 rows
         cats={'department': ['sales', 'research', 'support'], 'office': ['Lyon', 'Oslo', 'Quito']},
-        nums={'salary': (30000, 120000, 500), 'age': (21, 65, 1)}),
+        nums={'salary': (30000, 120000, 500), 'age': (21, 65, 1)},
+    ),
 }
 
 # %% ../../nbs/05a_tableqa.ipynb #e2a67eff
@@ -577,7 +695,11 @@ def make_question(rng:random.Random, t:Table, qtype:str) -> tuple[str, list, obj
     if qtype in ('count', 'sum'):
         c = rng.choice(cats); v = get(rng.choice(t.rows), c)
         if qtype == 'count':
-            return f"How many {d['plural']} have {c} {v}?", [['count', [c, v]]], str(sum(get(r, c) == v for r in t.rows))
+            return (
+                f"How many {d['plural']} have {c} {v}?",
+                [['count', [c, v]]],
+                str(sum(get(r, c) == v for r in t.rows)),
+            )
         m = rng.choice(nums)
         total = sum(to_number(get(r, m)) for r in t.rows if get(r, c) == v)
         return f"What is the total {m} of the {d['plural']} with {c} {v}?", [['sum', [m, c, v]]], fmt_num(total)
@@ -590,7 +712,11 @@ def make_question(rng:random.Random, t:Table, qtype:str) -> tuple[str, list, obj
         return f"Which {d['plural']} have {m} greater than {thr}?", [['filter_rows', [m, '>', to_number(thr)]]], ans
     a, b = rng.sample(t.rows, 2)
     win = a if to_number(get(a, m)) > to_number(get(b, m)) else b
-    return f"Which {d['entity']} has the higher {m}: {a[0]} or {b[0]}?", [['lookup', [key, a[0], m]], ['lookup', [key, b[0], m]]], win[0]
+    return (
+        f"Which {d['entity']} has the higher {m}: {a[0]} or {b[0]}?",
+        [['lookup', [key, a[0], m]], ['lookup', [key, b[0], m]]],
+        win[0],
+    )
 
 # %% ../../nbs/05a_tableqa.ipynb #0c7b160b
 def render_call(surface:Surface, op:str, args:list) -> str:
@@ -603,7 +729,9 @@ def render_call(surface:Surface, op:str, args:list) -> str:
 def reference(self:TableQA, task:Task) -> list[str]:
     "Gold assistant turns: the planned tool calls under the task's surface, then the answer."
     s = self.surface(task)
-    return [render_call(s, op, args) for op, args in task.payload.get('plan', [])] + [f'Answer: {answer_text(task.target)}']
+    return [render_call(s, op, args) for op, args in task.payload.get('plan', [])] + [
+        f'Answer: {answer_text(task.target)}'
+    ]
 
 # %% ../../nbs/05a_tableqa.ipynb #dbd4c63e
 def renamed_surface(seed:int=0) -> Surface:
@@ -629,23 +757,35 @@ DIFFICULTIES = {0: 'one lookup/count/argmax call, tables of 4-6 rows',
                 1: 'one call of any single-call type (lookup, count, filter, argmax, sum), 5-10 rows',
                 2: 'all six types incl. the two-call compare, 5-10 rows (the default)',
                 3: 'all six types, tables of 12-20 rows'}
-_LEVELS = {0: (('lookup', 'count', 'argmax'), (4, 6)), 1: (QTYPES[:5], (5, 10)), 2: (QTYPES, (5, 10)), 3: (QTYPES, (12, 20))}  # (question types, rows)
+# (question types, rows)
+_LEVELS = {
+    0: (('lookup', 'count', 'argmax'), (4, 6)),
+    1: (QTYPES[:5], (5, 10)),
+    2: (QTYPES, (5, 10)),
+    3: (QTYPES, (12, 20)),
+}
 
 # %% ../../nbs/05a_tableqa.ipynb #23eacca9
 @register_env('tableqa', 'embedded')
 class EmbeddedTableQA(TableQA):
     "Seeded random tables with templated questions and exact answers."
-    def __init__(self, n_train:int=1000, # tasks in `train` when `n` is None
-                 n_test:int=200, # tasks in `test`/`same`/`renamed` when `n` is None
-                 data_dir=None, # unused: accepted so that every family takes `data_dir`
-                 difficulty:int=2): # 0: one lookup/count/argmax call, 4-6 rows; 1: any single call, 5-10 rows; 2: all types incl. compare, 5-10 rows; 3: as 2 with 12-20 rows
-        if difficulty not in DIFFICULTIES: raise ValueError(f'tableqa difficulty must be one of {sorted(DIFFICULTIES)}, got {difficulty!r}')
+    def __init__(
+        self,
+        n_train:int=1000,  # tasks in `train` when `n` is None
+        n_test:int=200,  # tasks in `test`/`same`/`renamed` when `n` is None
+        data_dir=None,  # unused:accepted so that every family takes `data_dir`
+        difficulty:int=2,
+    ):  # 0:one lookup/count/argmax call, 4-6 rows; 1:any single call, 5-10 rows; 2:all types incl. compare, 5-10 rows; 3:as 2 with 12-20 rows
+        if difficulty not in DIFFICULTIES:
+            raise ValueError(f'tableqa difficulty must be one of {sorted(DIFFICULTIES)}, got {difficulty!r}')
         self.sizes, self.difficulty = dict(train=n_train, test=n_test), difficulty
 
 # %% ../../nbs/05a_tableqa.ipynb #5f965aaa
 def _draw_item(rng:random.Random, qt:str, rows:tuple, base:str, redraw:bool) -> tuple[Table, list, object, str]:
-    "`(table, plan, answer, prompt)` of a question of type `qt` on a fresh table, redrawn (if `redraw`) until its prompt hashes into `base`."
-    while True:   # other levels redraw until the prompt hashes into `base`; the default predates this and is kept as it was
+    """`(table, plan, answer, prompt)` of a question of type `qt` on a fresh table, redrawn (if `redraw`) until its
+    prompt hashes into `base`."""
+    # other levels redraw until the prompt hashes into `base`; the default predates this and is kept as it was
+    while True:
         t = make_table(rng, rng.choice(sorted(DOMAINS)), rows)
         q, plan, ans = make_question(rng, t, qt)
         prompt = f"Table '{t.name}' ({len(t.rows)} rows) with columns: {', '.join(t.columns)}.\nQuestion: {q}"
@@ -653,8 +793,11 @@ def _draw_item(rng:random.Random, qt:str, rows:tuple, base:str, redraw:bool) -> 
 
 # %% ../../nbs/05a_tableqa.ipynb #331e93c7
 @patch
-def tasks(self:EmbeddedTableQA, split:str='train', n:int|None=None, seed:int=0, surface:Surface|None=None) -> list[Task]:
-    "The first `n` tasks of `split` (`n=None`: `sizes`), seeded and prefix-stable, under the split's surface (or `surface`)."
+def tasks(
+    self:EmbeddedTableQA, split:str='train', n:int|None=None, seed:int=0, surface:Surface|None=None
+) -> list[Task]:
+    """The first `n` tasks of `split` (`n=None`: `sizes`), seeded and prefix-stable, under the split's surface (or
+    `surface`)."""
     self.check_split(split)
     base = 'train' if split == 'train' else 'test'
     rng, s, out = random.Random(split_seed(base, seed)), split_surface(split, seed, surface), []
@@ -663,10 +806,23 @@ def tasks(self:EmbeddedTableQA, split:str='train', n:int|None=None, seed:int=0, 
     for i in range(self.sizes[base] if n is None else n):
         qt = qtypes[i % len(qtypes)]
         t, plan, ans, prompt = _draw_item(rng, qt, rows, base, redraw=self.difficulty != 2)
-        out.append(Task(f'{pre}-{split}-{seed}-{i}', 'tableqa', split, prompt,
-                        payload=dict(table=t.to_dict(), surface=s.to_dict(), plan=plan, qtype=qt), target=ans,
-                        meta=dict(source='embedded', qtype=qt, base_id=f'{pre}-{base}-{seed}-{i}', surface_version=s.version,
-                                  difficulty=self.difficulty)))
+        out.append(
+            Task(
+                f'{pre}-{split}-{seed}-{i}',
+                'tableqa',
+                split,
+                prompt,
+                payload=dict(table=t.to_dict(), surface=s.to_dict(), plan=plan, qtype=qt),
+                target=ans,
+                meta=dict(
+                    source='embedded',
+                    qtype=qt,
+                    base_id=f'{pre}-{base}-{seed}-{i}',
+                    surface_version=s.version,
+                    difficulty=self.difficulty,
+                ),
+            )
+        )
     return out
 
 # %% ../../nbs/05a_tableqa.ipynb #bc76d71f
@@ -714,14 +870,15 @@ class NumberValue(WTQValue):
     def __eq__(self, o): return isinstance(o, NumberValue) and self.amount == o.amount
     def __hash__(self): return hash(self.amount)
     def __repr__(self): return f'N({self.amount}, {self.normalized!r})'
-    def match(self, o): return self.normalized == o.normalized or (isinstance(o, NumberValue) and abs(self.amount - o.amount) < 1e-6)
+    def match(self, o):
+        return self.normalized == o.normalized or (isinstance(o, NumberValue) and abs(self.amount - o.amount) < 1e-6)
 
     @staticmethod
     def parse(text:str) -> float|int|None:
         "`int(text)` or a finite `float(text)`, else None."
-        try: return int(text)
+        try:return int(text)
         except (ValueError, TypeError): pass
-        try: v = float(text)
+        try:v = float(text)
         except (ValueError, TypeError): return None
         return None if isnan(v) or isinf(v) else v
 
@@ -731,7 +888,9 @@ class DateValue(WTQValue):
         "A date; unknown fields are -1."
         assert not (year == month == day == -1)
         self.ymd = (year, month, day)
-        self.normalized = wtq_normalize(original) if original else '-'.join('xx' if v == -1 else str(v) for v in self.ymd)
+        self.normalized = (
+            wtq_normalize(original) if original else '-'.join('xx' if v == -1 else str(v) for v in self.ymd)
+        )
     def __eq__(self, o): return isinstance(o, DateValue) and self.ymd == o.ymd
     def __hash__(self): return hash(self.ymd)
     def __repr__(self): return f'D{self.ymd}'
@@ -743,13 +902,15 @@ class DateValue(WTQValue):
         try:
             y, m, d = text.lower().split('-')
             y = -1 if y in ('xx', 'xxxx') else int(y); m = -1 if m == 'xx' else int(m); d = -1 if d == 'xx' else int(d)
-        except (ValueError, AttributeError): return None
+        except (ValueError, AttributeError):
+            return None
         if y == m == d == -1 or not (m == -1 or 1 <= m <= 12) or not (d == -1 or 1 <= d <= 31): return None
         return y, m, d
 
 # %% ../../nbs/05a_tableqa.ipynb #ff3162e0
 def to_value(original:str, canon:str|None=None) -> WTQValue:
-    "The official `to_value`: number, then date (a bare year is a number), else string; `canon` is the tagged canonical form."
+    """The official `to_value`: number, then date (a bare year is a number), else string; `canon` is the tagged
+    canonical form."""
     if isinstance(original, WTQValue): return original
     canon = canon or original
     amount = NumberValue.parse(canon)
@@ -771,10 +932,35 @@ def check_denotation(targets:list[WTQValue], preds:list[WTQValue]) -> bool:
     return len(targets) == len(preds) and all(any(t.match(p) for p in preds) for t in targets)
 
 # %% ../../nbs/05a_tableqa.ipynb #2b74af2e
-_MONTHS = {m: i + 1 for i, m in enumerate(['january', 'february', 'march', 'april', 'may', 'june', 'july', 'august', 'september', 'october', 'november', 'december'])}
+_MONTHS = {
+    m: i + 1
+    for i, m in enumerate(
+        [
+            'january',
+            'february',
+            'march',
+            'april',
+            'may',
+            'june',
+            'july',
+            'august',
+            'september',
+            'october',
+            'november',
+            'december',
+        ]
+    )
+}
 _MONTHS.update({k[:3]: v for k, v in list(_MONTHS.items())}); _MONTHS['sept'] = 9
-_WORDS = {w: i for i, w in enumerate('zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty'.split())}
-_WORDS.update({'thirty': 30, 'forty': 40, 'fifty': 50, 'sixty': 60, 'seventy': 70, 'eighty': 80, 'ninety': 90, 'hundred': 100})
+_WORDS = {
+    w: i
+    for i, w in enumerate(
+        'zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty'.split()
+    )
+}
+_WORDS.update(
+    {'thirty': 30, 'forty': 40, 'fifty': 50, 'sixty': 60, 'seventy': 70, 'eighty': 80, 'ninety': 90, 'hundred': 100}
+)
 _MON = r'(?P<mon>[a-z]+)\.?'
 
 # %% ../../nbs/05a_tableqa.ipynb #64330b43
@@ -803,7 +989,8 @@ def wtq_match(pred:str|None, targets:list[str], canon_pred:bool=True) -> bool:
     if len(targets) > 1 and '|' not in pred: cands.append(split_items(pred))
     for items in cands:
         items = [i.strip() for i in items]
-        if check_denotation(tv, to_value_list(items, [wtq_canon(i) for i in items] if canon_pred else None)): return True
+        if check_denotation(tv, to_value_list(items, [wtq_canon(i) for i in items] if canon_pred else None)):
+            return True
     return False
 
 # %% ../../nbs/05a_tableqa.ipynb #d1624869
@@ -834,7 +1021,12 @@ def read_wtq_tsv(path:Path) -> list[tuple[str, dict|Exception]]:
         if isinstance(line, Exception): out.append((f'{Path(path).name}:{i}', line)); continue
         if not line.strip(): continue
         f = line.split('\t')
-        out.append((f'{Path(path).name}:{i}', dict(zip(head, f)) if len(f) == len(head) else ValueError(f'{len(f)} fields, expected {len(head)}')))
+        out.append(
+            (
+                f'{Path(path).name}:{i}',
+                dict(zip(head, f)) if len(f) == len(head) else ValueError(f'{len(f)} fields, expected {len(head)}'),
+            )
+        )
     return out
 
 # %% ../../nbs/05a_tableqa.ipynb #43c1d788
@@ -846,9 +1038,12 @@ class WTQTableQA(TableQA):
                  shuffle:bool=False): # seeded order instead of file order
         self.data_dir, self.shuffle, self.report = data_dir, shuffle, None
 
-    def table(self, task:Task) -> Table: return read_wtq_table(str(self.root/task.payload['context']), task.payload['context'])
-    def check(self, task, answer, raw=None) -> bool: return any(wtq_match(a, task.target) for a in (answer, raw) if a is not None)
-    def reference(self, task:Task) -> list[str]: return ['Answer: ' + '|'.join(' '.join(a.split()) for a in task.target)]
+    def table(self, task:Task) -> Table:
+        return read_wtq_table(str(self.root / task.payload['context']), task.payload['context'])
+    def check(self, task, answer, raw=None) -> bool:
+        return any(wtq_match(a, task.target) for a in (answer, raw) if a is not None)
+    def reference(self, task:Task) -> list[str]:
+        return ['Answer: ' + '|'.join(' '.join(a.split()) for a in task.target)]
 
 # %% ../../nbs/05a_tableqa.ipynb #85365de7
 @patch(as_prop=True)
@@ -880,8 +1075,15 @@ def parse_row(self:WTQTableQA, raw, split:str, surface:Surface) -> Task:
     if not (self.root/ctx).is_file(): raise FileNotFoundError(f'table {ctx} missing')
     t = read_wtq_table(str(self.root/ctx), ctx)
     prompt = f"Table '{ctx}' ({len(t.rows)} rows) with columns: {', '.join(t.columns)}.\nQuestion: {q}"
-    return Task(f"wtq-{split}-{raw['id']}", 'tableqa', split, prompt, payload=dict(context=ctx, surface=surface.to_dict()),
-                target=answers, meta=dict(source='wtq', wtq_id=raw['id'], surface_version=surface.version))
+    return Task(
+        f"wtq-{split}-{raw['id']}",
+        'tableqa',
+        split,
+        prompt,
+        payload=dict(context=ctx, surface=surface.to_dict()),
+        target=answers,
+        meta=dict(source='wtq', wtq_id=raw['id'], surface_version=surface.version),
+    )
 
 # %% ../../nbs/05a_tableqa.ipynb #159e1346
 @patch
@@ -894,8 +1096,9 @@ def tasks(self:WTQTableQA, split:str='test', n:int|None=None, seed:int=0, surfac
     self.report, out = LoadReport(f'wtq:{split}'), []
     for where, raw in rows:
         if n is not None and len(out) >= n: break
-        try: out.append(self.parse_row(raw, split, s)); self.report.n_ok += 1
+        try:out.append(self.parse_row(raw, split, s)); self.report.n_ok += 1
         except Exception as e: self.report.bad(where, f'{type(e).__name__}: {e}')
-    if not out and self.report.n_bad: raise ValueError(f"wtq:{split}: no usable row ({self.report.n_bad} rejected; first: {self.report.errors[0]})")
+    if not out and self.report.n_bad:
+        raise ValueError(f"wtq:{split}: no usable row ({self.report.n_bad} rejected; first: {self.report.errors[0]})")
     if self.report.n_bad: get_logger('tableqa').warning(f'{self.report}; first: {self.report.errors[:3]}')
     return out
