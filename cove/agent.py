@@ -79,7 +79,9 @@ def render(self:WorkedExamples, env:Environment, task:Task) -> tuple[list[dict],
             _, msgs, err = reference_turns(env, ex)
             if err: self.log.warning(f"worked example {ex.id} skipped: {err}")
             self._turns[key] = None if err else msgs
-        if self._turns[key]: out += self._turns[key]; ids.append(ex.id)
+        if self._turns[key]:
+            out += self._turns[key]
+            ids.append(ex.id)
     return out, ids
 
 # %% ../nbs/06_agent.ipynb #f0823835
@@ -135,7 +137,9 @@ def _start(self:HarnessAgent, en:Environment, t:Task, ents:list) -> dict:
     """The running state of one episode: first messages, worked examples, token and turn counters (`err` if `reset`
     failed)."""
     rend, ex_err = safe_call(self.examples.render, en, t) if self.examples else (([], []), None)
-    if ex_err: self.log.error(f"worked examples for {t.id} failed, playing without: {ex_err}"); rend = ([], [])
+    if ex_err:
+        self.log.error(f"worked examples for {t.id} failed, playing without: {ex_err}")
+        rend = ([], [])
     shots, ex_ids = rend
     st, err = safe_call(en.reset, t)
     return dict(task=t, env=en, state=st or EpisodeState(t), messages=build_messages(en, t, ents), shots=shots, err=err,
@@ -144,10 +148,14 @@ def _start(self:HarnessAgent, en:Environment, t:Task, ents:list) -> dict:
 # %% ../nbs/06_agent.ipynb #4facb0e2
 def _consume(e:dict, g) -> None:
     "Episode `e` takes generation `g`: tokens counted, the action stepped, the observation added while turns remain."
-    e['pt'] += g.prompt_tokens; e['ct'] += g.completion_tokens; e['turns'] += 1
+    e['pt'] += g.prompt_tokens
+    e['ct'] += g.completion_tokens
+    e['turns'] += 1
     e['messages'] = e['messages'] + [msg('assistant', g.text)]
     obs, err = safe_call(e['env'].step, e['state'], g.text)
-    if err: e['err'] = f"environment error: {err}"; return
+    if err:
+        e['err'] = f"environment error: {err}"
+        return
     if obs is not None and not e['state'].done and e['turns'] < e['env'].max_turns:
         e['messages'] = e['messages'] + [msg('user', obs)]
 

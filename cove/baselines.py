@@ -20,7 +20,7 @@ from .store import KnowledgeBase, Entry
 from .embed import Embedder
 from .tasks.code import run_split, split_feedback, _unit_tally, FUNCTION_INSTRUCTIONS, extract_code
 from .tasks.multihop import qa_prompt
-from .run import open_envs
+from .spec import open_envs
 
 # %% auto #0
 __all__ = ['FUNCTION_WORDS', 'SUMMARY_SYSTEM', 'SC_FAMILIES', 'SC_EXAMPLES', 'SC_EXAMPLE_CONTEXT', 'SC_ASK', 'squash',
@@ -198,7 +198,9 @@ def run_batch(self:EvoMemory, env, tasks):
     results = self.agent().run(env, tasks, entries=[[h.entry for h in hs] for hs in hits])
     self.keys.commit(tasks)
     new = {k: dict(memory_at_play=lim, entry=None) for k, lim in zip(keys, limits) if k not in self.applied}
-    if new: self.applied.update(new); self.save_state()   # what each episode saw is recorded before anything is written
+    if new:
+        self.applied.update(new)
+        self.save_state()  # what each episode saw is recorded before anything is written
     todo = [(r, k, v) for r, k, v in zip(results, keys, vecs) if self.applied[k]['entry'] is None]
     for (r, k, v), (s, src, why, tok) in zip(todo, self.summarise([t[0] for t in todo])):
         eid = self.memory.write(k, r.task, experience_text(r.task, s, r.feedback), v)
@@ -265,8 +267,11 @@ def _dedent(s:str) -> str:
 
 # %% ../nbs/17_baselines.ipynb #7cfe8403
 def _compiles(src:str) -> str|None:
-    try: compile(src, 'verify.py', 'exec'); return None
-    except (SyntaxError, ValueError) as e: return f'{type(e).__name__}: {e}'[:120]
+    try:
+        compile(src, 'verify.py', 'exec')
+        return None
+    except (SyntaxError, ValueError) as e:
+        return f'{type(e).__name__}: {e}'[:120]
 
 def _answer_text(s:str) -> str:
     "An answer as the solver's `Answer:` line would give it."
@@ -464,7 +469,9 @@ class VerifiedEnv(Environment):
     def reset(self, task): return EpisodeState(task) if self.family == 'code' else self.base.reset(task)
     def step(self, st, action):
         if self.family != 'code': return self.base.step(st, action)
-        st.actions.append(action); st.answer = extract_code(action, st.task.payload['entry_point']); st.done = True
+        st.actions.append(action)
+        st.answer = extract_code(action, st.task.payload['entry_point'])
+        st.done = True
     def evaluate(self, st):
         if st.answer is None: return Feedback('failure', 0.0, 'format: no answer', 'format')
         fb = verification_feedback(self.gens[st.task.id], st.answer, self.timeout)
@@ -532,7 +539,8 @@ def _play_by_adapter(self:SelfChallenging, env, tasks:list, plays:list) -> list:
 def run_batch(self:SelfChallenging, env, tasks):
     "Play a batch of one family with the current policy; count it; run the rounds it triggers."
     if self.policy is None: raise ValueError("method 'self_challenging' needs a policy to play episodes")
-    spec = f"{env.family}:{env.source}"; self._envs[spec] = env
+    spec = f"{env.family}:{env.source}"
+    self._envs[spec] = env
     self.run_pending()
     keys = self.keys.keys(tasks)
     plays = [self.applied[k]['adapter'] if k in self.applied else self.adapter for k in keys]
@@ -567,7 +575,8 @@ def run_pending(self:SelfChallenging):
         p = self.pending[rnd]
         summary = self.run_round(self._env(p['spec']), p['spec'], int(rnd))
         self.rounds.append(dict(summary, key=p['key']))
-        del self.pending[rnd]; self.save_state()
+        del self.pending[rnd]
+        self.save_state()
 
 # %% ../nbs/17_baselines.ipynb #0c170031
 @patch
@@ -583,7 +592,9 @@ def run_round(self:SelfChallenging, env, spec:str, rnd:int, replies:list[str]|No
     if rec.get('update') is None:
         rec['update'] = self.update(rec, rnd)
         write_json(f, rec)
-    elif rec['update'].get('adapter'): self.adapter = rec['update']['adapter']; self.use_adapter(self.adapter)
+    elif rec['update'].get('adapter'):
+        self.adapter = rec['update']['adapter']
+        self.use_adapter(self.adapter)
     _log.info(f"self-challenging round {rnd} ({spec}): {round_summary(rec)}")
     return round_summary(rec) | dict(file=f.name)
 
@@ -647,9 +658,13 @@ def challenge(self:SelfChallenging, env, spec:str, rnd:int, replies:list[str]|No
         adapter_before=self.adapter,
         update=None,
     )
-    if fam not in SC_FAMILIES: rec['skipped'] = f'family {fam!r} not supported by self-challenging'; return rec
+    if fam not in SC_FAMILIES:
+        rec['skipped'] = f'family {fam!r} not supported by self-challenging'
+        return rec
     pool, err = safe_call(env.tasks, 'train', int(self.opt('seed_pool')), c['run.seed'])
-    if not pool: rec['skipped'] = f"no train tasks to seed the challenger ({err or 'empty train split'})"; return rec
+    if not pool:
+        rec['skipped'] = f"no train tasks to seed the challenger ({err or 'empty train split'})"
+        return rec
     seeds = [pool[(rnd * n + j) % len(pool)] for j in range(n)]
     T, timeout = float(self.opt('temperature')), float(self.opt('timeout'))
     if replies is None:
@@ -660,7 +675,9 @@ def challenge(self:SelfChallenging, env, spec:str, rnd:int, replies:list[str]|No
             temperature=T,
             seed=c['run.seed'] + rnd,
         )
-        if err: rec['skipped'] = f'challenger generation failed: {err}'[:300]; return rec
+        if err:
+            rec['skipped'] = f'challenger generation failed: {err}'[:300]
+            return rec
         replies, rec['challenger_tokens'] = [g.text for g in gens], sum(
             g.prompt_tokens + g.completion_tokens for g in gens
         )

@@ -46,11 +46,17 @@ def machine_peaks(n:int=1024, mb:int=256, repeat:int=3) -> dict:
     """Measured fp32 matmul GFLOP/s (an `n`³ GEMM) and memory copy GB/s (`mb` MB), best of `repeat`, with torch's
     current threads."""
     import torch
-    a, b = torch.randn(n, n), torch.randn(n, n); x = torch.empty(mb * 2**18); y = torch.empty_like(x)
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    x = torch.empty(mb * 2**18)
+    y = torch.empty_like(x)
     mm, cp = [], []
     for _ in range(repeat):
-        t = time.perf_counter(); a @ b; mm.append(time.perf_counter() - t)
-        t = time.perf_counter(); y.copy_(x); cp.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        a @ b
+        mm.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        y.copy_(x)
+        cp.append(time.perf_counter() - t)
     return dict(
         gflops=round(2 * n**3 / min(mm) / 1e9, 1),
         gbps=round(2 * x.numel() * 4 / min(cp) / 1e9, 1),
@@ -87,7 +93,8 @@ def policy_records(cfg:Config, batch_sizes=(1, 16, 32), quick:bool=False) -> lis
             'note': 'transformers already imported',
         },
     ]
-    ps = list(pol.model.parameters()); n, width = sum(p.numel() for p in ps), ps[0].element_size()
+    ps = list(pol.model.parameters())
+    n, width = sum(p.numel() for p in ps), ps[0].element_size()
     g, peaks = bench_generation(pol, batch_sizes=batch_sizes), machine_peaks()
     for b in batch_sizes:
         roof = roofline(n, width, b, peaks)
@@ -245,7 +252,9 @@ def cold_load(name:str, dtype:str='auto') -> dict:
 
 # %% ../nbs/09_bench.ipynb #44d86752
 def _emit(rec, recs):
-    rec = check_target(rec); recs.append(rec); print(json.dumps(rec), flush=True)
+    rec = check_target(rec)
+    recs.append(rec)
+    print(json.dumps(rec), flush=True)
 
 def run_bench(cfg:Config, # profile: model, dtype, batch size
               quick:bool=False, # skip the 1M-entry dense index
@@ -265,7 +274,8 @@ def run_bench(cfg:Config, # profile: model, dtype, batch size
         for r in policy_records(cfg, quick=quick): _emit(r, recs)
     if 'train' in parts:
         for r in train_records(cfg, quick): _emit(r, recs)
-    out = Path(out); out.mkdir(parents=True, exist_ok=True)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
     (out / 'bench.json').write_text(
         json.dumps(dict(machine=platform.platform(), when=time.strftime('%Y-%m-%dT%H:%M:%S'), records=recs), indent=2)
     )

@@ -7,11 +7,10 @@ from __future__ import annotations
 import fcntl, json, os, re, sqlite3, stat, time
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING
 from .core import append_jsonl, read_jsonl, get_logger, CorruptFile, open_regular, read_regular
 from .core import read_json, one_line, write_atomic
 from .config import SCHEMA, Config
-if TYPE_CHECKING: from cove.run import RunSpec, Drift   # the hints only: run imports this module
+from .spec import RunSpec, Drift
 from .method import METHODS, import_methods, state_advice, adapter_advice
 
 # %% auto #0
@@ -66,7 +65,8 @@ def set_aside(path:str|Path, out:str|Path, why:str, recorded:int) -> Path:
     `<name>.corrupt-<time>` beside it, noted in `out/set_aside.jsonl` with `why` and the number of episodes
     `recorded` before; returns where it went."""
     p, out = Path(path), Path(out)
-    stamp = time.strftime('%Y%m%d-%H%M%S'); dst, k = p.with_name(f"{p.name}.corrupt-{stamp}"), 1
+    stamp = time.strftime('%Y%m%d-%H%M%S')
+    dst, k = p.with_name(f"{p.name}.corrupt-{stamp}"), 1
     while dst.exists() or Path(f"{dst}-wal").exists(): dst, k = p.with_name(f"{p.name}.corrupt-{stamp}-{k}"), k + 1
     for side in ('-wal', '-shm', '-journal'):   # first: a fresh store must never replay the old one's log
         if Path(f"{p}{side}").exists(): os.replace(f"{p}{side}", f"{dst}{side}")
@@ -144,10 +144,11 @@ def running_pid(folder:str|Path) -> str|None:
 def _episode_lines(data:bytes) -> tuple[list[dict], list[int], int]:
     """The episode records in the bytes of an `episodes.jsonl`, the numbers of the (non-blank) lines that are none, and
     the number of lines."""
-    lines = data.split(b'\n'); recs, bad = [], []
+    lines = data.split(b'\n')
+    recs, bad = [], []
     for i, l in enumerate(lines, 1):
         if not l.strip(): continue
-        try: r = json.loads(l)
+        try:r = json.loads(l)
         except ValueError: r = None
         (recs.append(r) if isinstance(r, dict) and isinstance(r.get('episode'), int) else bad.append(i))
     return recs, bad, len(lines)
@@ -310,7 +311,9 @@ def record_keys(recs:list[dict]) -> list[tuple[str, dict]]:
     `EpisodeKeys` makes them."""
     seen, out = Counter(), []
     for r in sorted(recs, key=lambda r: r['episode']):
-        k = f"{r.get('family')}|{r.get('split')}|{r.get('task_id')}"; out.append((f"{k}#{seen[k]}", r)); seen[k] += 1
+        k = f"{r.get('family')}|{r.get('split')}|{r.get('task_id')}"
+        out.append((f"{k}#{seen[k]}", r))
+        seen[k] += 1
     return out
 
 # %% ../nbs/07c_check.ipynb #e020a021

@@ -8,7 +8,8 @@ import argparse, contextlib, json, os, platform, signal, sys, time
 from pathlib import Path
 from .config import load_config, describe, ConfigError
 from .plugins import load_plugins
-from .run import Run, RunSpec, parse_tasks, check_spec
+from .run import Run
+from .spec import RunSpec, parse_tasks, check_spec
 from .demo import DEMO_FAMILIES, run_demo, demo_config, DEMO_EPISODES, DEMO_METHODS
 from .check import check_run, RunLocked
 from .method import import_methods
@@ -42,10 +43,13 @@ def _common(p):
 # %% ../nbs/90_cli.ipynb #9c520da6
 def _add_run(sub):
     "The `cove run` subcommand and its options."
-    p = sub.add_parser('run', help='run a method over task families'); _common(p)
-    p.add_argument('--method', required=True); p.add_argument('--tasks', required=True, help='FAMILY[:SOURCE][,...]')
+    p = sub.add_parser('run', help='run a method over task families')
+    _common(p)
+    p.add_argument('--method', required=True)
+    p.add_argument('--tasks', required=True, help='FAMILY[:SOURCE][,...]')
     p.add_argument('--episodes', type=int, required=True, help='episodes per family')
-    p.add_argument('--split', default='test'); p.add_argument('--seed', type=int, default=None)
+    p.add_argument('--split', default='test')
+    p.add_argument('--seed', type=int, default=None)
     p.add_argument('--out', required=True, help='run folder (rerun to resume)')
     p.add_argument('--quiet', action='store_true', help='no progress bar')
     p.add_argument(
@@ -57,7 +61,8 @@ def _add_run(sub):
 # %% ../nbs/90_cli.ipynb #2ecfa51e
 def _add_demo(sub):
     "The `cove demo` subcommand and its options."
-    p = sub.add_parser('demo', help='the main job on the embedded default'); _common(p)
+    p = sub.add_parser('demo', help='the main job on the embedded default')
+    _common(p)
     p.add_argument('--episodes', type=int, default=None, help='episodes per family (default: the demo size)')
     p.add_argument('--out', default=None, help='folder (default outputs/demo/<run_id>; an existing one resumes)')
     p.add_argument(
@@ -74,10 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
     "The `cove` argument parser."
     ap = argparse.ArgumentParser(prog='cove', description='COVE and its peers: self-evolving LLM agents.')
     sub = ap.add_subparsers(dest='cmd', required=True)
-    p = sub.add_parser('info', help='versions, profile, model cache'); _common(p)
+    p = sub.add_parser('info', help='versions, profile, model cache')
+    _common(p)
     p.add_argument('--config', action='store_true', help='print every config key with its source')
     _add_run(sub)
-    p = sub.add_parser('bench', help='retrieval, embedding, generation and training benchmarks'); _common(p)
+    p = sub.add_parser('bench', help='retrieval, embedding, generation and training benchmarks')
+    _common(p)
     p.add_argument('--quick', action='store_true', help='skip the 1M-entry dense index')
     p.add_argument('--out', default='.', help='folder for bench.json')
     p.add_argument(
@@ -105,8 +112,10 @@ def config_from(args):
 def _version(mod):
     "The installed version of distribution `mod`, or None."
     try:
-        import importlib.metadata as md; return md.version(mod)
-    except Exception: return None
+        import importlib.metadata as md
+        return md.version(mod)
+    except Exception:
+        return None
 
 # %% ../nbs/90_cli.ipynb #c7069e96
 def info(cfg) -> dict:
@@ -182,7 +191,8 @@ def cmd_demo(args) -> int:
     episodes = DEMO_EPISODES if args.episodes is None else args.episodes
     _check_demo(cfg, methods, episodes)
     s = run_demo(cfg, out, episodes=episodes, methods=methods, set_aside_corrupt=args.set_aside_corrupt)
-    print((out/'table.md').read_text()); print(f"written to {out} in {s['wall_s'] / 60:.1f} min")
+    print((out / 'table.md').read_text())
+    print(f"written to {out} in {s['wall_s'] / 60:.1f} min")
     return 0
 
 # %% ../nbs/90_cli.ipynb #a4db0f99
@@ -195,7 +205,8 @@ def format_check(items:list[tuple[str, bool, str]]) -> str:
 def cmd_check(args) -> int:
     bad = 0
     for d in args.dirs:
-        items = check_run(d); n = sum(not ok for _, ok, _ in items)
+        items = check_run(d)
+        n = sum(not ok for _, ok, _ in items)
         print(format_check(items))
         print(f"{d}: {'no problem' if not n else f'{n} problem' + 's' * (n > 1)} in {len(items)} items")
         bad += n
@@ -225,7 +236,8 @@ def _dispatch(args) -> int:
         import_methods()   # and the methods: the keys a method declares itself (memrl.q_min) are set and listed
     if args.cmd == 'info':
         cfg = config_from(args)
-        print(describe(cfg) if args.config else json.dumps(info(cfg), indent=2)); return 0
+        print(describe(cfg) if args.config else json.dumps(info(cfg), indent=2))
+        return 0
     return {'run': cmd_run, 'bench': cmd_bench, 'demo': cmd_demo, 'check': cmd_check}[args.cmd](args)
 
 # %% ../nbs/90_cli.ipynb #11b7df16

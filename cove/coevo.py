@@ -18,7 +18,7 @@ from .agent import HarnessAgent
 from .embed import tokenize, Embedder, SparseIndex
 from .store import SqliteStore
 from .judge import Judge
-from .run import open_envs
+from .spec import open_envs
 from .config import declare_key, load_config
 
 _log = get_logger('coevo')
@@ -144,7 +144,8 @@ class ResidualRouter(torch.nn.Module):
             self.f = torch.nn.Sequential(
                 torch.nn.Linear(d_phi + 3, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, 2)
             ).double()
-        torch.nn.init.zeros_(self.f[-1].weight); torch.nn.init.zeros_(self.f[-1].bias)
+        torch.nn.init.zeros_(self.f[-1].weight)
+        torch.nn.init.zeros_(self.f[-1].bias)
 
     def forward(self, e, pbar, xi):
         """Routing policy π (..., 2) from query embeddings `e` (..., 384), smoothed priors `pbar` (..., 2), confidences
@@ -295,7 +296,9 @@ class MemoryGraph(SqliteStore):
     """The typed relational memory graph and the method's state: a `cove.store.SqliteStore`, nodes and edges mirrored in
     memory."""
     schema, dim = _SCHEMA, 384   # dim: all-MiniLM-L6-v2, as the router's input
-    def __init__(self, path:str|Path): super().__init__(path, synchronous='NORMAL'); self.load()
+    def __init__(self, path:str|Path):
+        super().__init__(path, synchronous='NORMAL')
+        self.load()
 
     def migrate(self):
         # from before the shared store layer
@@ -388,7 +391,9 @@ def commit(
         for k, v in (state or {}).items(): self.set_meta(k, v)
         for k, v in (blobs or {}).items(): c.execute('INSERT OR REPLACE INTO blobs VALUES (?,?)', (k, v))
     for m, qn in q_updates.items(): self.nodes[m].q = qn
-    if node is not None: node.id, node.emb = new_id, None; self.nodes[new_id] = node
+    if node is not None:
+        node.id, node.emb = new_id, None
+        self.nodes[new_id] = node
     self.edges |= {(a, b, t) for a, b, t, _ in edges}
     return new_id
 
@@ -398,7 +403,9 @@ def time_neighbours(self:MemoryGraph) -> dict:
     "`{node: {Time in- and out-neighbours}}`."
     out = {}
     for a, b, t in self.edges:
-        if t == 'time': out.setdefault(a, set()).add(b); out.setdefault(b, set()).add(a)
+        if t == 'time':
+            out.setdefault(a, set()).add(b)
+            out.setdefault(b, set()).add(a)
     return out
 
 # %% ../nbs/15_coevo.ipynb #dcd6de9a
@@ -469,10 +476,14 @@ def parse_distill(raw:str, task_prompt:str, attempt:str, R:float) -> tuple[dict,
         fb.append('lesson')
         lesson = clip_text(f"Task: {task_prompt} | Agent's attempt: {attempt} | Outcome: {outcome_text(R)}", 400)
     desc = f.get('description') or ''
-    if not tokenize(desc): fb.append('description'); desc = clip_text(task_prompt, 200)
+    if not tokenize(desc):
+        fb.append('description')
+        desc = clip_text(task_prompt, 200)
     kws = [norm_keyword(k) for k in re.split(r'[,;]', f.get('keywords') or '')]
     kws = [k for k in dict.fromkeys(kws) if k and len(k) <= 40][:8]
-    if not kws: fb.append('keywords'); kws = frequent_terms(task_prompt)
+    if not kws:
+        fb.append('keywords')
+        kws = frequent_terms(task_prompt)
     return (
         dict(content=clip_text(lesson, 400), description=clip_text(desc, 200), keywords=kws, fallback='lesson' in fb),
         fb,
@@ -587,7 +598,8 @@ def _router_blob(self:CoEvoMem) -> bytes:
 @patch
 def _load_router(self:CoEvoMem, blob:bytes):
     sd = torch.load(io.BytesIO(blob), weights_only=True)
-    self.router.load_state_dict(sd['model']); self.opt.load_state_dict(sd['opt'])
+    self.router.load_state_dict(sd['model'])
+    self.opt.load_state_dict(sd['opt'])
 
 # %% ../nbs/15_coevo.ipynb #ca7c17b5
 @patch
@@ -628,9 +640,12 @@ def plan(self:CoEvoMem, tasks:list) -> list[dict]:
     out, n_new = [], 0
     for t, key in zip(tasks, self.keys.keys(tasks)):
         o = EpisodeKeys.occurrence(key)
-        if self.frozen: out.append(dict(task=t, key=key, phase=None, kind='frozen', replay=False)); continue
+        if self.frozen:
+            out.append(dict(task=t, key=key, phase=None, kind='frozen', replay=False))
+            continue
         if (a := self.graph.applied(key)) is not None:
-            out.append(dict(task=t, key=key, phase=a['phase'], kind=a['kind'], replay=True)); continue
+            out.append(dict(task=t, key=key, phase=a['phase'], kind=a['kind'], replay=True))
+            continue
         r = o if self.p['phase_len'] <= 0 else (self.graph.n_applied() + n_new) // self.p['phase_len']
         n_new += 1
         if self.state['start_empty'] is None: self.state['start_empty'] = len(self.graph) == 0
@@ -683,7 +698,8 @@ def route(self:CoEvoMem, items:list[dict]):
     self._rewrite(items)
     E = self.embedder().encode([it['task'].prompt for it in items]).astype(np.float64)
     for it, e in zip(items, E):
-        s = it['srqr']; it['e'], it['pbar'], it['xi'] = e, smooth_prior(s.prior, self.p['eps']), float(s.xi)
+        s = it['srqr']
+        it['e'], it['pbar'], it['xi'] = e, smooth_prior(s.prior, self.p['eps']), float(s.xi)
     with torch.no_grad():
         pis = self.router(
             np.stack([it['e'] for it in items]),
@@ -750,7 +766,9 @@ def run_batch(self:CoEvoMem, env, tasks):
         res = agent.run(
             env, [p['task'] for _, p in group], entries=[[self.graph.nodes[m] for m in p['A']] for _, p in group]
         )
-        for (i, p), rr in zip(group, res): results[i] = rr; p['result'] = rr
+        for (i, p), rr in zip(group, res):
+            results[i] = rr
+            p['result'] = rr
         if not self.frozen: self.update([p for _, p in group if not p['replay']])
         for _, p in group: p['result'].extra = self._episode_fields(p)
     self.keys.commit(tasks)
@@ -831,8 +849,10 @@ def _router_step(self:CoEvoMem, p:dict, R:float) -> bytes:
     loss = router_loss(
         self.router(p['e'], p['pbar'], p['xi']), p['pbar'], p['zeta'], adv, self.p['kappa'], self.p['beta_kl']
     )
-    loss.backward(); self.opt.step()
-    self.state['B'] = B; blob = self._router_blob()
+    loss.backward()
+    self.opt.step()
+    self.state['B'] = B
+    blob = self._router_blob()
     p['adv'], p['loss'] = adv, float(loss.detach())
     self._count(router_updates=1)
     return blob
@@ -972,7 +992,9 @@ def _edges_for(self:CoEvoMem, node:Node, A:list) -> list:
             ['yes', 'no'],
             content=f"Earlier memory: {clip_text(g.nodes[m].content, 250)}\nLater memory: {clip_text(node.content, 250)}",
         )
-        if ch.option == 'yes': edges.append((m, NEW, 'time', 1.0)); yes += 1
+        if ch.option == 'yes':
+            edges.append((m, NEW, 'time', 1.0))
+            yes += 1
     self._count(time_verifications=len(A) + len(linked), time_edges=yes)
     return edges
 
@@ -1035,7 +1057,8 @@ class CoEvoFrozen(CoEvoMem):
 def freeze_checkpoint(src:str|Path, dst:str|Path) -> Path:
     """Copy a checkpoint (`checkpoints/phase_XXX.sqlite`, or a run folder's `coevo.sqlite`) into `dst/coevo.sqlite`,
     marked frozen."""
-    src = Path(src); src = src/'coevo.sqlite' if src.is_dir() else src
+    src = Path(src)
+    src = src / 'coevo.sqlite' if src.is_dir() else src
     if not src.exists(): raise FileNotFoundError(f"no CoEvo-Mem state at {src}")
     with MemoryGraph(src) as g: dst_db = g.backup(Path(dst)/'coevo.sqlite')
     with MemoryGraph(dst_db) as f:
@@ -1066,7 +1089,8 @@ def validation_tasks(run_dir:str|Path, cfg, n_val:int) -> dict:
 # %% ../nbs/15_coevo.ipynb #e1188dd6
 def evaluate_frozen(db:str|Path, policy, cfg, val:dict, work:str|Path) -> dict:
     "Mean score of a frozen copy of the state `db` on the validation tasks `val` (from `validation_tasks`)."
-    work = Path(work); freeze_checkpoint(db, work)
+    work = Path(work)
+    freeze_checkpoint(db, work)
     m = CoEvoFrozen(cfg, work, policy)
     bs, scores = max(1, cfg['model.batch_size']), []
     for s, (env, ts) in val.items():

@@ -391,7 +391,8 @@ def parse_sets(items:list[str]|None) -> dict:
 def read_profiles(path:str|Path|None=None) -> configparser.ConfigParser:
     "The profiles of `settings.ini` (keys keep their case)."
     p = Path(path) if path else repo_root()/'settings.ini'
-    cp = configparser.ConfigParser(interpolation=None); cp.optionxform = str
+    cp = configparser.ConfigParser(interpolation=None)
+    cp.optionxform = str
     if not cp.read(p): raise ConfigError(f"cannot read profiles from {p}")
     return cp
 

@@ -105,7 +105,9 @@ def repo_root(start:str|Path|None=None) -> Path:
 class CorruptFile(ValueError):
     """A run-folder file that cannot be read (a state file, an adapter, a store); the message names it and says what to
     do; `paths`: what `--set-aside-corrupt` moves aside."""
-    def __init__(self, msg:str, paths=()): super().__init__(msg); self.paths = [str(p) for p in paths]
+    def __init__(self, msg:str, paths=()):
+        super().__init__(msg)
+        self.paths = [str(p) for p in paths]
 
 class WriteFailed(OSError):
     """A file that could not be written (a full disk, a file-size limit, an I/O error); `filename` names it (None:
@@ -188,10 +190,15 @@ def write_atomic(path:str|Path, data:bytes|str):
     try:
         with writing(path):
             fd = open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-            try: write_all(fd, data.encode() if isinstance(data, str) else data); os.fsync(fd)
-            finally: os.close(fd)
+            try:
+                write_all(fd, data.encode() if isinstance(data, str) else data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
             os.replace(tmp, path)
-    except BaseException: tmp.unlink(missing_ok=True); raise
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 # %% ../nbs/00_core.ipynb #be24f0ee
 def one_line(e:BaseException) -> str:
@@ -222,7 +229,8 @@ def get_logger(name:str) -> logging.Logger:
     if not root.handlers:
         h = logging.StreamHandler()
         h.setFormatter(logging.Formatter('%(asctime)s %(levelname)s %(name)s: %(message)s', '%H:%M:%S'))
-        root.addHandler(h); root.setLevel(os.environ.get('COVE_LOG_LEVEL', 'WARNING'))
+        root.addHandler(h)
+        root.setLevel(os.environ.get('COVE_LOG_LEVEL', 'WARNING'))
     return log
 
 # %% ../nbs/00_core.ipynb #b5cd9687
@@ -269,9 +277,14 @@ def append_jsonl(path:str|Path, rec:dict):
         fd = open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
             size = os.fstat(fd).st_size
-            try: write_all(fd, data); os.fsync(fd)
-            except OSError: os.ftruncate(fd, size); raise   # a partial line is taken back
-        finally: os.close(fd)
+            try:
+                write_all(fd, data)
+                os.fsync(fd)
+            except OSError:
+                os.ftruncate(fd, size)
+                raise  # a partial line is taken back
+        finally:
+            os.close(fd)
 
 # %% ../nbs/00_core.ipynb #082d956a
 def read_jsonl(path:str|Path) -> list[dict]:
@@ -307,7 +320,10 @@ class EpisodeKeys:
 def keys(self:EpisodeKeys, tasks:list) -> list[str]:
     "Keys of a batch about to be played (a task twice in the batch gets two occurrences)."
     seen, out = Counter(), []
-    for t in tasks: k = task_key(t); out.append(f"{k}#{self.done[k] + seen[k]}"); seen[k] += 1
+    for t in tasks:
+        k = task_key(t)
+        out.append(f"{k}#{self.done[k] + seen[k]}")
+        seen[k] += 1
     return out
 
 @patch
@@ -334,7 +350,9 @@ def import_optional(package:str, names) -> list[str]:
     import importlib
     out = []
     for m in names:
-        try: importlib.import_module(f'{package}.{m}'); out.append(m)
+        try:
+            importlib.import_module(f'{package}.{m}')
+            out.append(m)
         except ModuleNotFoundError as e:
             if e.name != f'{package}.{m}': raise
     return out

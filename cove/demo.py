@@ -105,12 +105,14 @@ def success_curves(runs:dict[str, Path]):
 # %% ../nbs/19_demo.ipynb #dd4207bd
 def plot_success(curves, path:Path) -> Path:
     "Save the per-family running success curves (seaborn) to `path`."
-    import matplotlib; matplotlib.use('Agg')
+    import matplotlib
+    matplotlib.use('Agg')
     import seaborn as sns, matplotlib.pyplot as plt
     g = sns.relplot(data=curves, x='episode', y='success_rate', hue='method', col='family', kind='line', marker='o',
                     height=2.6, aspect=1.0, facet_kws=dict(ylim=(-0.05, 1.05)))
     g.set_axis_labels('episode of the family', 'running success rate')
-    g.savefig(path, dpi=120); plt.close(g.figure)
+    g.savefig(path, dpi=120)
+    plt.close(g.figure)
     return path
 
 # %% ../nbs/19_demo.ipynb #a086143d
@@ -121,7 +123,8 @@ def _log_to(path:Path) -> logging.Handler:
         if h.level == logging.NOTSET: h.setLevel(logging.WARNING)   # the terminal keeps its level
     fh = logging.FileHandler(path)
     fh.setFormatter(logging.Formatter('%(asctime)s %(levelname)s %(name)s: %(message)s'))
-    fh.setLevel(logging.INFO); root.addHandler(fh)
+    fh.setLevel(logging.INFO)
+    root.addHandler(fh)
     if root.level > logging.INFO or root.level == logging.NOTSET: root.setLevel(logging.INFO)
     return fh
 
@@ -234,7 +237,8 @@ def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[
             ) -> dict:
     "Play `methods` on one stream; write `table.csv`, `table.md`, `paired.csv`, a figure, `summary.json`, `demo.log`."
     # one process per demo folder: a second demo there stops here, naming the first's pid
-    out = Path(out); lock = RunLock(out)
+    out = Path(out)
+    lock = RunLock(out)
     fh = _log_to(out/'demo.log')
     try:
         t0 = time.time()
@@ -268,4 +272,6 @@ def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[
         write_json(out/'summary.json', summary)
         return summary
     finally:
-        get_logger('demo').parent.removeHandler(fh); fh.close(); lock.release()
+        get_logger('demo').parent.removeHandler(fh)
+        fh.close()
+        lock.release()

@@ -332,8 +332,12 @@ def bench_embed(n:int=512, # sentences embedded
     rng = np.random.default_rng(seed)
     words = 'table column row filter count sum value answer entity proof tactic tool call renamed surface'.split()
     texts = [' '.join(rng.choice(words, size=rng.integers(8, 24))) for _ in range(n)]
-    t = time.perf_counter(); emb._load(); load_s = time.perf_counter() - t
+    t = time.perf_counter()
+    emb._load()
+    load_s = time.perf_counter() - t
     emb.encode(texts[:emb.batch_size])  # warm-up: the first full batch is several times slower
-    t = time.perf_counter(); emb.encode(texts); dt = time.perf_counter() - t
+    t = time.perf_counter()
+    emb.encode(texts)
+    dt = time.perf_counter() - t
     return dict(name='embed_sentences_per_s', value=round(n/dt, 1), unit='sentences/s', n=n,
                 load_s=round(load_s, 2), batch_size=emb.batch_size, device=emb.device, model=emb.model)

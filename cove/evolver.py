@@ -145,7 +145,8 @@ def check_equivalent(hits:list[tuple[int, float]], # `(id, cosine)` of existing 
     checks = []
     for i, s in hits[:max_checks] if max_checks else hits:
         if s < threshold: break
-        ok = bool(is_equivalent(i)); checks.append((i, s, ok))
+        ok = bool(is_equivalent(i))
+        checks.append((i, s, ok))
         if ok: return i, checks
     return None, checks
 
@@ -288,7 +289,8 @@ class PrincipleStore(SqliteStore):
     schema = SCHEMA_SQL + EVENTS_VIEW
     def __init__(self, path:str|Path=':memory:', # SQLite file, or ':memory:'
                  embedder=None): # `cove.embed.Embedder` (unit vectors)
-        super().__init__(path); self.embedder = embedder
+        super().__init__(path)
+        self.embedder = embedder
 
     def event(self, kind:str, principle_id:int|None=None, /, **detail):
         "Append an audit row: `op` the event's kind, `after` its details (inside the caller's transaction)."
@@ -309,7 +311,8 @@ def migrate(self:PrincipleStore):
         self.conn.execute(
             'INSERT INTO audit(ts, op, entry_id, after) SELECT COALESCE(ts, 0), kind, principle_id, detail FROM events ORDER BY id'
         )
-        self.conn.execute('DROP TABLE events'); self.conn.execute(EVENTS_VIEW)
+        self.conn.execute('DROP TABLE events')
+        self.conn.execute(EVENTS_VIEW)
 
 # %% ../nbs/16_evolver.ipynb #5dce5a5b
 def _principle(r) -> Principle:
@@ -340,8 +343,12 @@ def get(self:PrincipleStore, id:int) -> Principle:
 @patch
 def principles(self:PrincipleStore, status:str|None='active', kind:str|None=None) -> list[Principle]:
     q, a = 'SELECT * FROM principles WHERE 1=1', []
-    if status: q += ' AND status = ?'; a.append(status)
-    if kind: q += ' AND kind = ?'; a.append(kind)
+    if status:
+        q += ' AND status = ?'
+        a.append(status)
+    if kind:
+        q += ' AND kind = ?'
+        a.append(kind)
     return [_principle(r) for r in self.conn.execute(q + ' ORDER BY id', a)]
 
 # %% ../nbs/16_evolver.ipynb #ec98cde9
@@ -572,7 +579,8 @@ def act(self:EvolverAgent, env, e:dict, text:str) -> str|None:
     info['unclosed'] += len(problems)
     final = next((a for a in acts if a.kind != 'think'), None)   # generation stops after the first search/answer
     if final is not None and final.kind == 'answer' and final.valid:
-        env.step(st, answer_turn(task.family, final.content)); e['answered'] = True
+        env.step(st, answer_turn(task.family, final.content))
+        e['answered'] = True
         if not st.done: st.done = True   # an environment that waits for more (e.g. tools) is ended by the answer
         return None
     if final is not None and final.valid: return self._search(env, e, final)
@@ -655,7 +663,9 @@ class ScriptedPolicy(Policy):
     """A policy replaying fixed assistant turns: `scripts[user message]` = the turns, in order (an empty turn after the
     last)."""
     name = 'scripted'
-    def __init__(self, scripts:dict[str, list[str]]): super().__init__(); self.scripts = scripts
+    def __init__(self, scripts:dict[str, list[str]]):
+        super().__init__()
+        self.scripts = scripts
     def generate(self, batch, max_new_tokens=128, temperature=0.0, top_p=1.0, stop=None, seed=None, min_new_tokens=0):
         out = []
         for m in batch:
@@ -785,7 +795,8 @@ def apply(self:EvolverMethod, r:EpisodeResult, info:dict, key:str) -> bool:
 def run_batch(self:EvolverMethod, env, tasks):
     "Online episodes for a batch of one family, then the offline phase / update each applied episode makes due."
     if self.policy is None: raise ValueError("method 'evolver' needs a policy to play episodes")
-    fam = tasks[0].family; self.envs[fam] = env
+    fam = tasks[0].family
+    self.envs[fam] = env
     self.catch_up()
     if self.p('cold_start'): self.cold_start(env, fam)
     agent = EvolverAgent(

@@ -50,7 +50,8 @@ class Choice:
 def probs(self:Choice) -> list[float]:
     "Softmax over options of the deciding (calibrated if present) scores."
     s = self.calibrated_scores if self.calibrated_scores is not None else self.scores
-    m = max(s); e = [math.exp(x - m) for x in s]
+    m = max(s)
+    e = [math.exp(x - m) for x in s]
     return [x/sum(e) for x in e]
 
 # %% ../nbs/02b_judge.ipynb #5296cff5

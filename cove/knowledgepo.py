@@ -161,7 +161,9 @@ def generalise(question:str, calls:list, surface:Surface) -> tuple[str, list[tup
         for p, a in _named_args(c, op):
             s = _arg_text(a)
             hit = s.strip() and re.search(r'(?<!\w)' + re.escape(s) + r'(?!\w)', question, re.I)
-            if not hit: shown.append(json.dumps(s)); continue
+            if not hit:
+                shown.append(json.dumps(s))
+                continue
             if s.lower() not in slots:
                 slot = (
                     f'<{p}>'
@@ -758,7 +760,8 @@ def promote_revised(kb, R:int=2, # revisions that make a non-volatile entry vola
     n, out = revision_counts(kb), []
     for e in kb.entries(status='online'):
         if e.label != 'volatile' and n.get(e.id, 0) >= R:
-            kb.promote(e.id, reason=f"revised {n[e.id]} times (R={R})"); out.append(e.id)
+            kb.promote(e.id, reason=f"revised {n[e.id]} times (R={R})")
+            out.append(e.id)
     if stats is not None: stats.promotions += len(out)
     return out
 
@@ -767,7 +770,8 @@ def rename_names(text:str, mapping:dict) -> str:
     "`text` with each symbol occurrence (see `names_in`) of a key of `mapping` replaced by its value."
     out, k = [], 0
     for s, e, n in symbol_spans(text, mapping):
-        out += [text[k:s], mapping[n]]; k = e
+        out += [text[k:s], mapping[n]]
+        k = e
     return ''.join(out + [text[k:]])
 
 # %% ../nbs/12_knowledgepo.ipynb #68eba596
@@ -875,13 +879,17 @@ def anti_recitation_sft(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybri
             env, t, kb, k, mode, rename_seed=seed + i if rename and _surface_of(t) else None, stats=stats
         )
         r = replay_reference(env, rp.task)
-        if not r.success: why[f'reference fails: {r.feedback.message[:50]}'] += 1; continue
+        if not r.success:
+            why[f'reference fails: {r.feedback.message[:50]}'] += 1
+            continue
         R = (
             anti_recitation_reward(r.feedback.score, r.state.calls, rp.legal, rp.observed, lam, stats)
             if rp.legal
             else float(r.feedback.score)
         )
-        if R < q_min: why['anti-recitation reward below q_min'] += 1; continue
+        if R < q_min:
+            why['anti-recitation reward below q_min'] += 1
+            continue
         kept.append(replace(r, messages=rp.messages + r.messages[1:]))
     if why: get_logger('knowledgepo').info(f"anti_recitation_sft: kept {len(kept)} of {len(tasks)}: {dict(why)}")
     return trajectories_to_sft(kept, min_score=0.0)
@@ -1033,19 +1041,19 @@ class KnowledgePO:
     def __init__(
         self,
         kb,
-        judge:Judge|None=None,
-        extractor:str='rules',  # 'judge', 'rules' or 'both'
-        label_mode:str='judge+rules',  # 'judge', 'judge+rules' or 'rules'
-        max_candidates:int=2,  # candidates per extractor per episode
-        dup_threshold:float=0.9,
-        topic_threshold:float=0.8,
-        R:int=2,  # revisions that promote a non-volatile entry
-        lam:float=0.5,  # anti-recitation penalty λ
-        k:int=3,
-        mode:str='hybrid',  # retrieval for memory-aware rollouts
-        op_judge:bool=True,  # let the judge decide ambiguous same-topic KB operations
-        label_shots:int=6,  # worked examples in the volatility judge's prompt (six-shot measured best on SmolLM2; 0:zero-shot)
-        op_shots:int=0,
+        judge: Judge | None = None,
+        extractor: str = 'rules',  # 'judge', 'rules' or 'both'
+        label_mode: str = 'judge+rules',  # 'judge', 'judge+rules' or 'rules'
+        max_candidates: int = 2,  # candidates per extractor per episode
+        dup_threshold: float = 0.9,
+        topic_threshold: float = 0.8,
+        R: int = 2,  # revisions that promote a non-volatile entry
+        lam: float = 0.5,  # anti-recitation penalty λ
+        k: int = 3,
+        mode: str = 'hybrid',  # retrieval for memory-aware rollouts
+        op_judge: bool = True,  # let the judge decide ambiguous same-topic KB operations
+        label_shots: int = 6,  # worked examples in the volatility judge's prompt (six-shot measured best on SmolLM2; 0:zero-shot)
+        op_shots: int = 0,
     ):  # worked examples in the KB-operation judge's prompt (no measured gain; 0:zero-shot)
         if extractor not in EXTRACTORS: raise ValueError(f"extractor {extractor!r} not in {EXTRACTORS}")
         if label_mode not in LABEL_MODES: raise ValueError(f"label mode {label_mode!r} not in {LABEL_MODES}")

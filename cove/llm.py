@@ -80,9 +80,11 @@ def _convert_embedded(dst:Path):
     if hasattr(model.config, 'quantization_config'): del model.config.quantization_config
     tmp = Path(tempfile.mkdtemp(prefix=f'.{dst.name}-tmp-', dir=dst.parent))
     try:
-        model.save_pretrained(tmp); tok.save_pretrained(tmp)
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
         os.rename(tmp, dst)
-    finally: shutil.rmtree(tmp, ignore_errors=True)  # gone already after a successful rename
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # gone already after a successful rename
 
 # %% ../nbs/02_llm.ipynb #eefaeefe
 def ensure_embedded_model(cache_dir:str|Path|None=None) -> Path:
@@ -95,7 +97,8 @@ def ensure_embedded_model(cache_dir:str|Path|None=None) -> Path:
         for junk in [*dst.parent.glob(f'.{dst.name}-tmp-*'), *([dst] if dst.exists() else [])]:
             shutil.rmtree(junk, ignore_errors=True)   # leftovers of a killed conversion
         _log.warning(f"converting the embedded {EMBEDDED_GGUF} into {dst} (once, about 30 s)")
-        t0 = time.time(); _convert_embedded(dst)
+        t0 = time.time()
+        _convert_embedded(dst)
         _log.warning(f"converted in {time.time()-t0:.0f} s")
     return dst
 
@@ -193,7 +196,8 @@ def tiny_llama(seed:int=0):
                       initializer_range=0.2, tie_word_embeddings=True, bos_token_id=tok.bos_token_id,
                       eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed); model = LlamaForCausalLM(cfg)
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(cfg)
     return model.eval(), tok
 
 # %% ../nbs/02_llm.ipynb #fe36c566
@@ -386,9 +390,11 @@ def choice_token_spans(
 # %% ../nbs/02_llm.ipynb #ffa6b1d3
 def _common_prefix(seqs:list[list[int]]) -> int:
     "Length of the longest common prefix of `seqs` (prompt prefixes for the prefix cache, choice spans for scoring)."
-    n = min(map(len, seqs)); a = np.asarray(seqs[0][:n], dtype=np.int64)
+    n = min(map(len, seqs))
+    a = np.asarray(seqs[0][:n], dtype=np.int64)
     for s in seqs[1:]:
-        eq = a[:n] == np.asarray(s[:n], dtype=np.int64); n = n if eq.all() else int(eq.argmin())
+        eq = a[:n] == np.asarray(s[:n], dtype=np.int64)
+        n = n if eq.all() else int(eq.argmin())
     return n
 
 # %% ../nbs/02_llm.ipynb #71987469
@@ -429,10 +435,13 @@ def lookup(self:PrefixCache, key, ids:list[int]) -> tuple[list|None, int]:
         eq = r[1][:m] == a[:m]
         k = m if eq.all() else int(eq.argmin())
         if k > n: best, n = j, k
-    self.stats['lookups'] += 1; self.stats['prompt_tokens'] += len(ids)
+    self.stats['lookups'] += 1
+    self.stats['prompt_tokens'] += len(ids)
     if best is None: return None, 0
-    best = self.rows.pop(best); self.rows.append(best)    # most recently used last
-    self.stats['hits'] += 1; self.stats['reused_tokens'] += n
+    best = self.rows.pop(best)
+    self.rows.append(best)  # most recently used last
+    self.stats['hits'] += 1
+    self.stats['reused_tokens'] += n
     return best[2], n
 
 # %% ../nbs/02_llm.ipynb #52097ba5
@@ -519,9 +528,13 @@ def _gen_config(self:HFPolicy, max_new_tokens, temperature, top_p, stop, min_new
 @contextlib.contextmanager
 def _seeded(seed:int|None):
     "Seed torch inside the block only (the caller's RNG state is restored after)."
-    if seed is None: yield; return
+    if seed is None:
+        yield
+        return
     devs = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
-    with torch.random.fork_rng(devices=devs): torch.manual_seed(seed); yield
+    with torch.random.fork_rng(devices=devs):
+        torch.manual_seed(seed)
+        yield
 
 # %% ../nbs/02_llm.ipynb #23ef84f8
 def _cut_at_stop(text:str, stop:list|None) -> str|None:
@@ -623,7 +636,9 @@ def _kv_rows(self:HFPolicy, cache, rows:list[tuple[int, list[int]]]) -> list[lis
         _log.warning(
             f"prefix cache off: {type(cache).__name__} with layers {sorted({type(l).__name__ for l in layers or []})} is not plain per-layer KV"
         )
-        self.prefix_cache.max_tokens = 0; self.prefix_cache.clear(); return None
+        self.prefix_cache.max_tokens = 0
+        self.prefix_cache.clear()
+        return None
     out = []
     for b, pos in rows:
         p = torch.tensor(pos, device=self.device)
@@ -634,7 +649,8 @@ def _kv_rows(self:HFPolicy, cache, rows:list[tuple[int, list[int]]]) -> list[lis
 def _chunk_layout(toks:list[list[int]], cs:list[int], pad:int) -> tuple[torch.Tensor, torch.Tensor]:
     """Ids and attention mask of one chunk laid out as `[pad | reused prefix | pad | new tokens]`; `cs`: each row's
     reused length."""
-    B, C = len(toks), max(cs); S = max(len(t) - c for t, c in zip(toks, cs))
+    B, C = len(toks), max(cs)
+    S = max(len(t) - c for t, c in zip(toks, cs))
     ids, mask = torch.full((B, C + S), pad, dtype=torch.long), torch.zeros((B, C + S), dtype=torch.long)
     for b, (t, c) in enumerate(zip(toks, cs)):
         ids[b, C-c:C], mask[b, C-c:C] = torch.tensor(t[:c], dtype=torch.long), 1
@@ -703,7 +719,8 @@ def _score_spans(self:HFPolicy, spans) -> list[float]:
     B, S, pad = len(spans), max(len(ids) for ids, _ in spans) - P, self.tokenizer.pad_token_id
     suf = torch.tensor([ids[P:] + [pad]*(S - len(ids) + P) for ids, _ in spans], device=self.device)
     mask = torch.tensor([[1]*len(ids) + [0]*(S + P - len(ids)) for ids, _ in spans], device=self.device)
-    cache = pre.get('cache') or pre.get('past_key_values'); cache.batch_repeat_interleave(B)
+    cache = pre.get('cache') or pre.get('past_key_values')
+    cache.batch_repeat_interleave(B)
     out = self.model(input_ids=suf, attention_mask=mask, use_cache=True, **{self._cache_arg: cache})
     logp = torch.log_softmax(
         torch.cat([pre.logits[:, -1:].float().expand(B, 1, -1), out.logits[:, :-1].float()], 1), -1
@@ -754,7 +771,8 @@ def make_test_adapter(path:str|Path, seed:int=0, r:int=4, scale:float=1.0) -> Pa
     cfg = LoraConfig(r=r, lora_alpha=r*scale, target_modules=['q_proj', 'v_proj', 'up_proj'], init_lora_weights=False)
     with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
         warnings.simplefilter('ignore', FutureWarning)
-        torch.manual_seed(seed + 1); get_peft_model(base, cfg).save_pretrained(str(path))
+        torch.manual_seed(seed + 1)
+        get_peft_model(base, cfg).save_pretrained(str(path))
     return Path(path)
 
 # %% ../nbs/02_llm.ipynb #aac7bceb
@@ -789,7 +807,8 @@ def load_adapter(self:HFPolicy, path:str|Path, name:str|None=None) -> str:
         else:
             if name in self.adapters: self._drop(name)
             self.model.load_adapter(str(path), adapter_name=name)
-    self.model.eval(); self.set_adapter(self._active)
+    self.model.eval()
+    self.set_adapter(self._active)
     return name
 
 # %% ../nbs/02_llm.ipynb #25caf017
@@ -805,7 +824,9 @@ def unload_adapter(self:HFPolicy, name:str):
     "Remove a loaded adapter; the base model becomes active if it was the active one."
     if name not in self.adapters: raise KeyError(f"adapter {name!r} not loaded; loaded: {self.adapters}")
     self.prefix_cache.clear()
-    if len(self.adapters) == 1: self.model, self._active = self.model.unload(), None; return  # back to the plain model
+    if len(self.adapters) == 1:
+        self.model, self._active = self.model.unload(), None
+        return  # back to the plain model
     self._drop(name)
     self.set_adapter(None if self._active == name else self._active)
 
@@ -843,7 +864,8 @@ def bench_load(name:str=EMBEDDED_NAME, dtype:str='auto', **load_kw) -> tuple[flo
     the policy."""
     resolve_model(name)
     from transformers import AutoModelForCausalLM, AutoTokenizer  # module import is start-up cost, not loading
-    t = time.perf_counter(); pol = HFPolicy.load(name, dtype=dtype, **load_kw)
+    t = time.perf_counter()
+    pol = HFPolicy.load(name, dtype=dtype, **load_kw)
     return round(time.perf_counter() - t, 2), pol
 
 # %% ../nbs/02_llm.ipynb #ae8833fa
@@ -963,7 +985,8 @@ def set_adapter(self:VLLMPolicy, name:str|None):
 class HTTPError(RuntimeError):
     "An HTTP request to a model server failed."
     def __init__(self, status:int, url:str, body:str):
-        super().__init__(f"HTTP {status} from {url}: {body[:300]}"); self.status, self.body = status, body
+        super().__init__(f"HTTP {status} from {url}: {body[:300]}")
+        self.status, self.body = status, body
 
 # %% ../nbs/02_llm.ipynb #70201c57
 def post_json(url:str, payload:dict, headers:dict|None=None, timeout:float=120.0) -> dict:

@@ -393,7 +393,8 @@ def memories_digest(path:Path) -> str:
     h = hashlib.sha256()
     for row in con.execute('SELECT id, intent, experience, q, emb FROM memories ORDER BY id'):
         h.update(repr(row).encode())
-    con.close(); return h.hexdigest()
+    con.close()
+    return h.hexdigest()
 
 # %% ../nbs/14_memrl.ipynb #2c58d57d
 @register_method('memrl')
@@ -439,12 +440,14 @@ def _attach_source(self:MemRL):
     if src is None:
         raise ValueError("memrl.freeze=true needs a source memory: --set memrl.source=<run folder or memrl.sqlite>")
     if not src.is_file(): raise FileNotFoundError(f"MemRL source memory {src} does not exist")
-    tmp = Path(str(self.mem_path) + '.tmp'); tmp.unlink(missing_ok=True)
+    tmp = Path(str(self.mem_path) + '.tmp')
+    tmp.unlink(missing_ok=True)
     backup_db(src, tmp)
     with MemoryBank(tmp) as b, b.transaction():
         params = b.meta('params')
         # the source run's bookkeeping; memories untouched
-        b.conn.execute('DELETE FROM applied'); b.conn.execute('DELETE FROM meta')
+        b.conn.execute('DELETE FROM applied')
+        b.conn.execute('DELETE FROM meta')
         b.set_meta('frozen_from', str(src.resolve()))
     write_json(self.out/'memrl_source.json', dict(source=str(src.resolve()), memories_sha256=memories_digest(tmp),
                                                  source_params=params, copied=time.strftime('%Y-%m-%dT%H:%M:%S')))
@@ -455,7 +458,9 @@ def _unique_parts(tasks:list) -> list[list]:
     "Split `tasks` into consecutive parts in which no task occurs twice."
     parts, cur = [], []
     for t in tasks:
-        if any(task_key(t) == task_key(u) for u in cur): parts.append(cur); cur = []
+        if any(task_key(t) == task_key(u) for u in cur):
+            parts.append(cur)
+            cur = []
         cur.append(t)
     return parts + [cur] if cur else parts
 
@@ -478,7 +483,8 @@ def _retrieve(self:MemRL, qvec, key:str) -> dict:
 @patch
 def _play(self:MemRL, env, tasks):
     c, p = self.cfg, self.p
-    keys = self.keys.keys(tasks); self.keys.commit(tasks)
+    keys = self.keys.keys(tasks)
+    self.keys.commit(tasks)
     # the intent is the question (HotpotQA's follows ten paragraphs)
     qv = self.embedder.encode([t.query for t in tasks])
     done = [None if self.freeze else self.bank.applied(k) for k in keys]
@@ -530,7 +536,8 @@ def _update_mc(self:MemRL, plan:dict, rew:float) -> dict:
     "MC (Eq. 4): `Q ← Q + α(r − Q)` for the injected memories, now; `{id: [old, new]}`."
     out = {}
     for mid, q in self.bank.q_of(plan['selected']).items():
-        out[str(mid)] = [q, mc_update(q, rew, self.p['alpha'])]; self.bank.set_q(mid, out[str(mid)][1])
+        out[str(mid)] = [q, mc_update(q, rew, self.p['alpha'])]
+        self.bank.set_q(mid, out[str(mid)][1])
     return out
 
 # %% ../nbs/14_memrl.ipynb #4b952a02
@@ -542,7 +549,8 @@ def _update_td(self:MemRL, key:str, plan:dict, rew:float, info:dict):
     if pend:   # the previous episode's injected memories, bootstrapped from this query's pool C(s')
         nxt = max(self.bank.q_of(plan['pool']).values(), default=0.0)
         for mid, q in self.bank.q_of(pend['selected']).items():
-            new = td_update(q, pend['reward'], p['alpha'], p['gamma'], nxt); self.bank.set_q(mid, new)
+            new = td_update(q, pend['reward'], p['alpha'], p['gamma'], nxt)
+            self.bank.set_q(mid, new)
             info['q_updates'][str(mid)] = [q, new]
         info['td_resolved'] = dict(of=pend['key'], next_max_q=nxt)
     self.bank.set_meta('td_pending', dict(key=key, selected=plan['selected'], reward=rew) if plan['selected'] else None)

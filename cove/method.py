@@ -21,7 +21,10 @@ METHODS: dict[str, type] = {}
 
 def register_method(name:str):
     "Class decorator registering a run method under `name`."
-    def deco(cls): cls.name = name; METHODS[name] = cls; return cls
+    def deco(cls):
+        cls.name = name
+        METHODS[name] = cls
+        return cls
     return deco
 
 def import_methods():

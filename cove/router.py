@@ -223,7 +223,9 @@ def _record(self:BaseRouter, task:Task, feedback:Feedback, d:RouteDecision, writ
     "Log decision `d` (in memory; to `log_path` when `write`: a deferred one once explained); count it."
     rec = {'ts': round(time.time(), 3), 'family': task.family, 'task_id': task.id, 'status': feedback.status,
            'score': float(feedback.score), **d.to_dict()}
-    self.log.append(rec); self.stats['decisions'] += 1; self.stats[d.channel] += 1
+    self.log.append(rec)
+    self.stats['decisions'] += 1
+    self.stats[d.channel] += 1
     if self.log_path and write: append_jsonl(self.log_path, rec)
     return d
 
@@ -231,12 +233,16 @@ def _record(self:BaseRouter, task:Task, feedback:Feedback, d:RouteDecision, writ
 class FixedRoute(BaseRouter):
     "Ablation: every episode goes to one fixed `channel`."
     def __init__(self, channel:str, log_path:str|Path|None=None):
-        super().__init__(log_path); self.channel = check_channel(channel); self.name = f'fixed_{channel}'
+        super().__init__(log_path)
+        self.channel = check_channel(channel)
+        self.name = f'fixed_{channel}'
     def _pick(self, task, feedback): return self.channel
 
 class AlwaysBoth(FixedRoute):
     "Ablation Always-Both: every episode is routed `hybrid` (both channels)."
-    def __init__(self, log_path:str|Path|None=None): super().__init__('hybrid', log_path); self.name = 'always_both'
+    def __init__(self, log_path:str|Path|None=None):
+        super().__init__('hybrid', log_path)
+        self.name = 'always_both'
 
 # %% ../nbs/10_router.ipynb #730c8dc2
 class RandomRoute(BaseRouter):
@@ -245,7 +251,8 @@ class RandomRoute(BaseRouter):
     def __init__(self, p:float=0.5, # probability of `parametric_candidate`
                  seed:int=0, log_path:str|Path|None=None):
         if not 0.0 <= p <= 1.0: raise ValueError(f"p={p!r} must be in [0, 1]")
-        super().__init__(log_path); self.p, self.seed = p, seed
+        super().__init__(log_path)
+        self.p, self.seed = p, seed
     def _pick(self, task, feedback):
         u = random.Random(f'{self.seed}|{task.family}|{task.id}').random()
         return 'parametric_candidate' if u < self.p else 'harness_only'

@@ -4,157 +4,22 @@
 
 # %% ../nbs/08_run.ipynb #4632884f
 from __future__ import annotations
-import inspect, re, time
-from collections import Counter
-from dataclasses import dataclass, asdict
+import time
 from pathlib import Path
 from tqdm.auto import tqdm
 from fastcore.basics import patch
 from .core import append_jsonl, read_jsonl, get_logger, Feedback, CorruptFile, read_json, write_json, one_line
-from .config import Config, SCHEMA, runtime_info
-from .plugins import loaded_plugins, plugins_note
-from .tasks.base import make_env, Environment, EpisodeResult, env_class
-from .method import METHODS, import_methods
+from .config import Config, runtime_info
+from .plugins import loaded_plugins
+from .tasks.base import EpisodeResult
+from .spec import RunSpec, task_stream, parse_drift, check_spec, check_out
+from .method import METHODS
 from .check import check_state, set_aside, set_aside_log, note_fresh, RunLock, episode_records_of, replay_infra_tail
 from .check import run_diff, foreign_records
 from .stats import run_metrics
 
 # %% auto #0
-__all__ = ['MAX_EPISODES', 'RunSpec', 'parse_tasks', 'open_envs', 'task_stream', 'Drift', 'parse_drift', 'check_drift',
-           'check_backend', 'check_out', 'check_spec', 'Run', 'fresh_start', 'load_policy']
-
-# %% ../nbs/08_run.ipynb #a9aeb9eb
-@dataclass
-class RunSpec:
-    "What `cove run` was asked to do."
-    method: str
-    tasks: list[str]       # family specs, e.g. ['tableqa', 'math:gsm8k']
-    episodes: int          # per family
-    split: str = 'test'
-    seed: int = 0
-
-    def key(self) -> dict: return asdict(self)
-
-# %% ../nbs/08_run.ipynb #2499971a
-def parse_tasks(s:str|list[str]) -> list[str]:
-    "`'tableqa,math:gsm8k'` -> `['tableqa', 'math:gsm8k']`."
-    items = [x.strip() for x in (s.split(',') if isinstance(s, str) else s) if x.strip()]
-    if not items: raise ValueError('no task families given (e.g. --tasks tableqa,math)')
-    return items
-
-# %% ../nbs/08_run.ipynb #e74b8f15
-def _env_kwargs(cls, cfg:Config) -> dict:
-    "An environment's constructor arguments from the config: its data folder, each declared `<family>.<param>` key."
-    ps, kw = inspect.signature(cls).parameters, {}
-    if 'data_dir' in ps: kw['data_dir'] = cfg.path('data.dir')
-    return kw | {p: cfg[f'{cls.family}.{p}'] for p in ps if f'{cls.family}.{p}' in SCHEMA}
-
-# %% ../nbs/08_run.ipynb #b2db16ef
-def open_envs(specs:list[str], cfg:Config) -> dict[str, Environment]:
-    "An environment per family spec."
-    return {s: make_env(s, **_env_kwargs(env_class(s), cfg)) for s in specs}
-
-# %% ../nbs/08_run.ipynb #19c6c8f2
-def task_stream(envs:dict[str, Environment], n:int, split:str, seed:int,
-                drift:Drift|None=None # from its cut on, the drift's family plays its split's tasks
-               ) -> list[tuple[str, object]]:
-    "`[(spec, task), ...]` interleaved across families; the index is the episode number."
-    per = {s: e.tasks(split, n, seed) for s, e in envs.items()}
-    if drift is not None:
-        c = drift.cut(n)
-        per[drift.family] = per[drift.family][:c] + envs[drift.family].tasks(drift.split, n, seed)[c:]
-    short = {s: len(t) for s, t in per.items() if len(t) < n}
-    if short: get_logger('run').warning(f"fewer tasks than --episodes {n}: {short}")
-    return [(s, per[s][j]) for j in range(max(map(len, per.values()), default=0)) for s in per if j < len(per[s])]
-
-# %% ../nbs/08_run.ipynb #0782ad2b
-@dataclass(frozen=True)
-class Drift:
-    """From `family`'s episode `at` on (a fraction of the episodes per family, or a whole number), its tasks are
-    `split`'s."""
-    family: str
-    at: float
-    split: str
-    def cut(self, n:int) -> int:
-        "The first drifted episode of the family, of `n`."
-        return int(self.at) if self.at >= 1 else int(self.at * n)
-
-# %% ../nbs/08_run.ipynb #909c4771
-def parse_drift(s:str) -> Drift|None:
-    "`'tableqa@0.5:renamed'` -> `Drift`; '' -> None; anything else a one-line `ValueError`."
-    if not s: return None
-    m = re.fullmatch(r'\s*([\w:.-]+)@([0-9.]+):(\w+)\s*', s)
-    at = float(m.group(2)) if m and re.fullmatch(r'\d+(\.\d+)?|\.\d+', m.group(2)) else -1.0
-    if not m or not (0 < at < 1 or (at >= 1 and at == int(at))):
-        raise ValueError(f"run.drift {s!r} is not FAMILY@AT:SPLIT with AT a fraction in (0, 1) or a whole number "
-                         "(e.g. tableqa@0.5:renamed)")
-    return Drift(m.group(1), at, m.group(3))
-
-# %% ../nbs/08_run.ipynb #5af09743
-def check_drift(drift:Drift|None, envs:dict[str, Environment]):
-    "A drift names a family of the run and a split that family has (a one-line `ValueError` else)."
-    if drift is None: return
-    if drift.family not in envs:
-        raise ValueError(f"run.drift names {drift.family!r}, not a family of this run ({sorted(envs)})")
-    envs[drift.family].check_split(drift.split)
-
-# %% ../nbs/08_run.ipynb #0540bb7f
-MAX_EPISODES = 100_000   # per family: the stream is built before the first episode plays
-
-def check_backend(cfg:Config):
-    """The policy's backend can run here: vllm installed for `vllm`, a CUDA device for `model.device=cuda` (`ValueError`
-    else)."""
-    import importlib.util
-    if cfg['model.backend'] == 'vllm' and importlib.util.find_spec('vllm') is None:
-        raise ValueError(f"model.backend=vllm ({cfg.profile} profile) needs vllm, which is not installed here: "
-                         "`pip install vllm` on a GPU machine, or use --profile cpu")
-    if cfg['model.backend'] == 'llamacpp' and importlib.util.find_spec('llama_cpp') is None:
-        raise ValueError(
-            "model.backend=llamacpp needs llama-cpp-python: pip install 'cove[llamacpp]' (builds from source, minutes)"
-        )
-    if cfg['model.backend'] == 'hf' and str(cfg['model.device']).startswith('cuda'):
-        import torch
-        if not torch.cuda.is_available():
-            raise ValueError(
-                f"model.device={cfg['model.device']}, but torch sees no CUDA device here; use model.device=cpu"
-            )
-
-# %% ../nbs/08_run.ipynb #dd4368ee
-def check_out(out:str|Path) -> Path:
-    "The run folder `out`, refused in one line when it is '' or a file, lies under a file, or cannot be made."
-    if str(out).strip() == '':
-        raise ValueError("--out '' names no folder (give the run folder, e.g. outputs/runs/base)")
-    p = Path(out)
-    for q in [p, *p.parents]:
-        if q.exists() and not q.is_dir():
-            raise ValueError(
-                f"{p} is a file, not a folder" if q == p else f"{p} lies under {q}, which is a file, not a folder"
-            )
-    return p
-
-# %% ../nbs/08_run.ipynb #74a3a073
-def check_spec(spec:RunSpec, cfg:Config) -> dict[str, Environment]:
-    """Check `spec` and the config keys the run loop reads (a one-line `ValueError` else); returns an environment per
-    family."""
-    import_methods()
-    if spec.method not in METHODS:
-        raise ValueError(f"unknown method {spec.method!r}; known: {sorted(METHODS)}{plugins_note()}")
-    if isinstance(spec.episodes, bool) or not isinstance(spec.episodes, int) or spec.episodes < 1:
-        raise ValueError(f"episodes per family must be a whole number >= 1, not {spec.episodes!r}")
-    if spec.episodes > MAX_EPISODES:
-        raise ValueError(f"episodes per family must be <= {MAX_EPISODES}, not {spec.episodes}")
-    if isinstance(spec.seed, bool) or not isinstance(spec.seed, int):
-        raise ValueError(f"seed must be a whole number, not {spec.seed!r}")
-    if not spec.tasks: raise ValueError('no task families given (e.g. --tasks tableqa,math)')
-    if dup := sorted(s for s, n in Counter(spec.tasks).items() if n > 1):
-        raise ValueError(f"task families given twice: {dup}")
-    for k in ('run.epochs', 'model.batch_size'):
-        if cfg[k] < 1: raise ValueError(f"{k} must be >= 1, not {cfg[k]}")
-    envs = open_envs(spec.tasks, cfg)   # an unknown family or source raises here
-    for e in envs.values(): e.check_split(spec.split)
-    check_drift(parse_drift(cfg['run.drift']), envs)
-    if METHODS[spec.method].needs_policy: check_backend(cfg)
-    return envs
+__all__ = ['Run', 'fresh_start', 'load_policy']
 
 # %% ../nbs/08_run.ipynb #37afd9b9
 class Run:
@@ -282,7 +147,8 @@ def _play(self:Run, policy, progress:bool) -> dict:
     bar = tqdm(total=len(stream), initial=len(stream) - len(todo), desc=f"{sp.method}", disable=not progress)
     avail = {s: e.available() for s, e in envs.items()}
     for b in range(0, len(todo), bs):
-        chunk = todo[b:b+bs]; results = _play_chunk(method, envs, chunk, avail)
+        chunk = todo[b : b + bs]
+        results = _play_chunk(method, envs, chunk, avail)
         for i, s, t in chunk:
             r = results[i]
             append_jsonl(
@@ -299,7 +165,8 @@ def _play(self:Run, policy, progress:bool) -> dict:
         bar.update(len(chunk))
         write_json(self.metrics_path, self.metrics(method))
     bar.close()
-    m = self.metrics(method); write_json(self.metrics_path, m)
+    m = self.metrics(method)
+    write_json(self.metrics_path, m)
     return m
 
 # %% ../nbs/08_run.ipynb #410c1e7f

@@ -50,8 +50,11 @@ def _sbx_limits(cfg):
     done = []
     for k, v in lims.items():
         soft, hard = v if isinstance(v, tuple) else (v, v)
-        try: resource.setrlimit(getattr(resource, 'RLIMIT_' + k), (soft, hard)); done.append(k.lower())
-        except (ValueError, OSError): pass
+        try:
+            resource.setrlimit(getattr(resource, 'RLIMIT_' + k), (soft, hard))
+            done.append(k.lower())
+        except (ValueError, OSError):
+            pass
     return done
 
 # %% ../nbs/04b_sandbox.ipynb #66ab1a9c
@@ -70,8 +73,14 @@ def _sbx_drop(uid, read_cap):
     libc.prctl(8, 1, 0, 0, 0)                            # PR_SET_KEEPCAPS, so that the read capability can survive
     label = ''
     for u in (uid, 65534):                               # a fresh uid, else `nobody`
-        try: os.setgroups([]); os.setgid(u); os.setuid(u); label = f'uid {u}'; break
-        except OSError: continue
+        try:
+            os.setgroups([])
+            os.setgid(u)
+            os.setuid(u)
+            label = f'uid {u}'
+            break
+        except OSError:
+            continue
     if not label: return ''
     class Hdr(ctypes.Structure): _fields_ = [('version', ctypes.c_uint32), ('pid', ctypes.c_int)]
     class Data(ctypes.Structure): _fields_ = [(n, ctypes.c_uint32) for n in ('effective', 'permitted', 'inheritable')]
@@ -120,9 +129,11 @@ def _sbx_view(cfg):
     RDONLY, NOSUID, NODEV, NOEXEC, REMOUNT, BIND, REC, PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
     def mount(src, dst, fs, flags, data=None):
         if libc.mount(src and src.encode(), dst.encode(), fs and fs.encode(), flags, data and data.encode()) != 0:
-            e = ctypes.get_errno(); raise OSError(e, f'mount {src} on {dst}: {os.strerror(e)}')
+            e = ctypes.get_errno()
+            raise OSError(e, f'mount {src} on {dst}: {os.strerror(e)}')
     if libc.unshare(0x00020000 | 0x20000000) != 0:   # CLONE_NEWNS | CLONE_NEWPID
-        e = ctypes.get_errno(); raise OSError(e, f'unshare(mount, pid): {os.strerror(e)}')
+        e = ctypes.get_errno()
+        raise OSError(e, f'unshare(mount, pid): {os.strerror(e)}')
     new, work = cfg['view'], os.getcwd()
     mount(None, '/', None, REC | PRIVATE)
     mount('tmpfs', new, 'tmpfs', NOSUID | NODEV, 'size=4m,mode=0755')
@@ -135,7 +146,8 @@ def _sbx_view(cfg):
     pid = os.fork()
     if pid: return pid
     mount('proc', new + '/proc', 'proc', NOSUID | NODEV | NOEXEC)   # this pid namespace's processes only
-    os.chroot(new); os.chdir(work)
+    os.chroot(new)
+    os.chdir(work)
     return 0
 
 # %% ../nbs/04b_sandbox.ipynb #ab30b55e
@@ -208,9 +220,11 @@ def _sbx_guard(root):
         if flags & W and not inside(path, k.get('dir_fd')):
             raise PermissionError(f'sandbox: writing {path!r} outside the sandbox directory')
         return _osopen(path, flags, *a, **k)
-    builtins.open = io.open = open_; os.open = posix.open = os_open
+    builtins.open = io.open = open_
+    os.open = posix.open = os_open
     shutil.rmtree, shutil.move = checked('shutil.rmtree', shutil.rmtree), checked('shutil.move', shutil.move, 2)
-    subprocess.Popen = deny('subprocess'); _posixsubprocess.fork_exec = deny('subprocess')
+    subprocess.Popen = deny('subprocess')
+    _posixsubprocess.fork_exec = deny('subprocess')
     class NoSocket(socket.socket):
         def __init__(self, *a, **k): raise PermissionError('sandbox: network access is disabled')
     socket.socket = _socket.socket = NoSocket
@@ -284,9 +298,11 @@ def uid_processes(uid:int) -> list[int]:
     for d in os.listdir('/proc'):
         if not d.isdigit(): continue
         try:
-            with open(f'/proc/{d}/status') as f: st = dict(l.split(':', 1) for l in f if l.startswith(('State:', 'Uid:')))
+            with open(f'/proc/{d}/status') as f:
+                st = dict(l.split(':', 1) for l in f if l.startswith(('State:', 'Uid:')))
             if int(st['Uid'].split()[0]) == uid and not st['State'].strip().startswith('Z'): out.append(int(d))
-        except (OSError, KeyError, ValueError): pass
+        except (OSError, KeyError, ValueError):
+            pass
     return out
 
 # %% ../nbs/04b_sandbox.ipynb #07894366
@@ -346,11 +362,15 @@ def _drain(pid:int, fds:dict, deadline:float, cap:int) -> tuple[dict, set, bool]
     while sel.get_map():
         now = time.monotonic()
         if now >= deadline: return data, over, True
-        if exited_at is None and _exited(pid): exited_at = now; _killpg(pid)  # leftovers die with the leader
+        if exited_at is None and _exited(pid):
+            exited_at = now
+            _killpg(pid)  # leftovers die with the leader
         if exited_at is not None and now - exited_at > 1.0: break             # a pipe held open by an escaped process
         for key, _ in sel.select(min(deadline - now, 0.05)):
             chunk = os.read(key.fd, 1 << 16)
-            if not chunk: sel.unregister(key.fd); continue
+            if not chunk:
+                sel.unregister(key.fd)
+                continue
             buf = data[key.data]
             if len(buf) + len(chunk) > cap: over.add(key.data)
             buf += chunk[:max(0, cap - len(buf))]
@@ -362,7 +382,9 @@ def _reap(pid:int, deadline:float) -> tuple[int, float, bool]:
     "Wait for `pid` until `deadline`, SIGKILL its process group, reap it: (returncode, cpu seconds, timed out)."
     timed_out = False
     while not _exited(pid):
-        if time.monotonic() >= deadline: timed_out = True; break
+        if time.monotonic() >= deadline:
+            timed_out = True
+            break
         time.sleep(0.005)
     _killpg(pid)
     _, status, ru = os.wait4(pid, 0)
@@ -374,7 +396,8 @@ def _collect(proc:subprocess.Popen, fds:dict, deadline:float, cap:int) -> tuple[
     data, over, timed_out = _drain(proc.pid, fds, deadline, cap)
     rc, cpu, t2 = _reap(proc.pid, deadline)
     proc.returncode = rc   # reaped here: `Popen` must not wait for it again
-    proc.stdout.close(); proc.stderr.close()
+    proc.stdout.close()
+    proc.stderr.close()
     return data, over, timed_out or t2, rc, cpu
 
 # %% ../nbs/04b_sandbox.ipynb #c743dd8a
@@ -527,7 +550,9 @@ def _unlimited(view:str|None, memory_mb:int|None, limits:tuple) -> tuple:
         why = _cgroup_plan()[2] or 'its cgroup could not be made'
         missing.append(('memory:per-process-only', f'memory_mb limits each process, not their sum ({why})'))
     for name, msg in missing:
-        if name not in _WARNED: _WARNED.add(name); _log.warning(msg)
+        if name not in _WARNED:
+            _WARNED.add(name)
+            _log.warning(msg)
     return tuple(n for n, _ in missing)
 
 # %% ../nbs/04b_sandbox.ipynb #91e61074

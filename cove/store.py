@@ -113,7 +113,8 @@ def open_sqlite(path:str|Path, # SQLite file, or ':memory:'
     conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, factory=NamedConnection)
     conn.row_factory, conn.path = sqlite3.Row, str(path)
     try:
-        conn.execute('PRAGMA busy_timeout=10000'); conn.execute('PRAGMA journal_mode=WAL')
+        conn.execute('PRAGMA busy_timeout=10000')
+        conn.execute('PRAGMA journal_mode=WAL')
         if (ok := conn.execute('PRAGMA quick_check').fetchone()[0]) != 'ok': raise sqlite3.DatabaseError(ok)
     except sqlite3.DatabaseError as e:
         conn.close()
@@ -153,7 +154,9 @@ class SqliteStore:
         "One write transaction (`cove.core.write_tx`): `BEGIN IMMEDIATE` … `COMMIT`, rolled back on any exception."
         try:
             with write_tx(self.conn) as c: yield c
-        except BaseException: self._dense.clear(); raise   # an index built inside it may hold rolled-back rows
+        except BaseException:
+            self._dense.clear()
+            raise  # an index built inside it may hold rolled-back rows
 
 # %% ../nbs/04_store.ipynb #4edadfa2
 class StoreMissing(StoreError):
@@ -269,7 +272,8 @@ def dense(self:SqliteStore, sql:str, dim:int, **kw) -> DenseIndex:
     "A `DenseIndex` (`kw` passed on) over the rows of `vectors(sql, dim)`, cached until the file next changes."
     n = self.conn.total_changes
     if sql not in self._dense or self._dense[sql][0] != n:
-        ix = DenseIndex(dim, **kw); ix.add(*self.vectors(sql, dim))
+        ix = DenseIndex(dim, **kw)
+        ix.add(*self.vectors(sql, dim))
         self._dense[sql] = (n, ix)
     return self._dense[sql][1]
 
@@ -277,8 +281,10 @@ def dense(self:SqliteStore, sql:str, dim:int, **kw) -> DenseIndex:
 def backup_db(src:str|Path|sqlite3.Connection, # a database file, or an open connection
               dst:str|Path) -> Path:
     "A consistent copy of database `src` at `dst`: written beside it, then renamed over it."
-    dst = Path(dst); dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(str(dst) + '.tmp'); tmp.unlink(missing_ok=True)
+    dst = Path(dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(str(dst) + '.tmp')
+    tmp.unlink(missing_ok=True)
     s = src if isinstance(src, sqlite3.Connection) else sqlite3.connect(str(src))
     b = sqlite3.connect(str(tmp))
     try:
@@ -392,7 +398,9 @@ def _load_dense(self:KnowledgeBase):
 @patch
 def _check_vec(self:KnowledgeBase, v):
     "Check an embedding's dimension (the first one fixes the KB's dimension)."
-    if self.dim is None: self.dim = self._check_dim(len(v)); self._load_dense()
+    if self.dim is None:
+        self.dim = self._check_dim(len(v))
+        self._load_dense()
     if len(v) != self.dim: raise ValueError(f"embedding of dimension {len(v)}, the KB holds {self.dim}")
 
 @patch
@@ -717,7 +725,10 @@ def synthetic_corpus(
 # %% ../nbs/04_store.ipynb #cf9b6cb0
 def _p50_ms(f, xs) -> float:
     ts = []
-    for x in xs: t = time.perf_counter(); f(x); ts.append(time.perf_counter() - t)
+    for x in xs:
+        t = time.perf_counter()
+        f(x)
+        ts.append(time.perf_counter() - t)
     return float(np.median(ts)) * 1e3
 
 # %% ../nbs/04_store.ipynb #759d39fc
@@ -726,7 +737,10 @@ def _speedups(kb, T, V, QT, QV, k, lab, modes, n_base:int=50) -> list[dict]:
     rank-bm25."""
     out = []
     if 'dense' in modes:
-        def brute(q): s = V @ q; top = np.argpartition(-s, k)[:k]; return top[np.argsort(-s[top])]
+        def brute(q):
+            s = V @ q
+            top = np.argpartition(-s, k)[:k]
+            return top[np.argsort(-s[top])]
         ix, base = _p50_ms(lambda q: kb.dense.search(q, k), QV[:n_base]), _p50_ms(brute, QV[:n_base])
         out.append(
             dict(
@@ -778,7 +792,9 @@ def _latency(kb:KnowledgeBase, QT:list[str], QV:np.ndarray, k:int, mode:str, lab
     for j in range(min(5, len(QT))): kb.retrieve(QT[j], k, mode, query_vec=QV[j])  # warm-up
     ts = []
     for q, qv in zip(QT, QV):
-        t = time.perf_counter(); hits = kb.retrieve(q, k, mode, query_vec=qv); ts.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        hits = kb.retrieve(q, k, mode, query_vec=qv)
+        ts.append(time.perf_counter() - t)
         assert hits, f"{mode} retrieval returned nothing"
     ts = np.array(ts) * 1e3
     return dict(
@@ -795,7 +811,8 @@ def _latency(kb:KnowledgeBase, QT:list[str], QV:np.ndarray, k:int, mode:str, lab
 def _recall(kb:KnowledgeBase, V:np.ndarray, QV:np.ndarray, ids:np.ndarray, k:int, lab:str) -> dict:
     "Recall@`k` of the KB's dense (HNSW) index against exact search over `V` (stored under `ids`) for queries `QV`."
     import faiss
-    exact = faiss.IndexFlatIP(V.shape[1]); exact.add(V)
+    exact = faiss.IndexFlatIP(V.shape[1])
+    exact.add(V)
     _, gt = exact.search(QV, k)
     got, gt = kb.dense.search(QV, k)[0], ids[gt]
     return dict(
@@ -825,7 +842,8 @@ def _bench_one(n, dim, queries, k, modes, seed, workdir, **kb_kw) -> list[dict]:
         ]
         log.info(f"built {lab} KB ({kb.dense.kind}) in {out[0]['value']}s")
         if 'sparse' in modes or 'hybrid' in modes:
-            t = time.perf_counter(); kb.search(QT[0], k, 'sparse')
+            t = time.perf_counter()
+            kb.search(QT[0], k, 'sparse')
             out.append(dict(name=f'sparse_build_s_{lab}', value=round(time.perf_counter() - t, 2), unit='s', n=n))
         out += [_latency(kb, QT, QV, k, mode, lab, n) for mode in modes]
         if kb.dense.kind == 'hnsw' and 'dense' in modes: out.append(_recall(kb, V, QV, ids, k, lab))

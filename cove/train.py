@@ -55,9 +55,13 @@ def trajectories_to_sft(results:list, # `EpisodeResult`s or episode record dicts
     rows, skipped = [], Counter()
     for r in results:
         msgs, score, tid, fam = _trajectory(r)
-        if score < min_score: skipped['score below min_score'] += 1; continue
+        if score < min_score:
+            skipped['score below min_score'] += 1
+            continue
         msgs = sft_messages(msgs)
-        if not msgs: skipped['no assistant turn'] += 1; continue
+        if not msgs:
+            skipped['no assistant turn'] += 1
+            continue
         rows.append(dict(messages=msgs, task_id=tid, family=fam, score=score))
     if skipped: _log.info(f"trajectories_to_sft: kept {len(rows)} of {len(results)}; skipped {dict(skipped)}")
     return Dataset.from_dict({k: [row[k] for row in rows] for k in SFT_COLUMNS})
@@ -92,7 +96,9 @@ def assistant_spans(text:str, messages:list[dict], eos:str|None=None) -> list[tu
         c = m['content']
         if not c: continue                     # an empty assistant turn is not trained on
         i = text.find(c, pos)
-        if i < 0 and c.strip(): c = c.strip(); i = text.find(c, pos)   # templates that strip the content
+        if i < 0 and c.strip():
+            c = c.strip()
+            i = text.find(c, pos)  # templates that strip the content
         if i < 0:
             if m['role'] != 'assistant': continue   # e.g. a system prompt the template rewrites
             raise ValueError(
@@ -258,7 +264,8 @@ def _quiet(progress:bool):
 # %% ../nbs/07_train.ipynb #0f7e22d6
 def _adapter_path(out_dir, name:str|None) -> Path:
     "Where this update's adapter goes (`out_dir` is created); refuses to overwrite one."
-    out_dir = Path(out_dir); out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
     final = out_dir/(name or next_adapter_name(out_dir))
     if final.exists(): raise FileExistsError(f"adapter {final} exists already; pick another name")
     return final
@@ -272,7 +279,9 @@ def _run(
     if not progress:
         from transformers import PrinterCallback, ProgressCallback
         for cb in (PrinterCallback, ProgressCallback): trainer.remove_callback(cb)
-    t0 = time.perf_counter(); out = trainer.train(); dt = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    out = trainer.train()
+    dt = time.perf_counter() - t0
     res = UpdateResult(
         str(final),
         int(trainer.state.num_input_tokens_seen) * token_factor,
@@ -629,17 +638,20 @@ def env_rollout(start:Callable, # `start(prompt messages) -> episode` (any objec
             nxt = []
             for i, g in zip(live, gens):
                 text = tok.decode(g, skip_special_tokens=True)
-                comp[i] += g; mask[i] += [1] * len(g)
+                comp[i] += g
+                mask[i] += [1] * len(g)
                 obs = step(eps[i], text, turn)
                 if obs is None or turn == max_turns - 1: continue
                 glue = tok(_glue(tok, msgs[i], text, obs), add_special_tokens=False)['input_ids']
-                comp[i] += glue; mask[i] += [0] * len(glue)
+                comp[i] += glue
+                mask[i] += [0] * len(glue)
                 msgs[i] += [dict(role='assistant', content=text), dict(role='user', content=obs)]
                 nxt.append(i)
             live = nxt
         # close every completion with EOS (masked): TRL reads a missing EOS as truncation
         for i in range(len(prompts)):
-            comp[i].append(tok.eos_token_id); mask[i].append(0)
+            comp[i].append(tok.eos_token_id)
+            mask[i].append(0)
         return dict(prompt_ids=pids, completion_ids=comp, logprobs=None, env_mask=mask, episode=eps)
     return rollout
 
@@ -681,15 +693,22 @@ def _held_out_loss(tr, rows:list[dict]) -> float|None:
     if not rows: return None
     tr.model.eval()
     with torch.no_grad(): ls = [selected_token_loss(tr.model, tr.data_collator([r])).item() for r in rows]
-    tr.model.train(); return round(sum(ls) / len(ls), 4)
+    tr.model.train()
+    return round(sum(ls) / len(ls), 4)
 
 def _timed_step(x:dict, rows:list[dict]):
     "One SFT micro-step of setting `x` (its trainer and optimizer) on `rows`, its phases timed into `x['T']`."
     tr, perf = x['tr'], time.perf_counter
-    t0 = perf(); b = tr.data_collator(rows); t1 = perf()
-    loss = tr.compute_loss(tr.model, b, num_items_in_batch=(b['labels'][:, 1:] != -100).sum()); t2 = perf()
-    loss.backward(); t3 = perf()
-    x['opt'].step(); x['opt'].zero_grad(set_to_none=True); t4 = perf()
+    t0 = perf()
+    b = tr.data_collator(rows)
+    t1 = perf()
+    loss = tr.compute_loss(tr.model, b, num_items_in_batch=(b['labels'][:, 1:] != -100).sum())
+    t2 = perf()
+    loss.backward()
+    t3 = perf()
+    x['opt'].step()
+    x['opt'].zero_grad(set_to_none=True)
+    t4 = perf()
     x['T'].update(collate=t1 - t0, forward=t2 - t1, backward=t3 - t2, optimizer=t4 - t3)
     x['tokens'] += int(b['attention_mask'].sum()) if 'attention_mask' in b else int(b['input_ids'].numel())
     x['losses'].append(loss.item())
@@ -750,7 +769,8 @@ def _parser() -> argparse.ArgumentParser:
         '--tasks', type=int, default=16, help='tasks from --family (an option name torchrun does not take as its own)'
     )
     p.add_argument('--data', help='JSON-lines file of `messages` rows (SFT), instead of --family')
-    p.add_argument('--out', required=True, help='folder of the adapters'); p.add_argument('--name')
+    p.add_argument('--out', required=True, help='folder of the adapters')
+    p.add_argument('--name')
     p.add_argument('--result', help='write the UpdateResult here as JSON (main process)')
     for k, t, d in (
         ('max-steps', int, None),

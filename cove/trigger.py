@@ -74,7 +74,8 @@ class BaseTrigger:
 def _count_episode(self:BaseTrigger, family:str, success:bool, score:float) -> FamilyState:
     "Add one episode's outcome to `family`'s counters and windows; returns its state."
     st = self.state(family)
-    st.episodes += 1; st.since_update += 1
+    st.episodes += 1
+    st.since_update += 1
     st.recent = (st.recent + [self.plateau_value(success, score)])[-self.window:]
     st.n_hq += self.high_quality(score)
     if len(st.first_k) < self.k: st.first_k.append(int(success))
@@ -106,7 +107,8 @@ def reset_after_update(self:BaseTrigger, family:str):
     "A parametric update of `family` happened: start the windows and counters since the last update anew."
     st = self.state(family)
     st.since_update, st.recent, st.n_hq = 0, [], 0
-    st.updates += 1; st.last_update_episode = st.episodes
+    st.updates += 1
+    st.last_update_episode = st.episodes
     self.stats['updates'] += 1
     self._log(
         {'kind': 'reset', 'family': family, 'episode': st.episodes, 'updates': st.updates, 'ts': round(time.time(), 3)}
@@ -228,9 +230,11 @@ class FixedInterval(BaseTrigger):
     def __init__(self, every:int=40, # episodes between updates
                  log_path:str|Path|None=None):
         if not isinstance(every, int) or every < 1: raise ValueError(f"every={every!r} must be an integer >= 1")
-        super().__init__(log_path); self.every = every
+        super().__init__(log_path)
+        self.every = every
     @property
-    def params(self) -> dict: return {'every': self.every}
+    def params(self) -> dict:
+        return {'every': self.every}
     def conditions(self, family):
         st = self.state(family)
         return (

@@ -83,7 +83,8 @@ def _open_kb(self:CoveMethod):
 @patch
 def _kpo(self:CoveMethod):
     "KnowledgePO over the knowledge base, as `kpo.*` configures it (rules: no judge)."
-    c = self.cfg; ex = c['kpo.extractor']
+    c = self.cfg
+    ex = c['kpo.extractor']
     return KnowledgePO(
         self.kb,
         judge=None if ex == 'rules' else self.judge,
@@ -111,7 +112,8 @@ def load_state(self:CoveMethod):
     "Restore `workflow_state.json` (if any) and hot-swap the latest adapter into the policy."
     s = self.read_state()
     if s is None: return
-    self.trigger.load_state_dict(s['trigger']); self.router.load_state_dict(s['router'])
+    self.trigger.load_state_dict(s['trigger'])
+    self.router.load_state_dict(s['router'])
     if self.kpo and s.get('kpo'): self.kpo.stats = KPOStats.from_dict(s['kpo'])
     self.updates, self.trajectories, self.applied, self.released, self.pending = (
         s['updates'],
@@ -240,7 +242,8 @@ def run_pending(self:CoveMethod, env, family:str):
     key = self.pending.get(family)
     if key is None: return
     self.applied[key]['update'] = self.parametric_update(env, family)
-    del self.pending[family]; self.save_state()
+    del self.pending[family]
+    self.save_state()
 
 # %% ../nbs/13_workflow.ipynb #23cebbc6
 @patch
@@ -263,9 +266,12 @@ def parametric_update(self:CoveMethod, env, family:str) -> str|None:
     with self.timed('train'): res, memory_aware = self._train(env, family, n_param)                      # lines 16-18
     if res is None:
         _log.warning(f"trigger fired for {family} but there is no usable training data; update skipped")
-        self.updates.append(dict(family=family, adapter=None, skipped='no usable data', ts=time.time())); return None
-    self.adapter = Path(res.adapter_path).name; hot_swap(self.policy, res)                               # line 30
-    self.trigger.reset_after_update(family); self.trajectories[family] = []
+        self.updates.append(dict(family=family, adapter=None, skipped='no usable data', ts=time.time()))
+        return None
+    self.adapter = Path(res.adapter_path).name
+    hot_swap(self.policy, res)  # line 30
+    self.trigger.reset_after_update(family)
+    self.trajectories[family] = []
     with self.timed('ab'): rel = self.release_memory(env, family) if self.kpo else None                 # lines 19-28
     self.updates.append(
         dict(
@@ -420,7 +426,8 @@ def _rollout_rows(self:CoveMethod, family:str) -> tuple[list, dict, int]:
         )
     for i, t in enumerate(r for r in rolls if r.get('task')):
         trace, surface = self._renamed(i, t)
-        task = Task(**t['task']); tid = f"{task.id}#rollout{i}"
+        task = Task(**t['task'])
+        tid = f"{task.id}#rollout{i}"
         # the reward plays the renamed surface
         by_id[tid] = replace(with_surface(task, Surface.from_dict(surface)) if surface else task, id=tid)
         rows += [dict(prompt=[dict(role=h['role'], content=str(h['content'])) for h in trace[:j]], task_id=tid)
@@ -446,7 +453,8 @@ def _grpo_data(self:CoveMethod, env, family:str):
         stats=self.kpo.stats if self.kpo else None,
         tag='reference',
     )
-    rows += ref_rows; by_id.update(ref_ids)
+    rows += ref_rows
+    by_id.update(ref_ids)
     lam = c['kpo.lam'] if self.kpo else 0.0
     def stale(prompt, completion:str, task) -> float:   # a volatile name the episode's surface does not have
         legal = legal_names(task)

@@ -137,7 +137,7 @@ def test_intent_is_the_question(tmp_path):
     from cove.config import load_config
     from cove.llm import HFPolicy
     from cove.memrl import MemRL
-    from cove.run import open_envs
+    from cove.spec import open_envs
     cfg = load_config(overrides={'model.name': 'tiny', 'model.max_new_tokens': 8})
     env = open_envs(['multihop'], cfg)['multihop']
     t = env.tasks('test', 1, 0)[0]

@@ -40,7 +40,7 @@ def parse_args(argv=None):
 
 def episode_prompts(cfg, per_family:int):
     "`(envs by family, [(family, task)], [prompt messages], stops)`: first-turn prompts as `HarnessAgent` makes them."
-    from cove.run import open_envs, task_stream
+    from cove.spec import open_envs, task_stream
     from cove.agent import HarnessAgent, _stops
     envs = open_envs(['tableqa', 'multihop', 'math', 'code'], cfg)
     agent, pairs, prompts = HarnessAgent.from_config(None, cfg), task_stream(envs, per_family, 'test', 0), []

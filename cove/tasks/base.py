@@ -106,7 +106,9 @@ class Environment:
     def reset(self, task:Task) -> EpisodeState: return EpisodeState(task)
     def step(self, state:EpisodeState, action:str) -> str|None:
         "Default single-turn step: the action must contain the final answer."
-        state.actions.append(action); state.answer = parse_answer(action); state.done = True
+        state.actions.append(action)
+        state.answer = parse_answer(action)
+        state.done = True
         return None
     def evaluate(self, state:EpisodeState) -> Feedback: raise NotImplementedError
     def reference(self, task:Task) -> list[str]|None: return None
@@ -239,9 +241,13 @@ def jsonl_rows(path:str|Path) -> Iterable[tuple[str, Any]]:
     p = Path(path)
     for i, line in text_lines(p):
         if isinstance(line, str) and not line.strip(): continue
-        if isinstance(line, Exception): yield f'{p.name}:{i}', _Bad(str(line)); continue
-        try: yield f'{p.name}:{i}', json.loads(line)
-        except json.JSONDecodeError as e: yield f'{p.name}:{i}', _Bad(f'bad JSON: {e}')
+        if isinstance(line, Exception):
+            yield f'{p.name}:{i}', _Bad(str(line))
+            continue
+        try:
+            yield f'{p.name}:{i}', json.loads(line)
+        except json.JSONDecodeError as e:
+            yield f'{p.name}:{i}', _Bad(f'bad JSON: {e}')
 
 class _Bad:
     "A row that failed to parse before reaching the family parser."

@@ -172,12 +172,15 @@ def _report_units(chk:ast.FunctionDef, test:str) -> list[str]:
     first line in `test`."""
     units, body = [], []
     for st in chk.body:
-        if not any(isinstance(n, ast.Assert) for n in ast.walk(st)): body.append(st); continue
+        if not any(isinstance(n, ast.Assert) for n in ast.walk(st)):
+            body.append(st)
+            continue
         units.append((ast.get_source_segment(test, st) or '').strip().split('\n')[0][:160])
         tr = ast.parse(
             f'try:\n    pass\nexcept Exception as _e:\n    __cove_fail({len(units)-1}, _e)\nelse:\n    __cove_pass({len(units)-1})'
         ).body[0]
-        tr.body = [st]; body.append(tr)
+        tr.body = [st]
+        body.append(tr)
     chk.body = body
     return units
 
@@ -263,18 +266,20 @@ class _CandidateLink:
         self.inp = os.fdopen(results_fd, 'r', encoding='utf-8', errors='replace')
         self.report, self.cap, self.gone = report, cap, None
     def end(self, why:str):
-        if self.gone is None: self.gone = why; self.report({'gone': why})
+        if self.gone is None:
+            self.gone = why
+            self.report({'gone': why})
         raise _Gone(self.gone)
     def receive(self):
         if self.gone: raise _Gone(self.gone)
         line = self.inp.readline(self.cap)
         if not line: self.end("the candidate's process ended")
         if not line.endswith('\n'): self.end(f"the candidate's reply was over {self.cap} bytes")
-        try: return json.loads(line)
+        try:return json.loads(line)
         except ValueError: self.end("the candidate's reply was not JSON")
     def ready(self) -> bool:
         "Wait for the candidate's greeting: False if its process ended first (its result says why) or it sent another."
-        try: return self.receive() == {'ready': True} or self.end("the candidate's greeting was malformed")
+        try:return self.receive() == {'ready': True} or self.end("the candidate's greeting was malformed")
         except _Gone: return False
 
 # %% ../../nbs/05d_code.ipynb #e8cdbf21
@@ -325,12 +330,13 @@ def _run_tests(prompt:str, test:str, entry_point:str, names:list, n_units:int, c
 def _free_names(src:str) -> set[str]:
     "Global names `src` reads (at module level or in its functions) but neither binds at module level nor has builtin."
     import builtins, symtable
-    try: top = symtable.symtable(src, 'tests.py', 'exec')
+    try:top = symtable.symtable(src, 'tests.py', 'exec')
     except SyntaxError: return set()
     bound = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported()}
     out, todo = set(), [top]
     while todo:
-        t = todo.pop(); todo += t.get_children()
+        t = todo.pop()
+        todo += t.get_children()
         out |= {s.get_name() for s in t.get_symbols() if s.is_referenced() and (t is top or s.is_global())}
     return out - bound - set(dir(builtins))
 
@@ -475,10 +481,14 @@ def step(self:CodeEnv, state:EpisodeState, action:str) -> str|None:
     "Record the answer's code; on a failing non-final turn, return the test feedback as the observation."
     state.actions.append(action)
     state.answer = extract_code(action, self.entry_point(state.task))
-    if len(state.actions) >= self.max_turns or state.answer is None: state.done = True; return None
+    if len(state.actions) >= self.max_turns or state.answer is None:
+        state.done = True
+        return None
     fb = self.run_visible(state.task, state.answer)
     if self.feedback_is_full: state.meta['last'] = (state.answer, fb)
-    if fb.success: state.done = True; return None
+    if fb.success:
+        state.done = True
+        return None
     obs = f"Your code did not pass: {fb.message}\nFix it and reply with the corrected code in one ```python code block```."
     state.observations.append(obs)
     return obs
@@ -517,10 +527,12 @@ def parse_function_row(r:dict, source:str) -> Task:
 def read_jsonl_any(path:str|Path):
     "`(file:line, row)` like `jsonl_rows`, for a plain or gzipped JSON-lines file."
     p = Path(path)
-    if not p.name.endswith('.gz'): yield from jsonl_rows(p); return
+    if not p.name.endswith('.gz'):
+        yield from jsonl_rows(p)
+        return
     for i, line in enumerate(gzip.decompress(p.read_bytes()).decode('utf-8').splitlines(), 1):
         if not line.strip(): continue
-        try: yield f'{p.name}:{i}', json.loads(line)
+        try:yield f'{p.name}:{i}', json.loads(line)
         except json.JSONDecodeError as e: yield f'{p.name}:{i}', _Bad(f'bad JSON: {e}')
 
 # %% ../../nbs/05d_code.ipynb #a084b6ac
@@ -531,9 +543,11 @@ def reference_program(prompt:str, solution:str|None) -> str|None:
         prog = prompt.rstrip('\n') + '\n' + body
         try:
             with warnings.catch_warnings():
-                warnings.simplefilter('ignore'); compile(prog, '<reference>', 'exec')
+                warnings.simplefilter('ignore')
+                compile(prog, '<reference>', 'exec')
             return prog
-        except SyntaxError: continue
+        except SyntaxError:
+            continue
     return prompt.rstrip('\n') + '\n' + solution
 
 # %% ../../nbs/05d_code.ipynb #4a91952d
@@ -568,8 +582,11 @@ class HumanEvalEnv(FunctionTestsEnv):
 @patch
 def available(self:HumanEvalEnv) -> tuple[bool, str]:
     "Whether the data file is there, and why not."
-    try: self.data_file(); return True, ''
-    except DataUnavailable as e: return False, str(e)
+    try:
+        self.data_file()
+        return True, ''
+    except DataUnavailable as e:
+        return False, str(e)
 
 # %% ../../nbs/05d_code.ipynb #410b016c
 @patch
@@ -601,13 +618,15 @@ class HumanEvalDefault(HumanEvalEnv):
     ):
         if difficulty not in DIFFICULTIES:
             raise ValueError(f'code difficulty must be one of {sorted(DIFFICULTIES)}, got {difficulty!r}')
-        super().__init__(path, max_turns, timeout, memory_mb); self.difficulty = difficulty
+        super().__init__(path, max_turns, timeout, memory_mb)
+        self.difficulty = difficulty
         if difficulty < 2: self.splits = ('train', 'test')
 
     def available(self) -> tuple[bool, str]: return (True, '') if self.difficulty < 2 else super().available()
     def tasks(self, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
         if self.difficulty == 2: return super().tasks(split, n, seed)
-        self.check_split(split); return basic_code_tasks(split, n, seed, self.difficulty)
+        self.check_split(split)
+        return basic_code_tasks(split, n, seed, self.difficulty)
 
 # %% ../../nbs/05d_code.ipynb #3c521dff
 _NUMS, _LISTS = ['n', 'x', 'num', 'value'], ['nums', 'numbers', 'values', 'xs']   # argument names
@@ -638,7 +657,8 @@ def _b_divisible(r):
 
 # %% ../../nbs/05d_code.ipynb #b6f65b8d
 def _b_clamp(r):
-    a, lo = r.choice(_NUMS), r.randint(0, 10); hi = lo + r.randint(5, 30)
+    a, lo = r.choice(_NUMS), r.randint(0, 10)
+    hi = lo + r.randint(5, 30)
     return (
         r.choice(['clamp', 'limit', 'bound', 'clip']),
         [a],
@@ -891,7 +911,9 @@ def _dup_lists(r):
     while len(out) < 5:
         xs = [r.randint(-5, 15) for _ in range(r.randint(3, 7))]
         if len(set(xs)) < 2: continue
-        xs.append(max(xs) if len(out) % 2 == 0 else min(xs)); r.shuffle(xs); out.append((xs,))
+        xs.append(max(xs) if len(out) % 2 == 0 else min(xs))
+        r.shuffle(xs)
+        out.append((xs,))
     return out
 
 # %% ../../nbs/05d_code.ipynb #000db100
@@ -1070,7 +1092,8 @@ def _t_dict_pick(r):
 
 # %% ../../nbs/05d_code.ipynb #33a57d42
 def _t_clip_sum(r):
-    a, lo = r.choice(_LISTS), r.randint(-5, 5); hi = lo + r.randint(5, 20)
+    a, lo = r.choice(_LISTS), r.randint(-5, 5)
+    hi = lo + r.randint(5, 20)
     return (
         r.choice(['clipped_sum', 'sum_clamped', 'bounded_total', 'clip_and_sum']),
         [a],
@@ -1129,7 +1152,8 @@ def basic_problem(r:random.Random, kind:str, level:int=0) -> dict:
     prompt = f'def {name}({", ".join(args)}):\n    """{doc}"""\n'
     # an expression, or a whole body
     sol = f'    return {sol}\n' if '\n' not in sol else ''.join(f'    {l}\n' for l in sol.split('\n'))
-    ns = {}; exec(prompt + sol, ns)   # our own template code, not model output
+    ns = {}
+    exec(prompt + sol, ns)  # our own template code, not model output
     test = 'def check(candidate):\n' + ''.join(
         f'    assert candidate({", ".join(map(repr, a))}) == {ns[name](*a)!r}\n' for a in inputs
     )
@@ -1139,7 +1163,8 @@ def basic_problem(r:random.Random, kind:str, level:int=0) -> dict:
 def _draw_basic(r:random.Random, templates:dict, level:int, split:str) -> tuple[str, dict]:
     "`(template, row)` of a random template of `templates`, redrawn until its prompt hashes into `split`."
     while True:
-        kind = r.choice(list(templates)); p = basic_problem(r, kind, level)
+        kind = r.choice(list(templates))
+        p = basic_problem(r, kind, level)
         if hash_split(p['prompt'], 4) == split: return kind, p
 
 # %% ../../nbs/05d_code.ipynb #84ca58ea
@@ -1171,7 +1196,8 @@ class BasicCodeEnv(FunctionTestsEnv):
     splits, level = ('train', 'test'), 0
     def available(self) -> tuple[bool, str]: return True, ''
     def tasks(self, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
-        self.check_split(split); return basic_code_tasks(split, n, seed, self.level)
+        self.check_split(split)
+        return basic_code_tasks(split, n, seed, self.level)
 
 @register_env('code', 'twostep')
 class TwoStepCodeEnv(BasicCodeEnv):
@@ -1192,10 +1218,14 @@ class _FolderEnv(CodeEnv):
     folder = ''
     def __init__(self, data_dir:str|Path|None=None, # datasets root (or the dataset folder); None: `data_path`
                  max_turns:int=1, timeout:float=5.0, memory_mb:int=512):
-        super().__init__(max_turns, timeout, memory_mb); self.data_dir = data_dir
+        super().__init__(max_turns, timeout, memory_mb)
+        self.data_dir = data_dir
     def available(self) -> tuple[bool, str]:
-        try: _dataset_dir(self.folder, self.data_dir); return True, ''
-        except DataUnavailable as e: return False, str(e)
+        try:
+            _dataset_dir(self.folder, self.data_dir)
+            return True, ''
+        except DataUnavailable as e:
+            return False, str(e)
     def parse(self, r) -> Task: raise NotImplementedError
 
 # %% ../../nbs/05d_code.ipynb #46d3a2db
@@ -1314,15 +1344,25 @@ def _first_failure(tests:list[dict], passed:int, i:int, r, exp, timeout:float, m
     return Feedback('error', passed / n, head + why, 'runtime_error')
 
 # %% ../../nbs/05d_code.ipynb #46ceef2d
-def run_io_tests(code:str, tests:list[dict], timeout:float=5.0, memory_mb:int=512, fn_name:str|None=None, n_params:int=0) -> Feedback:
+def run_io_tests(
+    code:str,
+    tests:list[dict],
+    timeout:float=5.0,
+    memory_mb:int=512,
+    fn_name:str|None=None,
+    n_params:int=0,
+) -> Feedback:
     "Feedback for `code` on stdin/stdout `tests` (`[{'input': str, 'output': [expected]}]`): score = fraction passed."
     prog, passed, first = io_program(code, fn_name, n_params), 0, None
     for i, t in enumerate(tests):
         r = run_sandboxed(prog, t['input'], timeout, memory_mb)
         exp = t['output'][0] if isinstance(t['output'], list) and t['output'] else t['output']
-        if r.ok and outputs_match(r.stdout, exp): passed += 1; continue
+        if r.ok and outputs_match(r.stdout, exp):
+            passed += 1
+            continue
         if first is None: first = (i, r, exp)
-        if r.status in ('timeout', 'memory') or re.search(r'^(SyntaxError|IndentationError|TabError)', r.stderr, re.M): break
+        if r.status in ('timeout', 'memory') or re.search(r'^(SyntaxError|IndentationError|TabError)', r.stderr, re.M):
+            break
     if first is None: return Feedback('success', 1.0, f'all {len(tests)} tests passed')
     return _first_failure(tests, passed, *first, timeout, memory_mb)
 

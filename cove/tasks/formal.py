@@ -288,8 +288,11 @@ def step(self:MiniF2FEnv, state:EpisodeState, action:str) -> str|None:
     if len(state.actions) >= self.max_turns or state.answer is None or self.verifier_problem():
         state.done = True
         return None
-    fb = self.check(state.task, state.answer); state.meta['last'] = (state.answer, fb)
-    if fb.success: state.done = True; return None
+    fb = self.check(state.task, state.answer)
+    state.meta['last'] = (state.answer, fb)
+    if fb.success:
+        state.done = True
+        return None
     obs = f"The proof was not accepted: {fb.message}\nReply with a corrected proof in one ```lean code block```."
     state.observations.append(obs)
     return obs

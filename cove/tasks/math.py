@@ -38,10 +38,13 @@ def extract_math_answer(text:str|None) -> str|None:
 # %% ../../nbs/05c_math.ipynb #c2fd7672
 def _fix_fracs(s:str) -> str:
     "`\\frac12` -> `\\frac{1}{2}`, `\\frac1{72}` -> `\\frac{1}{72}` (Hendrycks' `_fix_fracs`), `\\frac{41}2` -> `\\frac{41}{2}`."
-    parts = s.split('\\frac'); out = parts[0]
+    parts = s.split('\\frac')
+    out = parts[0]
     for p in parts[1:]:
         out += '\\frac'
-        if not p or p[0] == '{': out += p; continue
+        if not p or p[0] == '{':
+            out += p
+            continue
         if len(p) < 2: return s
         out += '{' + p[0] + '}' + (p[1:] if p[1] == '{' else '{' + p[1] + '}' + p[2:])
     return re.sub(r'\\frac\{([^{}]*)\}(\w)', r'\\frac{\1}{\2}', out)
@@ -114,8 +117,11 @@ def _top_split(s:str) -> list[str]:
     out, depth, cur = [], 0, ''
     for ch in s:
         depth += (ch in '([{') - (ch in ')]}')
-        if ch == ',' and depth == 0: out.append(cur); cur = ''
-        else: cur += ch
+        if ch == ',' and depth == 0:
+            out.append(cur)
+            cur = ''
+        else:
+            cur += ch
     return out + [cur]
 
 # %% ../../nbs/05c_math.ipynb #2c6ef47c
@@ -151,7 +157,9 @@ def numeric_answer(ans:str|None) -> str|None:
     return nums[-1].replace(',', '') if nums else None
 
 # %% ../../nbs/05c_math.ipynb #75e345fe
-def _short(s, n=60): s = str(s); return s if len(s) <= n else s[:n] + '…'
+def _short(s, n=60):
+    s = str(s)
+    return s if len(s) <= n else s[:n] + '…'
 
 # %% ../../nbs/05c_math.ipynb #9ab9ccc0
 def math_feedback(state:EpisodeState, numeric:bool, max_turns:int=1) -> Feedback:
@@ -178,7 +186,9 @@ class MathEnv(Environment):
         return 'Solve the problem step by step, briefly. Finish with one line `Answer: <number>`.'
     def step(self, state:EpisodeState, action:str) -> None:
         "Record the action and its final answer (`\\boxed{}` or `Answer:`); the episode ends."
-        state.actions.append(action); state.answer = extract_math_answer(action); state.done = True
+        state.actions.append(action)
+        state.answer = extract_math_answer(action)
+        state.done = True
     def evaluate(self, state:EpisodeState) -> Feedback: return math_feedback(state, self.numeric, self.max_turns)
     def reference(self, task:Task) -> list[str]: return [task.meta['reference']]
 
@@ -189,7 +199,8 @@ _ITEMS = [('muffins', 'cookies'), ('pens', 'notebooks'), ('apples', 'pears'), ('
 def _shop(r):
     n, (i1, i2) = r.choice(_NAMES), r.choice(_ITEMS)
     q1, p1, q2, p2 = r.randint(2, 8), r.randint(2, 9), r.randint(2, 9), r.randint(1, 6)
-    c1, c2 = q1 * p1, q2 * p2; tot = c1 + c2
+    c1, c2 = q1 * p1, q2 * p2
+    tot = c1 + c2
     steps = [
         f'The {i1} cost {q1} * {p1} = {c1} dollars.',
         f'The {i2} cost {q2} * {p2} = {c2} dollars.',
@@ -207,7 +218,9 @@ def _shop(r):
 # %% ../../nbs/05c_math.ipynb #09a27aad
 def _share(r):
     n, b, m, k = r.choice(_NAMES), r.randint(3, 9), r.randint(6, 15), r.randint(2, 6)
-    tot = b * m; a = r.randint(-(-tot // (2 * k)), (tot - 1) // k); g = tot - k * a
+    tot = b * m
+    a = r.randint(-(-tot // (2 * k)), (tot - 1) // k)
+    g = tot - k * a
     return (
         f'{n} has {b} bags with {m} marbles in each. {n} gives {g} marbles to a sister and shares the rest equally among {k} friends. How many marbles does each friend get?',
         [
@@ -235,7 +248,8 @@ def _trip(r):
 # %% ../../nbs/05c_math.ipynb #0f6ffa13
 def _wage(r):
     n, w, h, d = r.choice(_NAMES), r.randint(8, 25), r.randint(3, 8), r.randint(3, 7)
-    day, tot = w * h, w * h * d; s = r.randint(1, tot - 1)
+    day, tot = w * h, w * h * d
+    s = r.randint(1, tot - 1)
     return (
         f'{n} earns {w} dollars per hour and works {h} hours a day for {d} days, then spends {s} dollars. How many dollars are left?',
         [
@@ -248,8 +262,11 @@ def _wage(r):
 
 # %% ../../nbs/05c_math.ipynb #3b0cf32d
 def _fraction(r):
-    b = r.choice([3, 4, 5, 8]); a = r.randint(1, b - 1); N = b * 2 * r.randint(2, 6)
-    w = N * a // b; bus = N - w
+    b = r.choice([3, 4, 5, 8])
+    a = r.randint(1, b - 1)
+    N = b * 2 * r.randint(2, 6)
+    w = N * a // b
+    bus = N - w
     return (
         f'A class has {N} students. {a}/{b} of them walk to school and the rest take the bus. Half of the bus riders sit at the front. How many students sit at the front of the bus?',
         [
@@ -262,7 +279,8 @@ def _fraction(r):
 
 # %% ../../nbs/05c_math.ipynb #e5e03228
 def _boxes(r):
-    rate, h = r.randint(3, 12), r.randint(1, 4); items = rate * 60 * h
+    rate, h = r.randint(3, 12), r.randint(1, 4)
+    items = rate * 60 * h
     s = r.choice([d for d in range(5, 51) if items % d == 0])
     return (
         f'A machine makes {rate} toys per minute. It runs for {h} hours, and the toys are packed in boxes of {s}. How many boxes are filled?',
@@ -285,7 +303,8 @@ def _age(r):
 
 # %% ../../nbs/05c_math.ipynb #36301950
 def _packs(r):
-    n, p, k = r.choice(_NAMES), r.randint(6, 24), r.randint(2, 9); g = r.randint(1, p * k - 1)
+    n, p, k = r.choice(_NAMES), r.randint(6, 24), r.randint(2, 9)
+    g = r.randint(1, p * k - 1)
     return (
         f'A pack has {p} pencils. {n} buys {k} packs and gives away {g} pencils. How many pencils does {n} have left?',
         [f'{k} packs hold {k} * {p} = {k * p} pencils.', f'{k * p} - {g} = {k * p - g} pencils are left.'],
@@ -303,7 +322,8 @@ def _add(r):
     return f'{n} has {a} {x} and buys {b} more. How many {x} does {n} have now?', [f'{a} + {b} = {a + b}.'], a + b
 
 def _subtract(r):
-    n, x, a = r.choice(_NAMES), r.choice(_THINGS), r.randint(3, 20); b = r.randint(2, a - 1)
+    n, x, a = r.choice(_NAMES), r.choice(_THINGS), r.randint(3, 20)
+    b = r.randint(2, a - 1)
     return (
         f'{n} has {a} {x} and gives {b} of them to a friend. How many {x} does {n} have left?',
         [f'{a} - {b} = {a - b}.'],
@@ -350,7 +370,8 @@ def _keep_share(r):
     )
 
 def _change(r):
-    n, x, q, p = r.choice(_NAMES), r.choice(_THINGS), r.randint(2, 9), r.randint(2, 9); cost = q * p
+    n, x, q, p = r.choice(_NAMES), r.choice(_THINGS), r.randint(2, 9), r.randint(2, 9)
+    cost = q * p
     bill = next(b for b in (20, 50, 100) if b > cost)
     return (
         f'{n} buys {q} {x} at {p} dollars each and pays with a {bill}-dollar bill. How much change does {n} get, in dollars?',
@@ -384,7 +405,8 @@ def _draw_problem(r:random.Random, templates:dict, split:str) -> tuple:
     """`(template, question, steps, answer)` from a random template of `templates`, redrawn until the question hashes
     into `split`."""
     while True:
-        kind = r.choice(list(templates)); q, steps, ans = templates[kind](r)
+        kind = r.choice(list(templates))
+        q, steps, ans = templates[kind](r)
         if hash_split(q) == split: return kind, q, steps, ans
 
 # %% ../../nbs/05c_math.ipynb #48c5a88b
@@ -423,8 +445,11 @@ class DataMathEnv(LoadedTasks, MathEnv):
     def __init__(self, data_dir:str|Path|None=None): # datasets root holding `<sub>/`, or that folder; None: `data_path`
         self.data_dir, self._tasks, self.report = data_dir, None, None
     def available(self) -> tuple[bool, str]:
-        try: dataset_dir(self.sub, self.data_dir); return True, ''
-        except DataUnavailable as e: return False, str(e)
+        try:
+            dataset_dir(self.sub, self.data_dir)
+            return True, ''
+        except DataUnavailable as e:
+            return False, str(e)
 
 # %% ../../nbs/05c_math.ipynb #d7f58df0
 @patch
@@ -454,7 +479,8 @@ class GSM8KEnv(DataMathEnv):
         if not (folder/'train.jsonl').exists(): raise DataUnavailable(f'no train.jsonl in {folder}')
         return jsonl_rows(folder/'train.jsonl')
     def parse(self, ir) -> Task:
-        i, r = ir; q = str(r['question']).strip()
+        i, r = ir
+        q = str(r['question']).strip()
         if not q: raise ValueError('empty question')
         ref, final = gsm8k_reference(r['answer'])
         return Task(f'gsm8k-{i:05d}', 'math', hash_split(q), q, target=final, meta=dict(source='gsm8k', reference=ref))
@@ -483,7 +509,8 @@ def rows(self:MATHEnv, folder:Path):
 @patch
 def parse(self:MATHEnv, ir) -> Task:
     "Row `ir = (i, row)` as a task (raises on a malformed row)."
-    i, r = ir; prob, ans = str(r['problem']).strip(), r['answer']
+    i, r = ir
+    prob, ans = str(r['problem']).strip(), r['answer']
     if ans is None or not str(ans).strip(): raise ValueError('no answer')
     if not prob: raise ValueError('empty problem')
     ans = str(ans).strip()

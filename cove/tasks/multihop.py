@@ -61,7 +61,9 @@ def _invent(rng:random.Random, kind:str, used:set) -> str:
         w = (''.join(rng.choice(_SYL) for _ in range(rng.randint(1, 2))) + rng.choice(_ENDS[kind])).capitalize()
         name = {'river': f'{w} River', 'company': f'{w} {rng.choice(list(_INDUSTRY))}'}.get(kind, w)
         if kind == 'first': name = f'{w} {_invent(rng, "last", used)}'
-        if len(w) > 3 and name not in used: used.add(name); return name
+        if len(w) > 3 and name not in used:
+            used.add(name)
+            return name
 
 # %% ../../nbs/05b_multihop.ipynb #ac71c993
 def make_world(rng:random.Random, n_companies:int=3, n_towns:int=5) -> dict:
@@ -106,7 +108,8 @@ def world_paragraphs(w:dict) -> dict[str, str]:
 def _q_bridge(rng, w, kind):
     C, P, T = w['companies'], w['people'], w['towns']
     if kind in ('founder_town', 'founder_year', 'hq_river'):
-        c = rng.choice(list(C)); f, hq = C[c]['founder'], C[c]['hq']
+        c = rng.choice(list(C))
+        f, hq = C[c]['founder'], C[c]['hq']
         if kind == 'founder_town':
             return (
                 f'In which town was the founder of {c} born?',
@@ -127,7 +130,8 @@ def _q_bridge(rng, w, kind):
             [c, hq],
             f"{c} has its headquarters in {hq}, which lies on the {T[hq]['river']}.",
         )
-    p = rng.choice(list(P)); t = P[p]['town']
+    p = rng.choice(list(P))
+    t = P[p]['town']
     return (
         f'In which province was {p} born?',
         T[t]['province'],
@@ -163,11 +167,13 @@ QUESTION_KINDS = {'founder_town': 'bridge', 'founder_year': 'bridge', 'hq_river'
 def _q_one_hop(rng, w, kind):
     C, P, T = w['companies'], w['people'], w['towns']
     if kind in ('birth_town', 'birth_year'):
-        p = rng.choice(list(P)); town, year = P[p]['town'], P[p]['year']
+        p = rng.choice(list(P))
+        town, year = P[p]['town'], P[p]['year']
         if kind == 'birth_town': return f'In which town was {p} born?', town, [p], f'{p} was born in {town}.'
         return f'In what year was {p} born?', str(year), [p], f'{p} was born in {year}.'
     if kind in ('founded_year', 'founder', 'hq_town'):
-        c = rng.choice(list(C)); a = C[c]
+        c = rng.choice(list(C))
+        a = C[c]
         if kind == 'founded_year':
             return f'In what year was {c} founded?', str(a['year']), [c], f"{c} was founded in {a['year']}."
         if kind == 'founder': return f'Who founded {c}?', a['founder'], [c], f"{c} was founded by {a['founder']}."
@@ -251,7 +257,10 @@ def tasks(self:MultihopEnv, split:str='train', n:int|None=None, seed:int=0) -> l
     pre = 'mh' if d == 2 else f'mh-d{d}'   # the default keeps its historical ids
     for i in range(self.sizes[split] if n is None else n):
         r = random.Random(f'{base}:{i}')
-        while (t := make_multihop_task(r, f'{pre}-{split}-{seed}-{i}', split, d)) and hash_split(t.payload['question']) != split: pass
+        while (t := make_multihop_task(r, f'{pre}-{split}-{seed}-{i}', split, d)) and hash_split(
+            t.payload['question']
+        ) != split:
+            pass
         out.append(t)
     return out
 
@@ -309,8 +318,11 @@ class HotpotQAEnv(LoadedTasks, QAEnv):
         self.data_dir, self.max_chars, self._tasks, self.report = data_dir, max_chars, None, None
 
     def available(self) -> tuple[bool, str]:
-        try:dataset_dir('hotpotqa', self.data_dir); return True, ''
-        except DataUnavailable as e: return False, str(e)
+        try:
+            dataset_dir('hotpotqa', self.data_dir)
+            return True, ''
+        except DataUnavailable as e:
+            return False, str(e)
 
 # %% ../../nbs/05b_multihop.ipynb #66ec4232
 @patch

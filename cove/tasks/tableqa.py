@@ -208,7 +208,8 @@ def _sql_db(t:Table) -> sqlite3.Connection:
     for c in t.columns:
         c2, k = str(c), 2
         while c2.lower() in seen: c2, k = f'{c}_{k}', k + 1
-        seen.add(c2.lower()); cols.append(c2)
+        seen.add(c2.lower())
+        cols.append(c2)
     con.execute(f"CREATE TABLE t ({', '.join(map(_sql_ident, cols))})")
     con.executemany(f"INSERT INTO t VALUES ({', '.join('?' * len(cols))})", [[_sql_cell(x) for x in r] for r in t.rows])
     ok = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION}
@@ -293,7 +294,8 @@ def rename(surface:Surface, seed:int, drop:tuple=()) -> Surface:
     prefix, names = rng.choice(PREFIXES), {}
     for op in surface.names:
         if op in drop: continue
-        pool = [prefix + w for w in SYNONYMS[op]]; rng.shuffle(pool)
+        pool = [prefix + w for w in SYNONYMS[op]]
+        rng.shuffle(pool)
         pool.append(f'{prefix}{op}_v{surface.version + 1}')
         names[op] = next(n for n in pool if n.isidentifier() and not keyword.iskeyword(n)
                          and n not in taken and n not in names.values())
@@ -459,7 +461,8 @@ def _run_calls(state:EpisodeState, table:Table, surface:Surface, calls:list[str]
     "Run the first `max_calls` of `calls`, recording each in `state.calls`; returns what the agent sees of each."
     obs = []
     for c in calls[:max_calls]:
-        tc = run_call(table, surface, c); state.calls.append(tc)
+        tc = run_call(table, surface, c)
+        state.calls.append(tc)
         obs.append(
             tc.result
             if tc.result.startswith('Error')
@@ -686,14 +689,17 @@ QTYPES = ('lookup', 'count', 'filter', 'argmax', 'sum', 'compare')
 
 def make_question(rng:random.Random, t:Table, qtype:str) -> tuple[str, list, object]:
     "`(question, plan, answer)` of type `qtype` about table `t`; plan = `[[op, args], ...]`."
-    d = DOMAINS[t.name]; key = t.columns[0]
-    cats = [c for c in t.columns if c in d['cats']]; nums = [c for c in t.columns if c in d['nums']]
+    d = DOMAINS[t.name]
+    key = t.columns[0]
+    cats = [c for c in t.columns if c in d['cats']]
+    nums = [c for c in t.columns if c in d['nums']]
     get = lambda r, c: r[t.columns.index(c)]
     if qtype == 'lookup':
         r, c = rng.choice(t.rows), rng.choice(t.columns[1:])
         return f"What is the {c} of {r[0]}?", [['lookup', [key, r[0], c]]], get(r, c)
     if qtype in ('count', 'sum'):
-        c = rng.choice(cats); v = get(rng.choice(t.rows), c)
+        c = rng.choice(cats)
+        v = get(rng.choice(t.rows), c)
         if qtype == 'count':
             return (
                 f"How many {d['plural']} have {c} {v}?",
@@ -703,11 +709,13 @@ def make_question(rng:random.Random, t:Table, qtype:str) -> tuple[str, list, obj
         m = rng.choice(nums)
         total = sum(to_number(get(r, m)) for r in t.rows if get(r, c) == v)
         return f"What is the total {m} of the {d['plural']} with {c} {v}?", [['sum', [m, c, v]]], fmt_num(total)
-    m = rng.choice(nums); by = sorted(t.rows, key=lambda r: -to_number(get(r, m)))
+    m = rng.choice(nums)
+    by = sorted(t.rows, key=lambda r: -to_number(get(r, m)))
     if qtype == 'argmax':
         return f"Which {d['entity']} has the highest {m}?", [['argmax', [m, key]]], by[0][0]
     if qtype == 'filter':
-        k = rng.randint(1, min(3, len(by) - 1)); thr = get(by[k], m)
+        k = rng.randint(1, min(3, len(by) - 1))
+        thr = get(by[k], m)
         ans = [r[0] for r in t.rows if to_number(get(r, m)) > to_number(thr)]
         return f"Which {d['plural']} have {m} greater than {thr}?", [['filter_rows', [m, '>', to_number(thr)]]], ans
     a, b = rng.sample(t.rows, 2)
@@ -771,10 +779,10 @@ class EmbeddedTableQA(TableQA):
     "Seeded random tables with templated questions and exact answers."
     def __init__(
         self,
-        n_train:int=1000,  # tasks in `train` when `n` is None
-        n_test:int=200,  # tasks in `test`/`same`/`renamed` when `n` is None
+        n_train: int = 1000,  # tasks in `train` when `n` is None
+        n_test: int = 200,  # tasks in `test`/`same`/`renamed` when `n` is None
         data_dir=None,  # unused:accepted so that every family takes `data_dir`
-        difficulty:int=2,
+        difficulty: int = 2,
     ):  # 0:one lookup/count/argmax call, 4-6 rows; 1:any single call, 5-10 rows; 2:all types incl. compare, 5-10 rows; 3:as 2 with 12-20 rows
         if difficulty not in DIFFICULTIES:
             raise ValueError(f'tableqa difficulty must be one of {sorted(DIFFICULTIES)}, got {difficulty!r}')
@@ -901,7 +909,9 @@ class DateValue(WTQValue):
         "`'yyyy-mm-dd'` with `xx` for unknown fields -> `(y, m, d)` with -1 for unknown, else None."
         try:
             y, m, d = text.lower().split('-')
-            y = -1 if y in ('xx', 'xxxx') else int(y); m = -1 if m == 'xx' else int(m); d = -1 if d == 'xx' else int(d)
+            y = -1 if y in ('xx', 'xxxx') else int(y)
+            m = -1 if m == 'xx' else int(m)
+            d = -1 if d == 'xx' else int(d)
         except (ValueError, AttributeError):
             return None
         if y == m == d == -1 or not (m == -1 or 1 <= m <= 12) or not (d == -1 or 1 <= d <= 31): return None
@@ -975,7 +985,8 @@ def wtq_canon(s:str) -> str|None:
     for p in pats:
         m = re.fullmatch(p, x)
         if m and m.group('mon') in _MONTHS:
-            g = m.groupdict(); day = g.get('d')
+            g = m.groupdict()
+            day = g.get('d')
             if day and not 1 <= int(day) <= 31: continue
             return f"{g.get('y') or 'xx'}-{_MONTHS[m.group('mon')]:02d}-{int(day) if day else 'xx'}"
     return None
@@ -1018,7 +1029,9 @@ def read_wtq_tsv(path:Path) -> list[tuple[str, dict|Exception]]:
     if not lines or isinstance(lines[0][1], Exception): raise ValueError(f'{path}: the header line is not UTF-8 text')
     head, out = lines[0][1].split('\t'), []
     for i, line in lines[1:]:
-        if isinstance(line, Exception): out.append((f'{Path(path).name}:{i}', line)); continue
+        if isinstance(line, Exception):
+            out.append((f'{Path(path).name}:{i}', line))
+            continue
         if not line.strip(): continue
         f = line.split('\t')
         out.append(
@@ -1058,8 +1071,11 @@ def root(self:WTQTableQA) -> Path:
 @patch
 def available(self:WTQTableQA) -> tuple[bool, str]:
     "Whether the WTQ data is there, and why not."
-    try: self.root; return True, ''
-    except FileNotFoundError as e: return False, str(e)
+    try:
+        self.root
+        return True, ''
+    except FileNotFoundError as e:
+        return False, str(e)
 
 # %% ../../nbs/05a_tableqa.ipynb #c31c8712
 @patch
@@ -1096,8 +1112,11 @@ def tasks(self:WTQTableQA, split:str='test', n:int|None=None, seed:int=0, surfac
     self.report, out = LoadReport(f'wtq:{split}'), []
     for where, raw in rows:
         if n is not None and len(out) >= n: break
-        try:out.append(self.parse_row(raw, split, s)); self.report.n_ok += 1
-        except Exception as e: self.report.bad(where, f'{type(e).__name__}: {e}')
+        try:
+            out.append(self.parse_row(raw, split, s))
+            self.report.n_ok += 1
+        except Exception as e:
+            self.report.bad(where, f'{type(e).__name__}: {e}')
     if not out and self.report.n_bad:
         raise ValueError(f"wtq:{split}: no usable row ({self.report.n_bad} rejected; first: {self.report.errors[0]})")
     if self.report.n_bad: get_logger('tableqa').warning(f'{self.report}; first: {self.report.errors[:3]}')
