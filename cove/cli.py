@@ -14,6 +14,7 @@ from .demo import DEMO_FAMILIES, run_demo, demo_config, DEMO_EPISODES, DEMO_METH
 from .check import check_run, RunLocked
 from .method import import_methods
 from .core import write_failure, InfraError
+from . import __version__
 
 # %% auto #0
 __all__ = ['build_parser', 'config_from', 'info', 'cmd_run', 'cmd_bench', 'cmd_demo', 'format_check', 'cmd_check',
@@ -120,7 +121,6 @@ def _version(mod):
 # %% ../nbs/90_cli.ipynb #c7069e96
 def info(cfg) -> dict:
     "Versions, profile and model cache status."
-    from cove import __version__
     from cove.llm import model_cache_dir, is_embedded_cached
     pkgs = [
         'torch',

@@ -16,7 +16,7 @@ __all__ = ['FEEDBACK_KINDS', 'STATUSES', 'ROLES', 'DISK_FULL', 'SQLITE_FULL', 'S
            'Task', 'msg', 'repo_root', 'CorruptFile', 'WriteFailed', 'InfraError', 'writing', 'write_all',
            'NotRegularFile', 'open_regular', 'read_regular', 'write_failure', 'write_atomic', 'one_line', 'read_json',
            'write_json', 'get_logger', 'repair_tail', 'append_jsonl', 'read_jsonl', 'task_key', 'EpisodeKeys',
-           'write_tx', 'import_optional', 'wilson', 'rate_ci']
+           'fmt_num', 'TokenLedger', 'write_tx', 'import_optional']
 
 # %% ../nbs/00_core.ipynb #24c123c3
 FEEDBACK_KINDS = {   # what went wrong, in one word a method can act on: kind -> its meaning
@@ -331,6 +331,71 @@ def commit(self:EpisodeKeys, tasks:list):
     "The batch was played: its records are written next."
     self.done.update(task_key(t) for t in tasks)
 
+# %% ../nbs/00_core.ipynb #d1be71e3
+def fmt_num(v:float) -> str:
+    "`3.0` -> `'3'`, `2.50` -> `'2.5'`: the shortest plain rendering of a number."
+    if abs(v - round(v)) < 1e-9: return str(int(round(v)))
+    return f'{v:.6f}'.rstrip('0').rstrip('.')
+
+# %% ../nbs/00_core.ipynb #17903119
+_LEDGER_KEYS = ('calls', 'prompt_tokens', 'completion_tokens', 'train_tokens')
+
+@dataclass
+class TokenLedger:
+    "Exact token counts: prompt/completion tokens of policy calls and training tokens, in total and by kind."
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    train_tokens: int = 0
+    by_kind: dict = field(default_factory=dict)  # kind -> {calls, prompt_tokens, completion_tokens, train_tokens}
+
+    @property
+    def total_tokens(self) -> int: return self.prompt_tokens + self.completion_tokens + self.train_tokens
+
+# %% ../nbs/00_core.ipynb #5ced6cb7
+@patch
+def add(
+    self:TokenLedger,
+    kind:str,
+    prompt_tokens:int=0,
+    completion_tokens:int=0,
+    train_tokens:int=0,
+    calls:int=1,
+) -> TokenLedger:
+    "Record `calls` calls of `kind` with these token counts; returns `self`."
+    vals = dict(
+        calls=calls, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, train_tokens=train_tokens
+    )
+    if any(int(v) != v or v < 0 for v in vals.values()):
+        raise ValueError(f"token counts must be non-negative integers: {vals}")
+    row = self.by_kind.setdefault(kind, dict.fromkeys(_LEDGER_KEYS, 0))
+    for k, v in vals.items(): row[k] += int(v)
+    self.prompt_tokens += int(prompt_tokens)
+    self.completion_tokens += int(completion_tokens)
+    self.train_tokens += int(train_tokens)
+    return self
+
+# %% ../nbs/00_core.ipynb #ff769543
+@patch
+def merge(self:TokenLedger, other:TokenLedger) -> TokenLedger:
+    "A new ledger holding the sums of `self` and `other`."
+    out = TokenLedger()
+    for led in (self, other):
+        for kind, row in led.by_kind.items(): out.add(kind, **{k: row[k] for k in _LEDGER_KEYS})
+    return out
+
+# %% ../nbs/00_core.ipynb #aa0722a8
+@patch
+def to_dict(self:TokenLedger) -> dict:
+    "JSON-ready counts, with `total_tokens`."
+    return {**asdict(self), 'total_tokens': self.total_tokens}
+
+@patch(cls_method=True)
+def from_dict(cls:TokenLedger, d:dict) -> TokenLedger:
+    "Rebuild a ledger written by `to_dict`."
+    out = cls()
+    for kind, row in d.get('by_kind', {}).items(): out.add(kind, **{k: row.get(k, 0) for k in _LEDGER_KEYS})
+    return out
+
 # %% ../nbs/00_core.ipynb #b43bb93e
 @contextlib.contextmanager
 def write_tx(conn:sqlite3.Connection): # an open SQLite connection, not inside a transaction
@@ -356,16 +421,3 @@ def import_optional(package:str, names) -> list[str]:
         except ModuleNotFoundError as e:
             if e.name != f'{package}.{m}': raise
     return out
-
-# %% ../nbs/00_core.ipynb #bfa77b6d
-def wilson(k:int, n:int, z:float=1.96) -> tuple[float, float]|tuple[None, None]:
-    "Wilson score interval of `k / n` (95% at z = 1.96) by statsmodels, `cove.stats.wilson`; `(None, None)` at n = 0."
-    from cove.stats import wilson as _wilson   # imported here: cove.stats imports cove.core
-    return _wilson(k, n, alpha=math.erfc(z / math.sqrt(2)))   # the two-sided level whose normal quantile is z
-
-# %% ../nbs/00_core.ipynb #62f8de01
-def rate_ci(k:int, n:int) -> str:
-    "`'0.250 [0.102, 0.495] (n=16)'`: a rate with its Wilson 95% interval and n."
-    if n <= 0: return 'n/a (n=0)'
-    lo, hi = wilson(k, n)
-    return f"{k / n:.3f} [{lo:.3f}, {hi:.3f}] (n={n})"

@@ -176,7 +176,7 @@ def knowledge_corpus(env, task:Task) -> list[str]|None:
     "The documents `<search_knowledge>` searches for `task`, or None when its family has no corpus."
     p = task.payload or {}
     if task.family == 'multihop' and p.get('paragraphs'): return [f'{t}: {x}' for t, x in p['paragraphs']]
-    if task.family == 'tableqa' and hasattr(env, 'surface') and hasattr(env, 'table'):
+    if hasattr(env, 'surface') and hasattr(env, 'table'):   # a family with a tool surface over a table
         tools = [l[2:] for l in env.surface(task).doc().splitlines() if l.startswith('- ')]
         tab = env.table(task)
         rows = [

@@ -8,7 +8,8 @@ import json, time
 from pathlib import Path
 from typing import Callable
 import numpy as np
-from .core import get_logger, one_line, wilson
+from .core import get_logger, one_line
+from .stats import wilson
 from .config import Config
 from .stats import episode_records
 from .run import Run, RunSpec

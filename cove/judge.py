@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 from fastcore.basics import patch
-from .core import append_jsonl, msg, rate_ci, wilson
+from .core import append_jsonl, msg
+from .stats import rate_ci, wilson
 from .llm import Policy
 
 # %% auto #0

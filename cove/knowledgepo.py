@@ -4,18 +4,20 @@
 
 # %% ../nbs/12_knowledgepo.ipynb #68930d0d
 from __future__ import annotations
-import inspect, json, re
+import json, re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Callable
 from fastcore.basics import patch
-from .core import Task, get_logger, redact_expected, wilson
+from .core import Task, get_logger, redact_expected
+from .stats import wilson
 from .store import Entry, KINDS, LABELS
 from .judge import Judge, JudgeParseError, few_shot
 from .agent import build_messages
 from .tasks.base import EpisodeResult, replay_reference
 from .tasks.base import family_hints
-from .tasks.tableqa import OPS, Surface, rename, with_surface, find_calls, split_call, fmt_num
+from .tasks.surface import Surface, rename, with_surface, find_calls, split_call, toolset_of, surface_of
+from .core import fmt_num
 from .train import trajectories_to_sft, make_task_reward, prompt_dataset
 
 # %% auto #0
@@ -140,15 +142,15 @@ def question_of(task:Task) -> str:
     return (m.group(1) if m else next((l for l in reversed(task.prompt.splitlines()) if l.strip()), '')).strip()
 
 # %% ../nbs/12_knowledgepo.ipynb #f5b639df
-def _params(op:str) -> list[str]: return list(inspect.signature(OPS[op]).parameters)[1:]
+def _params(op:str, surface:Surface) -> list[str]: return toolset_of(surface).params(op)
 
 def _arg_text(a) -> str: return fmt_num(a) if isinstance(a, (int, float)) and not isinstance(a, bool) else str(a)
 
-def _named_args(call, op:str) -> list[tuple[str, object]]:
+def _named_args(call, op:str, surface:Surface) -> list[tuple[str, object]]:
     "`(parameter, argument)` pairs of a tool call to canonical operation `op` (positional, then keyword)."
     pos = [a for a in call.args if not isinstance(a, dict)]
     kw = next((a for a in call.args if isinstance(a, dict)), {})
-    return list(zip(_params(op), pos)) + [(k, v) for k, v in kw.items()]
+    return list(zip(_params(op, surface), pos)) + [(k, v) for k, v in kw.items()]
 
 # %% ../nbs/12_knowledgepo.ipynb #e5c895bf
 def generalise(question:str, calls:list, surface:Surface) -> tuple[str, list[tuple[str, str, list[str]]]]:
@@ -158,7 +160,7 @@ def generalise(question:str, calls:list, surface:Surface) -> tuple[str, list[tup
         op = surface.canonical(c.name)
         if op is None: continue
         shown = []
-        for p, a in _named_args(c, op):
+        for p, a in _named_args(c, op, surface):
             s = _arg_text(a)
             hit = s.strip() and re.search(r'(?<!\w)' + re.escape(s) + r'(?!\w)', question, re.I)
             if not hit:
@@ -197,13 +199,9 @@ def hint_for(family:str, kind:str) -> str|None:
     return own[kind] if kind in own else (FEEDBACK_HINTS | {'no_tool_call': NO_CALL_HINT}).get(kind)
 
 # %% ../nbs/12_knowledgepo.ipynb #831bf604
-def op_purpose(op:str) -> str:
-    "What canonical operation `op` does, name-free: the first clause of its tool description."
-    return re.split(r' \(|;', OPS[op].__doc__)[0]
-
-def _surface_of(task:Task) -> Surface|None:
-    s = task.payload.get('surface') if isinstance(task.payload, dict) else None
-    return Surface.from_dict(s) if s else None
+def op_purpose(op:str, surface:Surface) -> str:
+    "What canonical operation `op` of `surface` does, name-free: the first clause of its tool description."
+    return toolset_of(surface).purpose(op)
 
 # %% ../nbs/12_knowledgepo.ipynb #dc9feb38
 def _cand(kind, content, proposed, task, surface) -> Candidate:
@@ -216,7 +214,7 @@ def _tool_error_memory(task:Task, st, surface) -> list[Candidate]:
     "A tool error: a volatile memory binding the current tool names (the task's surface), with their signatures."
     bad = [c.name for c in st.calls if not c.legal]
     if not (bad and surface): return []
-    usage = ', '.join(f"{n}({', '.join(_params(surface.canonical(n)))})" for n in surface_names(surface))
+    usage = ', '.join(f"{n}({', '.join(_params(surface.canonical(n), surface))})" for n in surface_names(surface))
     head = f"Tool surface v{surface.version}: the tools are {usage}."
     text = head + f" The name '{bad[-1]}' is not a tool on this surface."
     return [_cand('memory', text, 'volatile', task, surface)]
@@ -239,7 +237,7 @@ def _success_skills(task:Task, st, fb, surface) -> list[Candidate]:
             )
         )
         what = ' then '.join(
-            f"the tool for '{op_purpose(op)}' with {', '.join(a) or 'no arguments'}" for op, _, a in steps
+            f"the tool for '{op_purpose(op, surface)}' with {', '.join(a) or 'no arguments'}" for op, _, a in steps
         )
         out.append(
             _cand(
@@ -272,7 +270,7 @@ def _failure_hints(task:Task, st, fb, surface) -> list[Candidate]:
 def rule_candidates(task:Task, result:EpisodeResult, max_candidates:int=2) -> list[Candidate]:
     """Deterministic candidates read off the episode: tool-surface memory, call-pattern skills, worked examples,
     feedback hints."""
-    st, fb, surface = result.state, result.feedback, _surface_of(task)
+    st, fb, surface = result.state, result.feedback, surface_of(task)
     out = (
         _tool_error_memory(task, st, surface)
         + _success_skills(task, st, fb, surface)
@@ -329,7 +327,7 @@ def judge_candidates(judge:Judge, task:Task, result:EpisodeResult, max_candidate
                      max_chars:int=200, max_new_tokens:int=48,
                      texts:list|None=None) -> list[Candidate]: # this episode's `judge_texts`, when already generated
     "Candidates written by the judge (one lesson, one instruction); unusable outputs are counted, not stored."
-    stats, out, surface = stats if stats is not None else KPOStats(), [], _surface_of(task)
+    stats, out, surface = stats if stats is not None else KPOStats(), [], surface_of(task)
     if texts is None: texts = judge_texts(judge, [(task, result)], max_candidates, max_chars, max_new_tokens)[0]
     for kind, text in zip(list(EXTRACT_PROMPTS)[:max_candidates], texts):
         if isinstance(text, JudgeParseError):
@@ -794,7 +792,7 @@ def rename_volatile(entries:list, surface:Surface, seed:int) -> tuple[list, Surf
 def legal_names(episode) -> set[str]:
     "N_i: the tool names legal in an episode (a `Task`, `EpisodeState`, `EpisodeResult` or `RolloutPrompt`)."
     task = episode if isinstance(episode, Task) else episode.task
-    s = _surface_of(task)
+    s = surface_of(task)
     return set(s.names.values()) if s else set()
 
 def observed_names(task:Task, entries:list) -> set[str]:
@@ -821,7 +819,7 @@ def memory_aware_prompt(env, task:Task, kb=None, k:int=3, # entries injected per
                         stats:KPOStats|None=None) -> RolloutPrompt:
     "Retrieve top-`k` entries, optionally rename volatile names, and build the episode's messages (§4.4.1)."
     entries = [h.entry for h in kb.retrieve(task.prompt, k=k, mode=mode)] if kb is not None and k > 0 else []
-    mapping, surface = {}, _surface_of(task)
+    mapping, surface = {}, surface_of(task)
     if rename_seed is not None:
         if surface is None:
             get_logger('knowledgepo').warning(f"{task.id}: no tool surface to rename; prompt left as is")
@@ -876,7 +874,7 @@ def anti_recitation_sft(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybri
     kept, why = [], Counter()
     for i, t in enumerate(tasks):
         rp = memory_aware_prompt(
-            env, t, kb, k, mode, rename_seed=seed + i if rename and _surface_of(t) else None, stats=stats
+            env, t, kb, k, mode, rename_seed=seed + i if rename and surface_of(t) else None, stats=stats
         )
         r = replay_reference(env, rp.task)
         if not r.success:
@@ -916,7 +914,7 @@ def memory_aware_rows(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybrid'
     rows, by_id, names = [], {}, {}
     for i, t in enumerate(tasks):
         rp = memory_aware_prompt(
-            env, t, kb, k, mode, rename_seed=seed + i if rename and _surface_of(t) else None, stats=stats
+            env, t, kb, k, mode, rename_seed=seed + i if rename and surface_of(t) else None, stats=stats
         )
         tid = f"{rp.task.id}#{tag}{i}"
         by_id[tid], names[tid] = replace(rp.task, id=tid), (rp.legal, rp.observed)
@@ -1099,7 +1097,7 @@ def observe(self:KnowledgePO, result:EpisodeResult) -> list[KBOp]:
     task, (r, texts) = result.task, self._texts.pop(id(result), (None, None))
     texts = texts if r is result else None
     cands = extract_candidates(self.judge, task, result, self.max_candidates, self.extractor, self.stats, texts=texts)
-    cands = label_candidates(self.judge, cands, self.label_mode, _surface_of(task), self.stats, shots=self.label_shots)
+    cands = label_candidates(self.judge, cands, self.label_mode, surface_of(task), self.stats, shots=self.label_shots)
     ops = [
         update_kb(
             self.kb, c, self.op_judge, self.dup_threshold, self.topic_threshold, stats=self.stats, shots=self.op_shots

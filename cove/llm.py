@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from fastcore.basics import patch
-from .core import get_logger, msg
+from .core import get_logger, msg, TokenLedger
 
 _log = get_logger('llm')
 
@@ -21,8 +21,8 @@ __all__ = ['EMBEDDED_PACKAGE', 'EMBEDDED_GGUF', 'EMBEDDED_NAME', 'EMBEDDED_DIR',
            'MODELLED_TOKENS_PER_INSTANCE', 'MODELLED_STEPS_PER_INSTANCE', 'BACKENDS', 'embedded_model_path',
            'model_cache_dir', 'embedded_cache_path', 'is_embedded_cached', 'ensure_embedded_model', 'ModelRef',
            'resolve_model', 'cpu_has_native_bf16', 'pick_dtype', 'available_cores', 'torch_threads', 'set_threads',
-           'smollm2_tokenizer', 'tiny_llama', 'load_model', 'TokenLedger', 'modelled_train_cost', 'Generation',
-           'as_messages', 'Policy', 'render_chat', 'count_tokens_with', 'choice_token_spans', 'PrefixCache', 'HFPolicy',
+           'smollm2_tokenizer', 'tiny_llama', 'load_model', 'modelled_train_cost', 'Generation', 'as_messages',
+           'Policy', 'render_chat', 'count_tokens_with', 'choice_token_spans', 'PrefixCache', 'HFPolicy',
            'stop_strings', 'stop_patterns', 'PatternStop', 'client_stop', 'make_test_adapter', 'bench_generation',
            'bench_load', 'VLLMPolicy', 'HTTPError', 'post_json', 'OpenAIPolicy', 'make_policy']
 
@@ -215,65 +215,6 @@ def load_model(name:str=EMBEDDED_NAME, # `smollm2-135m`, `tiny`, a local folder 
         model = AutoModelForCausalLM.from_pretrained(ref.path, dtype=dt, local_files_only=ref.local_files_only, **kw)
     except OSError as e: raise FileNotFoundError(f"could not load model {name!r} from {ref.path}: {e}") from e
     return model.to(device).eval(), tok
-
-# %% ../nbs/02_llm.ipynb #17903119
-_LEDGER_KEYS = ('calls', 'prompt_tokens', 'completion_tokens', 'train_tokens')
-
-@dataclass
-class TokenLedger:
-    "Exact token counts: prompt/completion tokens of policy calls and training tokens, in total and by kind."
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    train_tokens: int = 0
-    by_kind: dict = field(default_factory=dict)  # kind -> {calls, prompt_tokens, completion_tokens, train_tokens}
-
-    @property
-    def total_tokens(self) -> int: return self.prompt_tokens + self.completion_tokens + self.train_tokens
-
-# %% ../nbs/02_llm.ipynb #5ced6cb7
-@patch
-def add(
-    self:TokenLedger,
-    kind:str,
-    prompt_tokens:int=0,
-    completion_tokens:int=0,
-    train_tokens:int=0,
-    calls:int=1,
-) -> TokenLedger:
-    "Record `calls` calls of `kind` with these token counts; returns `self`."
-    vals = dict(
-        calls=calls, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, train_tokens=train_tokens
-    )
-    if any(int(v) != v or v < 0 for v in vals.values()):
-        raise ValueError(f"token counts must be non-negative integers: {vals}")
-    row = self.by_kind.setdefault(kind, dict.fromkeys(_LEDGER_KEYS, 0))
-    for k, v in vals.items(): row[k] += int(v)
-    self.prompt_tokens += int(prompt_tokens)
-    self.completion_tokens += int(completion_tokens)
-    self.train_tokens += int(train_tokens)
-    return self
-
-# %% ../nbs/02_llm.ipynb #ff769543
-@patch
-def merge(self:TokenLedger, other:TokenLedger) -> TokenLedger:
-    "A new ledger holding the sums of `self` and `other`."
-    out = TokenLedger()
-    for led in (self, other):
-        for kind, row in led.by_kind.items(): out.add(kind, **{k: row[k] for k in _LEDGER_KEYS})
-    return out
-
-# %% ../nbs/02_llm.ipynb #aa0722a8
-@patch
-def to_dict(self:TokenLedger) -> dict:
-    "JSON-ready counts, with `total_tokens`."
-    return {**asdict(self), 'total_tokens': self.total_tokens}
-
-@patch(cls_method=True)
-def from_dict(cls:TokenLedger, d:dict) -> TokenLedger:
-    "Rebuild a ledger written by `to_dict`."
-    out = cls()
-    for kind, row in d.get('by_kind', {}).items(): out.add(kind, **{k: row.get(k, 0) for k in _LEDGER_KEYS})
-    return out
 
 # %% ../nbs/02_llm.ipynb #0b757d7e
 MODELLED_TOKENS_PER_INSTANCE = 14100   # paper Appendix A

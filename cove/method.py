@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 from fastcore.basics import patch
-from .core import EpisodeKeys, CorruptFile, read_json, write_json, one_line
+from .core import EpisodeKeys, CorruptFile, read_json, write_json, one_line, TokenLedger
 from .config import Config
 from .plugins import PluginError, load_own, load_plugins
 from .agent import HarnessAgent
@@ -118,7 +118,6 @@ def read_state(self:Method) -> dict|None:
         raise ValueError(f"{self.state_path} is of method {who!r}, not {self.name!r}; use another --out")
     self.saved_ledger = s.get('ledger')
     if self.saved_ledger and getattr(self.policy, 'ledger', None) is not None:
-        from cove.llm import TokenLedger
         self.policy.ledger = self.policy.ledger.merge(TokenLedger.from_dict(self.saved_ledger))
     return s
 

@@ -9,7 +9,8 @@ from collections import Counter
 from dataclasses import dataclass, asdict
 from pathlib import Path
 from fastcore.basics import patch
-from .core import Feedback, Task, append_jsonl, wilson
+from .core import Feedback, Task, append_jsonl
+from .stats import wilson
 
 # %% auto #0
 __all__ = ['CHANNELS', 'PARAMETRIC_CHANNELS', 'CHANNEL_DOCS', 'ROUTE_TEMPLATE', 'SIGNALS_PROMPT', 'REASON_PROMPT', 'ROUTE_SHOTS',

@@ -9,6 +9,8 @@ from pathlib import Path
 from tqdm.auto import tqdm
 from fastcore.basics import patch
 from .core import append_jsonl, read_jsonl, get_logger, Feedback, CorruptFile, read_json, write_json, one_line
+from .core import TokenLedger
+from . import __version__
 from .config import Config, runtime_info
 from .plugins import loaded_plugins
 from .tasks.base import EpisodeResult
@@ -53,7 +55,6 @@ def _check_config(self:Run, write:bool=False):
             self.log.warning(f"{self.out} held a config but no episode: re-specified ({'; '.join(diff[:4])})")
         fresh = bool(diff)
     if write and fresh:
-        from cove import __version__
         write_json(
             p,
             dict(
@@ -72,7 +73,6 @@ def _check_config(self:Run, write:bool=False):
 def fresh_start(policy):
     "`policy` on its base weights (no adapter active), with a new token ledger: how every `Run.execute` starts."
     if policy is None: return None
-    from cove.llm import TokenLedger   # (not at import: `cove check` stays light)
     if getattr(policy, 'adapters', None): policy.set_adapter(None)
     policy.ledger = TokenLedger()
     return policy

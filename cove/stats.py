@@ -11,8 +11,9 @@ from pathlib import Path
 from .core import read_jsonl
 
 # %% auto #0
-__all__ = ['ALIGN_KEYS', 'wilson', 'newcombe_paired', 'mcnemar_p', 'mde', 'Paired', 'paired', 'episode_records', 'align',
-           'paired_rows', 'paired_or_reason', 'runs_of', 'paired_verdict', 'solved_once', 'summarise', 'run_metrics']
+__all__ = ['ALIGN_KEYS', 'wilson', 'rate_ci', 'newcombe_paired', 'mcnemar_p', 'mde', 'Paired', 'paired', 'episode_records',
+           'align', 'paired_rows', 'paired_or_reason', 'runs_of', 'paired_verdict', 'solved_once', 'summarise',
+           'run_metrics']
 
 # %% ../nbs/00b_stats.ipynb #7affe6e4
 def wilson(k:int, # successes
@@ -25,6 +26,13 @@ def wilson(k:int, # successes
     from statsmodels.stats.proportion import proportion_confint
     lo, hi = proportion_confint(k, n, alpha=alpha, method='wilson')
     return float(lo), float(hi)
+
+# %% ../nbs/00b_stats.ipynb #62f8de01
+def rate_ci(k:int, n:int) -> str:
+    "`'0.250 [0.102, 0.495] (n=16)'`: a rate with its Wilson 95% interval and n."
+    if n <= 0: return 'n/a (n=0)'
+    lo, hi = wilson(k, n)
+    return f"{k / n:.3f} [{lo:.3f}, {hi:.3f}] (n={n})"
 
 # %% ../nbs/00b_stats.ipynb #d5d692f3
 def newcombe_paired(both:int, a_only:int, b_only:int, neither:int, alpha:float=0.05) -> tuple[float, float]:

@@ -6,6 +6,7 @@
 from __future__ import annotations
 import contextlib, json, os, time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from fastcore.basics import patch
 from .core import get_logger, write_json, Task
@@ -14,6 +15,7 @@ from .agent import HarnessAgent
 from .tasks.base import replay_reference
 from .router import make_router, Router, PARAMETRIC_CHANNELS
 from .trigger import make_trigger
+from .tasks.surface import Surface, with_surface
 from .knowledgepo import (KnowledgePO, KPOStats, anti_recitation_sft, rename_rollout, memory_aware_rows,
                               recitation_violations, called_names, legal_names,
                               HeldoutEval)
@@ -416,8 +418,6 @@ def _renamed(self:CoveMethod, i:int, t:dict) -> tuple[list[dict], dict|None]:
 def _rollout_rows(self:CoveMethod, family:str) -> tuple[list, dict, int]:
     """GRPO rows from every assistant turn of `family`'s parametric-routed rollouts, renamed per episode: `(rows, {id:
     task}, rollouts)`."""
-    from dataclasses import replace
-    from cove.tasks.tableqa import Surface, with_surface
     rows, by_id = [], {}
     rolls = [t for t in self.trajectories.get(family, []) if t.get('channel') in PARAMETRIC_CHANNELS]
     if any(not t.get('task') for t in rolls):

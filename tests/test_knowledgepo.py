@@ -5,7 +5,8 @@ from types import SimpleNamespace as NS
 import pytest
 from cove.tasks.base import EpisodeResult, replay_reference
 from cove.store import Entry, KnowledgeBase
-from cove.tasks.tableqa import EmbeddedTableQA, QTYPES, default_surface, rename, replay, with_surface, Surface
+from cove.tasks.surface import rename, with_surface, Surface
+from cove.tasks.tableqa import EmbeddedTableQA, QTYPES, default_surface, replay
 from cove.knowledgepo import (Candidate, KPOStats, KnowledgePO, names_in, rename_names, rule_candidates, extract_candidates,
                               label_candidate, update_kb, promote_revised, revision_counts, rename_volatile, memory_aware_prompt,
                               legal_names, observed_names, anti_recitation_reward, recitation_violations, called_names, release,

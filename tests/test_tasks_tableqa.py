@@ -4,9 +4,10 @@ from pathlib import Path
 import pytest
 from cove.core import Feedback
 from cove.tasks.base import make_env, EpisodeState
-from cove.tasks.tableqa import (OPS, Table, Surface, default_surface, rename, renamed_surface, run_call, parse_call,
-    find_calls, EmbeddedTableQA, WTQTableQA, check_gold, replay, failure_kind, answers_match, wtq_match, wtq_normalize,
-    to_value, to_value_list, check_denotation, tsv_unescape_list, with_surface, FAILURE_KINDS)
+from cove.tasks.surface import Surface, rename, parse_call, find_calls, with_surface
+from cove.tasks.tableqa import (OPS, Table, default_surface, renamed_surface, run_call, EmbeddedTableQA, WTQTableQA,
+    check_gold, replay, failure_kind, answers_match, wtq_match, wtq_normalize, to_value, to_value_list,
+    check_denotation, tsv_unescape_list, FAILURE_KINDS)
 
 TB = Table(['name', 'team', 'points', 'price'],
            [['Ana', 'Hawks', '31', '$1,200'], ['Bo', 'Owls', '12', '950'], ['Cy', 'Hawks', '20', 'n/a'], ['Dee', 'Pines', '7', '10.5']], 'players')

@@ -4,13 +4,15 @@
 
 # %% ../../nbs/05a_tableqa.ipynb #dbdbf802
 from __future__ import annotations
-import ast, inspect, json, keyword, random, re, sqlite3, unicodedata
-from dataclasses import dataclass, field, replace
+import inspect, json, random, re, sqlite3, unicodedata
+from dataclasses import dataclass
 from functools import lru_cache
 from math import isinf, isnan
 from pathlib import Path
 from fastcore.basics import patch
-from ..core import Feedback, Task, get_logger
+from ..core import Feedback, Task, get_logger, fmt_num
+from .surface import ToolError, Toolset, Surface, register_toolset, rename, with_surface
+from .surface import find_calls, parse_call
 from .base import (Environment, EpisodeState, ToolCall, LoadReport, parse_answer, register_env,
                              data_path, split_seed, DataUnavailable)
 from .base import text_lines, ANSWER_HINT
@@ -18,12 +20,11 @@ from .base import text_lines, ANSWER_HINT
 from .base import hash_split, check_gold
 
 # %% auto #0
-__all__ = ['COMPARATORS', 'OPS', 'SYNONYMS', 'PREFIXES', 'INSTRUCTIONS', 'TURN_LINE', 'FAILURE_KINDS', 'DOMAINS', 'QTYPES',
-           'DIFFICULTIES', 'to_number', 'fmt_num', 'norm_text', 'cell_eq', 'ToolError', 'Table', 'tool_columns',
-           'tool_select', 'tool_filter_rows', 'tool_count', 'tool_sum', 'tool_argmax', 'tool_lookup', 'tool_sql',
-           'op_usage', 'Surface', 'default_surface', 'rename', 'find_calls', 'parse_args', 'split_call', 'parse_call',
-           'run_call', 'norm_answer', 'split_items', 'answers_match', 'answer_text', 'TableQA', 'raw_answer',
-           'api_note', 'failure_kind', 'make_table', 'make_question', 'render_call', 'renamed_surface', 'with_surface',
+__all__ = ['COMPARATORS', 'OPS', 'SYNONYMS', 'PREFIXES', 'TABLE_TOOLS', 'INSTRUCTIONS', 'TURN_LINE', 'FAILURE_KINDS', 'DOMAINS',
+           'QTYPES', 'DIFFICULTIES', 'to_number', 'norm_text', 'cell_eq', 'Table', 'tool_columns', 'tool_select',
+           'tool_filter_rows', 'tool_count', 'tool_sum', 'tool_argmax', 'tool_lookup', 'tool_sql', 'op_usage',
+           'default_surface', 'run_call', 'norm_answer', 'split_items', 'answers_match', 'answer_text', 'TableQA',
+           'raw_answer', 'api_note', 'failure_kind', 'make_table', 'make_question', 'render_call', 'renamed_surface',
            'split_surface', 'EmbeddedTableQA', 'replay', 'wtq_normalize', 'WTQValue', 'StringValue', 'NumberValue',
            'DateValue', 'to_value', 'to_value_list', 'check_denotation', 'wtq_canon', 'wtq_match', 'tsv_unescape',
            'tsv_unescape_list', 'read_wtq_table', 'read_wtq_tsv', 'WTQTableQA']
@@ -42,12 +43,6 @@ def to_number(x) -> float|None:
     if _THOUSANDS.fullmatch(s): s = s.replace(',', '')
     return float(s) if _PLAIN_NUM.fullmatch(s) else None
 
-# %% ../../nbs/05a_tableqa.ipynb #d1be71e3
-def fmt_num(v:float) -> str:
-    "`3.0` -> `'3'`, `2.50` -> `'2.5'`: the shortest plain rendering of a number."
-    if abs(v - round(v)) < 1e-9: return str(int(round(v)))
-    return f'{v:.6f}'.rstrip('0').rstrip('.')
-
 # %% ../../nbs/05a_tableqa.ipynb #f1900d01
 def norm_text(s) -> str:
     "Case-, accent- and whitespace-insensitive form of a text value."
@@ -62,9 +57,6 @@ def cell_eq(cell, value) -> bool:
     return norm_text(cell) == norm_text(value)
 
 # %% ../../nbs/05a_tableqa.ipynb #7b4ceef5
-class ToolError(ValueError):
-    "A tool call that cannot be carried out; its message is shown to the agent."
-
 def _cut(s, width:int) -> str:
     "`s` on one line, cut to `width` characters."
     s = ' '.join(str(s).split())
@@ -241,26 +233,6 @@ def op_usage(op:str, name:str|None=None) -> str:
     ps = list(inspect.signature(OPS[op]).parameters.values())[1:]
     return f"{name or op}({', '.join(p.name + ('...' if p.kind == p.VAR_POSITIONAL else '') for p in ps)})"
 
-# %% ../../nbs/05a_tableqa.ipynb #70157728
-@dataclass
-class Surface:
-    "A tool surface: its version and the name of each canonical operation."
-    version: int = 1
-    names: dict = field(default_factory=dict)   # canonical op -> surface name
-
-    def name(self, op:str) -> str:
-        "The surface name of canonical operation `op`."
-        if op not in self.names: raise ValueError(f"operation {op!r} is not offered by surface v{self.version}")
-        return self.names[op]
-
-    def canonical(self, name:str) -> str|None:
-        "The canonical operation called `name` on this surface, or None."
-        return next((op for op, n in self.names.items() if n == name), None)
-
-    def to_dict(self) -> dict: return dict(version=self.version, names=dict(self.names))
-    @classmethod
-    def from_dict(cls, d:dict) -> Surface: return cls(int(d['version']), dict(d['names']))
-
 # %% ../../nbs/05a_tableqa.ipynb #740ccda5
 @patch
 def doc(self:Surface) -> str:
@@ -286,89 +258,8 @@ SYNONYMS = {
 }
 PREFIXES = ['tbl_', 'df_', 'query_', 'tq_', 'tab_', 'api_', 'ds_', '']
 
-# %% ../../nbs/05a_tableqa.ipynb #9520bfcd
-def rename(surface:Surface, seed:int, drop:tuple=()) -> Surface:
-    "A new surface (version + 1) with the same operations under fresh names, deterministic in `seed`."
-    rng = random.Random(f'rename:{surface.version}:{seed}')
-    taken = set(surface.names.values()) | set(OPS)
-    prefix, names = rng.choice(PREFIXES), {}
-    for op in surface.names:
-        if op in drop: continue
-        pool = [prefix + w for w in SYNONYMS[op]]
-        rng.shuffle(pool)
-        pool.append(f'{prefix}{op}_v{surface.version + 1}')
-        names[op] = next(n for n in pool if n.isidentifier() and not keyword.iskeyword(n)
-                         and n not in taken and n not in names.values())
-    if not names: raise ValueError('rename would leave no tools')
-    return Surface(surface.version + 1, names)
-
-# %% ../../nbs/05a_tableqa.ipynb #853a0f56
-_ACTION_RE = re.compile(r'^[\s*`>#-]*action[\s*`]*[:：][\s*]*(.*)$', re.I | re.M)
-_CALL_RE = re.compile(r'[`\s]*([A-Za-z_][\w.]*)\s*\((.*)\)[`;.\s]*', re.S)
-_ANSWER_LINE = re.compile(r'^[\s*`>#-]*(final\s+)?answer\b', re.I)
-
-def find_calls(text:str) -> list[str]:
-    "The tool calls in an assistant turn: each `Action:` line, else lines that are just `name(...)`."
-    acts = [a.strip() for a in _ACTION_RE.findall(text or '') if a.strip()]
-    if acts: return acts
-    return [l.strip() for l in (text or '').splitlines()
-            if _CALL_RE.fullmatch(l.strip()) and not _ANSWER_LINE.match(l)]
-
-# %% ../../nbs/05a_tableqa.ipynb #016cedb7
-def _literal(node:ast.AST):
-    "A literal argument's value; a bare name or other expression is kept as its source text."
-    try: return ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError): return ast.unparse(node)
-
-# %% ../../nbs/05a_tableqa.ipynb #d5c727c9
-_PIECE = re.compile(r'\s*("(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|[^,]*)\s*(?:,|$)')
-
-def parse_args(s:str) -> tuple[list, dict]:
-    "Positional and keyword arguments of a call's argument text."
-    if not s.strip(): return [], {}
-    try: node = ast.parse(f'_f({s})', mode='eval').body
-    except (SyntaxError, ValueError, RecursionError, MemoryError): node = None
-    if isinstance(node, ast.Call):
-        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
-            raise ToolError('use plain arguments, not *args or **kwargs')
-        return [_literal(a) for a in node.args], {k.arg: _literal(k.value) for k in node.keywords}
-    pieces = [m.group(1) for m in _PIECE.finditer(s.strip()) if m.group(0)]
-    return [_quoted(p) for p in pieces], {}
-
-# %% ../../nbs/05a_tableqa.ipynb #cb82b88b
-def _quoted(p:str):
-    "A quoted piece's string value, or the piece itself."
-    if p[:1] not in ('"', "'"): return p
-    try: return ast.literal_eval(p)
-    except (ValueError, SyntaxError): return p.strip('"\'')
-
-# %% ../../nbs/05a_tableqa.ipynb #a636fcb4
-def split_call(text:str) -> tuple[str, str]|None:
-    "`(name, argument text)` of the call that starts `text`, up to its balanced `)`; None if there is none."
-    m = re.match(r'[`\s]*([A-Za-z_][\w.]*)\s*\(', text)
-    if not m: return None
-    depth, quote, k = 1, None, m.end()
-    while k < len(text):
-        ch = text[k]
-        if quote:
-            if ch == '\\': k += 1
-            elif ch == quote: quote = None
-        elif ch in '"\'': quote = ch
-        elif ch in '([{': depth += 1
-        elif ch in ')]}':
-            depth -= 1
-            if depth == 0: return m.group(1), text[m.end():k]
-        k += 1
-    j = text.rfind(')')   # unbalanced quotes (an unquoted O'Neil): up to the last ')'
-    return (m.group(1), text[m.end():j]) if j >= m.end() else None
-
-# %% ../../nbs/05a_tableqa.ipynb #41d88d7e
-def parse_call(text:str) -> tuple[str, list, dict]:
-    "`name(a, 'b')` -> `('name', ['a', 'b'], {})`; raises `ToolError` when it is not a call."
-    sc = split_call(text)
-    if sc is None:
-        raise ToolError(f"cannot read the call {text.strip()[:80]!r}; write it as tool_name(arg1, \"arg 2\")")
-    return (sc[0], *parse_args(sc[1]))
+# %% ../../nbs/05a_tableqa.ipynb #19a651d7
+TABLE_TOOLS = register_toolset('tableqa', Toolset(OPS, SYNONYMS, PREFIXES))
 
 # %% ../../nbs/05a_tableqa.ipynb #3b95be0a
 def _execute(op:str, name:str, shown:list, bound:inspect.BoundArguments, text:str) -> ToolCall:
@@ -745,14 +636,6 @@ def reference(self:TableQA, task:Task) -> list[str]:
 def renamed_surface(seed:int=0) -> Surface:
     "The surface of the `renamed` split for `seed`."
     return rename(default_surface(), split_seed('renamed', seed))
-
-# %% ../../nbs/05a_tableqa.ipynb #6d3cc76f
-def with_surface(task:Task, surface:Surface, split:str|None=None) -> Task:
-    "A copy of `task` whose episodes use `surface` (and optionally another split label)."
-    split = split or task.split
-    tid = task.id if split == task.split else f"{task.id}@{split}"
-    return replace(task, id=tid, split=split, payload={**task.payload, 'surface': surface.to_dict()},
-                   meta={**task.meta, 'surface_version': surface.version})
 
 # %% ../../nbs/05a_tableqa.ipynb #5b169733
 def split_surface(split:str, seed:int, surface:Surface|None) -> Surface:
