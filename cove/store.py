@@ -14,9 +14,7 @@ from .core import get_logger, write_tx, CorruptFile
 from .embed import Embedder, DenseIndex, SparseIndex, hybrid_merge
 
 # %% auto #0
-__all__ = ['KINDS', 'LABELS', 'ENTRY_STATUSES', 'COLUMNS', 'BASE_SCHEMA', 'LEGACY_TABLES', 'SCHEMA', 'SQL_COLUMNS', 'MODES',
-           'Entry', 'Hit', 'StoreError', 'NamedConnection', 'open_sqlite', 'SqliteStore', 'StoreMissing',
-           'stores_must_exist', 'check_store_file', 'backup_db', 'KnowledgeBase', 'synthetic_corpus', 'bench_retrieval']
+__all__ = ['KINDS', 'LABELS', 'ENTRY_STATUSES', 'COLUMNS', 'BASE_SCHEMA', 'LEGACY_TABLES', 'SCHEMA', 'SQL_COLUMNS', 'MODES', 'Entry', 'Hit', 'StoreError', 'NamedConnection', 'open_sqlite', 'SqliteStore', 'StoreMissing', 'stores_must_exist', 'check_store_file', 'backup_db', 'KnowledgeBase', 'synthetic_corpus', 'bench_retrieval']
 
 # %% ../nbs/04_store.ipynb #8f356ec5
 KINDS = ('memory', 'skill')
@@ -695,7 +693,7 @@ def find_near_duplicate(self:KnowledgeBase, content:str, threshold:float=0.9, # 
     hits = self.retrieve(content, k=1, mode='dense', query_vec=vec)
     return hits[0] if hits and hits[0].score >= threshold else None
 
-# %% ../nbs/04_store.ipynb #06b283ed
+# %% ../nbs/04_store_b_latency.ipynb #06b283ed
 def synthetic_corpus(
     n:int, dim:int=384, seed:int=0, vocab_size:int=5000, chunk:int=100_000
 ) -> tuple[list[str], np.ndarray]:
@@ -722,7 +720,7 @@ def synthetic_corpus(
         texts += [' '.join(r) for r in vocab[words]]
     return texts, vecs
 
-# %% ../nbs/04_store.ipynb #cf9b6cb0
+# %% ../nbs/04_store_b_latency.ipynb #cf9b6cb0
 def _p50_ms(f, xs) -> float:
     ts = []
     for x in xs:
@@ -731,7 +729,7 @@ def _p50_ms(f, xs) -> float:
         ts.append(time.perf_counter() - t)
     return float(np.median(ts)) * 1e3
 
-# %% ../nbs/04_store.ipynb #759d39fc
+# %% ../nbs/04_store_b_latency.ipynb #759d39fc
 def _speedups(kb, T, V, QT, QV, k, lab, modes, n_base:int=50) -> list[dict]:
     """The index searches against their baselines on the same queries: faiss against numpy brute force, bm25s against
     rank-bm25."""
@@ -773,7 +771,7 @@ def _speedups(kb, T, V, QT, QV, k, lab, modes, n_base:int=50) -> list[dict]:
         )
     return out
 
-# %% ../nbs/04_store.ipynb #23504304
+# %% ../nbs/04_store_b_latency.ipynb #23504304
 def _size_label(n:int) -> str:
     return f'{n // 10**6}m' if n >= 10**6 and n % 10**6 == 0 else f'{n // 1000}k' if n >= 1000 else str(n)
 
@@ -786,7 +784,7 @@ def _bench_queries(T:list[str], V:np.ndarray, queries:int, seed:int) -> tuple[li
     QV /= np.linalg.norm(QV, axis=1, keepdims=True)
     return [' '.join(rng.choice(T[i].split(), size=4, replace=False)) for i in qi], QV
 
-# %% ../nbs/04_store.ipynb #0428b050
+# %% ../nbs/04_store_b_latency.ipynb #0428b050
 def _latency(kb:KnowledgeBase, QT:list[str], QV:np.ndarray, k:int, mode:str, lab:str, n:int) -> dict:
     "p50 and p95 milliseconds of `retrieve` in `mode` over the queries (after a warm-up) on a KB of `n` entries."
     for j in range(min(5, len(QT))): kb.retrieve(QT[j], k, mode, query_vec=QV[j])  # warm-up
@@ -807,7 +805,7 @@ def _latency(kb:KnowledgeBase, QT:list[str], QV:np.ndarray, k:int, mode:str, lab
         index=kb.dense.kind if mode != 'sparse' else kb.sparse.backend,
     )
 
-# %% ../nbs/04_store.ipynb #d3fd932d
+# %% ../nbs/04_store_b_latency.ipynb #d3fd932d
 def _recall(kb:KnowledgeBase, V:np.ndarray, QV:np.ndarray, ids:np.ndarray, k:int, lab:str) -> dict:
     "Recall@`k` of the KB's dense (HNSW) index against exact search over `V` (stored under `ids`) for queries `QV`."
     import faiss
@@ -825,7 +823,7 @@ def _recall(kb:KnowledgeBase, V:np.ndarray, QV:np.ndarray, ids:np.ndarray, k:int
         ef_search=kb.dense.ef_search,
     )
 
-# %% ../nbs/04_store.ipynb #9d175c81
+# %% ../nbs/04_store_b_latency.ipynb #9d175c81
 def _bench_one(n, dim, queries, k, modes, seed, workdir, **kb_kw) -> list[dict]:
     "Latency records for one knowledge-base size."
     lab, log = _size_label(n), get_logger('store')
@@ -851,7 +849,7 @@ def _bench_one(n, dim, queries, k, modes, seed, workdir, **kb_kw) -> list[dict]:
         kb.close()
     return out
 
-# %% ../nbs/04_store.ipynb #2b5bf7ae
+# %% ../nbs/04_store_b_latency.ipynb #2b5bf7ae
 def bench_retrieval(
     sizes:tuple=(14_000, 100_000),  # knowledge-base sizes
     dim:int=384,  # embedding dimension (MiniLM's)

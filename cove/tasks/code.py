@@ -17,15 +17,7 @@ from .base import (LoadedTasks, Environment, EpisodeState, register_env, data_pa
 from ..sandbox import run_sandboxed, SandboxResult
 
 # %% auto #0
-__all__ = ['CODE_BLOCK', 'FUNCTION_INSTRUCTIONS', 'DIFFICULTIES', 'BASIC_TEMPLATES', 'TWOSTEP_TEMPLATES', 'CODE_LEVELS',
-           'BASIC_SIZES', 'BCB_INSTRUCTIONS', 'ERROR_CATEGORIES', 'extract_code', 'defines', 'reindent_body',
-           'solution_program', 'plain_encode', 'OpaqueResult', 'plain_decode', 'missing_imports', 'harness_program',
-           'tests_program', 'candidate_program', 'SplitRun', 'run_split', 'error_summary', 'split_feedback',
-           'run_function_tests', 'CodeEnv', 'parse_function_row', 'read_jsonl_any', 'reference_program',
-           'FunctionTestsEnv', 'HumanEvalEnv', 'HumanEvalDefault', 'basic_problem', 'basic_code_tasks', 'BasicCodeEnv',
-           'TwoStepCodeEnv', 'MBPPEnv', 'starter_signature', 'io_program', 'outputs_match', 'run_io_tests',
-           'apps_instructions', 'parse_apps_row', 'APPSEnv', 'parse_bcb_row', 'unittest_program', 'unittest_feedback',
-           'run_unittest', 'lib_problems', 'BigCodeBenchEnv', 'reference_cause', 'error_category']
+__all__ = ['CODE_BLOCK', 'FUNCTION_INSTRUCTIONS', 'DIFFICULTIES', 'extract_code', 'defines', 'reindent_body', 'solution_program', 'plain_encode', 'OpaqueResult', 'plain_decode', 'missing_imports', 'harness_program', 'tests_program', 'candidate_program', 'SplitRun', 'run_split', 'error_summary', 'split_feedback', 'run_function_tests', 'CodeEnv', 'parse_function_row', 'read_jsonl_any', 'reference_program', 'FunctionTestsEnv', 'HumanEvalEnv', 'HumanEvalDefault', 'BASIC_TEMPLATES', 'TWOSTEP_TEMPLATES', 'CODE_LEVELS', 'BASIC_SIZES', 'basic_problem', 'basic_code_tasks', 'BasicCodeEnv', 'TwoStepCodeEnv', 'BCB_INSTRUCTIONS', 'ERROR_CATEGORIES', 'MBPPEnv', 'starter_signature', 'io_program', 'outputs_match', 'run_io_tests', 'apps_instructions', 'parse_apps_row', 'APPSEnv', 'parse_bcb_row', 'unittest_program', 'unittest_feedback', 'run_unittest', 'lib_problems', 'BigCodeBenchEnv', 'reference_cause', 'error_category']
 
 # %% ../../nbs/05d_code.ipynb #3f99a4b7
 _FENCE = re.compile(r'```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)```', re.S)
@@ -628,7 +620,7 @@ class HumanEvalDefault(HumanEvalEnv):
         self.check_split(split)
         return basic_code_tasks(split, n, seed, self.difficulty)
 
-# %% ../../nbs/05d_code.ipynb #3c521dff
+# %% ../../nbs/05d_code_b_levels.ipynb #3c521dff
 _NUMS, _LISTS = ['n', 'x', 'num', 'value'], ['nums', 'numbers', 'values', 'xs']   # argument names
 _ints = lambda r, lo=-20, hi=60: [(r.randint(lo, hi),) for _ in range(5)]
 _lists = lambda r, min_len=0: [([r.randint(-10, 30) for _ in range(r.randint(min_len, 6))],) for _ in range(5)]
@@ -655,7 +647,7 @@ def _b_divisible(r):
     )
     return name, [a], doc, f'{a} % {k} == 0', _ints(r)[:3] + [(k * r.randint(1, 9),), (k * r.randint(1, 9) + 1,)]
 
-# %% ../../nbs/05d_code.ipynb #b6f65b8d
+# %% ../../nbs/05d_code_b_levels.ipynb #b6f65b8d
 def _b_clamp(r):
     a, lo = r.choice(_NUMS), r.randint(0, 10)
     hi = lo + r.randint(5, 30)
@@ -677,7 +669,7 @@ def _b_abs_diff(r):
         [(r.randint(-20, 50), r.randint(-20, 50)) for _ in range(5)],
     )
 
-# %% ../../nbs/05d_code.ipynb #d0bfd204
+# %% ../../nbs/05d_code_b_levels.ipynb #d0bfd204
 def _b_extreme(r):
     a, big = r.choice(_LISTS), r.random() < 0.5
     name = r.choice(
@@ -701,7 +693,7 @@ def _b_sum_above(r):
         _lists(r),
     )
 
-# %% ../../nbs/05d_code.ipynb #175fcc06
+# %% ../../nbs/05d_code_b_levels.ipynb #175fcc06
 def _b_map(r):
     a, k = r.choice(_LISTS), r.randint(1, 10)
     if k == 1:
@@ -725,7 +717,7 @@ def _b_end_item(r):
     return (name, [a], f"Return the {'first' if first else 'last'} element of the list {a}, or None if it is empty.",
             f"{a}[{0 if first else -1}] if {a} else None", _lists(r)[:4] + [([],)])
 
-# %% ../../nbs/05d_code.ipynb #2f05c7cd
+# %% ../../nbs/05d_code_b_levels.ipynb #2f05c7cd
 def _b_count_above(r):
     a, t = r.choice(_LISTS), r.randint(0, 20)
     return (
@@ -736,7 +728,7 @@ def _b_count_above(r):
         _lists(r),
     )
 
-# %% ../../nbs/05d_code.ipynb #836d6130
+# %% ../../nbs/05d_code_b_levels.ipynb #836d6130
 _WORDS = [
     'apple',
     'banana',
@@ -765,7 +757,7 @@ _WORDS = [
 _strs = lambda r, extra=(): [(w,) for w in r.sample(_WORDS, 5 - len(extra)) + list(extra)]
 _STRS = ['s', 'text', 'word', 'string']   # argument names
 
-# %% ../../nbs/05d_code.ipynb #61bf6b9b
+# %% ../../nbs/05d_code_b_levels.ipynb #61bf6b9b
 def _b_reverse(r):
     a = r.choice(_STRS)
     doc = r.choice([f'Return the string {a} reversed.', f'Return {a} with its characters in reverse order.'])
@@ -776,7 +768,7 @@ def _b_count_char(r):
     return (r.choice(['count_char', 'count_letter', 'occurrences', f'count_{ch}']), [a],
             f"Return how many times the character '{ch}' occurs in the string {a}.", f"{a}.count('{ch}')", _strs(r))
 
-# %% ../../nbs/05d_code.ipynb #6fa6813e
+# %% ../../nbs/05d_code_b_levels.ipynb #6fa6813e
 def _b_case(r):
     a, up = r.choice(_STRS), r.random() < 0.5
     name = r.choice(
@@ -803,7 +795,7 @@ def _b_repeat(r):
         _strs(r),
     )
 
-# %% ../../nbs/05d_code.ipynb #2db6da93
+# %% ../../nbs/05d_code_b_levels.ipynb #2db6da93
 def _b_prefix(r):
     a, p = r.choice(_STRS), r.choice(['a', 'b', 's', 't', 'th', 'pre', 're', 'un'])
     return (
@@ -825,7 +817,7 @@ def _b_greet(r):
         names,
     )
 
-# %% ../../nbs/05d_code.ipynb #91a66faf
+# %% ../../nbs/05d_code_b_levels.ipynb #91a66faf
 def _b_words(r):
     a = r.choice(['s', 'sentence', 'text', 'line'])
     return (
@@ -836,7 +828,7 @@ def _b_words(r):
         _strs(r),
     )
 
-# %% ../../nbs/05d_code.ipynb #cc403aa8
+# %% ../../nbs/05d_code_b_levels.ipynb #cc403aa8
 BASIC_TEMPLATES = {
     f.__name__[3:]: f
     for f in (
@@ -859,7 +851,7 @@ BASIC_TEMPLATES = {
     )
 }
 
-# %% ../../nbs/05d_code.ipynb #924763c5
+# %% ../../nbs/05d_code_b_levels.ipynb #924763c5
 _SWORDS = [
     'the',
     'cat',
@@ -904,7 +896,7 @@ _sents = lambda r: [(_sentence(r),) for _ in range(4)] + [('',)]
 _caps = lambda r: [(_sentence(r, 3),) for _ in range(4)] + [('',)]   # 3-7 words: most have a capitalised one
 _small_lists = lambda r: [([r.randint(0, 6) for _ in range(r.randint(0, 9))],) for _ in range(5)]
 
-# %% ../../nbs/05d_code.ipynb #b3edcea8
+# %% ../../nbs/05d_code_b_levels.ipynb #b3edcea8
 def _dup_lists(r):
     "Five lists with at least two distinct values, whose largest or smallest value occurs twice."
     out = []
@@ -916,7 +908,7 @@ def _dup_lists(r):
         out.append((xs,))
     return out
 
-# %% ../../nbs/05d_code.ipynb #000db100
+# %% ../../nbs/05d_code_b_levels.ipynb #000db100
 def _t_sum_powers(r):
     a, even, p = r.choice(_LISTS), r.random() < 0.5, r.choice([2, 2, 3])
     what, par = {2: 'squares', 3: 'cubes'}[p], 'even' if even else 'odd'
@@ -928,7 +920,7 @@ def _t_sum_powers(r):
         _lists(r),
     )
 
-# %% ../../nbs/05d_code.ipynb #26ac594f
+# %% ../../nbs/05d_code_b_levels.ipynb #26ac594f
 def _t_long_words(r):
     a, longer = r.choice(['s', 'sentence', 'text', 'line']), r.random() < 0.5
     k = r.randint(2, 6) if longer else r.randint(3, 6)
@@ -943,7 +935,7 @@ def _t_long_words(r):
     ins = _sents(r)[:4] + [(' '.join(r.sample(_SWORDS, 2) + r.sample(fits, 2)),)]
     return name, [a], doc, f"sum(1 for w in {a}.split() if len(w) {'>' if longer else '<'} {k})", ins
 
-# %% ../../nbs/05d_code.ipynb #ecb25a19
+# %% ../../nbs/05d_code_b_levels.ipynb #ecb25a19
 def _t_second(r):
     a, big = r.choice(_LISTS), r.random() < 0.5
     name = r.choice(
@@ -952,7 +944,7 @@ def _t_second(r):
     doc = f"Return the second {'largest' if big else 'smallest'} distinct value in the list {a}, which has at least two distinct values."
     return name, [a], doc, f"sorted(set({a}))[{-2 if big else 1}]", _dup_lists(r)
 
-# %% ../../nbs/05d_code.ipynb #82e20003
+# %% ../../nbs/05d_code_b_levels.ipynb #82e20003
 def _t_words_reversed(r):
     a, each = r.choice(['s', 'sentence', 'text', 'line']), r.random() < 0.5
     if each:
@@ -971,7 +963,7 @@ def _t_words_reversed(r):
         _sents(r),
     )
 
-# %% ../../nbs/05d_code.ipynb #fc571743
+# %% ../../nbs/05d_code_b_levels.ipynb #fc571743
 def _t_mean_above(r):
     a, t = r.choice(_LISTS), r.randint(0, 15)
     doc = f'Return the average of the numbers in the list {a} that are greater than {t}, rounded to 2 decimal places (0.0 if there are none).'
@@ -979,7 +971,7 @@ def _t_mean_above(r):
     ins = [([r.randint(t - 10, t + 20) for _ in range(r.randint(1, 6))],) for _ in range(4)] + [([t, t - 3],)]
     return r.choice(['mean_above', 'average_over', f'avg_above_{t}', 'mean_of_large']), [a], doc, sol, ins
 
-# %% ../../nbs/05d_code.ipynb #343d652f
+# %% ../../nbs/05d_code_b_levels.ipynb #343d652f
 def _t_distinct(r):
     a, v = r.choice(_LISTS), r.randrange(3)
     if v == 0:
@@ -1007,7 +999,7 @@ def _t_distinct(r):
         _small_lists(r),
     )
 
-# %% ../../nbs/05d_code.ipynb #4cdbd960
+# %% ../../nbs/05d_code_b_levels.ipynb #4cdbd960
 def _t_running(r):
     a, total = r.choice(_LISTS), r.random() < 0.5
     if total:
@@ -1022,7 +1014,7 @@ def _t_running(r):
             f'Return the list of running maxima of the list {a}: element i is the largest of the first i + 1 numbers.',
             f'[max({a}[:i + 1]) for i in range(len({a}))]', _lists(r))
 
-# %% ../../nbs/05d_code.ipynb #a2077574
+# %% ../../nbs/05d_code_b_levels.ipynb #a2077574
 def _t_capital_words(r):
     a, vowels = r.choice(['s', 'sentence', 'text', 'line']), r.random() < 0.5
     if vowels:
@@ -1041,7 +1033,7 @@ def _t_capital_words(r):
         _caps(r),
     )
 
-# %% ../../nbs/05d_code.ipynb #03417134
+# %% ../../nbs/05d_code_b_levels.ipynb #03417134
 def _t_digits(r):
     a, prod = r.choice(_NUMS), r.random() < 0.5
     ins = [(int(''.join(str(r.randint(1, 9)) for _ in range(r.randint(2, 5)))),) for _ in range(3)] + [
@@ -1064,7 +1056,7 @@ def _t_digits(r):
         ins,
     )
 
-# %% ../../nbs/05d_code.ipynb #999ba081
+# %% ../../nbs/05d_code_b_levels.ipynb #999ba081
 def _t_dict_pick(r):
     a, v, t = r.choice(['d', 'scores', 'counts', 'prices']), r.randrange(3), r.randint(20, 70)
     keys = ['apple', 'pear', 'fig', 'plum', 'kiwi', 'lime', 'date', 'nut']
@@ -1090,7 +1082,7 @@ def _t_dict_pick(r):
         ins[1:] + [({},)],
     )
 
-# %% ../../nbs/05d_code.ipynb #33a57d42
+# %% ../../nbs/05d_code_b_levels.ipynb #33a57d42
 def _t_clip_sum(r):
     a, lo = r.choice(_LISTS), r.randint(-5, 5)
     hi = lo + r.randint(5, 20)
@@ -1102,7 +1094,7 @@ def _t_clip_sum(r):
         _lists(r),
     )
 
-# %% ../../nbs/05d_code.ipynb #c287b16e
+# %% ../../nbs/05d_code_b_levels.ipynb #c287b16e
 def _t_end_chars(r):
     a, k, last = r.choice(_STRS), r.randint(2, 4), r.random() < 0.5
     if last:
@@ -1121,7 +1113,7 @@ def _t_end_chars(r):
         _strs(r, ['ab']),
     )
 
-# %% ../../nbs/05d_code.ipynb #2891067d
+# %% ../../nbs/05d_code_b_levels.ipynb #2891067d
 TWOSTEP_TEMPLATES = {
     f.__name__[3:]: f
     for f in (
@@ -1140,11 +1132,11 @@ TWOSTEP_TEMPLATES = {
     )
 }
 
-# %% ../../nbs/05d_code.ipynb #79c34ed5
+# %% ../../nbs/05d_code_b_levels.ipynb #79c34ed5
 # generated level -> (id prefix and source, templates)
 CODE_LEVELS = {0: ('basic', BASIC_TEMPLATES), 1: ('twostep', TWOSTEP_TEMPLATES)}
 
-# %% ../../nbs/05d_code.ipynb #62d8cc92
+# %% ../../nbs/05d_code_b_levels.ipynb #62d8cc92
 def basic_problem(r:random.Random, kind:str, level:int=0) -> dict:
     """A HumanEval-format row (`prompt`, `canonical_solution`, `test`, `entry_point`) of level `level`'s template
     `kind`; the asserts' values come from the solution."""
@@ -1159,7 +1151,7 @@ def basic_problem(r:random.Random, kind:str, level:int=0) -> dict:
     )
     return dict(prompt=prompt, canonical_solution=sol, test=test, entry_point=name)
 
-# %% ../../nbs/05d_code.ipynb #b6b7819c
+# %% ../../nbs/05d_code_b_levels.ipynb #b6b7819c
 def _draw_basic(r:random.Random, templates:dict, level:int, split:str) -> tuple[str, dict]:
     "`(template, row)` of a random template of `templates`, redrawn until its prompt hashes into `split`."
     while True:
@@ -1167,7 +1159,7 @@ def _draw_basic(r:random.Random, templates:dict, level:int, split:str) -> tuple[
         p = basic_problem(r, kind, level)
         if hash_split(p['prompt'], 4) == split: return kind, p
 
-# %% ../../nbs/05d_code.ipynb #84ca58ea
+# %% ../../nbs/05d_code_b_levels.ipynb #84ca58ea
 BASIC_SIZES = {'train': 1000, 'test': 200}   # tasks when `n=None` (each generated level)
 
 def basic_code_tasks(split:str, n:int|None=None, seed:int=0, level:int=0) -> list[Task]:
@@ -1189,7 +1181,7 @@ def basic_code_tasks(split:str, n:int|None=None, seed:int=0, level:int=0) -> lis
         )
     return out
 
-# %% ../../nbs/05d_code.ipynb #5e528539
+# %% ../../nbs/05d_code_b_levels.ipynb #5e528539
 @register_env('code', 'basic')
 class BasicCodeEnv(FunctionTestsEnv):
     "Easy one-line Python functions in HumanEval format from 16 seeded templates (the `code` family at `difficulty=0`)."
@@ -1204,7 +1196,7 @@ class TwoStepCodeEnv(BasicCodeEnv):
     "Two-step Python functions in HumanEval format from 12 seeded templates (the `code` family at `difficulty=1`)."
     level = 1
 
-# %% ../../nbs/05d_code.ipynb #fac8fd42
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #fac8fd42
 def _dataset_dir(sub:str, data_dir:str|Path|None) -> Path:
     "`data_dir/sub` or `data_dir` itself (named `sub`) when given, strictly; else `data_path(sub)`."
     if data_dir is None: return data_path(sub)
@@ -1212,7 +1204,7 @@ def _dataset_dir(sub:str, data_dir:str|Path|None) -> Path:
         if c.is_dir() and c.name == sub: return c.resolve()
     raise DataUnavailable(f'dataset {sub!r} not found in {str(data_dir)!r}')
 
-# %% ../../nbs/05d_code.ipynb #67d71641
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #67d71641
 class _FolderEnv(CodeEnv):
     "A code source read from `*.jsonl` files in a dataset folder."
     folder = ''
@@ -1228,7 +1220,7 @@ class _FolderEnv(CodeEnv):
             return False, str(e)
     def parse(self, r) -> Task: raise NotImplementedError
 
-# %% ../../nbs/05d_code.ipynb #46d3a2db
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #46d3a2db
 @patch
 def load(self:_FolderEnv) -> list[Task]:
     "All tasks (cached); malformed rows are counted in `self.report`."
@@ -1239,7 +1231,7 @@ def load(self:_FolderEnv) -> list[Task]:
         self._tasks, self.report = load_rows((row for f in files for row in jsonl_rows(f)), self.parse, self.folder)
     return self._tasks
 
-# %% ../../nbs/05d_code.ipynb #9954309d
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #9954309d
 @register_env('code', 'mbpp')
 class MBPPEnv(_FolderEnv, FunctionTestsEnv):
     """MBPP (sanitized, HumanEval format) with its assert tests; 10 s per run (a reference, MbppEval/123, needs ~4 s of
@@ -1249,7 +1241,7 @@ class MBPPEnv(_FolderEnv, FunctionTestsEnv):
         super().__init__(data_dir, max_turns, timeout, memory_mb)
     def parse(self, r) -> Task: return parse_function_row(r, 'mbpp')
 
-# %% ../../nbs/05d_code.ipynb #e8eca328
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #e8eca328
 def starter_signature(starter:str) -> tuple[str|None, int]:
     "`(function name, number of parameters)` of a top-level `def` in `starter`, or `(None, 0)`."
     for tail in ('\n    pass\n', '\n        pass\n', '\n'):
@@ -1259,7 +1251,7 @@ def starter_signature(starter:str) -> tuple[str|None, int]:
         return (fn.name, len(fn.args.args)) if fn else (None, 0)
     return None, 0
 
-# %% ../../nbs/05d_code.ipynb #d9c192ba
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #d9c192ba
 _DRIVER = '''
 
 import sys as _cove_sys, ast as _cove_ast
@@ -1276,7 +1268,7 @@ except Exception as _cove_e:
 print(_cove_res)
 '''
 
-# %% ../../nbs/05d_code.ipynb #ee4416cd
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #ee4416cd
 def io_program(code:str, fn_name:str|None=None, n_params:int=0) -> str:
     "The program run on each test: `code`, plus a driver when it defines `fn_name` but never reads stdin."
     reads = re.search(r'\binput\s*\(|sys\.stdin|open\(\s*0', code)
@@ -1284,7 +1276,7 @@ def io_program(code:str, fn_name:str|None=None, n_params:int=0) -> str:
         return code.rstrip('\n') + '\n' + _DRIVER.format(k=n_params, fn=fn_name)
     return code
 
-# %% ../../nbs/05d_code.ipynb #f5447b61
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #f5447b61
 def _num(s:str) -> float|None:
     try: return float(s)
     except ValueError: return None
@@ -1298,7 +1290,7 @@ def _tokens_match(a:str, b:str, tol:float=1e-6) -> bool:
         if fx is None or fy is None or not math.isclose(fx, fy, rel_tol=tol, abs_tol=tol): return False
     return True
 
-# %% ../../nbs/05d_code.ipynb #617b4f7b
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #617b4f7b
 def _same_value(a, b, tol:float=1e-6) -> bool:
     if isinstance(a, tuple): a = list(a)
     if isinstance(b, tuple): b = list(b)
@@ -1312,7 +1304,7 @@ def _same_value(a, b, tol:float=1e-6) -> bool:
         return a.keys() == b.keys() and all(_same_value(a[k], b[k], tol) for k in a)
     return type(a) == type(b) and a == b
 
-# %% ../../nbs/05d_code.ipynb #ac07f300
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #ac07f300
 def outputs_match(got:str, expected) -> bool:
     """Does program output `got` match `expected` (text: normalised lines, numbers within 1e-6; a value: compared as a
     value)?"""
@@ -1325,12 +1317,12 @@ def outputs_match(got:str, expected) -> bool:
         except Exception: pass
     return g == str(expected)
 
-# %% ../../nbs/05d_code.ipynb #842d9679
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #842d9679
 def _short(s, n:int=60) -> str:
     s = repr(s if isinstance(s, str) else s)
     return s if len(s) <= n else s[:n-3] + '...'
 
-# %% ../../nbs/05d_code.ipynb #6e9331e3
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #6e9331e3
 def _first_failure(tests:list[dict], passed:int, i:int, r, exp, timeout:float, memory_mb:int) -> Feedback:
     """Feedback quoting the first failing test `i` (its sandbox result `r`, expected value `exp`), scored by the
     fraction of `tests` passed."""
@@ -1343,7 +1335,7 @@ def _first_failure(tests:list[dict], passed:int, i:int, r, exp, timeout:float, m
         return Feedback('failure', passed / n, head + got, 'test_failed')
     return Feedback('error', passed / n, head + why, 'runtime_error')
 
-# %% ../../nbs/05d_code.ipynb #46ceef2d
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #46ceef2d
 def run_io_tests(
     code:str,
     tests:list[dict],
@@ -1366,7 +1358,7 @@ def run_io_tests(
     if first is None: return Feedback('success', 1.0, f'all {len(tests)} tests passed')
     return _first_failure(tests, passed, *first, timeout, memory_mb)
 
-# %% ../../nbs/05d_code.ipynb #10e831bc
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #10e831bc
 def apps_instructions(fn_name:str|None) -> str:
     "System text for an APPS task: a stdin program, or (call-based) the function."
     if fn_name is None:
@@ -1374,7 +1366,7 @@ def apps_instructions(fn_name:str|None) -> str:
     return (f"Write the Python function `{fn_name}` from the starter code. Reply with one ```python code block```. "
             "It is called on each test's arguments and its return value is printed.")
 
-# %% ../../nbs/05d_code.ipynb #cb69f1f2
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #cb69f1f2
 def _apps_prompt(desc:str, starter:str, sample:list[dict]) -> str:
     "The user turn of an APPS task: the description, the starter code if any, and up to two sample tests."
     parts = [desc.strip()]
@@ -1386,7 +1378,7 @@ def _apps_prompt(desc:str, starter:str, sample:list[dict]) -> str:
         )
     return '\n\n'.join(parts)
 
-# %% ../../nbs/05d_code.ipynb #5fe34076
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #5fe34076
 def parse_apps_row(r:dict) -> Task:
     "An APPS row (MapCoder format) as a `Task` with its tests in the payload."
     tid, desc, tests = f"apps/{r['id']}", r['description'], r['test_list']
@@ -1402,7 +1394,7 @@ def parse_apps_row(r:dict) -> Task:
                 payload={'tests': tests, 'sample_io': sample, 'entry_point': fn, 'n_params': k},
                 meta={'source': 'apps', 'difficulty': r.get('difficulty'), 'name': r.get('name')})
 
-# %% ../../nbs/05d_code.ipynb #9611b280
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #9611b280
 @register_env('code', 'apps')
 class APPSEnv(_FolderEnv):
     "APPS (MapCoder subset): stdin/stdout and call-based problems; no reference solutions in the data."
@@ -1416,7 +1408,7 @@ class APPSEnv(_FolderEnv):
         return self.run(task, code, task.payload['sample_io'] or None)
     def reference(self, task:Task) -> None: return None
 
-# %% ../../nbs/05d_code.ipynb #267c4e61
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #267c4e61
 BCB_INSTRUCTIONS = ("Write self-contained Python code: the imports and the function the task names. "
                     "Reply with the complete program in one ```python code block```.")
 _BCB_KEYS = ('task_id', 'instruct_prompt', 'complete_prompt', 'canonical_solution', 'test', 'entry_point')
@@ -1434,7 +1426,7 @@ def parse_bcb_row(r:dict) -> Task:
                 payload={'test': r['test'], 'entry_point': r['entry_point'], 'libs': sorted(set(libs))},
                 meta={'source': 'bigcodebench', 'reference_program': ref})
 
-# %% ../../nbs/05d_code.ipynb #2ade6601
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #2ade6601
 _UNITTEST_HARNESS = r'''
 import io, os, sys, time, types, unittest, traceback
 _send = globals().pop('__cove_report__')
@@ -1464,7 +1456,7 @@ def unittest_program(solution:str, test:str) -> str:
     "The sandboxed program running `test`'s `TestCases` on `solution` in one module, reporting counts and failures."
     return f"SOLUTION = {solution!r}\nTEST = {test!r}\n" + _UNITTEST_HARNESS
 
-# %% ../../nbs/05d_code.ipynb #858d044c
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #858d044c
 def unittest_feedback(r:SandboxResult, nonce:str, timeout:float, memory_mb:int) -> Feedback:
     "The `Feedback` of one `unittest_program` run: all tests passed, the first failure or error, or why no report came."
     crash = lambda why: Feedback('error', 0.0, why, 'runtime_error')
@@ -1488,7 +1480,7 @@ def run_unittest(solution:str, test:str, timeout:float=120.0, memory_mb:int=4096
     r = run_sandboxed(unittest_program(solution, test), nonce + '\n', timeout, memory_mb, guard=guard)
     return unittest_feedback(r, nonce, timeout, memory_mb)
 
-# %% ../../nbs/05d_code.ipynb #36697a3b
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #36697a3b
 _LIB_PROBLEMS: dict[tuple[str, bool], str|None] = {}   # (library, guard) -> why it does not import, None if it does
 
 def _lib_problem(lib:str, guard:bool, timeout:float, memory_mb:int) -> str|None:
@@ -1507,7 +1499,7 @@ def lib_problems(libs, guard:bool=True, timeout:float=60.0, memory_mb:int=4096, 
     _LIB_PROBLEMS.update({(lib, guard): why for lib, why in zip(todo, whys)})
     return {l: _LIB_PROBLEMS[(l, guard)] for l in sorted(set(libs)) if _LIB_PROBLEMS[(l, guard)]}
 
-# %% ../../nbs/05d_code.ipynb #76de89d6
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #76de89d6
 @register_env('code', 'bigcodebench')
 class BigCodeBenchEnv(_FolderEnv):
     "BigCodeBench (1,140 tasks, MemRL's first table): self-contained programs, each tested by its own `unittest` class."
@@ -1525,7 +1517,7 @@ class BigCodeBenchEnv(_FolderEnv):
         return run_unittest(code, task.payload['test'], self.timeout, self.memory_mb, self.guard)
     def reference(self, task:Task) -> list[str]: return [f"```python\n{task.meta['reference_program'].rstrip()}\n```"]
 
-# %% ../../nbs/05d_code.ipynb #0b5f07f0
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #0b5f07f0
 @patch
 def mark_unavailable(self:BigCodeBenchEnv, task:Task, causes:list[str], why:str):
     "List `task` as unavailable: `why` in `self.unavailable`, its `causes` counted by `unavailable_counts`."
@@ -1547,7 +1539,7 @@ def unavailable_note(self:BigCodeBenchEnv) -> str:
     head = f'{len(self.unavailable)} unavailable: {len(self.unavailable) - n_ref} for their libraries ({top(libs)})'
     return head + (f', {n_ref} for their reference ({top(ref)})' if n_ref else '')
 
-# %% ../../nbs/05d_code.ipynb #f49279a3
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #f49279a3
 @patch
 def load(self:BigCodeBenchEnv) -> list[Task]:
     "The tasks whose libraries import here (cached); malformed rows in `self.report`, the others in `self.unavailable`."
@@ -1568,14 +1560,14 @@ def load(self:BigCodeBenchEnv) -> list[Task]:
             _log.warning(f'code:bigcodebench: {n} tasks available; {self.unavailable_note()}')
     return self._tasks
 
-# %% ../../nbs/05d_code.ipynb #daa39e45
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #daa39e45
 def reference_cause(fb:Feedback) -> str:
     "A short cause for a failing reference: its timeout, or the exception type of its first failure (or of its load)."
     if fb.status == 'timeout': return 'reference: timeout'
     m = re.search(r'did not run: (\w+)', fb.message) or re.search(r'first: (\w+)', fb.message)
     return f'reference: {m.group(1)}' if m else f'reference: {fb.kind or fb.status}'
 
-# %% ../../nbs/05d_code.ipynb #5aef3387
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #5aef3387
 @patch
 def check_references(self:BigCodeBenchEnv, tasks:list[Task]):
     "Run the reference of each task not checked yet (in parallel; a timeout again alone); those that fail: unavailable."
@@ -1594,7 +1586,7 @@ def check_references(self:BigCodeBenchEnv, tasks:list[Task]):
         n = f'{len(bad)} of {len(todo)}'
         _log.warning(f'code:bigcodebench: {n} references checked fail here ({ids}); {self.unavailable_note()}')
 
-# %% ../../nbs/05d_code.ipynb #3eec2bc1
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #3eec2bc1
 @patch
 def tasks(self:BigCodeBenchEnv, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
     "The `split` tasks whose libraries import and whose reference passes here: all, or a seeded `n` (in data order)."
@@ -1610,7 +1602,7 @@ def tasks(self:BigCodeBenchEnv, split:str='train', n:int|None=None, seed:int=0) 
     keep = {t.id for t in ok}
     return [t for t in pool if t.id in keep]
 
-# %% ../../nbs/05d_code.ipynb #8f6bda87
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #8f6bda87
 ERROR_CATEGORIES = ('success', 'syntax', 'runtime', 'wrong_answer', 'timeout', 'no_code', 'unavailable')
 _SYNTAX = re.compile(r'\b(SyntaxError|IndentationError|TabError)\b|unexpected token|expected token')
 

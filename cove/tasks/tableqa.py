@@ -20,14 +20,7 @@ from .base import text_lines, ANSWER_HINT
 from .base import hash_split, check_gold
 
 # %% auto #0
-__all__ = ['COMPARATORS', 'OPS', 'SYNONYMS', 'PREFIXES', 'TABLE_TOOLS', 'INSTRUCTIONS', 'TURN_LINE', 'FAILURE_KINDS', 'DOMAINS',
-           'QTYPES', 'DIFFICULTIES', 'to_number', 'norm_text', 'cell_eq', 'Table', 'tool_columns', 'tool_select',
-           'tool_filter_rows', 'tool_count', 'tool_sum', 'tool_argmax', 'tool_lookup', 'tool_sql', 'op_usage',
-           'default_surface', 'run_call', 'norm_answer', 'split_items', 'answers_match', 'answer_text', 'TableQA',
-           'raw_answer', 'api_note', 'failure_kind', 'make_table', 'make_question', 'render_call', 'renamed_surface',
-           'split_surface', 'EmbeddedTableQA', 'replay', 'wtq_normalize', 'WTQValue', 'StringValue', 'NumberValue',
-           'DateValue', 'to_value', 'to_value_list', 'check_denotation', 'wtq_canon', 'wtq_match', 'tsv_unescape',
-           'tsv_unescape_list', 'read_wtq_table', 'read_wtq_tsv', 'WTQTableQA']
+__all__ = ['COMPARATORS', 'OPS', 'SYNONYMS', 'PREFIXES', 'TABLE_TOOLS', 'INSTRUCTIONS', 'TURN_LINE', 'FAILURE_KINDS', 'to_number', 'norm_text', 'cell_eq', 'Table', 'tool_columns', 'tool_select', 'tool_filter_rows', 'tool_count', 'tool_sum', 'tool_argmax', 'tool_lookup', 'tool_sql', 'op_usage', 'default_surface', 'run_call', 'norm_answer', 'split_items', 'answers_match', 'answer_text', 'TableQA', 'raw_answer', 'api_note', 'failure_kind', 'DOMAINS', 'QTYPES', 'DIFFICULTIES', 'make_table', 'make_question', 'render_call', 'renamed_surface', 'split_surface', 'EmbeddedTableQA', 'replay', 'wtq_normalize', 'WTQValue', 'StringValue', 'NumberValue', 'DateValue', 'to_value', 'to_value_list', 'check_denotation', 'wtq_canon', 'wtq_match', 'tsv_unescape', 'tsv_unescape_list', 'read_wtq_table', 'read_wtq_tsv', 'WTQTableQA']
 
 # %% ../../nbs/05a_tableqa.ipynb #e772d110
 _THOUSANDS = re.compile(r'[-+]?\d{1,3}(,\d{3})+(\.\d+)?')
@@ -433,7 +426,7 @@ def failure_kind(state:EpisodeState, feedback:Feedback) -> str:
     if state.answer is None: return 'format'
     return 'right_api_wrong_answer' if state.calls else 'no_tool_call'
 
-# %% ../../nbs/05a_tableqa.ipynb #9895cd95
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #9895cd95
 DOMAINS = {
     'players': dict(
         entity='player',
@@ -561,7 +554,7 @@ DOMAINS = {
     ),
 }
 
-# %% ../../nbs/05a_tableqa.ipynb #e2a67eff
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #e2a67eff
 def make_table(rng:random.Random, domain:str, rows:tuple=(5, 10)) -> Table:
     "A random table of `domain` with `rows[0]`-`rows[1]` rows, the key column, 1-2 categorical and 1-2 numeric columns."
     d, n = DOMAINS[domain], rng.randint(*rows)
@@ -575,7 +568,7 @@ def make_table(rng:random.Random, domain:str, rows:tuple=(5, 10)) -> Table:
         data[c] = [fmt_num(lo + step * k) for k in rng.sample(range(int((hi - lo) / step) + 1), n)]
     return Table(cols, [[data[c][i] for c in cols] for i in range(n)], domain)
 
-# %% ../../nbs/05a_tableqa.ipynb #f88b5ee0
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #f88b5ee0
 QTYPES = ('lookup', 'count', 'filter', 'argmax', 'sum', 'compare')
 
 def make_question(rng:random.Random, t:Table, qtype:str) -> tuple[str, list, object]:
@@ -617,13 +610,13 @@ def make_question(rng:random.Random, t:Table, qtype:str) -> tuple[str, list, obj
         win[0],
     )
 
-# %% ../../nbs/05a_tableqa.ipynb #0c7b160b
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #0c7b160b
 def render_call(surface:Surface, op:str, args:list) -> str:
     "`Action: name(args)` for canonical `op` on `surface`."
     lit = lambda a: fmt_num(a) if isinstance(a, (int, float)) else json.dumps(str(a), ensure_ascii=False)
     return f"Action: {surface.name(op)}({', '.join(map(lit, args))})"
 
-# %% ../../nbs/05a_tableqa.ipynb #3e0c4f46
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #3e0c4f46
 @patch
 def reference(self:TableQA, task:Task) -> list[str]:
     "Gold assistant turns: the planned tool calls under the task's surface, then the answer."
@@ -632,18 +625,18 @@ def reference(self:TableQA, task:Task) -> list[str]:
         f'Answer: {answer_text(task.target)}'
     ]
 
-# %% ../../nbs/05a_tableqa.ipynb #dbd4c63e
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #dbd4c63e
 def renamed_surface(seed:int=0) -> Surface:
     "The surface of the `renamed` split for `seed`."
     return rename(default_surface(), split_seed('renamed', seed))
 
-# %% ../../nbs/05a_tableqa.ipynb #5b169733
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #5b169733
 def split_surface(split:str, seed:int, surface:Surface|None) -> Surface:
     "The surface for tasks of `split`: the given one, the renamed one, or v1."
     if surface is not None: return surface
     return renamed_surface(seed) if split == 'renamed' else default_surface()
 
-# %% ../../nbs/05a_tableqa.ipynb #ab464573
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #ab464573
 DIFFICULTIES = {0: 'one lookup/count/argmax call, tables of 4-6 rows',
                 1: 'one call of any single-call type (lookup, count, filter, argmax, sum), 5-10 rows',
                 2: 'all six types incl. the two-call compare, 5-10 rows (the default)',
@@ -656,7 +649,7 @@ _LEVELS = {
     3: (QTYPES, (12, 20)),
 }
 
-# %% ../../nbs/05a_tableqa.ipynb #23eacca9
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #23eacca9
 @register_env('tableqa', 'embedded')
 class EmbeddedTableQA(TableQA):
     "Seeded random tables with templated questions and exact answers."
@@ -671,7 +664,7 @@ class EmbeddedTableQA(TableQA):
             raise ValueError(f'tableqa difficulty must be one of {sorted(DIFFICULTIES)}, got {difficulty!r}')
         self.sizes, self.difficulty = dict(train=n_train, test=n_test), difficulty
 
-# %% ../../nbs/05a_tableqa.ipynb #5f965aaa
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #5f965aaa
 def _draw_item(rng:random.Random, qt:str, rows:tuple, base:str, redraw:bool) -> tuple[Table, list, object, str]:
     """`(table, plan, answer, prompt)` of a question of type `qt` on a fresh table, redrawn (if `redraw`) until its
     prompt hashes into `base`."""
@@ -682,7 +675,7 @@ def _draw_item(rng:random.Random, qt:str, rows:tuple, base:str, redraw:bool) -> 
         prompt = f"Table '{t.name}' ({len(t.rows)} rows) with columns: {', '.join(t.columns)}.\nQuestion: {q}"
         if not redraw or hash_split(prompt) == base: return t, plan, ans, prompt
 
-# %% ../../nbs/05a_tableqa.ipynb #331e93c7
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #331e93c7
 @patch
 def tasks(
     self:EmbeddedTableQA, split:str='train', n:int|None=None, seed:int=0, surface:Surface|None=None
@@ -716,7 +709,7 @@ def tasks(
         )
     return out
 
-# %% ../../nbs/05a_tableqa.ipynb #bc76d71f
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #bc76d71f
 def replay(env:Environment, task:Task, turns:list[str]) -> tuple[EpisodeState, Feedback]:
     "Play `turns` as the agent's actions in `env` and evaluate."
     st = env.reset(task)
@@ -725,7 +718,7 @@ def replay(env:Environment, task:Task, turns:list[str]) -> tuple[EpisodeState, F
         if obs is None or st.done: break
     return st, env.evaluate(st)
 
-# %% ../../nbs/05a_tableqa.ipynb #eb2e77d0
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #eb2e77d0
 def wtq_normalize(x:str) -> str:
     "The official WTQ string normalisation."
     x = ''.join(c for c in unicodedata.normalize('NFKD', str(x)) if unicodedata.category(c) != 'Mn')
@@ -741,7 +734,7 @@ def wtq_normalize(x:str) -> str:
     if x and x[-1] == '.': x = x[:-1]
     return re.sub(r'\s+', ' ', x, flags=re.U).lower().strip()
 
-# %% ../../nbs/05a_tableqa.ipynb #49df5f43
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #49df5f43
 class WTQValue:
     "A WTQ answer value; `normalized` is the normalised original string."
     normalized: str = ''
@@ -753,7 +746,7 @@ class StringValue(WTQValue):
     def __hash__(self): return hash(self.normalized)
     def __repr__(self): return f'S({self.normalized!r})'
 
-# %% ../../nbs/05a_tableqa.ipynb #1ab6d2b5
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #1ab6d2b5
 class NumberValue(WTQValue):
     def __init__(self, amount:float, original:str|None=None):
         self.amount = int(amount) if abs(amount - round(amount)) < 1e-6 else float(amount)
@@ -773,7 +766,7 @@ class NumberValue(WTQValue):
         except (ValueError, TypeError): return None
         return None if isnan(v) or isinf(v) else v
 
-# %% ../../nbs/05a_tableqa.ipynb #4225c45a
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #4225c45a
 class DateValue(WTQValue):
     def __init__(self, year:int, month:int, day:int, original:str|None=None):
         "A date; unknown fields are -1."
@@ -800,7 +793,7 @@ class DateValue(WTQValue):
         if y == m == d == -1 or not (m == -1 or 1 <= m <= 12) or not (d == -1 or 1 <= d <= 31): return None
         return y, m, d
 
-# %% ../../nbs/05a_tableqa.ipynb #ff3162e0
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #ff3162e0
 def to_value(original:str, canon:str|None=None) -> WTQValue:
     """The official `to_value`: number, then date (a bare year is a number), else string; `canon` is the tagged
     canonical form."""
@@ -813,18 +806,18 @@ def to_value(original:str, canon:str|None=None) -> WTQValue:
         return NumberValue(ymd[0], original) if ymd[1] == ymd[2] == -1 else DateValue(*ymd, original)
     return StringValue(original)
 
-# %% ../../nbs/05a_tableqa.ipynb #708f26d1
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #708f26d1
 def to_value_list(originals:list, canons:list|None=None) -> list[WTQValue]:
     "Distinct values of a list of strings."
     canons = canons if canons is not None else [None] * len(originals)
     return list(set(to_value(x, c) for x, c in zip(originals, canons)))
 
-# %% ../../nbs/05a_tableqa.ipynb #4a48714e
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #4a48714e
 def check_denotation(targets:list[WTQValue], preds:list[WTQValue]) -> bool:
     "The official check: same number of values, and each target matches some prediction."
     return len(targets) == len(preds) and all(any(t.match(p) for p in preds) for t in targets)
 
-# %% ../../nbs/05a_tableqa.ipynb #2b74af2e
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #2b74af2e
 _MONTHS = {
     m: i + 1
     for i, m in enumerate(
@@ -856,7 +849,7 @@ _WORDS.update(
 )
 _MON = r'(?P<mon>[a-z]+)\.?'
 
-# %% ../../nbs/05a_tableqa.ipynb #64330b43
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #64330b43
 def wtq_canon(s:str) -> str|None:
     "CoreNLP-like canonical value of an answer string: a number or `yyyy-mm-dd` date, else None."
     x = ' '.join(str(s).strip().lower().split())
@@ -874,7 +867,7 @@ def wtq_canon(s:str) -> str|None:
             return f"{g.get('y') or 'xx'}-{_MONTHS[m.group('mon')]:02d}-{int(day) if day else 'xx'}"
     return None
 
-# %% ../../nbs/05a_tableqa.ipynb #b73cb232
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #b73cb232
 def wtq_match(pred:str|None, targets:list[str], canon_pred:bool=True) -> bool:
     "Whether answer text `pred` is correct for WTQ target strings `targets` (official denotation check)."
     if pred is None: return False
@@ -887,7 +880,7 @@ def wtq_match(pred:str|None, targets:list[str], canon_pred:bool=True) -> bool:
             return True
     return False
 
-# %% ../../nbs/05a_tableqa.ipynb #d1624869
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #d1624869
 def tsv_unescape(x:str) -> str:
     "Undo the WTQ TSV escapes `\\n`, `\\p` (a `|`) and `\\\\`."
     return x.replace(r'\n', '\n').replace(r'\p', '|').replace('\\\\', '\\')
@@ -896,7 +889,7 @@ def tsv_unescape_list(x:str) -> list[str]:
     "A `|`-separated TSV field as a list of unescaped strings."
     return [tsv_unescape(y) for y in x.split('|')]
 
-# %% ../../nbs/05a_tableqa.ipynb #649a9464
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #649a9464
 @lru_cache(maxsize=512)
 def read_wtq_table(path:str, name:str='table') -> Table:
     "A WTQ table CSV as a `Table` of string cells."
@@ -905,7 +898,7 @@ def read_wtq_table(path:str, name:str='table') -> Table:
     if df.shape[1] == 0 or df.shape[0] == 0: raise ValueError(f'table {name} has no rows or no columns')
     return Table([str(c) for c in df.columns], df.astype(str).values.tolist(), name)
 
-# %% ../../nbs/05a_tableqa.ipynb #2e2c473b
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #2e2c473b
 def read_wtq_tsv(path:Path) -> list[tuple[str, dict|Exception]]:
     "`(file:line, row)` for each question of a WTQ TSV; a row with the wrong field count is an exception row."
     lines = list(text_lines(path))
@@ -925,7 +918,7 @@ def read_wtq_tsv(path:Path) -> list[tuple[str, dict|Exception]]:
         )
     return out
 
-# %% ../../nbs/05a_tableqa.ipynb #43c1d788
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #43c1d788
 @register_env('tableqa', 'wtq')
 class WTQTableQA(TableQA):
     "WikiTableQuestions questions through the same renamable tool API, scored by the official evaluator."
@@ -941,7 +934,7 @@ class WTQTableQA(TableQA):
     def reference(self, task:Task) -> list[str]:
         return ['Answer: ' + '|'.join(' '.join(a.split()) for a in task.target)]
 
-# %% ../../nbs/05a_tableqa.ipynb #85365de7
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #85365de7
 @patch(as_prop=True)
 def root(self:WTQTableQA) -> Path:
     "The `wtq/` folder: `data_dir` itself or `data_dir/wtq`, else found by `data_path`."
@@ -950,7 +943,7 @@ def root(self:WTQTableQA) -> Path:
         if (d/self.files['test']).is_file(): return d
     raise DataUnavailable(f"no WikiTableQuestions ({self.files['test']}) in {self.data_dir} or {self.data_dir}/wtq")
 
-# %% ../../nbs/05a_tableqa.ipynb #6a1dc59b
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #6a1dc59b
 @patch
 def available(self:WTQTableQA) -> tuple[bool, str]:
     "Whether the WTQ data is there, and why not."
@@ -960,7 +953,7 @@ def available(self:WTQTableQA) -> tuple[bool, str]:
     except FileNotFoundError as e:
         return False, str(e)
 
-# %% ../../nbs/05a_tableqa.ipynb #c31c8712
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #c31c8712
 @patch
 def parse_row(self:WTQTableQA, raw, split:str, surface:Surface) -> Task:
     "A task from one TSV row; raises on a malformed row (the loader counts it)."
@@ -984,7 +977,7 @@ def parse_row(self:WTQTableQA, raw, split:str, surface:Surface) -> Task:
         meta=dict(source='wtq', wtq_id=raw['id'], surface_version=surface.version),
     )
 
-# %% ../../nbs/05a_tableqa.ipynb #159e1346
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #159e1346
 @patch
 def tasks(self:WTQTableQA, split:str='test', n:int|None=None, seed:int=0, surface:Surface|None=None) -> list[Task]:
     "The first `n` well-formed questions of `split` (file order, or seeded order with `shuffle`)."
