@@ -23,15 +23,7 @@ from .train import (hot_swap, env_rollout, prompt_dataset, reward_function, trai
                         trajectories_to_sft, sft_kw)
 
 # %% auto #0
-__all__ = ['ACTIONS', 'SEARCHES', 'STOPS', 'THINK_SCORE', 'MAX_CHECKS', 'NO_CORPUS', 'CODE_FAMILIES', 'SCHEMA_SQL', 'EVENTS_VIEW',
-           'KINDS', 'ACTIVE', 'DISTILL_PROMPT', 'EQUIV_PROMPT', 'EQUIV_CASES', 'FORCE_ANSWER', 'CONTINUE', 'BAD_FORMAT',
-           'Action', 'parse_actions', 'strip_actions', 'close_stopped', 'think_score', 'search_score', 'action_counts',
-           'format_reward', 'evolver_reward', 'metric_score', 'to_prune', 'check_equivalent', 'find_equivalent',
-           'knowledge_corpus', 'user_message', 'KnowledgeSearch', 'answer_turn', 'answer_like', 'answer_content',
-           'gold_answer', 'exact_match', 'em_feedback', 'episode_outcome', 'Principle', 'PrincipleStore',
-           'system_prompt', 'equiv_content', 'render_experience', 'render_information', 'EvolverAgent',
-           'ScriptedPolicy', 'trajectory_summary', 'parse_principle', 'distill', 'EvolverMethod', 'evolver_rollout',
-           'make_evolver_reward', 'reference_script', 'cold_start_data']
+__all__ = ['ACTIONS', 'SEARCHES', 'STOPS', 'THINK_SCORE', 'MAX_CHECKS', 'NO_CORPUS', 'CODE_FAMILIES', 'Action', 'parse_actions', 'strip_actions', 'close_stopped', 'think_score', 'search_score', 'action_counts', 'format_reward', 'evolver_reward', 'metric_score', 'to_prune', 'check_equivalent', 'find_equivalent', 'knowledge_corpus', 'user_message', 'KnowledgeSearch', 'answer_turn', 'answer_like', 'answer_content', 'gold_answer', 'exact_match', 'em_feedback', 'episode_outcome', 'SCHEMA_SQL', 'EVENTS_VIEW', 'KINDS', 'ACTIVE', 'DISTILL_PROMPT', 'EQUIV_PROMPT', 'EQUIV_CASES', 'FORCE_ANSWER', 'CONTINUE', 'BAD_FORMAT', 'Principle', 'PrincipleStore', 'system_prompt', 'equiv_content', 'render_experience', 'render_information', 'EvolverAgent', 'ScriptedPolicy', 'trajectory_summary', 'parse_principle', 'distill', 'EvolverMethod', 'evolver_rollout', 'make_evolver_reward', 'reference_script', 'cold_start_data']
 
 # %% ../nbs/16_evolver.ipynb #282e4def
 declare_key('evolver.k', int, 3, 'EvolveR results per search action')
@@ -253,7 +245,7 @@ def episode_outcome(env, task:Task, state:EpisodeState, messages:list[dict]) -> 
     if task.family in CODE_FAMILIES: return fam, None
     return em_feedback(messages, task), (None if fam.status == 'error' else fam.success)
 
-# %% ../nbs/16_evolver.ipynb #215f408c
+# %% ../nbs/16_evolver_b_experience.ipynb #215f408c
 SCHEMA_SQL = """
 CREATE TABLE IF NOT EXISTS principles(id INTEGER PRIMARY KEY, kind TEXT NOT NULL, content TEXT NOT NULL, family TEXT,
   sources TEXT NOT NULL DEFAULT '[]', uses INTEGER NOT NULL DEFAULT 0, successes INTEGER NOT NULL DEFAULT 0,
@@ -266,7 +258,7 @@ CREATE TABLE IF NOT EXISTS updates(key TEXT PRIMARY KEY, n INTEGER, name TEXT, t
 EVENTS_VIEW = 'CREATE VIEW IF NOT EXISTS events AS SELECT seq AS id, ts, op AS kind, entry_id AS principle_id, after AS detail FROM audit'
 KINDS = ('guiding', 'cautionary')
 
-# %% ../nbs/16_evolver.ipynb #fb4d956c
+# %% ../nbs/16_evolver_b_experience.ipynb #fb4d956c
 @dataclass
 class Principle:
     "One distilled principle with its usage statistics."
@@ -282,7 +274,7 @@ class Principle:
     @property
     def score(self) -> float: return metric_score(self.successes, self.uses)
 
-# %% ../nbs/16_evolver.ipynb #76777590
+# %% ../nbs/16_evolver_b_experience.ipynb #76777590
 class PrincipleStore(SqliteStore):
     """The experience base, a `cove.store.SqliteStore`: principles, applied episodes, phases and updates; events are
     `audit` rows."""
@@ -302,7 +294,7 @@ class PrincipleStore(SqliteStore):
         r = self.conn.execute('SELECT length(vec) FROM principles WHERE vec IS NOT NULL LIMIT 1').fetchone()
         return r[0] // 4 if r else None
 
-# %% ../nbs/16_evolver.ipynb #2758f5b9
+# %% ../nbs/16_evolver_b_experience.ipynb #2758f5b9
 @patch
 def migrate(self:PrincipleStore):
     """A file from before the shared store layer: its `events` table becomes `audit` rows, read through the `events`
@@ -314,7 +306,7 @@ def migrate(self:PrincipleStore):
         self.conn.execute('DROP TABLE events')
         self.conn.execute(EVENTS_VIEW)
 
-# %% ../nbs/16_evolver.ipynb #5dce5a5b
+# %% ../nbs/16_evolver_b_experience.ipynb #5dce5a5b
 def _principle(r) -> Principle:
     return Principle(
         r['id'],
@@ -333,7 +325,7 @@ def embed(self:PrincipleStore, texts:list[str]) -> np.ndarray:
     if self.embedder is None: raise ValueError("this PrincipleStore has no embedder")
     return self.embedder.encode(texts)
 
-# %% ../nbs/16_evolver.ipynb #e4a78beb
+# %% ../nbs/16_evolver_b_experience.ipynb #e4a78beb
 @patch
 def get(self:PrincipleStore, id:int) -> Principle:
     r = self.conn.execute('SELECT * FROM principles WHERE id = ?', (id,)).fetchone()
@@ -351,7 +343,7 @@ def principles(self:PrincipleStore, status:str|None='active', kind:str|None=None
         a.append(kind)
     return [_principle(r) for r in self.conn.execute(q + ' ORDER BY id', a)]
 
-# %% ../nbs/16_evolver.ipynb #ec98cde9
+# %% ../nbs/16_evolver_b_experience.ipynb #ec98cde9
 @patch
 def insert(self:PrincipleStore, kind:str, content:str, family:str|None=None, sources:list|None=None, vec=None) -> int:
     "Add a principle (inside the caller's transaction); returns its id."
@@ -365,7 +357,7 @@ def insert(self:PrincipleStore, kind:str, content:str, family:str|None=None, sou
     self.event('insert', cur.lastrowid, kind=kind, content=content, family=family)
     return cur.lastrowid
 
-# %% ../nbs/16_evolver.ipynb #ca245ed0
+# %% ../nbs/16_evolver_b_experience.ipynb #ca245ed0
 @patch
 def merge(
     self:PrincipleStore,
@@ -385,7 +377,7 @@ def merge(
     )
     self.event('merge', target, absorbed=content, similarity=similarity, exact=exact)
 
-# %% ../nbs/16_evolver.ipynb #7f511519
+# %% ../nbs/16_evolver_b_experience.ipynb #7f511519
 @patch
 def record_use(self:PrincipleStore, ids:list[int], success:bool):
     "Count one use (and a success) for each principle in `ids` (inside the caller's transaction)."
@@ -394,7 +386,7 @@ def record_use(self:PrincipleStore, ids:list[int], success:bool):
             'UPDATE principles SET uses = uses + 1, successes = successes + ? WHERE id = ?', (int(bool(success)), i)
         )
 
-# %% ../nbs/16_evolver.ipynb #846c47e5
+# %% ../nbs/16_evolver_b_experience.ipynb #846c47e5
 @patch
 def prune(self:PrincipleStore, threshold:float=0.3) -> list[int]:
     "Mark active principles with metric_score below `threshold` pruned (inside the caller's transaction); their ids."
@@ -405,7 +397,7 @@ def prune(self:PrincipleStore, threshold:float=0.3) -> list[int]:
         self.event('prune', i, score=ps[i].score, uses=ps[i].uses, successes=ps[i].successes)
     return ids
 
-# %% ../nbs/16_evolver.ipynb #610ad82b
+# %% ../nbs/16_evolver_b_experience.ipynb #610ad82b
 ACTIVE = {
     k: "SELECT id, vec FROM principles WHERE status = 'active'" + (f" AND kind = '{k}'" if k else '') + ' ORDER BY id'
     for k in (None, *KINDS)
@@ -418,13 +410,13 @@ def similar(self:PrincipleStore, vec:np.ndarray, k:int=3, kind:str|None=None) ->
     ids, s = self.dense(ACTIVE[kind], self.dim).search(np.asarray(vec, np.float32), k)
     return list(zip(ids.tolist(), s.tolist()))
 
-# %% ../nbs/16_evolver.ipynb #5f411ce6
+# %% ../nbs/16_evolver_b_experience.ipynb #5f411ce6
 @patch
 def search(self:PrincipleStore, query:str, k:int=3) -> list[tuple[Principle, float]]:
     "Top-k active principles by cosine similarity to `query`."
     return [(self.get(i), s) for i, s in self.similar(self.embed([query])[0], k)]
 
-# %% ../nbs/16_evolver.ipynb #79d2b4ba
+# %% ../nbs/16_evolver_b_experience.ipynb #79d2b4ba
 @patch
 def counts(self:PrincipleStore) -> dict:
     "Principles by status and type, and events by kind."
@@ -432,7 +424,7 @@ def counts(self:PrincipleStore) -> dict:
     ev = Counter(r['kind'] for r in self.conn.execute('SELECT kind FROM events'))
     return dict(principles=dict(c), events=dict(ev))
 
-# %% ../nbs/16_evolver.ipynb #5ed7d404
+# %% ../nbs/16_evolver_b_experience.ipynb #5ed7d404
 def system_prompt(env_instructions:str, exp_retrieve:bool=True, max_turns:int=4, k:int=3) -> str:
     "EvolveR's system prompt (paper Table 13) followed by the family's instructions."
     exp = (
@@ -460,7 +452,7 @@ def system_prompt(env_instructions:str, exp_retrieve:bool=True, max_turns:int=4,
         + env_instructions
     )
 
-# %% ../nbs/16_evolver.ipynb #5690c2e7
+# %% ../nbs/16_evolver_b_experience.ipynb #5690c2e7
 DISTILL_PROMPT = {
     'guiding': (
         "Below is a task and the solution attempt of an agent, which SUCCEEDED.\n\n{trajectory}\n\n"
@@ -474,7 +466,7 @@ DISTILL_PROMPT = {
     ),
 }
 
-# %% ../nbs/16_evolver.ipynb #26174963
+# %% ../nbs/16_evolver_b_experience.ipynb #26174963
 EQUIV_PROMPT = (
     "Are the two principles below semantically equivalent, i.e. do they give the same advice?\n\n{content}\n\n"
     "Answer yes or no."
@@ -506,7 +498,7 @@ EQUIV_CASES = [  # hand-labelled pairs on which the equivalence judge's agreemen
 
 def equiv_content(a:str, b:str) -> str: return f"Principle 1: {a}\nPrinciple 2: {b}"
 
-# %% ../nbs/16_evolver.ipynb #43f531ba
+# %% ../nbs/16_evolver_b_experience.ipynb #43f531ba
 def _trajectory_text(messages:list[dict]) -> str:
     return '\n'.join(m['content'] for m in messages if m['role'] == 'assistant')
 
@@ -523,7 +515,7 @@ def render_information(docs:list[str]|None) -> str:
     if not docs: return '<information>\nNo document matches this query.\n</information>'
     return '<information>\n' + '\n'.join(f"Doc {j+1}: {d}" for j, d in enumerate(docs)) + '\n</information>'
 
-# %% ../nbs/16_evolver.ipynb #0bdd2cb3
+# %% ../nbs/16_evolver_b_experience.ipynb #0bdd2cb3
 FORCE_ANSWER = "You have used all your replies. Give your final answer now, inside <answer> ... </answer>."
 CONTINUE = "Continue: end your reply with one <search_experience>, <search_knowledge> or <answer>."
 BAD_FORMAT = ("No valid action found. Use <think> ... </think>, then one <search_experience> ... </search_experience>, "
@@ -553,7 +545,7 @@ class EvolverAgent:
             answered=False,
         )
 
-# %% ../nbs/16_evolver.ipynb #e83d2275
+# %% ../nbs/16_evolver_b_experience.ipynb #e83d2275
 @patch
 def _search(self:EvolverAgent, env, e:dict, a:Action) -> str:
     """The observation of the valid search `a` in episode `e`: principles from the experience base, or documents of the
@@ -569,7 +561,7 @@ def _search(self:EvolverAgent, env, e:dict, a:Action) -> str:
     if docs is None: e['info']['knowledge_unavailable'] += 1
     return render_information(docs)
 
-# %% ../nbs/16_evolver.ipynb #027ec171
+# %% ../nbs/16_evolver_b_experience.ipynb #027ec171
 @patch
 def act(self:EvolverAgent, env, e:dict, text:str) -> str|None:
     "Apply one assistant turn of episode `e`; the next observation, or None when the episode ends."
@@ -603,7 +595,7 @@ def act(self:EvolverAgent, env, e:dict, text:str) -> str|None:
     info['parse_failure'] += 1
     return no_exp(BAD_FORMAT)
 
-# %% ../nbs/16_evolver.ipynb #eb3a47d3
+# %% ../nbs/16_evolver_b_experience.ipynb #eb3a47d3
 def _force_answer(e:dict):
     "Tell episode `e` to answer now: appended to its last user message, or as a new one; counted."
     last = e['messages'][-1]
@@ -611,7 +603,7 @@ def _force_answer(e:dict):
     else: e['messages'].append(msg('user', FORCE_ANSWER))
     e['info']['forced'] += 1
 
-# %% ../nbs/16_evolver.ipynb #a7957c63
+# %% ../nbs/16_evolver_b_experience.ipynb #a7957c63
 @patch
 def _take_turn(self:EvolverAgent, env, e:dict, g, turn:int):
     "Record generation `g` as episode `e`'s turn, apply it, and add the observation (unless it was the last turn)."
@@ -638,7 +630,7 @@ def _finish(self:EvolverAgent, env, e:dict, dt:float, w_o:float=1.0, w_f:float=0
         info,
     )
 
-# %% ../nbs/16_evolver.ipynb #ff8a0fbf
+# %% ../nbs/16_evolver_b_experience.ipynb #ff8a0fbf
 @patch
 def run(self:EvolverAgent, env, tasks:list[Task], w_o:float=1.0, w_f:float=0.1) -> list[tuple[EpisodeResult, dict]]:
     "Play `tasks` of one family together; `(EpisodeResult, info)` per task."
@@ -658,7 +650,7 @@ def run(self:EvolverAgent, env, tasks:list[Task], w_o:float=1.0, w_f:float=0.1) 
     dt = (time.time() - t0) / max(1, len(eps))
     return [self._finish(env, e, dt, w_o, w_f) for e in eps]
 
-# %% ../nbs/16_evolver.ipynb #dc62dce3
+# %% ../nbs/16_evolver_b_experience.ipynb #dc62dce3
 class ScriptedPolicy(Policy):
     """A policy replaying fixed assistant turns: `scripts[user message]` = the turns, in order (an empty turn after the
     last)."""
@@ -676,14 +668,14 @@ class ScriptedPolicy(Policy):
         return out
     def count_tokens(self, x) -> int: return len(str(x).split())
 
-# %% ../nbs/16_evolver.ipynb #b08bbe2f
+# %% ../nbs/16_evolver_b_experience.ipynb #b08bbe2f
 def trajectory_summary(task_text:str, messages:list[dict], max_chars:int=1200) -> str:
     "The task and the agent's turns with their observations, capped, for the distillation prompt."
     body = '\n'.join(f"{'Agent' if m['role'] == 'assistant' else 'Observation'}: {m['content']}" for m in messages[2:])
     s = f"Task: {task_text}\n{body}"
     return s if len(s) <= max_chars else s[:max_chars] + ' …'
 
-# %% ../nbs/16_evolver.ipynb #7cf581af
+# %% ../nbs/16_evolver_b_experience.ipynb #7cf581af
 _PREFIX = re.compile(
     r'^\s*(?:[-*•>]+|\d+[.)]|\[(?:guiding|cautionary)\]|(?:(?:an?|the|one)\s+)?(?:guiding|cautionary)?\s*principle(?:\s+is)?\s*[:：-])\s*',
     re.I,
@@ -703,7 +695,7 @@ def parse_principle(raw:str, max_chars:int=300) -> tuple[str|None, str|None]:
     if any(t in s for t in ('<think>', '<answer>', '<search_')): return None, 'contains action tags'
     return s, None
 
-# %% ../nbs/16_evolver.ipynb #e08a9bcd
+# %% ../nbs/16_evolver_b_experience.ipynb #e08a9bcd
 def distill(policy:Policy, rows:list[dict], # episode rows: `task` (dict), `trajectory` (messages), `success`, `message`
             max_new_tokens:int=64, temperature:float=1.0, seed:int|None=None) -> list[dict]:
     "One principle per trajectory by the policy itself: `kind`, `principle` (or None), `error`, `raw`, tokens."
@@ -736,7 +728,7 @@ def distill(policy:Policy, rows:list[dict], # episode rows: `task` (dict), `traj
         )
     return out
 
-# %% ../nbs/16_evolver.ipynb #aadf3928
+# %% ../nbs/16_evolver_c_method.ipynb #aadf3928
 _log = get_logger('evolver')
 
 
@@ -765,7 +757,7 @@ class EvolverMethod(Method):
         return self.store.conn.execute('SELECT COUNT(*) FROM episodes').fetchone()[0]
     def p(self, key:str): return self.cfg[f'evolver.{key}']
 
-# %% ../nbs/16_evolver.ipynb #1ee57bdd
+# %% ../nbs/16_evolver_c_method.ipynb #1ee57bdd
 @patch
 def apply(self:EvolverMethod, r:EpisodeResult, info:dict, key:str) -> bool:
     """Record episode `r` (its `EpisodeKeys` key) once: principle uses, its row; False if it was applied before (a
@@ -790,7 +782,7 @@ def apply(self:EvolverMethod, r:EpisodeResult, info:dict, key:str) -> bool:
         )
     return True
 
-# %% ../nbs/16_evolver.ipynb #5be6d3ec
+# %% ../nbs/16_evolver_c_method.ipynb #5be6d3ec
 @patch
 def run_batch(self:EvolverMethod, env, tasks):
     "Online episodes for a batch of one family, then the offline phase / update each applied episode makes due."
@@ -817,7 +809,7 @@ def run_batch(self:EvolverMethod, env, tasks):
     self.keys.commit(tasks)
     return [r for r, _ in out]
 
-# %% ../nbs/16_evolver.ipynb #62cf7553
+# %% ../nbs/16_evolver_c_method.ipynb #62cf7553
 @patch
 def catch_up(self:EvolverMethod):
     """Run the offline phase and the policy update that the applied episodes make due (again, if a kill interrupted
@@ -830,7 +822,7 @@ def catch_up(self:EvolverMethod):
         key = f'train:{n // te}'
         if not self.store.conn.execute('SELECT 1 FROM updates WHERE key = ?', (key,)).fetchone(): self.update(key)
 
-# %% ../nbs/16_evolver.ipynb #443f9d7d
+# %% ../nbs/16_evolver_c_method.ipynb #443f9d7d
 @patch
 def extra(self:EvolverMethod, res) -> dict:
     "Fields added to the episode line: actions, EM and the lenient verdict, reward, format reward, principles used."
@@ -848,14 +840,14 @@ def extra(self:EvolverMethod, res) -> dict:
         parse_failures=i.get('parse_failure', 0),
     )
 
-# %% ../nbs/16_evolver.ipynb #042935c3
+# %% ../nbs/16_evolver_c_method.ipynb #042935c3
 @patch
 def is_equivalent(self:EvolverMethod, a:str, b:str) -> bool:
     "The policy's yes/no verdict: are principles `a` and `b` semantically equivalent (paper Table 16)?"
     ch = self.judge.choose(EQUIV_PROMPT, ['yes', 'no'], content=equiv_content(a, b))
     return ch.option == 'yes'
 
-# %% ../nbs/16_evolver.ipynb #de814dd9
+# %% ../nbs/16_evolver_c_method.ipynb #de814dd9
 @patch
 def _find_target(self:EvolverMethod, d:dict, vec) -> tuple[int|None, list, bool]:
     """`(target, checks, exact)`: an active principle of `d`'s type with the same text (no judge asked), else the first
@@ -872,7 +864,7 @@ def _find_target(self:EvolverMethod, d:dict, vec) -> tuple[int|None, list, bool]
     )
     return target, checks, False
 
-# %% ../nbs/16_evolver.ipynb #10157654
+# %% ../nbs/16_evolver_c_method.ipynb #10157654
 @patch
 def integrate(self:EvolverMethod, row, d:dict):
     """Store distillation result `d` of episode `row`: failure, merge or insert; the row marked distilled; one
@@ -906,7 +898,7 @@ def integrate(self:EvolverMethod, row, d:dict):
             )
         c.execute('UPDATE episodes SET distilled = 1 WHERE key = ?', (row['key'],))
 
-# %% ../nbs/16_evolver.ipynb #f1312dfa
+# %% ../nbs/16_evolver_c_method.ipynb #f1312dfa
 @patch
 def offline_phase(self:EvolverMethod, n:int):
     "Offline phase `n`: distil + integrate the new trajectories, then prune."
@@ -931,7 +923,7 @@ def offline_phase(self:EvolverMethod, n:int):
         f"offline phase {n}: {len(rows)} trajectories distilled, {len(pruned)} principles pruned; {self.store.counts()}"
     )
 
-# %% ../nbs/16_evolver.ipynb #5d22f458
+# %% ../nbs/16_evolver_c_method.ipynb #5d22f458
 def _prompt_key(messages) -> str: return json.dumps([[m['role'], m['content']] for m in messages])
 
 def evolver_rollout(agent:EvolverAgent, envs:dict, tasks:list[Task]):
@@ -954,7 +946,7 @@ def evolver_rollout(agent:EvolverAgent, envs:dict, tasks:list[Task]):
         return obs
     return prompt_dataset(rows), env_rollout(start, step, agent.max_turns + 1, agent.gen_kw['max_new_tokens'], STOPS)
 
-# %% ../nbs/16_evolver.ipynb #c61cfe95
+# %% ../nbs/16_evolver_c_method.ipynb #c61cfe95
 def make_evolver_reward(w_o:float=1.0, w_f:float=0.1, exp_retrieve:bool=True):
     """A TRL reward function over `evolver_rollout` episodes: R = w_o·EM + w_f·R_format of the whole trajectory; counts
     in `.stats`."""
@@ -981,7 +973,7 @@ def make_evolver_reward(w_o:float=1.0, w_f:float=0.1, exp_retrieve:bool=True):
         return evolver_reward(em, fmt, w_o, w_f), dict(em=em, format=fmt)
     return reward_function(score, 'evolver_reward', check)
 
-# %% ../nbs/16_evolver.ipynb #26840666
+# %% ../nbs/16_evolver_c_method.ipynb #26840666
 @patch
 def _since_last_update(self:EvolverMethod) -> list:
     last = self.store.conn.execute("SELECT MAX(n) FROM updates WHERE key LIKE 'train:%'").fetchone()[0]
@@ -992,7 +984,7 @@ def _since_last_update(self:EvolverMethod) -> list:
         _log.warning(f"update: no environment in this process for {dict(skipped)}; those trajectories are left out")
     return [r for r in rows if r['family'] in self.envs]
 
-# %% ../nbs/16_evolver.ipynb #337274cf
+# %% ../nbs/16_evolver_c_method.ipynb #337274cf
 @patch
 def _train_grpo(self:EvolverMethod, rows:list, init:dict, key:str) -> tuple:
     """GRPO on multi-turn rollouts of the tasks played since the last update (each once): `(result, why skipped,
@@ -1015,7 +1007,7 @@ def _train_grpo(self:EvolverMethod, rows:list, init:dict, key:str) -> tuple:
     _log.info(f"EvolveR GRPO update {key}: {len(tasks)} tasks, rollouts {extra['rollouts']}")
     return res, None, extra
 
-# %% ../nbs/16_evolver.ipynb #0ba53876
+# %% ../nbs/16_evolver_c_method.ipynb #0ba53876
 @patch
 def update(self:EvolverMethod, key:str):
     "Train the policy (GRPO or SFT, `evolver.algo`) on the trajectories since the last update; hot-swap; record `key`."
@@ -1033,7 +1025,7 @@ def update(self:EvolverMethod, key:str):
     except ValueError as e: why = f'{type(e).__name__}: {e}'   # e.g. every conversation longer than train.max_length
     self._record_update(key, n, res, why, algo=algo, examples=len(rows), **extra)
 
-# %% ../nbs/16_evolver.ipynb #6c930045
+# %% ../nbs/16_evolver_c_method.ipynb #6c930045
 @patch
 def _record_update(self:EvolverMethod, key:str, n:int, res, why:str|None, **detail):
     "Hot-swap a finished update's adapter and record the update (or why it was skipped)."
@@ -1053,7 +1045,7 @@ def _record_update(self:EvolverMethod, key:str, n:int, res, why:str|None, **deta
             (key, n, name, time.time(), json.dumps(detail, default=str)),
         )
 
-# %% ../nbs/16_evolver.ipynb #b5a9bb1d
+# %% ../nbs/16_evolver_c_method.ipynb #b5a9bb1d
 def reference_script(env, task:Task, exp_retrieve:bool=True) -> list[str]|None:
     "EvolveR-format assistant turns replaying `env.reference(task)`, or None without a reference."
     ref = env.reference(task)
@@ -1073,7 +1065,7 @@ def reference_script(env, task:Task, exp_retrieve:bool=True) -> list[str]|None:
         return turns + [f"<think>{why}</think>\n<answer>{ans}</answer>"]
     return turns + [f"<think>I write the solution.</think>\n<answer>{last}</answer>"]
 
-# %% ../nbs/16_evolver.ipynb #b46f79b4
+# %% ../nbs/16_evolver_c_method.ipynb #b46f79b4
 def cold_start_data(
     env,
     tasks:list[Task],
@@ -1095,7 +1087,7 @@ def cold_start_data(
     res = agent.run(env, [t for t in tasks if user_message(t) in scripts])
     return [dict(trace=r.messages, score=1.0, task_id=r.task.id, family=r.task.family) for r, _ in res if r.success]
 
-# %% ../nbs/16_evolver.ipynb #f47b2205
+# %% ../nbs/16_evolver_c_method.ipynb #f47b2205
 @patch
 def cold_start(self:EvolverMethod, env, family:str, n_tasks:int=4):
     "Cold-start SFT on `family`'s reference trajectories, once (key `cold_start:<family>`)."
@@ -1125,7 +1117,7 @@ def cold_start(self:EvolverMethod, env, family:str, n_tasks:int=4):
         why = f'{type(e).__name__}: {e}'
     self._record_update(key, 0, res, why, algo='sft', cold_start=True)
 
-# %% ../nbs/16_evolver.ipynb #84b92145
+# %% ../nbs/16_evolver_c_method.ipynb #84b92145
 @patch
 def _experience_metrics(self:EvolverMethod) -> dict:
     """Principles by type and status; inserts, merges, equivalence checks, prunes and distillations (with their tokens),
@@ -1158,7 +1150,7 @@ def _experience_metrics(self:EvolverMethod) -> dict:
         mean_metric_score=(sum(p.score for p in active) / len(active)) if active else None,
     )
 
-# %% ../nbs/16_evolver.ipynb #ab88b481
+# %% ../nbs/16_evolver_c_method.ipynb #ab88b481
 def _em_metrics(infos:list[dict]) -> dict:
     "EM (the outcome, the paper's) and the family evaluator's lenient verdict on the same episodes; disagreements."
     both = [i for i in infos if i.get('lenient_success') is not None and 'em' in i]
