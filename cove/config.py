@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 from fastcore.basics import patch
 from .core import repo_root
-from .plugins import load_own, load_plugins, own_methods, plugins_note
+from .plugins import load_own, load_plugins, own_methods, plugins_hint
 
 # %% auto #0
 __all__ = ['SCHEMA', 'RANGES', 'CPU_FLAGS', 'Key', 'ConfigError', 'check_range', 'declared', 'coerce', 'declare_key', 'env_name',
@@ -261,7 +261,7 @@ def _unknown_key(key:str) -> ConfigError:
     msg = f"unknown config key {key!r}" + (f"; did you mean {' or '.join(near)}?" if near else
                                            f"; known keys: {sorted(SCHEMA)}")
     if str(key).split('.')[0] not in {k.split('.')[0] for k in SCHEMA}:
-        msg += plugins_note()   # a section no key has: a plugin's key, perhaps
+        msg += plugins_hint()   # a section no key has: a plugin's key, perhaps
     return ConfigError(msg)
 
 # %% ../nbs/01_config.ipynb #3561ab54

@@ -15,8 +15,8 @@ from fastcore.basics import patch
 __all__ = ['FEEDBACK_KINDS', 'STATUSES', 'ROLES', 'DISK_FULL', 'SQLITE_FULL', 'SQLITE_IOERR', 'Feedback', 'redact_expected',
            'Task', 'msg', 'repo_root', 'CorruptFile', 'WriteFailed', 'InfraError', 'writing', 'write_all',
            'NotRegularFile', 'open_regular', 'read_regular', 'write_failure', 'write_atomic', 'one_line', 'read_json',
-           'write_json', 'get_logger', 'repair_tail', 'append_jsonl', 'read_jsonl', 'task_key', 'EpisodeKeys',
-           'fmt_num', 'TokenLedger', 'write_tx', 'import_optional']
+           'write_json', 'get_logger', 'repair_tail', 'append_jsonl', 'read_jsonl', 'task_key', 'record_task_key',
+           'EpisodeKeys', 'fmt_num', 'TokenLedger', 'write_tx', 'import_optional']
 
 # %% ../nbs/00_core.ipynb #24c123c3
 FEEDBACK_KINDS = {   # what went wrong, in one word a method can act on: kind -> its meaning
@@ -306,6 +306,10 @@ def read_jsonl(path:str|Path) -> list[dict]:
 def task_key(task) -> str:
     "`family|split|id`: a task, whichever epoch plays it."
     return f"{task.family}|{task.split}|{task.id}"
+
+def record_task_key(r:dict) -> str:
+    "`task_key` of an episode record: its family spec (its family in a record without one), split and task id."
+    return f"{r.get('family_spec', r.get('family'))}|{r.get('split')}|{r['task_id']}"
 
 class EpisodeKeys:
     "Occurrence-aware episode keys `family|split|id#n`: the n-th play (from 0) of a task in a run."

@@ -10,13 +10,18 @@ from typing import Callable
 import numpy as np
 from .core import get_logger, one_line
 from .stats import wilson
-from .config import Config
+from .config import Config, load_config
 from .stats import episode_records
 from .run import Run, RunSpec
 
 # %% auto #0
-__all__ = ['PAIRED_NOTE', 'play_fresh', 'ci_text', 'rate_cols', 'stage_of', 'stage_cols', 'arm_table', 'rate_bars',
+__all__ = ['PAIRED_NOTE', 'arm_config', 'play_fresh', 'ci_text', 'rate_cols', 'stage_of', 'stage_cols', 'arm_table', 'rate_bars',
            'markdown_table', 'comparison_pairs', 'paired_markdown']
+
+# %% ../nbs/18_experiment.ipynb #13f1d183
+def arm_config(profile:str, *layers:dict) -> Config:
+    "The config of an arm: `profile`, then each dict of keys in turn (a later one wins)."
+    return load_config(profile, overrides={k: v for d in layers for k, v in d.items()})
 
 # %% ../nbs/18_experiment.ipynb #f059cd66
 def play_fresh(policy, # the loaded policy, shared by the arms (None: a method that needs none)

@@ -12,10 +12,10 @@ import numpy as np
 from fastcore.basics import patch
 from fastcore.meta import delegates
 from .config import declare_key
-from .core import get_logger, msg, read_jsonl, redact_expected, task_key, write_json
+from .core import get_logger, msg, read_jsonl, redact_expected, task_key, record_task_key, write_json
 from .method import Method, register_method
 from .agent import HarnessAgent
-from .store import SqliteStore, backup_db
+from .store import SqliteStore, backup_db, open_sqlite
 from .embed import Embedder
 
 # %% auto #0
@@ -124,8 +124,6 @@ def td_update(q:float, r:float, alpha:float, gamma:float, next_max_q:float) -> f
     return q + alpha * (r + gamma * next_max_q - q)
 
 # %% ../nbs/14_memrl.ipynb #eea8234e
-def _tkey(r:dict) -> str: return f"{r.get('family_spec', r.get('family'))}|{r.get('split')}|{r['task_id']}"
-
 def _forgetting(by:dict) -> dict:
     """FR per epoch e ≥ 1 of `by` (epoch -> task -> solved): `n_lost` (solved in e − 1, failed in e), `n_fail`, and `fr`
     = their ratio (None without a failure)."""
@@ -140,7 +138,7 @@ def _forgetting(by:dict) -> dict:
 def epoch_metrics(recs:list[dict]) -> dict:
     "SR per epoch and of the last epoch, CSR, and FR = N_lost / N_fail per epoch and its mean (MemRL §5.1, §5.4)."
     by = {}
-    for r in recs: by.setdefault(int(r.get('epoch', 0)), {})[_tkey(r)] = r['status'] == 'success'
+    for r in recs: by.setdefault(int(r.get('epoch', 0)), {})[record_task_key(r)] = r['status'] == 'success'
     eps = sorted(by)
     sr = {e: sum(by[e].values()) / len(by[e]) for e in eps}
     tasks = {k for e in eps for k in by[e]}
@@ -388,12 +386,12 @@ def memrl_params(cfg) -> dict:
 
 # %% ../nbs/14_memrl.ipynb #9980e11d
 def memories_digest(path:Path) -> str:
-    "sha256 over the memories table (ids, texts, Q) — equal digests mean an unchanged memory."
-    con = sqlite3.connect(str(path))
+    "sha256 over the memories table (ids, texts, Q), read through the store layer: equal digests, an unchanged memory."
+    con = open_sqlite(path)
+    try: rows = con.execute('SELECT id, intent, experience, q, emb FROM memories ORDER BY id').fetchall()
+    finally: con.close()
     h = hashlib.sha256()
-    for row in con.execute('SELECT id, intent, experience, q, emb FROM memories ORDER BY id'):
-        h.update(repr(row).encode())
-    con.close()
+    for row in rows: h.update(repr(tuple(row)).encode())
     return h.hexdigest()
 
 # %% ../nbs/14_memrl.ipynb #2c58d57d

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import difflib, inspect, math, sys
 from pathlib import Path
-from .plugins import PluginError, load_plugins, plugin_names, plugins_note
+from .plugins import PluginError, load_plugins, plugin_names, plugins_hint
 from .tasks.base import env_class
 from .method import METHODS, import_methods
 from .config import SCHEMA, ConfigError, coerce, declared, read_profiles
@@ -136,7 +136,7 @@ def method_list(v, done=None) -> list[str]:
     import_methods()
     try: return name_list(sorted(METHODS), 'method')(v)
     except ParamError as e:
-        raise ParamError(f"{e}{plugins_note()}" if str(e).startswith('unknown method') else str(e)) from None
+        raise ParamError(f"{e}{plugins_hint()}" if str(e).startswith('unknown method') else str(e)) from None
 
 # %% ../nbs/01b_params.ipynb #4fa1b275
 def family_levels(spec:str) -> list[int]:

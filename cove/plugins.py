@@ -8,7 +8,7 @@ import functools, importlib, importlib.metadata, os, re, sys
 
 # %% auto #0
 __all__ = ['GROUPS', 'PluginError', 'plugin_names', 'import_plugin', 'load_entry_points', 'own_methods', 'load_own',
-           'load_plugins', 'loaded_plugins', 'plugins_note']
+           'load_plugins', 'loaded_plugins', 'plugins_hint']
 
 # %% ../nbs/01c_plugins.ipynb #81873a98
 class PluginError(ValueError):
@@ -128,7 +128,7 @@ def loaded_plugins() -> list[str]:
     "The plugin modules loaded in this process, in load order (a run records them in its `config.json`)."
     return list(_LOADED)
 
-def plugins_note() -> str:
+def plugins_hint() -> str:
     "What an unknown family's or method's error adds: the plugins loaded, or how to load one."
     if not _LOADED:
         return ("; no plugin loaded (your own: --plugin MODULE, COVE_PLUGINS=MODULE, the plugins parameter, "

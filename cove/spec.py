@@ -10,7 +10,7 @@ from dataclasses import dataclass, asdict
 from pathlib import Path
 from .core import get_logger
 from .config import Config, SCHEMA
-from .plugins import plugins_note
+from .plugins import plugins_hint
 from .tasks.base import make_env, Environment, env_class
 from .method import METHODS, import_methods
 
@@ -133,7 +133,7 @@ def check_spec(spec:RunSpec, cfg:Config) -> dict[str, Environment]:
     family."""
     import_methods()
     if spec.method not in METHODS:
-        raise ValueError(f"unknown method {spec.method!r}; known: {sorted(METHODS)}{plugins_note()}")
+        raise ValueError(f"unknown method {spec.method!r}; known: {sorted(METHODS)}{plugins_hint()}")
     if isinstance(spec.episodes, bool) or not isinstance(spec.episodes, int) or spec.episodes < 1:
         raise ValueError(f"episodes per family must be a whole number >= 1, not {spec.episodes!r}")
     if spec.episodes > MAX_EPISODES:

@@ -90,7 +90,7 @@ def test_real_data_loads_and_a_sample_passes_its_oracle():
     ts = env.load()
     by_libs = sum(w.startswith('libraries') for w in env.unavailable.values())
     assert len(ts) + by_libs + env.report.n_bad == 1140 and env.report.n_bad == 0
-    assert len(ts) > 1000, env.unavailable_note()
+    assert len(ts) > 1000, env.unavailable_summary()
     sample = env.tasks('test', 4, seed=0)
     assert len(sample) == 4 and all(t.split == 'test' for t in sample)
     assert all(replay_reference(env, t).success for t in sample)

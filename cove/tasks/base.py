@@ -151,7 +151,7 @@ def parse_spec(spec:str) -> tuple[str, str]:
     return fam, (src or 'embedded')
 
 # %% ../../nbs/05_tasks.ipynb #87b41ba6
-from ..plugins import load_plugins, plugins_note
+from ..plugins import load_plugins, plugins_hint
 
 def _import_families():
     "Import the family modules so that they register themselves (missing ones are skipped), then the plugins."
@@ -162,7 +162,7 @@ def env_class(spec:str) -> type:
     "The `Environment` class registered for `family[:source]`."
     _import_families()
     fam, src = parse_spec(spec)
-    if fam not in FAMILIES: raise ValueError(f"unknown task family {fam!r}; known: {sorted(FAMILIES)}{plugins_note()}")
+    if fam not in FAMILIES: raise ValueError(f"unknown task family {fam!r}; known: {sorted(FAMILIES)}{plugins_hint()}")
     # e.g. formal -> minif2f
     if src == 'embedded' and src not in FAMILIES[fam] and len(FAMILIES[fam]) == 1: src = next(iter(FAMILIES[fam]))
     if src not in FAMILIES[fam]: raise ValueError(f"unknown source {src!r} for {fam}; known: {sorted(FAMILIES[fam])}")

@@ -1529,7 +1529,7 @@ def unavailable_counts(self:BigCodeBenchEnv) -> dict[str, int]:
     return dict(Counter(c for cs in self._causes.values() for c in cs).most_common())
 
 @patch
-def unavailable_note(self:BigCodeBenchEnv) -> str:
+def unavailable_summary(self:BigCodeBenchEnv) -> str:
     "One line: how many tasks are unavailable, for their libraries and for their reference, and the main causes."
     n_ref = sum(cs[0].startswith('reference') for cs in self._causes.values())
     top = lambda ks: ', '.join(f'{k}: {v}' for k, v in ks[:6]) + (', ...' if len(ks) > 6 else '')
@@ -1557,7 +1557,7 @@ def load(self:BigCodeBenchEnv) -> list[Task]:
         self._tasks = [t for t in tasks if t.id not in self.unavailable]
         if self.unavailable:
             n = f'{len(self._tasks)} of {len(tasks)}'
-            _log.warning(f'code:bigcodebench: {n} tasks available; {self.unavailable_note()}')
+            _log.warning(f'code:bigcodebench: {n} tasks available; {self.unavailable_summary()}')
     return self._tasks
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #daa39e45
@@ -1584,7 +1584,7 @@ def check_references(self:BigCodeBenchEnv, tasks:list[Task]):
     if bad := [(t.id, fb) for t, fb in zip(todo, fbs) if not fb.success]:
         ids = '; '.join(f'{i}: {fb.message[:100]}' for i, fb in bad[:5]) + ('; ...' if len(bad) > 5 else '')
         n = f'{len(bad)} of {len(todo)}'
-        _log.warning(f'code:bigcodebench: {n} references checked fail here ({ids}); {self.unavailable_note()}')
+        _log.warning(f'code:bigcodebench: {n} references checked fail here ({ids}); {self.unavailable_summary()}')
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #3eec2bc1
 @patch

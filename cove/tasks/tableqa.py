@@ -20,7 +20,7 @@ from .base import text_lines, ANSWER_HINT
 from .base import hash_split, check_gold
 
 # %% auto #0
-__all__ = ['COMPARATORS', 'OPS', 'SYNONYMS', 'PREFIXES', 'TABLE_TOOLS', 'INSTRUCTIONS', 'TURN_LINE', 'FAILURE_KINDS', 'to_number', 'norm_text', 'cell_eq', 'Table', 'tool_columns', 'tool_select', 'tool_filter_rows', 'tool_count', 'tool_sum', 'tool_argmax', 'tool_lookup', 'tool_sql', 'op_usage', 'default_surface', 'run_call', 'norm_answer', 'split_items', 'answers_match', 'answer_text', 'TableQA', 'raw_answer', 'api_note', 'failure_kind', 'DOMAINS', 'QTYPES', 'DIFFICULTIES', 'make_table', 'make_question', 'render_call', 'renamed_surface', 'split_surface', 'EmbeddedTableQA', 'replay', 'wtq_normalize', 'WTQValue', 'StringValue', 'NumberValue', 'DateValue', 'to_value', 'to_value_list', 'check_denotation', 'wtq_canon', 'wtq_match', 'tsv_unescape', 'tsv_unescape_list', 'read_wtq_table', 'read_wtq_tsv', 'WTQTableQA']
+__all__ = ['COMPARATORS', 'OPS', 'SYNONYMS', 'PREFIXES', 'TABLE_TOOLS', 'INSTRUCTIONS', 'TURN_LINE', 'FAILURE_KINDS', 'to_number', 'norm_text', 'cell_eq', 'Table', 'tool_columns', 'tool_select', 'tool_filter_rows', 'tool_count', 'tool_sum', 'tool_argmax', 'tool_lookup', 'tool_sql', 'op_usage', 'default_surface', 'run_call', 'norm_answer', 'split_items', 'answers_match', 'answer_text', 'TableQA', 'raw_answer', 'api_error_text', 'failure_kind', 'DOMAINS', 'QTYPES', 'DIFFICULTIES', 'make_table', 'make_question', 'render_call', 'renamed_surface', 'split_surface', 'EmbeddedTableQA', 'replay', 'wtq_normalize', 'WTQValue', 'StringValue', 'NumberValue', 'DateValue', 'to_value', 'to_value_list', 'check_denotation', 'wtq_canon', 'wtq_match', 'tsv_unescape', 'tsv_unescape_list', 'read_wtq_table', 'read_wtq_tsv', 'WTQTableQA']
 
 # %% ../../nbs/05a_tableqa.ipynb #e772d110
 _THOUSANDS = re.compile(r'[-+]?\d{1,3}(,\d{3})+(\.\d+)?')
@@ -373,7 +373,7 @@ def step(self:TableQA, state:EpisodeState, action:str) -> str|None:
     return state.observations[-1]
 
 # %% ../../nbs/05a_tableqa.ipynb #44aa399b
-def api_note(state:EpisodeState) -> str:
+def api_error_text(state:EpisodeState) -> str:
     "`'API error: unknown tool ...'` for the illegal calls of an episode, or ''."
     bad = [c.name for c in state.calls if not c.legal]
     if not bad: return ''
@@ -385,7 +385,7 @@ def api_note(state:EpisodeState) -> str:
 def gold_problem(self:TableQA, result) -> str|None:
     """A reference that reaches the right answer through a name the task's surface lacks is not valid gold
     (`check_gold`)."""
-    return api_note(result.state) if result.state.api_correct is False else None
+    return api_error_text(result.state) if result.state.api_correct is False else None
 
 # %% ../../nbs/05a_tableqa.ipynb #82e85526
 @patch
@@ -397,7 +397,7 @@ def check(self:TableQA, task:Task, answer:str|None, raw:str|None=None) -> bool:
 @patch
 def evaluate(self:TableQA, state:EpisodeState) -> Feedback:
     "Exact-match feedback with API-error and format diagnostics; a failure with an illegal call is a `tool_error`."
-    api = api_note(state)
+    api = api_error_text(state)
     join = lambda *ms: '; '.join(m for m in ms if m)
     fail = lambda kind, m: Feedback('failure', 0.0, join(m, api), 'tool_error' if api else kind)
     if state.answer is None:
