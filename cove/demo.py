@@ -11,7 +11,7 @@ from .config import Config, load_config, parse_sets
 from .run import Run, RunSpec, load_policy, parse_drift
 from .check import RunLock
 from .core import write_json
-from .experiment import markdown_table, comparison_pairs, paired_markdown, PAIRED_NOTE
+from .experiment import play_fresh, markdown_table, comparison_pairs, paired_markdown, PAIRED_NOTE
 from .stats import paired_rows, episode_records, summarise
 
 # %% auto #0
@@ -131,18 +131,16 @@ def _log_to(path:Path) -> logging.Handler:
 # %% ../nbs/19_demo.ipynb #d2c4a191
 def _play_methods(cfg:Config, out:Path, policy, methods:list[str], families:list[str], episodes:int, progress:bool,
                   set_aside_corrupt:bool=False) -> tuple[dict, dict]:
-    """Each method's run on the same stream into `out/<method>`, from the base weights and a fresh token ledger:
-    `(metrics with wall_s, folders)`."""
+    """Each method's run on the same stream into `out/<method>` (`play_fresh`: from the base weights and a fresh token
+    ledger; a failure ends the demo): `(metrics with wall_s, folders)`."""
     log, metrics, runs = get_logger('demo'), {}, {}
     for meth in methods:
         runs[meth] = out/meth
-        t = time.time()
         spec = RunSpec(meth, families, episodes, 'test', cfg['run.seed'])
-        m = Run(spec, cfg, runs[meth], set_aside_corrupt=set_aside_corrupt).execute(policy, progress=progress)
-        metrics[meth] = m | {'wall_s': time.time() - t}
-        log.info(
-            f"{meth}: success {m['overall']['success_rate']}, train tokens {m.get('train_tokens', 0)}, {time.time() - t:.0f} s"
-        )
+        m = metrics[meth] = play_fresh(policy, spec, cfg, runs[meth], progress=progress,
+                                       set_aside_corrupt=set_aside_corrupt, failures='raise')
+        log.info(f"{meth}: success {m['overall']['success_rate']}, train tokens {m.get('train_tokens', 0)}, "
+                 f"{m['wall_s']:.0f} s")
     return metrics, runs
 
 # %% ../nbs/19_demo.ipynb #d2e5d2be

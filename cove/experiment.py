@@ -27,11 +27,16 @@ def arm_config(profile:str, *layers:dict) -> Config:
 def play_fresh(policy, # the loaded policy, shared by the arms (None: a method that needs none)
                spec:RunSpec, cfg:Config, out:str|Path,
                want:list[tuple[str, str]]|None=None, # the `(family_spec, task_id)` of the stream, in order
+               progress:bool=False, # a progress bar
+               set_aside_corrupt:bool=False, # as `cove run --set-aside-corrupt`
+               failures:str='record', # 'record' a failed run in the result, or 'raise' it (the demo)
               ) -> dict:
     "The run's metrics with `wall_s`, or `{'failed': reason, 'wall_s': ...}` if it raised or did not play `want`."
+    if failures not in ('record', 'raise'): raise ValueError(f"failures={failures!r} not in ('record', 'raise')")
     t0 = time.time()
-    try: m = Run(spec, cfg, out).execute(policy, progress=False)
+    try: m = Run(spec, cfg, out, set_aside_corrupt=set_aside_corrupt).execute(policy, progress=progress)
     except Exception as e:
+        if failures == 'raise': raise
         why = f'{type(e).__name__}: {one_line(e)}'[:300]
         get_logger('experiment').warning(f"{out}: {spec.method} FAILED: {why}")
         return dict(failed=why, wall_s=time.time() - t0)
