@@ -21,7 +21,7 @@ from .core import fmt_num
 from .train import trajectories_to_sft, make_task_reward, prompt_dataset
 
 # %% auto #0
-__all__ = ['ORIGINS', 'NO_CALL_HINT', 'FEEDBACK_HINTS', 'EXTRACT_PROMPTS', 'EXTRACTORS', 'VOLATILITY_PROMPT', 'LABEL_MODES', 'VOLATILITY_SHOTS', 'VOLATILITY_CASES', 'KPOStats', 'Candidate', 'surface_names', 'symbol_spans', 'names_in', 'symbol_names', 'question_of', 'generalise', 'hint_for', 'op_purpose', 'rule_candidates', 'uninformative', 'episode_text', 'judge_texts', 'judge_candidates', 'extract_candidates', 'volatility_prompt', 'label_candidate', 'label_candidates', 'volatility_agreement', 'KB_OPS', 'KB_OP_PROMPT', 'KB_OP_SHOTS', 'KB_OP_CASES', 'kb_op_content', 'kb_op_prompt', 'KBOp', 'neighbour', 'update_kb', 'kb_op_agreement', 'revision_counts', 'promote_revised', 'rename_names', 'resurface', 'rename_volatile', 'legal_names', 'observed_names', 'RolloutPrompt', 'memory_aware_prompt', 'memory_aware_messages', 'called_names', 'recitation_violations', 'anti_recitation_reward', 'rename_trace', 'anti_recitation_sft', 'rename_rollout', 'memory_aware_rows', 'anti_recitation_grpo', 'had_utility', 'ab_deltas', 'ab_order', 'measure_utility', 'release', 'HeldoutEval', 'KnowledgePO']
+__all__ = ['ORIGINS', 'NO_CALL_HINT', 'FEEDBACK_HINTS', 'EXTRACT_PROMPTS', 'EXTRACTORS', 'VOLATILITY_PROMPT', 'LABEL_MODES', 'VOLATILITY_SHOTS', 'VOLATILITY_CASES', 'KPOStats', 'Candidate', 'surface_names', 'symbol_spans', 'names_in', 'symbol_names', 'question_of', 'generalise', 'hint_for', 'op_purpose', 'rule_candidates', 'uninformative', 'episode_text', 'judge_texts', 'judge_candidates', 'extract_candidates', 'volatility_prompt', 'label_candidate', 'label_candidates', 'volatility_agreement', 'KB_OPS', 'KB_OP_PROMPT', 'KB_OP_SHOTS', 'KB_OP_CASES', 'RENAME_SEED', 'kb_op_content', 'kb_op_prompt', 'KBOp', 'neighbour', 'update_kb', 'kb_op_agreement', 'revision_counts', 'promote_revised', 'rename_names', 'resurface', 'rename_volatile', 'legal_names', 'observed_names', 'RolloutPrompt', 'memory_aware_prompt', 'memory_aware_messages', 'called_names', 'recitation_violations', 'anti_recitation_reward', 'rename_trace', 'anti_recitation_sft', 'rename_rollout', 'update_seed', 'rollout_grpo_rows', 'stale_name_penalty', 'memory_aware_rows', 'anti_recitation_grpo', 'had_utility', 'ab_deltas', 'ab_order', 'measure_utility', 'release', 'HeldoutEval', 'KnowledgePO']
 
 # %% ../nbs/12_knowledgepo.ipynb #9d8e79e0
 @dataclass
@@ -895,6 +895,36 @@ def rename_rollout(
     mp = {old.names[o]: new.names[o] for o in new.names if o in old.names}
     if stats is not None: stats.renamed += 1
     return rename_trace(t['trace'], mp, old.version, new.version), new.to_dict()
+
+# %% ../nbs/12_knowledgepo_b_update.ipynb #2678ba08
+RENAME_SEED = dict(run=7919, update=101, rollout=5000)   # the multipliers and the offset of `update_seed`
+
+def update_seed(run_seed:int, n_update:int) -> int:
+    "The seed of the renames of update `n_update` (1, 2, ...) of a run seeded `run_seed`."
+    return RENAME_SEED['run'] * run_seed + RENAME_SEED['update'] * n_update
+
+def rollout_grpo_rows(rolls:list[dict], # saved rollouts: `trace`, `task` (a dict) and the `surface` played
+                      seed:int|None, # the update's seed (`update_seed`); None: the rollouts as played
+                      stats:KPOStats|None=None) -> tuple[list[dict], dict]:
+    "GRPO rows `(prompt, task_id)` at every assistant turn of `rolls`, each renamed for its episode: `(rows, {id: task})`."
+    rows, by_id = [], {}
+    for i, t in enumerate(rolls):
+        if seed is None: trace, surface = t['trace'], t.get('surface')
+        else: trace, surface = rename_rollout(t, seed + RENAME_SEED['rollout'] + i, stats)
+        task = Task(**t['task'])
+        tid = f"{task.id}#rollout{i}"
+        # the reward plays the renamed surface
+        by_id[tid] = replace(with_surface(task, Surface.from_dict(surface)) if surface else task, id=tid)
+        rows += [dict(prompt=[dict(role=h['role'], content=str(h['content'])) for h in trace[:j]], task_id=tid)
+                 for j, m in enumerate(trace) if m['role'] == 'assistant']
+    return rows, by_id
+
+def stale_name_penalty(lam:float) -> Callable:
+    "A `make_task_reward` penalty: `lam` for a completion calling a volatile name its episode's surface does not have."
+    def stale(prompt, completion:str, task) -> float:
+        legal = legal_names(task)
+        return lam * bool(legal and recitation_violations(called_names(completion), legal, legal))
+    return stale
 
 # %% ../nbs/12_knowledgepo_b_update.ipynb #42ff1b6c
 def memory_aware_rows(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybrid', seed:int=0, rename:bool=True,

@@ -4,20 +4,17 @@
 
 # %% ../nbs/13_workflow.ipynb #5dec9bd1
 from __future__ import annotations
-import contextlib, json, os, time
+import contextlib, json, time
 from collections import Counter
-from dataclasses import replace
 from pathlib import Path
 from fastcore.basics import patch
-from .core import get_logger, write_json, Task
+from .core import get_logger, Task
 from .method import Method, register_method
-from .agent import HarnessAgent
 from .tasks.base import replay_reference
 from .router import make_router, Router, PARAMETRIC_CHANNELS
 from .trigger import make_trigger
-from .tasks.surface import Surface, with_surface
 from .knowledgepo import (KnowledgePO, KPOStats, anti_recitation_sft, rename_rollout, memory_aware_rows,
-                              recitation_violations, called_names, legal_names,
+                              RENAME_SEED, update_seed, rollout_grpo_rows, stale_name_penalty,
                               HeldoutEval)
 from .judge import Judge
 from .store import KnowledgeBase
@@ -329,7 +326,7 @@ def observe_references(self:CoveMethod, env, family:str) -> int:
 
 # %% ../nbs/13_workflow.ipynb #4ed32dfe
 @patch
-def _rename_seed(self:CoveMethod) -> int: return 7919 * self.cfg['run.seed'] + 101 * (len(self.updates) + 1)
+def _rename_seed(self:CoveMethod) -> int: return update_seed(self.cfg['run.seed'], len(self.updates) + 1)
 
 @patch
 def _reference_sft(self:CoveMethod, env, family:str, memory_aware:bool=True):
@@ -411,27 +408,20 @@ def _renamed(self:CoveMethod, i:int, t:dict) -> tuple[list[dict], dict|None]:
     """`(trace, surface)` of collected rollout `i`: with KnowledgePO renamed for the episode
     (`knowledgepo.rename_rollout`), else as played."""
     if not self.kpo: return t['trace'], t.get('surface')
-    return rename_rollout(t, self._rename_seed() + 5000 + i, self.kpo.stats)
+    return rename_rollout(t, self._rename_seed() + RENAME_SEED['rollout'] + i, self.kpo.stats)
 
 # %% ../nbs/13_workflow.ipynb #d0fa585b
 @patch
 def _rollout_rows(self:CoveMethod, family:str) -> tuple[list, dict, int]:
     """GRPO rows from every assistant turn of `family`'s parametric-routed rollouts, renamed per episode: `(rows, {id:
     task}, rollouts)`."""
-    rows, by_id = [], {}
     rolls = [t for t in self.trajectories.get(family, []) if t.get('channel') in PARAMETRIC_CHANNELS]
     if any(not t.get('task') for t in rolls):
         _log.warning(
             f"{family}: {sum(not t.get('task') for t in rolls)} rollouts saved without their task are left out"
         )
-    for i, t in enumerate(r for r in rolls if r.get('task')):
-        trace, surface = self._renamed(i, t)
-        task = Task(**t['task'])
-        tid = f"{task.id}#rollout{i}"
-        # the reward plays the renamed surface
-        by_id[tid] = replace(with_surface(task, Surface.from_dict(surface)) if surface else task, id=tid)
-        rows += [dict(prompt=[dict(role=h['role'], content=str(h['content'])) for h in trace[:j]], task_id=tid)
-                 for j, m in enumerate(trace) if m['role'] == 'assistant']
+    kept = [r for r in rolls if r.get('task')]
+    rows, by_id = rollout_grpo_rows(kept, self._rename_seed() if self.kpo else None, self.kpo.stats if self.kpo else None)
     return rows, by_id, len(rolls)
 
 # %% ../nbs/13_workflow.ipynb #81cd9e2c
@@ -456,13 +446,10 @@ def _grpo_data(self:CoveMethod, env, family:str):
     rows += ref_rows
     by_id.update(ref_ids)
     lam = c['kpo.lam'] if self.kpo else 0.0
-    def stale(prompt, completion:str, task) -> float:   # a volatile name the episode's surface does not have
-        legal = legal_names(task)
-        return lam * bool(legal and recitation_violations(called_names(completion), legal, legal))
     _log.info(
         f"GRPO data for {family}: {len(rows)} prompts from {n_rolls} routed rollouts and {c['train.reference_tasks']} reference tasks"
     )
-    return prompt_dataset(rows), make_task_reward(env, by_id, penalty_fn=stale)
+    return prompt_dataset(rows), make_task_reward(env, by_id, penalty_fn=stale_name_penalty(lam))
 
 # %% ../nbs/13_workflow.ipynb #aca08a47
 @patch
