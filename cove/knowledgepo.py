@@ -21,7 +21,7 @@ from .core import fmt_num
 from .train import trajectories_to_sft, make_task_reward, prompt_dataset
 
 # %% auto #0
-__all__ = ['ORIGINS', 'NO_CALL_HINT', 'FEEDBACK_HINTS', 'EXTRACT_PROMPTS', 'EXTRACTORS', 'VOLATILITY_PROMPT', 'LABEL_MODES', 'VOLATILITY_SHOTS', 'VOLATILITY_CASES', 'KPOStats', 'Candidate', 'surface_names', 'symbol_spans', 'names_in', 'symbol_names', 'question_of', 'generalise', 'hint_for', 'op_purpose', 'rule_candidates', 'uninformative', 'episode_text', 'judge_texts', 'judge_candidates', 'extract_candidates', 'volatility_prompt', 'label_candidate', 'label_candidates', 'volatility_agreement', 'KB_OPS', 'KB_OP_PROMPT', 'KB_OP_SHOTS', 'KB_OP_CASES', 'RENAME_SEED', 'kb_op_content', 'kb_op_prompt', 'KBOp', 'neighbour', 'update_kb', 'kb_op_agreement', 'revision_counts', 'promote_revised', 'rename_names', 'resurface', 'rename_volatile', 'legal_names', 'observed_names', 'RolloutPrompt', 'memory_aware_prompt', 'memory_aware_messages', 'called_names', 'recitation_violations', 'anti_recitation_reward', 'rename_trace', 'anti_recitation_sft', 'rename_rollout', 'update_seed', 'rollout_grpo_rows', 'stale_name_penalty', 'memory_aware_rows', 'anti_recitation_grpo', 'had_utility', 'ab_deltas', 'ab_order', 'measure_utility', 'release', 'HeldoutEval', 'KnowledgePO']
+__all__ = ['ORIGINS', 'NO_CALL_HINT', 'FEEDBACK_HINTS', 'EXTRACT_PROMPTS', 'EXTRACTORS', 'VOLATILITY_PROMPT', 'LABEL_MODES', 'VOLATILITY_SHOTS', 'VOLATILITY_CASES', 'KPOStats', 'Candidate', 'surface_names', 'symbol_spans', 'names_in', 'symbol_names', 'question_of', 'generalise', 'hint_for', 'op_purpose', 'rule_candidates', 'uninformative', 'episode_text', 'judge_texts', 'judge_candidates', 'extract_candidates', 'volatility_prompt', 'label_candidate', 'label_candidates', 'volatility_agreement', 'KB_OPS', 'KB_OP_PROMPT', 'KB_OP_SHOTS', 'KB_OP_CASES', 'kb_op_content', 'kb_op_prompt', 'KBOp', 'neighbour', 'update_kb', 'kb_op_agreement', 'revision_counts', 'promote_revised', 'RENAME_SEED', 'rename_names', 'resurface', 'rename_volatile', 'legal_names', 'observed_names', 'RolloutPrompt', 'memory_aware_prompt', 'memory_aware_messages', 'called_names', 'recitation_violations', 'anti_recitation_reward', 'rename_trace', 'anti_recitation_sft', 'rename_rollout', 'update_seed', 'rollout_grpo_rows', 'stale_name_penalty', 'memory_aware_rows', 'anti_recitation_grpo', 'had_utility', 'ab_deltas', 'ab_order', 'measure_utility', 'release', 'HeldoutEval', 'KnowledgePO']
 
 # %% ../nbs/12_knowledgepo.ipynb #9d8e79e0
 @dataclass
@@ -753,7 +753,7 @@ def promote_revised(kb, R:int=2, # revisions that make a non-volatile entry vola
     if stats is not None: stats.promotions += len(out)
     return out
 
-# %% ../nbs/12_knowledgepo_b_update.ipynb #2e41074b
+# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #2e41074b
 def rename_names(text:str, mapping:dict) -> str:
     "`text` with each symbol occurrence (see `names_in`) of a key of `mapping` replaced by its value."
     out, k = [], 0
@@ -762,7 +762,7 @@ def rename_names(text:str, mapping:dict) -> str:
         k = e
     return ''.join(out + [text[k:]])
 
-# %% ../nbs/12_knowledgepo_b_update.ipynb #68eba596
+# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #68eba596
 def resurface(entries:list, old:Surface, new:Surface) -> tuple[list, dict]:
     """`(entries, old->new names)`: volatile entries rewritten from surface `old` to `new` (names and version); others
     as they are."""
@@ -778,7 +778,7 @@ def rename_volatile(entries:list, surface:Surface, seed:int) -> tuple[list, Surf
     out, mapping = resurface(entries, surface, new)
     return out, new, mapping
 
-# %% ../nbs/12_knowledgepo_b_update.ipynb #ff83856d
+# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #ff83856d
 def legal_names(episode) -> set[str]:
     "N_i: the tool names legal in an episode (a `Task`, `EpisodeState`, `EpisodeResult` or `RolloutPrompt`)."
     task = episode if isinstance(episode, Task) else episode.task
@@ -791,7 +791,7 @@ def observed_names(task:Task, entries:list) -> set[str]:
     for e in entries: out |= set(getattr(e, 'names', []) or []) | set(names_in(e.content))
     return out
 
-# %% ../nbs/12_knowledgepo_b_update.ipynb #1e37285c
+# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #1e37285c
 @dataclass
 class RolloutPrompt:
     "One episode's memory-aware prompt: the (possibly renamed) task, messages, injected entries, names."
@@ -802,7 +802,7 @@ class RolloutPrompt:
     legal: set = field(default_factory=set)       # N_i: the legal volatile names of the episode
     observed: set = field(default_factory=set)    # volatile names the prompt shows
 
-# %% ../nbs/12_knowledgepo_b_update.ipynb #31fd2a7e
+# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #31fd2a7e
 def memory_aware_prompt(env, task:Task, kb=None, k:int=3, # entries injected per attempt
                         mode:str='hybrid', # retrieval mode
                         rename_seed:int|None=None, # rename volatile names for this episode (anti-recitation)
@@ -821,17 +821,17 @@ def memory_aware_prompt(env, task:Task, kb=None, k:int=3, # entries injected per
         task, build_messages(env, task, entries), entries, mapping, legal_names(task), observed_names(task, entries)
     )
 
-# %% ../nbs/12_knowledgepo_b_update.ipynb #6a6b07ae
+# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #6a6b07ae
 def memory_aware_messages(env, task:Task, kb=None, k:int=3, mode:str='hybrid', rename_seed:int|None=None) -> list[dict]:
     "Just the messages of `memory_aware_prompt`."
     return memory_aware_prompt(env, task, kb, k, mode, rename_seed).messages
 
-# %% ../nbs/12_knowledgepo_b_update.ipynb #d64ddf65
+# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #d64ddf65
 def called_names(text:str) -> list[str]:
     "Tool names called in an assistant turn (tableqa's `Action:` / call-line syntax)."
     return [sc[0] for c in find_calls(text) if (sc := split_call(c))]
 
-# %% ../nbs/12_knowledgepo_b_update.ipynb #c0f36fad
+# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #c0f36fad
 def recitation_violations(calls:list, legal:set, observed:set) -> list[tuple[str, str]]:
     "`(name, 'stale' | 'unobserved')` for each called name (a `ToolCall` or a string) that breaks the rule."
     names = [getattr(c, 'name', c) for c in calls]
@@ -845,7 +845,7 @@ def anti_recitation_reward(
     if bad and stats is not None: stats.penalties += 1
     return float(r_task) - lam * bad
 
-# %% ../nbs/12_knowledgepo_b_update.ipynb #4f9d5cc8
+# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #4f9d5cc8
 def rename_trace(messages:list[dict], mapping:dict, old_version:int|None=None, new_version:int|None=None) -> list[dict]:
     "A trajectory with every symbol occurrence of the old volatile names (and the surface version) renamed."
     ver = (
@@ -855,7 +855,7 @@ def rename_trace(messages:list[dict], mapping:dict, old_version:int|None=None, n
     )
     return [dict(m, content=ver(rename_names(str(m['content']), mapping))) for m in messages]
 
-# %% ../nbs/12_knowledgepo_b_update.ipynb #20fa61dd
+# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #20fa61dd
 def anti_recitation_sft(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybrid',
                         seed:int=0, # episode i is renamed with seed + i
                         rename:bool=True, # False: memory-aware references with markers, names as they are
@@ -882,7 +882,7 @@ def anti_recitation_sft(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybri
     if why: get_logger('knowledgepo').info(f"anti_recitation_sft: kept {len(kept)} of {len(tasks)}: {dict(why)}")
     return trajectories_to_sft(kept, min_score=0.0)
 
-# %% ../nbs/12_knowledgepo_b_update.ipynb #95ca2931
+# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #95ca2931
 def rename_rollout(
     t:dict,  # a collected rollout: `trace` (messages) and the `surface` it was played on (a dict, or None)
     seed:int,
@@ -896,7 +896,7 @@ def rename_rollout(
     if stats is not None: stats.renamed += 1
     return rename_trace(t['trace'], mp, old.version, new.version), new.to_dict()
 
-# %% ../nbs/12_knowledgepo_b_update.ipynb #2678ba08
+# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #2678ba08
 RENAME_SEED = dict(run=7919, update=101, rollout=5000)   # the multipliers and the offset of `update_seed`
 
 def update_seed(run_seed:int, n_update:int) -> int:
@@ -926,7 +926,7 @@ def stale_name_penalty(lam:float) -> Callable:
         return lam * bool(legal and recitation_violations(called_names(completion), legal, legal))
     return stale
 
-# %% ../nbs/12_knowledgepo_b_update.ipynb #42ff1b6c
+# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #42ff1b6c
 def memory_aware_rows(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybrid', seed:int=0, rename:bool=True,
                       stats:KPOStats|None=None, tag:str='') -> tuple[list, dict, dict]:
     """GRPO rows of `tasks`' memory-aware first turns (renamed with `seed + i`): `(rows, {id: task}, {id: (legal,
@@ -941,7 +941,7 @@ def memory_aware_rows(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybrid'
         rows.append(dict(prompt=rp.messages, task_id=tid))
     return rows, by_id, names
 
-# %% ../nbs/12_knowledgepo_b_update.ipynb #380fb0ac
+# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #380fb0ac
 def anti_recitation_grpo(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybrid', seed:int=0, rename:bool=True,
                          lam:float=0.5, stats:KPOStats|None=None, step_credit:float=0.1):
     """`(prompts Dataset, reward_fn)` for `train_grpo`: memory-aware renamed first turns; R = R_task −
@@ -953,12 +953,12 @@ def anti_recitation_grpo(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybr
         return lam * bool(recitation_violations(called_names(completion), legal, observed))
     return prompt_dataset(rows), make_task_reward(env, by_id, penalty_fn=penalty, step_credit=step_credit)
 
-# %% ../nbs/12_knowledgepo_c_release.ipynb #c500334a
+# %% ../nbs/12_knowledgepo_d_release.ipynb #c500334a
 def had_utility(e:Entry) -> bool:
     "Positive utility before training: `delta_pre > 0` when measured, else at least one successful use."
     return e.delta_pre > 0 if e.delta_pre is not None else e.successes > 0
 
-# %% ../nbs/12_knowledgepo_c_release.ipynb #26004dbb
+# %% ../nbs/12_knowledgepo_d_release.ipynb #26004dbb
 def ab_deltas(evaluate_fn:Callable, tasks:list, entries:list) -> tuple[float, dict]:
     """`(baseline, {id: Score(with entry) − Score(without)})` over `tasks`; one batched call when `evaluate_fn` has
     `many`."""
@@ -970,14 +970,14 @@ def ab_deltas(evaluate_fn:Callable, tasks:list, entries:list) -> tuple[float, di
         raise ValueError(f"evaluate_fn.many returned {len(scores)} scores for {len(sets)} entry sets")
     return scores[0], {e.id: s - scores[0] for e, s in zip(entries, scores[1:])}
 
-# %% ../nbs/12_knowledgepo_c_release.ipynb #14214383
+# %% ../nbs/12_knowledgepo_d_release.ipynb #14214383
 def ab_order(entries:list, max_entries:int|None=None) -> list:
     """The entries an A/B tests: most successful uses first (then most uses, then oldest); at most `max_entries` (None
     or 0: all)."""
     es = sorted(entries, key=lambda e: (-e.successes, -e.uses, e.id))
     return es[:max_entries] if max_entries else es
 
-# %% ../nbs/12_knowledgepo_c_release.ipynb #e1272342
+# %% ../nbs/12_knowledgepo_d_release.ipynb #e1272342
 def measure_utility(kb, evaluate_fn:Callable, tasks:list, labels:tuple=('stable',), field:str='delta_pre',
                     family:str|None=None, # only entries extracted from this family (None: all)
                     max_entries:int|None=None, # A/B at most this many (`ab_order`); None or 0: all
@@ -990,7 +990,7 @@ def measure_utility(kb, evaluate_fn:Callable, tasks:list, labels:tuple=('stable'
     for i, v in d.items(): kb.update(i, reason='A/B utility', **{field: v})
     return d
 
-# %% ../nbs/12_knowledgepo_c_release.ipynb #8f08bdac
+# %% ../nbs/12_knowledgepo_d_release.ipynb #8f08bdac
 def _release_triage(kb, labels:tuple, family:str|None, n:int, min_tasks:int, out:dict) -> list:
     """Put each online entry of `family` in `out`'s protected, kept or discarded list, or return it for the A/B (it
     showed utility)."""
@@ -1002,7 +1002,7 @@ def _release_triage(kb, labels:tuple, family:str|None, n:int, min_tasks:int, out
         else: kb.discard(e.id, reason=f'memory release: no demonstrated utility before training (n={n})'); out['discarded'].append(e.id)
     return todo
 
-# %% ../nbs/12_knowledgepo_c_release.ipynb #ff41177c
+# %% ../nbs/12_knowledgepo_d_release.ipynb #ff41177c
 def release(
     kb,
     evaluate_fn:Callable,
@@ -1038,7 +1038,7 @@ def release(
         stats.releases.update({k: len(out[k]) for k in ('internalized', 'discarded', 'kept', 'protected', 'untested')})
     return out
 
-# %% ../nbs/12_knowledgepo_c_release.ipynb #2cc50c4c
+# %% ../nbs/12_knowledgepo_d_release.ipynb #2cc50c4c
 class HeldoutEval:
     "The A/B evaluator of memory release: mean score of the policy on `tasks` with exactly the given entries (greedy)."
     def __init__(self, agent, env): self.agent, self.env = agent, env   # agent: a `HarnessAgent` (temperature 0)
@@ -1053,7 +1053,7 @@ class HeldoutEval:
             for i in range(len(entry_sets))
         ]
 
-# %% ../nbs/12_knowledgepo_c_release.ipynb #90a11db1
+# %% ../nbs/12_knowledgepo_d_release.ipynb #90a11db1
 class KnowledgePO:
     "COVE's KnowledgePO over a knowledge base and a judge (paper §4.4)."
     def __init__(
@@ -1101,7 +1101,7 @@ class KnowledgePO:
     def __repr__(self):
         return f"KnowledgePO(extractor={self.extractor!r}, label_mode={self.label_mode!r}, R={self.R}, k={self.k})"
 
-# %% ../nbs/12_knowledgepo_c_release.ipynb #efcc63d4
+# %% ../nbs/12_knowledgepo_d_release.ipynb #efcc63d4
 @patch
 def prefetch(self:KnowledgePO, results:list[EpisodeResult]) -> int:
     "The judge's candidate texts of `results`, one generation for all, kept for `observe` (earlier ones dropped)."
@@ -1127,7 +1127,7 @@ def observe(self:KnowledgePO, result:EpisodeResult) -> list[KBOp]:
     promote_revised(self.kb, self.R, self.stats)
     return ops
 
-# %% ../nbs/12_knowledgepo_c_release.ipynb #8f582c8b
+# %% ../nbs/12_knowledgepo_d_release.ipynb #8f582c8b
 @patch
 def prompt(self:KnowledgePO, env, task:Task, rename_seed:int|None=None) -> RolloutPrompt:
     "The memory-aware prompt of one episode (see `memory_aware_prompt`)."
@@ -1138,7 +1138,7 @@ def reward(self:KnowledgePO, r_task:float, calls:list, prompt:RolloutPrompt) -> 
     "The anti-recitation reward of an episode played from `prompt`."
     return anti_recitation_reward(r_task, calls, prompt.legal, prompt.observed, self.lam, self.stats)
 
-# %% ../nbs/12_knowledgepo_c_release.ipynb #3b5893b4
+# %% ../nbs/12_knowledgepo_d_release.ipynb #3b5893b4
 @patch
 def release(
     self:KnowledgePO,
