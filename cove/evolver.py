@@ -784,6 +784,12 @@ def apply(self:EvolverMethod, r:EpisodeResult, info:dict, key:str) -> bool:
 
 # %% ../nbs/16_evolver_c_method.ipynb #5be6d3ec
 @patch
+def _evolver_agent(self:EvolverMethod, **gen) -> EvolverAgent:
+    "An agent over the method's experience base with its `k`, `max_turns` and `exp_retrieve`; `gen`: sampling settings."
+    return EvolverAgent(self.policy, self.store, k=self.p('k'), max_turns=self.p('max_turns'),
+                        exp_retrieve=self.p('exp_retrieve'), max_new_tokens=self.cfg['model.max_new_tokens'], **gen)
+
+@patch
 def run_batch(self:EvolverMethod, env, tasks):
     "Online episodes for a batch of one family, then the offline phase / update each applied episode makes due."
     if self.policy is None: raise ValueError("method 'evolver' needs a policy to play episodes")
@@ -791,16 +797,7 @@ def run_batch(self:EvolverMethod, env, tasks):
     self.envs[fam] = env
     self.catch_up()
     if self.p('cold_start'): self.cold_start(env, fam)
-    agent = EvolverAgent(
-        self.policy,
-        self.store,
-        k=self.p('k'),
-        max_turns=self.p('max_turns'),
-        exp_retrieve=self.p('exp_retrieve'),
-        max_new_tokens=self.cfg['model.max_new_tokens'],
-        temperature=self.cfg['model.temperature'],
-        seed=self.cfg['run.seed'],
-    )
+    agent = self._evolver_agent(temperature=self.cfg['model.temperature'], seed=self.cfg['run.seed'])
     keys = self.keys.keys(tasks)
     out = agent.run(env, tasks, self.p('w_o'), self.p('w_f'))
     for (r, info), key in zip(out, keys):
@@ -992,14 +989,7 @@ def _train_grpo(self:EvolverMethod, rows:list, init:dict, key:str) -> tuple:
     c = self.cfg
     tasks = list({r['task_id']: Task(**json.loads(r['task'])) for r in rows}.values())
     if not tasks: return None, 'no trajectories', {}
-    agent = EvolverAgent(
-        self.policy,
-        self.store,
-        k=self.p('k'),
-        max_turns=self.p('max_turns'),
-        exp_retrieve=self.p('exp_retrieve'),
-        max_new_tokens=c['model.max_new_tokens'],
-    )
+    agent = self._evolver_agent()   # GRPO samples its own completions
     data, rollout = evolver_rollout(agent, self.envs, tasks)
     reward = make_evolver_reward(self.p('w_o'), self.p('w_f'), self.p('exp_retrieve'))
     res = train_grpo(self.policy, data, reward, self.adapter_dir, rollout_func=rollout, **grpo_kw(c), **init)
