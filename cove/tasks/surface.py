@@ -60,11 +60,12 @@ class Surface:
 
 # %% ../../nbs/05s_surface.ipynb #7dc57464
 def toolset_of(surface:Surface) -> Toolset:
-    "The registered toolset offering every operation of `surface`."
-    ts = next((t for t in TOOLSETS.values() if set(surface.names) <= set(t.ops)), None)
-    if ts is None:
+    "The registered toolset offering every operation of `surface` (one, else a one-line `ValueError`)."
+    found = [f for f, t in TOOLSETS.items() if set(surface.names) <= set(t.ops)]
+    if not found:
         raise ValueError(f"no registered toolset offers {sorted(surface.names)}: import the family that defines them")
-    return ts
+    if len(found) > 1: raise ValueError(f"toolsets {found} all offer {sorted(surface.names)}: rename one's operations")
+    return TOOLSETS[found[0]]
 
 def surface_of(task:Task) -> Surface|None:
     "The surface `task` is played under (its `payload['surface']`), or None for a task without tools."
