@@ -308,7 +308,8 @@ def task_key(task) -> str:
     return f"{task.family}|{task.split}|{task.id}"
 
 def record_task_key(r:dict) -> str:
-    "`task_key` of an episode record: its family spec (its family in a record without one), split and task id."
+    """`family_spec|split|task_id` of an episode record (its family where it has no spec): one key per task of a
+    run's stream, whichever epoch played it. Unlike `task_key` it tells two sources of one family apart."""
     return f"{r.get('family_spec', r.get('family'))}|{r.get('split')}|{r['task_id']}"
 
 class EpisodeKeys:
