@@ -86,12 +86,13 @@ experiment-table2: experiment-table2-main
 experiments: install
 	$(PY) tools/report.py $(ARGS)
 
-# JupyterLab on the repository, local only: open the URL with the token it prints (LAB_PORT=... to move it). It fetches
-# nothing: no news feed, no update check, no PyPI extension manager.
+# JupyterLab on the repository, local only: open the URL with the token it prints (LAB_PORT=... to move it). Its
+# settings are in tools/lab/: saving a notebook cleans it as nbdev-clean does (opening and saving one leaves git clean),
+# and it fetches nothing: no news feed or its pop-up, no update check, no PyPI extension manager.
 LAB_PORT ?= 8888
 lab: install
-	$(VENV)/bin/jupyter lab --no-browser --ip 127.0.0.1 --port $(LAB_PORT) --ServerApp.root_dir=$(CURDIR) $(if $(filter 0,$(shell id -u)),--allow-root) \
-	  --LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate --LabApp.extension_manager=readonly
+	JUPYTER_CONFIG_PATH=$(CURDIR)/tools/lab $(VENV)/bin/jupyter lab --no-browser --ip 127.0.0.1 --port $(LAB_PORT) \
+	  --ServerApp.root_dir=$(CURDIR) $(if $(filter 0,$(shell id -u)),--allow-root)
 
 bench: install
 	$(VENV)/bin/cove bench --quick
