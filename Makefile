@@ -13,7 +13,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install test test-slow test-fast faults demo bench export clean-nbs readme
+.PHONY: install test test-slow test-fast faults demo bench export clean-nbs readme docs
 
 $(STAMP):
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -103,3 +103,9 @@ clean-nbs: install
 # README.md is generated from nbs/index.ipynb, the front page (tools/readme.py: standard library only, no .venv)
 readme:
 	python3 tools/readme.py
+
+# The documentation site, offline, into _site/html/ (open _site/html/index.html): every notebook with its saved outputs
+# (none is run), docs/*.md and an API reference from cove's docstrings. tools/docs.py stages the sources in _site/ and runs
+# Sphinx + myst-nb (docs/conf.py); a second run redoes only the pages whose source changed. docs/developing.md has more.
+docs: install
+	$(PY) tools/docs.py _site
