@@ -15,8 +15,9 @@ from .stats import episode_records
 from .run import Run, RunSpec
 
 # %% auto #0
-__all__ = ['PAIRED_NOTE', 'arm_config', 'play_fresh', 'ci_text', 'rate_cols', 'stage_of', 'stage_cols', 'arm_table', 'rate_bars',
-           'markdown_table', 'comparison_pairs', 'paired_markdown']
+__all__ = ['WIRING_NOTE', 'STYLES', 'PAIRED_NOTE', 'arm_config', 'play_fresh', 'ci_text', 'rate_cols', 'stage_of', 'stage_cols',
+           'arm_table', 'legend_outside', 'rate_bars', 'wiring_note', 'wiring_md', 'show_wiring', 'save_fig',
+           'running_success_fig', 'markdown_table', 'comparison_pairs', 'paired_markdown']
 
 # %% ../nbs/18_experiment.ipynb #13f1d183
 def arm_config(profile:str, *layers:dict) -> Config:
@@ -86,11 +87,16 @@ def arm_table(results:dict, # arm -> `play_fresh`'s dict: metrics, or `failed` (
     if csv is not None: table.to_csv(csv, index=False)
     return table
 
+# %% ../nbs/18_experiment.ipynb #79571101
+def legend_outside(ax, **kw):
+    "A legend right of `ax`, outside it (it covers no data); `kw` go to `ax.legend`."
+    return ax.legend(**dict(loc='upper left', bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False) | kw)
+
 # %% ../nbs/18_experiment.ipynb #8061de61
 def rate_bars(ax, table:'pd.DataFrame', # an `arm_table`: its arms that ran are drawn
               cols:list[str], # rate columns, each with its `col 95% CI` and `col n` (`rate_cols`)
               label:str, # the column that names an arm in the legend
-              ylabel:str='rate (Wilson 95% CI)'):
+              ylabel:str='rate (share of episodes, Wilson 95% CI)'):
     "Grouped bars on `ax`: one group per rate column, one bar per arm, with the Wilson interval and the n under each."
     t = table[table.status == 'ok'].reset_index(drop=True)
     w = 0.8 / max(1, len(t))
@@ -105,7 +111,70 @@ def rate_bars(ax, table:'pd.DataFrame', # an `arm_table`: its arms that ran are 
     ax.set_xticks(range(len(cols)), [f"{c}\n(n={ns(c)})" for c in cols], fontsize=7)
     ax.set_ylim(0, 1.05)
     ax.set_ylabel(ylabel)
-    ax.legend(fontsize=6)
+    if len(t): legend_outside(ax)
+
+# %% ../nbs/18_experiment.ipynb #825c7eaa
+WIRING_NOTE = ("WIRING CHECK: model 'tiny' is a random, untrained model; this run tests that the code runs end to end. "
+               "Its numbers say nothing about any method.")
+
+def wiring_note(model:str) -> str:
+    "`WIRING_NOTE` for the tiny random model (`model='tiny'`), '' for a real one."
+    return WIRING_NOTE if model == 'tiny' else ''
+
+def wiring_md(model:str) -> str:
+    "A Markdown block quote to put first in `table.md` for a tiny-model run ('' for a real one)."
+    return f'> **{wiring_note(model)}**\n\n' if wiring_note(model) else ''
+
+def show_wiring(model:str) -> str:
+    "Display the wiring-check note (as Markdown) in the notebook for a tiny-model run; returns it."
+    if note := wiring_note(model):
+        from IPython.display import display, Markdown
+        display(Markdown(f'**{note}**'))
+    return note
+
+# %% ../nbs/18_experiment.ipynb #2d299dfd
+def save_fig(fig, # a matplotlib figure, drawn
+             path:Path, # where the PNG goes (in the run's out_dir)
+             model:str='', # the run's model: 'tiny' titles the figure as a wiring check
+             show:bool=True, # display the saved PNG inline
+             dpi:int=120) -> Path:
+    "Save `fig` to `path`, show the saved PNG inline and close `fig`."
+    import matplotlib.pyplot as plt
+    if wiring_note(model):
+        old = fig._suptitle.get_text() if fig._suptitle else ''
+        fig.suptitle('WIRING CHECK (tiny random model): not a result' + (f'\n{old}' if old else ''), color='tab:red',
+                     fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi, bbox_inches='tight')
+    plt.close(fig)
+    if show:
+        from IPython.display import display, Image
+        display(Image(filename=str(path)))
+    return Path(path)
+
+# %% ../nbs/18_experiment.ipynb #f099b9d4
+STYLES = [('o', '-'), ('s', '--'), ('^', ':'), ('D', '-.'), ('v', '-'), ('P', '--'), ('X', ':'), ('*', '-.'),
+          ('<', '-')]   # (marker, line style) per method
+
+def running_success_fig(curves:'pd.DataFrame'): # columns method, family, episode, success_rate
+    "A figure of each method's running success rate over the episodes of each family."
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+    fams, meths = list(dict.fromkeys(curves.family)) or ['none'], list(dict.fromkeys(curves.method))
+    fig, axes = plt.subplots(1, len(fams), figsize=(3.4 * len(fams) + 1.8, 2.9), squeeze=False, sharey=True)
+    for ax, f in zip(axes[0], fams):
+        g = curves[curves.family == f]
+        for m, h in g.groupby('method', sort=False):
+            j = meths.index(m)
+            mk, ls = STYLES[j % len(STYLES)]
+            ax.plot(h.episode + 0.04 * (j - (len(meths) - 1) / 2), h.success_rate, marker=mk, ls=ls, ms=4, label=m)
+        ax.set_title(f'{f} (n = {int(g.episode.max()) if len(g) else 0} episodes per method)', fontsize=8)
+        ax.set_xlabel('episode of the family')
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylim(-0.05, 1.05)
+    axes[0][0].set_ylabel('running success rate\n(share of episodes so far)')
+    if meths: legend_outside(axes[0][-1])
+    return fig
 
 # %% ../nbs/18_experiment.ipynb #d47037a5
 def markdown_table(rows:list[dict]) -> str:

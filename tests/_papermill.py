@@ -1,5 +1,5 @@
 "Run one experiment notebook under papermill on the tiny random model (the wiring tests of `nbs/experiments/`)."
-import csv, json, os
+import csv, json, os, sys
 from pathlib import Path
 import pytest
 
@@ -12,7 +12,27 @@ def run_experiment(tmp_path, name:str, **params):
     os.environ.setdefault('OMP_NUM_THREADS', '1')
     pm.execute_notebook(str(ROOT/f'nbs/experiments/{name}.ipynb'), str(tmp_path/'executed.ipynb'), cwd=str(ROOT), progress_bar=False,
                         parameters=dict(model='tiny', out_dir=str(out), **params))
+    check_shown(tmp_path/'executed.ipynb', out)
     return out, json.loads((out/'metrics.json').read_text()), list(csv.DictReader((out/'table.csv').open()))
+
+def check_shown(executed:Path, out:Path, tiny:bool=True) -> int:
+    "The report's HTML page of `executed` shows every PNG the notebook wrote into `out`, loads nothing from the network, "
+    "and, for the tiny model, says it is a wiring check (at the top, in table.md); returns its `<img` count."
+    sys.path.insert(0, str(ROOT/'tools'))
+    import report
+    page = report.offline_html(executed)   # raises on a script, stylesheet or image from the network
+    pngs = [p for p in out.rglob('*.png') if 'adapters' not in p.parts]
+    imgs = page.count('<img')
+    print(f'{executed.parent.name}: {imgs} <img for {len(pngs)} PNGs')
+    assert pngs and imgs >= len(pngs), (imgs, pngs)
+    assert '<script src="http' not in page and '<link href="http' not in page
+    cells = json.loads(executed.read_text())['cells']
+    shown = sum(o.get('data', {}).get('image/png') is not None for c in cells for o in c.get('outputs', []))
+    assert shown >= len(pngs), (shown, pngs)   # in JupyterLab too, not only on the page
+    if tiny:
+        top = [o for c in cells[:6] for o in c.get('outputs', []) if 'WIRING CHECK' in str(o.get('data', {}))]
+        assert top and (out/'table.md').read_text().startswith('> **WIRING CHECK'), 'no wiring-check mark'
+    return imgs
 
 def check_paired(out, metrics:dict, pairs:list[tuple[str, str]], groups:list[str], rates:dict|None=None,
                  measure:str|None=None) -> list[dict]:

@@ -2,7 +2,7 @@
 import json, os, shutil
 from pathlib import Path
 import pytest
-from _papermill import check_paired
+from _papermill import check_paired, check_shown
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -12,6 +12,7 @@ def test_api_renaming_runs_with_papermill(tmp_path):
     os.environ.setdefault('OMP_NUM_THREADS', '1')
     pm.execute_notebook(str(ROOT/'nbs/experiments/api_renaming.ipynb'), str(tmp_path/'executed.ipynb'), cwd=str(ROOT), progress_bar=False,
                         parameters=dict(model='tiny', n_train=3, n_eval=2, max_steps=1, out_dir=str(out)))
+    check_shown(tmp_path/'executed.ipynb', out)
     m = json.loads((out/'metrics.json').read_text())
     arms = {(r['arm'], r['split']): r for r in m['table']}
     assert set(arms) == {(a, s) for a in ('base', 'base + memory', 'standard', 'anti-recitation') for s in ('same', 'renamed')}
@@ -36,6 +37,7 @@ def test_calibration_runs_with_papermill(tmp_path):
     os.environ.setdefault('OMP_NUM_THREADS', '1')
     pm.execute_notebook(str(ROOT/'nbs/experiments/calibration.ipynb'), str(tmp_path/'executed.ipynb'), cwd=str(ROOT), progress_bar=False,
                         parameters=dict(out_dir=str(out), model='tiny', overrides={'model.max_new_tokens': 8}))   # its grid at n=2, shots 0 and 2 (wiring)
+    check_shown(tmp_path/'executed.ipynb', out)
     m = json.loads((out/'metrics.json').read_text())
     cells = {(r['family'], r['shots']) for r in m['grid']}
     assert cells == {(f, s) for f in ('tableqa', 'multihop', 'math', 'code') for s in (0, 2)}
@@ -56,6 +58,7 @@ def test_learning_curve_runs_with_papermill(tmp_path):
                         cwd=str(ROOT), progress_bar=False,
                         parameters=dict(model='tiny', steps='1,2', n_train=3, n_eval=2, lr='1e-3,5e-4', layers=0,
                                         out_dir=str(out), overrides={'model.max_new_tokens': 8}))
+    check_shown(tmp_path/'executed.ipynb', out)
     m = json.loads((out/'metrics.json').read_text())
     curve = m['curve']
     assert [(r['setting'], r['step']) for r in curve] == [('base', 0), ('lr=0.001 layers=0', 1), ('lr=0.001 layers=0', 2),
@@ -79,6 +82,7 @@ def test_learning_curve_grpo_runs_with_papermill(tmp_path):
                         cwd=str(ROOT), progress_bar=False,
                         parameters=dict(model='tiny', algo='grpo', steps='1,2', n_train=2, n_eval=2, out_dir=str(out),
                                         overrides={'model.max_new_tokens': 8, 'train.grpo_generations': 2}))
+    check_shown(tmp_path/'executed.ipynb', out)
     m = json.loads((out/'metrics.json').read_text())
     assert m['algo'] == 'grpo' and m['settings'][0]['lr'] == 2e-5 and m['n_train'] == 2   # train.grpo_lr; 2 prompts
     assert [r['step'] for r in m['curve']] == [0, 1, 2]
@@ -94,5 +98,6 @@ def test_learning_curve_smoke_defaults(tmp_path):
     os.environ.setdefault('OMP_NUM_THREADS', '1')
     pm.execute_notebook(str(ROOT/'nbs/experiments/learning_curve.ipynb'), str(tmp_path/'executed.ipynb'), cwd=str(ROOT), progress_bar=False,
                         parameters=dict(out_dir=str(out)))
+    check_shown(tmp_path/'executed.ipynb', out, tiny=False)
     m = json.loads((out/'metrics.json').read_text())
     assert [r['step'] for r in m['curve']] == [0, 2] and m['n_train'] == 4 and m['curve'][1]['train_tokens'] > 0

@@ -70,12 +70,18 @@ def test_report_on_tiny_model(tmp_path):
         assert (dst/name/f'{name}.ipynb').exists() and (dst/name/f'{name}.html').exists() and (dst/name/'metrics.json').exists()
         assert fig in r['artifacts']['figures'] and 'table.md' in r['artifacts']['tables'] and 0 < r['seconds'] < 120
         row = next(l for l in md.splitlines() if l.startswith(f'| [{name}]'))
-        assert f'| ok | {r["seconds"]:.1f} | 1 |' in row and f']({name}/{fig})' in row and f']({name}/table.md)' in row
+        assert f'| ok (**wiring check**: tiny model) | {r["seconds"]:.1f} | 1 |' in row and f']({name}/{fig})' in row and f']({name}/table.md)' in row
         assert f'href="{name}/{fig}"' in page and f'src="{name}/{fig}"' in page and f'id="{name}"' in page
+        assert '(**wiring check**: tiny model)' in row and f'**{report.WIRING}**' in md   # not a result
+        nb_page = (dst/name/f'{name}.html').read_text()   # the executed notebook: its figures inline, nothing from a CDN
+        assert nb_page.count('<img') >= len(r['artifacts']['figures']) > 0 and 'WIRING CHECK' in nb_page
+        assert not report.NETWORK.search(nb_page) and '<script src=' not in nb_page and '<link href="http' not in nb_page
     links = re.findall(r'\]\(([^)#]+)\)', md)
     assert len(links) >= 10 and all((dst/l).exists() for l in links), [l for l in links if not (dst/l).exists()]
     assert page.count('<table>') >= 3 and '(n=1)' in page        # the summary and each notebook's own table, rates with their n
     assert (tmp_path/'latest').resolve() == dst.resolve()
+    from cove.experiment import WIRING_NOTE
+    assert report.WIRING == WIRING_NOTE   # tools/ imports no cove: the same words, kept in step here
 
 def test_failed_notebook_is_listed_and_the_rest_still_run(tmp_path):
     src = tmp_path/'nbs'; src.mkdir()

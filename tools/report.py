@@ -154,12 +154,31 @@ def artifacts(out:Path) -> dict:
                 figures=rel(sorted(p for p in out.rglob('*.png') if 'adapters' not in p.parts)),
                 metrics=rel(sorted(out.glob('metrics.json'))))
 
+# nbconvert's lab page, less what it loads from the network (require.js, MathJax, mermaid, the widget manager): the
+# report opens offline. Images are embedded already (data: URIs of the notebook's image/png outputs).
+OFFLINE_TEMPLATE = """{%- extends 'index.html.j2' -%}
+{%- block html_head_js -%}{%- endblock html_head_js -%}
+{% block jupyter_widgets %}{% endblock jupyter_widgets %}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+"""
+NETWORK = re.compile(r'<(?:script|link|img)\b[^>]*\b(?:src|href)\s*=\s*["\']?(?:https?:)?//', re.I)
+
+def offline_html(executed:Path) -> str:
+    "`executed` as one HTML page that loads nothing from the network: figures inline, no CDN script or stylesheet."
+    from jinja2 import DictLoader
+    from nbconvert import HTMLExporter
+    ex = HTMLExporter(template_name='lab', extra_loaders=[DictLoader({'cove_offline.html.j2': OFFLINE_TEMPLATE})],
+                      template_file='cove_offline.html.j2')
+    body, _ = ex.from_filename(str(executed))
+    if m := NETWORK.search(body): raise ValueError(f'the page would load from the network: {m.group(0)}')
+    return body
+
 def notebook_html(executed:Path) -> str | None:
     "The executed notebook as HTML (nbconvert), so the report opens in a browser without Jupyter; None if it cannot."
     try:
-        from nbconvert import HTMLExporter
-        body, _ = HTMLExporter().from_filename(str(executed))
-        dst = executed.with_suffix('.html'); dst.write_text(body)
+        dst = executed.with_suffix('.html')
+        dst.write_text(offline_html(executed))
         return dst.name
     except Exception as e:
         print(f'  (no HTML for {executed.name}: {type(e).__name__}: {e})', file=sys.stderr)
@@ -176,6 +195,13 @@ def _fmt_n(sizes:dict) -> str:
     vals = sorted({v for vs in sizes.values() for v in vs}, key=lambda v: (len(v), v))
     return ', '.join(vals) if vals else '—'
 
+WIRING = ("WIRING CHECK: model 'tiny' is a random, untrained model; this run tests that the code runs end to end. "
+          "Its numbers say nothing about any method.")   # cove.experiment.WIRING_NOTE (tools/ imports no cove)
+
+def wiring(rec:dict) -> bool:
+    "Whether a notebook ran on the tiny random model (a wiring check, not a result)."
+    return rec.get('params', {}).get('model') == 'tiny'
+
 def index_md(recs:list[dict], run_id:str, command:str) -> str:
     ok = sum(r['status'] == 'ok' for r in recs)
     md = [f'# Experiment report {run_id}', '',
@@ -190,11 +216,13 @@ def index_md(recs:list[dict], run_id:str, command:str) -> str:
         figs = ', '.join(f'[{Path(f).stem}]({nm}/{f})' for f in a['figures']) or '—'
         nbl = f'[ipynb]({nm}/{r["executed"]})' + (f', [html]({nm}/{r["html"]})' if r.get('html') else '')
         st = 'ok' if r['status'] == 'ok' else f'**{r["status"]}**'
+        if wiring(r): st += ' (**wiring check**: tiny model)'
         md.append(f'| [{nm}](#{nm}) | {st} | {r["seconds"]:.1f} | {_fmt_n(r["n"])} | {tabs} | {figs} | {nbl} |')
     for r in recs:
         nm = r['name']; a = r['artifacts']
         md += ['', f'## {nm}', '', f'`{r["notebook"]}`: {r["status"]} in {r["seconds"]:.1f} s. '
                f'Parameters: `{json.dumps(r["params"], ensure_ascii=False)}` (the rest at the notebook\'s defaults).']
+        if wiring(r): md += ['', f'**{WIRING}**']
         if r['status'] != 'ok':
             where = f' at cell {r["cell"]}' if r.get('cell') else ''
             md += ['', f'**{r["status"].capitalize()}**{where}: `{r["error"].splitlines()[0] if r["error"] else ""}`', '',
