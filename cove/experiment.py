@@ -16,8 +16,8 @@ from .run import Run, RunSpec
 
 # %% auto #0
 __all__ = ['WIRING_NOTE', 'STYLES', 'PAIRED_NOTE', 'arm_config', 'play_fresh', 'ci_text', 'rate_cols', 'stage_of', 'stage_cols',
-           'arm_table', 'legend_outside', 'rate_bars', 'wiring_note', 'wiring_md', 'show_wiring', 'save_fig',
-           'running_success_fig', 'markdown_table', 'comparison_pairs', 'paired_markdown']
+           'arm_table', 'legend_outside', 'integer_ticks', 'rate_bars', 'wiring_note', 'wiring_md', 'show_wiring',
+           'save_fig', 'running_success_fig', 'markdown_table', 'comparison_pairs', 'paired_markdown']
 
 # %% ../nbs/18_experiment.ipynb #13f1d183
 def arm_config(profile:str, *layers:dict) -> Config:
@@ -92,6 +92,14 @@ def legend_outside(ax, **kw):
     "A legend right of `ax`, outside it (it covers no data); `kw` go to `ax.legend`."
     return ax.legend(**dict(loc='upper left', bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False) | kw)
 
+# %% ../nbs/18_experiment.ipynb #66fba8fe
+def integer_ticks(axis, # `ax.xaxis` or `ax.yaxis`
+                  values, # the integer quantity drawn (episodes, steps, epochs, counts)
+                  most:int=12): # at most this many ticks: every k-th value beyond it
+    "Ticks only at the integers of `values`, never between them (a locator gives 0.96..1.04 for one value)."
+    vals = sorted({int(v) for v in values})
+    axis.set_ticks(vals[::max(1, -(-len(vals) // most))])
+
 # %% ../nbs/18_experiment.ipynb #8061de61
 def rate_bars(ax, table:'pd.DataFrame', # an `arm_table`: its arms that ran are drawn
               cols:list[str], # rate columns, each with its `col 95% CI` and `col n` (`rate_cols`)
@@ -159,7 +167,6 @@ STYLES = [('o', '-'), ('s', '--'), ('^', ':'), ('D', '-.'), ('v', '-'), ('P', '-
 def running_success_fig(curves:'pd.DataFrame'): # columns method, family, episode, success_rate
     "A figure of each method's running success rate over the episodes of each family."
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
     fams, meths = list(dict.fromkeys(curves.family)) or ['none'], list(dict.fromkeys(curves.method))
     fig, axes = plt.subplots(1, len(fams), figsize=(3.4 * len(fams) + 1.8, 2.9), squeeze=False, sharey=True)
     for ax, f in zip(axes[0], fams):
@@ -170,7 +177,7 @@ def running_success_fig(curves:'pd.DataFrame'): # columns method, family, episod
             ax.plot(h.episode + 0.04 * (j - (len(meths) - 1) / 2), h.success_rate, marker=mk, ls=ls, ms=4, label=m)
         ax.set_title(f'{f} (n = {int(g.episode.max()) if len(g) else 0} episodes per method)', fontsize=8)
         ax.set_xlabel('episode of the family')
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        integer_ticks(ax.xaxis, g.episode)
         ax.set_ylim(-0.05, 1.05)
     axes[0][0].set_ylabel('running success rate\n(share of episodes so far)')
     if meths: legend_outside(axes[0][-1])
