@@ -37,13 +37,20 @@ def test_humaneval_loader_and_splits(humaneval):
     json.dumps([t.to_dict() for t in ts])  # tasks are JSON-serialisable
     with pytest.raises(ValueError, match='no split'): env.tasks('dev')
 
+@pytest.mark.slow
 def test_humaneval_oracle_all_164(humaneval):
-    "Every canonical solution replayed through the episode protocol succeeds (< ~60 s)."
+    "Every canonical solution replayed through the episode protocol succeeds (`make test-slow`; < ~60 s)."
     env, ts = humaneval
     t0 = time.time()
     acc, rej = check_gold(env, ts)
     assert rej == [] and len(acc) == 164
     assert time.time() - t0 < 120
+
+def test_humaneval_oracle_every_4th(humaneval):
+    "`make test`'s share of the check above: every 4th canonical solution (41 of 164) succeeds."
+    env, ts = humaneval
+    acc, rej = check_gold(env, ts[::4])
+    assert rej == [] and len(acc) == 41
 
 def test_humaneval_wrong_answers(humaneval):
     env, ts = humaneval
@@ -118,13 +125,23 @@ def _real(env):
     if not ok: pytest.skip(f'dataset not present: {why}')
     return env
 
+@pytest.mark.slow
 def test_mbpp_oracle_all():
+    "Every MBPP reference solution passes its asserts (`make test-slow`)."
     env = _real(MBPPEnv())
     ts = env.tasks('all')
     assert (len(ts), env.report.n_bad) == (427, 0)
     acc, rej = check_gold(env, ts)
     assert rej == [], rej
     assert len(acc) == 427
+
+def test_mbpp_oracle_every_8th():
+    "`make test`'s share of the check above: all 427 load, and every 8th reference (54) passes its asserts."
+    env = _real(MBPPEnv())
+    ts = env.tasks('all')
+    assert (len(ts), env.report.n_bad) == (427, 0)
+    acc, rej = check_gold(env, ts[::8])
+    assert rej == [] and len(acc) == 54, rej
 
 def test_apps_real_data():
     env = _real(APPSEnv())
