@@ -15,6 +15,15 @@ def hostile() -> Hostile: return Hostile()
 
 def pytest_configure(config): config._cove_faults = None
 
+# the files whose tests run longest go first, so that pytest-xdist's two workers do not end on one long test while the
+# other waits (a scheduling order, nothing more: every test still runs)
+LONG_FIRST = ('test_notebooks.py', 'test_experiments', 'test_run_resume.py', 'test_faults.py', 'test_coevo.py',
+              'test_evolver.py', 'test_plugins.py', 'test_memrl.py', 'test_workflow.py', 'test_baselines.py')
+
+def pytest_collection_modifyitems(items):
+    rank = lambda it: next((i for i, f in enumerate(LONG_FIRST) if it.path.name.startswith(f)), len(LONG_FIRST))
+    items.sort(key=rank)   # stable: within a rank, collection order
+
 def pytest_sessionfinish(session):
     if hasattr(session.config, 'workeroutput'): session.config.workeroutput['cove_hostile'] = dict(TALLY)   # xdist: to the controller
 
