@@ -4,7 +4,7 @@
 
 # %% ../../nbs/05d_code.ipynb #4a8eb004
 from __future__ import annotations
-import ast, gzip, json, math, os, random, re, selectors, shutil, signal, subprocess, sys, tempfile, time, warnings, zlib
+import ast, gzip, json, math, os, random, re, selectors, shutil, signal, subprocess, sys, tempfile, threading, time, warnings, zlib
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -177,17 +177,22 @@ def _report_units(chk:ast.FunctionDef, test:str) -> list[str]:
     return units
 
 # %% ../../nbs/05d_code.ipynb #9fe0cc27
+# CPython 3.11's ast module is not safe to build trees in from several threads at once: under check_gold's threads it
+# failed once in make test with "SystemError: AST constructor recursion depth mismatch". One tree at a time.
+_AST_LOCK = threading.Lock()
+
 def harness_program(test:str) -> tuple[str, list[str]]:
     "`test` and the imports it lacks, `check` renamed `__cove_check`, each assert unit reported: (source, units)."
     units = []
-    try:
-        mod = ast.parse(test)
-        chk = next(n for n in mod.body if isinstance(n, ast.FunctionDef) and n.name == 'check')
-    except (SyntaxError, StopIteration): chk = None
-    if chk is not None:
-        chk.name = '__cove_check'   # the solution may define its own `check` (MBPP/56 does)
-        units = _report_units(chk, test)
-        test = ast.unparse(ast.fix_missing_locations(mod))
+    with _AST_LOCK:
+        try:
+            mod = ast.parse(test)
+            chk = next(n for n in mod.body if isinstance(n, ast.FunctionDef) and n.name == 'check')
+        except (SyntaxError, StopIteration): chk = None
+        if chk is not None:
+            chk.name = '__cove_check'   # the solution may define its own `check` (MBPP/56 does)
+            units = _report_units(chk, test)
+            test = ast.unparse(ast.fix_missing_locations(mod))
     return missing_imports(test) + test + '\n', units
 
 # %% ../../nbs/05d_code.ipynb #6d600196
