@@ -149,7 +149,7 @@ def save_fig(fig, # a matplotlib figure, drawn
     "Save `fig` to `path`, show the saved PNG inline and close `fig`."
     import matplotlib.pyplot as plt
     if wiring_note(model):
-        old = fig._suptitle.get_text() if fig._suptitle else ''
+        old = fig.get_suptitle()
         fig.suptitle('WIRING CHECK (tiny random model): not a result' + (f'\n{old}' if old else ''), color='tab:red',
                      fontsize=10)
     fig.tight_layout()

@@ -28,7 +28,9 @@ class _Page(HTMLParser):
         elif not {'script', 'style'} & set(self._in): self.text.append(data)
 
 def parse(html: str) -> _Page:
-    p = _Page(); p.feed(html); return p
+    p = _Page()
+    p.feed(html)
+    return p
 
 def pages(site: Path) -> dict:
     "Every page of the site, parsed, by path."

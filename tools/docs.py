@@ -91,8 +91,11 @@ def stage(stage_dir: Path) -> Path:
     for md in sorted((ROOT/'docs').glob('*.md')):   # README.md is the front page here
         _write(stage_dir/'docs'/md.name, md.read_text().replace('](../README.md', '](../index.ipynb'), written)
     for fig in sorted((ROOT/'docs/figures').glob('*')):
-        dst = stage_dir/'docs/figures'/fig.name; written.add(dst)
-        if not dst.exists() or dst.read_bytes() != fig.read_bytes(): dst.parent.mkdir(parents=True, exist_ok=True); shutil.copy2(fig, dst)
+        dst = stage_dir/'docs/figures'/fig.name
+        written.add(dst)
+        if not dst.exists() or dst.read_bytes() != fig.read_bytes():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(fig, dst)
     _write(stage_dir/'nbs/index.md', _notebooks_page(nbs), written)
     _write(stage_dir/'api/index.md', '# API reference\n\nFrom the docstrings of the `cove` package, module by module.\n\n'
            + _toctree(mods, hidden=False), written)
@@ -112,7 +115,9 @@ def build(out: Path = SITE, quiet: bool = True) -> Path:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) > 1 or argv and argv[0].startswith('-'): print(__doc__.split('usage:')[1].rstrip(), file=sys.stderr); return 2
+    if len(argv) > 1 or argv and argv[0].startswith('-'):
+        print(__doc__.split('usage:')[1].rstrip(), file=sys.stderr)
+        return 2
     t = time.time()
     index = build(Path(argv[0]) if argv else SITE)
     print(f'the documentation site: {index} ({time.time() - t:.0f} s); open it in a browser (file://{index})')
