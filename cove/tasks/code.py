@@ -4,7 +4,7 @@
 
 # %% ../../nbs/05d_code.ipynb #4a8eb004
 from __future__ import annotations
-import ast, gzip, json, math, os, random, re, selectors, shutil, signal, subprocess, sys, tempfile, threading, time, warnings, zlib
+import ast, gzip, json, math, os, random, re, selectors, shutil, signal, subprocess, sys, tempfile, time, warnings, zlib
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -17,7 +17,7 @@ from .base import (LoadedTasks, Environment, EpisodeState, register_env, data_pa
 from ..sandbox import run_sandboxed, SandboxResult
 
 # %% auto #0
-__all__ = ['CODE_BLOCK', 'FUNCTION_INSTRUCTIONS', 'DIFFICULTIES', 'extract_code', 'defines', 'reindent_body', 'solution_program', 'plain_encode', 'OpaqueResult', 'plain_decode', 'missing_imports', 'parse_ast', 'harness_program', 'tests_program', 'candidate_program', 'SplitRun', 'run_split', 'error_summary', 'split_feedback', 'run_function_tests', 'CodeEnv', 'parse_function_row', 'read_jsonl_any', 'reference_program', 'FunctionTestsEnv', 'HumanEvalEnv', 'HumanEvalDefault', 'BASIC_TEMPLATES', 'TWOSTEP_TEMPLATES', 'CODE_LEVELS', 'BASIC_SIZES', 'basic_problem', 'basic_code_tasks', 'BasicCodeEnv', 'TwoStepCodeEnv', 'BCB_INSTRUCTIONS', 'ERROR_CATEGORIES', 'MBPPEnv', 'starter_signature', 'io_program', 'outputs_match', 'run_io_tests', 'apps_instructions', 'parse_apps_row', 'APPSEnv', 'parse_bcb_row', 'unittest_program', 'unittest_feedback', 'run_unittest', 'lib_problems', 'BigCodeBenchEnv', 'reference_cause', 'error_category']
+__all__ = ['CODE_BLOCK', 'FUNCTION_INSTRUCTIONS', 'DIFFICULTIES', 'extract_code', 'defines', 'reindent_body', 'solution_program', 'plain_encode', 'OpaqueResult', 'plain_decode', 'missing_imports', 'harness_program', 'tests_program', 'candidate_program', 'SplitRun', 'run_split', 'error_summary', 'split_feedback', 'run_function_tests', 'CodeEnv', 'parse_function_row', 'read_jsonl_any', 'reference_program', 'FunctionTestsEnv', 'HumanEvalEnv', 'HumanEvalDefault', 'BASIC_TEMPLATES', 'TWOSTEP_TEMPLATES', 'CODE_LEVELS', 'BASIC_SIZES', 'basic_problem', 'basic_code_tasks', 'BasicCodeEnv', 'TwoStepCodeEnv', 'BCB_INSTRUCTIONS', 'ERROR_CATEGORIES', 'MBPPEnv', 'starter_signature', 'io_program', 'outputs_match', 'run_io_tests', 'apps_instructions', 'parse_apps_row', 'APPSEnv', 'parse_bcb_row', 'unittest_program', 'unittest_feedback', 'run_unittest', 'lib_problems', 'BigCodeBenchEnv', 'reference_cause', 'error_category']
 
 # %% ../../nbs/05d_code.ipynb #3f99a4b7
 _FENCE = re.compile(r'```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)```', re.S)
@@ -158,21 +158,6 @@ def missing_imports(test:str) -> str:
         if re.search(rf'(?<![\w.]){m}\.', test) and not re.search(rf'^\s*(import|from)\s+{m}\b', test, re.M)
     )
 
-# %% ../../nbs/05d_code.ipynb #55e4e8b4
-# CPython 3.11 keeps the depth counter of its AST constructor in interpreter-wide state, so two threads building
-# syntax trees at once (ours, or any other: 3.11's traceback formatting parses source lines) can make a correct
-# parse fail with "SystemError: AST constructor recursion depth mismatch". It did, once in two `make test` runs, under
-# check_gold's threads. Our own trees are built one at a time, and a parse that another thread disturbed is redone.
-_AST_LOCK = threading.Lock()
-
-def parse_ast(src:str, tries:int=5, **kw) -> ast.AST:
-    "`ast.parse(src, **kw)`, one thread at a time, redone when another thread's tree disturbed CPython 3.11's counter."
-    for i in range(tries):
-        try:
-            with _AST_LOCK: return ast.parse(src, **kw)
-        except SystemError as e:
-            if 'recursion depth mismatch' not in str(e) or i == tries - 1: raise
-
 # %% ../../nbs/05d_code.ipynb #f088adae
 def _report_units(chk:ast.FunctionDef, test:str) -> list[str]:
     """Wrap each top-level statement of `chk` that holds an `assert` so that it reports its unit; returns each unit's
@@ -183,7 +168,7 @@ def _report_units(chk:ast.FunctionDef, test:str) -> list[str]:
             body.append(st)
             continue
         units.append((ast.get_source_segment(test, st) or '').strip().split('\n')[0][:160])
-        tr = parse_ast(
+        tr = ast.parse(
             f'try:\n    pass\nexcept Exception as _e:\n    __cove_fail({len(units)-1}, _e)\nelse:\n    __cove_pass({len(units)-1})'
         ).body[0]
         tr.body = [st]
@@ -196,7 +181,7 @@ def harness_program(test:str) -> tuple[str, list[str]]:
     "`test` and the imports it lacks, `check` renamed `__cove_check`, each assert unit reported: (source, units)."
     units = []
     try:
-        mod = parse_ast(test)
+        mod = ast.parse(test)
         chk = next(n for n in mod.body if isinstance(n, ast.FunctionDef) and n.name == 'check')
     except (SyntaxError, StopIteration): chk = None
     if chk is not None:
