@@ -11,7 +11,8 @@ from .config import Config, load_config, parse_sets
 from .run import Run, RunSpec, load_policy, parse_drift
 from .check import RunLock
 from .core import write_json
-from .experiment import play_fresh, markdown_table, comparison_pairs, paired_markdown, PAIRED_NOTE
+from .experiment import (
+    play_fresh, markdown_table, comparison_pairs, paired_markdown, PAIRED_NOTE, save_fig, running_success_fig)
 from .stats import paired_rows, episode_records, summarise
 
 # %% auto #0
@@ -104,16 +105,10 @@ def success_curves(runs:dict[str, Path]):
 
 # %% ../nbs/19_demo.ipynb #dd4207bd
 def plot_success(curves, path:Path) -> Path:
-    "Save the per-family running success curves (seaborn) to `path`."
+    "Save the per-family running success curves to `path`: `running_success_fig`, the figure `table2_main` draws."
     import matplotlib
     matplotlib.use('Agg')
-    import seaborn as sns, matplotlib.pyplot as plt
-    g = sns.relplot(data=curves, x='episode', y='success_rate', hue='method', col='family', kind='line', marker='o',
-                    height=2.6, aspect=1.0, facet_kws=dict(ylim=(-0.05, 1.05)))
-    g.set_axis_labels('episode of the family', 'running success rate')
-    g.savefig(path, dpi=120)
-    plt.close(g.figure)
-    return path
+    return save_fig(running_success_fig(curves), path, show=False)
 
 # %% ../nbs/19_demo.ipynb #a086143d
 def _log_to(path:Path) -> logging.Handler:
