@@ -17,7 +17,7 @@ from .run import Run, RunSpec
 # %% auto #0
 __all__ = ['WIRING_NOTE', 'STYLES', 'PAIRED_NOTE', 'arm_config', 'play_fresh', 'ci_text', 'rate_cols', 'stage_of', 'stage_cols',
            'arm_table', 'legend_outside', 'integer_ticks', 'rate_bars', 'wiring_note', 'wiring_md', 'show_wiring',
-           'save_fig', 'running_success_fig', 'markdown_table', 'comparison_pairs', 'paired_markdown']
+           'save_fig', 'style', 'running_success_fig', 'markdown_table', 'comparison_pairs', 'paired_markdown']
 
 # %% ../nbs/18_experiment.ipynb #13f1d183
 def arm_config(profile:str, *layers:dict) -> Config:
@@ -162,7 +162,12 @@ def save_fig(fig, # a matplotlib figure, drawn
 
 # %% ../nbs/18_experiment.ipynb #f099b9d4
 STYLES = [('o', '-'), ('s', '--'), ('^', ':'), ('D', '-.'), ('v', '-'), ('P', '--'), ('X', ':'), ('*', '-.'),
-          ('<', '-')]   # (marker, line style) per method
+          ('<', '-')]   # (marker, line style) per series
+
+def style(j:int) -> dict:
+    "Marker and line style of the `j`-th series (`STYLES`, cycling), so that series which overlap stay apart."
+    mk, ls = STYLES[j % len(STYLES)]
+    return dict(marker=mk, ls=ls)
 
 def running_success_fig(curves:'pd.DataFrame'): # columns method, family, episode, success_rate
     "A figure of each method's running success rate over the episodes of each family."
@@ -173,8 +178,7 @@ def running_success_fig(curves:'pd.DataFrame'): # columns method, family, episod
         g = curves[curves.family == f]
         for m, h in g.groupby('method', sort=False):
             j = meths.index(m)
-            mk, ls = STYLES[j % len(STYLES)]
-            ax.plot(h.episode + 0.04 * (j - (len(meths) - 1) / 2), h.success_rate, marker=mk, ls=ls, ms=4, label=m)
+            ax.plot(h.episode + 0.04 * (j - (len(meths) - 1) / 2), h.success_rate, ms=4, label=m, **style(j))
         ax.set_title(f'{f} (n = {int(g.episode.max()) if len(g) else 0} episodes per method)', fontsize=8)
         ax.set_xlabel('episode of the family')
         integer_ticks(ax.xaxis, g.episode)
