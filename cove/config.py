@@ -185,6 +185,16 @@ _declare(
         0.0,
         'GRPO KL coefficient β to the reference policy (0 on CPU: no reference forward pass; the gpu profile takes EvolveR\'s 0.001)',
     ),
+    Key('train.grpo_vllm', bool, False, 'GRPO generates its completions with vLLM (TRL `use_vllm`; needs a GPU and vllm)'),
+    Key(
+        'train.grpo_vllm_mode',
+        str,
+        'colocate',
+        'TRL `vllm_mode`: vLLM in the trainer\'s process, sharing its GPU, or a separate `trl vllm-serve`',
+        ('colocate', 'server'),
+    ),
+    Key('train.grpo_vllm_memory', float, 0.3, 'GPU memory fraction vLLM takes in colocate mode (TRL default)'),
+    Key('train.grpo_vllm_url', str, '', 'base URL of `trl vllm-serve` in server mode, e.g. http://127.0.0.1:8000'),
 )
 
 # %% ../nbs/01_config.ipynb #fc658328
@@ -301,6 +311,7 @@ _ranges(
 )
 _ranges(0, None, 'train.lr', 'train.grpo_lr', closed=False)   # 0 trains nothing
 _ranges(0, 1, 'trigger.tau_c', 'trigger.q_min')
+_ranges(0, 1, 'train.grpo_vllm_memory', closed=False)   # a fraction of the GPU
 _ranges(None, None, 'run.seed', 'release.threshold')
 _ranges(0, 3, 'tableqa.difficulty')
 _ranges(0, 2, 'multihop.difficulty', 'math.difficulty', 'code.difficulty')

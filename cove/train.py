@@ -4,7 +4,7 @@
 
 # %% ../nbs/07_train.ipynb #1c9ac4cb
 from __future__ import annotations
-import argparse, contextlib, copy, functools, json, os, random, shutil, sys, time
+import argparse, contextlib, copy, functools, importlib.util, json, os, random, shutil, sys, time
 from fastcore.meta import delegates
 from typing import Callable
 from collections import Counter
@@ -12,6 +12,7 @@ from dataclasses import dataclass, asdict, replace
 from pathlib import Path
 import torch
 from .core import Task, get_logger
+from .config import ConfigError
 from .agent import build_messages
 from .tasks.base import EpisodeResult, replay_reference, make_env
 from .llm import Policy, HFPolicy, load_model, modelled_train_cost, pick_dtype, render_chat
@@ -23,7 +24,7 @@ __all__ = ['SFT_COLUMNS', 'LORA_TARGETS', 'ADAPTER_PREFIX', 'SFT_LOSSES', 'SFT_T
            'trajectories_to_sft', 'reference_sft', 'assistant_spans', 'tokenize_chat', 'sft_dataset', 'UpdateResult',
            'lora_config', 'top_layers', 'trainable_copy', 'next_adapter_name', 'selected_token_loss', 'sft_trainer',
            'train_sft', 'hot_swap', 'prompt_dataset', 'grpo_prompts', 'turn_prompts', 'task_score', 'reward_function',
-           'make_task_reward', 'train_grpo', 'env_rollout', 'sft_kw', 'grpo_kw', 'bench_train', 'main']
+           'make_task_reward', 'train_grpo', 'env_rollout', 'sft_kw', 'grpo_kw', 'vllm_kw', 'bench_train', 'main']
 
 # %% ../nbs/07_train.ipynb #d45ef128
 SFT_COLUMNS = ('messages', 'task_id', 'family', 'score')
@@ -533,6 +534,7 @@ def train_grpo(policy_or_model_name, # an `HFPolicy`, or a model name for `load_
     from trl import GRPOConfig, GRPOTrainer
     if len(prompts_dataset) == 0: raise ValueError("no GRPO prompts: the dataset is empty")
     final = _adapter_path(out_dir, name)
+    config = _vllm_usable(config, rollout_func)
     model, tok = trainable_copy(policy_or_model_name, dtype or _default_dtype(use_cpu, bf16))
     tok.padding_side = 'left'
     if init_adapter is not None:
@@ -571,6 +573,18 @@ def train_grpo(policy_or_model_name, # an `HFPolicy`, or a model name for `load_
     if isinstance(policy_or_model_name, Policy):
         policy_or_model_name.ledger.add('train_grpo', train_tokens=res.train_tokens)
     return res
+
+# %% ../nbs/07_train.ipynb #54222a08
+def _vllm_usable(config:dict|None, rollout_func) -> dict|None:
+    "`config` with its vLLM generation checked: multi-turn rollouts generate with transformers; vllm must be installed."
+    if not (config or {}).get('use_vllm'): return config
+    if rollout_func is not None:
+        _log.warning("multi-turn GRPO (rollout_func) generates with transformers: its rollouts do not use vLLM, so "
+                     "use_vllm is off for this update")
+        return {k: v for k, v in config.items() if not k.startswith('vllm') and k != 'use_vllm'}
+    if importlib.util.find_spec('vllm') is None:
+        raise ImportError("GRPO with use_vllm needs vllm (pip install vllm), or set train.grpo_vllm=false")
+    return config
 
 # %% ../nbs/07_train.ipynb #bad4c79f
 def _sample_turns(
@@ -656,6 +670,10 @@ def env_rollout(start:Callable, # `start(prompt messages) -> episode` (any objec
     return rollout
 
 # %% ../nbs/07_train.ipynb #ae09966c
+def _gpu_bf16(cfg) -> bool:
+    "bfloat16 weights for training on a GPU whose run config asks for them (`model.dtype=bfloat16`)."
+    return not cfg['train.use_cpu'] and cfg['model.dtype'] == 'bfloat16'
+
 def sft_kw(cfg) -> dict:
     "`train_sft`'s settings from a run config, each from its documented key (no fallbacks, no caps)."
     return dict(
@@ -666,13 +684,15 @@ def sft_kw(cfg) -> dict:
         micro_batch=cfg['train.micro_batch'],
         max_length=cfg['train.max_length'],
         use_cpu=cfg['train.use_cpu'],
+        bf16=_gpu_bf16(cfg),
         seed=cfg['run.seed'],
         loss=cfg['train.loss'],
         lora_layers=cfg['train.lora_layers'],
     )
 
 def grpo_kw(cfg) -> dict:
-    "`train_grpo`'s settings from a run config: LoRA rank, `train.grpo_lr`, the group, β, the completion cap."
+    """`train_grpo`'s settings from a run config: LoRA rank, `train.grpo_lr`, the group, β, the completion cap, and
+    vLLM generation (`vllm_kw`)."""
     return dict(
         lora_r=cfg['train.lora_r'],
         lr=cfg['train.grpo_lr'],
@@ -681,8 +701,22 @@ def grpo_kw(cfg) -> dict:
         beta=cfg['train.grpo_beta'],
         max_completion_length=cfg['model.max_new_tokens'],
         use_cpu=cfg['train.use_cpu'],
+        bf16=_gpu_bf16(cfg),
         seed=cfg['run.seed'],
+        config=vllm_kw(cfg),
     )
+
+# %% ../nbs/07_train.ipynb #d937288c
+def vllm_kw(cfg) -> dict:
+    "TRL's vLLM generation fields for GRPO from `train.grpo_vllm*` (none when it is off)."
+    if not cfg['train.grpo_vllm']: return {}
+    if cfg['train.use_cpu']:
+        raise ConfigError("train.grpo_vllm=true needs a GPU: set train.use_cpu=false (the gpu profile does)")
+    mode = cfg['train.grpo_vllm_mode']
+    if mode == 'colocate': return dict(use_vllm=True, vllm_mode=mode, vllm_gpu_memory_utilization=cfg['train.grpo_vllm_memory'])
+    if not cfg['train.grpo_vllm_url']:
+        raise ConfigError("train.grpo_vllm_mode=server needs train.grpo_vllm_url (where `trl vllm-serve` listens)")
+    return dict(use_vllm=True, vllm_mode=mode, vllm_server_base_url=cfg['train.grpo_vllm_url'])
 
 # %% ../nbs/07_train.ipynb #5c276a52
 # the baseline `bench_train` compares against
