@@ -158,11 +158,12 @@ class EvoMemory(Method):
         super().__init__(cfg, Path(out), policy)
         self.memory = ExperienceMemory(self.out/'memory.sqlite', Embedder.from_config(cfg), cfg['kb.hnsw_threshold'])
         self.applied = {}
-        if (s := self.read_state()) is not None:
-            self.applied = s['applied']
-            _log.info(f"resumed evo_memory: {len(self.applied)} experiences applied, memory of {len(self.memory)}")
+        self.load_state()
 
     def state_dict(self) -> dict: return dict(applied=self.applied)
+    def load_state_dict(self, s:dict):
+        self.applied = s['applied']
+        _log.info(f"resumed evo_memory: {len(self.applied)} experiences applied, memory of {len(self.memory)}")
 
 # %% ../nbs/17_baselines.ipynb #9df72e44
 @patch
@@ -511,10 +512,8 @@ def state_dict(self:SelfChallenging) -> dict:
 
 # %% ../nbs/17_baselines.ipynb #4954640a
 @patch
-def load_state(self:SelfChallenging):
-    "Restore the state (if any) and make the current adapter the policy's."
-    s = self.read_state()
-    if s is None: return
+def load_state_dict(self:SelfChallenging, s:dict):
+    "Restore a saved state and make its current adapter the policy's."
     for k in ('applied', 'family_episodes', 'rounds', 'pending', 'adapter', 'next_round'): setattr(self, k, s[k])
     if self.adapter: self.use_adapter(self.adapter)
     _log.info(

@@ -24,7 +24,7 @@ from .config import declare_key, load_config
 _log = get_logger('coevo')
 
 # %% auto #0
-__all__ = ['SRQR_EXAMPLE', 'SRQR_PROMPT', 'ZETA_CLIP', 'LIST_DEPTH', 'EDGE_TYPES', 'NODE_VECS', 'NEW', 'DISTILL_EXAMPLE', 'DISTILL_PROMPT', 'UTILITY_PROMPT', 'UTILITY_OPTIONS', 'TIME_PROMPT', 'SRQR', 'parse_srqr', 'smooth_prior', 'ResidualRouter', 'ema_step', 'sample_zeta', 'router_loss', 'pool_ranks', 'rrf_scores', 'top_k', 'hybrid_retrieve', 'td_residuals', 'traversal_steps', 'path_credit', 'propagate', 'apply_q', 'Node', 'MemoryGraph', 'clip_text', 'attempt_text', 'outcome_text', 'frequent_terms', 'norm_keyword', 'is_placeholder', 'parse_distill', 'utility_content', 'COEVO_KEYS', 'PHASE_KINDS', 'TIME_EXTRA_CANDIDATES', 'phase_kind', 'CoEvoMem', 'CoEvoFrozen', 'freeze_checkpoint', 'validation_tasks', 'evaluate_frozen', 'select_checkpoint']
+__all__ = ['SRQR_EXAMPLE', 'SRQR_PROMPT', 'ZETA_CLIP', 'LIST_DEPTH', 'EDGE_TYPES', 'NODE_VECS', 'NEW', 'DISTILL_EXAMPLE', 'DISTILL_PROMPT', 'UTILITY_PROMPT', 'UTILITY_OPTIONS', 'TIME_PROMPT', 'SRQR', 'parse_srqr', 'smooth_prior', 'ResidualRouter', 'ema_step', 'sample_zeta', 'router_loss', 'pool_ranks', 'rrf_scores', 'top_k', 'hybrid_retrieve', 'td_residuals', 'traversal_steps', 'path_credit', 'propagate', 'apply_q', 'Node', 'MemoryGraph', 'clip_text', 'attempt_text', 'outcome_text', 'frequent_terms', 'norm_keyword', 'is_placeholder', 'parse_distill', 'utility_content', 'COEVO_KEYS', 'TIME_EXTRA_CANDIDATES', 'phase_kind', 'CoEvoMem', 'CoEvoFrozen', 'freeze_checkpoint', 'validation_tasks', 'evaluate_frozen', 'select_checkpoint']
 
 # %% ../nbs/15_coevo.ipynb #98fc5b48
 declare_key('coevo.eps', float, 0.1, 'CoEvo-Mem prior smoothing ε')
@@ -523,7 +523,6 @@ COEVO_KEYS = (
     'srqr',
     'memory_evolution',
 )
-PHASE_KINDS = ('memory', 'router', 'both')
 
 def phase_kind(r:int, schedule:str, start_empty:bool, n_phases:int|None=None) -> str:
     "What phase `r` updates: `memory`, `router` or `both`."

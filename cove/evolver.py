@@ -46,8 +46,8 @@ declare_key('evolver.distill_temperature', float, 1.0, 'EvolveR self-distillatio
 # %% ../nbs/16_evolver.ipynb #74460ba8
 ACTIONS = ('think', 'search_experience', 'search_knowledge', 'answer')
 SEARCHES = ('search_experience', 'search_knowledge')
-_TAG_RE = re.compile(r'<(think|search_experience|search_knowledge|answer)>(.*?)</\1>', re.S)
-_OPEN_RE = re.compile(r'<(think|search_experience|search_knowledge|answer)>')
+_TAG_RE = re.compile(rf"<({'|'.join(ACTIONS)})>(.*?)</\1>", re.S)
+_OPEN_RE = re.compile(rf"<({'|'.join(ACTIONS)})>")
 
 @dataclass
 class Action:
@@ -73,7 +73,7 @@ def strip_actions(text:str) -> str:
     return _TAG_RE.sub('', text or '').strip()
 
 # %% ../nbs/16_evolver.ipynb #32079059
-STOPS = ['</search_experience>', '</search_knowledge>', '</answer>']
+STOPS = [f'</{s}>' for s in SEARCHES] + ['</answer>']
 
 def close_stopped(text:str, finish_reason:str) -> str:
     "Re-append the closing tag a stop string removed: the last opened search/answer tag, if it is unclosed."
@@ -108,7 +108,7 @@ def format_reward(text:str, exp_retrieve:bool=True) -> float:
     # the no-experience ablation (authors' code): think, knowledge search and answer, and no experience search
     if not exp_retrieve:
         return float(n['think'] > 0 and n['search_knowledge'] > 0 and n['answer'] > 0 and n['search_experience'] == 0)
-    complete = n['think'] > 0 and n['search_experience'] + n['search_knowledge'] > 0 and n['answer'] > 0
+    complete = n['think'] > 0 and sum(n[s] for s in SEARCHES) > 0 and n['answer'] > 0
     return (
         (think_score(n['think']) + search_score(n['search_experience'], n['search_knowledge'])) / 2 if complete else 0.0
     )

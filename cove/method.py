@@ -40,7 +40,7 @@ class Method:
     """Base class: `run_batch(env, tasks) -> list[EpisodeResult]`, plus optional state and metrics (the shared plumbing
     is below)."""
     needs_policy = True
-    # JSON state in the run folder (`save_state` / `read_state`); None: the method keeps none there
+    # JSON state in the run folder (`save_state` / `load_state`); None: the method keeps none there
     state_file: str|None = None
     def __init__(self, cfg:Config, out:Path, policy=None):
         self.cfg, self.out, self.policy = cfg, Path(out), policy
@@ -52,6 +52,8 @@ class Method:
     def metrics(self) -> dict: return {}
     def state_dict(self) -> dict:
         return {}  # what `save_state` writes besides the method's name, the ledger and the time
+    def load_state_dict(self, state:dict):
+        pass  # restore `state_dict()`'s fields from a saved state (`load_state` calls it)
 
 # %% ../nbs/07b_method.ipynb #db10c241
 @register_method('base')
@@ -119,6 +121,14 @@ def read_state(self:Method) -> dict|None:
     self.saved_ledger = s.get('ledger')
     if self.saved_ledger and getattr(self.policy, 'ledger', None) is not None:
         self.policy.ledger = self.policy.ledger.merge(TokenLedger.from_dict(self.saved_ledger))
+    return s
+
+# %% ../nbs/07b_method.ipynb #8715de56
+@patch
+def load_state(self:Method) -> dict|None:
+    "Read the saved state (`read_state`) and restore it (`load_state_dict`); the state, or None when there is none."
+    s = self.read_state()
+    if s is not None: self.load_state_dict(s)
     return s
 
 # %% ../nbs/07b_method.ipynb #d5f37fe0

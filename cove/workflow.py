@@ -107,10 +107,8 @@ def state_dict(self:CoveMethod) -> dict:
 
 # %% ../nbs/13_workflow.ipynb #74abed75
 @patch
-def load_state(self:CoveMethod):
-    "Restore `workflow_state.json` (if any) and hot-swap the latest adapter into the policy."
-    s = self.read_state()
-    if s is None: return
+def load_state_dict(self:CoveMethod, s:dict):
+    "Restore a saved `workflow_state.json` and hot-swap the latest adapter into the policy."
     self.trigger.load_state_dict(s['trigger'])
     self.router.load_state_dict(s['router'])
     if self.kpo and s.get('kpo'): self.kpo.stats = KPOStats.from_dict(s['kpo'])
@@ -134,7 +132,6 @@ def load_state(self:CoveMethod):
     _log.info(
         f"resumed {self.variant}: {len(self.applied)} episodes applied, {len(self.updates)} updates, adapter {self.adapter}"
     )
-    return self
 
 # %% ../nbs/13_workflow.ipynb #af7c624e
 @patch
