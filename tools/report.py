@@ -18,6 +18,13 @@ usage:
 `-p NB.NAME VALUE` to notebook NB only. `--params JSON` does the same: a key naming a notebook holds that
 notebook's parameters. `--model M` is `-p model M`; `--plugin MOD` (repeatable, or a comma list) is `-p plugins MOD`:
 every notebook loads those modules of your own before it checks its families and methods.
+
+A grid (tools/sweep.py): `--seeds 0,1,2` runs every notebook declaring `seed` once per seed, each into
+`<name>/seed<k>/`, and aggregates its tables over the seeds (mean, between-seed sd, n seeds, pooled interval) into
+`<name>/aggregate/`; a notebook without `seed` runs once and is listed. `--engine local` (a pool of `--workers`
+processes, default the cores), `ray` (`--ray-address`, `--num-cpus`/`--num-gpus` per cell) or `slurm` (submitit:
+`--slurm-partition`, `--slurm-time`) runs the cells; ray and slurm need `pip install 'cove[cluster]'`.
+  tools/report.py --engine ray --seeds 0,1 --only calibration,learning_curve --model tiny
 """
 import argparse, ast, csv, html, json, logging, os, re, shlex, subprocess, sys, time
 from pathlib import Path
@@ -303,6 +310,16 @@ def main(argv=None):
     ap.add_argument('--timeout', type=float, help='seconds per cell before it fails')
     ap.add_argument('--no-html-notebooks', action='store_true', help='skip nbconvert of each executed notebook')
     ap.add_argument('--check-params', nargs='*', metavar='NB', help='check papermill parses every parameter line (default: all notebooks)')
+    g = ap.add_argument_group('grid (tools/sweep.py): any of these runs the notebooks as a grid of cells')
+    g.add_argument('--seeds', help='comma-separated seeds: each notebook declaring `seed` runs once per seed, its tables aggregated')
+    g.add_argument('--engine', choices=['local', 'ray', 'slurm'], help='local: a process pool (default); ray: Ray tasks; slurm: submitit jobs')
+    g.add_argument('--workers', type=int, help='local: parallel cells (default: the cores), each with cores // workers torch threads; '
+                                               'ray without --ray-address: the local Ray\'s CPUs')
+    g.add_argument('--ray-address', help='ray: a cluster to join (ray.init(address=...)); default a local Ray')
+    g.add_argument('--num-cpus', type=float, default=1, help='ray/slurm: CPUs per cell (default 1; also its torch threads)')
+    g.add_argument('--num-gpus', type=float, default=0, help='ray/slurm: GPUs per cell (default 0)')
+    g.add_argument('--slurm-partition', help='slurm: the partition')
+    g.add_argument('--slurm-time', type=int, default=60, help='slurm: minutes per cell (default 60)')
     a = ap.parse_args(argv)
     if a.check_params is not None:
         bad = 0
@@ -313,8 +330,16 @@ def main(argv=None):
     names = {p.stem for p in notebooks()}
     glob_params, per = split_params(a.parameter, a.params, a.model, names, a.plugin)
     only = [n.strip() for n in a.only.split(',') if n.strip()] if a.only else None
-    dst = report(only, glob_params, per, Path(a.out), a.run_id, a.timeout, command=shlex.join(['tools/report.py'] + list(argv if argv is not None else sys.argv[1:])),
-                 html_notebooks=not a.no_html_notebooks)
+    command = shlex.join(['tools/report.py'] + list(argv if argv is not None else sys.argv[1:]))
+    if a.seeds is not None or a.engine is not None or a.workers is not None:   # a grid; else one notebook after another, as before
+        import sweep
+        try: seeds = [int(x) for x in a.seeds.split(',') if x.strip()] if a.seeds is not None else None
+        except ValueError: raise SystemExit(f'--seeds {a.seeds}: comma-separated integers, e.g. 0,1,2')
+        if seeds is not None and (not seeds or len(set(seeds)) != len(seeds)): raise SystemExit(f'--seeds {a.seeds}: distinct integers, e.g. 0,1,2')
+        dst = sweep.sweep(only, glob_params, per, seeds, a.engine or 'local', Path(a.out), a.run_id, a.timeout, command=command,
+                          html_notebooks=not a.no_html_notebooks, workers=a.workers, ray_address=a.ray_address, num_cpus=a.num_cpus,
+                          num_gpus=a.num_gpus, slurm=dict(partition=a.slurm_partition, time=a.slurm_time))
+    else: dst = report(only, glob_params, per, Path(a.out), a.run_id, a.timeout, command=command, html_notebooks=not a.no_html_notebooks)
     recs = json.loads((dst/'report.json').read_text())
     print(f'report: {dst/"index.html"} ({sum(r["status"] == "ok" for r in recs)}/{len(recs)} ok)')
     return 0 if all(r['status'] == 'ok' for r in recs) else 1
