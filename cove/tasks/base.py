@@ -13,11 +13,11 @@ from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger, import_optional, msg, repo_root
 
 # %% auto #0
-__all__ = ['ANSWER_LINE', 'FAMILIES', 'ANSWER_HINT', 'ToolCall', 'EpisodeState', 'last_boxed', 'parse_answer', 'normalize_answer',
-           'answer_em', 'Environment', 'register_env', 'parse_spec', 'env_class', 'make_env', 'family_hints',
-           'DataUnavailable', 'data_path', 'LoadReport', 'load_rows', 'text_lines', 'jsonl_rows', 'split_seed',
-           'sample_split', 'LoadedTasks', 'EpisodeResult', 'safe_call', 'reference_turns', 'replay_reference',
-           'check_gold', 'dataset_dir', 'hash_split']
+__all__ = ['ANSWER_LINE', 'FAMILIES', 'ANSWER_HINT', 'AST_RACE', 'ToolCall', 'EpisodeState', 'last_boxed', 'parse_answer',
+           'normalize_answer', 'answer_em', 'Environment', 'register_env', 'parse_spec', 'env_class', 'make_env',
+           'family_hints', 'DataUnavailable', 'data_path', 'LoadReport', 'load_rows', 'text_lines', 'jsonl_rows',
+           'split_seed', 'sample_split', 'LoadedTasks', 'EpisodeResult', 'safe_call', 'reference_turns',
+           'replay_reference', 'check_gold', 'dataset_dir', 'hash_split']
 
 # %% ../../nbs/05_tasks.ipynb #8d050848
 @dataclass
@@ -343,6 +343,8 @@ def replay_reference(env:Environment, task:Task) -> EpisodeResult:
     return EpisodeResult(task, st, fb, msgs, turns=turns, elapsed_s=time.time()-t0)
 
 # %% ../../nbs/05_tasks.ipynb #a07d098c
+AST_RACE = 'AST constructor recursion depth mismatch'   # CPython 3.11's SystemError when threads build ASTs at once
+
 def check_gold(env:Environment, tasks:list[Task],
                workers:int|None=None, # replay threads (default: one per CPU; sandboxed code runs in parallel)
               ) -> tuple[list[str], list[tuple[str, str]]]:
@@ -350,8 +352,12 @@ def check_gold(env:Environment, tasks:list[Task],
     `env.gold_problem`) rejects."""
     play = lambda t: replay_reference(env, t)
     with ThreadPoolExecutor(max(1, workers or os.cpu_count() or 2)) as ex: rs = list(ex.map(play, tasks))
-    # a timeout under parallel load is replayed alone
-    rs = [play(t) if r.feedback.status == 'timeout' else r for t, r in zip(tasks, rs)]
+    # replayed alone: a timeout under parallel load, and CPython 3.11's AST race between threads (gh-106905)
+    again = [i for i, r in enumerate(rs) if r.feedback.status == 'timeout' or AST_RACE in (r.feedback.message or '')]
+    for i in again:
+        if AST_RACE in (rs[i].feedback.message or ''):
+            get_logger('tasks').warning(f"{tasks[i].id}: {AST_RACE} (a CPython 3.11 thread race); replayed alone")
+        rs[i] = play(tasks[i])
     why = [r.feedback.message if not r.success else env.gold_problem(r) for r in rs]
     return [t.id for t, w in zip(tasks, why) if w is None], [(t.id, w) for t, w in zip(tasks, why) if w is not None]
 
