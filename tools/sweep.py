@@ -31,7 +31,7 @@ import report
 ENGINES = ('local', 'ray', 'slurm')
 CLUSTER_HINT = "pip install 'cove[cluster]'"
 # columns that hold wall-clock time: they differ between two runs of the same cell, so compare_reports leaves them out
-WALL_CLOCK = re.compile(r'(^|[ _])(seconds|secs|sec_per_step|runtime|wall|time)($|[ _])', re.I)
+WALL_CLOCK = re.compile(r'(?:^|[ _])(?:seconds|secs|sec_per_step|runtime|wall|time)(?:$|[ _])', re.I)
 
 def cores() -> int:
     try: return len(os.sched_getaffinity(0))
