@@ -937,6 +937,14 @@ def post_json(url:str, payload:dict, headers:dict|None=None, timeout:float=120.0
         with urllib.request.urlopen(req, timeout=timeout) as r: return json.loads(r.read())
     except urllib.error.HTTPError as e: raise HTTPError(e.code, url, e.read().decode(errors='replace')) from None
 
+# %% ../nbs/02_llm_c_served.ipynb #f3a09917
+def _openai_client(root:str, api_key:str|None, timeout:float, max_retries:int):
+    "The official `openai` client for server `root`, or `None` where the package is absent."
+    try: import openai
+    except ImportError: return None
+    # an explicit key: never `OPENAI_API_KEY` from the environment, sent to whatever server `root` is
+    return openai.OpenAI(base_url=root + '/v1', api_key=api_key or 'EMPTY', timeout=timeout, max_retries=max_retries)
+
 # %% ../nbs/02_llm_c_served.ipynb #8a19c5fd
 class OpenAIPolicy(Policy):
     "An OpenAI-compatible HTTP endpoint as a `Policy` (chat generation; scoring and counting where the server allows)."
@@ -947,7 +955,8 @@ class OpenAIPolicy(Policy):
         api_key:str|None=None,
         tokenizer=None,  # a tokenizer or local folder:enables `score_choices`
         batch_size:int=16,
-        timeout:float=120.0,
+        timeout:float=120.0,  # seconds per request
+        max_retries:int=2,  # the `openai` client's retries (dropped connection, 408, 409, 429, 5xx)
         template_kw:dict|None=None,
     ):
         super().__init__()
@@ -959,11 +968,18 @@ class OpenAIPolicy(Policy):
             copy.deepcopy(_load_tokenizer(str(tokenizer))) if isinstance(tokenizer, (str, Path)) else tokenizer
         )
         self.template_kw, self._loras = template_kw or {}, {}
+        self.client = _openai_client(self.root, api_key, timeout, max_retries)
 
 # %% ../nbs/02_llm_c_served.ipynb #58a98175
 @patch
 def _post(self:OpenAIPolicy, route:str, payload:dict) -> dict:
-    return post_json(self.root + route, payload, self.headers, self.timeout)
+    "POST `payload` to `root + route` and return the JSON answer; a failure is one `HTTPError` or `ConnectionError`."
+    url = self.root + route
+    if self.client is None: return post_json(url, payload, self.headers, self.timeout)
+    import openai
+    try: return self.client.post(url, body=payload, cast_to=object)
+    except openai.APIStatusError as e: raise HTTPError(e.status_code, url, e.response.text) from None
+    except openai.APIConnectionError as e: raise ConnectionError(f"cannot reach {url}: {e.__cause__ or e}") from None
 
 @patch
 def _model(self:OpenAIPolicy) -> str:
@@ -971,6 +987,15 @@ def _model(self:OpenAIPolicy) -> str:
 
 @patch(as_prop=True)
 def adapters(self:OpenAIPolicy) -> list[str]: return list(self._loras)
+
+# %% ../nbs/02_llm_c_served.ipynb #69b4c40a
+def _cut_kept_stop(g:Generation, stop, tokenizer=None) -> Generation:
+    """Cut a stop string the server left in its reply (`transformers serve` keeps it; OpenAI and vLLM drop it), recounting
+    the completion with `tokenizer` if given."""
+    cut = _cut_at_stop(g.text, stop_strings(stop))
+    if cut is None: return g
+    n = len(tokenizer(cut, add_special_tokens=False)['input_ids']) if tokenizer is not None else g.completion_tokens
+    return Generation(cut, g.prompt_tokens, min(n, g.completion_tokens), 'stop')
 
 # %% ../nbs/02_llm_c_served.ipynb #758936a4
 @patch
@@ -988,16 +1013,13 @@ def _chat(self:OpenAIPolicy, messages, max_new_tokens, temperature, top_p, stop,
     r = self._post('/v1/chat/completions', p)
     ch, usage = r['choices'][0], r.get('usage')
     if not usage: raise ValueError(f"{self.root} returned no token `usage`; cove needs exact token counts")
-    return client_stop(
-        Generation(
-            ch['message'].get('content') or '',
-            usage['prompt_tokens'],
-            usage['completion_tokens'],
-            'length' if ch.get('finish_reason') == 'length' else 'stop',
-        ),
-        stop,
-        self.tokenizer,
+    g = Generation(
+        ch['message'].get('content') or '',
+        usage['prompt_tokens'],
+        usage['completion_tokens'],
+        'length' if ch.get('finish_reason') == 'length' else 'stop',
     )
+    return client_stop(_cut_kept_stop(g, stop, self.tokenizer), stop, self.tokenizer)
 
 # %% ../nbs/02_llm_c_served.ipynb #8989acd7
 @patch
