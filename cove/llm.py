@@ -504,10 +504,10 @@ def _finish(self:HFPolicy, ids:list[int], n_prompt:int, stop) -> Generation:
     return Generation(cut, n_prompt, max(1, self._tokens_upto(ids[:k], len(cut))), 'stop')
 
 # %% ../nbs/02_llm_b_hf.ipynb #d96cb1bb
-def client_stop(g:Generation, stop, tokenizer=None) -> Generation:
-    """Apply stop patterns after the fact (for backends that only take strings): cut the text, recount its tokens when a
-    tokenizer is at hand."""
-    cut = _cut_at_stop(g.text, stop_patterns(stop))
+def client_stop(g:Generation, stop, tokenizer=None, strings:bool=False) -> Generation:
+    """Apply stop patterns after the fact (for backends that only take strings), and stop strings too if `strings` (for a
+    server that leaves them in its reply): cut the text, recount its tokens when a tokenizer is at hand."""
+    cut = _cut_at_stop(g.text, stop if strings else stop_patterns(stop))
     if cut is None: return g
     n = len(tokenizer(cut, add_special_tokens=False)['input_ids']) if tokenizer is not None else g.completion_tokens
     return Generation(cut, g.prompt_tokens, min(n, g.completion_tokens), 'stop')
@@ -939,9 +939,12 @@ def post_json(url:str, payload:dict, headers:dict|None=None, timeout:float=120.0
 
 # %% ../nbs/02_llm_c_served.ipynb #f3a09917
 def _openai_client(root:str, api_key:str|None, timeout:float, max_retries:int):
-    "The official `openai` client for server `root`, or `None` where the package is absent."
+    "The official `openai` client for server `root`, or `None` (said in the log) where the package is absent."
     try: import openai
-    except ImportError: return None
+    except ImportError:
+        _log.warning("the `openai` package is absent: %s gets plain `post_json` requests, without retries "
+                     "(pip install 'cove[openai]')", root)
+        return None
     # an explicit key: never `OPENAI_API_KEY` from the environment, sent to whatever server `root` is
     return openai.OpenAI(base_url=root + '/v1', api_key=api_key or 'EMPTY', timeout=timeout, max_retries=max_retries)
 
@@ -973,7 +976,8 @@ class OpenAIPolicy(Policy):
 # %% ../nbs/02_llm_c_served.ipynb #58a98175
 @patch
 def _post(self:OpenAIPolicy, route:str, payload:dict) -> dict:
-    "POST `payload` to `root + route` and return the JSON answer; a failure is one `HTTPError` or `ConnectionError`."
+    """POST `payload` to `root + route` and return the JSON answer. Through the client a failure is one `HTTPError` or
+    `ConnectionError`; through `post_json`, an `HTTPError` or the transport's own error."""
     url = self.root + route
     if self.client is None: return post_json(url, payload, self.headers, self.timeout)
     import openai
@@ -987,15 +991,6 @@ def _model(self:OpenAIPolicy) -> str:
 
 @patch(as_prop=True)
 def adapters(self:OpenAIPolicy) -> list[str]: return list(self._loras)
-
-# %% ../nbs/02_llm_c_served.ipynb #69b4c40a
-def _cut_kept_stop(g:Generation, stop, tokenizer=None) -> Generation:
-    """Cut a stop string the server left in its reply (`transformers serve` keeps it; OpenAI and vLLM drop it), recounting
-    the completion with `tokenizer` if given."""
-    cut = _cut_at_stop(g.text, stop_strings(stop))
-    if cut is None: return g
-    n = len(tokenizer(cut, add_special_tokens=False)['input_ids']) if tokenizer is not None else g.completion_tokens
-    return Generation(cut, g.prompt_tokens, min(n, g.completion_tokens), 'stop')
 
 # %% ../nbs/02_llm_c_served.ipynb #758936a4
 @patch
@@ -1019,7 +1014,7 @@ def _chat(self:OpenAIPolicy, messages, max_new_tokens, temperature, top_p, stop,
         usage['completion_tokens'],
         'length' if ch.get('finish_reason') == 'length' else 'stop',
     )
-    return client_stop(_cut_kept_stop(g, stop, self.tokenizer), stop, self.tokenizer)
+    return client_stop(g, stop, self.tokenizer, strings=True)   # `transformers serve` leaves stop strings in
 
 # %% ../nbs/02_llm_c_served.ipynb #8989acd7
 @patch
