@@ -24,6 +24,8 @@ def grids(tmp_path_factory):
     rcs = {e: report.main(['--engine', e, '--run-id', e, *common]) for e in ('local', 'ray')}
     return out, rcs
 
+# 8 papermill runs and a Ray start: ~106 s of one worker, the heaviest test, so `make test-slow` runs it
+@pytest.mark.slow
 def test_ray_grid_equals_the_local_one_cell_by_cell(grids):
     out, rcs = grids
     assert rcs == {'local': 0, 'ray': 0}
