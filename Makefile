@@ -38,7 +38,7 @@ export: install
 # The sandbox tests run alone afterwards: they assert that no sandboxed process is left anywhere on
 # the machine, which another worker's live sandbox would break.
 test: export
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 2 --dist loadgroup --durations=20 -m "not slow" --ignore=tests/test_sandbox.py
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 2 --durations=20 -m "not slow" --ignore=tests/test_sandbox.py
 	$(PY) -m pytest -q tests/test_sandbox.py
 
 # the tests left out of `make test`: real-model runs at a notebook's own smoke defaults

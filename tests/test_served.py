@@ -8,8 +8,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SERVING = ('openai', 'fastapi', 'uvicorn')   # transformers[serving]; `make test` installs them with cove's dev extra
 missing = [m for m in SERVING if importlib.util.find_spec(m) is None]
-pytestmark = [pytest.mark.skipif(bool(missing), reason=f"transformers serve needs {missing}: pip install -e '.[dev]'"),
-              pytest.mark.xdist_group('served')]   # one server: `make test` runs `-n 2 --dist loadgroup`
+# each pytest-xdist worker that draws one of these tests starts its own server (~7 s); `--dist loadgroup` would pin them
+# to one, but pytest-xdist 3.8 groups by `item._nodeid`, which pytest 9 no longer reads
+pytestmark = pytest.mark.skipif(bool(missing), reason=f"transformers serve needs {missing}: pip install -e '.[dev]'")
 
 READY_S = 120   # loading the 135M model on CPU takes ~7 s here
 
