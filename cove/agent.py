@@ -12,7 +12,7 @@ from .tasks.base import Environment, EpisodeState, EpisodeResult, reference_turn
 
 # %% auto #0
 __all__ = ['VOLATILE_OPEN', 'VOLATILE_CLOSE', 'render_entry', 'knowledge_block', 'build_messages', 'WorkedExamples',
-           'HarnessAgent']
+           'HarnessAgent', 'own_sources']
 
 # %% ../nbs/06_agent.ipynb #fc0c8384
 VOLATILE_OPEN, VOLATILE_CLOSE = '<volatile>', '</volatile>'
@@ -93,8 +93,11 @@ class HarnessAgent:
                  mode:str='hybrid', # retrieval mode
                  max_new_tokens:int=96, temperature:float=0.0, seed:int|None=None,
                  shots:int=0, # worked examples per task from the family's train split (`WorkedExamples`)
-                 stop:bool=True): # end each turn at the family's stops (`Environment.stop`)
+                 stop:bool=True, # end each turn at the family's stops (`Environment.stop`)
+                 scope:bool=False, # retrieve only the task's own family, never an entry made from the task itself
+                 remap=None): # `remap(task, entries) -> entries` applied after retrieval (COVE: volatile names)
         self.policy, self.kb, self.k, self.mode, self.stop = policy, kb, k, mode, stop
+        self.scope, self.remap = scope, remap
         self.gen_kw = dict(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
         self.examples = WorkedExamples(shots) if shots > 0 else None
         self.log = get_logger('agent')
@@ -117,10 +120,16 @@ class HarnessAgent:
 # %% ../nbs/06_agent.ipynb #5d1d9211
 @patch
 def retrieve(self:HarnessAgent, task:Task) -> list:
-    "Knowledge entries for `task` (empty without a knowledge base)."
+    "Knowledge entries for `task` (empty without a knowledge base), scoped and re-mapped as the agent is set."
     if self.kb is None or self.k <= 0: return []
-    hits = self.kb.retrieve(task.prompt, k=self.k, mode=self.mode)
-    return [getattr(h, 'entry', h) for h in hits]
+    scope = dict(family=task.family, exclude_sources=own_sources(task)) if self.scope else {}
+    entries = [getattr(h, 'entry', h) for h in self.kb.retrieve(task.prompt, k=self.k, mode=self.mode, **scope)]
+    return self.remap(task, entries) if self.remap else entries
+
+# %% ../nbs/06_agent.ipynb #8161d7a6
+def own_sources(task:Task) -> tuple[str, ...]:
+    "The task ids an entry made from `task` carries: its own, and the id it had before a surface change (`x@renamed`)."
+    return tuple(dict.fromkeys((task.id, task.id.split('@')[0])))
 
 # %% ../nbs/06_agent.ipynb #4081c92d
 def _stops(envs) -> list|None:

@@ -217,7 +217,14 @@ _declare(
     ),
     Key('router.signals', bool, False, "COVE's router writes signals per decision (only logs hold them)"),
     Key('router.reason', bool, False, "COVE's router writes a one-sentence reason per decision (nothing reads it)"),
-    Key('release.heldout', int, 4, 'held-out tasks per family for the memory-release A/B'),
+    Key('router.judge', bool, False, "route with the constrained LLM judge (`Router`) instead of the feedback router"),
+    Key('router.window', int, 8, "feedback router: a family's last episodes it reads (this one included)"),
+    Key('router.harness_share', float, 0.25, 'feedback router: share of interface errors that signals harness'),
+    Key('router.param_share', float, 0.5, 'feedback router: share of recurring task errors that signals parametric'),
+    Key('router.flat_eps', float, 0.05, 'feedback router: a success trend below this is flat (or falling)'),
+    Key('router.min_episodes', int, 4, "feedback router: a family's episodes before it routes anything but harness"),
+    Key('release.heldout', int, 16, 'held-out tasks per family for the memory-release A/B (paired; fewer than '
+        'release.min_tasks decide nothing)'),
     Key(
         'release.threshold',
         float,
@@ -227,8 +234,9 @@ _declare(
     Key(
         'release.min_tasks',
         int,
-        4,
-        'held-out tasks an A/B needs before an entry without utility is discarded (fewer: kept)',
+        16,
+        'paired held-out tasks an A/B needs to internalize or discard an entry (fewer: every entry kept; an '
+        'entry never A/B-tested is kept too)',
     ),
     Key(
         'release.max_entries',
@@ -307,10 +315,12 @@ _ranges(
     'train.grpo_generations',
     'trigger.w',
     'trigger.k',
+    'router.window',
+    'router.min_episodes',
     'run.epochs',
 )
 _ranges(0, None, 'train.lr', 'train.grpo_lr', closed=False)   # 0 trains nothing
-_ranges(0, 1, 'trigger.tau_c', 'trigger.q_min')
+_ranges(0, 1, 'trigger.tau_c', 'trigger.q_min', 'router.harness_share', 'router.param_share', 'router.flat_eps')
 _ranges(0, 1, 'train.grpo_vllm_memory', closed=False)   # a fraction of the GPU
 _ranges(None, None, 'run.seed', 'release.threshold')
 _ranges(0, 3, 'tableqa.difficulty')

@@ -13,7 +13,7 @@ from .core import Task, get_logger, redact_expected
 from .stats import wilson
 from .store import Entry, KINDS, LABELS
 from .judge import Judge, JudgeParseError, few_shot
-from .agent import build_messages
+from .agent import build_messages, own_sources
 from .tasks.base import EpisodeResult, replay_reference
 from .tasks.base import family_hints
 from .tasks.surface import Surface, rename, with_surface, find_calls, split_call, toolset_of, surface_of
@@ -808,7 +808,8 @@ def memory_aware_prompt(env, task:Task, kb=None, k:int=3, # entries injected per
                         rename_seed:int|None=None, # rename volatile names for this episode (anti-recitation)
                         stats:KPOStats|None=None) -> RolloutPrompt:
     "Retrieve top-`k` entries, optionally rename volatile names, and build the episode's messages (§4.4.1)."
-    entries = [h.entry for h in kb.retrieve(task.prompt, k=k, mode=mode)] if kb is not None and k > 0 else []
+    scope = dict(family=task.family, exclude_sources=own_sources(task))   # never its own entry, never another family's
+    entries = [h.entry for h in kb.retrieve(task.prompt, k=k, mode=mode, **scope)] if kb is not None and k > 0 else []
     mapping, surface = {}, surface_of(task)
     if rename_seed is not None:
         if surface is None:
@@ -988,13 +989,16 @@ def measure_utility(kb, evaluate_fn:Callable, tasks:list, labels:tuple=('stable'
 # %% ../nbs/12_knowledgepo_d_release.ipynb #8f08bdac
 def _release_triage(kb, labels:tuple, family:str|None, n:int, min_tasks:int, out:dict) -> list:
     """Put each online entry of `family` in `out`'s protected, kept or discarded list, or return it for the A/B (it
-    showed utility)."""
+    showed utility). Only an entry an A/B found useless before training is discarded: an untested one is kept."""
     todo = []
     for e in kb.entries(status='online', family=family):
         if e.label == 'volatile' or e.promoted or e.label not in labels: out['protected'].append(e.id)
+        elif n < min_tasks: out['kept'].append(e.id)   # an A/B on so few held-out tasks can decide nothing
         elif had_utility(e): todo.append(e)
-        elif e.delta_pre is not None and n < min_tasks: out['kept'].append(e.id)   # Δ_pre <= 0 on too few tasks to tell
-        else: kb.discard(e.id, reason=f'memory release: no demonstrated utility before training (n={n})'); out['discarded'].append(e.id)
+        elif e.delta_pre is None: out['kept'].append(e.id)   # never A/B-tested: no evidence either way
+        else:
+            kb.discard(e.id, reason=f'memory release: A/B before training showed no utility (n={n})')
+            out['discarded'].append(e.id)
     return todo
 
 # %% ../nbs/12_knowledgepo_d_release.ipynb #ff41177c
@@ -1006,7 +1010,7 @@ def release(
     labels:tuple=('stable',),  # labels eligible for release
     stats:KPOStats|None=None,
     family:str|None=None,  # only entries extracted from this family, the one just trained (None:all)
-    min_tasks:int=4,  # an A/B on fewer held-out tasks cannot show "no utility": such entries are kept, not discarded
+    min_tasks:int=16,  # an A/B on fewer held-out tasks decides nothing: every entry is kept
     max_entries:int|None=None,  # A/B at most this many entries (`ab_order`); the rest stay online as `untested`
 ) -> dict:
     "Memory release after training (§4.4.2): internalize, discard or keep each online entry."
@@ -1142,7 +1146,7 @@ def release(
     threshold:float=0.0,
     labels:tuple=('stable',),
     family:str|None=None,
-    min_tasks:int=4,
+    min_tasks:int=16,
     max_entries:int|None=None,
 ) -> dict:
     "Memory release after a parametric update (see `release`)."

@@ -655,15 +655,28 @@ def retrieve(self:KnowledgeBase, query:str|None=None, # task text (embedded / to
              k:int=3, # entries returned
              mode:str='hybrid', # 'dense', 'sparse' or 'hybrid'
              query_vec=None, # precomputed query embedding (skips the embedder)
-             depth:int|None=None) -> list[Hit]: # candidates per list for hybrid fusion
-    "Top-`k` online entries for `query` as `Hit(entry, score)`, best first."
-    hits = self.search(query, k, mode, query_vec, depth)
-    if not hits: return []
-    rows = self.conn.execute(
-        f"SELECT * FROM entries WHERE id IN ({','.join('?'*len(hits))})", [i for i, _ in hits]
-    ).fetchall()
-    by_id = {r['id']: _from_row(r) for r in rows}
-    return [Hit(by_id[i], s) for i, s in hits]
+             depth:int|None=None, # candidates per list for hybrid fusion
+             family:str|None=None, # only entries of this family (None: any family)
+             exclude_sources:tuple|list=()) -> list[Hit]: # never entries made from these task ids
+    "Top-`k` online entries in scope for `query` as `Hit(entry, score)`, best first."
+    scoped, n_online, fetch = family is not None or bool(exclude_sources), None, k
+    while True:
+        hits = self.search(query, fetch, mode, query_vec, depth and max(depth, fetch))
+        if not hits: return []
+        rows = self.conn.execute(
+            f"SELECT * FROM entries WHERE id IN ({','.join('?'*len(hits))})", [i for i, _ in hits]
+        ).fetchall()
+        by_id = {r['id']: _from_row(r) for r in rows}
+        out = [Hit(by_id[i], s) for i, s in hits if not scoped or _in_scope(by_id[i], family, exclude_sources)]
+        if not scoped or len(out) >= k: return out[:k]
+        n_online = n_online or self.conn.execute("SELECT COUNT(*) FROM entries WHERE status='online'").fetchone()[0]
+        if fetch >= n_online: return out
+        fetch = min(4*fetch, n_online)   # widen the search until k entries in scope or every online entry seen
+
+# %% ../nbs/04_store.ipynb #03294ddd
+def _in_scope(e:Entry, family:str|None, exclude_sources) -> bool:
+    "`e` is of `family` (any when None) and was not made from one of the task ids in `exclude_sources`."
+    return (family is None or e.family == family) and e.source_task not in set(exclude_sources)
 
 # %% ../nbs/04_store.ipynb #64894516
 @patch
