@@ -17,7 +17,7 @@ from .core import write_failure, InfraError
 from . import __version__
 
 # %% auto #0
-__all__ = ['build_parser', 'config_from', 'info', 'cmd_run', 'cmd_bench', 'cmd_demo', 'format_check', 'cmd_check',
+__all__ = ['build_parser', 'config_from', 'info', 'cmd_run', 'cmd_bench', 'cmd_demo', 'cmd_serve', 'format_check', 'cmd_check',
            'write_failed_message', 'main']
 
 # %% ../nbs/90_cli.ipynb #8677b15a
@@ -75,6 +75,19 @@ def _add_demo(sub):
         help='as for run: move a corrupt state file, adapter or store aside and start that state fresh',
     )
 
+# %% ../nbs/90_cli.ipynb #2dc54931
+def _add_serve(sub):
+    "The `cove serve` subcommand and its options (`cove.serve.VLLMServer`'s)."
+    p = sub.add_parser('serve', help="vLLM's OpenAI server on the profile's model, with runtime LoRA (make vllm)")
+    _common(p)
+    p.add_argument('--port', type=int, default=8000, help='port on 127.0.0.1 (0: a free one)')
+    p.add_argument('--threads', type=int, default=0, help='CPU OpenMP threads, bound to cores 0..N-1 (0: up to 2)')
+    p.add_argument('--dtype', default='float32', help="weights dtype (float32 = hf fp32's completions; auto on a GPU)")
+    p.add_argument('--max-lora-rank', type=int, default=16, help='largest LoRA rank loadable at run time')
+    p.add_argument('--device', default='cpu', choices=('cpu', 'cuda'), help='cuda: a GPU build of vLLM in --venv')
+    p.add_argument('--venv', default=None, help="vLLM's venv (default $COVE_VLLM_VENV, else .venv-vllm)")
+    p.add_argument('--timeout', type=float, default=300.0, help='seconds to wait for the server to answer')
+
 # %% ../nbs/90_cli.ipynb #1e1257b6
 def build_parser() -> argparse.ArgumentParser:
     "The `cove` argument parser."
@@ -94,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
         help='comma-separated: retrieval, embed, policy (load, generation, roofline, COVE episode time, rollouts per backend), train (LoRA SFT throughput)',
     )
     _add_demo(sub)
+    _add_serve(sub)
     p = sub.add_parser(
         'check',
         help='check a run folder (or an experiment folder of them): records, config, metrics, stores, adapters, state',
@@ -195,6 +209,29 @@ def cmd_demo(args) -> int:
     print(f"written to {out} in {s['wall_s'] / 60:.1f} min")
     return 0
 
+# %% ../nbs/90_cli.ipynb #53953ff1
+def cmd_serve(args) -> int:
+    "Serve the profile's model with vLLM until Ctrl-C or SIGTERM; 2 and one line when it cannot start."
+    from cove.serve import VLLMServer, ServeError
+    cfg = config_from(args)
+    srv = VLLMServer(cfg['model.name'], port=args.port, threads=args.threads, dtype=args.dtype,
+                     max_lora_rank=args.max_lora_rank, device=args.device, venv=args.venv, timeout=args.timeout)
+    try: srv.start()
+    except ServeError as e:
+        print(f"cove serve: error: {e}", file=sys.stderr)
+        return 2
+    print(f"cove serve: vLLM serves {cfg['model.name']} at {srv.base_url} (log {srv.log}); Ctrl-C stops it\n"
+          f"  a run on it: --set model.backend=openai --set model.base_url={srv.base_url}", flush=True)
+    old = signal.signal(signal.SIGTERM, signal.default_int_handler)   # SIGTERM stops it as Ctrl-C does
+    try:
+        while srv.running: time.sleep(0.5)
+        print(f"cove serve: error: vLLM exited with code {srv.proc.returncode} (log {srv.log})", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt: return 0
+    finally:
+        srv.stop()
+        signal.signal(signal.SIGTERM, old)
+
 # %% ../nbs/90_cli.ipynb #a4db0f99
 def format_check(items:list[tuple[str, bool, str]]) -> str:
     "One line per `(item, ok, detail)`: `ok` or `FAIL`, the item, the detail."
@@ -238,7 +275,7 @@ def _dispatch(args) -> int:
         cfg = config_from(args)
         print(describe(cfg) if args.config else json.dumps(info(cfg), indent=2))
         return 0
-    return {'run': cmd_run, 'bench': cmd_bench, 'demo': cmd_demo, 'check': cmd_check}[args.cmd](args)
+    return {'run': cmd_run, 'bench': cmd_bench, 'demo': cmd_demo, 'check': cmd_check, 'serve': cmd_serve}[args.cmd](args)
 
 # %% ../nbs/90_cli.ipynb #11b7df16
 def main(argv:list[str]|None=None) -> int:
