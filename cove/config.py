@@ -162,7 +162,15 @@ _declare(
         'train.max_steps',
         int,
         32,
-        'optimizer steps per parametric update (the best point of the learning-curve grid on tableqa and math, against 16 and 64; the demo uses 8 for time)',
+        'at most this many optimizer steps per parametric update (the best point of the learning-curve grid on tableqa '
+        'and math, against 16 and 64); an update takes train.epochs passes over its rows up to this cap',
+    ),
+    Key(
+        'train.epochs',
+        float,
+        2.0,
+        'passes over an update\'s rows (the learning curve\'s best point: 32 steps of 4 over 64 rows); the steps follow '
+        'the data, capped by train.max_steps',
     ),
     Key(
         'train.max_length',
@@ -319,7 +327,7 @@ _ranges(
     'router.min_episodes',
     'run.epochs',
 )
-_ranges(0, None, 'train.lr', 'train.grpo_lr', closed=False)   # 0 trains nothing
+_ranges(0, None, 'train.lr', 'train.grpo_lr', 'train.epochs', closed=False)   # 0 trains nothing
 _ranges(0, 1, 'trigger.tau_c', 'trigger.q_min', 'router.harness_share', 'router.param_share', 'router.flat_eps')
 _ranges(0, 1, 'train.grpo_vllm_memory', closed=False)   # a fraction of the GPU
 _ranges(None, None, 'run.seed', 'release.threshold')

@@ -4,18 +4,22 @@
 
 # %% ../nbs/13_workflow.ipynb #5dec9bd1
 from __future__ import annotations
-import contextlib, json, time
+import contextlib, json, math, time
+from dataclasses import replace
+from typing import Callable
 from collections import Counter
 from pathlib import Path
 from fastcore.basics import patch
 from .core import get_logger, Task
+from .agent import knowledge_block
+from .tasks.surface import surface_of
 from .method import Method, register_method
 from .tasks.base import replay_reference
 from .router import make_router, Router, PARAMETRIC_CHANNELS
 from .trigger import make_trigger
 from .knowledgepo import (KnowledgePO, KPOStats, anti_recitation_sft, rename_rollout, memory_aware_rows,
                               RENAME_SEED, update_seed, rollout_grpo_rows, stale_name_penalty,
-                              HeldoutEval)
+                              HeldoutEval, rename_names)
 from .judge import Judge
 from .store import KnowledgeBase
 from .embed import Embedder
@@ -24,7 +28,8 @@ from .train import (hot_swap, reference_sft, trajectories_to_sft, train_grpo, gr
 from .llm import HFPolicy
 
 # %% auto #0
-__all__ = ['VARIANTS', 'CoveMethod', 'HarnessOnly', 'ParametricOnly', 'AlwaysBothMethod', 'RandomRouteMethod']
+__all__ = ['VARIANTS', 'FEEDBACK_KEYS', 'KNOWLEDGE_HEAD', 'CoveMethod', 'update_steps', 'fit_knowledge', 'HarnessOnly',
+           'ParametricOnly', 'AlwaysBothMethod', 'RandomRouteMethod']
 
 # %% ../nbs/13_workflow.ipynb #4b6ea052
 VARIANTS = {  # method -> (router, memory on, trigger)
@@ -46,17 +51,14 @@ class CoveMethod(Method):
         self.router_name, self.memory, trig = VARIANTS[self.variant]
         self.adapter_dir = self.out/'adapters'
         self.judge = self._judge()
-        by_router = {'random_route': dict(seed=cfg['run.seed']),
-                     'cove': dict(signals=cfg['router.signals'], reason=cfg['router.reason'])}
-        kw = by_router.get(self.router_name, {})
-        # without a policy (a rerun with nothing left to play) the router only restores its log, for the metrics
-        self.router = (make_router(self.router_name, judge=self.judge, **kw) if self.judge or self.router_name != 'cove'
-                       else Router(None, **kw))
+        self.router = self._router()
         self.trigger = make_trigger(trig, cfg)
         self.kb = self._open_kb() if self.memory else None
         self.kpo = self._kpo() if self.memory else None
         self.applied, self.updates, self.trajectories, self.released, self.pending = {}, [], {}, [], {}
         self.references_seen = []   # train tasks whose reference replay KnowledgePO has observed
+        self.names_seen = {}        # tool name -> canonical operation, over every surface a played task showed
+        self.last_rows = {}         # the rows of the latest update by source (channel, reference) and lines cut
         self.adapter = None
         self.phase_s = Counter()   # this process's seconds per phase (`timed`)
         self.unexplained = []      # (key, decision) of the decisions whose signals `explain` has yet to write
@@ -95,6 +97,31 @@ def _kpo(self:CoveMethod):
         mode=c['retrieval.mode'],
     )
 
+# %% ../nbs/13_workflow.ipynb #3b0c101a
+FEEDBACK_KEYS = ('window', 'harness_share', 'param_share', 'flat_eps', 'min_episodes')   # `router.*` keys
+
+@patch
+def _router(self:CoveMethod):
+    "The variant's router: COVE's feedback router (the LLM judge with `router.judge`), else the ablation's fixed rule."
+    c = self.cfg
+    if self.router_name == 'random_route': return make_router('random_route', seed=c['run.seed'])
+    if self.router_name != 'cove': return make_router(self.router_name)
+    if not c['router.judge']:
+        return make_router('feedback', **{k: c[f'router.{k}'] for k in FEEDBACK_KEYS})
+    kw = dict(signals=c['router.signals'], reason=c['router.reason'])
+    # without a policy (a rerun with nothing left to play) the judge router only restores its log, for the metrics
+    return make_router('cove', judge=self.judge, **kw) if self.judge else Router(None, **kw)
+
+@patch
+@contextlib.contextmanager
+def base_weights(self:CoveMethod):
+    "The policy without its adapter inside the block (the judge scores on the base weights), the adapter back after."
+    active = self.policy.active_adapter if self.policy is not None else None
+    if active: self.policy.set_adapter(None)
+    try: yield
+    finally:
+        if active: self.policy.set_adapter(active)
+
 # %% ../nbs/13_workflow.ipynb #fc8218f6
 @patch
 def state_dict(self:CoveMethod) -> dict:
@@ -103,7 +130,7 @@ def state_dict(self:CoveMethod) -> dict:
     return dict(trigger=self.trigger.state_dict(), router=self.router.state_dict(),
                 kpo=self.kpo.stats.to_dict() if self.kpo else None, updates=self.updates, adapter=self.adapter,
                 trajectories=self.trajectories, applied=self.applied, released=self.released, pending=self.pending,
-                references_seen=self.references_seen)
+                references_seen=self.references_seen, names_seen=self.names_seen)
 
 # %% ../nbs/13_workflow.ipynb #74abed75
 @patch
@@ -125,6 +152,7 @@ def load_state_dict(self:CoveMethod, s:dict):
         f: old(k) for f, k in self.pending.items()
     }
     self.references_seen = s.get('references_seen', [])
+    self.names_seen = s.get('names_seen', {})
     # the latest update's adapter
     if s.get('adapter') and self.policy is not None:
         hot_swap(self.policy, self.adapter_dir / s['adapter'])
@@ -151,11 +179,23 @@ def run_chunk(self:CoveMethod, pairs:list[tuple]):
     env_of = {t.family: e for e, t in pairs}
     for fam, e in env_of.items(): self.run_pending(e, fam)   # an update a kill interrupted
     keys = self.keys.keys([t for _, t in pairs])
-    with self.timed('answer'): results = self.agent(kb=self.kb).run([e for e, _ in pairs], [t for _, t in pairs])  # 2-4
+    agent = self.agent(kb=self.kb, scope=True, remap=self.remap_volatile)   # own family, never itself
+    with self.timed('answer'): results = agent.run([e for e, _ in pairs], [t for _, t in pairs])  # 2-4
     for r, key in zip(results, keys): r.key = key
     self.learn_many([(env_of[r.task.family], r, key) for r, key in zip(results, keys) if key not in self.applied])
     self.keys.commit([t for _, t in pairs])
     return results
+
+# %% ../nbs/13_workflow.ipynb #94c5af69
+@patch
+def remap_volatile(self:CoveMethod, task:Task, entries:list) -> list:
+    "`entries` with each volatile entry's names from an earlier tool surface re-mapped to `task`'s current one."
+    s = surface_of(task)
+    if s is None: return entries
+    self.names_seen.update({n: op for op, n in s.names.items()})
+    mp = {n: s.names[op] for n, op in self.names_seen.items() if op in s.names and s.names[op] != n}
+    remap = lambda e: replace(e, content=rename_names(e.content, mp), names=[mp.get(n, n) for n in e.names])
+    return [remap(e) if e.label == 'volatile' and set(e.names) & set(mp) else e for e in entries]
 
 # %% ../nbs/13_workflow.ipynb #a18c6e55
 @patch
@@ -176,7 +216,8 @@ def learn_from(self:CoveMethod, env, r, key:str) -> bool:
     fired."""
     with self.timed('knowledge'): self.update_knowledge(r)
     retrieved = [self.kb.get(i) for i in r.retrieved if i is not None] if self.kb is not None else []
-    with self.timed('route'): d = self.router.decide(r.task, r.feedback, None, retrieved, defer=True)  # line 10
+    with self.timed('route'), self.base_weights():
+        d = self.router.decide(r.task, r.feedback, None, retrieved, defer=True)                      # line 10
     self.keep_trajectory(r, d.channel)
     ev = self.trigger.observe(r.task.family, r.success, float(r.feedback.score), d.channel)            # line 11
     self.applied[key] = dict(
@@ -206,7 +247,7 @@ def learn_many(self:CoveMethod, todo:list[tuple]):
 @patch
 def explain(self:CoveMethod) -> int:
     "Signals (and reasons) of the decisions routed since the last call, batched, written into `applied`; how many."
-    with self.timed('rationale'): self.router.explain_queued()
+    with self.timed('rationale'), self.base_weights(): self.router.explain_queued()
     for key, d in self.unexplained: self.applied[key].update(signals=d.signals, reason=d.reason)
     n, self.unexplained = len(self.unexplained), []
     return n
@@ -214,22 +255,22 @@ def explain(self:CoveMethod) -> int:
 # %% ../nbs/13_workflow.ipynb #c822d4a9
 @patch
 def keep_trajectory(self:CoveMethod, r, channel:str):
-    """Keep the episode for the next update: a trajectory scoring ≥ `trigger.q_min` (SFT), or any parametric-routed
-    rollout (GRPO)."""
-    # GRPO re-samples from every routed rollout
-    grpo_rollout = self.cfg['train.algo'] == 'grpo' and channel in PARAMETRIC_CHANNELS
-    if r.messages and (r.feedback.score >= self.cfg['trigger.q_min'] or grpo_rollout):
-        self.trajectories.setdefault(r.task.family, []).append(
-            dict(
-                trace=r.messages,
-                score=float(r.feedback.score),
-                task_id=r.task.id,
-                family=r.task.family,
-                surface=r.task.payload.get('surface'),
-                channel=channel,
-                task=r.task.to_dict() if grpo_rollout else None,
-            )
+    """Keep a parametric-routed episode for the next update (Algorithm 1 lines 15–17): a trajectory scoring ≥
+    `trigger.q_min` (SFT), or any rollout (GRPO). A `harness_only` episode feeds memory only."""
+    if channel not in PARAMETRIC_CHANNELS or not r.messages: return
+    grpo = self.cfg['train.algo'] == 'grpo'   # GRPO re-samples from every routed rollout
+    if r.feedback.score < self.cfg['trigger.q_min'] and not grpo: return
+    self.trajectories.setdefault(r.task.family, []).append(
+        dict(
+            trace=r.messages,
+            score=float(r.feedback.score),
+            task_id=r.task.id,
+            family=r.task.family,
+            surface=r.task.payload.get('surface'),
+            channel=channel,
+            task=r.task.to_dict() if grpo else None,
         )
+    )
 
 # %% ../nbs/13_workflow.ipynb #b8b57f3c
 @patch
@@ -237,7 +278,8 @@ def run_pending(self:CoveMethod, env, family:str):
     "Run the update a trigger event asked for (again, if a kill interrupted it), then clear it."
     key = self.pending.get(family)
     if key is None: return
-    self.applied[key]['update'] = self.parametric_update(env, family)
+    cold = self.applied[key].get('trigger') == 'cold_start_failure'   # gold references only at cold start
+    self.applied[key]['update'] = self.parametric_update(env, family, cold)
     del self.pending[family]
     self.save_state()
 
@@ -252,18 +294,17 @@ def extra(self:CoveMethod, res) -> dict:
 
 # %% ../nbs/13_workflow.ipynb #7b0f21fd
 @patch
-def parametric_update(self:CoveMethod, env, family:str) -> str|None:
+def parametric_update(self:CoveMethod, env, family:str, cold:bool=False) -> str|None:
     """Lines 15–30: train, hot-swap, reset the trigger, release memory; returns the adapter name (None when there was no
-    data)."""
+    data). `cold`: a ColdStartFailure event, the only one whose update adds the gold reference solutions."""
     since = [r for r in self.router.log if r['family'] == family][-max(1, self.trigger.state(family).since_update):]
     # routed parametric since the last update (Appendix A)
     n_param = sum(r['channel'] in PARAMETRIC_CHANNELS for r in since)
+    if not self.trajectories.get(family) and not (cold and self.cfg['train.reference_tasks']):
+        return self._skip_update(family, 'no parametric-routed trajectory to train on')
     with self.timed('ab'): pre = self._utility_pre(env, family)
-    with self.timed('train'): res, memory_aware = self._train(env, family, n_param)                      # lines 16-18
-    if res is None:
-        _log.warning(f"trigger fired for {family} but there is no usable training data; update skipped")
-        self.updates.append(dict(family=family, adapter=None, skipped='no usable data', ts=time.time()))
-        return None
+    with self.timed('train'): res, memory_aware = self._train(env, family, n_param, cold)                # lines 16-18
+    if res is None: return self._skip_update(family, 'no usable data')
     self.adapter = Path(res.adapter_path).name
     hot_swap(self.policy, res)  # line 30
     self.trigger.reset_after_update(family)
@@ -275,6 +316,9 @@ def parametric_update(self:CoveMethod, env, family:str) -> str|None:
             adapter=res.adapter_path,
             name=Path(res.adapter_path).name,
             algo=res.method,
+            cold_start=cold,
+            rows=self.last_rows,
+            n_param=n_param,
             train_tokens=res.train_tokens,
             modelled=res.modelled,
             steps=res.steps,
@@ -288,6 +332,13 @@ def parametric_update(self:CoveMethod, env, family:str) -> str|None:
         )
     )
     return Path(res.adapter_path).name
+
+@patch
+def _skip_update(self:CoveMethod, family:str, why:str) -> None:
+    "Record an update the trigger asked for but that had nothing to train on; its windows start anew."
+    _log.info(f"trigger fired for {family} but there is {why}; update skipped")
+    self.trigger.reset_after_update(family)   # else the same condition fires again at the next episode
+    self.updates.append(dict(family=family, adapter=None, skipped=why, ts=time.time()))
 
 # %% ../nbs/13_workflow.ipynb #08858721
 @patch
@@ -328,7 +379,7 @@ def _rename_seed(self:CoveMethod) -> int: return update_seed(self.cfg['run.seed'
 @patch
 def _reference_sft(self:CoveMethod, env, family:str, memory_aware:bool=True):
     """SFT data from the reference solutions of a few train tasks; with KnowledgePO renamed per episode and kept by the
-    anti-recitation reward."""
+    anti-recitation reward. Used at cold start only (`_sft_data`)."""
     c = self.cfg
     if not c['train.reference_tasks']: return None
     ts = env.tasks('train', c['train.reference_tasks'], c['run.seed'])
@@ -352,45 +403,53 @@ def _reference_sft(self:CoveMethod, env, family:str, memory_aware:bool=True):
 
 # %% ../nbs/13_workflow.ipynb #816e42cf
 @patch
-def _sft_data(self:CoveMethod, env, family:str, memory_aware:bool=True):
-    """Successful trajectories of `family` + passing reference solutions of a few train tasks; with KnowledgePO, both
-    renamed per episode."""
+def _sft_data(self:CoveMethod, env, family:str, memory_aware:bool=True, cold:bool=False):
+    """The parametric-routed successful trajectories of `family` (+ the passing reference solutions of a few train tasks
+    at cold start); with KnowledgePO, both renamed per episode. Row counts by source go to `last_rows`."""
     from datasets import concatenate_datasets
-    trajs = [dict(t, trace=self._renamed(i, t)[0]) for i, t in enumerate(self.trajectories.get(family, []))]
-    parts = [
-        trajectories_to_sft(trajs, min_score=self.cfg['trigger.q_min']),
-        self._reference_sft(env, family, memory_aware),
-    ]
-    parts = [p for p in parts if p is not None and len(p)]
+    kept = self.trajectories.get(family, [])
+    trajs = [dict(t, trace=self._renamed(i, t)[0]) for i, t in enumerate(kept)]
+    own = trajectories_to_sft(trajs, min_score=self.cfg['trigger.q_min'])
+    refs = self._reference_sft(env, family, memory_aware) if cold else None
+    self.last_rows = dict(Counter(t['channel'] for t in kept if t['score'] >= self.cfg['trigger.q_min']),
+                          reference=len(refs) if refs is not None else 0)
+    parts = [p for p in (own, refs) if p is not None and len(p)]
     return concatenate_datasets(parts) if parts else None
+
+# %% ../nbs/13_workflow.ipynb #77fea369
+def update_steps(n_rows:int, cfg) -> int:
+    "Optimizer steps of an update on `n_rows` rows: `train.epochs` passes of `train.batch_size`, capped by `train.max_steps`."
+    return min(cfg['train.max_steps'], max(1, math.ceil(cfg['train.epochs'] * n_rows / cfg['train.batch_size'])))
 
 # %% ../nbs/13_workflow.ipynb #9a96b9c4
 @patch
-def _train(self:CoveMethod, env, family:str, n_param:int):
+def _train(self:CoveMethod, env, family:str, n_param:int, cold:bool=False):
     """One LoRA update of `family` (SFT or GRPO by `train.algo`), continuing the current adapter; `(UpdateResult|None,
     memory_aware)`."""
     c = self.cfg
     # an HFPolicy trains a copy of its own weights; a vLLM / OpenAI-served policy holds none here: train the model by name, then hot-swap
     trainee = self.policy if isinstance(self.policy, HFPolicy) else c['model.name']
     kw = dict(n_param=max(1, n_param), init_adapter=self.adapter_dir/self.adapter if self.adapter else None)
-    if c['train.algo'] != 'grpo': return self._train_sft(env, family, trainee, kw)
-    # GRPO on the routed rollouts' turns (+ reference first turns), R = R_task − λ·1[stale name]
-    prompts, reward = self._grpo_data(env, family)
+    if c['train.algo'] != 'grpo': return self._train_sft(env, family, trainee, kw, cold)
+    # GRPO on the routed rollouts' turns (+ reference first turns at cold start), R = R_task − λ·1[stale name]
+    prompts, reward = self._grpo_data(env, family, cold)
     res = train_grpo(trainee, prompts, reward, self.adapter_dir, **grpo_kw(c), **kw)
     _log.info(f"GRPO update of {family}: reward stats {dict(reward.stats)}")
     return res, self.kb is not None
 
 # %% ../nbs/13_workflow.ipynb #8d911261
 @patch
-def _train_sft(self:CoveMethod, env, family:str, trainee, kw:dict):
-    """SFT with the retrieved entries in the prompts, retried without them if no memory-aware example fits
-    `train.max_length`."""
+def _train_sft(self:CoveMethod, env, family:str, trainee, kw:dict, cold:bool=False):
+    """SFT with the retrieved entries in the prompts (cut to fit `train.max_length`), for `update_steps` steps; retried
+    without them if no memory-aware example fits."""
     c = self.cfg
     for memory_aware in ((True, False) if self.kb is not None else (False,)):
-        data = self._sft_data(env, family, memory_aware)
+        data = self._sft_data(env, family, memory_aware, cold)
         if data is None: return None, memory_aware
+        data = self._fit_rows(data) if memory_aware else data
+        skw = sft_kw(c) | {'max_steps': update_steps(len(data), c)}
         try:
-            return train_sft(trainee, data, self.adapter_dir, **sft_kw(c), **kw), memory_aware
+            return train_sft(trainee, data, self.adapter_dir, **skw, **kw), memory_aware
         except ValueError as e:   # every conversation longer than train.max_length
             if 'no SFT examples' not in str(e): raise
             _log.warning(
@@ -398,6 +457,32 @@ def _train_sft(self:CoveMethod, env, family:str, trainee, kw:dict):
                 + ('; retrying without retrieved entries in the prompts' if memory_aware else '')
             )
     return None, False
+
+@patch
+def _fit_rows(self:CoveMethod, data):
+    "`data` with each row's knowledge lines cut to fit `train.max_length` (`fit_knowledge`), the cuts in `last_rows`."
+    from datasets import Dataset
+    if getattr(self.policy, 'tokenizer', None) is None or 'messages' not in data.column_names: return data
+    fitted = [fit_knowledge(m, self.policy.count_tokens, self.cfg['train.max_length']) for m in data['messages']]
+    self.last_rows['knowledge_lines_cut'] = sum(n for _, n in fitted)
+    return Dataset.from_dict({**{k: data[k] for k in data.column_names}, 'messages': [m for m, _ in fitted]})
+
+# %% ../nbs/13_workflow.ipynb #ba413ec6
+KNOWLEDGE_HEAD = 'Relevant knowledge from earlier tasks'   # how `cove.agent.knowledge_block` opens
+
+def fit_knowledge(messages:list[dict], count:Callable, max_length:int) -> tuple[list[dict], int]:
+    "`(messages, lines cut)`: retrieved-knowledge lines cut from the system prompt, last first, until `count` fits."
+    msgs, cut = [dict(m) for m in messages], 0
+    sys = next((m for m in msgs if m['role'] == 'system' and KNOWLEDGE_HEAD in str(m['content'])), None)
+    while sys is not None and count(msgs) > max_length:
+        head, _, block = sys['content'].partition(KNOWLEDGE_HEAD)
+        lines = block.split('\n')   # the rest of the header line, then one line per entry
+        if len(lines) > 2: sys['content'] = head + KNOWLEDGE_HEAD + '\n'.join(lines[:-1])
+        else:
+            sys['content'] = head.rstrip()   # the header goes with its last entry
+            sys = None
+        cut += 1
+    return msgs, cut
 
 # %% ../nbs/13_workflow.ipynb #4410e063
 @patch
@@ -423,12 +508,12 @@ def _rollout_rows(self:CoveMethod, family:str) -> tuple[list, dict, int]:
 
 # %% ../nbs/13_workflow.ipynb #81cd9e2c
 @patch
-def _grpo_data(self:CoveMethod, env, family:str):
+def _grpo_data(self:CoveMethod, env, family:str, cold:bool=False):
     """`(prompts, reward)` for `train_grpo`: every turn of the routed rollouts of `family` + the reference tasks'
     memory-aware first turns."""
     c, seed = self.cfg, self._rename_seed()
     rows, by_id, n_rolls = self._rollout_rows(family)
-    refs = env.tasks('train', c['train.reference_tasks'], c['run.seed']) if c['train.reference_tasks'] else []
+    refs = env.tasks('train', c['train.reference_tasks'], c['run.seed']) if cold and c['train.reference_tasks'] else []
     ref_rows, ref_ids, _ = memory_aware_rows(
         env,
         refs,
@@ -440,12 +525,11 @@ def _grpo_data(self:CoveMethod, env, family:str):
         stats=self.kpo.stats if self.kpo else None,
         tag='reference',
     )
+    self.last_rows = dict(Counter(t.get('channel') for t in self.trajectories.get(family, [])), reference=len(ref_rows))
     rows += ref_rows
     by_id.update(ref_ids)
     lam = c['kpo.lam'] if self.kpo else 0.0
-    _log.info(
-        f"GRPO data for {family}: {len(rows)} prompts from {n_rolls} routed rollouts and {c['train.reference_tasks']} reference tasks"
-    )
+    _log.info(f"GRPO data for {family}: {len(rows)} prompts from {n_rolls} routed rollouts and {len(refs)} reference tasks")
     return prompt_dataset(rows), make_task_reward(env, by_id, penalty_fn=stale_name_penalty(lam))
 
 # %% ../nbs/13_workflow.ipynb #aca08a47
@@ -476,6 +560,27 @@ def release_memory(self:CoveMethod, env, family:str) -> dict:
     # NaN (nothing tested) -> null
     return out | {'baseline': None if base != base else base, 'deltas': {str(k): v for k, v in out['deltas'].items()}}
 
+# %% ../nbs/13_workflow.ipynb #0ff88ee4
+@patch
+def mechanism(self:CoveMethod) -> dict:
+    "Per family: routing shares, rows trained by source, updates, steps, exact and modelled tokens, KB labels, releases."
+    fams = dict.fromkeys([r['family'] for r in self.router.log] + [u['family'] for u in self.updates])
+    out = {}
+    for f in fams:
+        ups = [u for u in self.updates if u['family'] == f and u.get('adapter')]
+        rows = Counter()
+        for u in ups: rows.update(u.get('rows') or {})
+        kb = Counter(e.label for e in self.kb.entries(status='online', family=f)) if self.kb is not None else {}
+        out[f] = dict(
+            shares={c: round(v, 3) for c, v in self.router.shares(f).items()} if f in self.router.shares() else {},
+            rows=dict(rows), updates=len(ups), skipped=sum(u['family'] == f and not u.get('adapter') for u in self.updates),
+            steps=[u['steps'] for u in ups], train_tokens=sum(u['train_tokens'] for u in ups),
+            train_tokens_modelled=sum(u['modelled']['train_tokens'] for u in ups), kb=dict(kb),
+            releases=[dict(n=u['release']['n'], deltas=u['release']['deltas'], internalized=len(u['release']['internalized']))
+                      for u in ups if u.get('release')],
+        )
+    return out
+
 # %% ../nbs/13_workflow.ipynb #c9f9b51a
 @patch
 def metrics(self:CoveMethod) -> dict:
@@ -499,6 +604,8 @@ def metrics(self:CoveMethod) -> dict:
         promoted=self.kpo.stats.promotions if self.kpo else 0,
         kpo=self.kpo.stats.to_dict() if self.kpo else None,
         router_shares=self.router.shares() if self.router.log else {},
+        rows_by_source=dict(sum((Counter(u.get('rows') or {}) for u in done), Counter())),
+        mechanism=self.mechanism(),
         adapter=self.adapter,
         ledger=self.ledger_dict(),
         phase_s={k: round(v, 3) for k, v in self.phase_s.items()},

@@ -124,9 +124,9 @@ def test_promotion_counts_corrections_not_merges(emb):
 
 @pytest.mark.parametrize('seed', [0, 1, 2, 3])
 def test_renamed_episode_is_consistent(emb, seed):
-    task, r = TASKS[4], replay_reference(ENV, TASKS[4])
+    task, src = TASKS[4], TASKS[3]   # the entries come from another task: a task never retrieves its own
     kb = KnowledgeBase(embedder=emb)
-    for c in rule_candidates(task, r): update_kb(kb, labelled(c))
+    for c in rule_candidates(src, replay_reference(ENV, src)): update_kb(kb, labelled(c))
     p = memory_aware_prompt(ENV, task, kb, k=5, rename_seed=seed)
     vol = [e for e in p.entries if e.label == 'volatile'][0]
     stable = [e for e in p.entries if e.label == 'stable'][0]
@@ -179,27 +179,32 @@ def test_release_every_branch(emb):
         return score[entries[0].id] if entries else 0.5
     s = KPOStats()
     out = release(kb, evaluate_fn, ['h1'], threshold=0.25, stats=s, min_tasks=1)
-    assert out['kept'] == [ids['keep']]                             # Δ = 0.5 > threshold
+    assert out['kept'] == [ids['unused'], ids['keep']]              # never A/B-tested: kept; Δ = 0.5 > threshold
     assert out['internalized'] == [ids['intern'], ids['edge']]      # Δ = 0.125, and Δ == threshold (§4.4.2: Δ_post <= threshold)
-    assert out['discarded'] == [ids['neg_pre'], ids['unused']]      # measured non-positive utility; never a success
+    assert out['discarded'] == [ids['neg_pre']]                     # an A/B before training measured no utility
     assert out['protected'] == [ids['vol'], ids['strat']]
     assert seen.count(()) == 1 and len(seen) == 4
     assert kb.get(ids['intern']).status == 'internalized' and kb.get(ids['intern']).delta_post == 0.125
     assert kb.get(ids['vol']).delta_post is None
-    assert dict(s.releases) == {'internalized': 2, 'discarded': 2, 'kept': 1, 'protected': 2, 'untested': 0}
+    assert dict(s.releases) == {'internalized': 2, 'discarded': 1, 'kept': 2, 'protected': 2, 'untested': 0}
     assert out['n'] == 1 and out['untested'] == []
     assert [had_utility(Entry('x y z w', 'memory', 'stable', uses=2, successes=s_, delta_pre=d)) for s_, d in ((0, None), (1, None), (1, 0.0))] == [False, True, False]
     empty = release(KnowledgeBase(embedder=emb), lambda *a: pytest.fail('no entry needs an A/B'), ['h1'])
     assert [empty[k] for k in ('internalized', 'discarded', 'kept', 'protected', 'deltas')] == [[], [], [], [], {}]
 
 
-def test_release_needs_enough_tasks_to_discard(emb):
+def test_release_needs_enough_tasks_to_decide(emb):
+    "Issue 40: an A/B decides on >= 16 paired held-out tasks (release.min_tasks); an entry never A/B-tested is kept."
     kb = KnowledgeBase(embedder=emb)
     i = kb.insert(Entry('a lesson that did not help before training', 'memory', 'stable', uses=1, delta_pre=0.0))
-    assert release(kb, lambda *a: 0.5, ['h1', 'h2'])['kept'] == [i]           # n = 2 < min_tasks = 4: cannot tell
-    assert kb.get(i).status == 'online'
-    assert release(kb, lambda *a: 0.5, ['h1', 'h2', 'h3', 'h4'])['discarded'] == [i]
-    assert kb.get(i).status == 'discarded'
+    j = kb.insert(Entry('a lesson that helped before training', 'memory', 'stable', uses=1, delta_pre=0.5))
+    u = kb.insert(Entry('a lesson used but never tested', 'memory', 'stable', uses=3, successes=0))
+    few = release(kb, lambda *a: pytest.fail('no A/B on 15 tasks'), ['h'] * 15)   # n = 15 < 16: nothing decided
+    assert few['kept'] == [i, j, u] and not few['discarded'] + few['internalized']
+    assert {kb.get(x).status for x in (i, j, u)} == {'online'}
+    out = release(kb, lambda ts, es: 0.5, ['h'] * 16)
+    assert (out['discarded'], out['internalized'], out['kept']) == ([i], [j], [u])   # the untested entry is kept
+    assert [kb.get(x).status for x in (i, j, u)] == ['discarded', 'internalized', 'online']
 
 
 def test_knowledgepo_facade(emb):

@@ -1,0 +1,74 @@
+"Issue 40: Algorithm 1 as the paper writes it. Each rule is pinned by a case that failed on the previous mechanism."
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace as NS
+import numpy as np
+import pytest
+from cove.config import load_config
+from cove.core import Task, Feedback
+from cove.router import FeedbackRouter
+from cove.spec import open_envs
+from cove.store import KnowledgeBase, Entry
+from cove.workflow import CoveMethod, ParametricOnly
+
+CFG = dict(**{'model.name': 'tiny', 'train.reference_tasks': 4})
+
+@pytest.fixture
+def cove(tmp_path): return CoveMethod(load_config(overrides=CFG), tmp_path)
+
+def _episode(family, tid, score=1.0):
+    msgs = [dict(role='user', content=f'task {tid}'), dict(role='assistant', content='Answer: 4')]
+    return NS(messages=msgs, feedback=NS(score=score), task=Task(tid, family, 'test', f'task {tid}'))
+
+def test_harness_routed_episodes_never_train(cove):
+    cove.keep_trajectory(_episode('math', 't1'), 'harness_only')
+    cove.keep_trajectory(_episode('math', 't2'), 'parametric_candidate')
+    cove.keep_trajectory(_episode('math', 't3'), 'hybrid')
+    assert [t['task_id'] for t in cove.trajectories['math']] == ['t2', 't3']
+    env = open_envs(['math'], cove.cfg)['math']
+    data = cove._sft_data(env, 'math', memory_aware=False)
+    assert sorted(data['task_id']) == ['t2', 't3']
+    assert cove.last_rows == {'parametric_candidate': 1, 'hybrid': 1, 'reference': 0}
+
+def test_references_only_at_cold_start(cove):
+    env = open_envs(['math'], cove.cfg)['math']
+    cove.keep_trajectory(_episode('math', 't2'), 'parametric_candidate')
+    assert cove._sft_data(env, 'math', memory_aware=False, cold=False).num_rows == 1
+    data = cove._sft_data(env, 'math', memory_aware=False, cold=True)
+    assert cove.last_rows['reference'] >= 1 and data.num_rows == 1 + cove.last_rows['reference']
+
+def test_update_skipped_without_parametric_data(cove):
+    "A trigger event with nothing routed to the weights trains nothing (and, not cold, adds no references)."
+    cove.keep_trajectory(_episode('math', 't1'), 'harness_only')
+    assert cove.parametric_update(None, 'math', cold=False) is None
+    assert cove.updates[-1]['skipped'] == 'no parametric-routed trajectory to train on'
+
+def test_parametric_only_keeps_every_success(tmp_path):
+    m = ParametricOnly(load_config(overrides=CFG), tmp_path)
+    assert m.router.name == 'fixed_parametric_candidate' and m.kb is None
+
+def test_default_router_reads_feedback(cove):
+    "The CPU default routes from feedback, with no model at all: an adapter cannot move it."
+    assert isinstance(cove.router, FeedbackRouter) and cove.judge is None
+    assert load_config()['router.judge'] is False
+
+def test_no_self_and_no_cross_family_retrieval():
+    kb = KnowledgeBase(dim=2)
+    kb.insert_many([Entry('solved example of train-1', 'memory', 'stable', family='math', source_task='train-1',
+                          embedding=[1, 0]),
+                    Entry('a tableqa lesson', 'memory', 'stable', family='tableqa', source_task='tq-1',
+                          embedding=[1, 0.01])])
+    from cove.agent import HarnessAgent
+    agent = HarnessAgent(NS(), kb=kb, k=3, mode='dense', scope=True)
+    kb.embedder = NS(encode=lambda q: np.array([[1, 0]], np.float32))
+    assert agent.retrieve(Task('train-1', 'math', 'train', 'q')) == []           # its own entry: never
+    assert [e.content for e in agent.retrieve(Task('train-2', 'math', 'train', 'q'))] == ['solved example of train-1']
+    assert agent.retrieve(Task('c-1', 'code', 'test', 'q')) == []                 # code has none of its own
+
+def test_volatile_entries_follow_the_surface(cove):
+    from cove.tasks.surface import Surface, with_surface
+    t = Task('t1', 'tableqa', 'test', 'How many?')
+    old = Entry('Use lookup_v1(row, col) for a cell.', 'skill', 'volatile', names=['lookup_v1'])
+    cove.remap_volatile(with_surface(t, Surface(1, {'lookup': 'lookup_v1'})), [old])
+    new = cove.remap_volatile(with_surface(t, Surface(2, {'lookup': 'cell_at'}), 'renamed'), [old])
+    assert new[0].content == 'Use cell_at(row, col) for a cell.' and new[0].names == ['cell_at']
