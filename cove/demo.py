@@ -14,19 +14,27 @@ from .core import write_json
 from .experiment import (
     play_fresh, markdown_table, comparison_pairs, paired_markdown, PAIRED_NOTE, save_fig, running_success_fig)
 from .stats import paired_rows, episode_records, summarise
+from .knowledgepo import called_names
+from .spec import open_envs
+from .tasks.surface import surface_of
 
 # %% auto #0
-__all__ = ['DEMO_METHODS', 'DEMO_FAMILIES', 'DEMO_EPISODES', 'DEMO_OVERRIDES', 'NO_PAIRS', 'demo_config', 'comparison_rows',
-           'token_reduction', 'success_curves', 'plot_success', 'drift_segments', 'segment_families', 'drift_rows',
-           'run_demo']
+__all__ = ['DEMO_METHODS', 'DEMO_FAMILIES', 'DEMO_EPISODES', 'TRIGGER_DEFAULTS', 'DEMO_OVERRIDES', 'NO_PAIRS', 'demo_trigger',
+           'demo_config', 'comparison_rows', 'token_reduction', 'success_curves', 'plot_success', 'drift_segments',
+           'segment_families', 'stale_calls', 'drift_rows', 'mechanism_rows', 'token_factors', 'run_demo']
 
 # %% ../nbs/19_demo.ipynb #506c2e0f
 DEMO_METHODS = ['base', 'harness_only', 'parametric_only', 'cove']
 DEMO_FAMILIES = ['tableqa', 'multihop', 'math', 'code']
-DEMO_EPISODES = 40   # per family: 64 took about 33 min on the idle AVX512-BF16 CPU (README); scaled to 20 min
-DEMO_OVERRIDES = {'trigger.k': 8, 'trigger.N': 8, 'trigger.w': 8, 'model.batch_size': 16, 'train.max_steps': 8,
-                  'train.reference_tasks': 16,
-                  'release.heldout': 4, 'release.max_entries': 4,
+DEMO_EPISODES = 40   # per family
+TRIGGER_DEFAULTS = {'w': 20, 'N': 64, 'k': 16}   # the trigger's defaults, meant for ~160 episodes per family
+
+def demo_trigger(episodes:int) -> dict:
+    "The trigger's defaults scaled to `episodes` per family (× episodes / 160, each at least 2)."
+    return {f'trigger.{k}': max(2, round(v * episodes / 160)) for k, v in TRIGGER_DEFAULTS.items()}
+
+DEMO_OVERRIDES = {**demo_trigger(DEMO_EPISODES), 'model.batch_size': 16, 'train.max_steps': 16,
+                  'train.reference_tasks': 16, 'release.heldout': 16, 'release.max_entries': 1,
                   'run.drift': 'tableqa@0.5:renamed'}   # the tools change half-way: the paper's premise
 
 # %% ../nbs/19_demo.ipynb #1508f351
@@ -178,12 +186,20 @@ def segment_families(families:list[str], drift) -> list[str]:
     return [g for f in families for g in ([f, f"{f}@{drift.split}"] if drift and f == drift.family else [f])]
 
 # %% ../nbs/19_demo.ipynb #1baf5468
-def drift_rows(recs:dict[str, list[dict]], drift) -> list[dict]:
-    "Per method: success and API-call correctness of the drifted family before and after the drift, with n."
+def stale_calls(rec:dict, old:set) -> int:
+    "Tool calls in an episode's assistant turns to a name in `old` (the drifted family's names before the drift)."
+    turns = [str(m.get('content', '')) for m in rec.get('trace') or [] if m.get('role') == 'assistant']
+    return sum(n in old for t in turns for n in called_names(t))
+
+def drift_rows(recs:dict[str, list[dict]], drift, old_names:set|None=None) -> list[dict]:
+    """Per method: success and API-call correctness of the drifted family before and after the drift, with n, and the
+    calls to a pre-drift name after it (`old_names`: stale-name calls)."""
     rows = []
     for meth, rs in recs.items():
-        seg = {k: summarise([r for r in drift_segments(rs) if r['family_spec'] == f])
-               for k, f in (('before', drift.family), ('after', f"{drift.family}@{drift.split}"))}
+        segs = {k: [r for r in drift_segments(rs) if r['family_spec'] == f]
+                for k, f in (('before', drift.family), ('after', f"{drift.family}@{drift.split}"))}
+        seg = {k: summarise(v) for k, v in segs.items()}
+        stale = [stale_calls(r, old_names) for r in segs['after']] if old_names else []
         rows.append(
             dict(
                 method=meth,
@@ -193,8 +209,52 @@ def drift_rows(recs:dict[str, list[dict]], drift) -> list[dict]:
                     for k, c in (('success', 'success_rate'), ('API-correct', 'api_correct_rate'))
                 },
                 **{f"n {w}": s['n'] for w, s in seg.items()},
+                **({'stale-name calls after': sum(stale), 'episodes with one': sum(x > 0 for x in stale)}
+                   if old_names else {}),
             )
         )
+    return rows
+
+# %% ../nbs/19_demo.ipynb #7985535c
+def _releases(rs:list[dict]) -> str:
+    "`'n=16 Δ +0.062; n=16 Δ 0.000 (1 internalized)'`: each release A/B of a family, or '' without one."
+    fmt = lambda r: ' '.join([f"n={r['n']}", *(f"Δ {d:+.3f}" for d in r['deltas'].values()),
+                              *([f"({r['internalized']} internalized)"] if r['internalized'] else [])])
+    return '; '.join(fmt(r) for r in rs if r['deltas'])
+
+def mechanism_rows(metrics:dict[str, dict], methods:list[str]) -> list[dict]:
+    """Per method and family (methods with a mechanism): routing shares, rows trained by source, updates, steps, exact
+    and modelled tokens, online KB entries by label, release A/Bs."""
+    rows = []
+    for meth in methods:
+        for fam, x in (metrics[meth].get('mechanism') or {}).items():
+            sh, rw, kb = x['shares'], x['rows'], x['kb']
+            rows.append(dict(
+                method=meth, family=fam, **{f'routed {c}': sh.get(c) for c in ('harness_only', 'parametric_candidate', 'hybrid')},
+                **{f'rows {c}': rw.get(c, 0) for c in ('harness_only', 'parametric_candidate', 'hybrid', 'reference')},
+                updates=x['updates'], skipped=x['skipped'], steps=sum(x['steps']), train_tokens=x['train_tokens'],
+                train_tokens_modelled=x['train_tokens_modelled'],
+                kb='/'.join(str(kb.get(l, 0)) for l in ('volatile', 'stable', 'strategic')), releases=_releases(x['releases'])))
+    return rows
+
+# %% ../nbs/19_demo.ipynb #88fa8893
+def token_factors(metrics:dict[str, dict], a:str='cove', b:str='parametric_only') -> str:
+    "The exact token ratio of `a` / `b` as (updates ratio) × (tokens per update ratio), and rows × tokens per row."
+    ma, mb = metrics.get(a, {}), metrics.get(b, {})
+    ua, ub, ta, tb = ma.get('parametric_updates', 0), mb.get('parametric_updates', 0), ma.get('train_tokens', 0), mb.get('train_tokens', 0)
+    ra, rb = (sum(v for k, v in (m.get('rows_by_source') or {}).items() if k != 'knowledge_lines_cut') for m in (ma, mb))
+    if not (ua and ub and ra and rb): return f"{a} / {b} training tokens: {ta} / {tb} (no factors: a method did not train)"
+    return (f"{a} / {b} training tokens {ta / tb:.3f} = updates {ua}/{ub} ({ua / ub:.3f}) × tokens per update "
+            f"({(ta / ua) / (tb / ub):.3f}) = rows {ra}/{rb} ({ra / rb:.3f}) × tokens per row ({(ta / ra) / (tb / rb):.3f})")
+
+def _write_mechanism(out:Path, metrics:dict, methods:list[str]) -> list[dict]:
+    "Append the per-family mechanism table and the token factors to `table.md`; its rows."
+    rows = mechanism_rows(metrics, methods)
+    if not rows: return []
+    head = ("What each method did, per family: routing shares, rows trained by the channel that routed them (gold "
+            "references only at cold start), updates, LoRA steps, training tokens (exact, modelled), online KB "
+            "entries (volatile/stable/strategic) and each release A/B with its n and Δ.")
+    with open(out/'table.md', 'a') as f: f.write(f"\n{head}\n\n{markdown_table(rows)}\n\n{token_factors(metrics)}\n")
     return rows
 
 # %% ../nbs/19_demo.ipynb #d447ac2f
@@ -214,14 +274,21 @@ def _write_paired(out:Path, runs:dict[str, Path], methods:list[str], families:li
     return rows
 
 # %% ../nbs/19_demo.ipynb #ad4fa545
-def _write_drift(out:Path, runs:dict[str, Path], drift) -> list[dict]:
+def _write_drift(out:Path, runs:dict[str, Path], drift, old_names:set|None=None) -> list[dict]:
     "Append the before/after table of the drifted family to `table.md` (nothing without a drift); its rows."
     if drift is None: return []
-    rows = drift_rows({m: episode_records(d) for m, d in runs.items()}, drift)
+    rows = drift_rows({m: episode_records(d) for m, d in runs.items()}, drift, old_names)
     head = (f"Before and after the drift ({drift.family} from {drift.at:g} of its episodes on, under split "
             f"`{drift.split}`): success and API-call correctness, per method.")
     with open(out/'table.md', 'a') as f: f.write(f"\n{head}\n\n{markdown_table(rows)}\n")
     return rows
+
+# %% ../nbs/19_demo.ipynb #8ae7ccf7
+def _pre_drift_names(cfg:Config, drift) -> set|None:
+    "The tool names of the drifted family's surface before the drift (None without a drift or a tool surface)."
+    if drift is None: return None
+    s = surface_of(open_envs([drift.family], cfg)[drift.family].tasks('test', 1, cfg['run.seed'])[0])
+    return set(s.names.values()) if s else None
 
 # %% ../nbs/19_demo.ipynb #fa28d7b2
 def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[str]=DEMO_METHODS,
@@ -240,7 +307,8 @@ def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[
         rows, red = _write_table(cfg, out, metrics, methods, families, episodes)
         drift = parse_drift(cfg['run.drift'])
         paired = _write_paired(out, runs, methods, families, drift)
-        drifted = _write_drift(out, runs, drift)
+        drifted = _write_drift(out, runs, drift, _pre_drift_names(cfg, drift))
+        mechanism = _write_mechanism(out, metrics, methods)
         plot_success(success_curves(runs), out/'success_over_episodes.png')
         summary = dict(
             config=cfg.values,
@@ -251,13 +319,15 @@ def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[
             rows=rows,
             paired=paired,
             drift=drifted,
+            mechanism=mechanism,
             runtime=metrics[methods[0]].get('runtime'),
             token_reduction=red,
             wall_s=time.time() - t0,
             details={
                 m: {
                     k: metrics[m].get(k)
-                    for k in ('trigger_events', 'kb', 'release', 'released', 'promoted', 'router_shares', 'per_family')
+                    for k in ('trigger_events', 'kb', 'release', 'released', 'promoted', 'router_shares', 'per_family',
+                              'rows_by_source', 'mechanism')
                 }
                 for m in methods
             },
