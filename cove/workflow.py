@@ -28,8 +28,9 @@ from .train import (hot_swap, reference_sft, trajectories_to_sft, train_grpo, gr
 from .llm import HFPolicy
 
 # %% auto #0
-__all__ = ['VARIANTS', 'FEEDBACK_KEYS', 'KNOWLEDGE_HEAD', 'CoveMethod', 'update_steps', 'fit_knowledge', 'HarnessOnly',
-           'ParametricOnly', 'AlwaysBothMethod', 'RandomRouteMethod']
+__all__ = ['VARIANTS', 'SWITCHES', 'FEEDBACK_KEYS', 'KNOWLEDGE_HEAD', 'CoveMethod', 'update_steps', 'fit_knowledge',
+           'HarnessOnly', 'ParametricOnly', 'AlwaysBothMethod', 'RandomRouteMethod', 'NoTriggerMethod',
+           'NoAntiRecitationMethod', 'NoReleaseMethod']
 
 # %% ../nbs/13_workflow.ipynb #4b6ea052
 VARIANTS = {  # method -> (router, memory on, trigger)
@@ -38,7 +39,11 @@ VARIANTS = {  # method -> (router, memory on, trigger)
     'parametric_only': ('parametric_only', False, 'cove'), # no KB; every family parametric
     'always_both': ('always_both', True, 'cove'),
     'random_route': ('random_route', True, 'cove'),
+    'cove_no_trigger': ('cove', True, 'fixed_interval'),   # w/o the trigger: an update every 2w episodes, always on
+    'cove_no_antirecitation': ('cove', True, 'cove'),      # w/o anti-recitation (`SWITCHES`)
+    'cove_no_release': ('cove', True, 'cove'),             # w/o memory release (`SWITCHES`)
 }
+SWITCHES = {'cove_no_antirecitation': {'anti_recitation': False}, 'cove_no_release': {'release': False}}
 _log = get_logger('workflow')
 
 # %% ../nbs/13_workflow.ipynb #1bc2afff
@@ -49,6 +54,8 @@ class CoveMethod(Method):
     def __init__(self, cfg, out, policy=None):
         super().__init__(cfg, Path(out), policy)
         self.router_name, self.memory, trig = VARIANTS[self.variant]
+        sw = SWITCHES.get(self.variant, {})
+        self.anti_recitation, self.release_on = sw.get('anti_recitation', True), sw.get('release', True)
         self.adapter_dir = self.out/'adapters'
         self.judge = self._judge()
         self.router = self._router()
@@ -309,7 +316,7 @@ def parametric_update(self:CoveMethod, env, family:str, cold:bool=False) -> str|
     hot_swap(self.policy, res)  # line 30
     self.trigger.reset_after_update(family)
     self.trajectories[family] = []
-    with self.timed('ab'): rel = self.release_memory(env, family) if self.kpo else None                 # lines 19-28
+    with self.timed('ab'): rel = self.release_memory(env, family) if self.kpo and self.release_on else None                 # lines 19-28
     self.updates.append(
         dict(
             family=family,
@@ -347,6 +354,7 @@ def _utility_pre(self:CoveMethod, env, family:str) -> dict|None:
     without KnowledgePO)."""
     if not self.kpo: return None
     self.observe_references(env, family)
+    if not self.release_on: return None   # nothing will be released: no A/B before training either
     tasks, evaluate = self._heldout(env)
     return {
         str(k): v
@@ -393,7 +401,8 @@ def _reference_sft(self:CoveMethod, env, family:str, memory_aware:bool=True):
                 c['retrieval.k'],
                 c['retrieval.mode'],
                 seed=self._rename_seed(),
-                lam=c['kpo.lam'],
+                rename=self.anti_recitation,
+                lam=c['kpo.lam'] if self.anti_recitation else 0.0,
                 q_min=c['trigger.q_min'],
                 stats=self.kpo.stats,
             )
@@ -489,7 +498,7 @@ def fit_knowledge(messages:list[dict], count:Callable, max_length:int) -> tuple[
 def _renamed(self:CoveMethod, i:int, t:dict) -> tuple[list[dict], dict|None]:
     """`(trace, surface)` of collected rollout `i`: with KnowledgePO renamed for the episode
     (`knowledgepo.rename_rollout`), else as played."""
-    if not self.kpo: return t['trace'], t.get('surface')
+    if not (self.kpo and self.anti_recitation): return t['trace'], t.get('surface')
     return rename_rollout(t, self._rename_seed() + RENAME_SEED['rollout'] + i, self.kpo.stats)
 
 # %% ../nbs/13_workflow.ipynb #d0fa585b
@@ -503,7 +512,8 @@ def _rollout_rows(self:CoveMethod, family:str) -> tuple[list, dict, int]:
             f"{family}: {sum(not t.get('task') for t in rolls)} rollouts saved without their task are left out"
         )
     kept = [r for r in rolls if r.get('task')]
-    rows, by_id = rollout_grpo_rows(kept, self._rename_seed() if self.kpo else None, self.kpo.stats if self.kpo else None)
+    seed = self._rename_seed() if self.kpo and self.anti_recitation else None
+    rows, by_id = rollout_grpo_rows(kept, seed, self.kpo.stats if self.kpo else None)
     return rows, by_id, len(rolls)
 
 # %% ../nbs/13_workflow.ipynb #81cd9e2c
@@ -521,14 +531,14 @@ def _grpo_data(self:CoveMethod, env, family:str, cold:bool=False):
         c['retrieval.k'],
         c['retrieval.mode'],
         seed,
-        rename=bool(self.kpo),
+        rename=bool(self.kpo) and self.anti_recitation,
         stats=self.kpo.stats if self.kpo else None,
         tag='reference',
     )
     self.last_rows = dict(Counter(t.get('channel') for t in self.trajectories.get(family, [])), reference=len(ref_rows))
     rows += ref_rows
     by_id.update(ref_ids)
-    lam = c['kpo.lam'] if self.kpo else 0.0
+    lam = c['kpo.lam'] if self.kpo and self.anti_recitation else 0.0
     _log.info(f"GRPO data for {family}: {len(rows)} prompts from {n_rolls} routed rollouts and {len(refs)} reference tasks")
     return prompt_dataset(rows), make_task_reward(env, by_id, penalty_fn=stale_name_penalty(lam))
 
@@ -631,3 +641,18 @@ class AlwaysBothMethod(CoveMethod):
 class RandomRouteMethod(CoveMethod):
     "Ablation Random-Route (p = 0.5)."
     variant = 'random_route'
+
+@register_method('cove_no_trigger')
+class NoTriggerMethod(CoveMethod):
+    "COVE without the stage-aware trigger: an update every 2w episodes of a parametric-routed family."
+    variant = 'cove_no_trigger'
+
+@register_method('cove_no_antirecitation')
+class NoAntiRecitationMethod(CoveMethod):
+    "COVE without anti-recitation: volatile names never renamed before training, λ = 0."
+    variant = 'cove_no_antirecitation'
+
+@register_method('cove_no_release')
+class NoReleaseMethod(CoveMethod):
+    "COVE without memory release: no A/B, every entry stays online after training."
+    variant = 'cove_no_release'

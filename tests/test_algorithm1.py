@@ -72,3 +72,16 @@ def test_volatile_entries_follow_the_surface(cove):
     cove.remap_volatile(with_surface(t, Surface(1, {'lookup': 'lookup_v1'})), [old])
     new = cove.remap_volatile(with_surface(t, Surface(2, {'lookup': 'cell_at'}), 'renamed'), [old])
     assert new[0].content == 'Use cell_at(row, col) for a cell.' and new[0].names == ['cell_at']
+
+def test_cove_ablations_switch_one_thing_each(tmp_path):
+    from cove.method import METHODS
+    from cove.trigger import FixedInterval
+    cfg = load_config(overrides=CFG)
+    for m in ('cove_no_trigger', 'cove_no_antirecitation', 'cove_no_release'): (tmp_path/m).mkdir()
+    nt, nar, nr = (METHODS[m](cfg, tmp_path/m) for m in ('cove_no_trigger', 'cove_no_antirecitation', 'cove_no_release'))
+    assert isinstance(nt.trigger, FixedInterval) and isinstance(nt.router, FeedbackRouter)
+    assert (nar.anti_recitation, nar.release_on, nr.anti_recitation, nr.release_on) == (False, True, True, False)
+    played = dict(trace=[dict(role='assistant', content='Action: count("team", "Hawks")')],
+                  surface=dict(version=1, names={'count': 'count'}))
+    assert nar._renamed(0, played) == (played['trace'], played['surface'])     # as played: no renaming
+    assert nr._utility_pre(open_envs(['math'], cfg)['math'], 'math') is None    # no A/B before training either
