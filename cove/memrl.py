@@ -19,10 +19,10 @@ from .store import SqliteStore, backup_db, open_sqlite
 from .embed import Embedder
 
 # %% auto #0
-__all__ = ['NORMS', 'INTENTS', 'SUMMARY_INSTRUCTION', 'FUNCTION_WORDS', 'PARAMS', 'ADDED', 'zscore', 'phase_a', 'q_hat',
-           'sim_hat', 'phase_b_scores', 'phase_b', 'two_phase', 'reward', 'mc_update', 'td_update', 'epoch_metrics',
-           'MemoryBank', 'summary_messages', 'usable_summary', 'trace_digest', 'memory_source', 'memrl_params',
-           'memories_digest', 'MemRL', 'learns_from']
+__all__ = ['NORMS', 'INTENTS', 'SUMMARY_INSTRUCTION', 'FUNCTION_WORDS', 'PARAMS', 'ADDED', 'ADDED_LATER', 'WRITEBACKS',
+           'AUTHORS_CONFIGS', 'zscore', 'phase_a', 'q_hat', 'sim_hat', 'phase_b_scores', 'phase_b', 'two_phase',
+           'reward', 'mc_update', 'td_update', 'epoch_metrics', 'MemoryBank', 'summary_messages', 'usable_summary',
+           'trace_digest', 'memory_source', 'memrl_params', 'memories_digest', 'MemRL', 'learns_from']
 
 # %% ../nbs/14_memrl.ipynb #b523b0aa
 declare_key('memrl.delta', float, 0.5, 'MemRL Phase A similarity threshold δ (public code)', range=(-1, None))
@@ -111,9 +111,9 @@ def two_phase(sims, qs, delta:float, k1:int, k2:int, lam:float, **kwargs) -> tup
     return pool, pool[b['selected']], b['scores']
 
 # %% ../nbs/14_memrl.ipynb #8f3dd0ee
-def reward(success:bool) -> float:
-    "MemRL's reward: +1 for a successful episode, -1 otherwise."
-    return 1.0 if success else -1.0
+def reward(success:bool, r_success:float=1.0, r_failure:float=-1.0) -> float:
+    "MemRL's reward: `r_success` (+1) for a successful episode, `r_failure` (-1) otherwise (`memrl.reward_*`)."
+    return float(r_success) if success else float(r_failure)
 
 def mc_update(q:float, r:float, alpha:float) -> float:
     "Monte-Carlo utility update `Q + α(r − Q)` (MemRL Eq. 4)."
@@ -181,10 +181,22 @@ def migrate(self:MemoryBank):
         self.conn.execute('ALTER TABLE meta RENAME COLUMN k TO key')
         self.conn.execute('ALTER TABLE meta RENAME COLUMN v TO value')
 
+# %% ../nbs/14_memrl.ipynb #7ba4e3f6
+@patch
+def _nearest_intent(self:MemoryBank, v, before:int|None=None) -> tuple[int|None, float]:
+    "`(intent id, cosine)` of the stored intent nearest `v`, among those of id ≤ `before` if given; `(None, -inf)`."
+    n = 1
+    if before is not None:   # the intents opened since `before` may be nearer: look past them
+        n += self.conn.execute('SELECT COUNT(*) FROM memories WHERE intent_id = id AND id > ?', (before,)).fetchone()[0]
+    gid, s = self.dense(INTENTS, self.dim).search(v, n)
+    hits = [(int(g), float(x)) for g, x in zip(gid, s) if g >= 0 and (before is None or g <= before)]
+    return hits[0] if hits else (None, float('-inf'))
+
 # %% ../nbs/14_memrl.ipynb #ca09f459
 @patch
 def insert(self:MemoryBank, intent:str, experience:str, q:float, emb,
            merge_sim:float|None=None, # join the most similar stored intent if its cosine is ≥ this (None: a new intent)
+           before:int|None=None, # join only an intent opened by a memory of id ≤ this (a batched write-back)
            **fields) -> int:
     """Add a triplet `(z, e, Q)` with its intent embedding, under a near-duplicate stored intent or a new one; returns
     its id."""
@@ -192,8 +204,8 @@ def insert(self:MemoryBank, intent:str, experience:str, q:float, emb,
     if v.shape[0] != self.dim: raise ValueError(f"intent embedding has {v.shape[0]} dims, the bank {self.dim}")
     group = None
     if merge_sim is not None:
-        gid, s = self.dense(INTENTS, self.dim).search(v, 1)
-        if len(gid) and s[0] >= merge_sim: group = int(gid[0])
+        gid, s = self._nearest_intent(v, before)
+        if gid is not None and s >= merge_sim: group = gid
     cols = dict(
         intent=intent,
         experience=experience,
@@ -338,8 +350,10 @@ def trace_digest(res) -> str:
 # %% ../nbs/14_memrl.ipynb #603de5f9
 _log = get_logger('memrl')
 PARAMS = ('delta', 'k1', 'k2', 'lam', 'alpha', 'q_init', 'update', 'gamma', 'merge_sim',
-          'norm', 'sim_stats', 'q_min', 'epsilon')
+          'norm', 'sim_stats', 'q_min', 'epsilon', 'reward_success', 'reward_failure', 'writeback', 'batch')
 ADDED = dict(norm='paper', sim_stats=None, q_min=None, epsilon=0.0)   # what a bank saved before these keys ran
+# the keys of issue 45, for a bank saved before them: rewards ±1, one episode's write-back at a time
+ADDED_LATER = dict(reward_success=1.0, reward_failure=-1.0, writeback='episode', batch=0)
 
 def memory_source(cfg) -> Path|None:
     "The source memory of a frozen (transfer) run: `memrl.source` (also `$COVE_MEMRL_SOURCE`, through `load_config`)."
@@ -368,6 +382,32 @@ def _numbers(key:str, s:str, n:int) -> list[float]|None:
     if len(xs) != n or not all(np.isfinite(xs)):
         raise ValueError(f"{key}={s!r}: expected {'a number' if n == 1 else f'{n} numbers MEAN,STD'}, or '' for none")
     return xs
+
+# %% ../nbs/14_memrl.ipynb #4bd72931
+WRITEBACKS = ('episode', 'batch')
+declare_key('memrl.reward_success', float, 1.0, 'MemRL reward of a successful episode, any number (the paper: +1)',
+            range=(None, None))
+declare_key('memrl.reward_failure', float, -1.0, "MemRL reward of a failed episode, any number (the paper: -1; "
+            "the authors' LifelongAgentBench config: 0)", range=(None, None))
+declare_key('memrl.writeback', str, 'episode', "MemRL write-back, episode|batch: episode = each episode's Q "
+            "update and memory before the next is learnt; batch = the authors' flush: memrl.batch tasks played on "
+            "the memory before them, their memories merged only into intents that existed before them",
+            choices=WRITEBACKS)
+declare_key('memrl.batch', int, 0, "MemRL tasks per write-back flush with memrl.writeback=batch, >= 0 (the authors: "
+            "BigCodeBench 25, ALFWorld 32, LLB 5); 0 = each batch the run plays (model.batch_size)", range=(0, None))
+
+# %% ../nbs/14_memrl.ipynb #36385f68
+AUTHORS_CONFIGS = {   # MemRL 7c3beba: configs/rl_bcb_config.yaml, rl_alf_config.yaml, rl_llb_config.yaml
+    'bcb': {'memrl.norm': 'authors', 'memrl.sim_stats': '0.31,0.10', 'memrl.q_min': '-0.8', 'memrl.epsilon': 0.1,
+            'memrl.delta': 0.5, 'memrl.k1': 5, 'memrl.k2': 5, 'memrl.merge_sim': 0.9, 'memrl.q_init': 0.0,
+            'memrl.reward_success': 1.0, 'memrl.reward_failure': -1.0, 'memrl.writeback': 'batch', 'memrl.batch': 25},
+    'alfworld': {'memrl.norm': 'authors', 'memrl.sim_stats': '0.5187,0.1203', 'memrl.q_min': '-10',
+                 'memrl.epsilon': 0.0, 'memrl.delta': 0.5, 'memrl.k1': 5, 'memrl.k2': 3, 'memrl.merge_sim': 0.9,
+                 'memrl.q_init': 0.0, 'memrl.reward_success': 1.0, 'memrl.reward_failure': -1.0,
+                 'memrl.writeback': 'batch', 'memrl.batch': 32},
+    'llb': {'memrl.norm': 'authors', 'memrl.sim_stats': '0.39,0.14', 'memrl.q_min': '-0.8', 'memrl.epsilon': 0.01,
+            'memrl.delta': 0.5, 'memrl.k1': 10, 'memrl.k2': 5, 'memrl.merge_sim': 0.99, 'memrl.q_init': 0.5,
+            'memrl.reward_success': 1.0, 'memrl.reward_failure': 0.0, 'memrl.writeback': 'batch', 'memrl.batch': 5}}
 
 # %% ../nbs/14_memrl.ipynb #d0973d16
 def memrl_params(cfg) -> dict:
@@ -420,8 +460,8 @@ def _check_params(self:MemRL):
     old = self.bank.meta('params')
     if old is None:
         with self.bank.transaction(): self.bank.set_meta('params', self.p)
-    elif ADDED | old != self.p:   # a bank saved before these keys: no filter, no exploration, the paper's normalisation
-        raise ValueError(f"{self.mem_path} was built with memrl settings {ADDED | old}, not {self.p}; "
+    elif ADDED | ADDED_LATER | old != self.p:   # a bank saved before these keys: their defaults
+        raise ValueError(f"{self.mem_path} was built with memrl settings {ADDED | ADDED_LATER | old}, not {self.p}; "
                          "use another --out")
 
 # %% ../nbs/14_memrl.ipynb #c5a2ada3
@@ -462,12 +502,18 @@ def _unique_parts(tasks:list) -> list[list]:
         cur.append(t)
     return parts + [cur] if cur else parts
 
+# %% ../nbs/14_memrl.ipynb #9587c8e5
+def _flushes(tasks:list, n:int) -> list[list]:
+    "`tasks` in consecutive flushes of `n` (`memrl.batch`; 0: all of them in one)."
+    return [tasks[i:i + n] for i in range(0, len(tasks), n)] if n > 0 else [tasks]
+
 # %% ../nbs/14_memrl.ipynb #6dfbe638
 @patch
 def run_batch(self:MemRL, env, tasks):
     "Two-Phase Retrieval, play, summarise and learn, for tasks of one family."
     if self.policy is None: raise ValueError("method 'memrl' needs a policy to play episodes")
-    return [r for part in _unique_parts(tasks) for r in self._play(env, part)]
+    n = self.p['batch'] if self.p['writeback'] == 'batch' else 0
+    return [r for part in _unique_parts(tasks) for fl in _flushes(part, n) for r in self._play(env, fl)]
 
 # %% ../nbs/14_memrl.ipynb #4b457eb6
 @patch
@@ -494,10 +540,13 @@ def _play(self:MemRL, env, tasks):
     results = self.agent().run(env, tasks, entries=entries)
     learn = [i for i, r in enumerate(results) if not self.freeze and done[i] is None and learns_from(r.feedback)]
     summ = self._summarise([results[i] for i in learn])
+    summ = {i: summ.get(k) for k, i in enumerate(learn)}
+    learnt = self._learn_all(keys, results, plans, qv, [i for i, d in enumerate(done) if not self.freeze and d is None],
+                             summ)
     for i, r in enumerate(results):
         if self.freeze:info = dict(retrieval=plans[i], frozen=True)
         elif done[i] is not None:info = dict(done[i], replayed=True)
-        else: info = self._learn(keys[i], r, plans[i], qv[i], summ.get(learn.index(i)) if i in learn else None)
+        else: info = learnt[i]
         r.extra['memrl'] = info   # read by `extra`
     return results
 
@@ -555,9 +604,11 @@ def _update_td(self:MemRL, key:str, plan:dict, rew:float, info:dict):
 
 # %% ../nbs/14_memrl.ipynb #822faec3
 @patch
-def _learn(self:MemRL, key:str, r, plan:dict, qvec, summ) -> dict:
-    "Q update of the injected memories, write-back of the trajectory, and the `applied` row — one transaction."
-    p, rew = self.p, reward(r.success)
+def _apply(self:MemRL, key:str, r, plan:dict, qvec, summ, before:int|None=None) -> dict:
+    """Q update of the injected memories, write-back of the trajectory (merged into an intent of id ≤ `before` only,
+    if given), and the `applied` row, in the caller's transaction."""
+    p = self.p
+    rew = reward(r.success, p['reward_success'], p['reward_failure'])
     text, raw, spt, sct = summ if summ else (None, None, 0, 0)
     exp = f"[{'success' if r.success else 'failure'}] " + (text if text is not None else trace_digest(r))
     info = dict(
@@ -565,24 +616,40 @@ def _learn(self:MemRL, key:str, r, plan:dict, qvec, summ) -> dict:
     )
     if text is None: info['summary_rejected'] = None if raw is None else raw[:300]   # kept for auditing the fallback
     if not learns_from(r.feedback): info = dict(key=key, retrieval=plan, skipped='error')
-    with self.bank.transaction():
-        if 'skipped' not in info:
-            if p['update'] == 'mc':info['q_updates'] = self._update_mc(plan, rew)
-            else: self._update_td(key, plan, rew, info)
-            info['new_memory'] = self.bank.insert(
-                r.task.query,
-                exp,
-                p['q_init'],
-                qvec,
-                merge_sim=p['merge_sim'],
-                family=r.task.family,
-                task_id=r.task.id,
-                success=int(r.success),
-                summary_ok=int(text is not None),
-                created_by=key,
-            )
-        self.bank.mark_applied(key, info)
+    if 'skipped' not in info:
+        if p['update'] == 'mc':info['q_updates'] = self._update_mc(plan, rew)
+        else: self._update_td(key, plan, rew, info)
+        info['new_memory'] = self.bank.insert(
+            r.task.query,
+            exp,
+            p['q_init'],
+            qvec,
+            merge_sim=p['merge_sim'],
+            before=before,
+            family=r.task.family,
+            task_id=r.task.id,
+            success=int(r.success),
+            summary_ok=int(text is not None),
+            created_by=key,
+        )
+        if before is not None: info['merged_before'] = before
+    self.bank.mark_applied(key, info)
     return info
+
+# %% ../nbs/14_memrl.ipynb #bee8ad6f
+@patch
+def _learn(self:MemRL, key:str, r, plan:dict, qvec, summ) -> dict:
+    "One episode's `_apply` (Q update, write-back, `applied` row) as one transaction."
+    with self.bank.transaction(): return self._apply(key, r, plan, qvec, summ)
+
+@patch
+def _learn_all(self:MemRL, keys:list, results:list, plans:list, qv, todo:list[int], summ:dict) -> dict[int, dict]:
+    "`{position: info}` for the episodes `todo` of a played flush, learnt as `memrl.writeback` says."
+    args = lambda i: (keys[i], results[i], plans[i], qv[i], summ.get(i))
+    if self.p['writeback'] == 'episode': return {i: self._learn(*args(i)) for i in todo}
+    with self.bank.transaction():   # the authors' flush: all or nothing, merged against the memory before it
+        before = self.bank.conn.execute('SELECT COALESCE(MAX(id), 0) FROM memories').fetchone()[0]
+        return {i: self._apply(*args(i), before) for i in todo}
 
 # %% ../nbs/14_memrl.ipynb #dd78b4df
 @patch

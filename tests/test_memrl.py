@@ -199,3 +199,73 @@ def test_bank_retrieve_is_phase_b(tmp_path):
         r = bank.retrieve(qv, 0.0, 12, 4, 0.5, **kw)
         b = phase_b(r['sims'], r['q'], 0.5, 4, **kw)
         assert len(r['pool']) == 12 and r['selected'] == [r['pool'][i] for i in b['selected']]
+
+
+# --- the authors' settings as keys (issue 45) ---------------------------------------------------------------------
+
+def test_reward_keys_llb_hand_computed():
+    "LLB: Q_init 0.5, failure reward 0: failures take 0.5 to 0.35 to 0.245, a success 0.35 to 0.545; defaults ±1."
+    assert reward(False, 1.0, 0.0) == 0.0 and reward(True) == 1.0 and reward(False) == -1.0
+    q = mc_update(0.5, reward(False, 1.0, 0.0), 0.3)
+    assert q == pytest.approx(0.35) and mc_update(q, reward(False, 1.0, 0.0), 0.3) == pytest.approx(0.245)
+    assert mc_update(q, reward(True, 1.0, 0.0), 0.3) == pytest.approx(0.545)
+
+def test_authors_configs_on_a_hand_computed_pool():
+    "Each per-benchmark config, through `memrl_params`, injects what its statistics, q_min and k2 give by hand."
+    from cove.config import load_config
+    from cove.memrl import AUTHORS_CONFIGS, memrl_params
+    s, q = [0.80, 0.70, 0.60, 0.45], [-0.9, 0.2, 0.8, 1.0]
+    want = {'bcb': [1, 2], 'alfworld': [2, 1, 0], 'llb': [2, 1]}
+    for name, sel in want.items():
+        p = memrl_params(load_config(overrides=AUTHORS_CONFIGS[name]))
+        got = two_phase(s, q, p['delta'], p['k1'], p['k2'], p['lam'], norm=p['norm'], sim_stats=p['sim_stats'],
+                        q_min=p['q_min'])[1]
+        assert got.tolist() == sel, name
+    bcb = memrl_params(load_config(overrides=AUTHORS_CONFIGS['bcb']))
+    assert (bcb['norm'], bcb['sim_stats'], bcb['batch']) == ('authors', [0.31, 0.1], 25)
+
+def test_bank_merges_against_the_memory_before_the_batch(tmp_path):
+    "`before`: a memory joins only an intent that existed before its batch (the authors' add_memories)."
+    from cove.memrl import MemoryBank
+    u = lambda *x: np.array(x) / np.linalg.norm(x)
+    def intents(before):
+        b = MemoryBank(tmp_path/f'm{before}.sqlite', dim=3)
+        with b.transaction():
+            ids = [b.insert('x', 'e', 0.0, u(1, 0, 0), merge_sim=0.9)]
+            ids += [b.insert(i, 'e', 0.0, v, merge_sim=0.9, before=before)
+                    for i, v in [('y', u(0, 1, 0)), ('y again', u(0, 1, 0)), ('x again', u(1, 0.05, 0))]]
+        return [m['intent_id'] for m in b.get(ids)]
+    assert intents(None) == [1, 2, 2, 1] and intents(1) == [1, 2, 3, 1]
+
+def _batched_run(tmp_path, writeback):
+    from cove.config import load_config
+    from cove.llm import HFPolicy
+    from cove.memrl import MemRL
+    from cove.spec import open_envs
+    cfg = load_config(overrides={'model.name': 'tiny', 'model.max_new_tokens': 8, 'memrl.merge_sim': -1.0,
+                                 'memrl.delta': -1.0, 'memrl.writeback': writeback, 'memrl.batch': 2,
+                                 'memrl.q_init': 0.5, 'memrl.reward_failure': 0.0})
+    env = open_envs(['math'], cfg)['math']
+    (tmp_path/writeback).mkdir()
+    m = MemRL(cfg, tmp_path/writeback, HFPolicy.load('tiny'))
+    res = m.run_batch(env, env.tasks('test', 4, 0))
+    return m, res
+
+def test_writeback_batch_end_to_end(tmp_path):
+    """`memrl.writeback=batch`, `memrl.batch=2`, every cosine merging (merge_sim −1): the first flush opens two
+    intents (nothing existed before it), the second joins them; one at a time, everything joins memory 1's intent.
+    The Q of the memories the second flush injected follows the rewards of `memrl.reward_*` (failure 0) from 0.5."""
+    from cove.memrl import mc_update, reward
+    m, res = _batched_run(tmp_path, 'batch')
+    intents = [r['intent_id'] for r in m.bank.conn.execute('SELECT intent_id FROM memories ORDER BY id')]
+    assert intents[:2] == [1, 2] and set(intents[2:]) <= {1, 2}
+    infos = [r.extra['memrl'] for r in res]
+    assert [i.get('merged_before') for i in infos] == [0, 0, 2, 2]
+    assert infos[0]['retrieval']['pool'] == [] and sorted(infos[2]['retrieval']['pool']) == [1, 2]
+    q = {1: 0.5, 2: 0.5}
+    for i in infos[2:]:
+        for mid in i['retrieval']['selected']: q[mid] = mc_update(q[mid], i['reward'], 0.3)
+        assert i['reward'] == reward(res[infos.index(i)].success, 1.0, 0.0)
+    assert m.bank.q_of([1, 2]) == pytest.approx(q)
+    m1, _ = _batched_run(tmp_path, 'episode')
+    assert [r[0] for r in m1.bank.conn.execute('SELECT intent_id FROM memories ORDER BY id')] == [1, 1, 1, 1]
