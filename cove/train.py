@@ -24,7 +24,8 @@ __all__ = ['SFT_COLUMNS', 'LORA_TARGETS', 'ADAPTER_PREFIX', 'SFT_LOSSES', 'SFT_T
            'trajectories_to_sft', 'reference_sft', 'assistant_spans', 'tokenize_chat', 'sft_dataset', 'UpdateResult',
            'lora_config', 'top_layers', 'trainable_copy', 'next_adapter_name', 'selected_token_loss', 'sft_trainer',
            'train_sft', 'hot_swap', 'prompt_dataset', 'grpo_prompts', 'turn_prompts', 'task_score', 'reward_function',
-           'make_task_reward', 'train_grpo', 'env_rollout', 'sft_kw', 'grpo_kw', 'vllm_kw', 'bench_train', 'main']
+           'make_task_reward', 'served_rollout', 'train_grpo', 'env_rollout', 'sft_kw', 'grpo_kw', 'vllm_kw',
+           'bench_train', 'main']
 
 # %% ../nbs/07_train.ipynb #d45ef128
 SFT_COLUMNS = ('messages', 'task_id', 'family', 'score')
@@ -184,9 +185,14 @@ def trainable_copy(policy_or_model_name, dtype:str|torch.dtype='float32'):
     untouched)."""
     if isinstance(policy_or_model_name, str): return load_model(policy_or_model_name, dtype=dtype)
     if not isinstance(policy_or_model_name, HFPolicy):
+        # a served policy (vLLM, an OpenAI-compatible server) holds no weights here: its model, loaded by name, trains;
+        # `hot_swap` then loads the adapter into the server
+        name = getattr(policy_or_model_name, 'name', None)
+        with contextlib.suppress(FileNotFoundError):
+            if isinstance(name, str): return load_model(name, dtype=dtype)
         raise TypeError(
-            f"cannot train a {type(policy_or_model_name).__name__}: pass an HFPolicy or the model name (vLLM and "
-            "OpenAI-compatible servers hold no trainable weights here; train by name, then load the adapter)"
+            f"cannot train a {type(policy_or_model_name).__name__}: pass an HFPolicy or the model name (its model "
+            f"{name!r} does not load here; train by name, then load the adapter)"
         )
     from peft import PeftModel
     m = copy.deepcopy(policy_or_model_name.model)
@@ -410,7 +416,8 @@ def train_sft(policy_or_model_name, dataset, out_dir,
 
 # %% ../nbs/07_train.ipynb #c86a8d41
 def hot_swap(policy:Policy, update:UpdateResult|str|Path, name:str|None=None) -> str:
-    "Load an update's adapter into `policy` and activate it; returns the adapter name."
+    """Load an update's adapter into `policy` and activate it (a served policy: into its server, addressed by the name
+    returned)."""
     path = Path(update.adapter_path if isinstance(update, UpdateResult) else update)
     name = policy.load_adapter(path, name or path.name)
     policy.set_adapter(name)
@@ -513,6 +520,41 @@ def make_task_reward(env, tasks, # the `Task`s the prompts refer to (a list, or 
         return rt - pen, dict(r_task=rt, penalty=pen)
     return reward_function(score, 'task_reward', check)
 
+# %% ../nbs/07_train.ipynb #f1f26668
+def _served(policy) -> bool:
+    "Whether `policy` generates on a server that loads LoRA adapters by name (`OpenAIPolicy`)."
+    return isinstance(policy, Policy) and hasattr(policy, '_post') and hasattr(policy, 'unload_adapter')
+
+def served_rollout(policy, # an `OpenAIPolicy` on a vLLM server with runtime LoRA (`cove serve`)
+                   stop:list[str]|None=None):
+    """A TRL `rollout_func` whose completions vLLM generates: the trainer's LoRA is loaded into the server by name at each
+    new step (on-policy), and `close()` unloads it. The policy's own active adapter is left as it was."""
+    import tempfile
+    tmp, st = Path(tempfile.mkdtemp(prefix='cove-grpo-sync-')), dict(step=None, name=None)
+    def sync(trainer):
+        if st['step'] == trainer.state.global_step: return
+        path = tmp/f'step-{trainer.state.global_step:05d}'
+        trainer.accelerator.unwrap_model(trainer.model).save_pretrained(str(path))
+        old, st['step'] = st['name'], trainer.state.global_step
+        st['name'] = policy.load_adapter(path, f'{tmp.name}-{path.name}')   # a fresh name per step
+        if old: policy.unload_adapter(old)
+    def rollout(prompts, trainer) -> dict:
+        tok, a = trainer.processing_class, trainer.args
+        sync(trainer)
+        msgs = [[dict(role=m['role'], content=m['content']) for m in p] for p in prompts]
+        pids = [tok(render_chat(tok, m), add_special_tokens=False)['input_ids'] for m in msgs]
+        body = dict(model=st['name'], prompt=pids, max_tokens=a.max_completion_length, temperature=a.temperature,
+                    top_p=a.top_p, return_token_ids=True, **({'stop': stop} if stop else {}))
+        r = policy._post('/v1/completions', body)
+        comp = [ch['token_ids'] for ch in sorted(r['choices'], key=lambda c: c['index'])]
+        policy.ledger.add('generate', sum(map(len, pids)), sum(map(len, comp)), calls=len(pids))
+        return dict(prompt_ids=pids, completion_ids=comp, logprobs=None)
+    def close():
+        if st['name']: policy.unload_adapter(st['name'])
+        shutil.rmtree(tmp, ignore_errors=True)
+    rollout.close = close
+    return rollout
+
 # %% ../nbs/07_train.ipynb #11710603
 def train_grpo(policy_or_model_name, # an `HFPolicy`, or a model name for `load_model`
                prompts_dataset, # `prompt` (messages) + `task_id` rows (`grpo_prompts`, `turn_prompts`)
@@ -534,6 +576,8 @@ def train_grpo(policy_or_model_name, # an `HFPolicy`, or a model name for `load_
     from trl import GRPOConfig, GRPOTrainer
     if len(prompts_dataset) == 0: raise ValueError("no GRPO prompts: the dataset is empty")
     final = _adapter_path(out_dir, name)
+    if rollout_func is None and _served(policy_or_model_name):   # completions from its vLLM server
+        rollout_func = served_rollout(policy_or_model_name)
     config = _vllm_usable(config, rollout_func)
     model, tok = trainable_copy(policy_or_model_name, dtype or _default_dtype(use_cpu, bf16))
     tok.padding_side = 'left'
@@ -569,7 +613,10 @@ def train_grpo(policy_or_model_name, # an `HFPolicy`, or a model name for `load_
             ),
             rollout_func=rollout_func,
         )
-        res = _run(trainer, final, 'grpo', len(prompts_dataset), n_param, progress, token_factor=args.num_iterations)
+        try:
+            res = _run(trainer, final, 'grpo', len(prompts_dataset), n_param, progress, token_factor=args.num_iterations)
+        finally:
+            if hasattr(rollout_func, 'close'): rollout_func.close()   # a served rollout's synced adapter
     if isinstance(policy_or_model_name, Policy):
         policy_or_model_name.ledger.add('train_grpo', train_tokens=res.train_tokens)
     return res
