@@ -23,7 +23,7 @@ from .train import (hot_swap, env_rollout, prompt_dataset, reward_function, trai
                         trajectories_to_sft, sft_kw)
 
 # %% auto #0
-__all__ = ['ACTIONS', 'SEARCHES', 'STOPS', 'THINK_SCORE', 'MAX_CHECKS', 'NO_CORPUS', 'CODE_FAMILIES', 'Action', 'parse_actions', 'strip_actions', 'close_stopped', 'think_score', 'search_score', 'action_counts', 'format_reward', 'evolver_reward', 'metric_score', 'to_prune', 'check_equivalent', 'find_equivalent', 'knowledge_corpus', 'user_message', 'KnowledgeSearch', 'answer_turn', 'answer_like', 'answer_content', 'gold_answer', 'exact_match', 'em_feedback', 'episode_outcome', 'SCHEMA_SQL', 'EVENTS_VIEW', 'KINDS', 'ACTIVE', 'DISTILL_PROMPT', 'EQUIV_PROMPT', 'EQUIV_CASES', 'FORCE_ANSWER', 'CONTINUE', 'BAD_FORMAT', 'Principle', 'PrincipleStore', 'system_prompt', 'equiv_content', 'render_experience', 'render_information', 'EvolverAgent', 'ScriptedPolicy', 'trajectory_summary', 'parse_principle', 'distill', 'EvolverMethod', 'evolver_rollout', 'make_evolver_reward', 'reference_script', 'cold_start_data']
+__all__ = ['BUFFERS', 'AUTHORS_SETTINGS', 'ACTIONS', 'SEARCHES', 'STOPS', 'THINK_SCORE', 'MAX_CHECKS', 'NO_CORPUS', 'CODE_FAMILIES', 'Action', 'parse_actions', 'strip_actions', 'close_stopped', 'think_score', 'search_score', 'action_counts', 'format_reward', 'evolver_reward', 'metric_score', 'to_prune', 'balanced_pick', 'check_equivalent', 'find_equivalent', 'knowledge_corpus', 'user_message', 'KnowledgeSearch', 'answer_turn', 'answer_like', 'answer_content', 'gold_answer', 'gold_answers', 'exact_match', 'em_feedback', 'episode_outcome', 'SCHEMA_SQL', 'EVENTS_VIEW', 'KINDS', 'ACTIVE', 'DISTILL_PROMPT', 'EQUIV_PROMPT', 'EQUIV_CASES', 'FORCE_ANSWER', 'CONTINUE', 'BAD_FORMAT', 'Principle', 'PrincipleStore', 'system_prompt', 'equiv_content', 'render_experience', 'render_information', 'EvolverAgent', 'ScriptedPolicy', 'trajectory_summary', 'parse_principle', 'distill', 'EvolverMethod', 'evolver_rollout', 'make_evolver_reward', 'reference_script', 'cold_start_data']
 
 # %% ../nbs/16_evolver.ipynb #282e4def
 declare_key('evolver.k', int, 3, 'EvolveR results per search action')
@@ -42,6 +42,18 @@ declare_key('evolver.cold_start', bool, True, 'EvolveR cold-start SFT on referen
             'episode (the paper)')
 declare_key('evolver.distill_temperature', float, 1.0, 'EvolveR self-distillation sampling temperature (the paper '
             'samples at 1)')
+
+# %% ../nbs/16_evolver.ipynb #15ce5786
+BUFFERS = ('all', 'balanced')
+declare_key('evolver.buffer', str, 'all', "EvolveR principle uses/successes, all|balanced: all = every online episode "
+            "counts; balanced = the authors' buffer: of each prompt's GRPO rollouts in an update, "
+            "max(1, int(G·evolver.choice_ratio)) picked, half successes where possible", choices=BUFFERS)
+declare_key('evolver.choice_ratio', float, 0.25, "EvolveR share of a prompt's rollouts kept by "
+            "evolver.buffer=balanced, in (0, 1] (the authors' trajectory_choice_ratio: 2 of 8)", range=(0, 1, False))
+declare_key('evolver.clean_every', int, 1, "EvolveR offline phases between prunings, >= 1 (1: every phase; the "
+            "authors' clean_interval: every 10th reflection)", range=(1, None))
+AUTHORS_SETTINGS = {'evolver.buffer': 'balanced', 'evolver.choice_ratio': 0.25, 'evolver.clean_every': 10,
+                    'evolver.prune_every': 16}   # with evolver.train_every 16: a reflection per update
 
 # %% ../nbs/16_evolver.ipynb #74460ba8
 ACTIONS = ('think', 'search_experience', 'search_knowledge', 'answer')
@@ -126,6 +138,19 @@ def metric_score(successes:int, uses:int) -> float:
 def to_prune(stats:dict, threshold:float=0.3) -> list:
     "Keys of `stats` (key -> (successes, uses)) whose metric_score is below `threshold`."
     return [k for k, (s, u) in stats.items() if metric_score(s, u) < threshold]
+
+# %% ../nbs/16_evolver.ipynb #3a22f03c
+def balanced_pick(outcomes:list[bool], # one prompt's rollouts: solved or not
+                  ratio:float=0.25, # share kept (`evolver.choice_ratio`)
+                  rng:np.random.Generator|None=None) -> list[int]:
+    "The authors' balanced buffer: `max(1, int(G·ratio))` rollouts, up to half successes, the rest failures; sorted."
+    rng = rng or np.random.default_rng(0)
+    k = max(1, int(len(outcomes) * ratio))
+    succ = [i for i, o in enumerate(outcomes) if o]
+    fail = [i for i, o in enumerate(outcomes) if not o]
+    ns = min(len(succ), k // 2)
+    nf = min(len(fail), k - ns)
+    return sorted(int(i) for i in [*rng.choice(succ, ns, replace=False), *rng.choice(fail, nf, replace=False)])
 
 # %% ../nbs/16_evolver.ipynb #b2e01200
 MAX_CHECKS = 3   # LLM equivalence checks per new principle at most, most similar first
@@ -223,16 +248,24 @@ def gold_answer(task:Task) -> str:
     t = task.target
     return '|'.join(map(str, t)) if isinstance(t, (list, tuple)) else str(t)
 
-def exact_match(pred:str|None, gold:str) -> float:
-    "The paper's EM: 1.0 when `pred` equals `gold` after `normalize_answer` (`answer_em`); no answer (None) scores 0."
-    return float(pred is not None and answer_em(pred, gold))
+def gold_answers(task:Task) -> list[str]:
+    "The gold aliases, any of which is right: `task.meta['golden_answers']` (NQ's list; the authors' field), else one."
+    aliases = (task.meta or {}).get('golden_answers')
+    return [str(a) for a in aliases] if aliases else [gold_answer(task)]
+
+def exact_match(pred:str|None, gold:str|list[str]) -> float:
+    """The paper's EM: 1.0 when `pred` equals `gold` (or any of a list of aliases) after `normalize_answer`
+    (`answer_em`); no answer (None) scores 0."""
+    golds = [gold] if isinstance(gold, str) else list(gold)
+    return float(pred is not None and any(answer_em(pred, g) for g in golds))
 
 # %% ../nbs/16_evolver.ipynb #8609de52
 def em_feedback(messages:list[dict], task:Task) -> Feedback:
     "The paper's EM of an episode as `Feedback`: the last `<answer>` of the model's turns against the gold."
-    pred, gold = answer_content(messages), gold_answer(task)
+    pred, golds = answer_content(messages), gold_answers(task)
+    gold = golds[0] if len(golds) == 1 else ' | '.join(golds)
     if pred is None: return Feedback('failure', 0.0, "no <answer>...</answer> in the model's turns", 'no_answer')
-    if exact_match(pred, gold): return Feedback('success', 1.0, 'exact match')
+    if exact_match(pred, golds): return Feedback('success', 1.0, 'exact match')
     short = lambda x: x if len(x) <= 80 else x[:80] + '…'
     why = f'wrong answer: got {short(pred)!r}, expected {short(gold)!r} (exact match)'
     return Feedback('failure', 0.0, why, 'wrong_answer')
@@ -764,7 +797,7 @@ def apply(self:EvolverMethod, r:EpisodeResult, info:dict, key:str) -> bool:
     replay after a kill)."""
     with self.store.transaction() as c:
         if c.execute('SELECT 1 FROM episodes WHERE key = ?', (key,)).fetchone(): return False
-        self.store.record_use(r.retrieved, r.success)
+        if self.p('buffer') == 'all': self.store.record_use(r.retrieved, r.success)   # balanced: the kept rollouts'
         c.execute(
             'INSERT INTO episodes(key, n, family, task_id, success, score, reward, info, task, trajectory) VALUES (?,?,?,?,?,?,?,?,?,?)',
             (
@@ -911,7 +944,7 @@ def offline_phase(self:EvolverMethod, n:int):
     )
     for row, d in zip(rows, gen): self.integrate(row, d)
     with self.store.transaction() as c:
-        pruned = self.store.prune(self.p('prune'))
+        pruned = self.store.prune(self.p('prune')) if n % self.p('clean_every') == 0 else []   # the cleaning cadence
         c.execute(
             'INSERT INTO phases(n, ts, detail) VALUES (?,?,?)',
             (n, time.time(), json.dumps(dict(distilled=len(rows), pruned=pruned, seconds=round(time.time() - t0, 2)))),
@@ -946,12 +979,14 @@ def evolver_rollout(agent:EvolverAgent, envs:dict, tasks:list[Task]):
 # %% ../nbs/16_evolver_c_method.ipynb #c61cfe95
 def make_evolver_reward(w_o:float=1.0, w_f:float=0.1, exp_retrieve:bool=True):
     """A TRL reward function over `evolver_rollout` episodes: R = w_o·EM + w_f·R_format of the whole trajectory; counts
-    in `.stats`."""
+    in `.stats`, each rollout scored in `.rollouts`."""
+    rollouts, calls = [], Counter()   # every rollout scored: its call, task, outcome and principles used
     def check(cols):
         if cols.get('episode') is None:
             raise ValueError(
                 "the EvolveR reward reads the `episode` field of `evolver_rollout`; pass its rollout_func to train_grpo"
             )
+        calls['n'] += 1
     def score(prompt, text, row, stats):
         e, em = row['episode'], 0.0
         if e.get('err') is None:
@@ -967,8 +1002,12 @@ def make_evolver_reward(w_o:float=1.0, w_f:float=0.1, exp_retrieve:bool=True):
         stats['solved'] += em > 0
         stats['complete'] += fmt > 0
         stats['turns'] += e['turns']
+        rollouts.append(dict(call=calls['n'], task=[e['task'].family, e['task'].id], success=em > 0,
+                             used=list(dict.fromkeys(e['used']))))
         return evolver_reward(em, fmt, w_o, w_f), dict(em=em, format=fmt)
-    return reward_function(score, 'evolver_reward', check)
+    fn = reward_function(score, 'evolver_reward', check)
+    fn.rollouts = rollouts
+    return fn
 
 # %% ../nbs/16_evolver_c_method.ipynb #26840666
 @patch
@@ -994,8 +1033,20 @@ def _train_grpo(self:EvolverMethod, rows:list, init:dict, key:str) -> tuple:
     reward = make_evolver_reward(self.p('w_o'), self.p('w_f'), self.p('exp_retrieve'))
     res = train_grpo(self.policy, data, reward, self.adapter_dir, rollout_func=rollout, **grpo_kw(c), **init)
     extra = dict(rollouts=dict(reward.stats))
+    if self.p('buffer') == 'balanced': extra['buffer_uses'] = self._balanced_uses(reward.rollouts, key)
     _log.info(f"EvolveR GRPO update {key}: {len(tasks)} tasks, rollouts {extra['rollouts']}")
     return res, None, extra
+
+# %% ../nbs/16_evolver_c_method.ipynb #29f6b688
+@patch
+def _balanced_uses(self:EvolverMethod, rollouts:list[dict], key:str) -> list[tuple[list[int], bool]]:
+    "`(principles used, solved)` of the rollouts `balanced_pick` keeps of each prompt (a task in one reward call)."
+    groups = {}
+    for r in rollouts: groups.setdefault((r['call'], *r['task']), []).append(r)
+    rng = np.random.default_rng([self.cfg['run.seed'], int(key.split(':')[1])])
+    kept = [(g[i]['used'], bool(g[i]['success'])) for g in groups.values()
+            for i in balanced_pick([r['success'] for r in g], self.p('choice_ratio'), rng)]
+    return kept
 
 # %% ../nbs/16_evolver_c_method.ipynb #0ba53876
 @patch
@@ -1018,7 +1069,8 @@ def update(self:EvolverMethod, key:str):
 # %% ../nbs/16_evolver_c_method.ipynb #6c930045
 @patch
 def _record_update(self:EvolverMethod, key:str, n:int, res, why:str|None, **detail):
-    "Hot-swap a finished update's adapter and record the update (or why it was skipped)."
+    """Hot-swap a finished update's adapter and record the update (or why it was skipped), with the principle uses of
+    the rollouts `evolver.buffer=balanced` kept."""
     name = Path(res.adapter_path).name if res else None
     if res:
         hot_swap(self.policy, res)
@@ -1029,7 +1081,10 @@ def _record_update(self:EvolverMethod, key:str, n:int, res, why:str|None, **deta
     else:
         _log.warning(f"update {key} skipped: {why}")
         detail['skipped'] = why
+    uses = detail.pop('buffer_uses', None)
+    if uses is not None: detail['buffer'] = dict(kept=len(uses), successes=sum(ok for _, ok in uses))
     with self.store.transaction() as c:
+        for ids, ok in uses or []: self.store.record_use(ids, ok)   # the kept rollouts, with the update's record
         c.execute(
             'INSERT INTO updates(key, n, name, ts, detail) VALUES (?,?,?,?,?)',
             (key, n, name, time.time(), json.dumps(detail, default=str)),

@@ -187,3 +187,56 @@ def test_defaults_are_the_papers_system(tmp_path, monkeypatch):
     ablation = EvolverMethod(load_config(overrides={**base, 'evolver.no_rl': True}), tmp_path/'no_rl', HFPolicy.load('tiny'))
     ablation.run_batch(env, env.tasks('test', 2, 0))
     assert ablation.n_applied == 2 and ablation.store.conn.execute('SELECT COUNT(*) FROM updates').fetchone()[0] == 0
+
+
+# --- the authors' settings as keys (issue 45) ---------------------------------------------------------------------
+
+def test_em_any_gold_alias():
+    "A multi-alias row (NQ's golden_answers): any alias after normalisation is a match; the joined string is none."
+    from cove.core import Task, msg
+    from cove.evolver import em_feedback, exact_match, gold_answers
+    t = Task('nq', 'multihop', 'test', 'Capital of France?', target='Paris',
+             meta=dict(golden_answers=['Paris', 'City of Light']))
+    fb = lambda c: em_feedback([msg('assistant', f'<answer>{c}</answer>')], t)
+    assert [fb(c).success for c in ('paris', 'the City of Light', 'Paris, France')] == [True, True, False]
+    assert exact_match('city of light', 'Paris|City of Light') == 0.0
+    assert exact_match('city of light', ['Paris', 'City of Light']) == 1.0
+    # a list target: several values, all needed (WikiTableQuestions)
+    assert gold_answers(Task('w', 'tableqa', 'test', 'q', target=['Oslo', 'Rome'])) == ['Oslo|Rome']
+
+def test_balanced_pick_is_the_authors_rule():
+    "2 of 8: one success where there is one, the rest failures; 8 successes keep one, G = 4 all solved keeps none."
+    from cove.evolver import balanced_pick
+    one = [j == 3 for j in range(8)]
+    for s in range(10):
+        p = balanced_pick(one, rng=np.random.default_rng(s))
+        assert len(p) == 2 and 3 in p
+    assert len(balanced_pick([False] * 8)) == 2 and len(balanced_pick([True] * 8)) == 1
+    assert balanced_pick([True] * 4) == []
+    rng = np.random.default_rng(1)
+    rolls = rng.random((4000, 8)) < 0.1
+    kept = [r[i] for r in rolls for i in balanced_pick(list(r), rng=rng)]
+    assert abs(np.mean(kept) - 0.285) < 0.02          # 10% success: kept rollouts ~28% successes, (1 − 0.9⁸) / 2
+
+def test_balanced_buffer_credits_kept_rollouts_only(tmp_path):
+    "`evolver.buffer=balanced`: online episodes count no use; a GRPO update credits the kept rollouts, with its record."
+    from cove.config import load_config
+    from cove.llm import HFPolicy
+    from cove.tasks.base import make_env
+    from cove.agent import replay_reference
+    cfg = load_config(overrides={'model.name': 'tiny', 'model.max_new_tokens': 8, 'evolver.max_turns': 1,
+                                 'evolver.prune_every': 0, 'evolver.train_every': 2, 'evolver.cold_start': False,
+                                 'evolver.buffer': 'balanced', 'train.max_steps': 1})
+    meth = EvolverMethod(cfg, tmp_path, HFPolicy.load('tiny'))
+    with meth.store.transaction(): pid = meth.store.insert('guiding', 'Add the numbers carefully.', 'math')
+    env = make_env('math')
+    t = env.tasks('train', 1, 0)[0]
+    r = replay_reference(env, t)
+    r.retrieved = [pid]
+    assert meth.apply(r, dict(reward=1.0), meth.keys.keys([t])[0])
+    assert meth.store.get(pid).uses == 0                                   # online episodes are not the buffer
+    meth.run_batch(env, env.tasks('test', 1, 0))                           # the second applied episode: a GRPO update
+    d = json.loads(meth.store.conn.execute("SELECT detail FROM updates WHERE key = 'train:1'").fetchone()[0])
+    g = cfg['train.grpo_generations']
+    # one pick of each prompt's G rollouts; the tiny model solves none
+    assert d['buffer'] == dict(kept=max(1, int(g * 0.25)) * (d['rollouts']['calls'] // g), successes=0), d
