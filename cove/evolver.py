@@ -52,8 +52,8 @@ declare_key('evolver.choice_ratio', float, 0.25, "EvolveR share of a prompt's ro
             "evolver.buffer=balanced, in (0, 1] (the authors' trajectory_choice_ratio: 2 of 8)", range=(0, 1, False))
 declare_key('evolver.clean_every', int, 1, "EvolveR offline phases between prunings, >= 1 (1: every phase; the "
             "authors' clean_interval: every 10th reflection)", range=(1, None))
-AUTHORS_SETTINGS = {'evolver.buffer': 'balanced', 'evolver.choice_ratio': 0.25, 'evolver.clean_every': 10,
-                    'evolver.prune_every': 16}   # with evolver.train_every 16: a reflection per update
+# their buffer and cleaning; their reflection per update is evolver.prune_every = evolver.train_every (16 and 16)
+AUTHORS_SETTINGS = {'evolver.buffer': 'balanced', 'evolver.choice_ratio': 0.25, 'evolver.clean_every': 10}
 
 # %% ../nbs/16_evolver.ipynb #74460ba8
 ACTIONS = ('think', 'search_experience', 'search_knowledge', 'answer')
