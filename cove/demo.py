@@ -4,7 +4,7 @@
 
 # %% ../nbs/19_demo.ipynb #6b17f1cc
 from __future__ import annotations
-import json, logging, time
+import contextlib, json, logging, time
 from pathlib import Path
 from .core import get_logger, read_jsonl
 from .config import Config, load_config, parse_sets
@@ -17,11 +17,13 @@ from .stats import paired_rows, episode_records, summarise
 from .knowledgepo import called_names
 from .spec import open_envs
 from .tasks.surface import surface_of
+from .serve import vllm_python, served_policy, ServeError
 
 # %% auto #0
-__all__ = ['DEMO_METHODS', 'DEMO_FAMILIES', 'DEMO_EPISODES', 'TRIGGER_DEFAULTS', 'DEMO_OVERRIDES', 'NO_PAIRS', 'demo_trigger',
-           'demo_config', 'comparison_rows', 'token_reduction', 'success_curves', 'plot_success', 'drift_segments',
-           'segment_families', 'stale_calls', 'drift_rows', 'mechanism_rows', 'token_factors', 'run_demo']
+__all__ = ['DEMO_METHODS', 'DEMO_FAMILIES', 'DEMO_EPISODES', 'TRIGGER_DEFAULTS', 'DEMO_OVERRIDES', 'DEMO_ENGINES', 'NO_PAIRS',
+           'demo_trigger', 'demo_config', 'comparison_rows', 'token_reduction', 'success_curves', 'plot_success',
+           'demo_engine', 'drift_segments', 'segment_families', 'stale_calls', 'drift_rows', 'mechanism_rows',
+           'token_factors', 'run_demo']
 
 # %% ../nbs/19_demo.ipynb #506c2e0f
 DEMO_METHODS = ['base', 'harness_only', 'parametric_only', 'cove']
@@ -118,6 +120,21 @@ def plot_success(curves, path:Path) -> Path:
     matplotlib.use('Agg')
     return save_fig(running_success_fig(curves), path, show=False)
 
+# %% ../nbs/19_demo.ipynb #3fec27af
+DEMO_ENGINES = ('hf', 'vllm')
+
+def demo_engine(cfg:Config, engine:str|None=None) -> str:
+    "The demo's rollout engine: `engine` if given, else `vllm` where `make vllm` installed it (the CPU hf profile), else `hf`."
+    if engine is not None:
+        if engine not in DEMO_ENGINES: raise ValueError(f"engine {engine!r} not in {DEMO_ENGINES}")
+        return engine
+    if cfg['model.backend'] != 'hf' or cfg['model.name'] == 'tiny': return 'hf'
+    try: vllm_python()
+    except ServeError as e:
+        get_logger('demo').warning(f"{e}; the demo's rollouts run on hf (about a third of vLLM's speed)")
+        return 'hf'
+    return 'vllm'
+
 # %% ../nbs/19_demo.ipynb #a086143d
 def _log_to(path:Path) -> logging.Handler:
     "Send the package's INFO logging to the file `path` (the terminal keeps its level); returns the file handler."
@@ -148,7 +165,7 @@ def _play_methods(cfg:Config, out:Path, policy, methods:list[str], families:list
 
 # %% ../nbs/19_demo.ipynb #d2e5d2be
 def _write_table(
-    cfg:Config, out:Path, metrics:dict, methods:list[str], families:list[str], episodes:int
+    cfg:Config, out:Path, metrics:dict, methods:list[str], families:list[str], episodes:int, engine:str|None=None
 ) -> tuple[list[dict], dict]:
     """Write `table.csv` and `table.md` (the setting, the table, COVE's training-token ratio); returns the rows and the
     token reduction."""
@@ -160,6 +177,7 @@ def _write_table(
     ran = f" Ran on {rt['cpu']} ({' '.join(rt['flags']) or 'no AVX2'}), {rt['cores']} cores, dtype {rt['dtype']} " \
           f"(model.dtype={rt['dtype_key']})." if rt else ''
     drift = f" Drift: {cfg['run.drift']}." if cfg['run.drift'] else ''
+    ran += f" Rollouts on {engine}." if engine else ''
     head = (
         f"Model {cfg['model.name']} ({cfg.profile} profile), {episodes} episodes per family, seed {cfg['run.seed']}, "
         f"split test; trigger k={cfg['trigger.k']} N={cfg['trigger.N']} w={cfg['trigger.w']}, "
@@ -294,17 +312,21 @@ def _pre_drift_names(cfg:Config, drift) -> set|None:
 def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[str]=DEMO_METHODS,
              families:list[str]=DEMO_FAMILIES, policy=None, progress:bool=True,
              set_aside_corrupt:bool=False, # `--set-aside-corrupt`, for each method's run
+            engine:str|None=None, # rollouts on `hf` or a `vllm` server (`demo_engine`: vLLM where installed)
             ) -> dict:
     "Play `methods` on one stream; write `table.csv`, `table.md`, `paired.csv`, a figure, `summary.json`, `demo.log`."
     # one process per demo folder: a second demo there stops here, naming the first's pid
     out = Path(out)
     lock = RunLock(out)
     fh = _log_to(out/'demo.log')
+    served = contextlib.ExitStack()
     try:
         t0 = time.time()
+        engine = 'given' if policy is not None else demo_engine(cfg, engine)
+        if engine == 'vllm': policy = served.enter_context(served_policy(cfg, log=out/'vllm.log'))
         policy = policy or load_policy(cfg)
         metrics, runs = _play_methods(cfg, out, policy, methods, families, episodes, progress, set_aside_corrupt)
-        rows, red = _write_table(cfg, out, metrics, methods, families, episodes)
+        rows, red = _write_table(cfg, out, metrics, methods, families, episodes, engine)
         drift = parse_drift(cfg['run.drift'])
         paired = _write_paired(out, runs, methods, families, drift)
         drifted = _write_drift(out, runs, drift, _pre_drift_names(cfg, drift))
@@ -321,6 +343,7 @@ def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[
             drift=drifted,
             mechanism=mechanism,
             runtime=metrics[methods[0]].get('runtime'),
+            engine=engine,
             token_reduction=red,
             wall_s=time.time() - t0,
             details={
@@ -335,6 +358,7 @@ def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[
         write_json(out/'summary.json', summary)
         return summary
     finally:
+        served.close()
         get_logger('demo').parent.removeHandler(fh)
         fh.close()
         lock.release()
