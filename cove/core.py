@@ -30,6 +30,7 @@ FEEDBACK_KINDS = {   # what went wrong, in one word a method can act on: kind ->
     'timeout': "the check ran out of time",
     'proof_error': "the checker rejected the proof (an error, `sorry`, a banned construct, a non-standard axiom)",
     'env_error': "the family's own code failed (reset, step, the evaluator, the verifier): not the agent's fault",
+    'tampered': "the tests' account does not add up (the runner replaced, a test uncounted, an exit before the end)",
     'unavailable': "the family cannot run on this machine (no data, no verifier): the episode was not played",
 }
 

@@ -4,7 +4,7 @@
 
 # %% ../nbs/04b_sandbox.ipynb #5e4ffc61
 from __future__ import annotations
-import itertools, json, math, os, random, selectors, shutil, signal, subprocess, sys, tempfile, time
+import itertools, json, math, os, random, re, selectors, shutil, signal, subprocess, sys, tempfile, time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -139,6 +139,10 @@ def _sbx_view(cfg):
     mount('tmpfs', new, 'tmpfs', NOSUID | NODEV, 'size=4m,mode=0755')
     for p in cfg['binds']:
         if os.path.lexists(p) and not os.path.lexists(new + p): _sbx_bind(mount, new, p)
+    for p in cfg['masks']:   # package folders inside a bound prefix: an empty tmpfs over each
+        if os.path.isdir(new + p): mount('tmpfs', new + p, 'tmpfs', NOSUID | NODEV, 'size=64k,mode=0755')
+    for p in cfg['site']:    # then the packages the code imports, and those they require
+        if os.path.lexists(p): _sbx_bind(mount, new, p)
     for p in cfg['devices']:
         if os.path.exists(p): _sbx_bind(mount, new, p, rw=True)
     _sbx_quota(mount, new + work, work, cfg)
@@ -231,6 +235,13 @@ def _sbx_guard(root):
     socket.create_connection = deny('network access (socket.create_connection)')
     resource.setrlimit = deny('resource.setrlimit')
 
+# %% ../nbs/04b_sandbox.ipynb #8bbb4d55
+def _sbx_reporter(fd:int):
+    "Child side: the code's `__cove_report__`, writing one JSON record a line to the report pipe `fd`."
+    import json, os
+    def report(rec): os.write(fd, (json.dumps(rec, default=str) + '\n').encode())
+    return report
+
 # %% ../nbs/04b_sandbox.ipynb #b3182c81
 def _sbx_main():
     "Child side entry point: isolate, limit, drop privileges, guard, then run `main.py` (or exec a command)."
@@ -249,11 +260,10 @@ def _sbx_main():
     if cfg['guard'] and not cfg['argv']: active.append('guard')
     os.write(cfg['status_fd'], (json.dumps(active) + '\n').encode()); os.close(cfg['status_fd'])
     if cfg['argv']: os.execv(cfg['argv'][0], cfg['argv'])
-    rfd = cfg['report_fd']
-    def report(rec): os.write(rfd, (json.dumps(rec, default=str) + '\n').encode())
     with open('main.py', encoding='utf-8') as f: src = f.read()
     g = {'__name__': '__main__', '__file__': 'main.py', '__builtins__': __builtins__}
-    if rfd is not None: g['__cove_report__'] = report   # no report pipe, no reporting function
+    if cfg['report_fd'] is not None:   # no report pipe, no reporting function; none in this frame's names either
+        g['__cove_report__'] = _sbx_reporter(cfg.pop('report_fd'))
     if cfg['guard']: _sbx_guard(os.getcwd())
     try: exec(compile(src, 'main.py', 'exec'), g)
     except SystemExit: raise
@@ -267,7 +277,7 @@ def _runner_source() -> str:
     "The child-side launcher, as source for `python -I -c`."
     import inspect
     fns = (_sbx_join, _sbx_netns, _sbx_limits, _sbx_drop, _sbx_bind, _sbx_quota, _sbx_view, _sbx_wait, _sbx_guard,
-           _sbx_main)
+           _sbx_reporter, _sbx_main)
     return '\n\n'.join(inspect.getsource(f) for f in fns) + '\n_sbx_main()\n'
 
 # %% ../nbs/04b_sandbox.ipynb #66b8f55a
@@ -320,9 +330,10 @@ def _kill_uid(uid:int, rounds:int=5):
 DEVICES = ('/dev/null', '/dev/zero', '/dev/full', '/dev/random', '/dev/urandom')
 
 def _view_binds(extra=()) -> tuple:
-    """What sandboxed code sees, read-only: the interpreter's prefixes, `/usr` (and its top-level links), the linker
-    cache, `extra`."""
-    py = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    """What sandboxed code sees, read-only: the base interpreter's prefix, the venv's interpreter and `pyvenv.cfg` (not
+    its packages), `/usr` (and its top-level links), the linker cache, `extra`."""
+    py = {os.path.realpath(p) for p in (sys.base_prefix, sys.base_exec_prefix)}
+    if sys.prefix != sys.base_prefix: py |= {sys.executable, os.path.join(sys.prefix, 'pyvenv.cfg')}
     system = (
         '/usr',
         '/bin',
@@ -341,6 +352,50 @@ def _view_readable(paths) -> bool:
     return all(
         not os.path.exists(p) or (os.stat(p).st_mode & (n := 0o005 if os.path.isdir(p) else 0o004)) == n for p in paths
     )
+
+# %% ../nbs/04b_sandbox.ipynb #58727fe2
+def _site_masks() -> tuple:
+    "Package folders inside the bound prefixes (the base interpreter's, the system's): hidden by an empty tmpfs."
+    import glob
+    pats = [f'{os.path.realpath(sys.base_prefix)}/lib/python3*/{d}' for d in ('site-packages', 'dist-packages')]
+    pats += [f'/usr{l}/lib/python3*/{d}' for l in ('', '/local') for d in ('site-packages', 'dist-packages')]
+    return tuple(sorted({p for pat in pats for p in glob.glob(pat) if os.path.isdir(p)}))
+
+def _dist_name(n:str) -> str: return re.sub(r'[-_.]+', '-', n).lower()
+
+def _requires(dist) -> list[str]:
+    "The distributions `dist` requires (not those of its extras)."
+    out = []
+    for r in dist.requires or []:
+        name, _, marker = r.partition(';')
+        if 'extra' in marker: continue
+        if m := re.match(r'\s*([A-Za-z0-9][A-Za-z0-9._-]*)', name): out.append(_dist_name(m.group(1)))
+    return out
+
+# %% ../nbs/04b_sandbox.ipynb #f0dbd377
+@lru_cache(None)
+def _site_entries(packages:tuple) -> tuple:
+    """The installed files and folders `packages` (top-level module names) need, in this interpreter's site-packages:
+    their distributions' and those they require, no `.pth` file (a stdlib module needs none)."""
+    from importlib import metadata
+    import sysconfig
+    site = {os.path.realpath(sysconfig.get_paths()[k]) for k in ('purelib', 'platlib')}
+    by_name = {}
+    for d in metadata.distributions(): by_name.setdefault(_dist_name(d.metadata['Name'] or ''), d)
+    top = metadata.packages_distributions()
+    todo, seen, out = [_dist_name(n) for p in packages for n in top.get(p.split('.')[0], [])], set(), set()
+    while todo:
+        if (n := todo.pop()) in seen or n not in by_name: continue
+        seen.add(n)
+        d = by_name[n]
+        todo += _requires(d)
+        base = os.path.realpath(d.locate_file(''))
+        if base not in site: continue
+        for f in d.files or []:
+            head = f.parts[0] if f.parts else ''
+            if head and head not in ('..', '__pycache__') and not head.endswith('.pth'):
+                out.add(os.path.join(base, head))
+    return tuple(sorted(p for p in out if os.path.lexists(p)))
 
 # %% ../nbs/04b_sandbox.ipynb #76f6e09d
 def _exited(pid:int) -> bool:
@@ -590,11 +645,13 @@ def _decode(data:dict, over:set, cap:int) -> tuple[str, str, tuple, dict, list]:
     return out, err, active, info, report
 
 # %% ../nbs/04b_sandbox.ipynb #4997d8ad
-def _view_plan(argv:list|None, reads, view:str|None) -> tuple[tuple, bool]:
-    """What the code's filesystem view binds (`reads` and `argv[0]`'s folder besides the interpreter and system), and
-    whether the sandbox uid can read what it needs without help."""
+def _view_plan(argv:list|None, reads, view:str|None, packages=()) -> tuple[tuple, tuple, bool]:
+    """What the code's filesystem view binds (`reads` and `argv[0]`'s folder besides the interpreter and system), the
+    site-packages entries of `packages` bound after the masks, and whether the sandbox uid can read them unhelped."""
     binds = _view_binds(tuple(reads) + ((str(Path(argv[0]).resolve().parent),) if argv else ()))
-    return binds, (_view_readable(binds) if view else _world_readable(*_python_paths(), *((argv[0],) if argv else ())))
+    site = _site_entries(tuple(packages))
+    ok = _view_readable(binds + site) if view else _world_readable(*_python_paths(), *((argv[0],) if argv else ()))
+    return binds, site, ok
 
 def _spawn(root:str, cfg:dict, env:dict|None) -> subprocess.Popen:
     "Start the launcher on `cfg` in `root`, in its own session, on `root/.stdin`, its pipes and `pass_fds` passed on."
@@ -614,7 +671,7 @@ def _spawn(root:str, cfg:dict, env:dict|None) -> subprocess.Popen:
 # %% ../nbs/04b_sandbox.ipynb #92a810b2
 def _sandbox(files:dict, argv:list|None, stdin:str, timeout:float, memory_mb:int|None, cpu_s:int|None, max_output:int,
              guard:bool, isolate_net:bool, drop_privileges:bool, max_procs:int, file_mb:int, env:dict|None, reads=(),
-             pass_fds=(), report:bool=True, disk_mb:int=64) -> SandboxResult:
+             pass_fds=(), report:bool=True, disk_mb:int=64, packages=()) -> SandboxResult:
     "Run `main.py` from `files` (or `argv`) in a fresh directory under every protection available."
     root, cpu_s = tempfile.mkdtemp(prefix='cove-sbx-'), int(cpu_s or math.ceil(timeout) + 1)
     uid = _sandbox_uid() if drop_privileges and os.geteuid() == 0 else None
@@ -626,7 +683,7 @@ def _sandbox(files:dict, argv:list|None, stdin:str, timeout:float, memory_mb:int
     try:
         for name, text in {**files, '.stdin': stdin}.items(): Path(root, name).write_text(text, encoding='utf-8')
         if uid is not None: os.chown(root, uid, uid)
-        binds, readable = _view_plan(argv, reads, view)
+        binds, site, readable = _view_plan(argv, reads, view, packages)
         if _cgroup_plan()[0]:
             try:cgroups, limits = _cgroup_make(memory_mb and memory_mb << 20, max_procs + 1)
             except OSError as e: _log.warning(f'no cgroup for this run ({e.strerror}: {e.filename})')
@@ -641,6 +698,8 @@ def _sandbox(files:dict, argv:list|None, stdin:str, timeout:float, memory_mb:int
             guard=guard,
             view=view,
             binds=binds,
+            masks=_site_masks(),
+            site=site,
             devices=DEVICES,
             argv=argv,
             status_fd=pipes[0][1],
@@ -689,10 +748,11 @@ def run_sandboxed(code:str,              # Python source to run as `main.py`
                   file_mb:int=16,        # RLIMIT_FSIZE
                   disk_mb:int=64,        # disk quota of the sandbox directory (a tmpfs), besides its input files
                   pass_fds:tuple=(),     # descriptors the code inherits (same numbers); closed here once it has them
-                  report:bool=True) -> SandboxResult: # give the code `__cove_report__` and its pipe (False: neither)
+                  report:bool=True,      # give the code `__cove_report__` and its pipe (False: neither)
+                  packages:tuple=()) -> SandboxResult: # top-level modules it may import beyond the standard library
     "Run untrusted Python `code` in a sandboxed subprocess; never raises for anything the code does."
     return _sandbox({'main.py': code}, None, stdin, timeout, memory_mb, cpu_s, max_output, guard, isolate_net,
-                    drop_privileges, max_procs, file_mb, None, (), tuple(pass_fds), report, disk_mb)
+                    drop_privileges, max_procs, file_mb, None, (), tuple(pass_fds), report, disk_mb, tuple(packages))
 
 # %% ../nbs/04b_sandbox.ipynb #2a81e3c2
 def run_command_sandboxed(

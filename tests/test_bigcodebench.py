@@ -111,3 +111,104 @@ def test_memrl_learns_on_bigcodebench_with_the_authors_settings(fixture_root, tm
     assert (m['errors_skipped'], m['memory']['size'], m['q_updates']) == (0, 2, 1)
     assert recs[1]['memrl']['retrieval']['pool'] and recs[1]['memrl']['reward'] == -1.0
     assert m['memrl_params']['q_min'] == -0.8 and m['memrl_params']['epsilon'] == 0.1
+
+# Issue 42, item 2: verdicts outside the candidate's reach, tamper evidence where the tests run beside its objects.
+WRONG = "import os, sys, unittest\ndef task_func(xs):\n    return None\n"
+FRAMES = WRONG + ("for _k in range(64):\n    try: _f = sys._getframe(_k)\n    except ValueError: break\n"
+                  "    for _ns in (_f.f_globals, _f.f_locals):\n"
+                  "        _send, _nonce = _ns.get('_send') or _ns.get('report'), _ns.get('_nonce')\n"
+                  "        if callable(_send) and _nonce:\n"
+                  "            _send(dict(nonce=_nonce, n=2, failures=[], errors=[]))\n            os._exit(0)\n")
+SECRETS = WRONG + '''import gc, json, re, types
+_hex, _calls, _seen = set(), [], set()
+def _look(ns, depth=0):
+    if id(ns) in _seen or depth > 2: return
+    _seen.add(id(ns))
+    for _v in list(ns.values()):
+        if isinstance(_v, str) and re.fullmatch('[0-9a-f]{32}', _v): _hex.add(_v)
+        elif isinstance(_v, types.FunctionType):
+            if _v.__closure__: _look({str(i): c.cell_contents for i, c in enumerate(_v.__closure__)}, depth + 1)
+            if _v.__defaults__: _look({str(i): d for i, d in enumerate(_v.__defaults__)}, depth + 1)
+            _calls.append(_v)
+        elif isinstance(_v, dict): _look(_v, depth + 1)
+_k = 0
+while True:
+    try: _f = sys._getframe(_k)
+    except ValueError: break
+    _look(_f.f_globals); _look(_f.f_locals); _k += 1
+for _m in list(sys.modules.values()): _look(getattr(_m, '__dict__', {}))
+for _n in _hex:
+    _rec = dict(nonce=_n, n=2, failures=[], errors=[])
+    for _fd in range(3, 256):
+        try: os.write(_fd, (json.dumps(_rec) + '\\n').encode())
+        except OSError: pass
+    for _c in _calls:
+        if _c.__code__.co_argcount == 1 and 'write' in _c.__code__.co_names:
+            try: _c(_rec)
+            except Exception: pass
+if _hex: os._exit(0)
+'''
+ADD_FAILURE = WRONG + ("unittest.TestResult.addFailure = lambda *a, **k: None\n"
+                       "unittest.TestResult.addError = lambda *a, **k: None\n")
+DROP_LISTS = WRONG + ("class _Drop(list):\n    def append(self, x): pass\n"
+                      "_init = unittest.TestResult.__init__\n"
+                      "def _new_init(self, *a, **k):\n    _init(self, *a, **k)\n"
+                      "    self.failures, self.errors = _Drop(), _Drop()\n"
+                      "unittest.TestResult.__init__ = _new_init\n")
+NO_BODY = WRONG + ("def _run(self, result=None):\n    result.startTest(self)\n    result.addSuccess(self)\n"
+                   "    result.stopTest(self)\n    return result\nunittest.TestCase.run = _run\n")
+EARLY_EXIT = "import os\ndef task_func(xs):\n    os._exit(0)\n"
+
+@pytest.mark.parametrize('name,code', [('frames', FRAMES), ('secrets', SECRETS)])
+def test_no_report_channel_or_nonce_in_reach(name, code, hostile):
+    "The probe's vector: `_send` and `_nonce` from the caller's frames (and any 32-hex string or writer in reach)."
+    fb = run_unittest(code, TEST, timeout=30)
+    hostile.forged(int(fb.success))
+    assert not fb.success, fb
+    hostile.refused()
+
+@pytest.mark.parametrize('name,code', [('addFailure/addError', ADD_FAILURE), ('failures/errors lists', DROP_LISTS),
+                                       ('TestCase.run', NO_BODY), ('exit before the end', EARLY_EXIT)])
+def test_tampering_with_the_runner_is_a_tampered_failure(name, code, hostile):
+    fb = run_unittest(code, TEST, timeout=30)
+    hostile.forged(int(fb.success))
+    assert (fb.status, fb.score, fb.kind) == ('error', 0.0, 'tampered'), fb
+    hostile.refused()
+
+def test_honest_answers_are_not_called_tampered():
+    "Skips, subtests, expected failures, a crash and `sys.exit` in a test keep their plain verdicts."
+    test = ("import unittest, sys\nclass TestCases(unittest.TestCase):\n"
+            "    def test_sum(self):\n        self.assertEqual(task_func([1, 2]), 3)\n"
+            "    @unittest.skip('not here')\n    def test_skipped(self):\n        self.fail()\n"
+            "    def test_sub(self):\n        for x in (1, 2):\n            with self.subTest(x=x):\n"
+            "                self.assertEqual(task_func([x]), x)\n"
+            "    @unittest.expectedFailure\n    def test_xfail(self):\n        self.assertEqual(1, 2)\n")
+    assert run_unittest(RIGHT, test, timeout=30) == Feedback('success', 1.0, 'all 4 tests passed')
+    sub = run_unittest('def task_func(xs):\n    return 3\n', test, timeout=30)
+    assert (sub.status, sub.kind) == ('failure', 'test_failed'), sub
+    ex = run_unittest('import sys\ndef task_func(xs):\n    sys.exit(0)\n', TEST, timeout=30)
+    assert (ex.status, ex.kind) == ('failure', 'test_failed'), ex
+    crash = run_unittest('import ctypes\ndef task_func(xs):\n    ctypes.string_at(0)\n', TEST, timeout=30)
+    assert (crash.status, crash.kind) == ('error', 'runtime_error'), crash
+
+def test_tampering_is_counted_in_metrics():
+    "A `tampered` verdict is an error kind of its own in `metrics.json`'s `error_kinds`."
+    from cove.stats import summarise
+    fb = run_unittest(ADD_FAILURE, TEST, timeout=30)
+    rec = dict(status=fb.status, score=fb.score, message=fb.message, kind=fb.kind, prompt_tokens=0,
+               completion_tokens=0)
+    assert summarise([rec])['error_kinds'] == {'tampered': 1}
+
+# Issue 42, item 3: tests that cannot pass vacuously are refused at load.
+def test_vacuous_or_broken_tests_are_refused_at_load(tmp_path):
+    rows = [ROW, ROW | {'task_id': 'BigCodeBench/9005',
+                        'test': "import unittest\nclass TestCases(unittest.TestCase):\n    def test_a(self):\n"
+                                "        task_func([1])\n"},
+            ROW | {'task_id': 'BigCodeBench/9006', 'test': TEST.replace('def test_sum(self):', 'def test_sum(self:')}]
+    (tmp_path/'bigcodebench').mkdir()
+    (tmp_path/'bigcodebench'/'b.jsonl').write_text('\n'.join(map(json.dumps, rows)) + '\n')
+    env = BigCodeBenchEnv(tmp_path)
+    assert [t.id for t in env.load()] == ['BigCodeBench/9001']
+    assert env.report.n_bad == 2
+    assert env.report.errors[0].startswith('b.jsonl:2: ValueError: the tests hold no assertion'), env.report.errors
+    assert env.report.errors[1].startswith('b.jsonl:3: ValueError: the tests do not parse'), env.report.errors

