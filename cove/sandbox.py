@@ -374,15 +374,20 @@ def _requires(dist) -> list[str]:
 
 # %% ../nbs/04b_sandbox.ipynb #f0dbd377
 @lru_cache(None)
+def _dist_index() -> tuple[dict, dict]:
+    "This interpreter's distributions by normalised name, and its top-level modules' distributions (read once)."
+    from importlib import metadata
+    by_name = {}
+    for d in metadata.distributions(): by_name.setdefault(_dist_name(d.metadata['Name'] or ''), d)
+    return by_name, metadata.packages_distributions()
+
+@lru_cache(None)
 def _site_entries(packages:tuple) -> tuple:
     """The installed files and folders `packages` (top-level module names) need, in this interpreter's site-packages:
     their distributions' and those they require, no `.pth` file (a stdlib module needs none)."""
-    from importlib import metadata
     import sysconfig
     site = {os.path.realpath(sysconfig.get_paths()[k]) for k in ('purelib', 'platlib')}
-    by_name = {}
-    for d in metadata.distributions(): by_name.setdefault(_dist_name(d.metadata['Name'] or ''), d)
-    top = metadata.packages_distributions()
+    by_name, top = _dist_index()
     todo, seen, out = [_dist_name(n) for p in packages for n in top.get(p.split('.')[0], [])], set(), set()
     while todo:
         if (n := todo.pop()) in seen or n not in by_name: continue
