@@ -4,10 +4,11 @@
 
 # %% ../nbs/09_bench.ipynb #bcb35414
 from __future__ import annotations
-import importlib.util, json, platform, tempfile, time
+import contextlib, importlib.util, json, platform, tempfile, time
+import torch
 from pathlib import Path
 from .config import Config
-from .llm import bench_load, bench_generation, EMBEDDED_ALIASES
+from .llm import bench_load, bench_generation, EMBEDDED_ALIASES, pick_dtype, resolve_model
 from .run import Run, RunSpec, load_policy
 from .check import episode_records_of
 from .embed import Embedder, bench_embed
@@ -150,45 +151,83 @@ def episode_records(cfg:Config, policy, quick:bool=False,
 # %% ../nbs/09_bench.ipynb #7fc73559
 ROLLOUT_FAMILIES = ('tableqa', 'multihop', 'math', 'code')
 
+def _vllm_why(cfg:Config) -> str|None:
+    "None if `cove serve` can serve the profile's model here (`.venv-vllm`, a local model), else why not."
+    from cove.serve import vllm_python, ServeError
+    try: vllm_python()
+    except ServeError as e: return str(e)
+    if cfg['model.name'] == 'tiny': return "vLLM serves a model folder, not the in-memory tiny test model"
+    try: resolve_model(cfg['model.name'])
+    except FileNotFoundError as e: return str(e)
+    return None
+
 def rollout_backends(cfg:Config) -> dict:
     "Backend -> None (it can run here) or the reason it cannot; `hf` always runs."
-    why = None if importlib.util.find_spec('llama_cpp') else "llama-cpp-python is not installed: pip install 'cove[llamacpp]'"
+    why = None if importlib.util.find_spec('llama_cpp') else \
+        "llama-cpp-python is not installed: pip install 'cove[llamacpp]'"
     if why is None and not (cfg['model.name'] in EMBEDDED_ALIASES or str(cfg['model.name']).endswith('.gguf')):
         why = f"the llamacpp backend runs the embedded model or a .gguf file, not {cfg['model.name']!r}"
-    return {'hf': None, 'llamacpp': why}
+    return {'hf': None, 'llamacpp': why, 'vllm': _vllm_why(cfg)}
+
+# %% ../nbs/09_bench.ipynb #ed8b0821
+def _with(cfg:Config, **kv) -> Config:
+    "`cfg` with the keys `kv` (dots as `__`) set."
+    vals = {**cfg.values, **{k.replace('__', '.'): v for k, v in kv.items()}}
+    return Config(vals, cfg.sources, cfg.profile, cfg.root)
+
+@contextlib.contextmanager
+def _backend_policy(cfg:Config, b:str):
+    "`(config, policy, dtype)` of rollout backend `b` for the block: `hf_fp32` is hf in float32, `vllm` is served fp32."
+    if b == 'vllm':
+        from cove.serve import vllm_server
+        with vllm_server(cfg, dtype='float32') as url:
+            c = _with(cfg, model__backend='openai', model__base_url=url)
+            yield c, load_policy(c), 'float32'
+        return
+    c = _with(cfg, model__backend='hf', model__dtype='float32') if b == 'hf_fp32' else _with(cfg, model__backend=b)
+    pol = load_policy(c)
+    yield c, pol, str(getattr(pol, 'dtype', None)).replace('torch.', '')
+    if hasattr(pol, 'close'): pol.close()
+
+# %% ../nbs/09_bench.ipynb #2639d2df
+def _speedup(rates:dict, missing:dict) -> dict:
+    "The `rollout_speedup_over_hf` record: the fastest backend but hf's episodes per minute over hf's."
+    others = {b: r for b, r in rates.items() if not b.startswith('hf')}
+    if not others:
+        return {'name': 'rollout_speedup_over_hf', 'value': None, 'unit': 'x', 'status': 'unavailable',
+                'note': 'no backend but hf ran here: ' + '; '.join(f'{b}: {w}' for b, w in missing.items())}
+    best = max(others, key=others.get)
+    return {'name': 'rollout_speedup_over_hf', 'value': round(others[best] / rates['hf'], 2), 'unit': 'x',
+            'backend': best, 'episodes_per_min': {b: round(r, 2) for b, r in rates.items()},
+            'note': "Base on the same seeded episodes; hf at the profile's model.dtype, vllm served in float32"}
+
+# %% ../nbs/09_bench.ipynb #e3a1bceb
+def _same(a:list, b:list) -> float: return round(sum(x == y for x, y in zip(a, b)) / max(1, len(a)), 3)
 
 def rollout_records(cfg:Config, quick:bool=False,
                     episodes:int|None=None) -> list[dict]: # per family; default 8 with `quick`, else 16
-    """Base's episodes per minute through each backend on the same stream, its transcripts against hf's, and the best
-    speedup."""
+    """Base's episodes per minute through each backend on the same stream, its transcripts against hf's (and hf fp32's),
+    and the best speedup over hf."""
     n, recs, rates, traces = episodes or (8 if quick else 16), [], {}, {}
     backends = rollout_backends(cfg)
+    if any(w is None for b, w in backends.items() if b != 'hf') and pick_dtype(cfg['model.dtype']) != torch.float32:
+        backends = {'hf': None, 'hf_fp32': None, **{b: w for b, w in backends.items() if b != 'hf'}}   # the reference
     with tempfile.TemporaryDirectory() as d:
-        for b, why in backends.items():
-            if why: continue
-            c = Config({**cfg.values, 'model.backend': b}, cfg.sources, cfg.profile, cfg.root)
-            pol = load_policy(c)
-            # first-call costs land on neither
-            _play_timed(c, pol, 'base', 1, Path(d)/f'{b}-warm-up', ROLLOUT_FAMILIES)
-            m, s = _play_timed(c, pol, 'base', n, Path(d)/b, ROLLOUT_FAMILIES)
+        for b in [b for b, why in backends.items() if why is None]:
+            with _backend_policy(cfg, b) as (c, pol, dtype):
+                # first-call costs land on neither
+                _play_timed(c, pol, 'base', 1, Path(d)/f'{b}-warm-up', ROLLOUT_FAMILIES)
+                m, s = _play_timed(c, pol, 'base', n, Path(d)/b, ROLLOUT_FAMILIES)
             traces[b] = [json.dumps(r['trace']) for r in episode_records_of(Path(d)/b/'episodes.jsonl')]
             rates[b] = 60 / s
+            fp32 = traces.get('hf_fp32', traces['hf'] if 'hf_fp32' not in backends else None)
             recs.append({'name': f'rollout_episodes_per_min_{b}', 'value': round(rates[b], 2), 'unit': 'episodes/min',
-                         'model': cfg['model.name'], 'dtype': str(getattr(pol, 'dtype', None)).replace('torch.', ''),
-                         'episodes': m['overall']['n'], 'families': list(ROLLOUT_FAMILIES),
-                         'batch_size': cfg['model.batch_size'], 'success': m['overall']['success_rate'],
-                         'same_transcripts_as_hf': round(sum(x == y for x, y in zip(traces[b], traces['hf'])) / len(traces[b]), 3)})
-            if hasattr(pol, 'close'): pol.close()
-            del pol
-    others = {b: r for b, r in rates.items() if b != 'hf'}
-    missing = {b: why for b, why in backends.items() if why}
-    if not others:
-        return recs + [{'name': 'rollout_speedup_over_hf', 'value': None, 'unit': 'x', 'status': 'unavailable',
-                        'note': 'no backend but hf ran here: ' + '; '.join(f'{b}: {w}' for b, w in missing.items())}]
-    best = max(others, key=others.get)
-    return recs + [{'name': 'rollout_speedup_over_hf', 'value': round(others[best] / rates['hf'], 2), 'unit': 'x',
-                    'backend': best, 'episodes_per_min': {b: round(r, 2) for b, r in rates.items()},
-                    'note': 'Base on the same seeded episodes; each backend loaded with the profile\'s model.* keys'}]
+                         'model': cfg['model.name'], 'dtype': dtype, 'episodes': m['overall']['n'],
+                         'families': list(ROLLOUT_FAMILIES), 'batch_size': cfg['model.batch_size'],
+                         'success': m['overall']['success_rate'],
+                         'same_transcripts_as_hf': _same(traces[b], traces['hf']),
+                         **({'same_transcripts_as_hf_fp32': _same(traces[b], fp32)} if fp32 else {})})
+    return recs + [_speedup(rates, {b: why for b, why in backends.items() if why})]
 
 # %% ../nbs/09_bench.ipynb #2231f604
 def train_records(

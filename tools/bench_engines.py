@@ -1,4 +1,5 @@
-"""Side-by-side speed of cove's `hf` policy and the llama.cpp backend (`cove.llamacpp`) on real episode prompts.
+"""Side-by-side speed of cove's `hf` policy, the llama.cpp backend (`cove.llamacpp`) and vLLM served on loopback
+(`cove.serve`, `vllm-fp32`: needs `make vllm`) on real episode prompts.
 
 Issue 23, item 2. Both engines run in this one process, interleaved, with the same threads, so a machine shared with
 other jobs slows both alike (not equally: compare the CPU-seconds too). Two measurements:
@@ -20,7 +21,7 @@ from __future__ import annotations
 import argparse, json, os, platform, time
 from pathlib import Path
 
-ENGINES = ('hf-bf16', 'hf-fp32', 'llamacpp-bf16', 'llamacpp-f32', 'llamacpp-q8_0')
+ENGINES = ('hf-bf16', 'hf-fp32', 'llamacpp-bf16', 'llamacpp-f32', 'llamacpp-q8_0', 'vllm-fp32', 'vllm-bf16')
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -49,9 +50,20 @@ def episode_prompts(cfg, per_family:int):
         prompts.append(e['messages'][:1] + e['shots'] + e['messages'][1:])
     return envs, pairs, prompts, _stops(envs.values())
 
+SERVERS = []   # vLLM servers started here, stopped at exit
+
 def load_engine(name:str, threads:int, slots:int):
-    "A policy for engine `name` (`hf-bf16`, `llamacpp-f32`, ...)."
+    "A policy for engine `name` (`hf-bf16`, `llamacpp-f32`, `vllm-fp32` (served by `cove serve`'s code), ...)."
     kind, dt = name.split('-')
+    if kind == 'vllm':
+        import atexit
+        from cove.serve import VLLMServer
+        from cove.llm import make_policy, ensure_embedded_model
+        srv = VLLMServer('smollm2-135m', threads=threads, dtype={'bf16': 'bfloat16', 'fp32': 'float32'}[dt]).start()
+        SERVERS.append(srv)
+        atexit.register(srv.stop)
+        return make_policy('openai', 'smollm2-135m', base_url=srv.base_url, batch_size=16,
+                           tokenizer=str(ensure_embedded_model()))
     if kind == 'hf':
         from cove.llm import HFPolicy
         return HFPolicy.load('smollm2-135m', dtype={'bf16': 'bfloat16', 'fp32': 'float32'}[dt], batch_size=16)
@@ -61,7 +73,7 @@ def load_engine(name:str, threads:int, slots:int):
 def clear(pol):
     "Forget kept prompts, so each measurement starts cold."
     if hasattr(pol, 'prefix_cache'): pol.prefix_cache.clear()
-    else:
+    elif hasattr(pol, 'clear_cache'):
         pol.clear_cache()
         reuse(pol)
 
@@ -151,11 +163,11 @@ def summary(gen:list[dict], roll:list[dict], demo:int, ref:str='hf-bf16') -> dic
     epc = {n: st.median(r['episodes_per_cpu_min'] for r in roll if r['engine'] == n) for n in epm}
     if ref in epm:
         for n in epm:
-            if n.startswith('llamacpp'):
+            if n.startswith(('llamacpp', 'vllm')):
                 out[f'rollout_speedup_over_hf[{n}]'] = round(epm[n] / epm[ref], 2)
                 out[f'rollout_cpu_speedup_over_hf[{n}]'] = round(epc[n] / epc[ref], 2)
     for r in gen:
-        if r['batch'] == demo and r['engine'].startswith('llamacpp') and 'ratio_to_ref' in r:
+        if r['batch'] == demo and r['engine'].startswith(('llamacpp', 'vllm')) and 'ratio_to_ref' in r:
             out[f'gen_speedup_b{demo}[{r["engine"]}]'] = r['ratio_to_ref']
     return out
 
