@@ -242,6 +242,32 @@ def _sbx_reporter(fd:int):
     def report(rec): os.write(fd, (json.dumps(rec, default=str) + '\n').encode())
     return report
 
+# %% ../nbs/04b_sandbox.ipynb #363222a2
+def _sbx_hide(hidden, allowed):
+    """Child side, without a filesystem view: refuse opening anything under `hidden` (site-packages, cove) but inside
+    `allowed` (the packages the code may import), for reading too; an import of such a module fails as a missing one
+    (`io.open_code`: `ModuleNotFoundError`, which optional imports catch)."""
+    import builtins, io, os, posix, _io
+    under = lambda p, roots: any(p == r or p.startswith(r + os.sep) for r in roots)
+    def check(p, fd=None, err=PermissionError):
+        if isinstance(p, int): return
+        base = os.readlink(f'/proc/self/fd/{fd}') if fd is not None else os.getcwd()
+        rp = os.path.realpath(os.path.join(base, os.fsdecode(p)))
+        if under(rp, hidden) and not under(rp, allowed): raise err(f'sandbox: {p!r} is not readable here')
+    _open, _osopen, _code = builtins.open, os.open, _io.open_code
+    def open_(file, *a, **k):
+        check(file)
+        return _open(file, *a, **k)
+    def os_open(path, *a, **k):
+        check(path, k.get('dir_fd'))
+        return _osopen(path, *a, **k)
+    def open_code(path):
+        check(path, err=ModuleNotFoundError)
+        return _code(path)
+    builtins.open = io.open = open_
+    os.open = posix.open = os_open
+    _io.open_code = io.open_code = open_code
+
 # %% ../nbs/04b_sandbox.ipynb #b3182c81
 def _sbx_main():
     "Child side entry point: isolate, limit, drop privileges, guard, then run `main.py` (or exec a command)."
@@ -265,6 +291,7 @@ def _sbx_main():
     if cfg['report_fd'] is not None:   # no report pipe, no reporting function; none in this frame's names either
         g['__cove_report__'] = _sbx_reporter(cfg.pop('report_fd'))
     if cfg['guard']: _sbx_guard(os.getcwd())
+    if cfg['guard'] and cfg['hidden']: _sbx_hide(cfg['hidden'], cfg['site'])
     try: exec(compile(src, 'main.py', 'exec'), g)
     except SystemExit: raise
     except BaseException as e:
@@ -277,7 +304,7 @@ def _runner_source() -> str:
     "The child-side launcher, as source for `python -I -c`."
     import inspect
     fns = (_sbx_join, _sbx_netns, _sbx_limits, _sbx_drop, _sbx_bind, _sbx_quota, _sbx_view, _sbx_wait, _sbx_guard,
-           _sbx_reporter, _sbx_main)
+           _sbx_hide, _sbx_reporter, _sbx_main)
     return '\n\n'.join(inspect.getsource(f) for f in fns) + '\n_sbx_main()\n'
 
 # %% ../nbs/04b_sandbox.ipynb #66b8f55a
@@ -401,6 +428,16 @@ def _site_entries(packages:tuple) -> tuple:
             if head and head not in ('..', '__pycache__') and not head.endswith('.pth'):
                 out.add(os.path.join(base, head))
     return tuple(sorted(p for p in out if os.path.lexists(p)))
+
+# %% ../nbs/04b_sandbox.ipynb #5105fee0
+@lru_cache(None)
+def _guard_hidden() -> tuple:
+    "What the guard hides where there is no view: this interpreter's and the system's site-packages, cove's package."
+    import importlib.util, sysconfig
+    site = {os.path.realpath(sysconfig.get_paths()[k]) for k in ('purelib', 'platlib')}
+    spec = importlib.util.find_spec('cove')
+    cove = {os.path.dirname(os.path.realpath(spec.origin))} if spec and spec.origin else set()
+    return tuple(sorted(site | set(map(os.path.realpath, _site_masks())) | cove))
 
 # %% ../nbs/04b_sandbox.ipynb #76f6e09d
 def _exited(pid:int) -> bool:
@@ -705,6 +742,7 @@ def _sandbox(files:dict, argv:list|None, stdin:str, timeout:float, memory_mb:int
             binds=binds,
             masks=_site_masks(),
             site=site,
+            hidden=() if view else _guard_hidden(),
             devices=DEVICES,
             argv=argv,
             status_fd=pipes[0][1],

