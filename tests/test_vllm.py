@@ -2,7 +2,7 @@
 127.0.0.1, runtime LoRA): greedy completions on real first-turn episode prompts equal `hf` fp32's, with the same stops and
 token counts; a LoRA adapter trained by cove, loaded at run time, gives the completions transformers + peft give with it;
 `score_choices` through the server's prompt logprobs agrees with `hf`; one GRPO step generates through the server;
-`cove serve` starts and stops. Skipped where `.venv-vllm` is absent (`make vllm`). Every test here is `slow`: the server
+`cove serve` starts and stops; the GPU smoke's vLLM step runs on the CPU build. Skipped where `.venv-vllm` is absent (`make vllm`). Every test here is `slow`: the server
 takes ~35 s to start on 2 cores, and the module takes a few minutes (`make test-slow`)."""
 import json, os, re, signal, subprocess, sys, time
 from pathlib import Path
@@ -172,3 +172,14 @@ def test_cove_serve_starts_and_stops():
         assert not answers(m.group(1))
     finally:
         if p.poll() is None: os.killpg(p.pid, signal.SIGKILL)
+
+
+def test_gpu_smoke_vllm_step_runs_on_the_cpu_build(tmp_path):
+    "tools/gpu_smoke.sh's vLLM step (serving, the SFT adapter by name, a GRPO step through it) on vLLM's CPU build."
+    from cove.llm import ensure_embedded_model
+    p = subprocess.run(['bash', 'tools/gpu_smoke.sh', '--device', 'cpu', '--model', str(ensure_embedded_model()),
+                        '--only', 'sft,vllm', '--out', str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    figs = json.loads((tmp_path/'gpu_smoke.json').read_text())['vllm']
+    assert (figs['adapter'], figs['grpo_steps'], figs['grpo_served_completions']) == ('adapter-0001', 1, 2), figs

@@ -5,7 +5,8 @@ Run by `tools/gpu_smoke.sh` on a GPU machine (or `--device cpu` here, as a dry r
    generation throughput of a batch of 32 conversations, 64 new tokens each;
 2. a LoRA SFT update (TRL `SFTTrainer` through `cove.train.train_sft`), training tokens/s;
 3. a GRPO update (TRL `GRPOTrainer` through `cove.train.train_grpo`, transformers generation), training tokens/s;
-4. `cove run --profile gpu` with the `hf` backend, 4 episodes of the embedded math family.
+4. `cove run --profile gpu` with the `hf` backend, 4 episodes of the embedded math family;
+5. (opt-in, `--vllm`) vLLM serving the model: completions, the SFT adapter loaded by name, a GRPO step through it.
 Each step prints one `SMOKE` line; a failed step prints its error and the others still run; the exit status is the
 number of failed steps. Figures go to OUT/gpu_smoke.json as well.
 """
@@ -92,7 +93,42 @@ def step_run(device:str, model:str, out:Path) -> dict:
                 command='cove ' + ' '.join(cmd[3:]))
 
 
+def step_vllm(device:str, model:str, out:Path) -> dict:
+    """vLLM serving the model (`cove.serve.VLLMServer`: the vllm venv from $COVE_VLLM_VENV, else .venv-vllm), greedy
+    completions through `OpenAIPolicy`, the SFT step's adapter loaded at run time by name (when that step ran), and one
+    GRPO step whose completions the server generates (`cove.train.served_rollout`). Opt-in: `--only vllm` or `--vllm`."""
+    from cove.core import msg
+    from cove.llm import make_policy
+    from cove.serve import VLLMServer
+    from cove.tasks.base import make_env
+    from cove.train import grpo_prompts, hot_swap, make_task_reward, train_grpo
+    convs = [[msg('user', f'Count from {i} to {i + 5}.')] for i in range(8)]
+    dtype = 'float32' if device == 'cpu' else 'bfloat16'
+    with VLLMServer(model, device=device, dtype=dtype, log=out/'vllm.log') as srv:
+        pol = make_policy('openai', model, base_url=srv.base_url, batch_size=8, tokenizer=model)
+        t0 = time.perf_counter()
+        gens = pol.generate(convs, max_new_tokens=32)
+        gen_s = time.perf_counter() - t0
+        figs = dict(start_s=round(srv.ready_s, 1), new_tokens=sum(g.completion_tokens for g in gens),
+                    gen_tokens_per_s=round(sum(g.completion_tokens for g in gens) / gen_s, 1))
+        sft = sorted((out/'sft').glob('adapter-*'))
+        if sft:
+            figs['adapter'] = hot_swap(pol, sft[-1])
+            figs['adapter_tokens'] = sum(g.completion_tokens for g in pol.generate(convs, max_new_tokens=16))
+            pol.set_adapter(None)
+        env = make_env('math')
+        tasks = env.tasks('train', n=2)
+        reward = make_task_reward(env, tasks)
+        res = train_grpo(pol, grpo_prompts(env, tasks), reward, out/'vllm-grpo', num_generations=2, max_steps=1,
+                         max_completion_length=16, use_cpu=device == 'cpu', bf16=device != 'cpu',
+                         dtype='bfloat16' if device != 'cpu' else None)
+        figs |= dict(grpo_steps=res.steps, grpo_reward_calls=reward.stats['calls'],
+                     grpo_served_completions=pol.ledger.by_kind['generate']['calls'] - len(convs) * (1 + bool(sft)))
+    return figs
+
+
 STEPS = dict(env=step_env, generate=step_generate, sft=step_sft, grpo=step_grpo, run=step_run)
+OPT_IN = dict(vllm=step_vllm)   # needs vLLM (make vllm here; a GPU build of vllm there)
 
 
 def main(argv=None) -> int:
@@ -100,7 +136,8 @@ def main(argv=None) -> int:
     ap.add_argument('--device', default='cuda', help='cuda (default) or cpu (a dry run of the same steps)')
     ap.add_argument('--model', default=str(ROOT/'.gpu'/'tiny'), help='model folder (default .gpu/tiny)')
     ap.add_argument('--out', default=os.environ.get('OUT', str(ROOT/'outputs'/'gpu_smoke')))
-    ap.add_argument('--only', help='comma-separated steps: ' + ','.join(STEPS))
+    ap.add_argument('--only', help='comma-separated steps: ' + ','.join([*STEPS, *OPT_IN]))
+    ap.add_argument('--vllm', action='store_true', help='add the vllm step (serving, runtime LoRA, GRPO through it)')
     a = ap.parse_args(argv)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -108,9 +145,10 @@ def main(argv=None) -> int:
         print(f"SMOKE error: no model at {a.model}; run `tools/gpu_smoke.sh prepare` first", flush=True)
         return 1
     figures, failed = {}, 0
-    for name in (a.only.split(',') if a.only else STEPS):
+    steps = {**STEPS, **OPT_IN}
+    for name in (a.only.split(',') if a.only else [*STEPS, *(['vllm'] if a.vllm else [])]):
         t0 = time.perf_counter()
-        try: figures[name] = STEPS[name](a.device, a.model, out) | dict(step_s=round(time.perf_counter() - t0, 1))
+        try: figures[name] = steps[name](a.device, a.model, out) | dict(step_s=round(time.perf_counter() - t0, 1))
         except Exception as e:
             failed += 1
             figures[name] = dict(error=f"{type(e).__name__}: {e}"[:800], step_s=round(time.perf_counter() - t0, 1))

@@ -7,7 +7,12 @@
 #   there:             tools/gpu_smoke.sh           installs .whl/ into $SITE, runs tools/gpu_smoke.py (figures also in
 #                                                  $OUT/gpu_smoke.json); extra arguments go to it (--only sft,grpo, ...)
 # With the device tool: run(command="bash tools/gpu_smoke.sh", carry=[".whl", ".gpu"], timeout_s=540).
-# A dry run of the same steps on this machine's CPU: tools/gpu_smoke.sh --device cpu (uses .venv).
+# A dry run of the same steps on this machine's CPU: tools/gpu_smoke.sh --device cpu (uses .venv); add --vllm for the
+# vLLM step (serving, a LoRA loaded by name, a GRPO step generating through it), which runs here on vLLM's CPU build
+# (make vllm) and there needs a GPU build of vllm in $COVE_VLLM_VENV (not among the wheels `prepare` fetches). vLLM's
+# CPU attention refuses the tiny model (head_dim 16): here, point it at the embedded model, e.g.
+#   tools/gpu_smoke.sh --device cpu --model ~/.cache/cove/models/smollm2-135m-instruct --only sft,vllm
+# (2026-12-03: both steps passed in 41 s; the server started in 19.5 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WHEELS="trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 faiss-cpu==1.15.1 fastcore==2.2.41
