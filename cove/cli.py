@@ -66,6 +66,8 @@ def _add_demo(sub):
     _common(p)
     p.add_argument('--episodes', type=int, default=None, help='episodes per family (default: the demo size)')
     p.add_argument('--out', default=None, help='folder (default outputs/demo/<run_id>; an existing one resumes)')
+    p.add_argument('--engine', choices=('hf', 'vllm'), default=None,
+                   help='rollout engine (default hf; vllm: a vLLM server from `make vllm`, docs/demo.md)')
     p.add_argument(
         '--methods', default=None, help='comma-separated methods (default base,harness_only,parametric_only,cove)'
     )
@@ -204,7 +206,8 @@ def cmd_demo(args) -> int:
     methods = [m.strip() for m in args.methods.split(',') if m.strip()] if args.methods else DEMO_METHODS
     episodes = DEMO_EPISODES if args.episodes is None else args.episodes
     _check_demo(cfg, methods, episodes)
-    s = run_demo(cfg, out, episodes=episodes, methods=methods, set_aside_corrupt=args.set_aside_corrupt)
+    s = run_demo(cfg, out, episodes=episodes, methods=methods, set_aside_corrupt=args.set_aside_corrupt,
+                 engine=args.engine)
     print((out / 'table.md').read_text())
     print(f"written to {out} in {s['wall_s'] / 60:.1f} min")
     return 0

@@ -124,16 +124,13 @@ def plot_success(curves, path:Path) -> Path:
 DEMO_ENGINES = ('hf', 'vllm')
 
 def demo_engine(cfg:Config, engine:str|None=None) -> str:
-    "The demo's rollout engine: `engine` if given, else `vllm` where `make vllm` installed it (the CPU hf profile), else `hf`."
-    if engine is not None:
-        if engine not in DEMO_ENGINES: raise ValueError(f"engine {engine!r} not in {DEMO_ENGINES}")
-        return engine
-    if cfg['model.backend'] != 'hf' or cfg['model.name'] == 'tiny': return 'hf'
-    try: vllm_python()
-    except ServeError as e:
-        get_logger('demo').warning(f"{e}; the demo's rollouts run on hf (about a third of vLLM's speed)")
-        return 'hf'
-    return 'vllm'
+    "The demo's rollout engine: `engine` if given (`hf` or `vllm`), else `hf` (see above); `vllm` needs `make vllm`."
+    engine = engine or 'hf'
+    if engine not in DEMO_ENGINES: raise ValueError(f"engine {engine!r} not in {DEMO_ENGINES}")
+    if engine == 'vllm':
+        vllm_python()   # a one-line ServeError naming `make vllm` where it is absent
+        if cfg['model.name'] == 'tiny': raise ValueError("the tiny test model lives in memory; vLLM needs a model folder")
+    return engine
 
 # %% ../nbs/19_demo.ipynb #a086143d
 def _log_to(path:Path) -> logging.Handler:
