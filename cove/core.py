@@ -14,9 +14,9 @@ from fastcore.basics import patch
 # %% auto #0
 __all__ = ['FEEDBACK_KINDS', 'STATUSES', 'ROLES', 'DISK_FULL', 'SQLITE_FULL', 'SQLITE_IOERR', 'Feedback', 'redact_expected',
            'Task', 'msg', 'repo_root', 'CorruptFile', 'WriteFailed', 'InfraError', 'writing', 'write_all',
-           'NotRegularFile', 'open_regular', 'read_regular', 'write_failure', 'write_atomic', 'one_line', 'read_json',
-           'write_json', 'get_logger', 'repair_tail', 'append_jsonl', 'read_jsonl', 'task_key', 'record_task_key',
-           'EpisodeKeys', 'fmt_num', 'TokenLedger', 'write_tx', 'import_optional']
+           'NotRegularFile', 'open_regular', 'read_regular', 'safe_path', 'write_failure', 'write_atomic', 'one_line',
+           'read_json', 'write_json', 'get_logger', 'repair_tail', 'append_jsonl', 'read_jsonl', 'task_key',
+           'record_task_key', 'EpisodeKeys', 'fmt_num', 'TokenLedger', 'write_tx', 'import_optional']
 
 # %% ../nbs/00_core.ipynb #24c123c3
 FEEDBACK_KINDS = {   # what went wrong, in one word a method can act on: kind -> its meaning
@@ -134,19 +134,34 @@ def write_all(fd:int, data:bytes):
 
 # %% ../nbs/00_core.ipynb #3f1b7cca
 class NotRegularFile(ValueError):
-    "A run-folder file that is a symbolic link, a FIFO, a folder or a device: cove neither follows nor opens it."
+    """A run-folder file that is a symbolic link, a hard link, a FIFO, a folder or a device: cove neither follows nor
+    opens it."""
+
+def _one_link(path, st) -> None:
+    "Refuse a regular file that other names share (`st`: its stat)."
+    if st.st_nlink > 1:
+        raise NotRegularFile(f"{path} is a hard link ({st.st_nlink} names share the file): cove writes no file that "
+                             "lives elsewhere too; remove it, or use another --out")
 
 def open_regular(path:str|Path, flags:int=os.O_RDONLY, mode:int=0o666) -> int:
-    "`os.open` of a regular file that follows no symbolic link and never blocks on a FIFO; `NotRegularFile` else."
-    try: fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, 'O_CLOEXEC', 0), mode)
+    """`os.open` of a regular file with one link, following no symbolic link and never blocking on a FIFO;
+    `NotRegularFile` else. `O_TRUNC` is applied only once the file is known to be one."""
+    trunc = flags & os.O_TRUNC
+    try: fd = os.open(path, (flags & ~os.O_TRUNC) | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, 'O_CLOEXEC', 0), mode)
     except OSError as e:
         if e.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR, errno.EMLINK):
             raise NotRegularFile(f"{path} is not a regular file (a link, FIFO or folder): cove opens none; "
                                  "remove it, or use another --out") from None
         raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    st = os.fstat(fd)
+    try:
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFile(f"{path} is not a regular file (a folder, FIFO or device): cove opens none; remove it, or use another --out")
+        _one_link(path, st)
+    except NotRegularFile:
         os.close(fd)
-        raise NotRegularFile(f"{path} is not a regular file (a folder, FIFO or device): cove opens none; remove it, or use another --out")
+        raise
+    if trunc: os.ftruncate(fd, 0)
     return fd
 
 def read_regular(path:str|Path) -> bytes|None:
@@ -154,6 +169,36 @@ def read_regular(path:str|Path) -> bytes|None:
     try: fd = open_regular(path)
     except FileNotFoundError: return None
     with os.fdopen(fd, 'rb') as f: return f.read()
+
+# %% ../nbs/00_core.ipynb #74937e23
+def safe_path(folder:str|Path, # the run folder (or a demo's or an experiment's folder)
+              name:str|Path, # a path relative to `folder`, e.g. `kb.sqlite` or `adapters/a1/adapter_config.json`
+              kind:str='file', # 'file': a regular file with one link once it exists; 'dir': a real folder
+             ) -> Path:
+    """`folder/name` when cove may write or open it: no part below `folder` is a symbolic link, and what exists of it
+    is a real folder, or (`kind='file'`) a regular file that no other name shares; `NotRegularFile` else (a
+    `ValueError`: one line, exit 2)."""
+    if kind not in ('file', 'dir'): raise ValueError(f"kind {kind!r} not in ('file', 'dir')")
+    rel = Path(name)
+    if rel.is_absolute() or '..' in rel.parts or not rel.parts:
+        raise ValueError(f"{name!r} is not a path inside the run folder {folder}")
+    p = Path(folder)
+    for i, part in enumerate(rel.parts):
+        p = p/part
+        try: st = os.lstat(p)
+        except FileNotFoundError: return Path(folder)/rel   # nothing there yet: it is made as a plain file or folder
+        last = i == len(rel.parts) - 1
+        if stat.S_ISLNK(st.st_mode):
+            raise NotRegularFile(f"{p} is a symbolic link: cove follows no link in a run folder; remove it, or use "
+                                 "another --out")
+        if (not last or kind == 'dir') and not stat.S_ISDIR(st.st_mode):
+            raise NotRegularFile(f"{p} is not a folder: remove it, or use another --out")
+        if last and kind == 'file':
+            if not stat.S_ISREG(st.st_mode):
+                raise NotRegularFile(f"{p} is not a regular file (a folder, FIFO, socket or device): cove opens none; "
+                                     "remove it, or use another --out")
+            _one_link(p, st)
+    return Path(folder)/rel
 
 # %% ../nbs/00_core.ipynb #13972437
 DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)   # no space left, over the file-size limit, over the quota

@@ -10,11 +10,11 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
-from .core import get_logger, write_tx, CorruptFile
+from .core import get_logger, write_tx, CorruptFile, safe_path
 from .embed import Embedder, DenseIndex, SparseIndex, hybrid_merge
 
 # %% auto #0
-__all__ = ['KINDS', 'LABELS', 'ENTRY_STATUSES', 'COLUMNS', 'BASE_SCHEMA', 'LEGACY_TABLES', 'SCHEMA', 'SQL_COLUMNS', 'MODES', 'Entry', 'Hit', 'StoreError', 'NamedConnection', 'open_sqlite', 'SqliteStore', 'StoreMissing', 'stores_must_exist', 'check_store_file', 'backup_db', 'KnowledgeBase', 'synthetic_corpus', 'bench_retrieval']
+__all__ = ['KINDS', 'LABELS', 'ENTRY_STATUSES', 'COLUMNS', 'BASE_SCHEMA', 'LEGACY_TABLES', 'SCHEMA', 'SQL_COLUMNS', 'MODES', 'Entry', 'Hit', 'StoreError', 'NamedConnection', 'open_sqlite', 'SqliteStore', 'StoreMissing', 'stores_must_exist', 'check_store_file', 'bound_stores', 'backup_db', 'KnowledgeBase', 'synthetic_corpus', 'bench_retrieval']
 
 # %% ../nbs/04_store.ipynb #8f356ec5
 KINDS = ('memory', 'skill')
@@ -144,6 +144,7 @@ class SqliteStore:
             for stmt in (BASE_SCHEMA + self.schema).split(';'):
                 if stmt.strip(): self.conn.execute(stmt)
             self.migrate()
+        self._bind()   # a store of another run is refused (`bound_stores`)
 
     def migrate(self):
         "Bring a file from an older version up to `schema` (inside the opening transaction)."
@@ -176,6 +177,8 @@ def check_store_file(path:str|Path, schema:str=''):
     tables."""
     p = str(path)
     if p == ':memory:': return
+    for side in ('', '-wal', '-shm', '-journal'):   # SQLite follows links: a planted one is refused before it opens
+        safe_path(Path(p).parent, Path(p).name + side)
     if not os.path.exists(p) or os.path.getsize(p) == 0:
         if _MUST_EXIST.get():
             raise StoreMissing(f"{p} is missing, though this run has recorded episodes with it: restore it, or rerun "
@@ -189,6 +192,39 @@ def check_store_file(path:str|Path, schema:str=''):
     if tables and not tables & ours:
         raise StoreError(f"{p} is a SQLite file that cove did not write (tables {sorted(tables)[:4]}): "
                          f"move it aside (mv {p} {p}.bad), or use another --out", p)
+
+# %% ../nbs/04_store.ipynb #ea939184
+_RUNS: dict[str, str] = {}   # a run folder (resolved) -> the id of the run playing in it
+
+@contextmanager
+def bound_stores(folder:str|Path, # the run folder
+                 run_id:str|None): # the run's id (its `config.json`'s); None: stores in `folder` are bound to none
+    "Inside, a store opened in `folder` or below it is bound to run `run_id` (`SqliteStore._bind`)."
+    key = str(Path(folder).resolve())
+    old = _RUNS.pop(key, None)
+    if run_id: _RUNS[key] = run_id
+    try: yield
+    finally:
+        _RUNS.pop(key, None)
+        if old: _RUNS[key] = old
+
+def _run_of(path:str) -> str|None:
+    "The id of the run whose folder holds store `path`, or None."
+    if path == ':memory:' or not _RUNS: return None
+    p = Path(path).resolve().parent
+    return next((_RUNS[str(q)] for q in [p, *p.parents] if str(q) in _RUNS), None)
+
+@patch
+def _bind(self:SqliteStore):
+    "Record the run this store is opened by in its `meta` (the first time), or refuse a store of another run."
+    if (rid := _run_of(self.path)) is None: return
+    had = self.meta('run_id')
+    if had is None:
+        with self.transaction(): self.set_meta('run_id', rid)
+    elif had != rid:
+        self.close()
+        raise StoreError(f"{self.path} is a store of another run (run id {had}; this run's {rid}): move it aside (mv "
+                         f"{self.path} {self.path}.bad) and restore this run's own, or use another --out", self.path)
 
 # %% ../nbs/04_store.ipynb #55c24ed6
 @patch
@@ -287,6 +323,9 @@ def backup_db(src:str|Path|sqlite3.Connection, # a database file, or an open con
     b = sqlite3.connect(str(tmp))
     try:
         with b: s.backup(b)
+        with b:   # a copy is no run's store until a run opens it (`bound_stores`)
+            if b.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone():
+                b.execute("DELETE FROM meta WHERE key = 'run_id'")
     finally:
         b.close()
         if s is not src: s.close()
