@@ -4,20 +4,21 @@
 
 # %% ../nbs/07c_check.ipynb #1f4411a6
 from __future__ import annotations
-import fcntl, json, os, re, sqlite3, stat, time
+import fcntl, hashlib, json, logging, os, re, sqlite3, stat, time
 from collections import Counter
 from pathlib import Path
 from .core import append_jsonl, read_jsonl, get_logger, CorruptFile, open_regular, read_regular
-from .core import read_json, one_line, write_atomic
+from .core import read_json, one_line, write_atomic, NotRegularFile, repo_root
 from .config import SCHEMA, Config
-from .spec import RunSpec, Drift
+from .spec import RunSpec, open_envs, run_stream, stream_digest
 from .method import METHODS, import_methods, state_advice, adapter_advice
 
 # %% auto #0
 __all__ = ['INFRA_PREFIX', 'RESULT_NEUTRAL', 'adapter_problem', 'check_state', 'set_aside', 'set_aside_log', 'note_fresh',
            'RunLocked', 'lock_holder', 'RunLock', 'running_pid', 'episode_records_of', 'replay_infra_tail',
-           'check_records', 'check_config', 'sqlite_problem', 'check_stores', 'record_keys', 'applied_agrees',
-           'check_method_state', 'odd_files', 'check_one', 'check_run', 'config_diff', 'run_diff', 'foreign_records']
+           'check_records', 'stream_mismatch', 'run_id_of', 'stream_problems', 'check_config', 'sqlite_problem',
+           'store_run_id', 'check_stores', 'record_keys', 'applied_agrees', 'check_method_state', 'odd_files',
+           'refuse_odd_files', 'check_one', 'check_run', 'config_diff', 'run_diff']
 
 # %% ../nbs/07c_check.ipynb #82c2002e
 def _tensors_problem(ts:dict) -> str|None:
@@ -254,6 +255,51 @@ def _spec_item(sp:dict, c:dict, recs:list[dict]) -> tuple:
         ),
     )
 
+# %% ../nbs/07c_check.ipynb #c531ae3e
+def stream_mismatch(recs:list[dict], stream:list[tuple], spec:RunSpec) -> list[str]:
+    """Why records of `recs` are not of the run that plays `stream` (`run_stream`'s) under `spec`, one line each: an
+    episode outside the stream, or another method, seed, family, task or split than the stream's at its position."""
+    def why(r):
+        e = r['episode']
+        if not 0 <= e < len(stream): return f"outside the stream (episodes 0..{len(stream) - 1})"
+        s, t = stream[e]
+        return (f"method {r.get('method')!r}" if r.get('method') != spec.method else
+                f"seed {r.get('seed')!r}, not {spec.seed}" if r.get('seed', spec.seed) != spec.seed else
+                f"family {r.get('family_spec')!r}, not {s!r}" if r.get('family_spec') != s else
+                f"task {r.get('task_id')!r}, not {t.id!r}" if r.get('task_id') != t.id else
+                f"split {r.get('split')!r}, not {t.split!r}" if r.get('split') != t.split else None)
+    return [f"episode {r['episode']}: {w}" for r in recs if (w := why(r))]
+
+# %% ../nbs/07c_check.ipynb #fec29a94
+def run_id_of(conf:dict) -> str:
+    """The run id a `config.json` (`conf`) holds (a store of the run holds it too); for one an older cove wrote without
+    it, an id derived from its spec and start time."""
+    if isinstance(conf.get('run_id'), str) and conf['run_id']: return conf['run_id']
+    key = json.dumps([conf.get('spec'), conf.get('started')], sort_keys=True, default=str)
+    return 'legacy-' + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+def _rebuilt_stream(conf:dict) -> tuple[RunSpec, list, list]:
+    "`(spec, one, stream)` of the run `conf` describes, rebuilt here (quietly: its warnings were the run's)."
+    root = logging.getLogger('cove')
+    level, spec = root.level, RunSpec(**conf['spec'])
+    root.setLevel(logging.ERROR)
+    try:
+        cfg = Config(dict(conf.get('config') or {}), {}, str(conf.get('profile', '')), repo_root())
+        return spec, *run_stream(spec, cfg, open_envs(spec.tasks, cfg))
+    finally: root.setLevel(level)
+
+def stream_problems(conf:dict, recs:list[dict]) -> tuple[list[str], str]:
+    """How the data and `recs` disagree with the stream that `conf` (a `config.json`) describes, and a note when that
+    stream cannot be rebuilt here (its family not loaded, its data gone)."""
+    try: spec, one, stream = _rebuilt_stream(conf)
+    except Exception as e:
+        return [], f"the stream is not rebuilt here, so the records are not checked against it ({one_line(e)})"
+    probs, had = [], conf.get('data_sha256')
+    if had and had != (now := stream_digest(one)):
+        probs.append(f"the data it plays changed since it started (data_sha256 {had[:12]}..., now {now[:12]}...)")
+    if bad := stream_mismatch(recs, stream, spec): probs.append(f"{len(bad)} records of another run, e.g. {bad[0]}")
+    return probs, ''
+
 # %% ../nbs/07c_check.ipynb #fbcb216f
 def check_config(d:Path, recs:list[dict]) -> tuple[list[tuple], dict|None]:
     """Items for `config.json` (a run spec), the records against the spec, and `metrics.json` against both; and the
@@ -264,8 +310,13 @@ def check_config(d:Path, recs:list[dict]) -> tuple[list[tuple], dict|None]:
     if not isinstance(sp, dict) or not {'method', 'tasks', 'episodes'} <= set(sp):
         return [('config.json', False, 'missing, or holds no run spec: the records are of an unknown run')], None
     c = conf.get('config', {})
+    spec_item = _spec_item(sp, c, recs)
+    probs, note = stream_problems(conf, recs) if recs else ([], '')
+    if probs or note:
+        why = ([] if spec_item[1] else [spec_item[2]]) + probs
+        spec_item = (spec_item[0], spec_item[1] and not probs, '; '.join(why) or f"{spec_item[2]}; {note}")
     items = [('config.json', True, f"{sp['method']} on {','.join(sp['tasks'])}, {sp['episodes']} per family, model {c.get('model.name')}"),
-             _spec_item(sp, c, recs)]
+             spec_item]
     if not (d/'metrics.json').exists():
         return items + [('metrics.json', not recs, f"missing, with {len(recs)} records: a rerun writes it" if recs else 'none yet')], conf
     try: probs = _metrics_problems(read_json(d/'metrics.json', 'a rerun rewrites it'), sp, len(recs))
@@ -283,11 +334,31 @@ def sqlite_problem(path:str|Path) -> str|None:
     return None if res == ['ok'] else '; '.join(map(str, res[:3]))
 
 # %% ../nbs/07c_check.ipynb #c7d93729
-def check_stores(d:Path) -> list[tuple]:
-    "Items for every `*.sqlite` below `d` (`PRAGMA integrity_check`) and every adapter folder (`adapter_problem`)."
+def store_run_id(path:str|Path) -> str|None:
+    "The run id in the `meta` of the SQLite store `path` (read-only), or None (none there, or not a store of cove's)."
+    try:
+        con = sqlite3.connect(Path(path).resolve().as_uri() + '?mode=ro', uri=True)
+        try: row = con.execute("SELECT value FROM meta WHERE key = 'run_id'").fetchone()
+        finally: con.close()
+        return json.loads(row[0]) if row else None
+    except (sqlite3.Error, ValueError): return None
+
+def _other_run(p:Path, run_id:str|None) -> str|None:
+    "Why store `p` is another run's (its `meta` holds another run id than `run_id`), or None."
+    had = store_run_id(p) if run_id and '.corrupt-' not in p.name else None
+    if had is None or had == run_id: return None
+    return (f"of another run (run id {had}; config.json's {run_id}): a store swapped in from elsewhere; move it aside "
+            "and rerun with --set-aside-corrupt to start it fresh, or restore this run's own")
+
+def check_stores(d:Path, run_id:str|None=None) -> list[tuple]:
+    """Items for every `*.sqlite` below `d` (`PRAGMA integrity_check`, and bound to run `run_id` when given) and every
+    adapter folder (`adapter_problem`)."""
     items = []
     for p in sorted(d.rglob('*.sqlite')):
         why = sqlite_problem(p)
+        if why is None and (other := _other_run(p, run_id)):
+            items.append((str(p.relative_to(d)), False, other))
+            continue
         items.append(
             (
                 str(p.relative_to(d)),
@@ -384,17 +455,30 @@ def check_method_state(d:Path, conf:dict, recs:list[dict]) -> list[tuple]:
     return items
 
 # %% ../nbs/07c_check.ipynb #6efbd71b
+def _odd_kind(st:os.stat_result) -> str|None:
+    "What an entry of a run folder is when it is not a folder or a regular file with one name (None when it is)."
+    m = st.st_mode
+    if stat.S_ISDIR(m) or (stat.S_ISREG(m) and st.st_nlink == 1): return None
+    if stat.S_ISREG(m): return f"a hard link ({st.st_nlink} names share the file)"
+    return 'a symbolic link' if stat.S_ISLNK(m) else 'a FIFO' if stat.S_ISFIFO(m) else 'not a regular file'
+
 def odd_files(d:Path) -> list[tuple]:
-    "An item for each entry below run folder `d` that is neither a regular file nor a folder (links, FIFOs, sockets)."
+    """An item for each entry anywhere below run folder `d` that is not a folder or a regular file with one name:
+    symbolic links, hard links, FIFOs, sockets, devices."""
     items = []
     for root, dirs, files in os.walk(d):   # os.walk follows no link to a folder
         for name in dirs + files:
             p = Path(root)/name
-            m = os.lstat(p).st_mode
-            if not (stat.S_ISREG(m) or stat.S_ISDIR(m)):
-                kind = 'a symbolic link' if stat.S_ISLNK(m) else 'a FIFO' if stat.S_ISFIFO(m) else 'not a regular file'
+            if kind := _odd_kind(os.lstat(p)):
                 items.append((str(p.relative_to(d)), False, f"{kind}: cove neither follows nor opens it; remove it"))
-    return items
+    return sorted(items)
+
+def refuse_odd_files(d:Path):
+    "Before a run starts in `d`: `NotRegularFile` naming the first link, hard link or special file anywhere in it."
+    if not Path(d).is_dir(): return
+    if odd := odd_files(Path(d)):
+        more = f" (and {len(odd) - 1} more)" if len(odd) > 1 else ''
+        raise NotRegularFile(f"{Path(d)/odd[0][0]} is {odd[0][2]}, or use another --out{more}")
 
 # %% ../nbs/07c_check.ipynb #82acee1a
 def _is_run(d:Path) -> bool:
@@ -412,7 +496,7 @@ def check_one(d:Path) -> list[tuple[str, bool, str]]:
     )
     rec_items, recs = check_records(d)
     conf_items, conf = check_config(d, recs)
-    items += rec_items + conf_items + check_stores(d)
+    items += rec_items + conf_items + check_stores(d, run_id_of(conf) if conf else None)
     items += [
         (
             f"set aside: {e['path']}",
@@ -452,12 +536,3 @@ def run_diff(old:dict, spec:RunSpec, cfg:Config) -> list[str]:
     osp = old.get('spec') or {}
     d = [f"{k}: {osp.get(k)!r} -> {v!r}" for k, v in spec.key().items() if osp.get(k) != v]
     return d + config_diff(old.get('config') or {}, cfg.values)
-
-# %% ../nbs/07c_check.ipynb #c531ae3e
-def foreign_records(recs:list[dict], spec:RunSpec, drift:Drift|None=None) -> list[str]:
-    "Why records of `recs` are not of `spec`'s run (another method, family or split), one line each."
-    splits = {spec.split} | ({drift.split} if drift else set())
-    why = lambda r: (f"method {r.get('method')!r}" if r.get('method') != spec.method else
-                     f"family {r.get('family_spec')!r}" if r.get('family_spec') not in spec.tasks else
-                     f"split {r.get('split')!r}" if r.get('split') not in splits else None)
-    return [f"episode {r.get('episode')}: {w}" for r in recs if (w := why(r))]

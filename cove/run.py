@@ -4,7 +4,7 @@
 
 # %% ../nbs/08_run.ipynb #4632884f
 from __future__ import annotations
-import time
+import os, time, uuid
 from pathlib import Path
 from tqdm.auto import tqdm
 from fastcore.basics import patch
@@ -14,10 +14,10 @@ from . import __version__
 from .config import Config, runtime_info
 from .plugins import loaded_plugins
 from .tasks.base import EpisodeResult
-from .spec import RunSpec, task_stream, parse_drift, check_spec, check_out
+from .spec import RunSpec, task_stream, parse_drift, check_spec, check_out, run_stream, stream_digest
 from .method import METHODS
 from .check import check_state, set_aside, set_aside_log, note_fresh, RunLock, episode_records_of, replay_infra_tail
-from .check import run_diff, foreign_records
+from .check import run_diff, stream_mismatch, refuse_odd_files, run_id_of
 from .stats import run_metrics
 
 # %% auto #0
@@ -29,10 +29,13 @@ class Run:
     def __init__(
         self, spec:RunSpec, cfg:Config, out:str|Path, set_aside_corrupt:bool=False
     ):  # `--set-aside-corrupt`: a corrupt state file, adapter or store is moved aside
-        self.spec, self.cfg, self.out = spec, cfg, check_out(out)
+        self.spec, self.cfg, self.out, self.run_id = spec, cfg, check_out(out), None
         self.set_aside_corrupt = set_aside_corrupt   # (`set_aside`) and that state starts fresh
         self.envs = check_spec(spec, cfg)   # a bad spec or config value fails here, before anything touches `out`
+        self.one, self.stream = run_stream(spec, cfg, self.envs)   # the data loads (or is named) before `out` exists
+        self.data_sha256 = stream_digest(self.one)
         self.log = get_logger('run')
+        refuse_odd_files(self.out)   # a link, hard link or special file anywhere in `out`: refused before any write
         self.episodes_path, self.metrics_path = self.out/'episodes.jsonl', self.out/'metrics.json'
         self._check_config()
 
@@ -43,22 +46,50 @@ def _holds_nothing(out:Path) -> bool:
     if eps.exists() and eps.stat().st_size: return False
     return all(p.name in ('config.json', '.lock', 'episodes.jsonl') for p in out.iterdir())
 
+def _recorded_run(p:Path) -> dict:
+    "The run a `config.json` records; a `ValueError` for one that is not a cove run's (it is left as it is)."
+    old = read_json(p, 'move it aside, or use another --out')
+    sp = old.get('spec')
+    if not isinstance(sp, dict) or not {'method', 'tasks', 'episodes'} <= set(sp):
+        raise ValueError(f"{p} is not a cove run's config.json (it holds no run spec): cove leaves it as it is; "
+                         "use another --out")
+    return old
+
+# %% ../nbs/08_run.ipynb #f8fd11bb
+@patch
+def _differs(self:Run, old:dict) -> list[str]:
+    "How the run recorded in `old` (a `config.json`) differs from this one: spec, config keys, then the data it plays."
+    diff = run_diff(old, self.spec, self.cfg)
+    if (had := old.get('data_sha256')) and had != self.data_sha256:
+        diff.append(f"data: the data it plays changed since it started (data_sha256 {had[:12]}... -> "
+                    f"{self.data_sha256[:12]}...)")
+    return diff
+
+# %% ../nbs/08_run.ipynb #951a6faf
 @patch
 def _check_config(self:Run, write:bool=False):
-    "Refuse a folder that holds another run, naming what differs; with `write` (under the lock), write `config.json`."
+    """Refuse a folder that holds another run (naming what differs) or someone's own `config.json`; with `write` (under
+    the lock), write `config.json`. Sets `run_id`: the recorded run's, or a new one's."""
     p, fresh = self.out/'config.json', True
-    if p.exists():
-        diff = run_diff(read_json(p, 'move it aside, or use another --out'), self.spec, self.cfg)
+    if os.path.lexists(p):
+        old = _recorded_run(p)
+        diff = self._differs(old)
         if diff and not _holds_nothing(self.out):
             raise ValueError(f"{self.out} holds a different run ({'; '.join(diff[:4])}); use another --out")
         if diff and write:
             self.log.warning(f"{self.out} held a config but no episode: re-specified ({'; '.join(diff[:4])})")
-        fresh = bool(diff)
+        fresh, self.run_id = bool(diff), run_id_of(old)
+    elif os.path.lexists(self.out/'metrics.json'):
+        raise ValueError(f"{self.out} holds a metrics.json but no config.json: not a cove run folder; "
+                         "use another --out")
     if write and fresh:
+        self.run_id = uuid.uuid4().hex
         write_json(
             p,
             dict(
                 spec=self.spec.key(),
+                run_id=self.run_id,
+                data_sha256=self.data_sha256,
                 profile=self.cfg.profile,
                 config=self.cfg.values,
                 sources=self.cfg.sources,
@@ -81,9 +112,10 @@ def fresh_start(policy):
 @patch
 def execute(self:Run, policy=None, progress:bool=True) -> dict:
     "Play the unfinished part of the stream from `fresh_start(policy)`, holding the folder's lock (else `RunLocked`)."
+    from cove.store import bound_stores   # (not at import: `cove check` stays light)
     with RunLock(self.out):
         self._check_config(write=True)   # again under the lock: another run may have taken the folder since `__init__`
-        return self._play(fresh_start(policy), progress)
+        with bound_stores(self.out, self.run_id): return self._play(fresh_start(policy), progress)
 
 # %% ../nbs/08_run.ipynb #203542d2
 @patch
@@ -133,11 +165,10 @@ def _play(self:Run, policy, progress:bool) -> dict:
     for s, e in envs.items():
         ok, why = e.available()
         if not ok: self.log.warning(f"family {s} is UNAVAILABLE here: {why} (its episodes are logged as errors)")
-    one = task_stream(envs, sp.episodes, sp.split, sp.seed, parse_drift(cfg['run.drift']))
     # epochs: the same stream again (MemRL-style); episode i is in epoch i // len(one)
-    stream = one * max(1, cfg['run.epochs'])
+    one, stream = self.one, self.stream
     recs = replay_infra_tail(self.episodes_path, episode_records_of(self.episodes_path))
-    if bad := foreign_records(recs, sp, parse_drift(cfg['run.drift'])):
+    if bad := stream_mismatch(recs, stream, sp):   # each record is the stream's task at its own position
         raise ValueError(f"{self.episodes_path} holds {len(bad)} records of another run ({bad[0]}); use another --out")
     done = {r['episode'] for r in recs}
     todo = [(i, s, t) for i, (s, t) in enumerate(stream) if i not in done]
@@ -157,6 +188,7 @@ def _play(self:Run, policy, progress:bool) -> dict:
                     episode=i,
                     epoch=i // max(1, len(one)),
                     method=sp.method,
+                    seed=sp.seed,
                     family_spec=s,
                     **r.record(),
                     **method.extra(r),

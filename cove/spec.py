@@ -4,19 +4,19 @@
 
 # %% ../nbs/07d_spec.ipynb #5cb4dfff
 from __future__ import annotations
-import inspect, re
+import dataclasses, hashlib, inspect, json, re, urllib.parse
 from collections import Counter
 from dataclasses import dataclass, asdict
 from pathlib import Path
 from .core import get_logger
-from .config import Config, SCHEMA
+from .config import Config, SCHEMA, coerce
 from .plugins import plugins_hint
 from .tasks.base import make_env, Environment, env_class
 from .method import METHODS, import_methods
 
 # %% auto #0
 __all__ = ['MAX_EPISODES', 'RunSpec', 'parse_tasks', 'open_envs', 'task_stream', 'Drift', 'parse_drift', 'check_drift',
-           'check_backend', 'check_out', 'check_spec']
+           'run_stream', 'stream_digest', 'check_base_url', 'check_backend', 'check_out', 'check_values', 'check_spec']
 
 # %% ../nbs/07d_spec.ipynb #a9aeb9eb
 @dataclass
@@ -93,8 +93,39 @@ def check_drift(drift:Drift|None, envs:dict[str, Environment]):
         raise ValueError(f"run.drift names {drift.family!r}, not a family of this run ({sorted(envs)})")
     envs[drift.family].check_split(drift.split)
 
+# %% ../nbs/07d_spec.ipynb #9401873f
+def run_stream(spec:RunSpec, cfg:Config, envs:dict[str, Environment]) -> tuple[list, list]:
+    """`(one, stream)`: one play of `spec`'s task stream (with `run.drift`), and what the run plays, `run.epochs` plays
+    of it; a task's index in `stream` is its episode number."""
+    one = task_stream(envs, spec.episodes, spec.split, spec.seed, parse_drift(cfg['run.drift']))
+    return one, one * max(1, cfg['run.epochs'])
+
+def _plain(o):
+    "A JSON stand-in for what `json` cannot write: a dataclass's fields, a set sorted, bytes in hex, else its type."
+    if dataclasses.is_dataclass(o) and not isinstance(o, type): return asdict(o)
+    if isinstance(o, (set, frozenset)): return sorted(map(str, o))
+    if isinstance(o, bytes): return o.hex()
+    return type(o).__qualname__   # never a repr: it may hold an address
+
+def stream_digest(stream:list[tuple[str, object]]) -> str:
+    "sha256 of the data `stream` plays: each episode's family spec and task (id, split, prompt, payload, target, meta)."
+    h = hashlib.sha256()
+    for s, t in stream:
+        row = [s, t.family, t.split, t.id, t.prompt, t.payload, t.target, t.meta]
+        try: h.update(json.dumps(row, sort_keys=True, default=_plain).encode())
+        except TypeError: h.update(json.dumps(row, default=_plain).encode())   # keys json cannot sort
+        h.update(b'\n')
+    return h.hexdigest()
+
 # %% ../nbs/07d_spec.ipynb #0540bb7f
 MAX_EPISODES = 100_000   # per family: the stream is built before the first episode plays
+
+def check_base_url(url:str):
+    "`model.base_url` of the `openai` backend: an http(s) URL with a host (a one-line `ValueError` else)."
+    if not url: raise ValueError("model.backend=openai needs --set model.base_url=http://HOST:PORT/v1")
+    u = urllib.parse.urlsplit(str(url))
+    if u.scheme not in ('http', 'https') or not u.hostname:
+        raise ValueError(f"model.base_url={url!r} is not an http(s) URL with a host (e.g. http://127.0.0.1:8000/v1)")
 
 def check_backend(cfg:Config):
     """The policy's backend can run here: vllm installed for `vllm`, a CUDA device for `model.device=cuda` (`ValueError`
@@ -107,6 +138,7 @@ def check_backend(cfg:Config):
         raise ValueError(
             "model.backend=llamacpp needs llama-cpp-python: pip install 'cove[llamacpp]' (builds from source, minutes)"
         )
+    if cfg['model.backend'] == 'openai': check_base_url(cfg['model.base_url'])
     if cfg['model.backend'] == 'hf' and str(cfg['model.device']).startswith('cuda'):
         import torch
         if not torch.cuda.is_available():
@@ -128,6 +160,11 @@ def check_out(out:str|Path) -> Path:
     return p
 
 # %% ../nbs/07d_spec.ipynb #74a3a073
+def check_values(cfg:Config):
+    """Every value of `cfg` of its key's declared type and in its range, plugins' keys too (a config built by hand
+    passes the checks `load_config` makes); a one-line `ConfigError` else."""
+    for k, v in cfg.values.items(): coerce(k, v)
+
 def check_spec(spec:RunSpec, cfg:Config) -> dict[str, Environment]:
     """Check `spec` and the config keys the run loop reads (a one-line `ValueError` else); returns an environment per
     family."""
@@ -149,4 +186,7 @@ def check_spec(spec:RunSpec, cfg:Config) -> dict[str, Environment]:
     for e in envs.values(): e.check_split(spec.split)
     check_drift(parse_drift(cfg['run.drift']), envs)
     if METHODS[spec.method].needs_policy: check_backend(cfg)
+    check_values(cfg)
+    # a method's own keys (`memrl.q_min`, `memrl.source`): its `check_config`, before anything is written
+    if (own := getattr(METHODS[spec.method], 'check_config', None)) is not None: own(cfg)
     return envs

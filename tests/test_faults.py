@@ -265,12 +265,13 @@ def test_file_size_limit_then_resume(tmp_path, method):
     "Under a file-size limit (a full disk, as far as a write can tell) the run stops with one line naming the file; rerun with room, it resumes to the end."
     rng = random.Random(zlib.crc32(b'disk' + method.encode()))
     out, err = tmp_path/'R', tmp_path/'stderr.txt'; argv = _argv(out, method, 4)
-    for lim in ([9000] + [rng.randint(9000, 60000)] * FULL):
+    # 9500 bytes: config.json fits (with its run id and data fingerprint), the records do not
+    for lim in ([9500] + [rng.randint(9500, 60000)] * FULL):
         if method == 'base': r = _cove(argv, limit=lim)   # the console script itself
         else:
             p = _start(argv, err, limit=lim); p.join(600)
             r = subprocess.CompletedProcess(argv, p.exitcode, '', err.read_text())
-        if r.returncode == 0 and lim != 9000: break   # room enough for the rest
+        if r.returncode == 0 and lim != 9500: break   # room enough for the rest
         _stopped_cleanly(r, out, 'File too large' if method == 'base' else 'File too large|disk I/O error|database or disk is full')   # SQLite names its own error
     _finish(out, argv, err, 8)
 

@@ -32,3 +32,22 @@ def test_missing_and_foreign_store(tmp_path, hostile):
     assert r.returncode == 2 and 'cove did not write' in r.stderr, r.stderr[-1500:]
     with sqlite3.connect(kb) as c: assert [r[0] for r in c.execute("SELECT name FROM sqlite_master")] == ['notes']
     hostile.refused(2)
+
+def _check(out): return subprocess.run([COVE, 'check', str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+def test_another_runs_store_is_refused(tmp_path, hostile):
+    """Issue 42, item 5: a store is bound to its run; another run's `kb.sqlite` swapped in after a kill is refused on
+    resume and named by `cove check`."""
+    a, b = tmp_path/'a', tmp_path/'b'
+    assert _run(a).returncode == 0 and _run(b, '--seed', '1').returncode == 0
+    lines = (a/'episodes.jsonl').read_text().splitlines(keepends=True)
+    (a/'episodes.jsonl').write_text(lines[0])   # killed after the first episode
+    for side in ('', '-wal', '-shm'): Path(f"{a/'kb.sqlite'}{side}").unlink(missing_ok=True)
+    (a/'kb.sqlite').write_bytes((b/'kb.sqlite').read_bytes())
+    c = _check(a)
+    assert c.returncode == 1 and any(l.startswith('FAIL') and 'kb.sqlite' in l and 'another run' in l
+                                     for l in c.stdout.splitlines()), c.stdout
+    r = _run(a)
+    assert r.returncode == 2 and 'kb.sqlite' in r.stderr and 'another run' in r.stderr, r.stderr[-1500:]
+    assert 'Traceback' not in r.stderr and len((a/'episodes.jsonl').read_text().splitlines()) == 1
+    hostile.refused(2)
