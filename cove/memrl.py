@@ -12,7 +12,7 @@ import numpy as np
 from fastcore.basics import patch
 from fastcore.meta import delegates
 from .config import declare_key
-from .core import get_logger, msg, read_jsonl, redact_expected, task_key, record_task_key, write_json
+from .core import get_logger, msg, read_jsonl, redact_expected, task_key, record_task_key, write_json, one_line
 from .method import Method, register_method
 from .agent import HarnessAgent
 from .store import SqliteStore, backup_db, open_sqlite
@@ -22,7 +22,8 @@ from .embed import Embedder
 __all__ = ['NORMS', 'INTENTS', 'SUMMARY_INSTRUCTION', 'FUNCTION_WORDS', 'PARAMS', 'ADDED', 'ADDED_LATER', 'WRITEBACKS',
            'AUTHORS_CONFIGS', 'zscore', 'phase_a', 'q_hat', 'sim_hat', 'phase_b_scores', 'phase_b', 'two_phase',
            'reward', 'mc_update', 'td_update', 'epoch_metrics', 'MemoryBank', 'summary_messages', 'usable_summary',
-           'trace_digest', 'memory_source', 'memrl_params', 'memories_digest', 'MemRL', 'learns_from']
+           'trace_digest', 'memory_source', 'memrl_params', 'memories_digest', 'MemRL', 'check_memory_source',
+           'learns_from']
 
 # %% ../nbs/14_memrl.ipynb #b523b0aa
 declare_key('memrl.delta', float, 0.5, 'MemRL Phase A similarity threshold δ (public code)', range=(-1, None))
@@ -490,6 +491,37 @@ def _attach_source(self:MemRL):
     write_json(self.out/'memrl_source.json', dict(source=str(src.resolve()), memories_sha256=memories_digest(tmp),
                                                  source_params=params, copied=time.strftime('%Y-%m-%dT%H:%M:%S')))
     os.replace(tmp, self.mem_path)   # last: a kill before this leaves no copy, and the next start copies again
+
+# %% ../nbs/14_memrl.ipynb #864b0e91
+def _memories(src:Path) -> int:
+    "The number of memories in the MemRL store `src`, read-only; a one-line `ValueError` when it is not one."
+    try:
+        con = sqlite3.connect(src.resolve().as_uri() + '?mode=ro', uri=True)
+        try: return con.execute('SELECT COUNT(*) FROM memories').fetchone()[0]
+        finally: con.close()
+    except sqlite3.Error as e:
+        raise ValueError(f"memrl.source: {src} is not a MemRL memory ({one_line(e)}); give a MemRL run folder "
+                         "or its memrl.sqlite") from None
+
+def check_memory_source(cfg):
+    """`memrl.freeze` and `memrl.source` before the run folder exists: a frozen run names a source, and a source is a
+    MemRL memory holding memories (a one-line `ValueError` else)."""
+    src = memory_source(cfg)
+    if src is None:
+        if cfg['memrl.freeze']:
+            raise ValueError("memrl.freeze=true needs a source memory: --set memrl.source=<run folder or memrl.sqlite>")
+        return
+    if not src.exists():
+        raise ValueError(f"memrl.source: {src} does not exist (give a MemRL run folder or its memrl.sqlite)")
+    if not src.is_file(): raise ValueError(f"memrl.source: {src} is not a regular file")   # a FIFO is never opened
+    if src.stat().st_size == 0 or _memories(src) == 0:
+        raise ValueError(f"memrl.source: {src} holds no memory: a frozen transfer from it would play from none")
+
+@patch(cls_method=True)
+def check_config(cls:MemRL, cfg):
+    "What `cove.spec.check_spec` asks of a MemRL run before its folder exists: its parameters and its source memory."
+    memrl_params(cfg)
+    check_memory_source(cfg)
 
 # %% ../nbs/14_memrl.ipynb #b85363a3
 def _unique_parts(tasks:list) -> list[list]:

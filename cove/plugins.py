@@ -53,7 +53,7 @@ def import_plugin(name:str, # a module path
                  ):
     "Import plugin module `name` and record it; a one-line `PluginError` naming it when it does not import."
     try: mod = _import(name)
-    except Exception as e:
+    except (Exception, SystemExit) as e:   # a plugin that calls `sys.exit` while it loads is an error too, never exit 0
         missing = isinstance(e, ModuleNotFoundError) and e.name == name.split('.')[0]
         hint = ' (install it, or add its folder to PYTHONPATH)' if missing else ''
         raise PluginError(f"plugin {name!r} (from {via}) does not load: {_why(e)}{hint}") from None
@@ -82,7 +82,8 @@ def load_entry_points() -> list[str]:
             if dist == 'cove': continue   # cove's own methods: `load_own`, as they are needed
             via = f"entry point {ep.name} = {ep.value} in {group} of {dist}"
             try: obj = ep.load()
-            except Exception as e: raise PluginError(f"plugin {ep.module!r} ({via}) does not load: {_why(e)}") from None
+            except (Exception, SystemExit) as e:
+                raise PluginError(f"plugin {ep.module!r} ({via}) does not load: {_why(e)}") from None
             _register(group, ep.name, obj)
             _LOADED.setdefault(ep.module, f"entry point {group} of {dist}")
             out.append(ep.module)

@@ -154,3 +154,16 @@ def test_table2_main_through_make_experiments(sites, tmp_path):
     assert [r['method'] for r in m['table']] == ['base', 'last_success']
     r = cove('check', str(tmp_path/'r'/'table2_main'), '--plugin', 'units_plugin', site=sites['module'])
     assert r.returncode == 0, r.stdout
+
+@pytest.mark.parametrize('body,why', [('import sys\nsys.exit(0)\n', 'SystemExit: 0'),
+                                      ('import sys\nsys.exit("bye")\n', 'SystemExit: bye'),
+                                      ('raise ValueError("no")\n', 'ValueError: no')])
+def test_a_plugin_that_exits_or_raises_on_run(tmp_path, body, why):
+    "Issue 42, item 7: a plugin that calls `sys.exit` or raises while it is imported is one line and exit 2, never 0."
+    (tmp_path/'exiting_plugin.py').write_text(body)
+    r = cove('run', '--tasks', 'math', '--method', 'oracle', '--episodes', '1', '--quiet', '--plugin', 'exiting_plugin',
+             '--out', str(tmp_path/'r'), site=tmp_path)
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and 'Traceback' not in r.stderr, (r.returncode, r.stderr[-2000:])
+    assert f"plugin 'exiting_plugin' (from --plugin) does not load: {why}" in lines[0], lines[0]
+    assert not (tmp_path/'r').exists()

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/05_tasks.ipynb #57ccd045
 from __future__ import annotations
-import json, os, random, re, string, time, zlib
+import json, os, random, re, stat, string, time, zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,9 +15,9 @@ from ..core import Feedback, Task, get_logger, import_optional, msg, repo_root
 # %% auto #0
 __all__ = ['ANSWER_LINE', 'FAMILIES', 'ANSWER_HINT', 'AST_RACE', 'ToolCall', 'EpisodeState', 'last_boxed', 'parse_answer',
            'normalize_answer', 'answer_em', 'Environment', 'register_env', 'parse_spec', 'env_class', 'make_env',
-           'family_hints', 'DataUnavailable', 'data_path', 'LoadReport', 'load_rows', 'text_lines', 'jsonl_rows',
-           'split_seed', 'sample_split', 'LoadedTasks', 'EpisodeResult', 'safe_call', 'reference_turns',
-           'replay_reference', 'check_gold', 'dataset_dir', 'hash_split']
+           'family_hints', 'DataUnavailable', 'data_path', 'LoadReport', 'load_rows', 'read_data', 'text_field',
+           'text_lines', 'jsonl_rows', 'split_seed', 'sample_split', 'LoadedTasks', 'EpisodeResult', 'safe_call',
+           'reference_turns', 'replay_reference', 'check_gold', 'dataset_dir', 'hash_split']
 
 # %% ../../nbs/05_tasks.ipynb #8d050848
 @dataclass
@@ -228,9 +228,24 @@ def load_rows(
     return out, rep
 
 # %% ../../nbs/05_tasks.ipynb #e7ebd3af
+def read_data(path:str|Path) -> bytes:
+    """The bytes of dataset file `path`; a one-line `ValueError` when it is a folder, a FIFO or a device (never a
+    traceback, never a wait on a FIFO)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ValueError(f"{path} is not a regular file (a folder, FIFO or device): give the dataset file there")
+    with os.fdopen(fd, 'rb') as f: return f.read()
+
+def text_field(row, key:str) -> str:
+    "`row[key]` stripped when it is text; a `ValueError` naming `key` when it is a dict, list, null, number or bool."
+    v = row[key]
+    if not isinstance(v, str): raise ValueError(f"{key} is {'null' if v is None else type(v).__name__}, not text")
+    return v.strip()
+
 def text_lines(path:str|Path) -> Iterable[tuple[int, str|ValueError]]:
     "`(line number, text)` of a UTF-8 text file; a line that is not UTF-8 comes as a `ValueError` row, to be counted."
-    for i, raw in enumerate(Path(path).read_bytes().split(b'\n'), 1):
+    for i, raw in enumerate(read_data(path).split(b'\n'), 1):
         try: yield i, raw.decode('utf-8').rstrip('\r')
         except UnicodeDecodeError as e: yield i, ValueError(f'not UTF-8 ({e.reason} at byte {e.start})')
 

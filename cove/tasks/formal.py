@@ -12,7 +12,7 @@ from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger
 from .base import LoadedTasks, Environment, EpisodeState, register_env, data_path, DataUnavailable, load_rows
 from ..sandbox import run_command_sandboxed, SandboxResult
-from .base import hash_split
+from .base import hash_split, read_data
 
 # %% auto #0
 __all__ = ['LEAN_UNAVAILABLE', 'STANDARD_AXIOMS', 'FORMAL_INSTRUCTIONS', 'parse_lean_file', 'normalise_proof', 'extract_proof',
@@ -203,7 +203,7 @@ def lean_file_rows(folder:Path):
     "`(folder/file, text)` for each `*.lean` file of the MiniF2F split folders."
     files = sorted(f for s in ('valid', 'test') for f in (folder/s).glob('*.lean'))
     if not files: raise DataUnavailable(f'no valid/*.lean or test/*.lean file in {folder}')
-    for f in files: yield f'{f.parent.name}/{f.name}', (f.parent.name, f.name, f.read_text(encoding='utf-8'))
+    for f in files: yield f'{f.parent.name}/{f.name}', (f.parent.name, f.name, read_data(f).decode('utf-8'))
 
 # %% ../../nbs/05e_formal.ipynb #7f921447
 def parse_minif2f(row:tuple) -> Task:

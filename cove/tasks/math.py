@@ -21,7 +21,7 @@ from cove.tasks.base import (
     parse_answer,
     last_boxed,
 )
-from .base import check_gold, dataset_dir, hash_split, ANSWER_HINT
+from .base import check_gold, dataset_dir, hash_split, ANSWER_HINT, read_data, text_field
 
 # %% auto #0
 __all__ = ['ARITH_TEMPLATES', 'ONE_STEP_TEMPLATES', 'TWO_STEP_TEMPLATES', 'DIFFICULTIES', 'ARITH_LEVELS', 'extract_math_answer',
@@ -480,7 +480,7 @@ class GSM8KEnv(DataMathEnv):
         return jsonl_rows(folder/'train.jsonl')
     def parse(self, ir) -> Task:
         i, r = ir
-        q = str(r['question']).strip()
+        q = text_field(r, 'question')
         if not q: raise ValueError('empty question')
         ref, final = gsm8k_reference(r['answer'])
         return Task(f'gsm8k-{i:05d}', 'math', hash_split(q), q, target=final, meta=dict(source='gsm8k', reference=ref))
@@ -499,7 +499,7 @@ def rows(self:MATHEnv, folder:Path):
     "`(where, row)` pairs of `train.json`, a JSON list of rows."
     p = folder/'train.json'
     if not p.exists(): raise DataUnavailable(f'no train.json in {folder}')
-    try: data = json.loads(p.read_bytes().decode('utf-8'))
+    try: data = json.loads(read_data(p).decode('utf-8'))
     except UnicodeDecodeError as e: raise ValueError(f'{p} is not UTF-8 ({e.reason} at byte {e.start})') from None
     except json.JSONDecodeError as e: raise ValueError(f'{p} is not valid JSON: {e}') from e
     if not isinstance(data, list): raise ValueError(f'{p} should hold a JSON list, not {type(data).__name__}')
@@ -510,7 +510,7 @@ def rows(self:MATHEnv, folder:Path):
 def parse(self:MATHEnv, ir) -> Task:
     "Row `ir = (i, row)` as a task (raises on a malformed row)."
     i, r = ir
-    prob, ans = str(r['problem']).strip(), r['answer']
+    prob, ans = text_field(r, 'problem'), r['answer']
     if ans is None or not str(ans).strip(): raise ValueError('no answer')
     if not prob: raise ValueError('empty problem')
     ans = str(ans).strip()

@@ -11,7 +11,7 @@ from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger
 from .base import (LoadedTasks, Environment, EpisodeState, register_env, data_path, DataUnavailable,
                              LoadReport, load_rows, jsonl_rows, split_seed, check_gold, dataset_dir, hash_split,
-                             ANSWER_HINT, normalize_answer, answer_em)
+                             ANSWER_HINT, normalize_answer, answer_em, text_field)
 
 # %% auto #0
 __all__ = ['QUESTION_KINDS', 'ONE_HOP_KINDS', 'DIFFICULTIES', 'answer_f1', 'qa_feedback', 'make_world', 'world_paragraphs',
@@ -293,7 +293,7 @@ def _support_status(sf:list, ctx:list, k:int|None) -> tuple[bool, bool]:
 # %% ../../nbs/05b_multihop.ipynb #aadf0a83
 def parse_hotpot_row(r:dict, max_chars:int|None=3500) -> Task:
     "A HotpotQA distractor-format row as a `multihop` task (raises on a malformed row)."
-    qid, question, gold, ctx = str(r['_id']), str(r['question']).strip(), str(r['answer']).strip(), r['context']
+    qid, question, gold, ctx = str(r['_id']), text_field(r, 'question'), str(r['answer']).strip(), r['context']
     if not question or not gold: raise ValueError('empty question or answer')
     if not ctx: raise ValueError('no context paragraphs')
     ctx = [[str(t), [str(x) for x in s]] for t, s in ctx]
