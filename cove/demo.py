@@ -10,7 +10,7 @@ from .core import get_logger, read_jsonl
 from .config import Config, load_config, parse_sets
 from .run import Run, RunSpec, load_policy, parse_drift
 from .check import RunLock
-from .core import write_json
+from .core import write_json, safe_path
 from .experiment import (
     play_fresh, markdown_table, comparison_pairs, paired_markdown, PAIRED_NOTE, save_fig, running_success_fig)
 from .stats import paired_rows, episode_records, summarise
@@ -169,7 +169,7 @@ def _write_table(
     import pandas as pd
     rows = comparison_rows(metrics, families)
     red = token_reduction(metrics) if {'cove', 'parametric_only'} <= set(methods) else {}
-    pd.DataFrame(rows).to_csv(out/'table.csv', index=False)
+    pd.DataFrame(rows).to_csv(safe_path(out, 'table.csv'), index=False)
     rt = next((m['runtime'] for m in metrics.values() if m.get('runtime')), None)
     ran = f" Ran on {rt['cpu']} ({' '.join(rt['flags']) or 'no AVX2'}), {rt['cores']} cores, dtype {rt['dtype']} " \
           f"(model.dtype={rt['dtype_key']})." if rt else ''
@@ -186,7 +186,7 @@ def _write_table(
         if red
         else ''
     )
-    (out/'table.md').write_text(f"{head}\n\n{markdown_table(rows)}\n\n{red_txt}\n")
+    safe_path(out, 'table.md').write_text(f"{head}\n\n{markdown_table(rows)}\n\n{red_txt}\n")
     return rows, red
 
 # %% ../nbs/19_demo.ipynb #03f59c72
@@ -269,7 +269,7 @@ def _write_mechanism(out:Path, metrics:dict, methods:list[str]) -> list[dict]:
     head = ("What each method did, per family: routing shares, rows trained by the channel that routed them (gold "
             "references only at cold start), updates, LoRA steps, training tokens (exact, modelled), online KB "
             "entries (volatile/stable/strategic) and each release A/B with its n and Δ.")
-    with open(out/'table.md', 'a') as f: f.write(f"\n{head}\n\n{markdown_table(rows)}\n\n{token_factors(metrics)}\n")
+    with open(safe_path(out, 'table.md'), 'a') as f: f.write(f"\n{head}\n\n{markdown_table(rows)}\n\n{token_factors(metrics)}\n")
     return rows
 
 # %% ../nbs/19_demo.ipynb #d447ac2f
@@ -282,10 +282,10 @@ def _write_paired(out:Path, runs:dict[str, Path], methods:list[str], families:li
     played = {r['family_spec'] for rs in recs.values() for r in rs}
     fams = [f for f in segment_families(families, drift) if f in played]
     rows = paired_rows(recs, families=fams, pairs=comparison_pairs(methods))
-    if rows: pd.DataFrame(rows).round(4).to_csv(out/'paired.csv', index=False)
-    else: (out/'paired.csv').unlink(missing_ok=True)
+    if rows: pd.DataFrame(rows).round(4).to_csv(safe_path(out, 'paired.csv'), index=False)
+    else: safe_path(out, 'paired.csv').unlink(missing_ok=True)
     txt = f"{PAIRED_NOTE}\n\n{paired_markdown(rows)}" if rows else NO_PAIRS
-    with open(out/'table.md', 'a') as f: f.write(f"\n{txt}\n")
+    with open(safe_path(out, 'table.md'), 'a') as f: f.write(f"\n{txt}\n")
     return rows
 
 # %% ../nbs/19_demo.ipynb #ad4fa545
@@ -295,7 +295,7 @@ def _write_drift(out:Path, runs:dict[str, Path], drift, old_names:set|None=None)
     rows = drift_rows({m: episode_records(d) for m, d in runs.items()}, drift, old_names)
     head = (f"Before and after the drift ({drift.family} from {drift.at:g} of its episodes on, under split "
             f"`{drift.split}`): success and API-call correctness, per method.")
-    with open(out/'table.md', 'a') as f: f.write(f"\n{head}\n\n{markdown_table(rows)}\n")
+    with open(safe_path(out, 'table.md'), 'a') as f: f.write(f"\n{head}\n\n{markdown_table(rows)}\n")
     return rows
 
 # %% ../nbs/19_demo.ipynb #8ae7ccf7
@@ -315,12 +315,12 @@ def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[
     # one process per demo folder: a second demo there stops here, naming the first's pid
     out = Path(out)
     lock = RunLock(out)
-    fh = _log_to(out/'demo.log')
+    fh = _log_to(safe_path(out, 'demo.log'))
     served = contextlib.ExitStack()
     try:
         t0 = time.time()
         engine = 'given' if policy is not None else demo_engine(cfg, engine)
-        if engine == 'vllm': policy = served.enter_context(served_policy(cfg, log=out/'vllm.log'))
+        if engine == 'vllm': policy = served.enter_context(served_policy(cfg, log=safe_path(out, 'vllm.log')))
         policy = policy or load_policy(cfg)
         metrics, runs = _play_methods(cfg, out, policy, methods, families, episodes, progress, set_aside_corrupt)
         rows, red = _write_table(cfg, out, metrics, methods, families, episodes, engine)
@@ -328,7 +328,7 @@ def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[
         paired = _write_paired(out, runs, methods, families, drift)
         drifted = _write_drift(out, runs, drift, _pre_drift_names(cfg, drift))
         mechanism = _write_mechanism(out, metrics, methods)
-        plot_success(success_curves(runs), out/'success_over_episodes.png')
+        plot_success(success_curves(runs), safe_path(out, 'success_over_episodes.png'))
         summary = dict(
             config=cfg.values,
             profile=cfg.profile,
@@ -352,7 +352,7 @@ def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[
                 for m in methods
             },
         )
-        write_json(out/'summary.json', summary)
+        write_json(safe_path(out, 'summary.json'), summary)
         return summary
     finally:
         served.close()

@@ -10,7 +10,7 @@ from typing import Callable
 from collections import Counter
 from pathlib import Path
 from fastcore.basics import patch
-from .core import get_logger, Task
+from .core import get_logger, Task, safe_path
 from .agent import knowledge_block
 from .tasks.surface import surface_of
 from .method import Method, register_method
@@ -438,6 +438,7 @@ def _train(self:CoveMethod, env, family:str, n_param:int, cold:bool=False):
     c = self.cfg
     # an HFPolicy trains a copy of its own weights; a vLLM / OpenAI-served policy holds none here: train the model by name, then hot-swap
     trainee = self.policy if isinstance(self.policy, HFPolicy) else c['model.name']
+    safe_path(self.out, 'adapters', 'dir')   # a link planted in place of adapters/ since the run began: refused
     kw = dict(n_param=max(1, n_param), init_adapter=self.adapter_dir/self.adapter if self.adapter else None)
     if c['train.algo'] != 'grpo': return self._train_sft(env, family, trainee, kw, cold)
     # GRPO on the routed rollouts' turns (+ reference first turns at cold start), R = R_task − λ·1[stale name]

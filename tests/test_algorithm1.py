@@ -85,3 +85,11 @@ def test_cove_ablations_switch_one_thing_each(tmp_path):
                   surface=dict(version=1, names={'count': 'count'}))
     assert nar._renamed(0, played) == (played['trace'], played['surface'])     # as played: no renaming
     assert nr._utility_pre(open_envs(['math'], cfg)['math'], 'math') is None    # no A/B before training either
+
+def test_adapters_link_planted_mid_run_is_refused(cove, tmp_path):
+    "Issue 42 item 4: an update never writes through a link put in place of adapters/ after the run began."
+    elsewhere = tmp_path.parent/f'{tmp_path.name}-elsewhere'
+    elsewhere.mkdir()
+    (cove.out/'adapters').symlink_to(elsewhere)
+    with pytest.raises(ValueError, match='link'): cove._train(None, 'math', 1)
+    assert list(elsewhere.iterdir()) == []
