@@ -98,9 +98,16 @@ EXPERIMENT_ALIASES := experiment-table2
 .PHONY: experiments lab $(EXPERIMENT_TARGETS) $(EXPERIMENT_ALIASES)
 
 EXPERIMENT_NB = $(subst -,_,$*)
+# The executed notebook is also written as HTML next to it (<name>.html, offline, as `make experiments` writes it;
+# also when a cell failed, to show where), by tools/report.py's notebook_html.
 $(EXPERIMENT_TARGETS): experiment-%: install
 	@run=outputs/$(EXPERIMENT_NB)/$$(date +%Y%m%d-%H%M%S); mkdir -p $$run; \
-	$(VENV)/bin/papermill nbs/experiments/$(EXPERIMENT_NB).ipynb $$run/$(EXPERIMENT_NB).ipynb -p out_dir $$run $(ARGS) && \
+	$(VENV)/bin/papermill nbs/experiments/$(EXPERIMENT_NB).ipynb $$run/$(EXPERIMENT_NB).ipynb -p out_dir $$run $(ARGS); \
+	status=$$?; \
+	if [ -f $$run/$(EXPERIMENT_NB).ipynb ]; then $(PY) -c 'import sys; sys.path.insert(0, "tools"); import report; \
+	  from pathlib import Path; n = report.notebook_html(Path(sys.argv[1])); n and print("html:", Path(sys.argv[1]).with_name(n))' \
+	  $$run/$(EXPERIMENT_NB).ipynb; fi; \
+	[ $$status -eq 0 ] && \
 	$(if $(findstring out_dir,$(ARGS)),echo "tables in the -p out_dir given in ARGS",cat $$run/table.md)
 
 experiment-table2: experiment-table2-main

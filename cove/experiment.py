@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Callable
 import numpy as np
 from .core import get_logger, one_line
+from .llm import quiet_libraries
 from .stats import wilson
 from .config import Config, load_config
 from .stats import episode_records
@@ -17,7 +18,8 @@ from .run import Run, RunSpec
 # %% auto #0
 __all__ = ['WIRING_NOTE', 'STYLES', 'PAIRED_NOTE', 'arm_config', 'play_fresh', 'ci_text', 'rate_cols', 'stage_of', 'stage_cols',
            'arm_table', 'legend_outside', 'integer_ticks', 'rate_bars', 'wiring_note', 'wiring_md', 'show_wiring',
-           'save_fig', 'style', 'running_success_fig', 'markdown_table', 'comparison_pairs', 'paired_markdown']
+           'save_fig', 'style', 'running_success_fig', 'markdown_table', 'comparison_pairs', 'paired_markdown',
+           'claim_verdict']
 
 # %% ../nbs/18_experiment.ipynb #13f1d183
 def arm_config(profile:str, *layers:dict) -> Config:
@@ -34,6 +36,7 @@ def play_fresh(policy, # the loaded policy, shared by the arms (None: a method t
               ) -> dict:
     "The run's metrics with `wall_s`, or `{'failed': reason, 'wall_s': ...}` if it raised or did not play `want`."
     if failures not in ('record', 'raise'): raise ValueError(f"failures={failures!r} not in ('record', 'raise')")
+    quiet_libraries()   # the library noise cove knows (`cove.llm.LIBRARY_NOISE`) stays out of the notebook
     t0 = time.time()
     try: m = Run(spec, cfg, out, set_aside_corrupt=set_aside_corrupt).execute(policy, progress=progress)
     except Exception as e:
@@ -217,3 +220,14 @@ def paired_markdown(rows:list[dict]) -> str:
                             'diff [95% CI]': f"{r['diff']:+.3f} [{r['ci_lo']:+.3f}, {r['ci_hi']:+.3f}]",
                             'McNemar p (only / only vs)': f"{r['p']:.3f} ({r['a_only']}/{r['b_only']})",
                             'MDE': r['mde']} for r in rows])
+
+# %% ../nbs/18_experiment.ipynb #cbef67a3
+def claim_verdict(row:dict) -> str:
+    "`holds`, `contradicted` or `inconclusive at n=N`: the claim that a `paired_rows` row's method beats its reference."
+    txt = (f"{row['method']} {row['a_rate']:.3f} vs {row['reference']} {row['b_rate']:.3f}: diff {row['diff']:+.3f} "
+           f"[{row['ci_lo']:+.3f}, {row['ci_hi']:+.3f}], McNemar p {row['p']:.3f} ({row['a_only']}/{row['b_only']})")
+    if row['ci_lo'] > 0: return f"holds (n={row['n']}): {txt}"
+    if row['ci_hi'] < 0: return f"contradicted (n={row['n']}): {txt}"
+    mde = (f"MDE {row['mde']:.3f}: the smallest difference this n detects with 80% power" if row['mde'] is not None
+           else 'MDE n/a: no task was solved by one and not the other')
+    return f"inconclusive at n={row['n']} (the interval includes 0; {mde}): {txt}"
