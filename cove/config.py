@@ -285,7 +285,7 @@ def _unknown_key(key:str) -> ConfigError:
     import difflib
     near = [k for k in SCHEMA if k.lower() == key.lower()] or difflib.get_close_matches(key, SCHEMA, n=3)
     msg = f"unknown config key {key!r}" + (f"; did you mean {' or '.join(near)}?" if near else
-                                           f"; known keys: {sorted(SCHEMA)}")
+                                           "; `cove info --config` lists every key")
     if str(key).split('.')[0] not in {k.split('.')[0] for k in SCHEMA}:
         msg += plugins_hint()   # a section no key has: a plugin's key, perhaps
     return ConfigError(msg)
