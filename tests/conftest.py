@@ -9,6 +9,8 @@ class Hostile:
     def refused(self, k:int=1): TALLY['hostile'] += k
     def outside(self, k:int): TALLY['outside'] += k
     def forged(self, k:int): TALLY['forged'] += k
+    def keys(self, k:int): TALLY['keys'] += k     # answer keys (benchmark data, references, weights) the candidate read
+    def mixed(self, k:int): TALLY['mixed'] += k   # resumes that went on with another run's records, store or data
 
 @pytest.fixture
 def hostile() -> Hostile: return Hostile()
@@ -40,4 +42,4 @@ def pytest_terminal_summary(terminalreporter, config):
     terminalreporter.write_line(
         f"faults: {t.get('kills', 0)} kills survived, {t.get('faults', 0)} faults injected, {TALLY['hostile']} hostile inputs refused, "
         f"{t.get('lost', 0)} episodes lost, {TALLY['outside']} files outside the run folder touched, "
-        f"{TALLY['forged']} forged verdicts accepted")
+        f"{TALLY['forged']} forged verdicts accepted, {TALLY['keys']} answer keys readable, {TALLY['mixed']} resumes mixed")

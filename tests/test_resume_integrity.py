@@ -59,6 +59,7 @@ def test_other_seed_records_are_refused(tmp_path, hostile):
     assert _run(a).returncode == 0 and _run(b, 'run.seed=1').returncode == 0
     _write(a, _recs(b)[:2])   # a killed at 2 of 4, its records swapped for seed 1's
     r = _run(a)
+    hostile.mixed(int(r.returncode == 0))
     _one_line(r, 'another run', 'episode 0')
     assert len(_recs(a)) == 2
     c = _check(a)
@@ -74,6 +75,7 @@ def test_episode_outside_the_stream_is_refused(tmp_path, hostile):
     recs = _recs(out)
     _write(out, recs + [recs[0] | {'episode': 7}])
     r = _run(out, episodes=2)
+    hostile.mixed(int(r.returncode == 0))
     _one_line(r, 'episode 7', 'outside')
     assert (out/'metrics.json').read_text() == metrics
     c = _check(out)
@@ -110,6 +112,8 @@ def test_changed_data_is_refused(tmp_path, hostile):
     _write(out, _recs(out)[:1])
     f = data/'gsm8k'/'train.jsonl'
     f.write_text(f.read_text().replace('plus', 'and'))
-    _one_line(_run_data(out, data, '--split', 'all'), 'data', 'changed')
+    r = _run_data(out, data, '--split', 'all')
+    hostile.mixed(int(r.returncode == 0))
+    _one_line(r, 'data', 'changed')
     assert len(_recs(out)) == 1
     hostile.refused()

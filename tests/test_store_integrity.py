@@ -48,6 +48,7 @@ def test_another_runs_store_is_refused(tmp_path, hostile):
     assert c.returncode == 1 and any(l.startswith('FAIL') and 'kb.sqlite' in l and 'another run' in l
                                      for l in c.stdout.splitlines()), c.stdout
     r = _run(a)
+    hostile.mixed(int(r.returncode == 0))
     assert r.returncode == 2 and 'kb.sqlite' in r.stderr and 'another run' in r.stderr, r.stderr[-1500:]
     assert 'Traceback' not in r.stderr and len((a/'episodes.jsonl').read_text().splitlines()) == 1
     hostile.refused(2)
