@@ -28,14 +28,14 @@ __all__ = ['DEMO_METHODS', 'DEMO_FAMILIES', 'DEMO_EPISODES', 'TRIGGER_DEFAULTS',
 # %% ../nbs/19_demo.ipynb #506c2e0f
 DEMO_METHODS = ['base', 'harness_only', 'parametric_only', 'cove']
 DEMO_FAMILIES = ['tableqa', 'multihop', 'math', 'code']
-DEMO_EPISODES = 40   # per family
+DEMO_EPISODES = 32   # per family: the largest n whose demo fits 20 minutes here (docs/demo.md)
 TRIGGER_DEFAULTS = {'w': 20, 'N': 64, 'k': 16}   # the trigger's defaults, meant for ~160 episodes per family
 
 def demo_trigger(episodes:int) -> dict:
     "The trigger's defaults scaled to `episodes` per family (× episodes / 160, each at least 2)."
     return {f'trigger.{k}': max(2, round(v * episodes / 160)) for k, v in TRIGGER_DEFAULTS.items()}
 
-DEMO_OVERRIDES = {**demo_trigger(DEMO_EPISODES), 'model.batch_size': 16, 'train.max_steps': 16,
+DEMO_OVERRIDES = {**demo_trigger(DEMO_EPISODES), 'model.batch_size': 16, 'train.max_steps': 32, 'train.epochs': 8.0,
                   'train.reference_tasks': 16, 'release.heldout': 16, 'release.max_entries': 1,
                   'run.drift': 'tableqa@0.5:renamed'}   # the tools change half-way: the paper's premise
 
