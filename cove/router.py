@@ -379,7 +379,9 @@ def explain_queued(self:Router) -> list[RouteDecision]:
 
 # %% ../nbs/10_router.ipynb #15867167
 INTERFACE_KINDS = ('tool_error',)   # volatile interface knowledge: a memory entry can carry the current name
-TASK_ERROR_KINDS = ('wrong_answer', 'format', 'no_answer', 'test_failed', 'runtime_error', 'proof_error')
+# a program that tampers with its tests' account is the agent's behaviour, as a wrong answer is: a task error
+TASK_ERROR_KINDS = ('wrong_answer', 'format', 'no_answer', 'test_failed', 'runtime_error', 'proof_error',
+                    'tampered')
 NOT_AGENT_KINDS = ('env_error', 'unavailable', 'timeout')   # not the agent's knowledge: left out of the shares
 
 # %% ../nbs/10_router.ipynb #9278046d

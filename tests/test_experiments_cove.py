@@ -4,7 +4,10 @@ import csv
 from _papermill import run_experiment as _run, check_paired
 
 def test_trigger_timing_runs_with_papermill(tmp_path):
-    "Every episode of the tiny model fails, so the update times follow from the thresholds alone: cold start at the family's 1st episode (k=1), plateau at the 2nd (w=1), the fixed interval at the 2nd."
+    """Every episode of the tiny model fails, so the trigger's times follow from the thresholds alone: cold start at
+    the family's 1st episode (k=1), plateau at the 2nd (w=1), the fixed interval at the 2nd. Only the cold start has
+    data to train on (Algorithm 1: the gold references at a ColdStartFailure, else successful parametric-routed
+    trajectories, of which a failing model has none), so the other events fire and their updates are skipped."""
     arms = 'cove,always_on,harness_only,no_cold_start'
     out, m, rows = _run(tmp_path, 'trigger_timing', episodes=2, arms=arms, variant='always_both', every=2,
                         overrides={'model.max_new_tokens': 8, 'trigger.k': 1, 'trigger.w': 1})
@@ -14,8 +17,10 @@ def test_trigger_timing_runs_with_papermill(tmp_path):
     assert all(r['n'] == '2' and r['success 95% CI'].startswith('[') and r['stage 1 n'] == '1' for r in rows)
     by = {r['arm']: r for r in rows}
     assert by['cove']['update_episodes'] == 'math#1(cold_start_failure)'      # 2 episodes: the plateau needs 2 since that update
-    assert by['no_cold_start']['update_episodes'] == 'math#2(plateau)'        # the condition removed: the plateau comes first
-    assert by['always_on']['update_episodes'] == 'math#2(fixed_interval)'
+    # the condition removed: the plateau fires first, with nothing to train on
+    assert (by['no_cold_start']['fired_plateau'], by['no_cold_start']['updates']) == ('1', '0')
+    assert (by['always_on']['fired_fixed_interval'], by['always_on']['updates']) == ('1', '0')
+    assert m['details']['no_cold_start']['updates_skipped'] == 1 and m['details']['always_on']['updates_skipped'] == 1
     assert by['harness_only']['updates'] == '0' and by['harness_only']['train_tokens'] == '0' and int(by['cove']['train_tokens']) > 0
     assert m['arms']['no_cold_start']['keys'] == {'trigger.tau_c': 0.0} and len(m['stream']) == 2 and set(m['claims']) == {'cove > always_on', 'cove > harness_only'}
     for f in ('table.md', 'success_over_episodes.png', 'stages.png'): assert (out/f).exists(), f
