@@ -14,7 +14,7 @@ from .demo import DEMO_FAMILIES, run_demo, demo_config, DEMO_EPISODES, DEMO_METH
 from .check import check_run, RunLocked
 from .method import import_methods, METHODS
 from .tasks.base import FAMILIES, parse_spec
-from .llm import quiet_libraries, EMBEDDED_GGUF, EMBEDDED_NAME
+from .models import quiet_libraries, EMBEDDED_GGUF, EMBEDDED_NAME, model_cache_dir, is_embedded_cached
 from .core import write_failure, InfraError
 from . import __version__
 
@@ -207,7 +207,6 @@ DTYPE_NOTE = ("model.dtype=auto (hf backend) is cove's rule: on a GPU bfloat16 w
 
 def info(cfg) -> dict:
     "Versions, profile, model and dtype (with what they mean), model cache, methods, task families and plugins."
-    from cove.llm import model_cache_dir, is_embedded_cached
     pkgs = ['torch', 'transformers', 'trl', 'peft', 'accelerate', 'faiss-cpu', 'bm25s', 'rank-bm25',
             'sentence-transformers', 'nbdev', 'papermill']
     rt = runtime_info(cfg)
@@ -344,7 +343,7 @@ def _error(args, e, tail:str='') -> None:
 
 def main(argv:list[str]|None=None) -> int:
     "Entry point of the `cove` console command."
-    quiet_libraries()   # the known library noise only (`cove.llm.LIBRARY_NOISE`), before anything loads a model
+    quiet_libraries()   # the known library noise only (`cove.models.LIBRARY_NOISE`), before anything loads a model
     args = build_parser().parse_args(argv)
     # over a file-size limit a write then fails (EFBIG) and is reported, instead of the signal killing the process
     if hasattr(signal, 'SIGXFSZ'):

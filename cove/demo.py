@@ -14,9 +14,8 @@ from .core import write_json, safe_path
 from .experiment import (
     play_fresh, markdown_table, comparison_pairs, paired_markdown, PAIRED_NOTE, save_fig, running_success_fig)
 from .stats import paired_rows, episode_records, summarise
-from .knowledgepo import called_names
 from .spec import open_envs
-from .tasks.surface import surface_of
+from .tasks.surface import surface_of, called_names
 from .serve import vllm_python, served_policy, ServeError
 
 # %% auto #0

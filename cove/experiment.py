@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable
 import numpy as np
 from .core import get_logger, one_line
-from .llm import quiet_libraries
+from .models import quiet_libraries
 from .stats import wilson
 from .config import Config, load_config
 from .stats import episode_records
@@ -36,7 +36,7 @@ def play_fresh(policy, # the loaded policy, shared by the arms (None: a method t
               ) -> dict:
     "The run's metrics with `wall_s`, or `{'failed': reason, 'wall_s': ...}` if it raised or did not play `want`."
     if failures not in ('record', 'raise'): raise ValueError(f"failures={failures!r} not in ('record', 'raise')")
-    quiet_libraries()   # the library noise cove knows (`cove.llm.LIBRARY_NOISE`) stays out of the notebook
+    quiet_libraries()   # the library noise cove knows (`cove.models.LIBRARY_NOISE`) stays out of the notebook
     t0 = time.time()
     try: m = Run(spec, cfg, out, set_aside_corrupt=set_aside_corrupt).execute(policy, progress=progress)
     except Exception as e:

