@@ -8,7 +8,8 @@ import contextlib, importlib.util, json, platform, tempfile, time
 import torch
 from pathlib import Path
 from .config import Config
-from .llm import bench_load, bench_generation, EMBEDDED_ALIASES, pick_dtype, resolve_model
+from .llm import bench_load, bench_generation, pick_dtype
+from .models import EMBEDDED_ALIASES, resolve_model
 from .run import Run, RunSpec, load_policy
 from .check import episode_records_of
 from .embed import Embedder, bench_embed
@@ -282,7 +283,7 @@ print(json.dumps(T))"""
 def cold_load(name:str, dtype:str='auto') -> dict:
     "Seconds of each phase of importing cove's policy code and loading `name` from the cache in a fresh Python process."
     import subprocess, sys
-    ensure = f"from cove.llm import resolve_model; resolve_model({name!r})"   # converts once, untimed
+    ensure = f"from cove.models import resolve_model; resolve_model({name!r})"   # converts once, untimed
     subprocess.run([sys.executable, '-c', ensure], check=True, capture_output=True)
     r = subprocess.run(
         [sys.executable, '-c', _COLD.format(name=name, dtype=dtype)], check=True, capture_output=True, text=True

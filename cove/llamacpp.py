@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 import torch
 from fastcore.basics import patch
-from .llm import (Policy, HFPolicy, Generation, EMBEDDED_ALIASES, EMBEDDED_DIR, _cut_at_stop, _file_lock,
-                      choice_token_spans, count_tokens_with, cpu_has_native_bf16, embedded_model_path,
-                      ensure_embedded_model, model_cache_dir, render_chat, smollm2_tokenizer)
+from .llm import (Policy, HFPolicy, Generation, _cut_at_stop, choice_token_spans, count_tokens_with,
+                      cpu_has_native_bf16, render_chat, smollm2_tokenizer)
+from .models import (EMBEDDED_ALIASES, EMBEDDED_DIR, _file_lock, embedded_model_path, ensure_embedded_model,
+                         model_cache_dir)
 
 # %% auto #0
 __all__ = ['GGUF_TYPES', 'require_llama_cpp', 'gguf_tensors', 'write_gguf', 'embedded_gguf', 'TokenBatch', 'LlamaCppPolicy',

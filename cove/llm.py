@@ -13,11 +13,7 @@ import numpy as np
 import torch
 from fastcore.basics import patch
 from .core import get_logger, msg, TokenLedger
-# the names, the embedded model and the library noise live in `cove.models` (no torch); imported here for the
-# backends below, and so that `cove.llm.resolve_model` and the like still resolve
-from .models import (EMBEDDED_PACKAGE, EMBEDDED_GGUF, EMBEDDED_NAME, EMBEDDED_DIR, EMBEDDED_ALIASES, ModelRef,
-    embedded_model_path, model_cache_dir, embedded_cache_path, is_embedded_cached, ensure_embedded_model,
-    resolve_model, available_cores, LIBRARY_NOISE, quiet_libraries, _file_lock)
+from .models import EMBEDDED_NAME, ensure_embedded_model, resolve_model, available_cores   # no torch there
 
 _log = get_logger('llm')
 

@@ -145,7 +145,6 @@ def _no_loading_bars(factory, args, kwargs):
 
 def quiet_libraries():
     "Drop the warnings of `LIBRARY_NOISE` and transformers' model-loading bars; every other warning and bar stays."
-    import re
     for cat, start, _ in LIBRARY_NOISE: warnings.filterwarnings('ignore', re.escape(start), cat)
     from transformers.utils import logging as tlog
     if hasattr(tlog, 'set_tqdm_hook'): tlog.set_tqdm_hook(_no_loading_bars)

@@ -91,7 +91,7 @@ def test_no_library_noise_on_a_tiny_run(tmp_path):
 
 def test_quiet_libraries_drops_only_its_list():
     import warnings
-    from cove.llm import quiet_libraries, LIBRARY_NOISE
+    from cove.models import quiet_libraries, LIBRARY_NOISE
     assert all(why for _, _, why in LIBRARY_NOISE)   # each entry says why it is dropped
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter('always')

@@ -4,7 +4,8 @@ from unittest import mock
 import numpy as np
 import pytest
 from cove.llamacpp import gguf_tensors, pick_token, require_llama_cpp, shared_prefixes
-from cove.llm import HFPolicy, embedded_model_path, ensure_embedded_model
+from cove.llm import HFPolicy
+from cove.models import embedded_model_path, ensure_embedded_model
 
 HAVE = importlib.util.find_spec('llama_cpp') is not None
 needs = pytest.mark.skipif(not HAVE, reason='llama-cpp-python is not installed (`pip install llama-cpp-python`)')

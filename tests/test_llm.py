@@ -2,9 +2,9 @@
 import os, signal, subprocess, sys, time
 from pathlib import Path
 import pytest
-from cove.llm import EMBEDDED_DIR, embedded_cache_path, is_embedded_cached
+from cove.models import EMBEDDED_DIR, embedded_cache_path, is_embedded_cached
 
-CONVERT = "from cove.llm import ensure_embedded_model; ensure_embedded_model()"
+CONVERT = "from cove.models import ensure_embedded_model; ensure_embedded_model()"
 
 
 def _leftovers(models: Path): return sorted(models.glob(f'.{EMBEDDED_DIR}-tmp-*'))
@@ -31,7 +31,7 @@ def test_killed_conversion_leaves_no_half_cache(tmp_path):
 
 def test_cache_dir_env(tmp_path, monkeypatch):
     "`COVE_CACHE_DIR` moves the model cache."
-    from cove.llm import model_cache_dir
+    from cove.models import model_cache_dir
     monkeypatch.setenv('COVE_CACHE_DIR', str(tmp_path))
     assert model_cache_dir() == tmp_path/'models'
     assert embedded_cache_path() == tmp_path/'models'/EMBEDDED_DIR

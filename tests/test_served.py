@@ -30,7 +30,8 @@ def _healthy(url:str) -> bool:
 @pytest.fixture(scope='module')
 def server(tmp_path_factory):
     "`transformers serve` pinned to the embedded model's folder, on a free loopback port; killed (its group) at the end."
-    from cove.llm import ensure_embedded_model, pick_dtype
+    from cove.llm import pick_dtype
+    from cove.models import ensure_embedded_model
     model = str(ensure_embedded_model())
     port, log = _free_port(), tmp_path_factory.mktemp('serve')/'server.log'
     dtype = str(pick_dtype('auto')).removeprefix('torch.')   # bf16 where the CPU has it, as model.dtype=auto

@@ -30,7 +30,8 @@ def server():
 
 @pytest.fixture(scope='module')
 def served(server):
-    from cove.llm import make_policy, ensure_embedded_model
+    from cove.llm import make_policy
+    from cove.models import ensure_embedded_model
     return make_policy('openai', 'smollm2-135m', base_url=server.base_url, batch_size=16,
                        tokenizer=str(ensure_embedded_model()))
 
@@ -180,7 +181,7 @@ def test_cove_serve_starts_and_stops():
 
 def test_gpu_smoke_vllm_step_runs_on_the_cpu_build(tmp_path):
     "tools/gpu_smoke.sh's vLLM step (serving, the SFT adapter by name, a GRPO step through it) on vLLM's CPU build."
-    from cove.llm import ensure_embedded_model
+    from cove.models import ensure_embedded_model
     p = subprocess.run(['bash', 'tools/gpu_smoke.sh', '--device', 'cpu', '--model', str(ensure_embedded_model()),
                         '--only', 'sft,vllm', '--out', str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
                        timeout=600)

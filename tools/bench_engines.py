@@ -58,7 +58,8 @@ def load_engine(name:str, threads:int, slots:int):
     if kind == 'vllm':
         import atexit
         from cove.serve import VLLMServer
-        from cove.llm import make_policy, ensure_embedded_model
+        from cove.llm import make_policy
+        from cove.models import ensure_embedded_model
         srv = VLLMServer('smollm2-135m', threads=threads, dtype={'bf16': 'bfloat16', 'fp32': 'float32'}[dt]).start()
         SERVERS.append(srv)
         atexit.register(srv.stop)
