@@ -67,6 +67,7 @@ _declare(
     ),
     Key('model.temperature', float, 0.0, 'sampling temperature for rollouts (0 = greedy)'),
     Key('model.base_url', str, '', 'OpenAI-compatible endpoint for the `openai` backend'),
+    Key('model.timeout', float, 120.0, 'seconds within which a served answer must be whole (`openai` backend)'),
     Key('model.allow_download', bool, False, 'let a hub name download weights (never by default)'),
     Key(
         'judge.backend',
@@ -328,6 +329,7 @@ _ranges(
     'run.epochs',
 )
 _ranges(0, None, 'train.lr', 'train.grpo_lr', 'train.epochs', closed=False)   # 0 trains nothing
+_ranges(0, None, 'model.timeout', closed=False)
 _ranges(0, 1, 'trigger.tau_c', 'trigger.q_min', 'router.harness_share', 'router.param_share', 'router.flat_eps')
 _ranges(0, 1, 'train.grpo_vllm_memory', closed=False)   # a fraction of the GPU
 _ranges(None, None, 'run.seed', 'release.threshold')

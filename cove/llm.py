@@ -18,7 +18,7 @@ from .models import EMBEDDED_NAME, ensure_embedded_model, resolve_model, availab
 _log = get_logger('llm')
 
 # %% auto #0
-__all__ = ['DTYPES', 'MODELLED_TOKENS_PER_INSTANCE', 'MODELLED_STEPS_PER_INSTANCE', 'cpu_has_native_bf16', 'pick_dtype', 'torch_threads', 'set_threads', 'smollm2_tokenizer', 'tiny_llama', 'load_model', 'modelled_train_cost', 'Generation', 'as_messages', 'Policy', 'render_chat', 'count_tokens_with', 'choice_token_spans', 'PrefixCache', 'HFPolicy', 'stop_strings', 'stop_patterns', 'PatternStop', 'client_stop', 'make_test_adapter', 'bench_generation', 'bench_load', 'BACKENDS', 'VLLMPolicy', 'HTTPError', 'post_json', 'OpenAIPolicy', 'make_policy']
+__all__ = ['DTYPES', 'MODELLED_TOKENS_PER_INSTANCE', 'MODELLED_STEPS_PER_INSTANCE', 'cpu_has_native_bf16', 'pick_dtype', 'torch_threads', 'set_threads', 'smollm2_tokenizer', 'tiny_llama', 'load_model', 'modelled_train_cost', 'Generation', 'as_messages', 'Policy', 'render_chat', 'count_tokens_with', 'choice_token_spans', 'PrefixCache', 'HFPolicy', 'stop_strings', 'stop_patterns', 'PatternStop', 'client_stop', 'make_test_adapter', 'bench_generation', 'bench_load', 'MAX_ANSWER_BYTES', 'BACKENDS', 'VLLMPolicy', 'HTTPError', 'bounded_chunks', 'bounded_transport', 'post_json', 'OpenAIPolicy', 'make_policy']
 
 # %% ../nbs/02_llm.ipynb #0d2f39ff
 DTYPES = {'float32': torch.float32, 'fp32': torch.float32, 'bfloat16': torch.bfloat16, 'bf16': torch.bfloat16,
@@ -811,19 +811,54 @@ class HTTPError(RuntimeError):
         super().__init__(f"HTTP {status} from {url}: {body[:300]}")
         self.status, self.body = status, body
 
+# %% ../nbs/02_llm_c_served.ipynb #6068b710
+MAX_ANSWER_BYTES = 8 * 2**20   # one served answer: a completion of `max_new_tokens` is far smaller
+
+def bounded_chunks(chunks, deadline:float, url, limit:int=MAX_ANSWER_BYTES, timeout=TimeoutError, too_big=ValueError):
+    """Yield the byte `chunks` of an answer from `url` until it passes `limit` bytes (raise `too_big`) or the monotonic
+    `deadline` (raise `timeout`)."""
+    n = 0
+    for chunk in chunks:
+        n += len(chunk)
+        if n > limit: raise too_big(f"{url} sent an answer over {limit} bytes")
+        if time.monotonic() > deadline: raise timeout(f"{url} sent no whole answer within the request's deadline")
+        yield chunk
+
+def bounded_transport(deadline:float, limit:int=MAX_ANSWER_BYTES):
+    """An `httpx` transport under which every request ends within `deadline` seconds with at most `limit` bytes. A read
+    timeout alone never ends a server that sends its headers and then one byte every few seconds."""
+    import httpx
+    class _Body(httpx.SyncByteStream):
+        def __init__(self, stream, end, url): self.stream, self.end, self.url = stream, end, url
+        def __iter__(self): yield from bounded_chunks(self.stream, self.end, self.url, limit, httpx.ReadTimeout)
+        def close(self): self.stream.close()
+    class _Transport(httpx.HTTPTransport):
+        def handle_request(self, request):
+            end = time.monotonic() + deadline
+            r = super().handle_request(request)
+            return httpx.Response(r.status_code, headers=r.headers, stream=_Body(r.stream, end, request.url),
+                                  extensions=r.extensions, request=request)
+    return _Transport()
+
 # %% ../nbs/02_llm_c_served.ipynb #70201c57
 def post_json(url:str, payload:dict, headers:dict|None=None, timeout:float=120.0) -> dict:
-    "POST `payload` as JSON and return the JSON answer (via `httpx` if installed, else `urllib`)."
+    """POST `payload` as JSON and return the JSON answer (via `httpx` if installed, else `urllib`); the whole request
+    ends within `timeout` seconds (`TimeoutError`), its answer within `MAX_ANSWER_BYTES` (`ValueError`)."""
     headers = {'Content-Type': 'application/json', **(headers or {})}
     try: import httpx
     except ImportError: httpx = None
     if httpx is not None:
-        r = httpx.post(url, json=payload, headers=headers, timeout=timeout)
+        try:
+            with httpx.Client(transport=bounded_transport(timeout), timeout=timeout) as c:
+                r = c.post(url, json=payload, headers=headers)
+        except httpx.TimeoutException as e: raise TimeoutError(f"{url}: {e}") from None
         if r.status_code >= 400: raise HTTPError(r.status_code, url, r.text)
         return r.json()
     req = urllib.request.Request(url, data=json.dumps(payload).encode(), headers=headers, method='POST')
+    end = time.monotonic() + timeout
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as r: return json.loads(r.read())
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.loads(b''.join(bounded_chunks(iter(lambda: r.read1(65536), b''), end, url)))
     except urllib.error.HTTPError as e: raise HTTPError(e.code, url, e.read().decode(errors='replace')) from None
 
 # %% ../nbs/02_llm_c_served.ipynb #f3a09917
@@ -835,7 +870,10 @@ def _openai_client(root:str, api_key:str|None, timeout:float, max_retries:int):
                      "(pip install 'cove[openai]')", root)
         return None
     # an explicit key: never `OPENAI_API_KEY` from the environment, sent to whatever server `root` is
-    return openai.OpenAI(base_url=root + '/v1', api_key=api_key or 'EMPTY', timeout=timeout, max_retries=max_retries)
+    import httpx
+    http = httpx.Client(transport=bounded_transport(timeout), timeout=timeout)   # each try ends within `timeout`
+    return openai.OpenAI(base_url=root + '/v1', api_key=api_key or 'EMPTY', timeout=timeout, max_retries=max_retries,
+                         http_client=http)
 
 # %% ../nbs/02_llm_c_served.ipynb #8a19c5fd
 class OpenAIPolicy(Policy):
@@ -872,7 +910,10 @@ def _post(self:OpenAIPolicy, route:str, payload:dict) -> dict:
     import openai
     try: return self.client.post(url, body=payload, cast_to=object)
     except openai.APIStatusError as e: raise HTTPError(e.status_code, url, e.response.text) from None
-    except openai.APIConnectionError as e: raise ConnectionError(f"cannot reach {url}: {e.__cause__ or e}") from None
+    except openai.APITimeoutError: raise TimeoutError(f"{url} sent no whole answer within {self.timeout:g} s") from None
+    except openai.APIConnectionError as e:
+        if isinstance(e.__cause__, ValueError): raise ValueError(str(e.__cause__)) from None   # an answer too long
+        raise ConnectionError(f"cannot reach {url}: {e.__cause__ or e}") from None
 
 @patch
 def _model(self:OpenAIPolicy) -> str:
@@ -944,7 +985,8 @@ def _is_vllm(self:OpenAIPolicy) -> bool:
     if getattr(self, '_vllm', None) is None:
         try:
             with urllib.request.urlopen(self.root + '/version', timeout=5) as r:
-                self._vllm = 'version' in json.loads(r.read())
+                body = bounded_chunks(iter(lambda: r.read1(65536), b''), time.monotonic() + 5, self.root + '/version')
+                self._vllm = 'version' in json.loads(b''.join(body))
         except (OSError, ValueError): self._vllm = False
     return self._vllm
 
