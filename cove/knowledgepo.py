@@ -576,7 +576,7 @@ def update_kb(kb, candidate:Candidate, judge:Judge|None=None, # decides ambiguou
               topic_threshold:float=0.8, # cosine at or above which an entry is on the same topic
               min_words:int=4, stats:KPOStats|None=None,
               shots:int=0) -> KBOp: # worked examples in the judge's prompt (`kb_op_prompt`)
-    "Insert, merge, revise or discard for one labelled candidate (paper §4.4.1; SPEC §5 KB update)."
+    "Insert, merge, revise or discard for one labelled candidate (paper §4.4.1; Algorithm 1, line 7)."
     if candidate.label is None: raise ValueError("label the candidate (`label_candidate`) before `update_kb`")
     why, op = uninformative(candidate.content, min_words), None
     if why: op = KBOp('discard', None, why)

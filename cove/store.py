@@ -23,7 +23,7 @@ ENTRY_STATUSES = ('online', 'internalized', 'archived', 'discarded')
 
 @dataclass
 class Entry:
-    "A memory or skill entry of the knowledge base (SPEC §4)."
+    "A memory or skill entry of the knowledge base (docs/design.md, The knowledge base)."
     content: str  # the text injected into prompts
     kind: str     # one of `KINDS`
     label: str    # one of `LABELS`

@@ -283,7 +283,7 @@ class FixedInterval(BaseTrigger):
 TRIGGERS = ('cove', 'no_trigger', 'fixed_interval')
 
 def make_trigger(name:str, # one of `TRIGGERS`
-                 cfg=None, # a `Config` (or dict of `trigger` keys) for the thresholds; None: SPEC defaults
+                 cfg=None, # a `Config` (or dict of `trigger` keys) for the thresholds; None: the `trigger.*` defaults
                  every:int|None=None, # fixed-interval period; default 2·`trigger.w`
                  log_path:str|Path|None=None) -> BaseTrigger:
     "A trigger by name."

@@ -1,4 +1,5 @@
-"The stage-aware trigger against an independent brute-force reading of SPEC §5 on random streams, and its resume from JSON."
+"""The stage-aware trigger against an independent brute-force reading of COVE paper §4.3 (docs/design.md, Trigger) on
+random streams, and its resume from JSON."""
 import json, random
 from fractions import Fraction
 import pytest
@@ -7,9 +8,9 @@ from cove.trigger import CONDITIONS, Trigger, FixedInterval, NoTrigger, make_tri
 
 
 def reference_events(stream, w, eps, N, q_min, k, tau_c):
-    """SPEC §5 recomputed from each family's whole history with exact fractions (issue 40: the gate is the family's
-    channel over its last w episodes; a suppressed condition restarts its count); the caller resets after every fired
-    event."""
+    """The trigger of paper §4.3 recomputed from each family's whole history with exact fractions (issue 40: the gate
+    is the family's channel over its last w episodes; a suppressed condition restarts its count); the caller resets
+    after every fired event."""
     hist, chans, data_from, plateau_from, updates, out = {}, {}, {}, {}, {}, []
     for fam, s, q, ch in stream:
         h = hist.setdefault(fam, []); h.append((int(s), q))
