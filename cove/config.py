@@ -268,6 +268,9 @@ _declare(
     ),
     Key('run.jobs', int, 0, 'torch processes sharing those cores; 0 = detect (pytest-xdist workers, else 1)'),
     Key('run.epochs', int, 1, 'passes over the task stream (MemRL-style epochs); episode records carry `epoch`'),
+    Key('run.family_chunk', int, 1, "episodes of one family in one batch: 1 = each learnt before the family's next, "
+        'as the papers\' loops (batches then go across families); N > 1 plays N before learning, for speed; '
+        '0 = no limit (batches of model.batch_size)'),
 )
 
 # %% ../nbs/01_config.ipynb #5ef55f83

@@ -5,6 +5,7 @@
 # %% ../nbs/08_run.ipynb #4632884f
 from __future__ import annotations
 import os, time, uuid
+from collections import Counter
 from pathlib import Path
 from tqdm.auto import tqdm
 from fastcore.basics import patch
@@ -21,7 +22,7 @@ from .check import run_diff, stream_mismatch, refuse_odd_files, run_id_of
 from .stats import run_metrics
 
 # %% auto #0
-__all__ = ['Run', 'fresh_start', 'load_policy']
+__all__ = ['Run', 'fresh_start', 'chunks', 'load_policy']
 
 # %% ../nbs/08_run.ipynb #37afd9b9
 class Run:
@@ -156,6 +157,20 @@ def _play_chunk(method, envs:dict, chunk:list[tuple], avail:dict) -> dict[int, E
             results.update({i: r for (i, _), r in zip(part, method.run_batch(envs[s], [t for _, t in part]))})
     return results
 
+# %% ../nbs/08_run.ipynb #eab13639
+def chunks(todo:list[tuple], size:int, per_family:int=1) -> list[list[tuple]]:
+    """`todo`'s `(episode, spec, task)` cut in stream order into batches of at most `size`, holding at most
+    `per_family` episodes of one family (0: no limit). A method learns after each batch, so with `per_family=1` it sees
+    episode i's result before the family's next episode, as the papers' loops do; the batch goes across families."""
+    out, cur, seen = [], [], Counter()
+    for item in todo:
+        if len(cur) == size or (per_family and seen[item[1]] == per_family):
+            out.append(cur)
+            cur, seen = [], Counter()
+        cur.append(item)
+        seen[item[1]] += 1
+    return out + [cur] if cur else out
+
 # %% ../nbs/08_run.ipynb #a82aa9e8
 @patch
 def _play(self:Run, policy, progress:bool) -> dict:
@@ -177,8 +192,7 @@ def _play(self:Run, policy, progress:bool) -> dict:
     bs = max(1, cfg['model.batch_size'])
     bar = tqdm(total=len(stream), initial=len(stream) - len(todo), desc=f"{sp.method}", disable=not progress)
     avail = {s: e.available() for s, e in envs.items()}
-    for b in range(0, len(todo), bs):
-        chunk = todo[b : b + bs]
+    for chunk in chunks(todo, bs, cfg['run.family_chunk']):
         results = _play_chunk(method, envs, chunk, avail)
         for i, s, t in chunk:
             r = results[i]

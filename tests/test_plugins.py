@@ -167,3 +167,33 @@ def test_a_plugin_that_exits_or_raises_on_run(tmp_path, body, why):
     assert r.returncode == 2 and len(lines) == 1 and 'Traceback' not in r.stderr, (r.returncode, r.stderr[-2000:])
     assert f"plugin 'exiting_plugin' (from --plugin) does not load: {why}" in lines[0], lines[0]
     assert not (tmp_path/'r').exists()
+
+SEEN_PLUGIN = '''
+from types import SimpleNamespace
+from cove.method import Method, register_method
+
+@register_method('seen_before')
+class SeenBefore(Method):
+    "Shows every earlier episode of the family (solved or not) as a knowledge entry: what a learning method shows."
+    def __init__(self, cfg, out, policy=None):
+        super().__init__(cfg, out, policy)
+        self.seen = {}
+    def run_batch(self, env, tasks):
+        shown = [SimpleNamespace(id=f'seen-{i}', content=p) for i, p in enumerate(self.seen.get(env.family, []))]
+        results = self.agent().run(env, tasks, entries=[shown] * len(tasks))
+        self.seen.setdefault(env.family, []).extend(t.prompt for t in tasks)
+        return results
+'''
+
+@pytest.mark.parametrize('chunk,shown', [(None, [0, 1, 2, 3, 4]), ('0', [0, 0, 0, 0, 0])])
+def test_a_method_learns_between_episodes_of_a_short_run(tmp_path, chunk, shown):
+    """Issue 43 item 1: in a run of fewer episodes than model.batch_size (16), each episode of a family sees what the
+    method learnt from the family's earlier ones (run.family_chunk=1, the default); 0 batches them, learning after."""
+    (tmp_path/'seen_plugin.py').write_text(SEEN_PLUGIN)
+    out = tmp_path/'r'
+    extra = ['--set', f'run.family_chunk={chunk}'] if chunk else []
+    r = cove('run', '--plugin', 'seen_plugin', '--tasks', 'math', '--method', 'seen_before', '--episodes', '5',
+             '--model', 'tiny', '--quiet', '--set', 'model.max_new_tokens=4', '--out', str(out), *extra, site=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    recs = sorted((json.loads(l) for l in (out/'episodes.jsonl').read_text().splitlines()), key=lambda x: x['episode'])
+    assert [len(x['retrieved']) for x in recs] == shown
