@@ -11,21 +11,26 @@ sys.path.insert(0, str(ROOT/'tools'))
 import docs
 
 class _Page(HTMLParser):
-    "A page's ids, its (tag, attribute, url) references, its title and its text."
+    "A page's ids, its (tag, attribute, url) references, its title, its text (and of it the prose: outside code), the text of its math elements apart."
     def __init__(self):
         super().__init__(convert_charrefs=True)
-        self.ids, self.refs, self.text, self.title, self._in = set(), [], [], '', []
+        self.ids, self.refs, self.text, self.math, self.prose, self.title, self._in = set(), [], [], [], [], '', []
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
         if a.get('id'): self.ids.add(a['id'])
         if tag == 'a' and a.get('name'): self.ids.add(a['name'])
         self.refs += [(tag, k, a[k]) for k in ('href', 'src') if a.get(k) is not None]
-        self._in.append(tag)
+        self._in.append((tag, 'math' in (a.get('class') or '').split()))
     def handle_endtag(self, tag):
-        while self._in and self._in.pop() != tag: pass
+        while self._in and self._in.pop()[0] != tag: pass
     def handle_data(self, data):
-        if 'title' in self._in: self.title += data
-        elif not {'script', 'style'} & set(self._in): self.text.append(data)
+        tags = {t for t, _ in self._in}
+        if 'title' in tags: self.title += data
+        elif {'script', 'style'} & tags: return
+        elif any(m for _, m in self._in): self.math.append(data)
+        else:
+            self.text.append(data)
+            if not {'pre', 'code'} & tags: self.prose.append(data)
 
 def parse(html: str) -> _Page:
     p = _Page()
@@ -115,3 +120,75 @@ def test_pages_in_a_browser(site, src):
     dom = parse(r.stdout)
     assert dom.title.startswith(docs.title(ROOT/src).replace('`', '')), (dom.title, src)
     assert saved_output(ROOT/src) in ''.join(dom.text), (saved_output(ROOT/src), src)
+
+def test_math_is_typeset_by_mathjax_from_the_site(site):
+    "Markdown `$...$` is math (no raw `$\\mathcal` left in the prose), backslashes kept; each page with math loads MathJax from the site."
+    parsed = pages(site)
+    raw = {str(pg.relative_to(site)): m.group(0) for pg, p in parsed.items() for m in [re.search(r'\$\\[A-Za-z]+', ''.join(p.prose))] if m}
+    assert not raw, f'raw TeX outside a math element: {raw}'
+    with_math = {pg: p for pg, p in parsed.items() if p.math}
+    for nb in ('nbs/13_workflow.ipynb', 'nbs/14_memrl.ipynb', 'nbs/02_llm.ipynb', 'nbs/16_evolver.ipynb'):
+        assert site/docs.page_of(nb) in with_math, f'{nb}: no math element'
+    math = ''.join(parsed[site/docs.page_of('nbs/02_llm.ipynb')].math)
+    assert r'\mathrm{train\_tokens} = n_{param} \times 14100' in math, math[:500]
+    assert r'\mathcal{K}_r' in ''.join(parsed[site/docs.page_of('nbs/13_workflow.ipynb')].math)
+    for pg, p in with_math.items():
+        srcs = [(pg.parent/unquote(u)).resolve() for t, k, u in p.refs if t == 'script' and k == 'src' and 'mathjax' in u.lower()]
+        assert srcs and all(s.is_file() and site.resolve() in s.parents for s in srcs), (pg, srcs)
+    mj = site/'_static/mathjax'
+    assert (mj/'tex-chtml.js').stat().st_size > 500_000 and any((mj/'output/chtml/fonts/woff-v2').glob('*.woff'))
+    assert (mj/'input/tex/extensions/boldsymbol.js').is_file()   # what tex-chtml.js autoloads
+
+def test_every_experiment_page_shows_a_figure(site):
+    "Each experiment page shows its latest recorded run (dated, model, dtype) and at least one figure, an image of the site."
+    exps = [n for n in docs.notebooks() if n.parent.name == 'experiments']
+    assert len(exps) >= 11
+    report, no_figure = docs.smoke_report(), []
+    for nb in exps:
+        page = site/docs.page_of(nb)
+        p = parse(page.read_text())
+        text = ' '.join(''.join(p.text).split())
+        assert 'Latest recorded run' in text and report['date'] in text and report['dtype'] in text, nb
+        imgs = [(page.parent/unquote(u)).resolve() for t, k, u in p.refs if t == 'img' and k == 'src']
+        if not imgs or not all(i.is_file() and i.stat().st_size > 1000 for i in imgs): no_figure.append(nb.stem); continue
+        if nb.stem not in report['figures']:   # a wiring run's figure: dated, and said to be no result
+            assert 'tiny random model' in text and 'say nothing about any method' in text and re.search(r'run \d{4}-\d\d-\d\d on ', text), nb
+    assert not no_figure, f'experiment pages without a figure: {no_figure}'
+
+def _sidebar_links(page: Path, site: Path) -> list:
+    "The documents the sidebar of `page` links, in order, as site paths without suffix (its own: `href=\"#\"`)."
+    html = page.read_text()
+    side = html[html.index('class="sphinxsidebar"'):]
+    hrefs = re.findall(r'<a class="(?:current )?reference internal" href="([^"#]*)', side[:side.index('class="footer"')])
+    return [str((page.parent/h).resolve().relative_to(site.resolve()).with_suffix('')) if h else str(page.relative_to(site).with_suffix(''))
+            for h in hrefs]
+
+def _rel(html: str, rel: str) -> str:
+    m = re.search(rf'<link rel="{rel}"[^>]*href="([^"]+)"', html)
+    return m and m.group(1)
+
+def test_the_sidebar_is_a_reading_order(site):
+    "Every page's sidebar: the tutorial, the component notebooks in number order, the experiments, then docs/ and the API; previous / next follow it."
+    order = [d for ds in docs.reading_order().values() for d in ds]
+    assert order[0] == 'nbs/tutorials/own_task' and order.index('nbs/00_core') < order.index('nbs/experiments/api_renaming') < order.index('api/index')
+    for page in (site/'index.html', site/'nbs/05c_math.html', site/'docs/running.html'):
+        html, links = page.read_text(), _sidebar_links(page, site)
+        shown = [d for d in links if d in order]
+        assert shown == [d for d in order if d in shown] and set(order) <= set(links), (page, [d for d in order if d not in links][:5])
+        for caption in docs.reading_order(): assert caption in unescape(html), (page, caption)
+    front = (site/'index.html').read_text()
+    assert _rel(front, 'next') == 'nbs/tutorials/own_task.html' and 'id="rellinks"' in front
+    tut = (site/'nbs/tutorials/own_task.html').read_text()
+    assert _rel(tut, 'prev') == '../../index.html' and _rel(tut, 'next') == '../00_core.html'
+    last = docs.reading_order()["The paper, section by section"][-1]   # the last section leads to the experiments
+    assert _rel((site/f'{last}.html').read_text(), 'next') == 'experiments/api_renaming.html'
+
+def test_the_footer_is_filled(site):
+    "Every page's footer carries the copyright line: the year and the project's name (not alabaster's empty '©.')."
+    bad = []
+    for page in sorted(site.rglob('*.html')):
+        html = page.read_text()
+        m = re.search(r'<div class="footer">(.*?)</div>', html, flags=re.S)
+        foot = m and ' '.join(unescape(re.sub(r'<[^>]+>', ' ', m.group(1))).split())
+        if not foot or not re.match(r'©\d{4}, the cove developers\.', foot): bad.append((str(page.relative_to(site)), foot and foot[:60]))
+    assert not bad, bad[:5]
