@@ -10,7 +10,7 @@ from .config import load_config, describe, ConfigError, SCHEMA, declared, parse_
 from .plugins import load_plugins, loaded_plugins, plugins_hint
 from .run import Run
 from .spec import RunSpec, parse_tasks, check_spec
-from .demo import DEMO_FAMILIES, run_demo, demo_config, DEMO_EPISODES, DEMO_METHODS
+from .demo import DEMO_FAMILIES, run_demo, demo_config, DEMO_EPISODES, DEMO_METHODS, FULL_EPISODES
 from .check import check_run, RunLocked
 from .method import import_methods, METHODS
 from .tasks.base import FAMILIES, parse_spec
@@ -91,7 +91,11 @@ def _add_demo(sub):
     "The `cove demo` subcommand and its options."
     p = sub.add_parser('demo', help='the main job on the embedded default')
     _common(p)
-    p.add_argument('--episodes', type=int, default=None, help=f'episodes per family (default: {DEMO_EPISODES})')
+    p.add_argument('--episodes', type=int, default=None,
+                   help=f'episodes per family (default: {DEMO_EPISODES}; {FULL_EPISODES} with --full)')
+    p.add_argument('--full', action='store_true',
+                   help=f'the larger run: {FULL_EPISODES} per family, 8 passes over each update\'s rows up to 32 '
+                        'steps, so that the drift can bite (over an hour on 2 cores; docs/demo.md; default: off)')
     p.add_argument('--out', default=None, help='folder (default outputs/demo/<run_id>; an existing one resumes)')
     p.add_argument('--engine', choices=('hf', 'vllm'), default=None,
                    help='rollout engine (default hf; vllm: a vLLM server from `make vllm`, docs/demo.md)')
@@ -247,12 +251,12 @@ def _check_demo(cfg, methods:list[str], episodes:int):
 def cmd_demo(args) -> int:
     sets = list(args.sets) + ([f'model.name={args.model}'] if args.model else [])
     check_keys(sets)
-    cfg = demo_config(args.profile, sets)
+    episodes = (FULL_EPISODES if args.full else DEMO_EPISODES) if args.episodes is None else args.episodes
+    cfg = demo_config(args.profile, sets, episodes=episodes, full=args.full)
     if args.out is not None and not args.out.strip():
         raise ValueError("--out '' names no folder (leave it out for outputs/demo/<run_id>)")
     out = Path(args.out) if args.out else cfg.path('output.dir')/'demo'/time.strftime('%Y%m%d-%H%M%S')
     methods = [m.strip() for m in args.methods.split(',') if m.strip()] if args.methods else DEMO_METHODS
-    episodes = DEMO_EPISODES if args.episodes is None else args.episodes
     _check_demo(cfg, methods, episodes)
     s = run_demo(cfg, out, episodes=episodes, methods=methods, set_aside_corrupt=args.set_aside_corrupt,
                  engine=args.engine)

@@ -19,30 +19,39 @@ from .tasks.surface import surface_of, called_names
 from .serve import vllm_python, served_policy, ServeError
 
 # %% auto #0
-__all__ = ['DEMO_METHODS', 'DEMO_FAMILIES', 'DEMO_EPISODES', 'TRIGGER_DEFAULTS', 'DEMO_OVERRIDES', 'DEMO_ENGINES', 'NO_PAIRS',
-           'demo_trigger', 'demo_config', 'comparison_rows', 'token_reduction', 'success_curves', 'plot_success',
-           'demo_engine', 'drift_segments', 'segment_families', 'stale_calls', 'drift_rows', 'mechanism_rows',
-           'token_factors', 'run_demo']
+__all__ = ['DEMO_METHODS', 'DEMO_FAMILIES', 'DEMO_EPISODES', 'FULL_EPISODES', 'TRIGGER_DEFAULTS', 'DEMO_TRAIN', 'FULL_TRAIN',
+           'DEMO_OVERRIDES', 'DEMO_ENGINES', 'NO_PAIRS', 'demo_trigger', 'demo_overrides', 'demo_config',
+           'comparison_rows', 'token_reduction', 'success_curves', 'plot_success', 'demo_engine', 'drift_segments',
+           'segment_families', 'stale_calls', 'drift_rows', 'mechanism_rows', 'token_factors', 'run_demo']
 
 # %% ../nbs/19_demo.ipynb #506c2e0f
 DEMO_METHODS = ['base', 'harness_only', 'parametric_only', 'cove']
 DEMO_FAMILIES = ['tableqa', 'multihop', 'math', 'code']
 DEMO_EPISODES = 32   # per family: the largest n whose demo fits 20 minutes here (docs/demo.md)
+FULL_EPISODES = 64   # per family, `cove demo --full`
 TRIGGER_DEFAULTS = {'w': 20, 'N': 64, 'k': 16}   # the trigger's defaults, meant for ~160 episodes per family
 
 def demo_trigger(episodes:int) -> dict:
     "The trigger's defaults scaled to `episodes` per family (× episodes / 160, each at least 2)."
     return {f'trigger.{k}': max(2, round(v * episodes / 160)) for k, v in TRIGGER_DEFAULTS.items()}
 
-DEMO_OVERRIDES = {**demo_trigger(DEMO_EPISODES), 'model.batch_size': 16, 'train.max_steps': 32, 'train.epochs': 8.0,
-                  'train.reference_tasks': 16, 'release.heldout': 16, 'release.max_entries': 1,
-                  'run.drift': 'tableqa@0.5:renamed'}   # the tools change half-way: the paper's premise
+DEMO_TRAIN = {'train.max_steps': 16, 'train.epochs': 2.0}   # two passes over an update's rows: fits 20 minutes
+FULL_TRAIN = {'train.max_steps': 32, 'train.epochs': 8.0}   # up to the 32 steps of api_renaming's stale-name habit
+
+def demo_overrides(episodes:int=DEMO_EPISODES, full:bool=False) -> dict:
+    "The demo's budget for `episodes` per family; `full`: the training under which the drift can bite."
+    return {**demo_trigger(episodes), 'model.batch_size': 16, **(FULL_TRAIN if full else DEMO_TRAIN),
+            'train.reference_tasks': 16, 'release.heldout': 16, 'release.max_entries': 1,
+            'run.drift': 'tableqa@0.5:renamed'}   # the tools change half-way: the paper's premise
+
+DEMO_OVERRIDES = demo_overrides()
 
 # %% ../nbs/19_demo.ipynb #1508f351
-def demo_config(profile:str|None=None, sets:list[str]|dict|None=None, env:dict|None=None) -> Config:
-    "The profile with the demo budget on top; explicit `sets` win over both."
+def demo_config(profile:str|None=None, sets:list[str]|dict|None=None, env:dict|None=None,
+                episodes:int=DEMO_EPISODES, full:bool=False) -> Config:
+    "The profile with the demo budget for `episodes` per family on top (`full`: `FULL_TRAIN`); `sets` win over both."
     extra = sets if isinstance(sets, dict) else parse_sets(sets)
-    return load_config(profile, overrides={**DEMO_OVERRIDES, **extra}, env=env)
+    return load_config(profile, overrides={**demo_overrides(episodes, full), **extra}, env=env)
 
 # %% ../nbs/19_demo.ipynb #f281d562
 def _rate(v):

@@ -398,17 +398,21 @@ declare_key('memrl.batch', int, 0, "MemRL tasks per write-back flush with memrl.
             "BigCodeBench 25, ALFWorld 32, LLB 5); 0 = each batch the run plays (model.batch_size)", range=(0, None))
 
 # %% ../nbs/14_memrl.ipynb #36385f68
-AUTHORS_CONFIGS = {   # MemRL 7c3beba: configs/rl_bcb_config.yaml, rl_alf_config.yaml, rl_llb_config.yaml
+# MemRL 7c3beba: configs/rl_bcb_config.yaml, rl_alf_config.yaml, rl_llb_config.yaml; their loop plays a batch
+# against the memory as it stood before it, so a run's batches are not cut per family (run.family_chunk=0)
+AUTHORS_CONFIGS = {
     'bcb': {'memrl.norm': 'authors', 'memrl.sim_stats': '0.31,0.10', 'memrl.q_min': '-0.8', 'memrl.epsilon': 0.1,
             'memrl.delta': 0.5, 'memrl.k1': 5, 'memrl.k2': 5, 'memrl.merge_sim': 0.9, 'memrl.q_init': 0.0,
-            'memrl.reward_success': 1.0, 'memrl.reward_failure': -1.0, 'memrl.writeback': 'batch', 'memrl.batch': 25},
+            'memrl.reward_success': 1.0, 'memrl.reward_failure': -1.0, 'memrl.writeback': 'batch', 'memrl.batch': 25,
+            'run.family_chunk': 0},
     'alfworld': {'memrl.norm': 'authors', 'memrl.sim_stats': '0.5187,0.1203', 'memrl.q_min': '-10',
                  'memrl.epsilon': 0.0, 'memrl.delta': 0.5, 'memrl.k1': 5, 'memrl.k2': 3, 'memrl.merge_sim': 0.9,
                  'memrl.q_init': 0.0, 'memrl.reward_success': 1.0, 'memrl.reward_failure': -1.0,
-                 'memrl.writeback': 'batch', 'memrl.batch': 32},
+                 'memrl.writeback': 'batch', 'memrl.batch': 32, 'run.family_chunk': 0},
     'llb': {'memrl.norm': 'authors', 'memrl.sim_stats': '0.39,0.14', 'memrl.q_min': '-0.8', 'memrl.epsilon': 0.01,
             'memrl.delta': 0.5, 'memrl.k1': 10, 'memrl.k2': 5, 'memrl.merge_sim': 0.99, 'memrl.q_init': 0.5,
-            'memrl.reward_success': 1.0, 'memrl.reward_failure': 0.0, 'memrl.writeback': 'batch', 'memrl.batch': 5}}
+            'memrl.reward_success': 1.0, 'memrl.reward_failure': 0.0, 'memrl.writeback': 'batch', 'memrl.batch': 5,
+            'run.family_chunk': 0}}
 
 # %% ../nbs/14_memrl.ipynb #d0973d16
 def memrl_params(cfg) -> dict:
