@@ -26,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT/'tools') not in sys.path: sys.path.insert(0, str(ROOT/'tools'))
-import report
+import experiment_runs as runs   # what tools/report.py uses too; that script is not imported here
 
 ENGINES = ('local', 'ray', 'slurm')
 CLUSTER_HINT = "pip install 'cove[cluster]'"
@@ -43,7 +43,7 @@ def grid(nbs:list[Path], glob_params:dict|None, per_params:dict|None, seeds:list
     "The cells: one per notebook and seed (`seeds` None: one per notebook); and the notebooks without a `seed` parameter."
     cells, unseeded = [], []
     for p in nbs:
-        decl = report.declared_params(p)
+        decl = runs.declared_params(p)
         params = {k: v for k, v in (glob_params or {}).items() if k in decl} | (per_params or {}).get(p.stem, {})
         if seeds is not None and 'seed' in params:
             raise SystemExit(f'{p.stem}: both --seeds and -p seed {params["seed"]} given; use one')
@@ -57,11 +57,11 @@ def grid(nbs:list[Path], glob_params:dict|None, per_params:dict|None, seeds:list
 def run_cell(cell:dict, timeout=None, html_notebooks=True) -> dict:
     "One cell in this process (the child of every engine): papermill into `cell['out']`, then what it left; the record."
     path, out = Path(cell['path']), Path(cell['out'])
-    try: r = report.run_notebook(path, out, cell['params'], timeout)
-    except report.Interrupted as e: r = e.rec
-    r.update(name=cell['name'], seed=cell['seed'], dir=cell['dir'], n=report.sample_sizes(out), artifacts=report.artifacts(out),
+    try: r = runs.run_notebook(path, out, cell['params'], timeout)
+    except runs.Interrupted as e: r = e.rec
+    r.update(name=cell['name'], seed=cell['seed'], dir=cell['dir'], n=runs.sample_sizes(out), artifacts=runs.artifacts(out),
              host=os.uname().nodename, threads=os.environ.get('OMP_NUM_THREADS'))
-    if html_notebooks and r['status'] == 'ok' and (out/r['executed']).exists(): r['html'] = report.notebook_html(out/r['executed'])
+    if html_notebooks and r['status'] == 'ok' and (out/r['executed']).exists(): r['html'] = runs.notebook_html(out/r['executed'])
     (out/'cell.json').write_text(json.dumps(r, indent=1, default=str) + '\n')
     return r
 
@@ -156,11 +156,11 @@ def execute(cells:list[dict], engine='local', dst:Path=None, workers=None, ray_a
     else: check_engine(engine)
 
 def sweep(names=None, glob_params=None, per_params=None, seeds=None, engine='local', out_root=ROOT/'outputs'/'report', run_id=None,
-          timeout=None, folder=report.NBS, command='tools/report.py', html_notebooks=True, workers=None, ray_address=None,
+          timeout=None, folder=runs.NBS, command='tools/report.py', html_notebooks=True, workers=None, ray_address=None,
           num_cpus=1, num_gpus=0, slurm=None) -> Path:
     "The grid of `names` (all of `folder`) × `seeds` on `engine` into `<out_root>/<run_id>/`, aggregated and indexed; returns that folder."
     check_engine(engine)
-    nbs = report.notebooks(folder)
+    nbs = runs.notebooks(folder)
     if names:
         have = {p.stem: p for p in nbs}
         missing = [n for n in names if n not in have]
@@ -302,7 +302,7 @@ def index_md(recs:list[dict], run_id:str, command:str, meta:dict, aggs:dict, dst
     md = [f'# Experiment report {run_id}', '',
           f'{ok} of {meta["cells"]} grid cells succeeded ({len(recs)} finished) on the `{meta["engine"]}` engine'
           + (f', seeds {", ".join(map(str, seeds))}' if seeds is not None else '')
-          + f'; total runtime {sum(r.get("seconds", 0) for r in recs):.0f} s (summed over cells). Commit {report._git()}. Command: `{command}`.', '']
+          + f'; total runtime {sum(r.get("seconds", 0) for r in recs):.0f} s (summed over cells). Commit {runs.git_commit()}. Command: `{command}`.', '']
     if meta.get('unseeded'):
         md += [f'**Ran once, no `seed` parameter**: {", ".join(meta["unseeded"])} (not repeated per seed, not aggregated).', '']
     failed = [r for r in recs if r['status'] != 'ok']
@@ -316,14 +316,14 @@ def index_md(recs:list[dict], run_id:str, command:str, meta:dict, aggs:dict, dst
         ex = f'[ipynb]({d}/{r["executed"]})' if r.get('executed') and (dst/d/r['executed']).exists() else '—'
         if r.get('html'): ex += f', [html]({d}/{r["html"]})'
         st = 'ok' if r['status'] == 'ok' else f'**{r["status"]}**'
-        if report.wiring(r): st += ' (**wiring check**: tiny model)'
+        if runs.wiring(r): st += ' (**wiring check**: tiny model)'
         md.append(f'| [{r["name"]}](#{r["name"]}) | {"—" if r.get("seed") is None else r["seed"]} | {st} | {r.get("seconds", 0):.1f} | '
-                  f'{report._fmt_n(r.get("n") or {})} | {tabs} | {figs} | {ex} |')
+                  f'{runs.fmt_n(r.get("n") or {})} | {tabs} | {figs} | {ex} |')
     for nb in dict.fromkeys(r['name'] for r in recs):
         mine = [r for r in recs if r['name'] == nb]
         md += ['', f'## {nb}', '', f'Parameters: `{json.dumps({k: v for k, v in mine[0]["params"].items() if k != "seed"}, ensure_ascii=False)}` '
                '(the rest at the notebook\'s defaults).']
-        if any(report.wiring(r) for r in mine): md += ['', f'**{report.WIRING}**']
+        if any(runs.wiring(r) for r in mine): md += ['', f'**{runs.WIRING}**']
         if nb in aggs:
             g = aggs[nb]
             md += ['', f'### {nb}: aggregated over seeds {", ".join(map(str, g["seeds"]))}'
@@ -343,7 +343,7 @@ def index_md(recs:list[dict], run_id:str, command:str, meta:dict, aggs:dict, dst
 def write(dst:Path, recs:list[dict], run_id:str, command:str, meta:dict, aggregates:dict):
     md = index_md(recs, run_id, command, meta, aggregates, dst)
     (dst/'index.md').write_text(md)
-    (dst/'index.html').write_text(report.md_to_html(md, f'Experiment report {run_id}'))
+    (dst/'index.html').write_text(runs.md_to_html(md, f'Experiment report {run_id}'))
     (dst/'report.json').write_text(json.dumps([{k: v for k, v in r.items() if not k.startswith('_')} for r in recs], indent=1, default=str) + '\n')
 
 # --- comparing two reports -------------------------------------------------------------------------------------------------
@@ -380,4 +380,5 @@ if __name__ == '__main__':
         r = run_cell(c, c.get('timeout'), c.get('html', True))
         print(json.dumps(r, default=str))
         sys.exit(0)
-    sys.exit(report.main())
+    sys.exit('usage: tools/sweep.py --cell JSON (one grid cell, what an engine starts); a grid is '
+             'tools/report.py --seeds/--engine/--workers (make experiments ARGS=...)')

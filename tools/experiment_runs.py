@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""What tools/report.py (the notebooks one after another) and tools/sweep.py (a grid of them) share: the experiment
+notebooks and their parameters cells, one papermill run and what it left (sample sizes, tables, figures, its offline
+HTML), and the pieces of a report page. Neither script is imported here: both import this one."""
+import ast, csv, html, json, logging, re, subprocess, sys, time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NBS = ROOT/'nbs'/'experiments'
+
+def notebooks(folder=NBS) -> list[Path]:
+    "Every experiment notebook in `folder`, sorted by name (whatever exists: no hard-coded list)."
+    return sorted(p for p in Path(folder).glob('*.ipynb') if not p.name.startswith(('.', '_')))
+
+def _params_cell(nb:dict):
+    return next((c for c in nb['cells'] if c['cell_type'] == 'code' and 'parameters' in c.get('metadata', {}).get('tags', [])), None)
+
+def inspect_params(path) -> tuple[list, list[str]]:
+    "papermill's own inference of `path`'s parameters (what `papermill --help-notebook` prints) and the warnings it logged."
+    from papermill.inspection import _infer_parameters
+    from papermill.iorw import load_notebook_node
+    records = []
+    class Grab(logging.Handler):
+        def emit(self, r): records.append(r.getMessage())
+    log, h = logging.getLogger('papermill'), Grab(logging.WARNING)
+    log.addHandler(h)
+    try: params = _infer_parameters(load_notebook_node(str(path)))
+    finally: log.removeHandler(h)
+    return params, records
+
+def param_problems(path) -> list[str]:
+    """What keeps `papermill --help-notebook` from listing every parameter of `path` with its type and comment:
+    lines papermill cannot parse, assignments it drops silently, parameters without a type or without a help comment."""
+    nb = json.loads(Path(path).read_text())
+    cell = _params_cell(nb)
+    if cell is None: return ['no cell tagged parameters']
+    src = ''.join(cell['source'])
+    try: tree = ast.parse(src)
+    except SyntaxError as e: return [f'parameters cell does not parse as Python: {e}']
+    declared = [n.id if isinstance(s, ast.Assign) else s.target.id for s in tree.body if isinstance(s, (ast.Assign, ast.AnnAssign))
+                for n in (s.targets if isinstance(s, ast.Assign) else [s.target]) if isinstance(n, ast.Name)]
+    probs = [f'not an assignment: line {s.lineno}' for s in tree.body if not isinstance(s, (ast.Assign, ast.AnnAssign))]
+    params, warnings = inspect_params(path)
+    probs += warnings
+    got = {p.name: p for p in params}
+    probs += [f'{n}: papermill does not see it (bad annotation, a second "=" or "#" in the line?)' for n in declared if n not in got]
+    for p in params:
+        if p.inferred_type_name in ('None', ''): probs.append(f'{p.name}: no type (write `{p.name}: TYPE = ...`)')
+        if not p.help: probs.append(f'{p.name}: no help comment (`# ...` after the value)')
+    return probs
+
+def declared_params(path) -> set[str]:
+    "The names of the parameters papermill finds in `path`'s parameters cell."
+    return {p.name for p in inspect_params(path)[0]}
+
+# --- parameters from the command line ---------------------------------------------------------------------------------
+
+def _value(s:str):
+    "papermill's `-p` value syntax: True/False/None, int, float, else the string."
+    from papermill.cli import _resolve_type
+    return _resolve_type(s)
+
+def split_params(pairs, params_json, model, names, plugins=None) -> tuple[dict, dict]:
+    "Global parameters (to each notebook that declares them), per-notebook ones ({name: {...}}); `plugins`: --plugin's."
+    glob, per = {}, {}
+    if params_json:
+        for k, v in json.loads(params_json).items():
+            if k in names and isinstance(v, dict): per.setdefault(k, {}).update(v)
+            else: glob[k] = v
+    for k, v in pairs or []:
+        nbname, _, key = k.rpartition('.')
+        if nbname:
+            if nbname not in names: raise SystemExit(f'-p {k}: no notebook {nbname!r} (have {", ".join(sorted(names))})')
+            per.setdefault(nbname, {})[key] = _value(v)
+        else: glob[k] = _value(v)
+    if model: glob['model'] = model
+    mods = [x.strip() for p in plugins or [] for x in p.split(',') if x.strip()]
+    if mods: glob['plugins'] = ','.join(mods)
+    return glob, per
+
+# --- running ---------------------------------------------------------------------------------------------------------
+
+def _stuck_cell(executed:Path):
+    "The execution count of the last code cell papermill started (a cell timeout names no cell)."
+    try:
+        started = [c for c in json.loads(executed.read_text())['cells']
+                   if c['cell_type'] == 'code' and c.get('metadata', {}).get('papermill', {}).get('start_time')]
+        return started[-1].get('execution_count') if started else None
+    except Exception: return None
+
+class Interrupted(Exception):
+    "Ctrl-C (or SIGTERM) during a notebook: carries its record so the index still lists what ran."
+    def __init__(self, rec): super().__init__(rec['name']); self.rec = rec
+
+def run_notebook(path:Path, out:Path, params:dict, timeout=None) -> dict:
+    "Execute `path` with papermill into `out/` (its out_dir); returns status, runtime and the error of a failure."
+    import papermill as pm
+    out.mkdir(parents=True, exist_ok=True)
+    executed = out/path.name
+    rec = dict(name=path.stem, notebook=str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path),
+               params={k: v for k, v in params.items() if k != 'out_dir'}, executed=executed.name)
+    t0 = time.time()
+    try:
+        pm.execute_notebook(str(path), str(executed), parameters=dict(params, out_dir=str(out)), cwd=str(ROOT),
+                            progress_bar=False, log_output=False, execution_timeout=timeout)
+        rec.update(status='ok')
+    except KeyboardInterrupt:
+        rec.update(status='interrupted', error='KeyboardInterrupt: the run was stopped here', seconds=round(time.time() - t0, 1))
+        raise Interrupted(rec)
+    except Exception as e:   # a failed notebook is reported, the others still run
+        ename, evalue = getattr(e, 'ename', type(e).__name__), getattr(e, 'evalue', str(e))
+        rec.update(status='failed', error=f'{ename}: {evalue}'.strip()[:2000], cell=getattr(e, 'exec_count', None) or _stuck_cell(executed))
+    rec['seconds'] = round(time.time() - t0, 1)
+    return rec
+
+# --- what a run left -------------------------------------------------------------------------------------------------
+
+N_COL = re.compile(r'^(n|.* n)$')
+
+def sample_sizes(out:Path) -> dict:
+    "The sample sizes a notebook's tables carry: the distinct values of each `n` column (`n`, `<x> n`), per CSV file."
+    sizes = {}
+    for f in sorted(out.glob('*.csv')):
+        try: rows = list(csv.DictReader(f.open()))
+        except Exception: continue
+        cols = [c for c in (rows[0].keys() if rows else []) if c and N_COL.match(c.strip())]
+        vals = sorted({r[c] for r in rows for c in cols if r.get(c) not in (None, '')}, key=lambda v: (len(v), v))
+        if vals: sizes[f.name] = vals
+    if not sizes and (out/'table.md').exists():   # no n column: the `(n=...)` of the rate cells
+        vals = sorted(set(re.findall(r'\(n=(\d+)\)', (out/'table.md').read_text())), key=int)
+        if vals: sizes['table.md'] = vals
+    return sizes
+
+def artifacts(out:Path) -> dict:
+    "Tables (Markdown, CSV), figures and metrics a notebook wrote, as paths relative to `out`."
+    rel = lambda ps: [str(p.relative_to(out)) for p in ps]
+    return dict(tables=rel(sorted(out.glob('*.md')) + sorted(out.glob('*.csv'))),
+                figures=rel(sorted(p for p in out.rglob('*.png') if 'adapters' not in p.parts)),
+                metrics=rel(sorted(out.glob('metrics.json'))))
+
+# nbconvert's lab page, less what it loads from the network (require.js, MathJax, mermaid, the widget manager): the
+# report opens offline. Images are embedded already (data: URIs of the notebook's image/png outputs).
+OFFLINE_TEMPLATE = """{%- extends 'index.html.j2' -%}
+{%- block html_head_js -%}{%- endblock html_head_js -%}
+{% block jupyter_widgets %}{% endblock jupyter_widgets %}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+"""
+NETWORK = re.compile(r'<(?:script|link|img)\b[^>]*\b(?:src|href)\s*=\s*["\']?(?:https?:)?//', re.I)
+
+def offline_html(executed:Path) -> str:
+    "`executed` as one HTML page that loads nothing from the network: figures inline, no CDN script or stylesheet."
+    from jinja2 import DictLoader
+    from nbconvert import HTMLExporter
+    ex = HTMLExporter(template_name='lab', extra_loaders=[DictLoader({'cove_offline.html.j2': OFFLINE_TEMPLATE})],
+                      template_file='cove_offline.html.j2')
+    body, _ = ex.from_filename(str(executed))
+    if m := NETWORK.search(body): raise ValueError(f'the page would load from the network: {m.group(0)}')
+    return body
+
+def notebook_html(executed:Path) -> str | None:
+    "The executed notebook as HTML (nbconvert), so the report opens in a browser without Jupyter; None if it cannot."
+    try:
+        dst = executed.with_suffix('.html')
+        dst.write_text(offline_html(executed))
+        return dst.name
+    except Exception as e:
+        print(f'  (no HTML for {executed.name}: {type(e).__name__}: {e})', file=sys.stderr)
+        return None
+
+def git_commit() -> str:
+    "The short commit of HEAD, marked when tracked files have uncommitted changes; 'unknown' without git."
+    try:
+        head = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(['git', 'status', '--porcelain', '--untracked-files=no'], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        return head + (' (with uncommitted changes)' if dirty else '')
+    except Exception: return 'unknown'
+
+def fmt_n(sizes:dict) -> str:
+    "The distinct sample sizes of `sample_sizes`, smallest first, as one cell of a table ('—' for none)."
+    vals = sorted({v for vs in sizes.values() for v in vs}, key=lambda v: (len(v), v))
+    return ', '.join(vals) if vals else '—'
+
+WIRING = ("WIRING CHECK: model 'tiny' is a random, untrained model; this run tests that the code runs end to end. "
+          "Its numbers say nothing about any method.")   # cove.experiment.WIRING_NOTE (tools/ imports no cove)
+
+def wiring(rec:dict) -> bool:
+    "Whether a notebook ran on the tiny random model (a wiring check, not a result)."
+    return rec.get('params', {}).get('model') == 'tiny'
+
+CSS = ('body{font-family:system-ui,sans-serif;max-width:72em;margin:2em auto;padding:0 1em;line-height:1.4}'
+       'table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;font-size:90%}'
+       'img{max-width:100%}pre{background:#f6f6f6;padding:.5em;overflow:auto}code{background:#f6f6f6}')
+
+def md_to_html(md:str, title:str) -> str:
+    "Markdown to a standalone HTML page, offline: markdown-it-py (tables on), else mistune (nbconvert's), else <pre>."
+    try:
+        from markdown_it import MarkdownIt
+        body = MarkdownIt('commonmark', {'html': False}).enable('table').render(md)
+        body = re.sub(r'<h2>([^<]+)</h2>', lambda m: f'<h2 id="{m.group(1)}">{m.group(1)}</h2>', body)
+    except ImportError:
+        try:
+            import mistune; body = mistune.html(md)
+        except ImportError: body = f'<pre>{html.escape(md)}</pre>'
+    return f'<!doctype html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>{CSS}</style></head>\n<body>\n{body}</body></html>\n'
