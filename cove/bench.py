@@ -15,7 +15,6 @@ from .check import episode_records_of
 from .embed import Embedder, bench_embed
 from .train import bench_train, SFT_TRL_ALL_LAYERS_5E4
 from .store import bench_retrieval
-import cove.workflow   # registers the `cove` method
 
 # %% auto #0
 __all__ = ['TARGETS', 'BENCH_FAMILIES', 'ROLLOUT_FAMILIES', 'check_target', 'machine_peaks', 'roofline', 'policy_records',

@@ -10,22 +10,15 @@ from fastcore.basics import patch
 from .core import EpisodeKeys, CorruptFile, read_json, write_json, one_line, TokenLedger
 from .config import Config
 from .plugins import PluginError, load_own, load_plugins
+from .registry import METHODS, declare_kind, register_method
 from .agent import HarnessAgent
 from .tasks.base import Environment, EpisodeResult, replay_reference
 
 # %% auto #0
-__all__ = ['METHODS', 'register_method', 'import_methods', 'Method', 'Base', 'Oracle', 'state_advice', 'adapter_advice']
+__all__ = ['import_methods', 'Method', 'Base', 'Oracle', 'state_advice', 'adapter_advice', 'METHODS', 'register_method']
 
 # %% ../nbs/07b_method.ipynb #b84f6c4e
-METHODS: dict[str, type] = {}
-
-def register_method(name:str):
-    "Class decorator registering a run method under `name`."
-    def deco(cls):
-        cls.name = name
-        METHODS[name] = cls
-        return cls
-    return deco
+_all_ = ['METHODS', 'register_method']   # importable from here as before; they live in `cove.registry`
 
 def import_methods():
     "Load every method: cove's own and a researcher's are `cove.methods` entry points (then `$COVE_PLUGINS`)."
@@ -54,6 +47,8 @@ class Method:
         return {}  # what `save_state` writes besides the method's name, the ledger and the time
     def load_state_dict(self, state:dict):
         pass  # restore `state_dict()`'s fields from a saved state (`load_state` calls it)
+
+declare_kind('cove.methods', Method)   # an entry point naming a subclass of it registers the class
 
 # %% ../nbs/07b_method.ipynb #db10c241
 @register_method('base')

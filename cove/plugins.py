@@ -5,6 +5,7 @@
 # %% ../nbs/01c_plugins.ipynb #2305b6df
 from __future__ import annotations
 import functools, importlib, importlib.metadata, os, re, sys
+from .registry import register_entry
 
 # %% auto #0
 __all__ = ['GROUPS', 'PluginError', 'plugin_names', 'import_plugin', 'load_entry_points', 'own_methods', 'load_own',
@@ -60,18 +61,6 @@ def import_plugin(name:str, # a module path
     _LOADED.setdefault(name, via)
     return mod
 
-# %% ../nbs/01c_plugins.ipynb #e4b9fcfd
-def _register(group:str, name:str, obj):
-    "Register class `obj` of entry point `name` in `group`, unless its module registered it already."
-    if not isinstance(obj, type): return
-    if group == 'cove.families':
-        from cove.tasks.base import FAMILIES, Environment, register_env
-        known = any(obj in srcs.values() for srcs in FAMILIES.values())
-        if issubclass(obj, Environment) and not known: register_env(name)(obj)
-    elif group == 'cove.methods':
-        from cove.method import METHODS, Method, register_method
-        if issubclass(obj, Method) and obj not in METHODS.values(): register_method(name)(obj)
-
 # %% ../nbs/01c_plugins.ipynb #0f2acc89
 def load_entry_points() -> list[str]:
     "Load every `cove.families` and `cove.methods` entry point (a one-line `PluginError` if one fails); the plugins'."
@@ -84,7 +73,7 @@ def load_entry_points() -> list[str]:
             try: obj = ep.load()
             except (Exception, SystemExit) as e:
                 raise PluginError(f"plugin {ep.module!r} ({via}) does not load: {_why(e)}") from None
-            _register(group, ep.name, obj)
+            register_entry(group, ep.name, obj)   # a class its module did not register
             _LOADED.setdefault(ep.module, f"entry point {group} of {dist}")
             out.append(ep.module)
     return list(dict.fromkeys(out))

@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger, import_optional, msg, repo_root
+from ..registry import FAMILIES, declare_kind, register_env
 
 # %% auto #0
-__all__ = ['ANSWER_LINE', 'FAMILIES', 'ANSWER_HINT', 'AST_RACE', 'ToolCall', 'EpisodeState', 'last_boxed', 'parse_answer',
-           'normalize_answer', 'answer_em', 'Environment', 'register_env', 'parse_spec', 'env_class', 'make_env',
-           'family_hints', 'DataUnavailable', 'data_path', 'LoadReport', 'load_rows', 'read_data', 'text_field',
-           'text_lines', 'jsonl_rows', 'split_seed', 'sample_split', 'LoadedTasks', 'EpisodeResult', 'safe_call',
-           'reference_turns', 'replay_reference', 'check_gold', 'dataset_dir', 'hash_split']
+__all__ = ['ANSWER_LINE', 'ANSWER_HINT', 'AST_RACE', 'ToolCall', 'EpisodeState', 'last_boxed', 'parse_answer', 'normalize_answer',
+           'answer_em', 'Environment', 'parse_spec', 'env_class', 'make_env', 'family_hints', 'DataUnavailable',
+           'data_path', 'LoadReport', 'load_rows', 'read_data', 'text_field', 'text_lines', 'jsonl_rows', 'split_seed',
+           'sample_split', 'LoadedTasks', 'EpisodeResult', 'safe_call', 'reference_turns', 'replay_reference',
+           'check_gold', 'dataset_dir', 'hash_split', 'FAMILIES', 'register_env']
 
 # %% ../../nbs/05_tasks.ipynb #8d050848
 @dataclass
@@ -134,15 +135,8 @@ def check_split(self:Environment, split:str):
 def __repr__(self:Environment): return f"{type(self).__name__}({self.family}:{self.source})"
 
 # %% ../../nbs/05_tasks.ipynb #c2d6d45c
-FAMILIES: dict[str, dict[str, type]] = {}
-
-def register_env(family:str, source:str='embedded'):
-    "Class decorator registering an `Environment` for `family:source`."
-    def deco(cls):
-        cls.family, cls.source = family, source
-        FAMILIES.setdefault(family, {})[source] = cls
-        return cls
-    return deco
+_all_ = ['FAMILIES', 'register_env']   # importable from here as before; they live in `cove.registry`
+declare_kind('cove.families', Environment)   # an entry point naming a subclass of it registers the class
 
 # %% ../../nbs/05_tasks.ipynb #8b74e8fa
 def parse_spec(spec:str) -> tuple[str, str]:
