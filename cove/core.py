@@ -12,11 +12,11 @@ from typing import Any
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['FEEDBACK_KINDS', 'STATUSES', 'ROLES', 'DISK_FULL', 'SQLITE_FULL', 'SQLITE_IOERR', 'Feedback', 'redact_expected',
-           'Task', 'msg', 'repo_root', 'CorruptFile', 'WriteFailed', 'InfraError', 'writing', 'write_all',
-           'NotRegularFile', 'open_regular', 'read_regular', 'safe_path', 'write_failure', 'write_atomic', 'one_line',
-           'read_json', 'write_json', 'get_logger', 'repair_tail', 'append_jsonl', 'read_jsonl', 'task_key',
-           'record_task_key', 'EpisodeKeys', 'fmt_num', 'TokenLedger', 'write_tx', 'import_optional']
+__all__ = ['FEEDBACK_KINDS', 'STATUSES', 'ROLES', 'DISK_FULL', 'SQLITE_FULL', 'SQLITE_IOERR', 'BARS', 'Feedback',
+           'redact_expected', 'Task', 'msg', 'repo_root', 'CorruptFile', 'WriteFailed', 'InfraError', 'writing',
+           'write_all', 'NotRegularFile', 'open_regular', 'read_regular', 'safe_path', 'write_failure', 'write_atomic',
+           'one_line', 'read_json', 'write_json', 'get_logger', 'phase', 'repair_tail', 'append_jsonl', 'read_jsonl',
+           'task_key', 'record_task_key', 'EpisodeKeys', 'fmt_num', 'TokenLedger', 'write_tx', 'import_optional']
 
 # %% ../nbs/00_core.ipynb #24c123c3
 FEEDBACK_KINDS = {   # what went wrong, in one word a method can act on: kind -> its meaning
@@ -278,6 +278,15 @@ def get_logger(name:str) -> logging.Logger:
         root.addHandler(h)
         root.setLevel(os.environ.get('COVE_LOG_LEVEL', 'WARNING'))
     return log
+
+# %% ../nbs/00_core.ipynb #674608d9
+BARS = []   # the progress bars of the runs in progress: `Run` puts its own here while it plays
+
+def phase(text:str=''):
+    """Say what a run is doing now, between episodes (a judge call, an update's steps and tokens, a release A/B): on
+    the bars of `BARS` (`''` clears them), and in the log at INFO."""
+    for bar in BARS: bar.set_postfix_str(text, refresh=True)
+    if text: get_logger('phase').info(text)
 
 # %% ../nbs/00_core.ipynb #b5cd9687
 def _keep_torn(p:Path, tail:bytes):

@@ -10,7 +10,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 from fastcore.basics import patch
 from .core import append_jsonl, read_jsonl, get_logger, Feedback, CorruptFile, read_json, write_json, one_line
-from .core import TokenLedger
+from .core import TokenLedger, BARS
 from . import __version__
 from .config import Config, runtime_info
 from .plugins import loaded_plugins
@@ -180,8 +180,7 @@ def _play(self:Run, policy, progress:bool) -> dict:
     for s, e in envs.items():
         ok, why = e.available()
         if not ok: self.log.warning(f"family {s} is UNAVAILABLE here: {why} (its episodes are logged as errors)")
-    # epochs: the same stream again (MemRL-style); episode i is in epoch i // len(one)
-    one, stream = self.one, self.stream
+    stream = self.stream   # epochs: the same stream again (MemRL-style); episode i is in epoch i // len(self.one)
     recs = replay_infra_tail(self.episodes_path, episode_records_of(self.episodes_path))
     if bad := stream_mismatch(recs, stream, sp):   # each record is the stream's task at its own position
         raise ValueError(f"{self.episodes_path} holds {len(bad)} records of another run ({bad[0]}); use another --out")
@@ -192,7 +191,19 @@ def _play(self:Run, policy, progress:bool) -> dict:
     bs = max(1, cfg['model.batch_size'])
     bar = tqdm(total=len(stream), initial=len(stream) - len(todo), desc=f"{sp.method}", disable=not progress)
     avail = {s: e.available() for s, e in envs.items()}
-    for chunk in chunks(todo, bs, cfg['run.family_chunk']):
+    BARS.append(bar)   # what the method does between episodes shows on it (`cove.core.phase`)
+    try: self._play_chunks(method, chunks(todo, bs, cfg['run.family_chunk']), avail, bar)
+    finally: BARS.remove(bar)
+    bar.close()
+    m = self.metrics(method)
+    write_json(self.metrics_path, m)
+    return m
+
+@patch
+def _play_chunks(self:Run, method, batches:list, avail:dict, bar):
+    "Play `batches` in order, each one's records appended and `metrics.json` rewritten before the next."
+    sp, envs = self.spec, self.envs
+    for chunk in batches:
         results = _play_chunk(method, envs, chunk, avail)
         for i, s, t in chunk:
             r = results[i]
@@ -200,7 +211,7 @@ def _play(self:Run, policy, progress:bool) -> dict:
                 self.episodes_path,
                 dict(
                     episode=i,
-                    epoch=i // max(1, len(one)),
+                    epoch=i // max(1, len(self.one)),
                     method=sp.method,
                     seed=sp.seed,
                     family_spec=s,
@@ -210,10 +221,6 @@ def _play(self:Run, policy, progress:bool) -> dict:
             )
         bar.update(len(chunk))
         write_json(self.metrics_path, self.metrics(method))
-    bar.close()
-    m = self.metrics(method)
-    write_json(self.metrics_path, m)
-    return m
 
 # %% ../nbs/08_run.ipynb #410c1e7f
 @patch

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, asdict, replace
 from pathlib import Path
 import torch
-from .core import Task, get_logger
+from .core import Task, get_logger, phase
 from .config import ConfigError
 from .agent import build_messages
 from .tasks.base import EpisodeResult, replay_reference, make_env
@@ -286,9 +286,11 @@ def _run(
     if not progress:
         from transformers import PrinterCallback, ProgressCallback
         for cb in (PrinterCallback, ProgressCallback): trainer.remove_callback(cb)
+    phase(f"{method} update {final.name}: {examples} examples, {trainer.args.max_steps} steps")
     t0 = time.perf_counter()
     out = trainer.train()
     dt = time.perf_counter() - t0
+    phase(f"{method} update {final.name}: {trainer.state.global_step} steps in {dt:.0f} s")
     res = UpdateResult(
         str(final),
         int(trainer.state.num_input_tokens_seen) * token_factor,

@@ -10,7 +10,7 @@ from typing import Callable
 from collections import Counter
 from pathlib import Path
 from fastcore.basics import patch
-from .core import get_logger, Task, safe_path
+from .core import get_logger, Task, safe_path, phase
 from .agent import knowledge_block
 from .tasks.surface import surface_of
 from .method import Method, register_method
@@ -232,10 +232,14 @@ def learn_from(self:CoveMethod, env, r, key:str) -> bool:
     )
     if d.signals is None: self.unexplained.append((key, d))   # written by `explain` (None in a state a kill cut short)
     if ev is not None:
+        phase(f"{r.task.family}: {ev.condition}; the judge explains {len(self.unexplained)} routing decisions")
         self.explain()   # with the weights that made the decisions, before the update changes them
         self.pending[r.task.family] = key   # saved with the decision: a kill cannot lose it
     self.save_state()
-    if ev is not None: self.run_pending(env, r.task.family)                                            # line 15
+    if ev is not None:
+        phase(f"{r.task.family}: {ev.condition}; update")
+        self.run_pending(env, r.task.family)                                                           # line 15
+        phase()
     return ev is not None   # an update ran
 
 # %% ../nbs/13_workflow.ipynb #7ee4420e
@@ -558,6 +562,7 @@ def release_memory(self:CoveMethod, env, family:str) -> dict:
     "A/B every releasable stable entry of `family` on a few held-out train tasks (score with vs without it)."
     tasks, evaluate = self._heldout(env)
     c = self.cfg
+    phase(f"{family}: release A/B on {len(tasks)} held-out tasks, up to {c['release.max_entries']} entries")
     out = self.kpo.release(
         evaluate,
         tasks,
