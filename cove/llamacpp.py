@@ -10,10 +10,11 @@ from pathlib import Path
 import numpy as np
 import torch
 from fastcore.basics import patch
-from .llm import (Policy, HFPolicy, Generation, _cut_at_stop, choice_token_spans, count_tokens_with,
-                      cpu_has_native_bf16, render_chat, smollm2_tokenizer)
-from .models import (EMBEDDED_ALIASES, EMBEDDED_DIR, _file_lock, embedded_model_path, ensure_embedded_model,
+from .models import (EMBEDDED_ALIASES, EMBEDDED_DIR, embedded_model_path, ensure_embedded_model, file_lock,
                          model_cache_dir)
+from .policy import (Generation, TokenizerPolicy, choice_token_spans, count_tokens_with, cpu_has_native_bf16,
+                         cut_at_stop, render_chat, smollm2_tokenizer)   # what `cove.llm` builds on too
+from .registry import register_backend
 
 # %% auto #0
 __all__ = ['GGUF_TYPES', 'require_llama_cpp', 'gguf_tensors', 'write_gguf', 'embedded_gguf', 'TokenBatch', 'LlamaCppPolicy',
@@ -92,7 +93,7 @@ def embedded_gguf(dtype:str='bf16', cache_dir:str|Path|None=None) -> Path:
     dst = d/f'{EMBEDDED_DIR}-{dtype}.gguf'
     if dst.exists(): return dst
     d.mkdir(parents=True, exist_ok=True)
-    with _file_lock(d/f'.{dst.name}.lock'):
+    with file_lock(d/f'.{dst.name}.lock'):
         if dst.exists(): return dst   # another process wrote it meanwhile
         sd = load_file(str(ensure_embedded_model(cache_dir)/'model.safetensors'))
         fd, tmp = tempfile.mkstemp(prefix=f'.{dst.name}-', dir=d)
@@ -131,7 +132,7 @@ def add(self:TokenBatch, seq:int, toks:list[int], pos0:int, outputs) -> None:
     self.b.n_tokens = i + k
 
 # %% ../nbs/02c_llamacpp.ipynb #e71d7696
-class LlamaCppPolicy(Policy):
+class LlamaCppPolicy(TokenizerPolicy):
     "A GGUF model through llama.cpp in-process as a `Policy`: continuous batching over KV slots kept across calls."
     def __init__(self, gguf:str|Path, tokenizer, # a transformers tokenizer: prompts, counts and texts as `HFPolicy`'s
                  batch_size:int=16, # sequences decoded together
@@ -152,7 +153,6 @@ class LlamaCppPolicy(Policy):
         self.held, self.held_key, self.used_at = [[] for _ in range(self.slots)], [None]*self.slots, [0]*self.slots
         self.stats, self._loras, self._clock = dict(prompt_tokens=0, reused_tokens=0, copies=0, decodes=0), {}, 0
 
-    _finish, _tokens_upto = HFPolicy._finish, HFPolicy._tokens_upto   # the same completion accounting as `HFPolicy`
     def __repr__(self):
         return f"LlamaCppPolicy({self.name!r}, dtype={self.dtype}, batch_size={self.batch_size}, slots={self.slots})"
 
@@ -228,6 +228,8 @@ def load(cls:LlamaCppPolicy, name:str='smollm2-135m', # the embedded model, or a
         from transformers import AutoTokenizer
         tokenizer = AutoTokenizer.from_pretrained(str(tokenizer))
     return cls(p, tokenizer, batch_size, name=name, **kw)
+
+register_backend('llamacpp')(LlamaCppPolicy.load)   # what `make_policy('llamacpp', ...)` calls
 
 # %% ../nbs/02c_llamacpp.ipynb #9b8659a8
 @patch
@@ -375,7 +377,7 @@ def pick_token(logits:np.ndarray, temperature:float=0.0, top_p:float=1.0, rng=No
 def _done(self:LlamaCppPolicy, r:_Row, max_new_tokens:int, stop) -> bool:
     "Whether row `r` ends: an end-of-turn token, `max_new_tokens` tokens, or a stop in its text."
     if r.out[-1] in self.eos_ids or len(r.out) >= max_new_tokens: return True
-    return bool(stop) and _cut_at_stop(self.tokenizer.decode(r.out, skip_special_tokens=True), stop) is not None
+    return bool(stop) and cut_at_stop(self.tokenizer.decode(r.out, skip_special_tokens=True), stop) is not None
 
 @patch
 def _prompts(self:LlamaCppPolicy, batch:list, extra:int) -> list[list[int]]:

