@@ -18,8 +18,8 @@ from .run import Run, RunSpec
 # %% auto #0
 __all__ = ['WIRING_NOTE', 'STYLES', 'PAIRED_NOTE', 'arm_config', 'play_fresh', 'ci_text', 'rate_cols', 'stage_of', 'stage_cols',
            'arm_table', 'legend_outside', 'integer_ticks', 'rate_bars', 'wiring_note', 'wiring_md', 'show_wiring',
-           'save_fig', 'style', 'running_success_fig', 'markdown_table', 'comparison_pairs', 'paired_markdown',
-           'claim_verdict']
+           'show_md', 'save_fig', 'style', 'running_success_fig', 'markdown_table', 'comparison_pairs',
+           'paired_markdown', 'claim_verdict']
 
 # %% ../nbs/18_experiment.ipynb #13f1d183
 def arm_config(profile:str, *layers:dict) -> Config:
@@ -142,6 +142,14 @@ def show_wiring(model:str) -> str:
         from IPython.display import display, Markdown
         display(Markdown(f'**{note}**'))
     return note
+
+# %% ../nbs/18_experiment.ipynb #91e2c04e
+def show_md(text:str):
+    "Show Markdown `text` (a table, a verdict) rendered in a notebook, printed where no notebook displays it."
+    from IPython import get_ipython
+    if get_ipython() is None: return print(text)
+    from IPython.display import display, Markdown
+    display(Markdown(text))
 
 # %% ../nbs/18_experiment.ipynb #2d299dfd
 def save_fig(fig, # a matplotlib figure, drawn

@@ -5,7 +5,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT/'tools') not in sys.path: sys.path.insert(0, str(ROOT/'tools'))
-import report   # tools/report.py: the report's page of an executed notebook
+import experiment_runs   # tools/experiment_runs.py: the report's page of an executed notebook
 
 def run_experiment(tmp_path, name:str, **params):
     "Execute `nbs/experiments/{name}.ipynb` into `tmp_path`; `(out_dir, metrics.json, table.csv rows)`."
@@ -20,7 +20,7 @@ def run_experiment(tmp_path, name:str, **params):
 def check_shown(executed:Path, out:Path, tiny:bool=True) -> int:
     """The report's HTML page of `executed` shows every PNG the notebook wrote into `out`, loads nothing from the
     network, and, for the tiny model, says it is a wiring check (at the top, in table.md); returns its `<img` count."""
-    page = report.offline_html(executed)   # raises on a script, stylesheet or image from the network
+    page = experiment_runs.offline_html(executed)   # raises on a script, stylesheet or image from the network
     pngs = [p for p in out.rglob('*.png') if 'adapters' not in p.parts]
     imgs = page.count('<img')
     print(f'{executed.parent.name}: {imgs} <img for {len(pngs)} PNGs')
