@@ -95,7 +95,7 @@ def _add_demo(sub):
                    help=f'episodes per family (default: {DEMO_EPISODES}; {FULL_EPISODES} with --full)')
     p.add_argument('--full', action='store_true',
                    help=f'the larger run: {FULL_EPISODES} per family, 8 passes over each update\'s rows up to 32 '
-                        'steps, so that the drift can bite (over an hour on 2 cores; docs/demo.md; default: off)')
+                        'steps, so that the drift can bite (about 30 minutes on 2 cores; docs/demo.md; default: off)')
     p.add_argument('--out', default=None, help='folder (default outputs/demo/<run_id>; an existing one resumes)')
     p.add_argument('--engine', choices=('hf', 'vllm'), default=None,
                    help='rollout engine (default hf; vllm: a vLLM server from `make vllm`, docs/demo.md)')
