@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 from fastcore.basics import patch
 from .core import repo_root
+from .registry import BACKEND_MODULES
 from .plugins import load_own, load_plugins, own_methods, plugins_hint
 
 # %% auto #0
@@ -47,7 +48,7 @@ _declare(
         str,
         'hf',
         'policy backend (llamacpp: optional, measured in tools/bench_engines.py)',
-        ('hf', 'vllm', 'openai', 'llamacpp'),
+        tuple(BACKEND_MODULES),   # the backends cove ships (cove.registry)
     ),
     Key(
         'model.dtype',

@@ -17,8 +17,8 @@ from .run import Run, RunSpec
 
 # %% auto #0
 __all__ = ['WIRING_NOTE', 'STYLES', 'PAIRED_NOTE', 'arm_config', 'play_fresh', 'ci_text', 'rate_cols', 'stage_of', 'stage_cols',
-           'arm_table', 'legend_outside', 'integer_ticks', 'rate_bars', 'wiring_note', 'wiring_md', 'show_wiring',
-           'show_md', 'save_fig', 'style', 'running_success_fig', 'markdown_table', 'comparison_pairs',
+           'arm_table', 'legend_outside', 'integer_ticks', 'rate_bars', 'wiring_note', 'wiring_md', 'show_md',
+           'show_wiring', 'save_fig', 'style', 'running_success_fig', 'markdown_table', 'comparison_pairs',
            'paired_markdown', 'claim_verdict']
 
 # %% ../nbs/18_experiment.ipynb #13f1d183
@@ -136,13 +136,6 @@ def wiring_md(model:str) -> str:
     "A Markdown block quote to put first in `table.md` for a tiny-model run ('' for a real one)."
     return f'> **{wiring_note(model)}**\n\n' if wiring_note(model) else ''
 
-def show_wiring(model:str) -> str:
-    "Display the wiring-check note (as Markdown) in the notebook for a tiny-model run; returns it."
-    if note := wiring_note(model):
-        from IPython.display import display, Markdown
-        display(Markdown(f'**{note}**'))
-    return note
-
 # %% ../nbs/18_experiment.ipynb #91e2c04e
 def show_md(text:str):
     "Show Markdown `text` (a table, a verdict) rendered in a notebook, printed where no notebook displays it."
@@ -150,6 +143,11 @@ def show_md(text:str):
     if get_ipython() is None: return print(text)
     from IPython.display import display, Markdown
     display(Markdown(text))
+
+def show_wiring(model:str) -> str:
+    "Display the wiring-check note (as Markdown) in the notebook for a tiny-model run; returns it."
+    if note := wiring_note(model): show_md(f'**{note}**')
+    return note
 
 # %% ../nbs/18_experiment.ipynb #2d299dfd
 def save_fig(fig, # a matplotlib figure, drawn

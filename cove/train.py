@@ -286,7 +286,9 @@ def _run(
     if not progress:
         from transformers import PrinterCallback, ProgressCallback
         for cb in (PrinterCallback, ProgressCallback): trainer.remove_callback(cb)
-    phase(f"{method} update {final.name}: {examples} examples, {trainer.args.max_steps} steps")
+    a = trainer.args   # max_steps is -1 where `epochs` decides
+    phase(f"{method} update {final.name}: {examples} examples, "
+          + (f"{a.max_steps} steps" if a.max_steps > 0 else f"{a.num_train_epochs:g} epochs"))
     t0 = time.perf_counter()
     out = trainer.train()
     dt = time.perf_counter() - t0

@@ -232,7 +232,8 @@ def learn_from(self:CoveMethod, env, r, key:str) -> bool:
     )
     if d.signals is None: self.unexplained.append((key, d))   # written by `explain` (None in a state a kill cut short)
     if ev is not None:
-        phase(f"{r.task.family}: {ev.condition}; the judge explains {len(self.unexplained)} routing decisions")
+        n = len(self.unexplained)   # decisions the judge router explains (none for the feedback router)
+        phase(f"{r.task.family}: {ev.condition}" + (f"; the judge explains {n} routing decisions" if n else ""))
         self.explain()   # with the weights that made the decisions, before the update changes them
         self.pending[r.task.family] = key   # saved with the decision: a kill cannot lose it
     self.save_state()
