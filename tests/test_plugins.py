@@ -152,6 +152,10 @@ def test_table2_main_through_make_experiments(sites, tmp_path):
     m = json.loads((tmp_path/'r'/'table2_main'/'metrics.json').read_text())
     assert (m['families'], m['methods'], m['failed']) == (['units'], ['base', 'last_success'], {})
     assert [r['method'] for r in m['table']] == ['base', 'last_success']
+    cols = set().union(*m['table'])   # COVE did not run: none of its columns, no token-ratio line
+    assert not cols & {'hybrid', 'hybrid n', 'train_tokens_modelled', 'tok_per_inst_modelled'}, cols
+    md = (tmp_path/'r'/'table2_main'/'table.md').read_text()
+    assert 'Hybrid subset' not in md and 'COVE / Parametric-only' not in md, md
     r = cove('check', str(tmp_path/'r'/'table2_main'), '--plugin', 'units_plugin', site=sites['module'])
     assert r.returncode == 0, r.stdout
 
