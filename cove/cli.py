@@ -119,6 +119,9 @@ def _add_serve(sub):
     p.add_argument('--device', default='cpu', choices=('cpu', 'cuda'),
                    help='cuda: a GPU build of vLLM in --venv (default: %(default)s)')
     p.add_argument('--venv', default=None, help="vLLM's venv (default $COVE_VLLM_VENV, else .venv-vllm)")
+    p.add_argument('--dev-mode', action='store_true',
+                   help='VLLM_SERVER_DEV_MODE=1: merged adapters are pushed with reload_weights (on by default where '
+                        'model.lora_serving=merged)')
     p.add_argument('--timeout', type=float, default=300.0,
                    help='seconds to wait for the server to answer (default: %(default)s)')
 
@@ -269,8 +272,10 @@ def cmd_serve(args) -> int:
     "Serve the profile's model with vLLM until Ctrl-C or SIGTERM; 2 and one line when it cannot start."
     from cove.serve import VLLMServer, ServeError
     cfg = config_from(args)
+    dev = args.dev_mode or cfg['model.lora_serving'] == 'merged'
     srv = VLLMServer(cfg['model.name'], port=args.port, threads=args.threads, dtype=args.dtype,
-                     max_lora_rank=args.max_lora_rank, device=args.device, venv=args.venv, timeout=args.timeout)
+                     max_lora_rank=args.max_lora_rank, device=args.device, venv=args.venv, timeout=args.timeout,
+                     dev_mode=dev)
     try: srv.start()
     except ServeError as e:
         print(f"cove serve: error: {e}", file=sys.stderr)

@@ -69,6 +69,16 @@ _declare(
     Key('model.temperature', float, 0.0, 'sampling temperature for rollouts (0 = greedy)'),
     Key('model.base_url', str, '', 'OpenAI-compatible endpoint for the `openai` backend'),
     Key('model.timeout', float, 120.0, 'seconds within which a served answer must be whole (`openai` backend)'),
+    Key(
+        'model.lora_serving',
+        str,
+        'merged',
+        'how the `openai` backend serves a LoRA adapter: `merged` into fp32 weights next to it and reloaded in place '
+        '(one adapter at a time; vLLM in dev mode, which `cove serve` turns on; the base model folder found here), or '
+        '`runtime`: by name, several at once. `merged` by default: on vLLM\'s CPU build an active runtime adapter '
+        'took 4.42x the base time, a merged one 1.03x (docs/benchmarks.md)',
+        ('runtime', 'merged'),
+    ),
     Key('model.allow_download', bool, False, 'let a hub name download weights (never by default)'),
     Key(
         'judge.backend',

@@ -26,7 +26,7 @@ _all_ = ['Generation', 'Policy', 'as_messages', 'choice_token_spans', 'count_tok
          'render_chat', 'smollm2_tokenizer', 'stop_patterns', 'stop_strings', 'BACKENDS']
 
 # %% auto #0
-__all__ = ['DTYPES', 'MODELLED_TOKENS_PER_INSTANCE', 'MODELLED_STEPS_PER_INSTANCE', 'pick_dtype', 'torch_threads', 'set_threads', 'tiny_llama', 'load_model', 'modelled_train_cost', 'PrefixCache', 'Generation', 'Policy', 'as_messages', 'choice_token_spans', 'count_tokens_with', 'cpu_has_native_bf16', 'render_chat', 'smollm2_tokenizer', 'stop_patterns', 'stop_strings', 'BACKENDS', 'HFPolicy', 'PatternStop', 'client_stop', 'make_test_adapter', 'bench_generation', 'bench_load', 'MAX_ANSWER_BYTES', 'VLLMPolicy', 'HTTPError', 'bounded_chunks', 'bounded_transport', 'post_json', 'OpenAIPolicy', 'openai_policy', 'make_policy']
+__all__ = ['DTYPES', 'MODELLED_TOKENS_PER_INSTANCE', 'MODELLED_STEPS_PER_INSTANCE', 'pick_dtype', 'torch_threads', 'set_threads', 'tiny_llama', 'load_model', 'modelled_train_cost', 'PrefixCache', 'Generation', 'Policy', 'as_messages', 'choice_token_spans', 'count_tokens_with', 'cpu_has_native_bf16', 'render_chat', 'smollm2_tokenizer', 'stop_patterns', 'stop_strings', 'BACKENDS', 'HFPolicy', 'PatternStop', 'client_stop', 'make_test_adapter', 'bench_generation', 'bench_load', 'MAX_ANSWER_BYTES', 'LORA_SERVING', 'VLLMPolicy', 'HTTPError', 'bounded_chunks', 'bounded_transport', 'post_json', 'OpenAIPolicy', 'merged_folder', 'merge_adapter', 'openai_policy', 'make_policy']
 
 # %% ../nbs/02_llm.ipynb #0d2f39ff
 DTYPES = {'float32': torch.float32, 'fp32': torch.float32, 'bfloat16': torch.bfloat16, 'bf16': torch.bfloat16,
@@ -727,6 +727,8 @@ def _openai_client(root:str, api_key:str|None, timeout:float, max_retries:int):
                          http_client=http)
 
 # %% ../nbs/02_llm_c_served.ipynb #8a19c5fd
+LORA_SERVING = ('runtime', 'merged')   # how a served policy serves a LoRA adapter
+
 class OpenAIPolicy(Policy):
     "An OpenAI-compatible HTTP endpoint as a `Policy` (chat generation; scoring and counting where the server allows)."
     def __init__(
@@ -739,6 +741,7 @@ class OpenAIPolicy(Policy):
         timeout:float=120.0,  # seconds per request
         max_retries:int=2,  # the `openai` client's retries (dropped connection, 408, 409, 429, 5xx)
         template_kw:dict|None=None,
+        lora_serving:str='runtime',  # `runtime`: adapters by name (vLLM runtime LoRA); `merged`: `merge_adapter`'s weights
     ):
         super().__init__()
         root = base_url.rstrip('/')
@@ -749,6 +752,9 @@ class OpenAIPolicy(Policy):
             copy.deepcopy(load_tokenizer(str(tokenizer))) if isinstance(tokenizer, (str, Path)) else tokenizer
         )
         self.template_kw, self._loras = template_kw or {}, {}
+        if lora_serving not in LORA_SERVING: raise ValueError(f"lora_serving={lora_serving!r} not in {LORA_SERVING}")
+        self.lora_serving = lora_serving
+        self._weights = self._kept = None   # the adapter whose merge the server holds (None: the base), is on disk
         self.client = _openai_client(self.root, api_key, timeout, max_retries)
 
 # %% ../nbs/02_llm_c_served.ipynb #58a98175
@@ -768,6 +774,7 @@ def _post(self:OpenAIPolicy, route:str, payload:dict) -> dict:
 
 @patch
 def _model(self:OpenAIPolicy) -> str:
+    if self.lora_serving == 'merged': return self.model   # merged weights are served under the model's own name
     return self._active or self.model  # a served LoRA adapter is addressed by its name
 
 @patch(as_prop=True)
@@ -910,6 +917,7 @@ def load_adapter(self:OpenAIPolicy, path:str|Path, name:str|None=None) -> str:
     """Ask the server to load the LoRA adapter at `path` as model `name`; a name loaded before is unloaded first, so a
     retrained adapter is served fresh (vLLM: `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`)."""
     name, p = name or Path(path).name, Path(path).expanduser()
+    if self.lora_serving == 'merged': return self._load_merged(p, name)
     body = {'lora_name': name, 'lora_path': str(p.resolve()) if p.exists() else str(path)}  # the server's cwd differs
     if name in self._loras: self.unload_adapter(name)
     try: self._post('/v1/load_lora_adapter', body)
@@ -924,6 +932,12 @@ def load_adapter(self:OpenAIPolicy, path:str|Path, name:str|None=None) -> str:
 @patch
 def unload_adapter(self:OpenAIPolicy, name:str):
     "Ask the server to drop adapter `name`; requests go to the base model if it was active."
+    if self.lora_serving == 'merged':
+        if self._active == name: self.set_adapter(None)   # the base weights back in the server
+        if (src := self._loras.pop(name, None)) and src == self._kept:
+            shutil.rmtree(merged_folder(src), ignore_errors=True)
+            self._kept = None
+        return
     self._post('/v1/unload_lora_adapter', {'lora_name': name})
     self._loras.pop(name, None)
     if self._active == name: self._active = None
@@ -933,7 +947,69 @@ def set_adapter(self:OpenAIPolicy, name:str|None):
     "Send later requests to adapter `name`, or to the base model with `None`."
     if name is not None and name not in self._loras:
         raise KeyError(f"adapter {name!r} not loaded; loaded: {self.adapters}")
+    if self.lora_serving == 'merged': self._push_merged(name)
     self._active = name
+
+# %% ../nbs/02_llm_c_served.ipynb #ca90524b
+def merged_folder(adapter:str|Path) -> Path:
+    "Where `merge_adapter` writes the merged weights of `adapter`: `<adapter>.merged`, next to it in its run folder."
+    from cove.core import safe_path
+    p = Path(adapter).expanduser().resolve()
+    return safe_path(p.parent, p.name + '.merged', 'dir')
+
+def merge_adapter(adapter:str|Path, # a LoRA adapter folder (`adapter_config.json`, `adapter_model.safetensors`)
+                  base:str|Path, # the base model's folder (`resolve_model(name).path`)
+                  out:str|Path|None=None, # default `merged_folder(adapter)`
+                 ) -> Path:
+    "The adapter merged into an fp32 copy of `base` (peft `merge_and_unload`), saved as safetensors with HF names."
+    from transformers import AutoModelForCausalLM
+    from peft import PeftModel
+    out = Path(out) if out else merged_folder(adapter)
+    tmp = out.parent/f'.{out.name}.tmp'
+    shutil.rmtree(tmp, ignore_errors=True)
+    model = AutoModelForCausalLM.from_pretrained(str(base), dtype=torch.float32)
+    PeftModel.from_pretrained(model, str(adapter)).merge_and_unload().save_pretrained(tmp, safe_serialization=True)
+    shutil.rmtree(out, ignore_errors=True)
+    os.rename(tmp, out)   # whole or absent
+    return out
+
+# %% ../nbs/02_llm_c_served.ipynb #2b88c792
+@patch
+def _reload_weights(self:OpenAIPolicy, folder:str|Path):
+    "The server reloads its weights in place from `folder` (vLLM dev mode) and drops the prefixes it cached."
+    body = {'method': 'reload_weights', 'kwargs': {'weights_path': str(Path(folder).resolve())}}
+    try: self._post('/collective_rpc', body)
+    except HTTPError as e:
+        if e.status != 404: raise
+        raise NotImplementedError(f"{self.root} cannot reload weights: start vLLM with VLLM_SERVER_DEV_MODE=1 "
+                                  "(`cove serve --dev-mode`), or set model.lora_serving=runtime") from e
+    self._post('/reset_prefix_cache', {})   # no prefix computed with the old weights is reused
+
+@patch
+def _load_merged(self:OpenAIPolicy, path:Path, name:str) -> str:
+    "Record adapter `path` as `name`; it is merged when activated (a merge made before is stale: removed)."
+    src = str(path.resolve())
+    shutil.rmtree(merged_folder(src), ignore_errors=True)
+    if self._weights == src: self._weights = ''   # the server holds an older merge: reload on `set_adapter`
+    self._loras[name] = src
+    return name
+
+# %% ../nbs/02_llm_c_served.ipynb #b4aec5f8
+@patch
+def _push_merged(self:OpenAIPolicy, name:str|None):
+    """Put adapter `name` merged (or the base weights, `None`) into the server, unless it holds them; one merge stays
+    on disk, the last adapter's."""
+    src = self._loras[name] if name else None
+    if src == self._weights: return
+    folder = base = resolve_model(self.model).path   # the served model's own folder, found here
+    if src is not None:
+        if self._kept not in (None, src): shutil.rmtree(merged_folder(self._kept), ignore_errors=True)
+        self._kept = src
+        if not (folder := merged_folder(src)).is_dir(): folder = merge_adapter(src, base)
+    t = time.perf_counter()
+    self._reload_weights(folder)
+    _log.info(f"{self.root}: weights of {name or 'the base model'} reloaded in {time.perf_counter() - t:.1f} s")
+    self._weights = src
 
 # %% ../nbs/02_llm_c_served.ipynb #1f8a2c28
 register_backend('hf')(HFPolicy.load)

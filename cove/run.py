@@ -257,7 +257,8 @@ def load_policy(cfg:Config):
     c = cfg.section('model')
     if c['backend'] == 'openai':
         if not c['base_url']: raise ValueError("model.backend=openai needs --set model.base_url=http://HOST:PORT/v1")
-        return make_policy('openai', c['name'], base_url=c['base_url'], batch_size=c['batch_size'], timeout=c['timeout'])
+        return make_policy('openai', c['name'], base_url=c['base_url'], batch_size=c['batch_size'], timeout=c['timeout'],
+                           lora_serving=c['lora_serving'])
     extra = {'prefix_cache_tokens': c['prefix_cache_tokens']} if c['backend'] == 'hf' else {}
     return make_policy(c['backend'], c['name'], dtype=c['dtype'], device=c['device'], batch_size=c['batch_size'],
                        allow_download=c['allow_download'], **extra)

@@ -46,10 +46,13 @@ def vllm_command(python:str|Path, model_path:str, served_name:str, port:int,
 # %% ../nbs/02_llm_d_vllm.ipynb #b0c20083
 def vllm_env(threads:int=0, # OpenMP threads, bound to cores 0..threads-1 (0: up to 2, as the cpu profile)
              kv_gib:int=1, # KV cache, GiB (CPU only)
-             device:str='cpu', base:dict|None=None) -> dict:
+             device:str='cpu', base:dict|None=None,
+             dev_mode:bool=False, # `VLLM_SERVER_DEV_MODE=1`: `/collective_rpc` reloads weights (merged adapters)
+            ) -> dict:
     "The environment of a vLLM server: offline, runtime LoRA on, and on the CPU its threads and KV cache set."
     env = {**(os.environ if base is None else base), 'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1',
            'VLLM_ALLOW_RUNTIME_LORA_UPDATING': 'True', 'VLLM_NO_USAGE_STATS': '1', 'DO_NOT_TRACK': '1'}
+    if dev_mode: env['VLLM_SERVER_DEV_MODE'] = '1'
     if device != 'cpu': return env
     n = threads or min(2, available_cores())
     return env | {'VLLM_CPU_OMP_THREADS_BIND': '0' if n == 1 else f'0-{n - 1}', 'VLLM_CPU_KVCACHE_SPACE': str(kv_gib)}
@@ -103,10 +106,11 @@ class VLLMServer:
                  port:int=0, # 0: a free port
                  threads:int=0, kv_gib:int=1, dtype:str='float32', max_lora_rank:int=16,
                  device:str='cpu', # `cuda`: a GPU build of vLLM in `venv`, no CPU thread settings
-                 venv:str|Path|None=None, timeout:float=300.0, log:str|Path|None=None, extra:tuple=()):
+                 venv:str|Path|None=None, timeout:float=300.0, log:str|Path|None=None, extra:tuple=(),
+                 dev_mode:bool=False): # vLLM's dev routes on: a merged adapter is pushed with `reload_weights`
         self.model, self.port, self.threads, self.kv_gib, self.dtype = model, port, threads, kv_gib, dtype
         self.max_lora_rank, self.device, self.venv, self.timeout, self.extra = max_lora_rank, device, venv, timeout, extra
-        self.log, self.proc, self.ready_s = Path(log) if log else None, None, None
+        self.log, self.proc, self.ready_s, self.dev_mode = Path(log) if log else None, None, None, dev_mode
 
     @property
     def url(self) -> str: return f"http://127.0.0.1:{self.port}"
@@ -128,7 +132,7 @@ def start(self:VLLMServer) -> VLLMServer:
                        extra=self.extra)
     with open(self.log, 'wb') as f:
         self.proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True,
-                                     env=vllm_env(self.threads, self.kv_gib, self.device))
+                                     env=vllm_env(self.threads, self.kv_gib, self.device, dev_mode=self.dev_mode))
     self.ready_s = wait_ready(self.proc, self.url, self.log, self.timeout)
     _log.info(f"vLLM serves {self.model} at {self.base_url} ({self.ready_s:.0f} s to start; log {self.log})")
     return self
@@ -158,10 +162,16 @@ def served_config(cfg=None, **kw):
 
 # %% ../nbs/02_llm_d_vllm.ipynb #e5778edc
 @contextlib.contextmanager
-def served_policy(cfg=None, batch_size:int|None=None, **kw):
-    "A vLLM server for the `with` block; yields an `OpenAIPolicy` on it (the local tokenizer scores and counts)."
+def served_policy(cfg=None, batch_size:int|None=None,
+                  lora_serving:str|None=None, # `runtime` or `merged` (default: the profile's `model.lora_serving`)
+                  **kw):
+    """A vLLM server for the `with` block; yields an `OpenAIPolicy` on it (the local tokenizer scores and counts), its
+    adapters served as `lora_serving` says (`merged`: the server in dev mode)."""
     from cove.llm import make_policy
+    lora_serving = lora_serving or (cfg['model.lora_serving'] if cfg is not None else 'runtime')
+    kw.setdefault('dev_mode', lora_serving == 'merged')
     name = kw.get('model') or (cfg['model.name'] if cfg is not None else 'smollm2-135m')
     bs = batch_size or (cfg['model.batch_size'] if cfg is not None else 16)
     with vllm_server(cfg, **kw) as url:
-        yield make_policy('openai', name, base_url=url, batch_size=bs, tokenizer=resolve_model(name).path)
+        yield make_policy('openai', name, base_url=url, batch_size=bs, tokenizer=resolve_model(name).path,
+                          lora_serving=lora_serving)

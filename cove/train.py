@@ -532,22 +532,25 @@ def _served(policy) -> bool:
 def served_rollout(policy, # an `OpenAIPolicy` on a vLLM server with runtime LoRA (`cove serve`)
                    stop:list[str]|None=None):
     """A TRL `rollout_func` whose completions vLLM generates: the trainer's LoRA is loaded into the server by name at each
-    new step (on-policy), and `close()` unloads it. The policy's own active adapter is left as it was."""
+    new step (on-policy), and `close()` unloads it. The policy's own active adapter is left as it was (with
+    `lora_serving='merged'`, the trainer's LoRA is merged and pushed in place, and the policy's adapter pushed back)."""
     import tempfile
     tmp, st = Path(tempfile.mkdtemp(prefix='cove-grpo-sync-')), dict(step=None, name=None)
+    merged, own = getattr(policy, 'lora_serving', 'runtime') == 'merged', policy.active_adapter
     def sync(trainer):
         if st['step'] == trainer.state.global_step: return
         path = tmp/f'step-{trainer.state.global_step:05d}'
         trainer.accelerator.unwrap_model(trainer.model).save_pretrained(str(path))
         old, st['step'] = st['name'], trainer.state.global_step
         st['name'] = policy.load_adapter(path, f'{tmp.name}-{path.name}')   # a fresh name per step
+        if merged: policy.set_adapter(st['name'])   # one merged adapter in the server at a time
         if old: policy.unload_adapter(old)
     def rollout(prompts, trainer) -> dict:
         tok, a = trainer.processing_class, trainer.args
         sync(trainer)
         msgs = [[dict(role=m['role'], content=m['content']) for m in p] for p in prompts]
         pids = [tok(render_chat(tok, m), add_special_tokens=False)['input_ids'] for m in msgs]
-        body = dict(model=st['name'], prompt=pids, max_tokens=a.max_completion_length, temperature=a.temperature,
+        body = dict(model=policy._model() if merged else st['name'], prompt=pids, max_tokens=a.max_completion_length, temperature=a.temperature,
                     top_p=a.top_p, return_token_ids=True, **({'stop': stop} if stop else {}))
         r = policy._post('/v1/completions', body)
         comp = [ch['token_ids'] for ch in sorted(r['choices'], key=lambda c: c['index'])]
@@ -555,6 +558,7 @@ def served_rollout(policy, # an `OpenAIPolicy` on a vLLM server with runtime LoR
         return dict(prompt_ids=pids, completion_ids=comp, logprobs=None)
     def close():
         if st['name']: policy.unload_adapter(st['name'])
+        if merged and own: policy.set_adapter(own)
         shutil.rmtree(tmp, ignore_errors=True)
     rollout.close = close
     return rollout
