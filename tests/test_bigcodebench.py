@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from cove.core import Feedback
 from cove.tasks.base import DataUnavailable, make_env, replay_reference
-from cove.tasks.code import BigCodeBenchEnv, lib_problems, reference_cause, run_unittest
+from cove.tasks.code_benchmarks import BigCodeBenchEnv, lib_problems, reference_cause, run_unittest
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent/'shared'/'datasets'

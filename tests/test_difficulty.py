@@ -2,7 +2,7 @@
 import hashlib, json, re
 import pytest
 from cove.tasks.base import make_env
-from cove.tasks import tableqa, math as arith, multihop, code
+from cove.tasks import tableqa, math as arith, multihop, code, code_levels
 
 # family -> (module, its default level, the splits to check)
 FAMILIES = {'tableqa': (tableqa, 2, ('train', 'test', 'same', 'renamed')), 'math': (arith, 2, ('train', 'test')),
@@ -122,14 +122,15 @@ def test_multihop_levels():
         if lvl == 0: assert all(len(t.meta['supporting']) == 1 for t in ts)
 
 
-@pytest.mark.parametrize('lvl,templates,alias', [(0, code.BASIC_TEMPLATES, 'code:basic'), (1, code.TWOSTEP_TEMPLATES, 'code:twostep')])
+@pytest.mark.parametrize('lvl,templates,alias', [(0, code_levels.BASIC_TEMPLATES, 'code:basic'),
+                                                  (1, code_levels.TWOSTEP_TEMPLATES, 'code:twostep')])
 def test_code_generated_tasks(lvl, templates, alias):
     env = env_of('code', lvl)
     assert env.splits == ('train', 'test') and env.available()[0] and env.difficulty == lvl
     ts = env.tasks('train', 300, seed=0)
     assert len(env.tasks('train')) == 1000 and len(env.tasks('test')) == 200
     assert {t.meta['template'] for t in ts} == set(templates) and len(templates) >= (12 if lvl == 0 else 10)
-    assert {t.meta['difficulty'] for t in ts} == {lvl} and {t.meta['source'] for t in ts} == {code.CODE_LEVELS[lvl][0]}
+    assert {t.meta['difficulty'] for t in ts} == {lvl} and {t.meta['source'] for t in ts} == {code_levels.CODE_LEVELS[lvl][0]}
     for t in ts:
         p = t.payload
         assert re.fullmatch(r'def \w+\([\w, ]*\):\n    """[^\n]+"""\n', p['prompt']) and code.defines(p['prompt'] + '    pass\n', p['entry_point'])

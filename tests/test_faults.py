@@ -146,7 +146,7 @@ def _child(argv, err, limit=None):
     sys.exit(cove_main(argv))
 
 PRELOAD = ['cove.cli', 'cove.run', 'cove.llm', 'cove.train', 'cove.workflow', 'cove.memrl', 'cove.evolver', 'cove.baselines', 'cove.coevo',
-           'cove.sandbox', 'cove.tasks.code', 'cove.tasks.math', 'cove.tasks.tableqa', 'cove.tasks.multihop', 'cove.tasks.formal',
+           'cove.sandbox', 'cove.tasks.code', 'cove.tasks.code_levels', 'cove.tasks.code_benchmarks', 'cove.tasks.math', 'cove.tasks.tableqa', 'cove.tasks.multihop', 'cove.tasks.formal',
            'transformers.models.auto.modeling_auto', 'transformers.models.auto.tokenization_auto', 'transformers.models.llama.modeling_llama',
            'transformers.models.llama.configuration_llama', 'transformers.generation.utils', 'transformers.tokenization_utils_fast',
            'peft', 'accelerate', 'sentence_transformers', 'datasets', 'pandas', 'scipy.stats', 'sympy', 'sklearn', 'bm25s']   # what a run imports lazily

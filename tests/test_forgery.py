@@ -3,7 +3,9 @@ import pytest
 from cove.baselines import GeneratedTask, run_verification
 from cove.sandbox import run_sandboxed
 from cove.tasks.base import make_env
-from cove.tasks.code import MBPPEnv, basic_code_tasks, extract_code, run_function_tests, run_io_tests
+from cove.tasks.code import extract_code, run_function_tests
+from cove.tasks.code_levels import basic_code_tasks
+from cove.tasks.code_benchmarks import MBPPEnv, run_io_tests
 
 PIDNS = 'pidns' in run_sandboxed('pass').protections   # as root: a pid namespace (and a throw-away uid) per process
 PROMPT = 'def add(a, b):\n    """Add two numbers."""\n'

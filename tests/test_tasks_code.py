@@ -4,8 +4,8 @@ from pathlib import Path
 import pytest
 from cove.core import Feedback, Task
 from cove.tasks.base import DataUnavailable, make_env
-from cove.tasks.code import (APPSEnv, HumanEvalEnv, MBPPEnv, check_gold, extract_code, outputs_match, run_function_tests,
-                             run_io_tests, solution_program)
+from cove.tasks.code import HumanEvalEnv, check_gold, extract_code, run_function_tests, solution_program
+from cove.tasks.code_benchmarks import APPSEnv, MBPPEnv, outputs_match, run_io_tests
 
 def episode(env, task, *answers):
     st = env.reset(task)

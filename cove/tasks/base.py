@@ -149,7 +149,7 @@ from ..plugins import load_plugins, plugins_hint
 
 def _import_families():
     "Import the family modules so that they register themselves (missing ones are skipped), then the plugins."
-    import_optional('cove.tasks', ('tableqa', 'multihop', 'math', 'code', 'formal'))
+    import_optional('cove.tasks', ('tableqa', 'multihop', 'math', 'code', 'code_levels', 'code_benchmarks', 'formal'))
     load_plugins()   # entry points (once) and `$COVE_PLUGINS`: a researcher's own families register themselves too
 
 def env_class(spec:str) -> type:
