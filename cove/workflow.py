@@ -122,8 +122,11 @@ def _router(self:CoveMethod):
 @patch
 @contextlib.contextmanager
 def base_weights(self:CoveMethod):
-    "The policy without its adapter inside the block (the judge scores on the base weights), the adapter back after."
-    active = self.policy.active_adapter if self.policy is not None else None
+    """The policy without its adapter inside the block where the router's judge scores (on the base weights), the adapter
+    back after. A router with no model (the feedback router) leaves the weights alone: a served policy with merged
+    adapters (`model.lora_serving=merged`) would otherwise reload its weights twice per episode."""
+    judged = getattr(self.router, 'judge', None) is not None
+    active = self.policy.active_adapter if self.policy is not None and judged else None
     if active: self.policy.set_adapter(None)
     try: yield
     finally:

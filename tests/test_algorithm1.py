@@ -52,6 +52,17 @@ def test_default_router_reads_feedback(cove):
     assert isinstance(cove.router, FeedbackRouter) and cove.judge is None
     assert load_config()['router.judge'] is False
 
+def test_base_weights_only_where_a_judge_scores(cove):
+    "The feedback router reads no model: the adapter stays (a merged served adapter reloaded twice an episode before)."
+    calls = []
+    cove.policy = NS(active_adapter='adapter-0001', set_adapter=calls.append)
+    assert isinstance(cove.router, FeedbackRouter)
+    with cove.base_weights(): pass
+    assert calls == []
+    cove.router = NS(judge=object())   # the constrained LLM judge (router.judge=true) scores on the base weights
+    with cove.base_weights(): assert calls == [None]
+    assert calls == [None, 'adapter-0001']
+
 def test_no_self_and_no_cross_family_retrieval():
     kb = KnowledgeBase(dim=2)
     kb.insert_many([Entry('solved example of train-1', 'memory', 'stable', family='math', source_task='train-1',
