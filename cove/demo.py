@@ -182,7 +182,8 @@ def _write_table(
     ran = f" Ran on {rt['cpu']} ({' '.join(rt['flags']) or 'no AVX2'}), {rt['cores']} cores, dtype {rt['dtype']} " \
           f"(model.dtype={rt['dtype_key']})." if rt else ''
     drift = f" Drift: {cfg['run.drift']}." if cfg['run.drift'] else ''
-    ran += f" Rollouts on {engine}." if engine else ''
+    served = ' (a vLLM server in float32; training in transformers at the dtype above)' if engine == 'vllm' else ''
+    ran += f" Rollouts on {engine}{served}." if engine else ''
     head = (
         f"Model {cfg['model.name']} ({cfg.profile} profile), {episodes} episodes per family, seed {cfg['run.seed']}, "
         f"split test; trigger k={cfg['trigger.k']} N={cfg['trigger.N']} w={cfg['trigger.w']}, "
