@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger
-from .base import (register_env, data_path, DataUnavailable, load_rows, jsonl_rows, split_seed, hash_split,
+from .base import (dataset_dir, register_env, DataUnavailable, load_rows, jsonl_rows, split_seed, hash_split,
                              sample_split)
 from ..sandbox import run_sandboxed, SandboxResult
 from .code import (CodeEnv, FunctionTestsEnv, defines, error_summary, parse_function_row, read_jsonl_any,
@@ -22,14 +22,6 @@ __all__ = ['BCB_INSTRUCTIONS', 'MBPPEnv', 'starter_signature', 'io_program', 'ou
            'parse_apps_row', 'APPSEnv', 'parse_bcb_row', 'unittest_program', 'unittest_feedback', 'run_unittest',
            'lib_problems', 'BigCodeBenchEnv', 'reference_cause']
 
-# %% ../../nbs/05d_code_c_benchmarks.ipynb #fac8fd42
-def _dataset_dir(sub:str, data_dir:str|Path|None) -> Path:
-    "`data_dir/sub` or `data_dir` itself (named `sub`) when given, strictly; else `data_path(sub)`."
-    if data_dir is None: return data_path(sub)
-    for c in (Path(data_dir)/sub, Path(data_dir)):
-        if c.is_dir() and c.name == sub: return c.resolve()
-    raise DataUnavailable(f'dataset {sub!r} not found in {str(data_dir)!r}')
-
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #67d71641
 class _FolderEnv(CodeEnv):
     "A code source read from `*.jsonl` files in a dataset folder."
@@ -40,7 +32,7 @@ class _FolderEnv(CodeEnv):
         self.data_dir = data_dir
     def available(self) -> tuple[bool, str]:
         try:
-            _dataset_dir(self.folder, self.data_dir)
+            dataset_dir(self.folder, self.data_dir)
             return True, ''
         except DataUnavailable as e:
             return False, str(e)
@@ -51,7 +43,7 @@ class _FolderEnv(CodeEnv):
 def load(self:_FolderEnv) -> list[Task]:
     "All tasks (cached); malformed rows are counted in `self.report`."
     if self._tasks is None:
-        d = _dataset_dir(self.folder, self.data_dir)
+        d = dataset_dir(self.folder, self.data_dir)
         files = sorted(d.glob('*.jsonl'))
         if not files: raise DataUnavailable(f'no *.jsonl file in {d}')
         self._tasks, self.report = load_rows((row for f in files for row in jsonl_rows(f)), self.parse, self.folder)
@@ -479,7 +471,7 @@ def unavailable_summary(self:BigCodeBenchEnv) -> str:
 def load(self:BigCodeBenchEnv) -> list[Task]:
     "The tasks whose libraries import here (cached); malformed rows in `self.report`, the others in `self.unavailable`."
     if self._tasks is None:
-        d = _dataset_dir(self.folder, self.data_dir)
+        d = dataset_dir(self.folder, self.data_dir)
         files = sorted(d.glob('*.jsonl.gz')) + sorted(d.glob('*.jsonl'))
         if not files: raise DataUnavailable(f'no *.jsonl.gz or *.jsonl file in {d}')
         tasks, self.report = load_rows((row for f in files for row in read_jsonl_any(f)), self.parse, self.folder)

@@ -10,9 +10,9 @@ from functools import lru_cache
 from pathlib import Path
 from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger
-from .base import LoadedTasks, Environment, EpisodeState, register_env, data_path, DataUnavailable, load_rows
+from .base import LoadedTasks, Environment, EpisodeState, register_env, DataUnavailable, load_rows
 from ..sandbox import run_command_sandboxed, SandboxResult
-from .base import hash_split, read_data
+from .base import hash_split, read_data, dataset_dir
 
 # %% auto #0
 __all__ = ['LEAN_UNAVAILABLE', 'STANDARD_AXIOMS', 'FORMAL_INSTRUCTIONS', 'parse_lean_file', 'normalise_proof', 'extract_proof',
@@ -191,13 +191,6 @@ FORMAL_INSTRUCTIONS = (
     "Proofs using `sorry` or `admit` are rejected."
 )
 
-def _dataset_dir(sub:str, data_dir:str|Path|None) -> Path:
-    "`data_dir/sub` or `data_dir` itself (named `sub`) when given, strictly; else `data_path(sub)`."
-    if data_dir is None: return data_path(sub)
-    for c in (Path(data_dir)/sub, Path(data_dir)):
-        if c.is_dir() and c.name == sub: return c.resolve()
-    raise DataUnavailable(f'dataset {sub!r} not found in {str(data_dir)!r}')
-
 # %% ../../nbs/05e_formal.ipynb #c8704a09
 def lean_file_rows(folder:Path):
     "`(folder/file, text)` for each `*.lean` file of the MiniF2F split folders."
@@ -254,7 +247,7 @@ def available(self:MiniF2FEnv) -> tuple[bool, str]:
     "Usable only with a Lean toolchain (with Mathlib) and the data."
     why = self.verifier_problem()
     if why: return False, why
-    try: _dataset_dir('minif2f-lean4', self.data_dir)
+    try: dataset_dir('minif2f-lean4', self.data_dir)
     except DataUnavailable as e: return False, str(e)
     return True, ''
 
@@ -263,7 +256,7 @@ def available(self:MiniF2FEnv) -> tuple[bool, str]:
 def load(self:MiniF2FEnv) -> list[Task]:
     "All statements (cached); malformed files are counted in `self.report`."
     if self._tasks is None:
-        folder = _dataset_dir('minif2f-lean4', self.data_dir)
+        folder = dataset_dir('minif2f-lean4', self.data_dir)
         self._tasks, self.report = load_rows(lean_file_rows(folder), parse_minif2f, 'minif2f')
     return self._tasks
 
