@@ -550,8 +550,9 @@ def served_rollout(policy, # an `OpenAIPolicy` on a vLLM server with runtime LoR
         sync(trainer)
         msgs = [[dict(role=m['role'], content=m['content']) for m in p] for p in prompts]
         pids = [tok(render_chat(tok, m), add_special_tokens=False)['input_ids'] for m in msgs]
-        body = dict(model=policy._model() if merged else st['name'], prompt=pids, max_tokens=a.max_completion_length, temperature=a.temperature,
-                    top_p=a.top_p, return_token_ids=True, **({'stop': stop} if stop else {}))
+        # merged: the trainer's LoRA is in the served weights, under the model's own name
+        body = dict(model=policy.model if merged else st['name'], prompt=pids, max_tokens=a.max_completion_length,
+                    temperature=a.temperature, top_p=a.top_p, return_token_ids=True, **({'stop': stop} if stop else {}))
         r = policy._post('/v1/completions', body)
         comp = [ch['token_ids'] for ch in sorted(r['choices'], key=lambda c: c['index'])]
         policy.ledger.add('generate', sum(map(len, pids)), sum(map(len, comp)), calls=len(pids))
