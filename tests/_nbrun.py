@@ -12,7 +12,8 @@ def forget_cove():
     for n in [n for n in sys.modules if n == 'cove' or n.startswith('cove.')]: del sys.modules[n]
 
 def run(path:str, flags:str='') -> tuple[bool, str, float]:
-    "Test notebook `path` with nbdev's `test_nb` and the project's `tst_flags` (less `flags`): (passed, its stderr, seconds)."
+    """Test notebook `path` with nbdev's `test_nb` and the project's `tst_flags` (less `flags`): (passed, its stderr,
+    seconds)."""
     from nbdev.config import get_config
     from nbdev.test import test_nb
     from fastcore.xtras import working_directory

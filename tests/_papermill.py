@@ -12,8 +12,8 @@ def run_experiment(tmp_path, name:str, **params):
     pm = pytest.importorskip('papermill')
     out = tmp_path/'run'
     os.environ.setdefault('OMP_NUM_THREADS', '1')
-    pm.execute_notebook(str(ROOT/f'nbs/experiments/{name}.ipynb'), str(tmp_path/'executed.ipynb'), cwd=str(ROOT), progress_bar=False,
-                        parameters=dict(model='tiny', out_dir=str(out), **params))
+    pm.execute_notebook(str(ROOT/f'nbs/experiments/{name}.ipynb'), str(tmp_path/'executed.ipynb'), cwd=str(ROOT),
+                        progress_bar=False, parameters=dict(model='tiny', out_dir=str(out), **params))
     check_shown(tmp_path/'executed.ipynb', out)
     return out, json.loads((out/'metrics.json').read_text()), list(csv.DictReader((out/'table.csv').open()))
 
@@ -35,11 +35,14 @@ def check_shown(executed:Path, out:Path, tiny:bool=True) -> int:
 
 def check_paired(out, metrics:dict, pairs:list[tuple[str, str]], groups:list[str], rates:dict|None=None,
                  measure:str|None=None) -> list[dict]:
-    "`paired.csv`'s rows, checked: one per pair and group (then overall), as in metrics.json, counts adding up, in table.md."
+    """`paired.csv`'s rows, checked: one per pair and group (then overall), as in metrics.json, counts adding up, in
+    table.md."""
     # rates: (arm, group) -> that arm's success rate there, from its own run; each row's a_rate / b_rate must match it
-    # measure: the rows of paired.csv's `measure` column with that value, metrics' paired[measure] and paired_reason[measure]
+    # measure: the rows of paired.csv's `measure` column with that value, metrics' paired[measure] and
+    # paired_reason[measure]
     rows = [r for r in csv.DictReader((out/'paired.csv').open()) if measure is None or r['measure'] == measure]
-    got, why = (metrics['paired'], metrics['paired_reason']) if measure is None else (metrics['paired'][measure], metrics['paired_reason'][measure])
+    got, why = (metrics['paired'], metrics['paired_reason']) if measure is None else (metrics['paired'][measure],
+                                                                                      metrics['paired_reason'][measure])
     want = [(a, b, g) for a, b in pairs for g in [*groups, 'overall']]
     assert [(r['method'], r['reference'], r['family']) for r in rows] == want, rows
     assert [(r['method'], r['reference'], r['family']) for r in got] == want and why is None
@@ -47,8 +50,10 @@ def check_paired(out, metrics:dict, pairs:list[tuple[str, str]], groups:list[str
         n, cells = int(r['n']), [int(r[k]) for k in ('both', 'a_only', 'b_only', 'neither')]
         assert n > 0 and sum(cells) == n and abs(float(r['diff']) - (cells[1] - cells[2]) / n) < 1e-4, r
         assert float(r['ci_lo']) <= float(r['diff']) <= float(r['ci_hi']) and 0 <= float(r['p']) <= 1, r
-        for arm, rate in (('method', 'a_rate'), ('reference', 'b_rate')):   # each side's rate is that arm's own, per group
-            if (r[arm], r['family']) in (rates or {}): assert abs(float(r[rate]) - rates[r[arm], r['family']]) < 1e-4, (r, rates)
+        # each side's rate is that arm's own, per group
+        for arm, rate in (('method', 'a_rate'), ('reference', 'b_rate')):
+            if (r[arm], r['family']) in (rates or {}):
+                assert abs(float(r[rate]) - rates[r[arm], r['family']]) < 1e-4, (r, rates)
     md = (out/'table.md').read_text()
     assert "McNemar's exact p" in md and 'diff [95% CI]' in md
     assert all(f"| {r['method']} | {r['reference']} | {r['family']} | {r['n']} |" in md for r in rows)

@@ -1,11 +1,14 @@
-"Shared pytest hooks: the fault-injection suite's summary line (`tests/test_faults.py` and the hostile-input tests), also from xdist workers."
+"""Shared pytest hooks: the fault-injection suite's summary line (`tests/test_faults.py` and the hostile-input tests),
+also from xdist workers."""
 from collections import Counter
 import pytest
 
-TALLY = Counter()   # this process's counts of hostile inputs refused, files outside a run folder touched, forged verdicts accepted
+# this process's counts of hostile inputs refused, files outside a run folder touched, forged verdicts accepted
+TALLY = Counter()
 
 class Hostile:
-    "What a hostile-input test saw: `refused()` an input turned away, `outside(n)` files it found touched, `forged(n)` verdicts accepted."
+    """What a hostile-input test saw: `refused()` an input turned away, `outside(n)` files it found touched, `forged(n)`
+    verdicts accepted."""
     def refused(self, k:int=1): TALLY['hostile'] += k
     def outside(self, k:int): TALLY['outside'] += k
     def forged(self, k:int): TALLY['forged'] += k
@@ -27,19 +30,24 @@ def pytest_collection_modifyitems(items):
     items.sort(key=rank)   # stable: within a rank, collection order
 
 def pytest_sessionfinish(session):
-    if hasattr(session.config, 'workeroutput'): session.config.workeroutput['cove_hostile'] = dict(TALLY)   # xdist: to the controller
+    # xdist: to the controller
+    if hasattr(session.config, 'workeroutput'): session.config.workeroutput['cove_hostile'] = dict(TALLY)
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
-    "pytest-xdist: add up the counts a worker's `test_faults` module and hostile-input tests left in its `workeroutput`."
+    """pytest-xdist: add up the counts a worker's `test_faults` module and hostile-input tests left in its
+    `workeroutput`."""
     out = getattr(node, 'workeroutput', {})
-    if got := out.get('cove_faults'): node.config._cove_faults = {k: (node.config._cove_faults or {}).get(k, 0) + v for k, v in got.items()}
+    if got := out.get('cove_faults'):
+        node.config._cove_faults = {k: (node.config._cove_faults or {}).get(k, 0) + v for k, v in got.items()}
     TALLY.update(out.get('cove_hostile') or {})
 
 def pytest_terminal_summary(terminalreporter, config):
     t = config._cove_faults or {}
     if not t and not TALLY: return
     terminalreporter.write_line(
-        f"faults: {t.get('kills', 0)} kills survived, {t.get('faults', 0)} faults injected, {TALLY['hostile']} hostile inputs refused, "
+        f"faults: {t.get('kills', 0)} kills survived, {t.get('faults', 0)} faults injected, {TALLY['hostile']} hostile "
+        "inputs refused, "
         f"{t.get('lost', 0)} episodes lost, {TALLY['outside']} files outside the run folder touched, "
-        f"{TALLY['forged']} forged verdicts accepted, {TALLY['keys']} answer keys readable, {TALLY['mixed']} resumes mixed")
+        f"{TALLY['forged']} forged verdicts accepted, {TALLY['keys']} answer keys readable, {TALLY['mixed']} resumes "
+        "mixed")

@@ -97,13 +97,15 @@ def test_real_data_loads_and_a_sample_passes_its_oracle():
     assert env.tasks('test', 4, seed=0) == sample                    # the same sample again, from the checks made
 
 def test_memrl_learns_on_bigcodebench_with_the_authors_settings(fixture_root, tmp_path):
-    "MemRL on `code:bigcodebench`, q_min -0.8, ε 0.1, k2 5: an answer that crashes is a failure it learns from (reward -1)."
+    """MemRL on `code:bigcodebench`, q_min -0.8, ε 0.1, k2 5: an answer that crashes is a failure it learns from (reward
+    -1)."""
     from cove.config import load_config
     from cove.llm import HFPolicy
     from cove.run import Run, RunSpec
     import cove.memrl
     cfg = load_config(overrides={'model.name': 'tiny', 'model.max_new_tokens': 8, 'run.epochs': 2,
-                                 'data.dir': str(fixture_root), 'memrl.q_min': '-0.8', 'memrl.epsilon': 0.1, 'memrl.k2': 5})
+                                 'data.dir': str(fixture_root), 'memrl.q_min': '-0.8', 'memrl.epsilon': 0.1,
+                                 'memrl.k2': 5})
     run = Run(RunSpec('memrl', ['code:bigcodebench'], 1, 'all', 0), cfg, tmp_path/'run')
     m = run.execute(HFPolicy.load('tiny'), progress=False)
     recs = [json.loads(l) for l in (tmp_path/'run'/'episodes.jsonl').read_text().splitlines()]

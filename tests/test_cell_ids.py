@@ -4,16 +4,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location('nbcells', ROOT/'tools'/'nbcells.py'); nbcells = importlib.util.module_from_spec(spec)
+spec = importlib.util.spec_from_file_location('nbcells', ROOT/'tools'/'nbcells.py')
+nbcells = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(nbcells)
 
-def _nb(cells): return dict(cells=[dict(cell_type='code', id=i, metadata={}, outputs=[], execution_count=None, source=nbcells.lines(s))
+def _nb(cells): return dict(cells=[dict(cell_type='code', id=i, metadata={}, outputs=[], execution_count=None,
+                                        source=nbcells.lines(s))
                                    for i, s in cells], metadata={}, nbformat=4, nbformat_minor=5)
 
 def test_renumbered_finds_regenerated_ids():
     old = _nb([('a1', 'x = 1'), ('b2', 'y = 2'), ('c3', 'z = 3')])
     edited = _nb([('a1', 'x = 1'), ('b2', 'y = 20'), ('c3', 'z = 3')])                 # one cell changed in place
-    regenerated = _nb([(uuid.uuid4().hex[:8], s) for s in ('x = 1', 'y = 20', 'z = 3')])  # the same edit by regenerating
+    # the same edit by regenerating
+    regenerated = _nb([(uuid.uuid4().hex[:8], s) for s in ('x = 1', 'y = 20', 'z = 3')])
     assert nbcells.renumbered(old, edited) == []
     assert [(o, line) for o, _, line in nbcells.renumbered(old, regenerated)] == [('a1', 'x = 1'), ('c3', 'z = 3')]
 

@@ -40,7 +40,8 @@ def test_run_help_lists_methods_and_families():
     assert r.returncode == 0, r.stderr
     out = ' '.join(r.stdout.split())   # argparse wraps the help to the terminal's width
     for text in ('--method METHOD a registered method', '--split SPLIT', '(default: test)',
-                 "(default: the profile's, 0)", 'methods: always_both, base,', 'memrl', 'tableqa (embedded, wtq)', 'math (embedded, gsm8k, math)'):
+                 "(default: the profile's, 0)", 'methods: always_both, base,', 'memrl', 'tableqa (embedded, wtq)',
+                 'math (embedded, gsm8k, math)'):
         assert text in out, text
 
 def test_info_lists_registries_model_and_dtype(tmp_path):

@@ -1,28 +1,32 @@
-"CoEvo-Mem (`cove.coevo`): the equations on hand-computed cases, and a `cove run --method coevo` killed with SIGKILL that resumes with exactly N unique episodes and no update applied twice."
+"""CoEvo-Mem (`cove.coevo`): the equations on hand-computed cases, and a `cove run --method coevo` killed with SIGKILL
+that resumes with exactly N unique episodes and no update applied twice."""
 import json, math, os, sqlite3, subprocess, sys
 from pathlib import Path
 import numpy as np
 import pytest, torch
-from cove.coevo import (rrf_scores, pool_ranks, hybrid_retrieve, td_residuals, traversal_steps, path_credit, propagate, apply_q,
-                        ema_step, router_loss, ResidualRouter, smooth_prior, parse_srqr, phase_kind)
+from cove.coevo import (rrf_scores, pool_ranks, hybrid_retrieve, td_residuals, traversal_steps, path_credit, propagate,
+                        apply_q, ema_step, router_loss, ResidualRouter, smooth_prior, parse_srqr, phase_kind)
 
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCH = [sys.executable, '-c', 'import sys, cove.coevo; from cove.cli import main; sys.exit(main(sys.argv[1:]))']
 RHO = {'dense': 0.5, 'sparse': 0.4, 'time': 0.8}
 
 def test_rrf_with_q_term():
-    # η=1, λ_Q=1, w=(.75,.25): dense ranks (1,2,3) and (2,1,3); sparse ranks 2,1 and node 3 absent (no shared term); Q ranks 2,2,1
+    # η=1, λ_Q=1, w=(.75,.25): dense ranks (1,2,3) and (2,1,3); sparse ranks 2,1 and node 3 absent (no shared term); Q
+    # ranks 2,2,1
     rs = {'d': [{1: .9, 2: .5, 3: .1}, {1: .4, 2: .8, 3: .2}], 's': [{1: 1.0, 2: 2.0}]}
     S = rrf_scores([1, 2, 3], rs, {1: .5, 2: .5, 3: .9}, {'d': .75, 's': .25}, eta=1.0, lam_q=1.0)
     assert S[1] == pytest.approx(.75 * .5 * (1/2 + 1/3) + .25 / 3 + 1/3)
     assert S[2] == pytest.approx(.75 * .5 * (1/3 + 1/2) + .25 / 2 + 1/3)
     assert S[3] == pytest.approx(.75 * .5 * (1/4 + 1/4) + 0 + 1/2)
-    assert pool_ranks({1: .5, 2: .5, 3: .9, 4: 1.0}, [1, 2, 3]) == {1: 2, 2: 2, 3: 1}   # ranks within the pool, 1-based, ties share
+    # ranks within the pool, 1-based, ties share
+    assert pool_ranks({1: .5, 2: .5, 3: .9, 4: 1.0}, [1, 2, 3]) == {1: 2, 2: 2, 3: 1}
 
 def test_temporal_expansion_recomputes_on_expanded_pool():
     ids = [10, 11, 12, 13]
-    A, info = hybrid_retrieve(ids, [np.array([.9, .8, .1, 0.])], [np.array([0., 1.5, 0., 0.])], {10: .5, 11: .5, 12: .5, 13: 1.},
-                              {'d': .5, 's': .5}, {10: {13}}, eta=1, lam_q=5.0, k=2, depth=2)
+    A, info = hybrid_retrieve(ids, [np.array([.9, .8, .1, 0.])], [np.array([0., 1.5, 0., 0.])],
+                              {10: .5, 11: .5, 12: .5, 13: 1.}, {'d': .5, 's': .5}, {10: {13}}, eta=1, lam_q=5.0, k=2,
+                              depth=2)
     assert info['pool0'] == [10, 11] and info['pool'] == [10, 11, 13] and A == [13, 11]
 
 def test_td_residuals_and_synchronous_clipped_update():
@@ -61,8 +65,9 @@ def test_srqr_fallback_and_schedule():
 # --- resume after SIGKILL ------------------------------------------------------------------------------------------
 
 def _cmd(out):
-    return LAUNCH + ['run', '--method', 'coevo', '--tasks', 'math,tableqa', '--episodes', '2', '--split', 'train', '--model', 'tiny',
-                     '--set', 'run.epochs=2', '--set', 'coevo.phase_len=0',   # a phase per pass: epoch 1 Memory, epoch 2 Router
+    return LAUNCH + ['run', '--method', 'coevo', '--tasks', 'math,tableqa', '--episodes', '2', '--split', 'train',
+                     # a phase per pass: epoch 1 Memory, epoch 2 Router
+                     '--model', 'tiny', '--set', 'run.epochs=2', '--set', 'coevo.phase_len=0',
                      '--set', 'model.batch_size=4', '--set', 'model.max_new_tokens=8', '--out', str(out), '--quiet']
 
 def _episodes(out):
@@ -102,15 +107,18 @@ def test_coevo_resume_after_kill(tmp_path):
     applied, q, qlog, st, router = _state(out)
     assert len(applied) == n and sorted(a['step'] for a in applied.values()) == list(range(n))
     mem = [a for a in applied.values() if a['kind'] == 'memory']
-    assert len(mem) == 4 and len(q) == 4 and sum(k == 'new' for _, _, k in qlog) == 4     # one node per memory-phase episode
+    # one node per memory-phase episode
+    assert len(mem) == 4 and len(q) == 4 and sum(k == 'new' for _, _, k in qlog) == 4
     assert st['counts']['router_updates'] == 4 and st['counts']['memory_updates'] == 4
-    B = 0.0                                                                       # the EMA baseline saw each router reward once
+    # the EMA baseline saw each router reward once
+    B = 0.0
     for a in sorted(applied.values(), key=lambda a: a['step']):
         if a['kind'] == 'router': B = (1 - .1) * B + .1 * a['R']
     assert st['B'] == pytest.approx(B)
     m = json.loads((out/'metrics.json').read_text())
     assert m['overall']['n'] == n and m['coevo']['applied'] == n and m['coevo']['nodes'] == 4
-    steps_mem = {a['step'] for a in mem}                                         # Q changed only in memory steps, once per node and step
+    # Q changed only in memory steps, once per node and step
+    steps_mem = {a['step'] for a in mem}
     assert {s for s, _, _ in qlog} <= steps_mem and len({(s, nd) for s, nd, _ in qlog}) == len(qlog)
     assert sum(len(a['A']) for a in mem) == sum(k == 'exposed' for _, _, k in qlog)
     # finished: a rerun adds nothing
@@ -119,11 +127,14 @@ def test_coevo_resume_after_kill(tmp_path):
 
 
 def test_default_schedule_alternates_within_one_pass(tmp_path):
-    "One epoch at the defaults: phases of coevo.phase_len = 8 episodes alternate Memory, Router, Memory, so the router trains."
+    """One epoch at the defaults: phases of coevo.phase_len = 8 episodes alternate Memory, Router, Memory, so the router
+    trains."""
     out = tmp_path/'run'
-    cmd = LAUNCH + ['run', '--method', 'coevo', '--tasks', 'math', '--episodes', '20', '--split', 'train', '--model', 'tiny',
-                    '--set', 'model.batch_size=4', '--set', 'model.max_new_tokens=8', '--out', str(out), '--quiet']
-    r = subprocess.run(cmd, cwd=ROOT, env={**os.environ, 'OMP_NUM_THREADS': '1', 'HF_HUB_OFFLINE': '1'}, capture_output=True, text=True, timeout=600)
+    cmd = LAUNCH + ['run', '--method', 'coevo', '--tasks', 'math', '--episodes', '20', '--split', 'train', '--model',
+                    'tiny', '--set', 'model.batch_size=4', '--set', 'model.max_new_tokens=8', '--out', str(out),
+                    '--quiet']
+    r = subprocess.run(cmd, cwd=ROOT, env={**os.environ, 'OMP_NUM_THREADS': '1', 'HF_HUB_OFFLINE': '1'},
+                       capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     applied, _, _, st, router = _state(out)
     kinds = [a['kind'] for a in sorted(applied.values(), key=lambda a: a['step'])]

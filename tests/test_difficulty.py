@@ -1,4 +1,5 @@
-"Difficulty levels of the embedded generators (tableqa, math, multihop, code): references accepted, disjoint splits, determinism, bad levels, and the default level unchanged."
+"""Difficulty levels of the embedded generators (tableqa, math, multihop, code): references accepted, disjoint splits,
+determinism, bad levels, and the default level unchanged."""
 import hashlib, json, re
 import pytest
 from cove.tasks.base import make_env
@@ -48,7 +49,8 @@ def test_train_test_disjoint(family, lvl):
     n = None if (family, lvl) == ('code', 2) else 200
     tr, te = env.tasks('train', n, seed=0), env.tasks('test', n, seed=0)
     key = lambda t: t.prompt
-    if (family, lvl) == ('tableqa', 2):   # the default (kept as it was) splits by seed only: a prompt may recur with another table
+    # the default (kept as it was) splits by seed only: a prompt may recur with another table
+    if (family, lvl) == ('tableqa', 2):
         key = lambda t: (t.prompt, json.dumps(t.payload['table']))
     assert tr and te and not {key(t) for t in tr} & {key(t) for t in te}
     assert len({t.id for t in tr + te}) == len(tr) + len(te)
@@ -74,8 +76,10 @@ def test_levels_differ_and_ids():
     "Non-default levels give other tasks under their own ids; the default keeps its ids."
     assert env_of('tableqa').tasks('train', 1)[0].id == 'tableqa-train-0-0'
     assert env_of('tableqa', 0).tasks('train', 1)[0].id == 'tableqa-d0-train-0-0'
-    assert env_of('math', 1).tasks('test', 1)[0].id == 'arith-d1-test-0-0' and env_of('multihop', 0).tasks('test', 1)[0].id == 'mh-d0-test-0-0'
-    assert env_of('code', 0).tasks('test', 2)[1].id == 'basic-test-0-1' and env_of('code', 1).tasks('test', 2)[1].id == 'twostep-test-0-1'
+    assert (env_of('math', 1).tasks('test', 1)[0].id == 'arith-d1-test-0-0'
+            and env_of('multihop', 0).tasks('test', 1)[0].id == 'mh-d0-test-0-0')
+    assert (env_of('code', 0).tasks('test', 2)[1].id == 'basic-test-0-1'
+            and env_of('code', 1).tasks('test', 2)[1].id == 'twostep-test-0-1')
     assert {t.prompt for t in env_of('code', 0).tasks('test', 200)}.isdisjoint(t.prompt for t in env_of('code', 1).tasks('test', 200))
     for f, (m, default, _) in FAMILIES.items():
         if f == 'code': continue
@@ -86,7 +90,8 @@ def test_levels_differ_and_ids():
 # ---- what each level holds ---------------------------------------------------------------------
 
 def test_tableqa_levels():
-    for lvl, (qtypes, (lo, hi)) in {0: ({'lookup', 'count', 'argmax'}, (4, 6)), 1: ({'lookup', 'count', 'filter', 'argmax', 'sum'}, (5, 10)),
+    for lvl, (qtypes, (lo, hi)) in {0: ({'lookup', 'count', 'argmax'}, (4, 6)),
+                                    1: ({'lookup', 'count', 'filter', 'argmax', 'sum'}, (5, 10)),
                                     2: (set(tableqa.QTYPES), (5, 10)), 3: (set(tableqa.QTYPES), (12, 20))}.items():
         ts = env_of('tableqa', lvl).tasks('train', 120, seed=1)
         assert {t.meta['qtype'] for t in ts} == qtypes and {t.meta['difficulty'] for t in ts} == {lvl}
@@ -97,7 +102,8 @@ def test_tableqa_levels():
         keys = [[r[0] for r in t.payload['table']['rows']] for t in ts]
         assert all(len(set(k)) == len(k) for k in keys)   # unique keys, even in 20-row tables
     same, ren = env_of('tableqa', 0).tasks('same', 5), env_of('tableqa', 0).tasks('renamed', 5)
-    assert [t.prompt for t in same] == [t.prompt for t in ren] and same[0].payload['surface'] != ren[0].payload['surface']
+    assert ([t.prompt for t in same] == [t.prompt for t in ren]
+            and same[0].payload['surface'] != ren[0].payload['surface'])
 
 
 def test_math_levels():
@@ -108,7 +114,8 @@ def test_math_levels():
     t = next(t for t in env_of('math', 0).tasks('train', 50) if t.meta['template'] == 'add')
     a, b = map(int, re.findall(r'\d+', t.prompt))
     assert 2 <= a <= 20 and 2 <= b <= 20 and t.meta['reference'] == f'{a} + {b} = {a + b}.\nAnswer: {a + b}'
-    assert {t.meta['template'] for t in env_of('math', 0).tasks('train', 100)} == {'add', 'subtract', 'multiply', 'divide'}
+    assert {t.meta['template'] for t in env_of('math', 0).tasks('train', 100)} == {'add', 'subtract', 'multiply',
+                                                                                   'divide'}
 
 
 def test_multihop_levels():
@@ -130,10 +137,12 @@ def test_code_generated_tasks(lvl, templates, alias):
     ts = env.tasks('train', 300, seed=0)
     assert len(env.tasks('train')) == 1000 and len(env.tasks('test')) == 200
     assert {t.meta['template'] for t in ts} == set(templates) and len(templates) >= (12 if lvl == 0 else 10)
-    assert {t.meta['difficulty'] for t in ts} == {lvl} and {t.meta['source'] for t in ts} == {code_levels.CODE_LEVELS[lvl][0]}
+    assert ({t.meta['difficulty'] for t in ts} == {lvl}
+            and {t.meta['source'] for t in ts} == {code_levels.CODE_LEVELS[lvl][0]})
     for t in ts:
         p = t.payload
-        assert re.fullmatch(r'def \w+\([\w, ]*\):\n    """[^\n]+"""\n', p['prompt']) and code.defines(p['prompt'] + '    pass\n', p['entry_point'])
+        assert (re.fullmatch(r'def \w+\([\w, ]*\):\n    """[^\n]+"""\n', p['prompt'])
+                and code.defines(p['prompt'] + '    pass\n', p['entry_point']))
         assert p['test'].startswith('def check(candidate):\n') and 4 <= p['test'].count('assert candidate(') <= 6
         sol = t.meta['canonical_solution']
         assert sol.startswith('    return ') if lvl == 0 else (sol.startswith('    ') and '    return ' in sol)
@@ -149,7 +158,8 @@ def test_code_default_is_humaneval():
 
 def digest(tasks) -> str:
     "A fingerprint of the tasks (meta's new `difficulty` key left out)."
-    rows = [[t.id, t.split, t.prompt, t.payload, t.target, {k: v for k, v in t.meta.items() if k != 'difficulty'}] for t in tasks]
+    rows = [[t.id, t.split, t.prompt, t.payload, t.target, {k: v for k, v in t.meta.items() if k != 'difficulty'}]
+            for t in tasks]
     return hashlib.sha256(json.dumps(rows, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
 
 # recorded (seed 0, n=5) before the difficulty levels were added

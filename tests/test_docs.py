@@ -1,4 +1,5 @@
-"The documentation site (`make docs`, tools/docs.py): built once here as make builds it, every internal link resolves, nothing loads from the network, every source has its page, and pages show their saved outputs."
+"""The documentation site (`make docs`, tools/docs.py): built once here as make builds it, every internal link resolves,
+nothing loads from the network, every source has its page, and pages show their saved outputs."""
 import json, re, shutil, subprocess, sys
 from html import unescape
 from html.parser import HTMLParser
@@ -11,7 +12,8 @@ sys.path.insert(0, str(ROOT/'tools'))
 import docs
 
 class _Page(HTMLParser):
-    "A page's ids, its (tag, attribute, url) references, its title, its text (and of it the prose: outside code), the text of its math elements apart."
+    """A page's ids, its (tag, attribute, url) references, its title, its text (and of it the prose: outside code), the
+    text of its math elements apart."""
     def __init__(self):
         super().__init__(convert_charrefs=True)
         self.ids, self.refs, self.text, self.math, self.prose, self.title, self._in = set(), [], [], [], [], '', []
@@ -52,7 +54,8 @@ def saved_output(nb: Path) -> str:
     raise AssertionError(f'{nb} has no saved output to look for')
 
 CHANGED = []   # the build's changes to the sources, which must be none
-SHOWN = ['nbs/00b_stats.ipynb', 'nbs/04_store_b_latency.ipynb', 'nbs/tutorials/own_task.ipynb']   # pages with saved outputs
+# pages with saved outputs
+SHOWN = ['nbs/00b_stats.ipynb', 'nbs/04_store_b_latency.ipynb', 'nbs/tutorials/own_task.ipynb']
 
 @pytest.fixture(scope='module')
 def site(tmp_path_factory) -> Path:
@@ -65,27 +68,32 @@ def site(tmp_path_factory) -> Path:
 
 def _sources() -> dict:
     "Each file under nbs/ and docs/ with its size and modification time, and the names at the repository's top."
-    files = {str(p.relative_to(ROOT)): (p.stat().st_size, p.stat().st_mtime_ns) for d in ('nbs', 'docs') for p in (ROOT/d).rglob('*') if p.is_file()}
+    files = {str(p.relative_to(ROOT)): (p.stat().st_size, p.stat().st_mtime_ns) for d in ('nbs', 'docs')
+             for p in (ROOT/d).rglob('*') if p.is_file()}
     return {**files, **{p.name: 'top' for p in ROOT.iterdir()}}
 
 def test_links_resolve_and_nothing_loads_from_the_network(site):
-    "Every relative href/src of every page names a file of the site, its #anchor an id there; no script or css from http(s)."
+    """Every relative href/src of every page names a file of the site, its #anchor an id there; no script or css from
+    http(s)."""
     parsed, bad, remote = pages(site), [], []
     for page, p in parsed.items():
         for tag, attr, url in p.refs:
             u = urlsplit(url)
-            if tag in ('script', 'link') and (u.scheme in ('http', 'https') or url.startswith('//')): remote.append((page.name, tag, url))
+            if tag in ('script', 'link') and (u.scheme in ('http', 'https') or url.startswith('//')):
+                remote.append((page.name, tag, url))
             if u.scheme or url.startswith('//'): continue   # http(s): papers and GitHub, mailto:
             target = (page.parent/unquote(u.path)).resolve() if u.path else page
             if target.is_dir(): target = target/'index.html'
-            if not target.is_file() or site.resolve() not in target.parents: bad.append((str(page.relative_to(site)), url)); continue
+            if not target.is_file() or site.resolve() not in target.parents:
+                bad.append((str(page.relative_to(site)), url)); continue
             if u.fragment and target.suffix == '.html' and unquote(u.fragment) not in parsed[target].ids:
                 bad.append((str(page.relative_to(site)), url))
     assert not remote, f'loaded from the network: {remote[:10]}'
     assert not bad, f'{len(bad)} internal links that resolve to nothing: {bad[:20]}'
 
 def test_every_source_has_a_page(site):
-    "A page for the front page, every component, continuation, experiment and tutorial notebook, every docs/*.md, and the API."
+    """A page for the front page, every component, continuation, experiment and tutorial notebook, every docs/*.md, and
+    the API."""
     nbs = docs.notebooks()
     assert len([n for n in nbs if n.parent == Path('nbs')]) >= 40 and any('experiments' in n.parts for n in nbs)
     assert any('tutorials' in n.parts for n in nbs) and any('_b_' in n.name for n in nbs)
@@ -102,7 +110,8 @@ def test_every_source_has_a_page(site):
     assert saved_output(ROOT/SHOWN[0]) in text and '#| export' not in text   # outputs shown, directives not
 
 def test_the_source_tree_is_untouched(site):
-    "The build wrote nothing into the sources: no file under nbs/ or docs/ added, changed or removed, nothing new at the top."
+    """The build wrote nothing into the sources: no file under nbs/ or docs/ added, changed or removed, nothing new at
+    the top."""
     assert not CHANGED, CHANGED[:10]
 
 def _chromium():
@@ -110,7 +119,8 @@ def _chromium():
 
 @pytest.mark.parametrize('src', SHOWN)
 def test_pages_in_a_browser(site, src):
-    "Headless Chromium loads the page from file://: its title and a text the notebook's cells saved as output are there."
+    """Headless Chromium loads the page from file://: its title and a text the notebook's cells saved as output are
+    there."""
     exe = _chromium()
     if not exe: pytest.skip('no chromium, chromium-browser or google-chrome on PATH (apt-get install chromium)')
     url = (site/docs.page_of(src)).resolve().as_uri()
@@ -122,9 +132,11 @@ def test_pages_in_a_browser(site, src):
     assert saved_output(ROOT/src) in ''.join(dom.text), (saved_output(ROOT/src), src)
 
 def test_math_is_typeset_by_mathjax_from_the_site(site):
-    "Markdown `$...$` is math (no raw `$\\mathcal` left in the prose), backslashes kept; each page with math loads MathJax from the site."
+    ("Markdown `$...$` is math (no raw `$\\mathcal` left in the prose), backslashes kept; each page with math loads "
+     "MathJax from the site.")
     parsed = pages(site)
-    raw = {str(pg.relative_to(site)): m.group(0) for pg, p in parsed.items() for m in [re.search(r'\$\\[A-Za-z]+', ''.join(p.prose))] if m}
+    raw = {str(pg.relative_to(site)): m.group(0) for pg, p in parsed.items()
+           for m in [re.search(r'\$\\[A-Za-z]+', ''.join(p.prose))] if m}
     assert not raw, f'raw TeX outside a math element: {raw}'
     with_math = {pg: p for pg, p in parsed.items() if p.math}
     for nb in ('nbs/13_workflow.ipynb', 'nbs/14_memrl.ipynb', 'nbs/02_llm.ipynb', 'nbs/16_evolver.ipynb'):
@@ -133,14 +145,16 @@ def test_math_is_typeset_by_mathjax_from_the_site(site):
     assert r'\mathrm{train\_tokens} = n_{param} \times 14100' in math, math[:500]
     assert r'\mathcal{K}_r' in ''.join(parsed[site/docs.page_of('nbs/13_workflow.ipynb')].math)
     for pg, p in with_math.items():
-        srcs = [(pg.parent/unquote(u)).resolve() for t, k, u in p.refs if t == 'script' and k == 'src' and 'mathjax' in u.lower()]
+        srcs = [(pg.parent/unquote(u)).resolve() for t, k, u in p.refs if t == 'script' and k == 'src'
+                and 'mathjax' in u.lower()]
         assert srcs and all(s.is_file() and site.resolve() in s.parents for s in srcs), (pg, srcs)
     mj = site/'_static/mathjax'
     assert (mj/'tex-chtml.js').stat().st_size > 500_000 and any((mj/'output/chtml/fonts/woff-v2').glob('*.woff'))
     assert (mj/'input/tex/extensions/boldsymbol.js').is_file()   # what tex-chtml.js autoloads
 
 def test_every_experiment_page_shows_a_figure(site):
-    "Each experiment page shows its latest recorded run (dated, model, dtype) and at least one figure, an image of the site."
+    """Each experiment page shows its latest recorded run (dated, model, dtype) and at least one figure, an image of the
+    site."""
     exps = [n for n in docs.notebooks() if n.parent.name == 'experiments']
     assert len(exps) >= 11
     report, no_figure = docs.smoke_report(), []
@@ -150,31 +164,37 @@ def test_every_experiment_page_shows_a_figure(site):
         text = ' '.join(''.join(p.text).split())
         assert 'Latest recorded run' in text and report['date'] in text and report['dtype'] in text, nb
         imgs = [(page.parent/unquote(u)).resolve() for t, k, u in p.refs if t == 'img' and k == 'src']
-        if not imgs or not all(i.is_file() and i.stat().st_size > 1000 for i in imgs): no_figure.append(nb.stem); continue
+        if not imgs or not all(i.is_file() and i.stat().st_size > 1000 for i in imgs):
+            no_figure.append(nb.stem); continue
         if nb.stem not in report['figures']:   # a wiring run's figure: dated, and said to be no result
-            assert 'tiny random model' in text and 'say nothing about any method' in text and re.search(r'run \d{4}-\d\d-\d\d on ', text), nb
+            assert ('tiny random model' in text and 'say nothing about any method' in text
+                    and re.search(r'run \d{4}-\d\d-\d\d on ', text)), nb
     assert not no_figure, f'experiment pages without a figure: {no_figure}'
 
 def _sidebar_links(page: Path, site: Path) -> list:
     "The documents the sidebar of `page` links, in order, as site paths without suffix (its own: `href=\"#\"`)."
     html = page.read_text()
     side = html[html.index('class="sphinxsidebar"'):]
-    hrefs = re.findall(r'<a class="(?:current )?reference internal" href="([^"#]*)', side[:side.index('class="footer"')])
-    return [str((page.parent/h).resolve().relative_to(site.resolve()).with_suffix('')) if h else str(page.relative_to(site).with_suffix(''))
-            for h in hrefs]
+    hrefs = re.findall(r'<a class="(?:current )?reference internal" href="([^"#]*)',
+                       side[:side.index('class="footer"')])
+    return [str((page.parent/h).resolve().relative_to(site.resolve()).with_suffix('')) if h
+            else str(page.relative_to(site).with_suffix('')) for h in hrefs]
 
 def _rel(html: str, rel: str) -> str:
     m = re.search(rf'<link rel="{rel}"[^>]*href="([^"]+)"', html)
     return m and m.group(1)
 
 def test_the_sidebar_is_a_reading_order(site):
-    "Every page's sidebar: the tutorial, the component notebooks in number order, the experiments, then docs/ and the API; previous / next follow it."
+    """Every page's sidebar: the tutorial, the component notebooks in number order, the experiments, then docs/ and the
+    API; previous / next follow it."""
     order = [d for ds in docs.reading_order().values() for d in ds]
-    assert order[0] == 'nbs/tutorials/own_task' and order.index('nbs/00_core') < order.index('nbs/experiments/api_renaming') < order.index('api/index')
+    assert (order[0] == 'nbs/tutorials/own_task'
+            and order.index('nbs/00_core') < order.index('nbs/experiments/api_renaming') < order.index('api/index'))
     for page in (site/'index.html', site/'nbs/05c_math.html', site/'docs/running.html'):
         html, links = page.read_text(), _sidebar_links(page, site)
         shown = [d for d in links if d in order]
-        assert shown == [d for d in order if d in shown] and set(order) <= set(links), (page, [d for d in order if d not in links][:5])
+        assert (shown == [d for d in order if d in shown]
+                and set(order) <= set(links)), (page, [d for d in order if d not in links][:5])
         for caption in docs.reading_order(): assert caption in unescape(html), (page, caption)
     front = (site/'index.html').read_text()
     assert _rel(front, 'next') == 'nbs/tutorials/own_task.html' and 'id="rellinks"' in front
@@ -190,5 +210,6 @@ def test_the_footer_is_filled(site):
         html = page.read_text()
         m = re.search(r'<div class="footer">(.*?)</div>', html, flags=re.S)
         foot = m and ' '.join(unescape(re.sub(r'<[^>]+>', ' ', m.group(1))).split())
-        if not foot or not re.match(r'©\d{4}, the cove developers\.', foot): bad.append((str(page.relative_to(site)), foot and foot[:60]))
+        if not foot or not re.match(r'©\d{4}, the cove developers\.', foot):
+            bad.append((str(page.relative_to(site)), foot and foot[:60]))
     assert not bad, bad[:5]

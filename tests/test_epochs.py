@@ -1,4 +1,5 @@
-"`run.epochs > 1`: every method applies each epoch's play of a task as a new episode (`cove.core.EpisodeKeys`), tiny model."
+"""`run.epochs > 1`: every method applies each epoch's play of a task as a new episode (`cove.core.EpisodeKeys`), tiny
+model."""
 import json, os, sqlite3, subprocess, sys
 from pathlib import Path
 import pytest
@@ -12,7 +13,8 @@ def _run(out, method):
            '--set', f'run.epochs={EPOCHS}', '--set', 'model.batch_size=2', '--set', 'model.max_new_tokens=8',
            '--set', 'trigger.k=100', '--set', 'evolver.cold_start=false', '--set', 'evolver.train_every=0',
            '--out', str(out), '--quiet']   # no parametric update: this is about the episode bookkeeping
-    r = subprocess.run(cmd, cwd=ROOT, env={**os.environ, 'OMP_NUM_THREADS': '1'}, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(cmd, cwd=ROOT, env={**os.environ, 'OMP_NUM_THREADS': '1'}, capture_output=True, text=True,
+                       timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     recs = [json.loads(l) for l in (out/'episodes.jsonl').read_text().splitlines() if l.strip()]
     assert sorted(r['epoch'] for r in recs) == sorted(e for e in range(EPOCHS) for _ in range(EPISODES))
@@ -33,12 +35,14 @@ def test_cove_applies_every_epoch(tmp_path):
     recs = _run(tmp_path, 'cove')
     st = json.loads((tmp_path/'workflow_state.json').read_text())
     assert _per_epoch(st['applied']) == WANT, sorted(st['applied'])        # before: epochs 2 and 3 were skipped
-    assert len(st['router']['log']) == EPOCHS * EPISODES                    # routed (and seen by the trigger) every epoch
+    # routed (and seen by the trigger) every epoch
+    assert len(st['router']['log']) == EPOCHS * EPISODES
     assert all(r['channel'] for r in recs)
 
 def test_evolver_applies_every_epoch(tmp_path):
     recs = _run(tmp_path, 'evolver')
-    assert _per_epoch(_keys(tmp_path/'evolver.sqlite', 'episodes')) == WANT   # before: one row per task, later epochs dropped
+    # before: one row per task, later epochs dropped
+    assert _per_epoch(_keys(tmp_path/'evolver.sqlite', 'episodes')) == WANT
     assert all(r['reward'] is not None for r in recs)
 
 def test_memrl_applies_every_epoch(tmp_path):
@@ -46,7 +50,8 @@ def test_memrl_applies_every_epoch(tmp_path):
     assert _per_epoch(_keys(tmp_path/'memrl.sqlite', 'applied')) == WANT
     con = sqlite3.connect(tmp_path/'memrl.sqlite')
     n, intents = con.execute('SELECT COUNT(*), COUNT(DISTINCT intent_id) FROM memories').fetchone(); con.close()
-    assert (n, intents) == (EPOCHS * EPISODES, EPISODES)   # each epoch's memory joins its task's intent (before: a new copy each epoch)
+    # each epoch's memory joins its task's intent (before: a new copy each epoch)
+    assert (n, intents) == (EPOCHS * EPISODES, EPISODES)
 
 def test_coevo_applies_every_epoch(tmp_path):
     recs = _run(tmp_path, 'coevo')

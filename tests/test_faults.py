@@ -1,4 +1,5 @@
-"Issue 14: one run per folder, arguments checked before anything is written, corrupt state files named, `cove check` (tiny model; cheap)."
+"""Issue 14: one run per folder, arguments checked before anything is written, corrupt state files named, `cove check`
+(tiny model; cheap)."""
 import json, os, shutil, subprocess, sys, time
 from pathlib import Path
 import pytest
@@ -9,8 +10,8 @@ COVE = str(Path(sys.executable).parent/'cove')
 ENV = {**os.environ, 'OMP_NUM_THREADS': '1'}
 
 def _run_args(out, method='base', episodes=2):
-    return ['run', '--method', method, '--tasks', 'tableqa,math', '--episodes', str(episodes), '--model', 'tiny', '--seed', '3',
-            '--set', 'model.max_new_tokens=4', '--out', str(out), '--quiet']
+    return ['run', '--method', method, '--tasks', 'tableqa,math', '--episodes', str(episodes), '--model', 'tiny',
+            '--seed', '3', '--set', 'model.max_new_tokens=4', '--out', str(out), '--quiet']
 
 def _episodes(out):
     p = Path(out)/'episodes.jsonl'
@@ -23,13 +24,16 @@ def _main(argv, capsys):
     return rc, o.out, o.err
 
 def test_two_concurrent_launches(tmp_path, capsys):
-    "While one `cove run` plays, a second launch on its folder exits 2 naming the first's pid; the first finishes; the folder checks clean."
+    """While one `cove run` plays, a second launch on its folder exits 2 naming the first's pid; the first finishes; the
+    folder checks clean."""
     import cove.method
     cove.method.import_methods()   # warm this process, so that its launch below reaches the folder at once
     out, args = tmp_path/'R', _run_args(tmp_path/'R', episodes=1)
     a = subprocess.Popen([COVE, *args], cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120   # launch the second once the first is in the folder (it holds the lock before it writes anything)
-    while a.poll() is None and time.time() < deadline and not ((out/'.lock').exists() or (out/'config.json').exists()): time.sleep(0.02)
+    # launch the second once the first is in the folder (it holds the lock before it writes anything)
+    deadline = time.time() + 120
+    while a.poll() is None and time.time() < deadline and not ((out/'.lock').exists() or (out/'config.json').exists()):
+        time.sleep(0.02)
     rc, _, err = _main(args, capsys)   # the second launch: `cove run`'s entry point, in this process
     ea = a.communicate(timeout=300)[1]
     assert a.returncode == 0, ea[-2000:]
@@ -40,12 +44,14 @@ def test_two_concurrent_launches(tmp_path, capsys):
 
 @pytest.mark.parametrize('argv, why', [
     (['run', '--method', 'nosuch', '--tasks', 'math', '--episodes', '2'], "unknown method 'nosuch'"),
-    (['run', '--method', 'oracle', '--tasks', 'math', '--episodes', '-3'], 'episodes per family must be a whole number >= 1, not -3'),
+    (['run', '--method', 'oracle', '--tasks', 'math', '--episodes', '-3'],
+     'episodes per family must be a whole number >= 1, not -3'),
     (['run', '--method', 'oracle', '--tasks', 'math', '--episodes', '0'], '>= 1, not 0'),
     (['run', '--method', 'oracle', '--tasks', 'chess', '--episodes', '2'], "unknown task family 'chess'"),
     (['run', '--method', 'oracle', '--tasks', 'math:nosuch', '--episodes', '2'], "unknown source 'nosuch' for math"),
     (['run', '--method', 'oracle', '--tasks', 'math', '--episodes', '2', '--split', 'nosuch'], "no split 'nosuch'"),
-    (['run', '--method', 'oracle', '--tasks', 'math', '--episodes', '2', '--set', 'run.epochs=0'], 'run.epochs=0: must be >= 1'),
+    (['run', '--method', 'oracle', '--tasks', 'math', '--episodes', '2', '--set', 'run.epochs=0'],
+     'run.epochs=0: must be >= 1'),
     (['demo', '--methods', 'nosuch', '--model', 'tiny'], "unknown method 'nosuch'"),
     (['demo', '--methods', 'oracle', '--episodes', '-1', '--model', 'tiny'], 'not -1'),
 ])
@@ -59,19 +65,23 @@ def test_corrupt_state_file_is_named_not_started_fresh(tmp_path, capsys):
     out = tmp_path/'R'; out.mkdir()
     bad = b'{"method": "cove", "applied": {"math|test|m#0": {"chan'   # a copy cut short
     (out/'workflow_state.json').write_bytes(bad)
-    rc, _, err = _main(['run', '--method', 'cove', '--tasks', 'math', '--episodes', '1', '--model', 'tiny', '--out', out, '--quiet'], capsys)
+    rc, _, err = _main(['run', '--method', 'cove', '--tasks', 'math', '--episodes', '1', '--model', 'tiny', '--out',
+                        out, '--quiet'], capsys)
     assert rc == 2 and err.count('\n') == 1, err
     assert f"{out/'workflow_state.json'} is corrupt" in err and 'move it aside and rerun' in err, err
-    assert (out/'workflow_state.json').read_bytes() == bad and not (out/'episodes.jsonl').exists()   # nothing started over it
+    # nothing started over it
+    assert (out/'workflow_state.json').read_bytes() == bad and not (out/'episodes.jsonl').exists()
     (out/'config.json').write_text('{"spec": {"meth')
-    rc, _, err = _main(['run', '--method', 'oracle', '--tasks', 'math', '--episodes', '1', '--out', out, '--quiet'], capsys)
+    rc, _, err = _main(['run', '--method', 'oracle', '--tasks', 'math', '--episodes', '1', '--out', out, '--quiet'],
+                       capsys)
     assert rc == 2 and f"{out/'config.json'} is corrupt" in err, err
 
 @pytest.fixture(scope='module')
 def good_run(tmp_path_factory):
     "A finished run folder (the oracle: no model to load)."
     out = tmp_path_factory.mktemp('good')/'R'
-    assert main(['run', '--method', 'oracle', '--tasks', 'tableqa,math', '--episodes', '2', '--seed', '3', '--out', str(out), '--quiet']) == 0
+    assert main(['run', '--method', 'oracle', '--tasks', 'tableqa,math', '--episodes', '2', '--seed', '3', '--out',
+                 str(out), '--quiet']) == 0
     return out
 
 def _copy(good, tmp_path):
@@ -79,12 +89,14 @@ def _copy(good, tmp_path):
 
 def _failed(out):
     "Items `cove check` marks FAIL."
-    return [l.split()[1] + (' ' + l.split()[2] if l.split()[1].endswith(':') else '') for l in out.splitlines() if l.startswith('FAIL')]
+    return [l.split()[1] + (' ' + l.split()[2] if l.split()[1].endswith(':') else '') for l in out.splitlines()
+            if l.startswith('FAIL')]
 
 def test_check_passes_on_a_good_folder(good_run, tmp_path, capsys):
     rc, out, _ = _main(['check', good_run], capsys)
     assert rc == 0 and out.rstrip().endswith('no problem in 5 items') and not _failed(out), out
-    exp = tmp_path/'exp'; shutil.copytree(good_run, exp/'oracle'); shutil.copytree(good_run, exp/'base')   # an experiment folder
+    # an experiment folder
+    exp = tmp_path/'exp'; shutil.copytree(good_run, exp/'oracle'); shutil.copytree(good_run, exp/'base')
     rc, out, _ = _main(['check', exp], capsys)
     assert rc == 0 and out.rstrip().endswith('no problem in 10 items') and 'base/episodes.jsonl: unique' in out, out
 
@@ -118,25 +130,31 @@ from cove.check import check_run
 
 FULL = os.environ.get('COVE_FAULTS') == 'full'
 TALLY = Counter()   # kills survived, faults injected, episodes lost: the summary line
-TINY = ['--set', 'model.max_new_tokens=4', '--set', 'agent.shots=0', '--set', 'model.batch_size=1', '--set', 'trigger.k=100', '--set', 'evolver.train_every=0',
-        '--set', 'evolver.cold_start=false', '--set', 'evolver.max_turns=1', '--set', 'memrl.summary_tokens=8', '--set', 'evo_memory.summary_tokens=8']
-STORES = {'harness_only': 'kb.sqlite', 'memrl': 'memrl.sqlite', 'evolver': 'evolver.sqlite', 'evo_memory': 'memory.sqlite', 'coevo': 'coevo.sqlite'}
+TINY = ['--set', 'model.max_new_tokens=4', '--set', 'agent.shots=0', '--set', 'model.batch_size=1', '--set',
+        'trigger.k=100', '--set', 'evolver.train_every=0', '--set', 'evolver.cold_start=false', '--set',
+        'evolver.max_turns=1', '--set', 'memrl.summary_tokens=8', '--set', 'evo_memory.summary_tokens=8']
+STORES = {'harness_only': 'kb.sqlite', 'memrl': 'memrl.sqlite', 'evolver': 'evolver.sqlite',
+          'evo_memory': 'memory.sqlite', 'coevo': 'coevo.sqlite'}
 
 def _argv(out, method, episodes, tasks='tableqa,math'):
-    return ['run', '--method', method, '--tasks', tasks, '--episodes', str(episodes), '--model', 'tiny', '--seed', '3', *TINY, '--out', str(out), '--quiet']
+    return ['run', '--method', method, '--tasks', tasks, '--episodes', str(episodes), '--model', 'tiny', '--seed', '3',
+            *TINY, '--out', str(out), '--quiet']
 
 @pytest.fixture(scope='module', autouse=True)
 def fault_summary(request):
     "After this module: its counts for the summary line (`tests/conftest.py` prints it), and no episode lost."
     yield
-    if _FORK is not None: multiprocessing.forkserver._forkserver._stop()   # the forks' parent process, so that none outlives the tests
+    # the forks' parent process, so that none outlives the tests
+    if _FORK is not None: multiprocessing.forkserver._forkserver._stop()
     counts = {k: TALLY[k] for k in ('kills', 'faults', 'lost')}
     request.config._cove_faults = counts   # printed at the end by `tests/conftest.py`
-    if hasattr(request.config, 'workeroutput'): request.config.workeroutput['cove_faults'] = counts   # an xdist worker: to the controller
+    # an xdist worker: to the controller
+    if hasattr(request.config, 'workeroutput'): request.config.workeroutput['cove_faults'] = counts
     assert TALLY['lost'] == 0, f"{TALLY['lost']} episodes lost"
 
 def _child(argv, err, limit=None):
-    "A forked `cove run`: `cove.cli.main(argv)`, stderr to the file `err`, under a file-size limit of `limit` bytes if given."
+    """A forked `cove run`: `cove.cli.main(argv)`, stderr to the file `err`, under a file-size limit of `limit` bytes if
+    given."""
     fd = os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644); os.dup2(fd, 2); os.dup2(fd, 1)
     if limit: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
     import threading
@@ -145,14 +163,18 @@ def _child(argv, err, limit=None):
     from cove.cli import main as cove_main
     sys.exit(cove_main(argv))
 
-PRELOAD = ['cove.cli', 'cove.run', 'cove.llm', 'cove.train', 'cove.workflow', 'cove.memrl', 'cove.evolver', 'cove.baselines', 'cove.coevo',
-           'cove.sandbox', 'cove.tasks.code', 'cove.tasks.code_levels', 'cove.tasks.code_benchmarks', 'cove.tasks.math', 'cove.tasks.tableqa', 'cove.tasks.multihop', 'cove.tasks.formal',
-           'transformers.models.auto.modeling_auto', 'transformers.models.auto.tokenization_auto', 'transformers.models.llama.modeling_llama',
-           'transformers.models.llama.configuration_llama', 'transformers.generation.utils', 'transformers.tokenization_utils_fast',
-           'peft', 'accelerate', 'sentence_transformers', 'datasets', 'pandas', 'scipy.stats', 'sympy', 'sklearn', 'bm25s']   # what a run imports lazily
+PRELOAD = ['cove.cli', 'cove.run', 'cove.llm', 'cove.train', 'cove.workflow', 'cove.memrl', 'cove.evolver',
+           'cove.baselines', 'cove.coevo', 'cove.sandbox', 'cove.tasks.code', 'cove.tasks.code_levels',
+           'cove.tasks.code_benchmarks', 'cove.tasks.math', 'cove.tasks.tableqa', 'cove.tasks.multihop',
+           'cove.tasks.formal', 'transformers.models.auto.modeling_auto', 'transformers.models.auto.tokenization_auto',
+           'transformers.models.llama.modeling_llama', 'transformers.models.llama.configuration_llama',
+           'transformers.generation.utils', 'transformers.tokenization_utils_fast', 'peft', 'accelerate',
+           # what a run imports lazily
+           'sentence_transformers', 'datasets', 'pandas', 'scipy.stats', 'sympy', 'sklearn', 'bm25s']
 _FORK = None
 def _fork():
-    "Forks of one process that imported cove and every method once: a `cove run` starts in a fraction of a second, not 3-5 s of imports."
+    """Forks of one process that imported cove and every method once: a `cove run` starts in a fraction of a second, not
+    3-5 s of imports."""
     global _FORK
     if _FORK is None:
         _FORK = multiprocessing.get_context('forkserver')
@@ -167,7 +189,8 @@ def _nlines(p:Path) -> int:
     except FileNotFoundError: return 0
 
 def _tear(p:Path, rng) -> int:
-    "Cut a random number of bytes (1 .. the whole last line) off the end of `p`, as a kill mid-write leaves it; returns how many."
+    """Cut a random number of bytes (1 .. the whole last line) off the end of `p`, as a kill mid-write leaves it;
+    returns how many."""
     data = p.read_bytes(); last = len(data) - (data.rstrip(b'\n').rfind(b'\n') + 1)
     k = rng.randint(1, last); p.write_bytes(data[:-k]); return k
 
@@ -182,10 +205,12 @@ def _finish(out, argv, err, n):
     assert not bad, bad
     _store_agrees(out)
 
-APPLIED = {'memrl.sqlite': 'applied', 'evolver.sqlite': 'episodes'}   # the stores' own tables of applied episodes (`cove check` compares the JSON states)
+# the stores' own tables of applied episodes (`cove check` compares the JSON states)
+APPLIED = {'memrl.sqlite': 'applied', 'evolver.sqlite': 'episodes'}
 
 def _store_agrees(out):
-    "Every recorded episode is applied once in the method's store, and nothing else is: its state agrees with the records."
+    """Every recorded episode is applied once in the method's store, and nothing else is: its state agrees with the
+    records."""
     import sqlite3
     from cove.check import record_keys
     want = sorted(k for k, _ in record_keys(_episodes(out)))
@@ -197,7 +222,8 @@ def _store_agrees(out):
         assert have == want, (name, sorted(set(have) ^ set(want))[:5], len(have), len(want))
 
 def _kill_and_resume(tmp_path, method, kills, tear_p=0.0, logs=()):
-    "`kills` times: start the run, wait for a new episode, kill -9 it a seeded random moment later (up to a quarter of the time it took to get there), maybe tear a log's tail; then finish and check."
+    """`kills` times: start the run, wait for a new episode, kill -9 it a seeded random moment later (up to a quarter of
+    the time it took to get there), maybe tear a log's tail; then finish and check."""
     rng = random.Random(zlib.crc32(method.encode()))
     per = 16 if FULL else 6; n = 2 * per
     out, err = tmp_path/'R', tmp_path/'stderr.txt'; argv = _argv(out, method, per)
@@ -205,7 +231,8 @@ def _kill_and_resume(tmp_path, method, kills, tear_p=0.0, logs=()):
     for _ in range(kills):
         before = _nlines(out/'episodes.jsonl'); t0 = time.time(); p = _start(argv, err)
         while p.is_alive() and _nlines(out/'episodes.jsonl') <= before and time.time() < t0 + 300: time.sleep(0.01)
-        time.sleep(rng.uniform(0, 0.25) * min(time.time() - t0, 0.2))   # a random moment soon after it (on an idle machine a tiny run ends within a second)
+        # a random moment soon after it (on an idle machine a tiny run ends within a second)
+        time.sleep(rng.uniform(0, 0.25) * min(time.time() - t0, 0.2))
         if not p.is_alive():
             assert p.exitcode == 0, Path(err).read_text()[-3000:]
             break   # it finished first
@@ -220,13 +247,15 @@ KILLED = ['base', 'harness_only', 'memrl', 'evo_memory', 'evolver'] if FULL else
 
 @pytest.mark.parametrize('method', KILLED)
 def test_kills_then_resume(tmp_path, method):
-    "kill -9 at seeded random moments, each followed by a resume (and, now and then, a torn tail); then `cove check` passes with every episode once."
+    """kill -9 at seeded random moments, each followed by a resume (and, now and then, a torn tail); then `cove check`
+    passes with every episode once."""
     k = 10 if FULL else 2
     done = _kill_and_resume(tmp_path, method, k, tear_p=0.3 if FULL else 0.0)
     assert done == k, f"only {done} of {k} kills landed before the run ended"
 
 def test_torn_tail_then_resume(tmp_path):
-    "A kill, then a random number of bytes (short of the whole line) cut off the tail of episodes.jsonl and of the method's own logs: the resume moves the torn bytes to `.torn` and loses nothing."
+    """A kill, then a random number of bytes (short of the whole line) cut off the tail of episodes.jsonl and of the
+    method's own logs: the resume moves the torn bytes to `.torn` and loses nothing."""
     method, logs = ('coevo', ('coevo_llm.jsonl', 'coevo_judge.jsonl')) if FULL else ('harness_only', ())
     rng = random.Random(zlib.crc32(b'torn' + method.encode()))
     out, err = tmp_path/'R', tmp_path/'stderr.txt'; argv = _argv(out, method, 3)
@@ -237,24 +266,31 @@ def test_torn_tail_then_resume(tmp_path):
     torn = [q for q in [out/'episodes.jsonl', *(out/l for l in logs)] if q.exists() and q.stat().st_size > 2]
     for q in torn:
         data = q.read_bytes(); last = len(data) - (data.rstrip(b'\n').rfind(b'\n') + 1)
-        q.write_bytes(data[:-rng.randint(1, last - 1)]); TALLY['faults'] += 1   # part of the last line stays: a torn record
+        # part of the last line stays: a torn record
+        q.write_bytes(data[:-rng.randint(1, last - 1)]); TALLY['faults'] += 1
     _finish(out, argv, err, 6)
     assert (out/'episodes.jsonl.torn').exists()   # the torn bytes were kept, not appended to
-    for q in torn[1:]: [json.loads(l) for l in q.read_text().splitlines()[:-1]]   # the method's own logs: every line but a torn last one parses
+    # the method's own logs: every line but a torn last one parses
+    for q in torn[1:]: [json.loads(l) for l in q.read_text().splitlines()[:-1]]
 
 def _cove(argv, limit=None):
     "A real `cove` subprocess, under a file-size limit (`RLIMIT_FSIZE`) when `limit` is given."
     pre = (lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))) if limit else None
-    return subprocess.run([COVE, *map(str, argv)], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600, preexec_fn=pre)
+    return subprocess.run([COVE, *map(str, argv)], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600,
+                          preexec_fn=pre)
 
 def _stopped_cleanly(r, out, why, named=None):
-    "The run stopped with exit 3 and one line naming the file in `named` (default `out`) it could not write, why (one of `why`, split at `|`), and what to do; nothing written in `out` is damaged."
+    """The run stopped with exit 3 and one line naming the file in `named` (default `out`) it could not write, why (one
+    of `why`, split at `|`), and what to do; nothing written in `out` is damaged."""
     assert r.returncode == 3 and 'Traceback' not in r.stderr, r.stderr[-3000:]
     last = r.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"cove run: error: could not write {named or out}/") and any(f"({w})" in last for w in why.split('|')) and 'free some disk space' in last and 'rerun the same command to resume' in last, last
+    assert (last.startswith(f"cove run: error: could not write {named or out}/")
+            and any(f"({w})" in last for w in why.split('|')) and 'free some disk space' in last
+            and 'rerun the same command to resume' in last), last
     data = (Path(out)/'episodes.jsonl').read_bytes() if (Path(out)/'episodes.jsonl').exists() else b''
     assert not data or data.endswith(b'\n'), data[-200:]   # no torn record left behind
-    bad = [i for i in check_run(out) if not i[1] and i[0] != 'metrics.json']   # metrics.json may be a batch behind: the rerun rewrites it
+    # metrics.json may be a batch behind: the rerun rewrites it
+    bad = [i for i in check_run(out) if not i[1] and i[0] != 'metrics.json']
     assert not bad, bad
     TALLY['faults'] += 1
 
@@ -262,7 +298,8 @@ DISKED = ['base', 'harness_only', 'memrl', 'evo_memory', 'evolver'] if FULL else
 
 @pytest.mark.parametrize('method', DISKED)
 def test_file_size_limit_then_resume(tmp_path, method):
-    "Under a file-size limit (a full disk, as far as a write can tell) the run stops with one line naming the file; rerun with room, it resumes to the end."
+    """Under a file-size limit (a full disk, as far as a write can tell) the run stops with one line naming the file;
+    rerun with room, it resumes to the end."""
     rng = random.Random(zlib.crc32(b'disk' + method.encode()))
     out, err = tmp_path/'R', tmp_path/'stderr.txt'; argv = _argv(out, method, 4)
     # 9500 bytes: config.json fits (with its run id and data fingerprint), the records do not
@@ -272,7 +309,8 @@ def test_file_size_limit_then_resume(tmp_path, method):
             p = _start(argv, err, limit=lim); p.join(600)
             r = subprocess.CompletedProcess(argv, p.exitcode, '', err.read_text())
         if r.returncode == 0 and lim != 9500: break   # room enough for the rest
-        _stopped_cleanly(r, out, 'File too large' if method == 'base' else 'File too large|disk I/O error|database or disk is full')   # SQLite names its own error
+        _stopped_cleanly(r, out, 'File too large' if method == 'base'
+                         else 'File too large|disk I/O error|database or disk is full')   # SQLite names its own error
     _finish(out, argv, err, 8)
 
 def _can_unshare() -> bool:
@@ -281,10 +319,12 @@ def _can_unshare() -> bool:
 
 @pytest.mark.skipif(not _can_unshare(), reason='needs `unshare -m` (root) for a small tmpfs')
 def test_full_disk_then_resume(tmp_path):
-    "On a full disk (a 24 KiB tmpfs in a private mount namespace) the run stops with one line, ENOSPC; its folder, copied out, resumes to the end."
+    """On a full disk (a 24 KiB tmpfs in a private mount namespace) the run stops with one line, ENOSPC; its folder,
+    copied out, resumes to the end."""
     mnt, out = tmp_path/'mnt', tmp_path/'R'; mnt.mkdir()
     script = f'mount -t tmpfs -o size=24k tmpfs {mnt} || exit 99; "$@"; rc=$?; cp -a {mnt}/R {out}; exit $rc'
-    r = subprocess.run(['unshare', '-m', 'sh', '-c', script, 'sh', COVE, *_argv(mnt/'R', 'base', 4)], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(['unshare', '-m', 'sh', '-c', script, 'sh', COVE, *_argv(mnt/'R', 'base', 4)], cwd=ROOT, env=ENV,
+                       capture_output=True, text=True, timeout=600)
     _stopped_cleanly(r, out, 'No space left on device', named=mnt/'R')   # the folder as copied out of the tmpfs
     _finish(out, _argv(out, 'base', 4), tmp_path/'stderr.txt', 8)
 
@@ -292,21 +332,26 @@ CORRUPTED = list(STORES) if FULL else ['memrl']
 
 @pytest.mark.parametrize('method', CORRUPTED)
 def test_corrupt_store_named_then_set_aside(tmp_path, capsys, method):
-    "Garbage over a method's store: one line naming it, the file untouched; with --set-aside-corrupt it is moved aside and the run goes on with a fresh store."
+    """Garbage over a method's store: one line naming it, the file untouched; with --set-aside-corrupt it is moved aside
+    and the run goes on with a fresh store."""
     store, out = STORES[method], tmp_path/'R'; argv = _argv(out, method, 1)
-    p = _start(argv, tmp_path/'stderr.txt'); p.join(600)   # in another process: a connection left open here would write the old store back over the garbage
+    # in another process: a connection left open here would write the old store back over the garbage
+    p = _start(argv, tmp_path/'stderr.txt'); p.join(600)
     assert p.exitcode == 0, (tmp_path/'stderr.txt').read_text()[-3000:]
-    p = out/'episodes.jsonl'; p.write_text(''.join(p.read_text().splitlines(keepends=True)[:-1]))   # one episode left to play
+    # one episode left to play
+    p = out/'episodes.jsonl'; p.write_text(''.join(p.read_text().splitlines(keepends=True)[:-1]))
     garbage = b'garbage, not a database ' * 64
     for side in ('-wal', '-shm'): Path(f"{out/store}{side}").unlink(missing_ok=True)
     (out/store).write_bytes(garbage); TALLY['faults'] += 1
     rc, _, err = _main(argv, capsys)
-    assert rc == 2 and err.count('\n') == 1 and f"{out/store} is not a sound SQLite database" in err and '--set-aside-corrupt' in err, err
+    assert (rc == 2 and err.count('\n') == 1 and f"{out/store} is not a sound SQLite database" in err
+            and '--set-aside-corrupt' in err), err
     assert (out/store).read_bytes() == garbage and len(_episodes(out)) == 1   # untouched, nothing played
     rc, _, err = _main([*argv, '--set-aside-corrupt'], capsys); assert rc == 0, err
     aside = list(out.glob(f'{store}.corrupt-*'))
     assert len(aside) == 1 and aside[0].read_bytes() == garbage
-    assert [(e['path'], e['recorded']) for e in (json.loads(l) for l in (out/'set_aside.jsonl').read_text().splitlines())] == [(store, 1)]
+    assert [(e['path'],
+             e['recorded']) for e in (json.loads(l) for l in (out/'set_aside.jsonl').read_text().splitlines())] == [(store, 1)]
     assert sorted(e['episode'] for e in _episodes(out)) == [0, 1]
     rc, o, e = _main(['check', out], capsys)
     assert rc == 0 and f"set aside: {store}" in o, o + e

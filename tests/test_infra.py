@@ -19,7 +19,8 @@ def test_unreachable_backend_stops_with_exit_3(tmp_path, hostile):
 
 def test_recorded_infra_errors_are_replayed(tmp_path):
     out = tmp_path/'r'
-    assert _cove('run', '--method', 'oracle', '--tasks', 'math', '--episodes', '3', '--out', str(out), '--quiet').returncode == 0
+    assert _cove('run', '--method', 'oracle', '--tasks', 'math', '--episodes', '3', '--out', str(out),
+                 '--quiet').returncode == 0
     recs = _recs(out/'episodes.jsonl')
     for r in recs[1:]: r.update(status='error', success=False, message='policy error: ConnectError: refused')
     (out/'episodes.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in recs))   # as an older cove recorded them
@@ -45,7 +46,8 @@ class _Drip(http.server.BaseHTTPRequestHandler):
                 time.sleep(0.5)
 
 def test_a_dripping_server_ends_at_the_deadline_with_exit_3(tmp_path, hostile):
-    "Issue 42, item 7: a served backend that sends headers and then a byte every few seconds ends the run, not hangs it."
+    """Issue 42, item 7: a served backend that sends headers and then a byte every few seconds ends the run, not hangs
+    it."""
     srv = http.server.ThreadingHTTPServer(('127.0.0.1', 0), _Drip)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     out, t0 = tmp_path/'r', time.monotonic()

@@ -4,21 +4,24 @@ worked examples that share no text with the measurement cases."""
 import pytest
 from collections import Counter
 from cove.judge import Judge, few_shot, fill, CONTENT_FREE
-from cove.router import (CHANNELS, ROUTING_CASES, ROUTE_SHOTS, ROUTE_TEMPLATE, Router, clip, route_template, routing_judge_cases,
-                         router_agreement)
-from cove.knowledgepo import (KB_OP_CASES, KB_OP_PROMPT, KB_OP_SHOTS, KB_OPS, VOLATILITY_CASES, VOLATILITY_PROMPT, VOLATILITY_SHOTS,
-                              Candidate, kb_op_content, kb_op_prompt, kb_op_agreement, label_candidate, volatility_agreement,
-                              volatility_prompt)
+from cove.router import (CHANNELS, ROUTING_CASES, ROUTE_SHOTS, ROUTE_TEMPLATE, Router, clip, route_template,
+                         routing_judge_cases, router_agreement)
+from cove.knowledgepo import (KB_OP_CASES, KB_OP_PROMPT, KB_OP_SHOTS, KB_OPS, VOLATILITY_CASES, VOLATILITY_PROMPT,
+                              VOLATILITY_SHOTS, Candidate, kb_op_content, kb_op_prompt, kb_op_agreement,
+                              label_candidate, volatility_agreement, volatility_prompt)
 from cove.store import LABELS
 
 ROLES = {  # role: (zero-shot template, few-shot template builder, number of shots, cases as (texts, gold), options)
-    'routing': (ROUTE_TEMPLATE, route_template, len(ROUTE_SHOTS), [((c['task'].prompt,), c['gold']) for c in ROUTING_CASES], CHANNELS),
-    'volatility': (VOLATILITY_PROMPT, volatility_prompt, len(VOLATILITY_SHOTS), [((t,), g) for t, g in VOLATILITY_CASES], LABELS),
+    'routing': (ROUTE_TEMPLATE, route_template, len(ROUTE_SHOTS),
+                [((c['task'].prompt,), c['gold']) for c in ROUTING_CASES], CHANNELS),
+    'volatility': (VOLATILITY_PROMPT, volatility_prompt, len(VOLATILITY_SHOTS),
+                   [((t,), g) for t, g in VOLATILITY_CASES], LABELS),
     'kb_op': (KB_OP_PROMPT, kb_op_prompt, len(KB_OP_SHOTS), [((a, b), g) for a, b, g in KB_OP_CASES], KB_OPS[:3]),
 }
 SHOT_TEXTS = {'routing': [c['task'].prompt for c in ROUTE_SHOTS], 'volatility': [t for t, _ in VOLATILITY_SHOTS],
               'kb_op': [t for a, b, _ in KB_OP_SHOTS for t in (a, b)]}
-SHOT_GOLDS = {'routing': [c['gold'] for c in ROUTE_SHOTS], 'volatility': [g for _, g in VOLATILITY_SHOTS], 'kb_op': [g for *_, g in KB_OP_SHOTS]}
+SHOT_GOLDS = {'routing': [c['gold'] for c in ROUTE_SHOTS], 'volatility': [g for _, g in VOLATILITY_SHOTS],
+              'kb_op': [g for *_, g in KB_OP_SHOTS]}
 
 
 @pytest.mark.parametrize('role', list(ROLES))
@@ -37,7 +40,8 @@ def test_few_shot_templates_keep_the_content_slot(role):
     for k in range(1, n + 1):
         t = build(k)
         assert t.count('{content}') == 1 and t.count('\nAnswer: ') == k
-        assert fill(t, 'THE CASE').index('THE CASE') > t.rindex('Answer: ')       # the case comes after every worked example
+        # the case comes after every worked example
+        assert fill(t, 'THE CASE').index('THE CASE') > t.rindex('Answer: ')
     assert set(SHOT_GOLDS[role]) == set(options) and 2 <= n <= 8
     with pytest.raises(ValueError, match='must be in'): build(n + 1)
 
@@ -54,7 +58,9 @@ def test_few_shot_rejects_bad_templates():
     with pytest.raises(ValueError, match='exactly one'): few_shot('no slot', [('a', 'b')])
     with pytest.raises(ValueError, match='exactly one'): few_shot('{content} and {content}', [('a', 'b')])
     assert few_shot('X: {content}', []) == 'X: {content}'
-    assert few_shot('Rules.\nX: {content}\nPick.', [('one', 'a')]) == 'Rules.\nWorked examples:\n\nX: one\nAnswer: a\n\nNow the case to decide:\nX: {content}\nPick.'
+    assert few_shot('Rules.\nX: {content}\nPick.',
+                    [('one', 'a')]) == ('Rules.\nWorked examples:\n\nX: one\nAnswer: a\n\nNow the case to decide:\n'
+                                        'X: {content}\nPick.')
 
 
 @pytest.fixture(scope='module')

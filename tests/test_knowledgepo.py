@@ -1,4 +1,5 @@
-"Package-level tests of `cove.knowledgepo`: rule extraction on every question type, KB operations, promotion, renaming through the real environment, the anti-recitation reward and memory release."
+"""Package-level tests of `cove.knowledgepo`: rule extraction on every question type, KB operations, promotion, renaming
+through the real environment, the anti-recitation reward and memory release."""
 import json
 from dataclasses import replace
 from types import SimpleNamespace as NS
@@ -7,10 +8,11 @@ from cove.tasks.base import EpisodeResult, replay_reference
 from cove.store import Entry, KnowledgeBase
 from cove.tasks.surface import rename, with_surface, Surface
 from cove.tasks.tableqa import EmbeddedTableQA, QTYPES, default_surface, replay
-from cove.knowledgepo import (Candidate, KPOStats, KnowledgePO, names_in, rename_names, rule_candidates, extract_candidates,
-                              label_candidate, update_kb, promote_revised, revision_counts, rename_volatile, memory_aware_prompt,
-                              legal_names, observed_names, anti_recitation_reward, recitation_violations, called_names, release,
-                              had_utility, uninformative, FEEDBACK_HINTS, surface_names)
+from cove.knowledgepo import (Candidate, KPOStats, KnowledgePO, names_in, rename_names, rule_candidates,
+                              extract_candidates, label_candidate, update_kb, promote_revised, revision_counts,
+                              rename_volatile, memory_aware_prompt, legal_names, observed_names, anti_recitation_reward,
+                              recitation_violations, called_names, release, had_utility, uninformative, FEEDBACK_HINTS,
+                              surface_names)
 
 ENV = EmbeddedTableQA()
 TASKS = ENV.tasks('same', n=12, seed=1)
@@ -38,7 +40,8 @@ def test_names_in_symbol_rule():
     s = Surface(2, {'count': 'tally', 'lookup': 'tbl_get', 'sum': 'total'})
     assert names_in('tally the rows, then total them', s) == []                     # plain words
     assert names_in("call tally(x); 'total' is gone; use tbl_get", s) == ['tally', 'total', 'tbl_get']
-    assert names_in('tally_v2(x) and my_tally', s) == []                             # other identifiers, not these names
+    # other identifiers, not these names
+    assert names_in('tally_v2(x) and my_tally', s) == []
     assert names_in('x.tally(1)', s) == []                                           # a method of something else
     assert names_in('run `asklib` or exec.sql(q) but not (this)', None) == ['asklib', 'exec.sql']
 
@@ -52,9 +55,11 @@ def test_rule_candidates_success_every_qtype(i):
     used = list(dict.fromkeys(c.name for c in r.state.calls))
     assert (vol.kind, vol.proposed, vol.names) == ('skill', 'volatile', used)
     assert (stab.kind, stab.proposed, stab.names) == ('skill', 'stable', [])
-    for s in (V1, rename(V1, 0), rename(V1, 1)):                                     # the stable twin is name-free on any surface
+    # the stable twin is name-free on any surface
+    for s in (V1, rename(V1, 0), rename(V1, 1)):
         assert names_in(stab.content, s) == []
-    assert '<' in vol.content and '<' in stab.content                                # values of the question became placeholders
+    # values of the question became placeholders
+    assert '<' in vol.content and '<' in stab.content
     assert task.payload['qtype'] == QTYPES[i]
 
 
@@ -63,8 +68,10 @@ def test_rule_candidates_failures():
     st, fb = replay(ENV, task, ['Action: count("x", "y")', 'Answer: nope'])
     mem, hint = rule_candidates(task, EpisodeResult(task, st, fb))
     assert mem.names == surface_names(task.payload['surface']) and mem.proposed == 'volatile'
-    assert "'count' is not a tool" in mem.content and (fb.kind, hint.content) == ('tool_error', FEEDBACK_HINTS['tool_error'])
-    st, fb = replay(ENV, TASKS[2], ['I think it is 3.'])                              # no call, no answer: format failure
+    assert ("'count' is not a tool" in mem.content
+            and (fb.kind, hint.content) == ('tool_error', FEEDBACK_HINTS['tool_error']))
+    # no call, no answer: format failure
+    st, fb = replay(ENV, TASKS[2], ['I think it is 3.'])
     no_call, fmt = ENV.hints['no_tool_call'], ENV.hints['format']                   # the table family's own wording
     assert [c.content for c in rule_candidates(TASKS[2], EpisodeResult(TASKS[2], st, fb))] == [no_call, fmt]
     assert rule_candidates(TASKS[2], EpisodeResult(TASKS[2], st, fb), max_candidates=1)[0].content == no_call
@@ -99,9 +106,14 @@ def test_update_kb_operations(emb):
     vol, stab = [labelled(c) for c in rule_candidates(TASKS[1], r)]
     assert [update_kb(kb, c, stats=s).op for c in (vol, stab)] == ['insert', 'insert']   # different volatility sides
     assert update_kb(kb, vol, stats=s).op == 'merge'                                     # the same content again
-    stale = labelled(rule_candidates(TASKS[1], EpisodeResult(TASKS[1], *replay(ENV, with_surface(TASKS[1], rename(V1, 2)), ['Action: count(1)', 'Answer: 0'])))[0])
+    stale = labelled(rule_candidates(TASKS[1],
+                                     EpisodeResult(TASKS[1],
+                                                   *replay(ENV, with_surface(TASKS[1], rename(V1, 2)),
+                                                           ['Action: count(1)', 'Answer: 0'])))[0])
     fresh_task = with_surface(TASKS[1], rename(rename(V1, 2), 3))
-    fresh = labelled(rule_candidates(fresh_task, EpisodeResult(fresh_task, *replay(ENV, fresh_task, ['Action: count(1)', 'Answer: 0'])))[0])
+    fresh = labelled(rule_candidates(fresh_task,
+                                     EpisodeResult(fresh_task,
+                                                   *replay(ENV, fresh_task, ['Action: count(1)', 'Answer: 0'])))[0])
     a, b = update_kb(kb, stale, stats=s), update_kb(kb, fresh, stats=s)
     assert (a.op, b.op, b.entry_id) == ('insert', 'revise', a.entry_id)
     assert kb.get(a.entry_id).names == fresh.names and kb.get(a.entry_id).revisions == 1
@@ -132,10 +144,12 @@ def test_renamed_episode_is_consistent(emb, seed):
     stable = [e for e in p.entries if e.label == 'stable'][0]
     new = Surface.from_dict(p.task.payload['surface'])
     assert set(vol.names) <= set(new.names.values()) and names_in(vol.content, V1) == []
-    assert stable.content == kb.get(stable.id).content                                       # stable knowledge untouched
+    # stable knowledge untouched
+    assert stable.content == kb.get(stable.id).content
     assert p.legal == set(new.names.values()) and set(vol.names) <= p.observed
     for n in vol.names: assert f'- {n}(' in p.messages[0]['content']                         # documented surface agrees
-    ref = [rename_names(a, p.mapping) for a in ENV.reference(task)]                          # the gold plan under the new names
+    # the gold plan under the new names
+    ref = [rename_names(a, p.mapping) for a in ENV.reference(task)]
     st, fb = replay(ENV, p.task, ref)
     assert fb.success and st.api_correct
     assert anti_recitation_reward(fb.score, st.calls, p.legal, p.observed) == 1.0
@@ -150,10 +164,12 @@ def test_anti_recitation_reward_numbers():
     assert anti_recitation_reward(1.0, ['old'], legal, seen) == 0.5
     assert anti_recitation_reward(0.0, ['invented'], legal, seen, lam=1.0) == -1.0
     assert anti_recitation_reward(0.5, ['c_1'], legal | {'c_1'}, seen, lam=0.25) == 0.25
-    assert recitation_violations([NS(name='old'), 'a_1', 'c_1'], legal | {'c_1'}, seen) == [('old', 'stale'), ('c_1', 'unobserved')]
+    assert recitation_violations([NS(name='old'), 'a_1', 'c_1'], legal | {'c_1'}, seen) == [('old', 'stale'),
+                                                                                            ('c_1', 'unobserved')]
     assert called_names('Thought.\nAction: tbl_get("a", 1)\nAnswer: 3') == ['tbl_get']
     s = KPOStats()
-    anti_recitation_reward(1.0, ['old'], legal, seen, stats=s); anti_recitation_reward(1.0, ['a_1'], legal, seen, stats=s)
+    anti_recitation_reward(1.0, ['old'], legal, seen, stats=s)
+    anti_recitation_reward(1.0, ['a_1'], legal, seen, stats=s)
     assert s.penalties == 1
 
 
@@ -168,10 +184,12 @@ def test_legal_and_observed_names():
 
 def test_release_every_branch(emb):
     kb = KnowledgeBase(embedder=emb)
-    spec = {'keep': ('stable', 2, 1, None, 0.5), 'edge': ('stable', 0, 0, 0.2, 0.25), 'intern': ('stable', 1, 1, 0.5, 0.125),
-            'neg_pre': ('stable', 3, 3, -0.1, 0.9), 'unused': ('stable', 0, 0, None, 0.9), 'vol': ('volatile', 1, 1, 0.3, -0.5),
+    spec = {'keep': ('stable', 2, 1, None, 0.5), 'edge': ('stable', 0, 0, 0.2, 0.25),
+            'intern': ('stable', 1, 1, 0.5, 0.125), 'neg_pre': ('stable', 3, 3, -0.1, 0.9),
+            'unused': ('stable', 0, 0, None, 0.9), 'vol': ('volatile', 1, 1, 0.3, -0.5),
             'strat': ('strategic', 1, 1, 0.3, -0.5)}
-    ids = {k: kb.insert(Entry(f'{k} lesson about rows', 'memory', lab, uses=u, successes=s, delta_pre=d)) for k, (lab, u, s, d, _) in spec.items()}
+    ids = {k: kb.insert(Entry(f'{k} lesson about rows', 'memory', lab, uses=u, successes=s, delta_pre=d)) for k,
+           (lab, u, s, d, _) in spec.items()}
     score = {ids[k]: 0.5 + v[4] for k, v in spec.items()}
     seen = []
     def evaluate_fn(tasks, entries):
@@ -180,7 +198,8 @@ def test_release_every_branch(emb):
     s = KPOStats()
     out = release(kb, evaluate_fn, ['h1'], threshold=0.25, stats=s, min_tasks=1)
     assert out['kept'] == [ids['unused'], ids['keep']]              # never A/B-tested: kept; Δ = 0.5 > threshold
-    assert out['internalized'] == [ids['intern'], ids['edge']]      # Δ = 0.125, and Δ == threshold (§4.4.2: Δ_post <= threshold)
+    # Δ = 0.125, and Δ == threshold (§4.4.2: Δ_post <= threshold)
+    assert out['internalized'] == [ids['intern'], ids['edge']]
     assert out['discarded'] == [ids['neg_pre']]                     # an A/B before training measured no utility
     assert out['protected'] == [ids['vol'], ids['strat']]
     assert seen.count(()) == 1 and len(seen) == 4
@@ -188,7 +207,8 @@ def test_release_every_branch(emb):
     assert kb.get(ids['vol']).delta_post is None
     assert dict(s.releases) == {'internalized': 2, 'discarded': 1, 'kept': 2, 'protected': 2, 'untested': 0}
     assert out['n'] == 1 and out['untested'] == []
-    assert [had_utility(Entry('x y z w', 'memory', 'stable', uses=2, successes=s_, delta_pre=d)) for s_, d in ((0, None), (1, None), (1, 0.0))] == [False, True, False]
+    assert [had_utility(Entry('x y z w', 'memory', 'stable', uses=2, successes=s_, delta_pre=d)) for s_,
+            d in ((0, None), (1, None), (1, 0.0))] == [False, True, False]
     empty = release(KnowledgeBase(embedder=emb), lambda *a: pytest.fail('no entry needs an A/B'), ['h1'])
     assert [empty[k] for k in ('internalized', 'discarded', 'kept', 'protected', 'deltas')] == [[], [], [], [], {}]
 
@@ -226,7 +246,8 @@ class RecordingJudge(FixedJudge):
 
 
 def test_knowledgepo_labels_with_the_six_shot_prompt(emb):
-    "The pipeline's volatility judge reads the six worked examples by default (the measured best); `label_shots=0` is the zero-shot template."
+    """The pipeline's volatility judge reads the six worked examples by default (the measured best); `label_shots=0` is
+    the zero-shot template."""
     from cove.knowledgepo import volatility_prompt, VOLATILITY_PROMPT
     for shots, want in ((None, volatility_prompt(6)), (0, VOLATILITY_PROMPT)):
         j = RecordingJudge('stable')

@@ -7,7 +7,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 JUPYTER = Path(sys.executable).parent/'jupyter'
-# what `make lab` runs: its flags (no browser, loopback only) and its settings folder (the save hook; no news feed, no update
+# what `make lab` runs: its flags (no browser, loopback only) and its settings folder (the save hook; no news feed, no
+# update
 # check, no PyPI extension manager)
 LAB_FLAGS = ['--no-browser', '--ip', '127.0.0.1']
 LAB_CONFIG = ROOT/'tools'/'lab'
@@ -18,7 +19,8 @@ def _free_port() -> int:
         s.bind(('127.0.0.1', 0)); return s.getsockname()[1]
 
 def _api(base, token, path, method='GET', body=None, timeout=10):
-    req = urllib.request.Request(base + path, method=method, headers={'Authorization': f'token {token}', 'Content-Type': 'application/json'},
+    req = urllib.request.Request(base + path, method=method,
+                                 headers={'Authorization': f'token {token}', 'Content-Type': 'application/json'},
                                  data=None if body is None else json.dumps(body).encode())
     with urllib.request.urlopen(req, timeout=timeout) as r:
         data = r.read()
@@ -48,12 +50,13 @@ def test_jupyterlab_lists_saves_clean_and_starts_a_kernel(tmp_path):
     port, token = _free_port(), secrets.token_hex(16)
     base = f'http://127.0.0.1:{port}'
     env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(tmp_path/'runtime'), JUPYTER_CONFIG_DIR=str(tmp_path/'config'),
-               JUPYTERLAB_SETTINGS_DIR=str(tmp_path/'settings'), JUPYTERLAB_WORKSPACES_DIR=str(tmp_path/'ws'), OMP_NUM_THREADS='1',
-               JUPYTER_CONFIG_PATH=str(LAB_CONFIG))
+               JUPYTERLAB_SETTINGS_DIR=str(tmp_path/'settings'), JUPYTERLAB_WORKSPACES_DIR=str(tmp_path/'ws'),
+               OMP_NUM_THREADS='1', JUPYTER_CONFIG_PATH=str(LAB_CONFIG))
     log = (tmp_path/'lab.log').open('w')
     root = ['--allow-root'] if os.geteuid() == 0 else []   # as `make lab` does in a container running as root
-    proc = subprocess.Popen([str(JUPYTER), 'lab', *LAB_FLAGS, *root, '--port', str(port), f'--IdentityProvider.token={token}',
-                             f'--ServerApp.root_dir={repo}', '--ServerApp.port_retries=0'],
+    proc = subprocess.Popen([str(JUPYTER), 'lab', *LAB_FLAGS, *root, '--port', str(port),
+                             f'--IdentityProvider.token={token}', f'--ServerApp.root_dir={repo}',
+                             '--ServerApp.port_retries=0'],
                             cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         t0 = time.time()
@@ -72,12 +75,15 @@ def test_jupyterlab_lists_saves_clean_and_starts_a_kernel(tmp_path):
         assert st == 200 and want and want <= listed, (want, listed)
         # the news pop-up and the update check are off in the lab's settings
         st, note = _api(base, token, '/lab/api/settings/@jupyterlab/apputils-extension:notification')
-        props = note['schema']['properties']   # the overrides are the schema's defaults; no user setting overrides them here
-        assert st == 200 and props['fetchNews']['default'] == 'false' and props['checkForUpdates']['default'] is False, props
+        # the overrides are the schema's defaults; no user setting overrides them here
+        props = note['schema']['properties']
+        assert (st == 200 and props['fetchNews']['default'] == 'false'
+                and props['checkForUpdates']['default'] is False), props
         # open a notebook and save it as the lab would, unchanged but for what its frontend adds: git stays clean
         st, model = _api(base, token, f'/api/contents/{SAVED}?content=1')
         lab_nb = _as_the_lab_saves_it(model['content'])
-        st, saved = _api(base, token, f'/api/contents/{SAVED}', 'PUT', {'type': 'notebook', 'format': 'json', 'content': lab_nb})
+        st, saved = _api(base, token, f'/api/contents/{SAVED}', 'PUT',
+                         {'type': 'notebook', 'format': 'json', 'content': lab_nb})
         assert st == 200 and saved['path'] == SAVED
         git = lambda *a: subprocess.run(['git', '-C', str(repo), *a], capture_output=True, text=True, check=True).stdout
         assert git('status', '--porcelain') == '', git('diff')
@@ -90,14 +96,17 @@ def test_jupyterlab_lists_saves_clean_and_starts_a_kernel(tmp_path):
         from jupyter_client import BlockingKernelClient
         kc = BlockingKernelClient(connection_file=str(tmp_path/'runtime'/f'kernel-{k["id"]}.json'))
         kc.load_connection_file()
-        kc.hb_channel.time_to_dead = 10.0   # the client's heartbeat: a kernel slow under a loaded machine is not dead (default 1 s)
+        # the client's heartbeat: a kernel slow under a loaded machine is not dead (default 1 s)
+        kc.hb_channel.time_to_dead = 10.0
         kc.start_channels()
         try:
             kc.wait_for_ready(timeout=30)
             out = []
-            kc.execute_interactive('print(6*7)', timeout=30, output_hook=lambda m: out.append(m['content'].get('text', '')))
+            kc.execute_interactive('print(6*7)', timeout=30,
+                                   output_hook=lambda m: out.append(m['content'].get('text', '')))
             msgs = []   # a progress bar is a widget (ipywidgets is installed), with no "IProgress not found" warning
-            kc.execute_interactive('from tqdm.auto import tqdm\nfor _ in tqdm(range(2)): pass', timeout=30, output_hook=msgs.append)
+            kc.execute_interactive('from tqdm.auto import tqdm\nfor _ in tqdm(range(2)): pass', timeout=30,
+                                   output_hook=msgs.append)
         finally: kc.stop_channels()
         assert kc.ip == '127.0.0.1' and ''.join(out).strip() == '42', out
         stderr = ''.join(m['content'].get('text', '') for m in msgs if m['content'].get('name') == 'stderr')

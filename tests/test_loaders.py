@@ -1,4 +1,5 @@
-"Issue 24, item 8: loaders name the file and the row, count a bad row, refuse an unusable set and paths outside the data."
+"""Issue 24, item 8: loaders name the file and the row, count a bad row, refuse an unusable set and paths outside the
+data."""
 from pathlib import Path
 import pytest
 from cove.tasks.base import jsonl_rows, load_rows

@@ -1,4 +1,5 @@
-"MemRL (`cove.memrl`): the equations on hand-computed cases, and `cove run --method memrl` killed with SIGKILL resumes with exactly N episodes and no utility update applied twice."
+"""MemRL (`cove.memrl`): the equations on hand-computed cases, and `cove run --method memrl` killed with SIGKILL resumes
+with exactly N episodes and no utility update applied twice."""
 import json, os, signal, sqlite3, subprocess, sys, time
 from pathlib import Path
 import numpy as np
@@ -54,10 +55,12 @@ def test_usable_summary():
     for bad in ['', 'Answer: 5', 'leaving Historicalasms automobileregularnearest bleachingIX controversned fewer',
                 'go go go go go go go go go go', '\ufffd\ufffd\ufffd\ufffd of the \ufffd\ufffd\ufffd\ufffd\ufffd\ufffd',
                 'The answer is: The answer is: The answer is: The answer is: The answer is:',
-                'Task: Turn 1: The answer is Egypt. In one to three sentences, state the lesson for similar tasks: Egypt.']:
+                'Task: Turn 1: The answer is Egypt. In one to three sentences, state the lesson for similar tasks: '
+                'Egypt.']:
         assert usable_summary(bad) is None, bad
     task = 'Sofia buys 6 pens at 7 dollars each and 4 notebooks at 2 dollars each. She pays with a 100-dollar bill.'
-    assert usable_summary('Task: Sofia buys 6 pens at 7 dollars each and 4 notebooks. She pays with a 100-dollar bill.', task) is None
+    assert usable_summary('Task: Sofia buys 6 pens at 7 dollars each and 4 notebooks. She pays with a 100-dollar bill.',
+                          task) is None
 
 # --- kill -9 resume ----------------------------------------------------------------------------------------------
 
@@ -107,7 +110,8 @@ def test_memrl_resume_after_kill(tmp_path):
     assert sorted(e['episode'] for e in eps) == list(range(n))          # each episode exactly once
     assert [e['epoch'] for e in sorted(eps, key=lambda e: e['episode'])] == [0] * 8 + [1] * 8
     assert all(e['memrl']['retrieval']['pool'] == [] for e in eps if e['episode'] < 2)   # the first batch starts empty
-    assert all(e['memrl']['retrieval']['selected'] for e in eps if e['epoch'] == 1)      # epoch 1 finds epoch 0's memories
+    # epoch 1 finds epoch 0's memories
+    assert all(e['memrl']['retrieval']['selected'] for e in eps if e['epoch'] == 1)
     _check_memory(out, n)
     m = json.loads((out/'metrics.json').read_text())
     assert m['overall']['n'] == n and m['memory']['size'] == n and m['retrievals'] == n and m['epochs'] == 2
@@ -125,7 +129,8 @@ def test_memrl_resume_after_kill(tmp_path):
     assert sorted(e['episode'] for e in eps2) == list(range(n))
     for d in dropped:
         again = next(e for e in eps2 if e['episode'] == d['episode'])
-        assert again['memrl']['replayed'] and again['retrieved'] == d['retrieved'] and again['memrl']['key'] == d['memrl']['key']
+        assert (again['memrl']['replayed'] and again['retrieved'] == d['retrieved']
+                and again['memrl']['key'] == d['memrl']['key'])
     _check_memory(out, n)
     m2 = json.loads((out/'metrics.json').read_text())
     assert (m2['memory'], m2['q_updates'], m2['summaries']) == (m['memory'], m['q_updates'], m['summaries'])

@@ -22,7 +22,8 @@ class Runner:
         try: return fut.result(timeout=LIMIT_S)
         except (cf.TimeoutError, cf.process.BrokenProcessPool) as e:
             self.close(kill=True)
-            return False, f'{type(e).__name__}: the notebook process did not finish {nb.name} within {LIMIT_S} s or died', LIMIT_S
+            return False, (f'{type(e).__name__}: the notebook process did not finish {nb.name} within {LIMIT_S} s '
+                           'or died'), LIMIT_S
     def close(self, kill=False):
         if self.pool is None: return
         if kill:

@@ -9,13 +9,15 @@ def test_wheel_holds_and_imports_every_module(tmp_path):
     src.mkdir()
     for f in ('pyproject.toml', 'README.md'): shutil.copy(ROOT/f, src/f)
     shutil.copytree(ROOT/'cove', src/'cove', ignore=shutil.ignore_patterns('__pycache__'))
-    r = subprocess.run([sys.executable, '-m', 'pip', 'wheel', '-q', '--no-deps', '--no-build-isolation', '-w', str(tmp_path/'dist'), str(src)],
+    r = subprocess.run([sys.executable, '-m', 'pip', 'wheel', '-q', '--no-deps', '--no-build-isolation', '-w',
+                        str(tmp_path/'dist'), str(src)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     whl, = (tmp_path/'dist').glob('cove-*.whl')
     names = set(zipfile.ZipFile(whl).namelist())
     want = {p.relative_to(ROOT).as_posix() for p in (ROOT/'cove').rglob('*.py')}
-    assert want - names == set(), f"missing from the wheel: {sorted(want - names)}"   # before: every file of cove/tasks/
+    # before: every file of cove/tasks/
+    assert want - names == set(), f"missing from the wheel: {sorted(want - names)}"
     site = tmp_path/'site'; zipfile.ZipFile(whl).extractall(site)
     mods = sorted(n[:-3].replace('/', '.').removesuffix('.__init__') for n in want)
     code = (f"import importlib, sys; sys.path.insert(0, {str(site)!r})\n"
@@ -23,6 +25,7 @@ def test_wheel_holds_and_imports_every_module(tmp_path):
             f"    mod = importlib.import_module(m)\n"
             f"    assert mod.__file__.startswith({str(site)!r}), (m, mod.__file__)\n"
             f"print(len({mods!r}))")
-    r = subprocess.run([sys.executable, '-c', code], cwd=tmp_path, capture_output=True, text=True, timeout=300)   # cwd: not the repository
+    # cwd: not the repository
+    r = subprocess.run([sys.executable, '-c', code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip() == str(len(mods))

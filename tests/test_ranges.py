@@ -11,8 +11,9 @@ BAD = ['train.lr=nan', 'train.lr=0', 'retrieval.k=-3', 'agent.shots=-2', 'trigge
 @pytest.mark.parametrize('item', BAD)
 def test_cli_refuses_out_of_range(item, tmp_path, hostile):
     out = tmp_path/'run'
-    r = subprocess.run([str(Path(sys.executable).parent/'cove'), 'run', '--method', 'base', '--tasks', 'math', '--episodes', '2',
-                        '--out', str(out), '--set', item], capture_output=True, text=True, timeout=120)
+    r = subprocess.run([str(Path(sys.executable).parent/'cove'), 'run', '--method', 'base', '--tasks', 'math',
+                        '--episodes', '2', '--out', str(out), '--set', item], capture_output=True, text=True,
+                       timeout=120)
     assert r.returncode == 2, (r.returncode, r.stderr[-500:])
     lines = [l for l in r.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and item.split('=')[0] in lines[0] and 'Traceback' not in r.stderr, r.stderr
@@ -32,14 +33,18 @@ def test_every_numeric_key_is_ranged():
         assert coerce(k, key.default) == key.default   # the default is in range
 
 def test_a_methods_own_key_is_set_on_the_command_line(tmp_path):
-    "`memrl.q_min` is declared by `cove.memrl` itself, not by `cove.config`: `cove run --set` takes it (no --plugin), `cove info --config` lists it."
+    """`memrl.q_min` is declared by `cove.memrl` itself, not by `cove.config`: `cove run --set` takes it (no --plugin),
+    `cove info --config` lists it."""
     cove = str(Path(sys.executable).parent/'cove')
     base = [cove, 'run', '--method', 'oracle', '--tasks', 'math', '--episodes', '1', '--quiet']
-    r = subprocess.run(base + ['--out', str(tmp_path/'ok'), '--set', 'memrl.q_min=-0.8'], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(base + ['--out', str(tmp_path/'ok'), '--set', 'memrl.q_min=-0.8'], capture_output=True,
+                       text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-500:]
     assert __import__('json').loads((tmp_path/'ok'/'config.json').read_text())['config']['memrl.q_min'] == '-0.8'
-    r = subprocess.run(base + ['--out', str(tmp_path/'bad'), '--set', 'memrl.q_mni=-0.8'], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2 and "unknown config key 'memrl.q_mni'" in r.stderr and not (tmp_path/'bad').exists(), r.stderr[-300:]
+    r = subprocess.run(base + ['--out', str(tmp_path/'bad'), '--set', 'memrl.q_mni=-0.8'], capture_output=True,
+                       text=True, timeout=120)
+    assert (r.returncode == 2 and "unknown config key 'memrl.q_mni'" in r.stderr
+            and not (tmp_path/'bad').exists()), r.stderr[-300:]
     r = subprocess.run([cove, 'info', '--config'], capture_output=True, text=True, timeout=120)   # and listed
     assert r.returncode == 0 and any(l.startswith('memrl.q_min ') for l in r.stdout.splitlines()), r.stdout[-300:]
 

@@ -1,4 +1,5 @@
-"Issue 24, item 4: a resume compares the whole effective config, refuses foreign records, and lets an empty folder be re-specified."
+"""Issue 24, item 4: a resume compares the whole effective config, refuses foreign records, and lets an empty folder be
+re-specified."""
 import json, subprocess, sys
 from pathlib import Path
 
@@ -6,7 +7,8 @@ ROOT = Path(__file__).resolve().parents[1]
 COVE = str(Path(sys.executable).parent/'cove')
 
 def _run(out, *sets, method='oracle', episodes=4):
-    cmd = [COVE, 'run', '--method', method, '--tasks', 'math', '--episodes', str(episodes), '--out', str(out), '--quiet']
+    cmd = [COVE, 'run', '--method', method, '--tasks', 'math', '--episodes', str(episodes), '--out', str(out),
+           '--quiet']
     for s in sets: cmd += ['--set', s]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
 

@@ -9,7 +9,8 @@ COVE = str(Path(sys.executable).parent/'cove')
 def _cove(*args, timeout=120):
     return subprocess.run([COVE, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
-def _run(out): return _cove('run', '--method', 'oracle', '--tasks', 'math', '--episodes', '2', '--out', str(out), '--quiet')
+def _run(out):
+    return _cove('run', '--method', 'oracle', '--tasks', 'math', '--episodes', '2', '--out', str(out), '--quiet')
 
 @pytest.mark.parametrize('name', ['.lock', 'episodes.jsonl', 'metrics.json', 'config.json'])
 def test_planted_link_is_not_followed(tmp_path, name, hostile):
@@ -33,7 +34,8 @@ def test_check_names_fifo_and_self_link_without_blocking(tmp_path, hostile):
     os.symlink('metrics.json', out/'metrics.json')   # a link to itself
     r = _cove('check', str(out), timeout=30)   # a blocked open would time out here
     assert r.returncode != 0, r.stdout
-    assert 'episodes.jsonl' in r.stdout and 'FIFO' in r.stdout and 'metrics.json' in r.stdout and 'symbolic link' in r.stdout
+    assert ('episodes.jsonl' in r.stdout and 'FIFO' in r.stdout and 'metrics.json' in r.stdout
+            and 'symbolic link' in r.stdout)
     hostile.refused(2)
 
 # Issue 42, item 4: one rule for every file of a run folder (stores, adapters, records, config), and `cove check`

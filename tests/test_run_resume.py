@@ -22,7 +22,8 @@ def test_resume_after_kill(tmp_path):
         p = subprocess.Popen(_cmd(out), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         n0 = len(_episodes(out))
         deadline = time.time() + 120
-        while time.time() < deadline and p.poll() is None and len(_episodes(out)) <= n0: time.sleep(0.02)   # kill right after the new batch
+        # kill right after the new batch
+        while time.time() < deadline and p.poll() is None and len(_episodes(out)) <= n0: time.sleep(0.02)
         if p.poll() is None: p.send_signal(signal.SIGKILL); kills += 1
         p.wait()
     assert kills >= 1 and len(_episodes(out)) < 12, "the run was never interrupted: this test would prove nothing"
@@ -44,25 +45,29 @@ def test_rerun_finished_run_adds_nothing(tmp_path):
     assert [e['episode'] for e in _episodes(out)] == list(range(6))
 
 def test_bad_input_is_a_clear_error(tmp_path):
-    r = subprocess.run([COVE, 'run', '--method', 'base', '--tasks', 'chess', '--episodes', '1', '--out', str(tmp_path/'x')],
+    r = subprocess.run([COVE, 'run', '--method', 'base', '--tasks', 'chess', '--episodes', '1', '--out',
+                        str(tmp_path/'x')],
                        cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and 'unknown task family' in r.stderr
-    r = subprocess.run([COVE, 'run', '--method', 'nope', '--tasks', 'math', '--episodes', '1', '--out', str(tmp_path/'y')],
+    r = subprocess.run([COVE, 'run', '--method', 'nope', '--tasks', 'math', '--episodes', '1', '--out',
+                        str(tmp_path/'y')],
                        cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and 'unknown method' in r.stderr
 
 def test_torn_last_line_does_not_swallow_the_replayed_episode(tmp_path):
-    "Issue 14 item 1: cut the last 40 bytes off episodes.jsonl (a kill mid-write), rerun: every episode is there once, the torn bytes kept."
+    """Issue 14 item 1: cut the last 40 bytes off episodes.jsonl (a kill mid-write), rerun: every episode is there once,
+    the torn bytes kept."""
     import os, subprocess, sys
     cove = str(Path(sys.executable).parent/'cove'); out = tmp_path/'R'
-    cmd = [cove, 'run', '--method', 'base', '--tasks', 'tableqa,math', '--episodes', '2', '--model', 'tiny', '--seed', '3',
-           '--set', 'model.max_new_tokens=8', '--out', str(out), '--quiet']
+    cmd = [cove, 'run', '--method', 'base', '--tasks', 'tableqa,math', '--episodes', '2', '--model', 'tiny', '--seed',
+           '3', '--set', 'model.max_new_tokens=8', '--out', str(out), '--quiet']
     env = {**os.environ, 'OMP_NUM_THREADS': '1'}
     assert subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300).returncode == 0
     p = out/'episodes.jsonl'; data = p.read_bytes(); p.write_bytes(data[:-40])
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     lines = p.read_text().splitlines()
-    recs = [json.loads(l) for l in lines]                                  # before: the replay was glued onto the torn line
+    # before: the replay was glued onto the torn line
+    recs = [json.loads(l) for l in lines]
     assert sorted(x['episode'] for x in recs) == list(range(4))
     assert (out/'episodes.jsonl.torn').read_bytes() == data[data[:-40].rfind(b'\n') + 1:-40] + b'\n'

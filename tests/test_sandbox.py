@@ -50,7 +50,8 @@ def test_protections_reported():
         assert DROPPED and 'uid-sweep' in PROT and 'no_new_privs' in PROT, PROT
 
 def test_ok_stdin_and_workdir():
-    r = run_sandboxed("import os, sys\nprint(sys.stdin.read().upper()); print(os.getcwd() == os.environ['HOME'] == os.environ['TMPDIR'])\n"
+    r = run_sandboxed("import os, sys\nprint(sys.stdin.read().upper()); print(os.getcwd() == os.environ['HOME'] == "
+                      "os.environ['TMPDIR'])\n"
                       "open('scratch.txt', 'w').write('x'); print(os.getcwd())", stdin='abc')
     assert r.status == 'ok' and r.returncode == 0, r
     lines = r.stdout.split('\n')
@@ -94,7 +95,8 @@ def test_fork_bomb_blocked_by_guard():
 
 @pytest.mark.parametrize('guard', [True, False])
 def test_fork_bomb_contained_without_guard(guard):
-    "With or without the guard, a fork bomb that swallows errors (via `posix`) ends at the timeout and leaves nothing behind."
+    """With or without the guard, a fork bomb that swallows errors (via `posix`) ends at the timeout and leaves nothing
+    behind."""
     before = len(os.listdir('/proc'))
     code = ('import posix, time\nwhile True:\n    try: posix.fork()\n    except Exception: time.sleep(0.01)')
     t0 = time.monotonic()
@@ -104,7 +106,8 @@ def test_fork_bomb_contained_without_guard(guard):
     assert not sandbox_procs() and not sandbox_uid_procs(r)
     assert len(os.listdir('/proc')) < before + 20, 'processes leaked'
 
-@pytest.mark.skipif(not DROPPED, reason='needs the privilege drop (root): only the uid sweep catches a process that left the session')
+@pytest.mark.skipif(not DROPPED,
+                    reason='needs the privilege drop (root): only the uid sweep catches a process that left the session')
 def test_session_escape_is_swept():
     code = ('import os, time\npid = os.fork()\nif pid == 0:\n    os.setsid()\n    time.sleep(60)\nelse:\n    print(pid)')
     r = run_sandboxed(code, timeout=3, guard=False)
@@ -115,18 +118,22 @@ def test_session_escape_is_swept():
 @pytest.mark.skipif(not ROOT, reason='the filesystem view and pid namespace are built as root')
 @pytest.mark.parametrize('guard', [True, False])
 def test_sees_only_what_it_needs(tmp_path, guard):
-    "No read of /etc/shadow, a secret in root's home, the repository or another run's folder; no other process in sight."
+    """No read of /etc/shadow, a secret in root's home, the repository or another run's folder; no other process in
+    sight."""
     secret = Path.home()/f'.cove-sandbox-probe-{os.getpid()}'
     secret.write_text('s3cret')
     run = tmp_path/'other_run'; run.mkdir(); (run/'episodes.jsonl').write_text('{"episode": 0}\n')
-    probes = ['/etc/shadow', str(secret), str(Path(__file__).resolve().parents[1]/'README.md'), str(run/'episodes.jsonl')]
-    code = (f"import os\nfor p in {probes!r}:\n    try: print('GOT', p, open(p).read(20))\n    except OSError as e: print('DENIED', p, type(e).__name__)\n"
+    probes = ['/etc/shadow', str(secret), str(Path(__file__).resolve().parents[1]/'README.md'),
+              str(run/'episodes.jsonl')]
+    code = (f"import os\nfor p in {probes!r}:\n    try: print('GOT', p, open(p).read(20))\n    except OSError as e: "
+            "print('DENIED', p, type(e).__name__)\n"
             "print('PROCS', sorted(d for d in os.listdir('/proc') if d.isdigit()))")
     try: r = run_sandboxed(code, guard=guard)
     finally: secret.unlink()
     assert r.status == 'ok' and {'fs-view', 'pidns'} <= set(r.protections), r
     assert r.stdout.count('DENIED') == len(probes) and 'GOT' not in r.stdout, r.stdout
-    assert "PROCS ['1']" in r.stdout, r.stdout                                   # only itself, as pid 1 of its namespace
+    # only itself, as pid 1 of its namespace
+    assert "PROCS ['1']" in r.stdout, r.stdout
     assert not any('read-only cap' in p for p in r.protections)
 
 @pytest.mark.parametrize('code', ["x = ' ' * 10**10", "l = []\nwhile True: l.append(' ' * 10**6)"])
@@ -159,7 +166,9 @@ def test_rmtree_home_only_reaches_the_sandbox(canary):
     assert home.exists() and sorted(p.name for p in home.iterdir()) == names
 
 @pytest.mark.skipif(not DROPPED, reason='the kernel-level file protection needs the privilege drop (root)')
-@pytest.mark.parametrize('attack', ["os.system('rm -rf ' + CANARY)", "shutil.rmtree(CANARY)", "open(os.path.join(CANARY, 'x'), 'w')"])
+@pytest.mark.parametrize('attack',
+                         ["os.system('rm -rf ' + CANARY)", "shutil.rmtree(CANARY)",
+                          "open(os.path.join(CANARY, 'x'), 'w')"])
 def test_destruction_blocked_without_guard(canary, attack):
     "The guard off, the throw-away uid alone stops the damage."
     d, f = canary
@@ -195,7 +204,8 @@ def test_network_blocked(listener):
 @pytest.mark.skipif(not NETNS, reason='no network namespace on this machine (only the socket guard)')
 def test_network_blocked_by_namespace_without_guard(listener):
     port = listener.getsockname()[1]
-    r = run_sandboxed(f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2).sendall(b'hi')", guard=False)
+    r = run_sandboxed(f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2).sendall(b'hi')",
+                      guard=False)
     assert r.status == 'error' and ('unreachable' in r.stderr or 'refused' in r.stderr), r
     assert _no_connection(listener)
 
@@ -284,7 +294,8 @@ finally:
 
 @pytest.mark.skipif('disk-quota' not in PROT, reason='no disk quota here: a tmpfs needs root and a mount namespace')
 def test_disk_quota_stops_writes_off_the_host_disk():
-    "1 MB files written until it fails stop at `disk_mb` (ENOSPC), named in the error; the host's folder never sees one."
+    """1 MB files written until it fails stop at `disk_mb` (ENOSPC), named in the error; the host's folder never sees
+    one."""
     (cr, cw), (gr, gw) = os.pipe(), os.pipe()   # the code tells its folder and count, then waits for the go-ahead
     code = DISK_CODE.replace('CW', str(cw)).replace('GR', str(gr))
     with ThreadPoolExecutor(1) as ex:
@@ -330,7 +341,8 @@ sys.exit(3 if dead else 0)
 
 @pytest.mark.skipif('memory-total' not in PROT, reason=f'no cgroup for a memory total here ({CG_WHY})')
 def test_memory_total_over_forked_children():
-    "Eight forked children of 100 MB each: under memory_mb=512 at most five live at once (RLIMIT_AS lets each have 512 MB)."
+    """Eight forked children of 100 MB each: under memory_mb=512 at most five live at once (RLIMIT_AS lets each have 512
+    MB)."""
     t0 = time.monotonic()
     r = run_sandboxed(KIDS, timeout=15, memory_mb=512, guard=False)
     alive = re.search(r'alive (\d+)', r.stdout)   # none: the whole group was killed (cgroup2's memory.oom.group)

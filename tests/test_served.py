@@ -29,7 +29,8 @@ def _healthy(url:str) -> bool:
 
 @pytest.fixture(scope='module')
 def server(tmp_path_factory):
-    "`transformers serve` pinned to the embedded model's folder, on a free loopback port; killed (its group) at the end."
+    """`transformers serve` pinned to the embedded model's folder, on a free loopback port; killed (its group) at the
+    end."""
     from cove.llm import pick_dtype
     from cove.models import ensure_embedded_model
     model = str(ensure_embedded_model())
@@ -45,8 +46,10 @@ def server(tmp_path_factory):
     try:
         t0 = time.time()
         while not _healthy(url):
-            if proc.poll() is not None: pytest.fail(f"transformers serve exited {proc.returncode}: {log.read_text()[-2000:]}")
-            if time.time() - t0 > READY_S: pytest.fail(f"transformers serve not ready in {READY_S} s: {log.read_text()[-2000:]}")
+            if proc.poll() is not None:
+                pytest.fail(f"transformers serve exited {proc.returncode}: {log.read_text()[-2000:]}")
+            if time.time() - t0 > READY_S:
+                pytest.fail(f"transformers serve not ready in {READY_S} s: {log.read_text()[-2000:]}")
             time.sleep(0.3)
         yield dict(url=url, base_url=f"{url}/v1", model=model, port=port)
     finally:
@@ -106,8 +109,10 @@ def test_what_this_server_lacks_fails_clearly(server, tok):
     pol = _policy(server)
     with pytest.raises(NotImplementedError, match='no /tokenize route; pass tokenizer='):
         pol.count_tokens('hello')
-    assert _policy(server, tokenizer=tok).count_tokens('hello') == len(tok('hello', add_special_tokens=False)['input_ids'])
-    with pytest.raises(NotImplementedError, match='returned no echoed prompt logprobs|does not support prompt logprobs'):
+    assert _policy(server, tokenizer=tok).count_tokens('hello') == len(tok('hello',
+                                                                           add_special_tokens=False)['input_ids'])
+    with pytest.raises(NotImplementedError,
+                       match='returned no echoed prompt logprobs|does not support prompt logprobs'):
         _policy(server, tokenizer=tok).score_choices('Is it volatile?', ['stable', 'volatile'])
     # adapters by name need vLLM (`--enable-lora --lora-modules name=path`, or `/v1/load_lora_adapter`)
     with pytest.raises(NotImplementedError, match='cannot load adapters at run time: HTTP 404'):
@@ -124,7 +129,8 @@ def test_episodes_through_the_server(server, tmp_path):
     from cove.config import load_config
     from cove.run import Run, RunSpec, load_policy
     cfg = load_config(env={}, overrides={'model.backend': 'openai', 'model.base_url': server['base_url'],
-                                         'model.name': server['model'], 'model.batch_size': 3, 'model.max_new_tokens': 24})
+                                         'model.name': server['model'], 'model.batch_size': 3,
+                                         'model.max_new_tokens': 24})
     pol = load_policy(cfg)
     m = Run(RunSpec('base', ['tableqa'], 3), cfg, tmp_path/'run').execute(pol, progress=False)
     recs = [json.loads(l) for l in (tmp_path/'run'/'episodes.jsonl').read_text().splitlines()]
@@ -145,4 +151,5 @@ def test_cli_run_through_the_server(server, tmp_path):
         cwd=ROOT, capture_output=True, text=True, timeout=180, env={**os.environ, 'OMP_NUM_THREADS': '1'})
     assert r.returncode == 0, r.stderr[-2000:]
     overall = json.loads(r.stdout.strip().splitlines()[-1])['overall']
-    assert overall['n'] == 2 and overall['errors'] == 0 and overall['prompt_tokens'] > 0 and overall['completion_tokens'] > 0
+    assert (overall['n'] == 2 and overall['errors'] == 0 and overall['prompt_tokens'] > 0
+            and overall['completion_tokens'] > 0)

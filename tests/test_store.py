@@ -117,7 +117,8 @@ def test_reopen_same_results_hnsw(tmp_path):
     ids = kb.insert_many([Entry(' '.join(rng.choice(words, 8)), 'memory', 'stable', embedding=v) for v in V])
     assert kb.dense.kind == 'hnsw'
     for i in ids[:20]: kb.discard(i, 'test')
-    for i in ids[20:30]: kb.revise(i, 'revised ' + ' '.join(rng.choice(words, 5)), 'test', embedding=unit(rng.standard_normal(DIM)))
+    for i in ids[20:30]:
+        kb.revise(i, 'revised ' + ' '.join(rng.choice(words, 5)), 'test', embedding=unit(rng.standard_normal(DIM)))
     Q = unit(rng.standard_normal((10, DIM)))
     qs = [' '.join(rng.choice(words, 3)) for _ in range(10)]
     before = [kb.search(q, 5, m, query_vec=v) for q, v in zip(qs, Q) for m in MODES]

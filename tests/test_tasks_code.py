@@ -1,4 +1,5 @@
-"The `code` family: loaders, evaluators, episodes, and the oracle on HumanEval (always) and MBPP/APPS (when the data is present)."
+"""The `code` family: loaders, evaluators, episodes, and the oracle on HumanEval (always) and MBPP/APPS (when the data
+is present)."""
 import gzip, json, time
 from pathlib import Path
 import pytest
@@ -15,7 +16,8 @@ def episode(env, task, *answers):
 
 PROMPT = 'def add(a, b):\n    """Add two numbers."""\n'
 TEST = 'def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(0, 0) == 0\n'
-ROW = {'task_id': 'T/0', 'prompt': PROMPT, 'entry_point': 'add', 'test': TEST, 'canonical_solution': '    return a + b\n'}
+ROW = {'task_id': 'T/0', 'prompt': PROMPT, 'entry_point': 'add', 'test': TEST,
+       'canonical_solution': '    return a + b\n'}
 
 @pytest.fixture(scope='module')
 def humaneval():
@@ -75,7 +77,8 @@ def test_two_turn_repair(humaneval):
     assert st.done and env.evaluate(st).success and len(st.actions) == 2
 
 def test_extract_code_cases():
-    assert extract_code("```py\nx = 1\n```\n```python\ndef f():\n    return 2\n```\n```\nf()\n```", 'f') == 'def f():\n    return 2\n'
+    assert extract_code("```py\nx = 1\n```\n```python\ndef f():\n    return 2\n```\n```\nf()\n```",
+                        'f') == 'def f():\n    return 2\n'
     assert extract_code("```python\ndef f():\n    return") == 'def f():\n    return'
     assert extract_code("```text\nhello\n```") == 'hello\n'
     assert extract_code(None) is None
@@ -90,14 +93,17 @@ def test_function_tests_direct():
     assert fb.status == 'error' and not fb.success  # exiting before the tests is not a pass
     fb = run_function_tests(PROMPT, 'def add(a, b):\n    return a + b\nx = " " * 10**10', TEST, 'add')
     assert fb.status == 'error' and 'memory limit' in fb.message
-    fb = run_function_tests(PROMPT, 'x = " " * 10**10\nreturn a + b', TEST, 'add')   # inside the function: each assert fails
+    # inside the function: each assert fails
+    fb = run_function_tests(PROMPT, 'x = " " * 10**10\nreturn a + b', TEST, 'add')
     assert fb.status == 'failure' and 'MemoryError' in fb.message
     assert 'def add' in solution_program(PROMPT, 'def add(a, b): return 0', 'add')
 
 def test_check_renamed_so_solutions_may_define_check():
     prompt = 'def rev(n):\n    """Reverse digits."""\n'
     sol = 'def rev(n):\n    return int(str(n)[::-1])\ndef check(n):\n    return 2 * rev(n) == n + 1\n'
-    assert run_function_tests(prompt, sol, 'def check(candidate):\n    assert check(73) == True\n    assert check(70) == False\n', 'rev').success
+    assert run_function_tests(prompt, sol,
+                              'def check(candidate):\n    assert check(73) == True\n    assert check(70) == False\n',
+                              'rev').success
 
 def test_humaneval_path_fixture(tmp_path):
     p = tmp_path/'he.jsonl.gz'
@@ -113,7 +119,8 @@ def test_humaneval_path_fixture(tmp_path):
 def test_mbpp_fixture_and_missing(tmp_path):
     (tmp_path/'mbpp').mkdir()
     bad_indent = {**ROW, 'task_id': 'T/1', 'canonical_solution': '  return a + b\n'}
-    (tmp_path/'mbpp'/'m.jsonl').write_text('\n'.join([json.dumps(ROW), json.dumps(bad_indent), '[1, 2]', json.dumps({**ROW, 'test': ''})]) + '\n')
+    (tmp_path/'mbpp'/'m.jsonl').write_text('\n'.join([json.dumps(ROW), json.dumps(bad_indent), '[1, 2]',
+                                                      json.dumps({**ROW, 'test': ''})]) + '\n')
     env = MBPPEnv(data_dir=tmp_path)
     ts = env.tasks('all')
     assert (env.report.n_ok, env.report.n_bad) == (2, 2)
@@ -161,8 +168,10 @@ def test_apps_real_data():
 def test_apps_fixture(tmp_path):
     (tmp_path/'apps').mkdir()
     rows = [{'name': 'a', 'id': 1, 'difficulty': 'introductory', 'description': 'Sum.', 'starter_code': '',
-             'sample_io': [{'input': '1 2\n', 'output': ['3\n']}], 'test_list': [{'input': '1 2\n', 'output': ['3\n']}, {'input': '2 2\n', 'output': ['4\n']}]},
-            {'name': 'b', 'id': 2, 'description': '', 'starter_code': '', 'sample_io': [], 'test_list': [{'input': '1', 'output': ['1']}]}]
+             'sample_io': [{'input': '1 2\n', 'output': ['3\n']}],
+             'test_list': [{'input': '1 2\n', 'output': ['3\n']}, {'input': '2 2\n', 'output': ['4\n']}]},
+            {'name': 'b', 'id': 2, 'description': '', 'starter_code': '', 'sample_io': [],
+             'test_list': [{'input': '1', 'output': ['1']}]}]
     (tmp_path/'apps'/'x.jsonl').write_text('\n'.join(map(json.dumps, rows)) + '\n')
     env = APPSEnv(data_dir=tmp_path, max_turns=2)
     ts = env.tasks('all')
@@ -183,7 +192,8 @@ def test_io_matching_and_timeouts():
     tests = [{'input': '', 'output': ['x']}] * 5
     t0 = time.time()
     fb = run_io_tests('while True: pass', tests, timeout=1.0)
-    assert fb.status == 'timeout' and fb.message.startswith('5/5 tests failed; first (test 1): timeout') and time.time() - t0 < 5
+    assert (fb.status == 'timeout' and fb.message.startswith('5/5 tests failed; first (test 1): timeout')
+            and time.time() - t0 < 5)
 
 # Issue 42, item 3: tests that cannot pass vacuously are refused at load, never scored.
 def test_vacuous_or_broken_tests_are_refused_at_load(tmp_path):

@@ -1,4 +1,5 @@
-"The `formal` family: MiniF2F loader, proof extraction, pre-Lean rejection, and the Lean verifier (skipped without Lean)."
+"""The `formal` family: MiniF2F loader, proof extraction, pre-Lean rejection, and the Lean verifier (skipped without
+Lean)."""
 import shutil
 from pathlib import Path
 import pytest
@@ -7,7 +8,8 @@ from cove.tasks.base import DataUnavailable, make_env
 from cove.tasks.formal import (LEAN_UNAVAILABLE, MiniF2FEnv, banned_reason, extract_proof, find_lean, parse_lean_file)
 
 HAVE_LEAN = find_lean() is not None
-SRC = "import Mathlib\n\nset_option maxHeartbeats 0\n\nopen Real\n\ntheorem toy_p1 (x : ℝ) (h₀ : x = 2) :\n  x + 1 = 3 := by sorry"
+SRC = ("import Mathlib\n\nset_option maxHeartbeats 0\n\nopen Real\n\ntheorem toy_p1 (x : ℝ) (h₀ : x = 2) :\n"
+       "  x + 1 = 3 := by sorry")
 
 def episode(env, task, *answers):
     st = env.reset(task)
@@ -55,26 +57,33 @@ def test_real_statements():
 
 def test_sorry_and_admit_rejected_without_lean(fixture_env):
     t = fixture_env.tasks('all')[0]
-    for bad, why in [("```lean\nby\n  sorry\n```", '`sorry`'), ("by admit", '`admit`'), ("by\n  norm_num\n#exit", 'a `#` command'),
-                     ("by\n  native_decide", '`native_decide`'), ("by\n  exact absurd\naxiom cheat : False", 'new declaration')]:
+    for bad, why in [("```lean\nby\n  sorry\n```", '`sorry`'), ("by admit", '`admit`'),
+                     ("by\n  norm_num\n#exit", 'a `#` command'), ("by\n  native_decide", '`native_decide`'),
+                     ("by\n  exact absurd\naxiom cheat : False", 'new declaration')]:
         fb = episode(fixture_env, t, bad)
         assert fb.status == 'failure' and fb.message.startswith('rejected before Lean') and why in fb.message, (bad, fb)
     assert banned_reason('by\n  nlinarith [sq_nonneg (x - 2), h₀]') is None
 
 def test_extract_proof():
-    assert extract_proof("```lean4\ntheorem toy_p1 (x : ℝ) (h₀ : x = 2) :\n  x + 1 = 3 := by\n  subst h₀; norm_num\n```", 'toy_p1') == 'by\n  subst h₀; norm_num'
+    assert (extract_proof("```lean4\ntheorem toy_p1 (x : ℝ) (h₀ : x = 2) :\n  x + 1 = 3 := by\n"
+                          "  subst h₀; norm_num\n```", 'toy_p1') == 'by\n  subst h₀; norm_num')
     assert extract_proof("linarith") == 'by\n  linarith'
     assert extract_proof("   ") is None
 
 @pytest.mark.skipif(HAVE_LEAN, reason='Lean is installed here: the unavailable path does not apply')
 def test_unavailable_without_lean(fixture_env):
     assert fixture_env.available() == (False, LEAN_UNAVAILABLE)
-    assert LEAN_UNAVAILABLE == "Lean 4 toolchain not found on PATH (need `lean`/`lake` with Mathlib); formal family unavailable"
+    assert LEAN_UNAVAILABLE == ("Lean 4 toolchain not found on PATH (need `lean`/`lake` with Mathlib); formal family "
+                                "unavailable")
     t = fixture_env.tasks('all')[0]
-    assert episode(fixture_env, t, "```lean\nby\n  subst h₀\n  norm_num\n```") == Feedback('error', 0.0, LEAN_UNAVAILABLE, 'unavailable')
-    assert fixture_env.evaluate(fixture_env.reset(t)) == Feedback('failure', 0.0, 'no proof within 1 turn(s)', 'no_answer')
+    assert episode(fixture_env, t,
+                   "```lean\nby\n  subst h₀\n  norm_num\n```") == Feedback('error', 0.0, LEAN_UNAVAILABLE,
+                                                                           'unavailable')
+    assert fixture_env.evaluate(fixture_env.reset(t)) == Feedback('failure', 0.0, 'no proof within 1 turn(s)',
+                                                                  'no_answer')
 
-@pytest.mark.skipif(not HAVE_LEAN, reason='no Lean 4 toolchain on PATH (`lean`/`lake`): the Lean verifier cannot run on this machine')
+@pytest.mark.skipif(not HAVE_LEAN,
+                    reason='no Lean 4 toolchain on PATH (`lean`/`lake`): the Lean verifier cannot run on this machine')
 def test_lean_verifier(fixture_env):
     "Needs Lean 4 with Mathlib (set COVE_LEAN_PROJECT to a Lake project with Mathlib)."
     ok, why = fixture_env.available()

@@ -1,4 +1,5 @@
-"Package-level tests of the `math` family: answer extraction and equivalence, the arithmetic generator, the GSM8K and MATH loaders, and the oracle over the real data."
+"""Package-level tests of the `math` family: answer extraction and equivalence, the arithmetic generator, the GSM8K and
+MATH loaders, and the oracle over the real data."""
 import json, re
 from collections import Counter
 
@@ -46,8 +47,9 @@ EQUIV = [  # (pred, gold): documented equivalences
     ('5\\text{ cm}', '5'), ('5 \\text{ cm}^2', '5'), ('7\\text{ hours}.', '7'), ('14 inches', '14'),
     ('$42$', '42'), ('\\$3.50', '3.5'), ('90^\\circ', '90'), ('x = 4', '4'), ('k=\\frac{-33}{2}', '-\\frac{33}{2}'),
     ('\\left(1, 2\\right)', '(1,2)'), ('(1, 2)', '(1,2)'), ('3, -2', '-2,3'), ('\\sqrt 3', '\\sqrt{3}'),
-    ('\\text{(E)}', 'E'), ('friday', '\\text{Friday}'), ('2\\frac{1}{2}', '\\frac{5}{2}'), ('0.3333333', '\\frac{1}{3}'),
-    ('.5', '0.5'), ('-\\frac{5}{3}', '\\frac{-5}{3}'), ('2, 3, \\text{ and } 4', '2,3,4'),
+    ('\\text{(E)}', 'E'), ('friday', '\\text{Friday}'), ('2\\frac{1}{2}', '\\frac{5}{2}'),
+    ('0.3333333', '\\frac{1}{3}'), ('.5', '0.5'), ('-\\frac{5}{3}', '\\frac{-5}{3}'),
+    ('2, 3, \\text{ and } 4', '2,3,4'),
 ]
 NOT_EQUIV = [
     ('12', '13'), ('0.33', '\\frac{1}{3}'), ('10\\%', '0.1'), ('1000001', '1000000'), ('(1,2)', '(2,1)'),
@@ -106,7 +108,8 @@ def test_arith_deterministic_and_disjoint():
     assert tr == ArithmeticEnv().tasks('train', 200) and env.tasks('train', 7) == tr[:7]
     assert env.tasks('train', 5, seed=3) != tr[:5]
     assert not {t.prompt for t in tr} & {t.prompt for t in te}
-    assert Counter(t.meta['steps'] for t in tr).keys() <= {2, 3, 4} and len(Counter(t.meta['template'] for t in tr)) == 8
+    assert (Counter(t.meta['steps'] for t in tr).keys() <= {2, 3, 4}
+            and len(Counter(t.meta['template'] for t in tr)) == 8)
     assert all(t.meta['reference'].endswith(f'Answer: {t.target}') for t in tr)
     assert Task(**json.loads(json.dumps(tr[0].to_dict()))) == tr[0]
 
@@ -122,7 +125,8 @@ def test_arith_oracle_all_accepted():
 # ---- loaders on synthetic fixtures ----------------------------------------------------------
 
 def test_gsm8k_reference():
-    assert gsm8k_reference('She sold 48/2 = <<48/2=24>>24 clips.\n#### 1,024') == ('She sold 48/2 = 24 clips.\nAnswer: 1024', '1024')
+    assert gsm8k_reference('She sold 48/2 = <<48/2=24>>24 clips.\n#### 1,024') == ('She sold 48/2 = 24 clips.\n'
+                                                                                   'Answer: 1024', '1024')
     with pytest.raises(ValueError, match='no numeric final answer'): gsm8k_reference('#### five')
     with pytest.raises(ValueError, match='no numeric final answer'): gsm8k_reference('no marker')
 

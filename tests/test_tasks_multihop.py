@@ -1,4 +1,5 @@
-"Package-level tests of the `multihop` family: HotpotQA metrics, the embedded generator, the HotpotQA loader and the oracle."
+"""Package-level tests of the `multihop` family: HotpotQA metrics, the embedded generator, the HotpotQA loader and the
+oracle."""
 import json
 from collections import Counter
 from pathlib import Path
@@ -7,8 +8,9 @@ import pytest
 
 from cove.core import Feedback, Task
 from cove.tasks.base import EpisodeState, DataUnavailable, make_env
-from cove.tasks.multihop import (normalize_answer, answer_em, answer_f1, qa_feedback, check_gold, dataset_dir, hash_split,
-                                 fit_context, parse_hotpot_row, make_multihop_task, MultihopEnv, HotpotQAEnv)
+from cove.tasks.multihop import (normalize_answer, answer_em, answer_f1, qa_feedback, check_gold, dataset_dir,
+                                 hash_split, fit_context, parse_hotpot_row, make_multihop_task, MultihopEnv,
+                                 HotpotQAEnv)
 
 
 def episode(env, task, action):
@@ -49,7 +51,8 @@ def test_feedback_messages():
     env = MultihopEnv()
     assert episode(env, t, 'Reasoning...\nAnswer: the Kansas Song.') == Feedback('success', 1.0, 'correct')
     fb = episode(env, t, 'Answer: Kansas City Song')
-    assert (fb.status, fb.message) == ('failure', "wrong answer: got 'Kansas City Song', expected 'Kansas Song' (F1 0.80)")
+    assert (fb.status, fb.message) == ('failure',
+                                       "wrong answer: got 'Kansas City Song', expected 'Kansas Song' (F1 0.80)")
     assert fb.score == pytest.approx(0.8)
     assert episode(env, t, 'Kansas Song') == Feedback('failure', 0.0, "format: no 'Answer:' line", 'format')
     assert env.evaluate(env.reset(t)) == Feedback('failure', 0.0, 'no final answer within 1 turn(s)', 'no_answer')
@@ -103,7 +106,8 @@ def test_embedded_oracle_all_accepted():
 
 ROW = dict(_id='abc', question='Who founded Zorvex Labs?', answer='Mira Talsen', type='bridge', level='hard',
            supporting_facts=[['Zorvex Labs', 0]],
-           context=[['Zorvex Labs', ['Zorvex Labs was founded by Mira Talsen.', ' It makes lamps.']], ['Other', ['Something else.']]])
+           context=[['Zorvex Labs', ['Zorvex Labs was founded by Mira Talsen.', ' It makes lamps.']],
+                    ['Other', ['Something else.']]])
 
 
 def test_fit_context_cap():
@@ -118,7 +122,8 @@ def test_fit_context_cap():
 
 def test_parse_row_and_support_flags():
     t = parse_hotpot_row(ROW)
-    assert (t.target, t.meta['support_in_context'], t.meta['support_kept'], t.meta['reference']) == ('Mira Talsen', True, True, 'Answer: Mira Talsen')
+    assert (t.target, t.meta['support_in_context'], t.meta['support_kept'],
+            t.meta['reference']) == ('Mira Talsen', True, True, 'Answer: Mira Talsen')
     t = parse_hotpot_row(ROW, max_chars=60)   # only the first sentence of each paragraph survives
     assert t.meta['truncated'] and t.meta['support_kept']
     t = parse_hotpot_row({**ROW, 'supporting_facts': [['Missing', 0]]})
@@ -134,7 +139,8 @@ def test_loader_fixture_counts_malformed(tmp_path):
     ts = env.tasks('all')
     assert [t.id for t in ts] == ['hotpotqa-abc', 'hotpotqa-w']
     assert (env.report.n_ok, env.report.n_bad) == (2, 3)
-    assert 'bad JSON' in env.report.errors[0] and 'no context' in env.report.errors[1] and 'KeyError' in env.report.errors[2]
+    assert ('bad JSON' in env.report.errors[0] and 'no context' in env.report.errors[1]
+            and 'KeyError' in env.report.errors[2])
     assert sorted(t.id for t in env.tasks('train') + env.tasks('test')) == sorted(t.id for t in ts)
     assert env.tasks('all', 1, seed=0) == env.tasks('all', 1, seed=0)
     assert HotpotQAEnv(data_dir=d).tasks('all') == ts    # the folder itself works too

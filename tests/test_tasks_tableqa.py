@@ -1,4 +1,5 @@
-"Package-level tests of the `tableqa` family: surfaces and renaming, call parsing, evaluators, reference replay, WTQ loading."
+"""Package-level tests of the `tableqa` family: surfaces and renaming, call parsing, evaluators, reference replay, WTQ
+loading."""
 import json, random
 from pathlib import Path
 import pytest
@@ -10,10 +11,12 @@ from cove.tasks.tableqa import (OPS, Table, default_surface, renamed_surface, ru
     check_denotation, tsv_unescape_list, FAILURE_KINDS)
 
 TB = Table(['name', 'team', 'points', 'price'],
-           [['Ana', 'Hawks', '31', '$1,200'], ['Bo', 'Owls', '12', '950'], ['Cy', 'Hawks', '20', 'n/a'], ['Dee', 'Pines', '7', '10.5']], 'players')
+           [['Ana', 'Hawks', '31', '$1,200'], ['Bo', 'Owls', '12', '950'], ['Cy', 'Hawks', '20', 'n/a'],
+            ['Dee', 'Pines', '7', '10.5']], 'players')
 CANON_CALLS = [('columns', ''), ('select', '"name", "points"'), ('select', ''), ('filter_rows', 'points, >=, 12'),
                ('filter_rows', '"team", "hawks"'), ('count', '"team", "Hawks"'), ('count', ''), ('sum', '"points"'),
-               ('sum', '"price", "team", "Hawks"'), ('argmax', '"points", "name"'), ('lookup', '"name", "Cy", "points"'),
+               ('sum', '"price", "team", "Hawks"'), ('argmax', '"points", "name"'),
+               ('lookup', '"name", "Cy", "points"'),
                ('sql', '"SELECT name FROM t WHERE points > 10 ORDER BY points DESC"')]
 
 @pytest.fixture(scope='module')
@@ -55,7 +58,8 @@ def test_tool_results():
     assert r('count()') == '4' and r('count(team, hawks)') == '2'
     assert r('sum(price)') == '2160.5 (1 non-numeric cells skipped)'
     assert r('argmax(points, name)') == 'Ana' and r('lookup(name, Dee, team)') == 'Pines'
-    assert r('filter_rows(points, "<", 10)').splitlines() == ['1 rows match', 'row | name | team | points | price', '4 | Dee | Pines | 7 | 10.5']
+    assert r('filter_rows(points, "<", 10)').splitlines() == ['1 rows match', 'row | name | team | points | price',
+                                                              '4 | Dee | Pines | 7 | 10.5']
     assert r('sql("SELECT count(*) FROM t WHERE team = \'Hawks\'")').splitlines()[1] == '1 | 2'
 
 # --- call parsing ---------------------------------------------------------------------------
@@ -64,15 +68,22 @@ def test_parse_call_forms():
     assert parse_call('count(team, Hawks)') == ('count', ['team', 'Hawks'], {})
     assert parse_call('count(city, New York)') == ('count', ['city', 'New York'], {})
     assert parse_call('filter_rows("points", ">", 15)') == ('filter_rows', ['points', '>', 15], {})
-    assert parse_call('lookup(key_column="name", key="Bo", column="team")')[2] == dict(key_column='name', key='Bo', column='team')
-    assert find_calls('Thought: count them\nAction: count(team, Hawks)\nAction: columns()') == ['count(team, Hawks)', 'columns()']
+    assert parse_call('lookup(key_column="name", key="Bo", column="team")')[2] == dict(key_column='name', key='Bo',
+                                                                                       column='team')
+    assert find_calls('Thought: count them\nAction: count(team, Hawks)\nAction: columns()') == ['count(team, Hawks)',
+                                                                                                'columns()']
     assert find_calls('```\ncount(team, Hawks)\n```') == ['count(team, Hawks)']
 
-@pytest.mark.parametrize('action', ['Action: count(', 'Action: count(team', 'Action: count)', 'Action: (((', 'Action: count(team))',
+@pytest.mark.parametrize('action',
+                         ['Action: count(', 'Action: count(team', 'Action: count)', 'Action: (((',
+                          'Action: count(team))',
     'Action: lookup(1, 2, 3, 4, 5)', 'Action: count(**x)', 'Action: count(*x)', 'Action: sum(nope)', 'Action: sql(1)',
-    'Action: sql("SELECT * FROM t; DROP TABLE t")', 'Action: sql("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c")',
+    'Action: sql("SELECT * FROM t; DROP TABLE t")',
+                          'Action: sql("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) '
+                          'FROM c")',
     'Action: filter_rows(points, "~", 3)', 'Action: argmax(team)', 'Action: select(1.5)', 'Action: count(lambda: 1, 2)',
-    'Action: ' + '(' * 300, 'Action: count("' + 'a' * 10000 + '", 1)', 'Action: 123()', 'Action: __import__("os")', '', '\n\n', 'Action:'])
+    'Action: ' + '(' * 300, 'Action: count("' + 'a' * 10000 + '", 1)', 'Action: 123()', 'Action: __import__("os")', '',
+                          '\n\n', 'Action:'])
 def test_malformed_calls_give_visible_errors(env, action):
     t = env.tasks('same', 1)[0]
     st = env.reset(t)
@@ -98,9 +109,11 @@ def test_evaluator_right_and_wrong(env):
     st, fb = replay(env, t, calls + [f'Answer: {t.target}.0'])
     assert fb == Feedback('success', 1.0, 'correct') and failure_kind(st, fb) == 'success'
     st, fb = replay(env, t, calls + [f'Answer: {int(t.target) + 1}'])
-    assert fb.message == f"wrong answer: got '{int(t.target) + 1}', expected '{t.target}'" and failure_kind(st, fb) == 'right_api_wrong_answer'
+    assert (fb.message == f"wrong answer: got '{int(t.target) + 1}', expected '{t.target}'"
+            and failure_kind(st, fb) == 'right_api_wrong_answer')
     st, fb = replay(env, t, calls)
-    assert fb.status == 'failure' and fb.message.startswith("format: no 'Answer:' line") and failure_kind(st, fb) == 'format'
+    assert (fb.status == 'failure' and fb.message.startswith("format: no 'Answer:' line")
+            and failure_kind(st, fb) == 'format')
     st, fb = replay(env, t, [f'Answer: {int(t.target) + 1}'])
     assert not st.calls and fb.status == 'failure' and failure_kind(st, fb) == 'no_tool_call'
     rt = with_surface(t, rename(s, 5), split='renamed')
@@ -145,8 +158,10 @@ def test_wtq_normalisation_cases():
     assert wtq_match('1990-01-02', ['January 2, 1990']) and wtq_match('2 January 1990', ['January 2, 1990'])
     assert not wtq_match('xx-01-02', ['January 2, 1990']) and wtq_match('xx-01-02', ['January 2'])
     assert wtq_match('1990', ['1990']) and wtq_match('march 1990', ['1990-03-xx'])
-    assert wtq_match('THE BEATLES', ['The Beatles']) and wtq_match('Beyonce', ['Beyoncé']) and wtq_match('Paris.', ['paris'])
-    assert wtq_match('Smith', ['Smith (footballer)']) and wtq_match('Smith', ['Smith [2]']) and wtq_match('Smith', ['"Smith"'])
+    assert (wtq_match('THE BEATLES', ['The Beatles']) and wtq_match('Beyonce', ['Beyoncé'])
+            and wtq_match('Paris.', ['paris']))
+    assert (wtq_match('Smith', ['Smith (footballer)']) and wtq_match('Smith', ['Smith [2]'])
+            and wtq_match('Smith', ['"Smith"']))
     assert wtq_match('a|b', ['b', 'a']) and not wtq_match('a|b|c', ['b', 'a']) and not wtq_match('a', ['b', 'a'])
     assert wtq_match('a, b', ['b', 'a']) and wtq_match('Bangkok, Thailand', ['Bangkok, Thailand'])
     assert wtq_normalize('It’s – “ok”') == 'it\'s - "ok"'
@@ -156,7 +171,8 @@ def test_wtq_normalisation_cases():
 
 def _fixture(tmp_path):
     root = tmp_path/'wtq'; (root/'csv'/'201-csv').mkdir(parents=True)
-    (root/'csv'/'201-csv'/'5.csv').write_text('"Rank","Nation","Gold"\n"1","Norway","12"\n"2","Sweden","1,003"\n"3","Chile","7"\n')
+    (root/'csv'/'201-csv'/'5.csv').write_text('"Rank","Nation","Gold"\n"1","Norway","12"\n"2","Sweden","1,003"\n'
+                                              '"3","Chile","7"\n')
     rows = ['id\tutterance\tcontext\ttargetValue',
             'nt-10\twhich nation won the most gold?\tcsv/201-csv/5.csv\tSweden',
             'nt-11\thow many golds did norway and chile win?\tcsv/201-csv/5.csv\t19',
@@ -173,7 +189,8 @@ def test_wtq_loader_fixture(tmp_path):
         env = make_env('tableqa:wtq', data_dir=d)
         ts = env.tasks('test')
         assert [t.meta['wtq_id'] for t in ts] == ['nt-10', 'nt-11', 'nt-14']
-        assert (env.report.n_ok, env.report.n_bad) == (3, 2) and 'missing' in env.report.errors[0] and '5 fields' in env.report.errors[1]
+        assert ((env.report.n_ok, env.report.n_bad) == (3, 2) and 'missing' in env.report.errors[0]
+                and '5 fields' in env.report.errors[1])
     assert check_gold(env, ts) == ([t.id for t in ts], [])
     assert [t.id for t in env.tasks('train')] == ['wtq-train-nt-10']
     ren = env.tasks('renamed'); s = env.surface(ren[0])

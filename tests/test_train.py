@@ -1,9 +1,11 @@
-"Package-level tests of `cove.train` that need several processes: data-parallel training under torchrun, and a kill while saving."
+"""Package-level tests of `cove.train` that need several processes: data-parallel training under torchrun, and a kill
+while saving."""
 import json, os, signal, subprocess, sys
 from pathlib import Path
 import pytest
 
-ENV = {**os.environ, 'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1', 'TOKENIZERS_PARALLELISM': 'false', 'OMP_NUM_THREADS': '1'}
+ENV = {**os.environ, 'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1', 'TOKENIZERS_PARALLELISM': 'false',
+       'OMP_NUM_THREADS': '1'}
 ARGS = ['--model', 'tiny', '--family', 'math', '--max-steps', '2', '--batch-size', '2']
 
 
@@ -18,11 +20,13 @@ def _dataset_tokens(n):
     from cove.tasks.base import make_env
     from cove.train import reference_sft, sft_dataset
     env = make_env('math')
-    return sum(map(len, sft_dataset(reference_sft(env, env.tasks('train', n=n)), smollm2_tokenizer(), 512)['input_ids']))
+    return sum(map(len, sft_dataset(reference_sft(env, env.tasks('train', n=n)), smollm2_tokenizer(),
+                                    512)['input_ids']))
 
 
 def test_torchrun_two_processes(tmp_path):
-    "`torchrun --nproc_per_node 2` on CPU (gloo): the trainer sees world size 2, one adapter is saved, every token counted once."
+    """`torchrun --nproc_per_node 2` on CPU (gloo): the trainer sees world size 2, one adapter is saved, every token
+    counted once."""
     out = tmp_path/'ddp'
     cmd = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node', '2', '-m', 'cove.train',
            *ARGS, '--tasks', '8', '--out', str(out), '--result', str(out/'result.json')]
@@ -34,7 +38,8 @@ def test_torchrun_two_processes(tmp_path):
     # 8 conversations, 2 ranks x batch 2: two steps are exactly one pass over the data, each conversation counted once
     # (with an uneven split, accelerate completes the last batch with conversations from the start, and counts them)
     assert res['train_tokens'] == _dataset_tokens(8)
-    assert sorted(p.name for p in out.iterdir() if 'adapter' in p.name) == ['adapter-0001']   # one adapter, no leftovers
+    # one adapter, no leftovers
+    assert sorted(p.name for p in out.iterdir() if 'adapter' in p.name) == ['adapter-0001']
     assert (out/'adapter-0001'/'adapter_config.json').exists()
     assert json.loads((out/'adapter-0001'/'update.json').read_text())['world_size'] == 2
 
@@ -53,7 +58,8 @@ main(sys.argv[1:])
 
 
 def test_kill_while_saving_leaves_no_half_adapter(tmp_path):
-    "SIGKILL in the middle of saving: no `adapter-0001`, only a hidden temporary folder, which the next update replaces."
+    """SIGKILL in the middle of saving: no `adapter-0001`, only a hidden temporary folder, which the next update
+    replaces."""
     out = tmp_path/'kill'
     r, log = _run([sys.executable, '-c', KILL_WHILE_SAVING, *ARGS, '--tasks', '2', '--out', str(out)])
     assert r.returncode == -signal.SIGKILL, log

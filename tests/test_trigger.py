@@ -16,12 +16,15 @@ def reference_events(stream, w, eps, N, q_min, k, tau_c):
         h = hist.setdefault(fam, []); h.append((int(s), q))
         c = chans.setdefault(fam, []); c.append(ch)
         held = []
-        if len(h) == k and updates.get(fam, 0) == 0 and Fraction(sum(x for x, _ in h[:k]), k) < Fraction(tau_c).limit_denominator(10**6): held.append('cold_start_failure')
+        if len(h) == k and updates.get(fam, 0) == 0 and Fraction(sum(x for x, _ in h[:k]),
+                                                                 k) < Fraction(tau_c).limit_denominator(10**6):
+            held.append('cold_start_failure')
         if sum(q_ >= q_min for _, q_ in h[data_from.get(fam, 0):]) >= N: held.append('data_sufficient')
         since = h[plateau_from.get(fam, 0):]
         if len(since) >= 2*w:
             vals = [x for x, _ in since]
-            if Fraction(sum(vals[-w:]) - sum(vals[-2*w:-w]), w) < Fraction(eps).limit_denominator(10**6): held.append('plateau')
+            if Fraction(sum(vals[-w:]) - sum(vals[-2*w:-w]), w) < Fraction(eps).limit_denominator(10**6):
+                held.append('plateau')
         if held:
             fired = 2 * sum(x in PARAMETRIC_CHANNELS for x in c[-w:]) >= len(c[-w:])
             out.append((fam, len(h), tuple(held), fired))
@@ -37,7 +40,8 @@ def test_trigger_matches_reference(seed):
     params = dict(w=rng.choice([2, 3, 5]), eps=rng.choice([0.01, 0.15, 0.3]), N=rng.choice([2, 4, 7]),
                   q_min=rng.choice([0.5, 1.0]), k=rng.choice([3, 4, 6]), tau_c=rng.choice([0.05, 0.3, 0.55]))
     p = rng.random()
-    stream = [(rng.choice('abc'), rng.random() < p, rng.choice([0.0, 0.25, 0.5, 0.75, 1.0]), rng.choice(CHANNELS)) for _ in range(150)]
+    stream = [(rng.choice('abc'), rng.random() < p, rng.choice([0.0, 0.25, 0.5, 0.75, 1.0]), rng.choice(CHANNELS))
+              for _ in range(150)]
     trig, got = Trigger(**params), []
     for fam, s, q, ch in stream:
         n = len(trig.events)
