@@ -53,6 +53,7 @@ def squash(text, n:int|None=None) -> str:
     s = ' '.join(str(text or '').split())
     return s if n is None or len(s) <= n else s[:n-1].rstrip() + '…'
 
+# %% ../nbs/17_baselines.ipynb #38cbcce3
 def task_gist(task:Task, n:int=300) -> str:
     """What a task asks: its `question` payload when it has one (e.g. multi-hop QA after long paragraphs), else its
     prompt."""
@@ -262,6 +263,7 @@ def _unfence(s:str) -> str:
     m = _FENCED.search(s)
     return (m.group(1) if m else s).strip('\n').rstrip()
 
+# %% ../nbs/17_baselines.ipynb #0a98bffe
 def _dedent(s:str) -> str:
     import textwrap
     return textwrap.dedent(s.strip('\n'))
@@ -274,6 +276,7 @@ def _compiles(src:str) -> str|None:
     except (SyntaxError, ValueError) as e:
         return f'{type(e).__name__}: {e}'[:120]
 
+# %% ../nbs/17_baselines.ipynb #e0b387fb
 def _answer_text(s:str) -> str:
     "An answer as the solver's `Answer:` line would give it."
     s = squash(s)
@@ -336,6 +339,7 @@ def verification_feedback(g:GeneratedTask, candidate:str|None, timeout:float=5.0
     if fb.status == 'failure': return no(f'rejected ({fb.message})'[:200], 'test_failed' if code else 'wrong_answer')
     return no(f'error: {fb.message}'[:200], 'runtime_error' if code else 'env_error')   # the program or check crashed
 
+# %% ../nbs/17_baselines.ipynb #c6c62f83
 def run_verification(g:GeneratedTask, candidate:str|None, timeout:float=5.0) -> tuple[bool, str]:
     "`(accepted, detail)` of `candidate` under `g`'s verification code (`verification_feedback`)."
     fb = verification_feedback(g, candidate, timeout)

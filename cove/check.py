@@ -105,6 +105,7 @@ def note_fresh(path:str|Path, out:str|Path, why:str, recorded:int):
 class RunLocked(RuntimeError):
     "Another process is running in this folder."
 
+# %% ../nbs/07c_check.ipynb #47605895
 def lock_holder(path:str|Path) -> str:
     "The pid written in the lock file `path` ('unknown' if its holder has not written it yet)."
     for _ in range(50):
@@ -278,6 +279,7 @@ def run_id_of(conf:dict) -> str:
     key = json.dumps([conf.get('spec'), conf.get('started')], sort_keys=True, default=str)
     return 'legacy-' + hashlib.sha256(key.encode()).hexdigest()[:16]
 
+# %% ../nbs/07c_check.ipynb #68937723
 def _rebuilt_stream(conf:dict) -> tuple[RunSpec, list, list]:
     "`(spec, one, stream)` of the run `conf` describes, rebuilt here (quietly: its warnings were the run's)."
     root = logging.getLogger('cove')
@@ -288,6 +290,7 @@ def _rebuilt_stream(conf:dict) -> tuple[RunSpec, list, list]:
         return spec, *run_stream(spec, cfg, open_envs(spec.tasks, cfg))
     finally: root.setLevel(level)
 
+# %% ../nbs/07c_check.ipynb #eabc7dac
 def stream_problems(conf:dict, recs:list[dict]) -> tuple[list[str], str]:
     """How the data and `recs` disagree with the stream that `conf` (a `config.json`) describes, and a note when that
     stream cannot be rebuilt here (its family not loaded, its data gone)."""
@@ -343,6 +346,7 @@ def store_run_id(path:str|Path) -> str|None:
         return json.loads(row[0]) if row else None
     except (sqlite3.Error, ValueError): return None
 
+# %% ../nbs/07c_check.ipynb #1731e106
 def _other_run(p:Path, run_id:str|None) -> str|None:
     "Why store `p` is another run's (its `meta` holds another run id than `run_id`), or None."
     had = store_run_id(p) if run_id and '.corrupt-' not in p.name else None
@@ -350,6 +354,7 @@ def _other_run(p:Path, run_id:str|None) -> str|None:
     return (f"of another run (run id {had}; config.json's {run_id}): a store swapped in from elsewhere; move it aside "
             "and rerun with --set-aside-corrupt to start it fresh, or restore this run's own")
 
+# %% ../nbs/07c_check.ipynb #2831e5c3
 def check_stores(d:Path, run_id:str|None=None) -> list[tuple]:
     """Items for every `*.sqlite` below `d` (`PRAGMA integrity_check`, and bound to run `run_id` when given) and every
     adapter folder (`adapter_problem`)."""
@@ -422,6 +427,7 @@ def _not_loaded(meth, conf:dict) -> tuple:
     hint = f"--plugin {','.join(rec)}: the run had it loaded" if rec else '--plugin MODULE'
     return ('state', False, f"state not checked: method {str(meth)[:60]} not loaded (use {hint})")
 
+# %% ../nbs/07c_check.ipynb #fec366a5
 def check_method_state(d:Path, conf:dict, recs:list[dict]) -> list[tuple]:
     """Items for the method's JSON state file: it parses, is this method's, agrees with the records, and the adapter it
     names exists."""
@@ -462,6 +468,7 @@ def _odd_kind(st:os.stat_result) -> str|None:
     if stat.S_ISREG(m): return f"a hard link ({st.st_nlink} names share the file)"
     return 'a symbolic link' if stat.S_ISLNK(m) else 'a FIFO' if stat.S_ISFIFO(m) else 'not a regular file'
 
+# %% ../nbs/07c_check.ipynb #66b3b796
 def odd_files(d:Path) -> list[tuple]:
     """An item for each entry anywhere below run folder `d` that is not a folder or a regular file with one name:
     symbolic links, hard links, FIFOs, sockets, devices."""
@@ -473,6 +480,7 @@ def odd_files(d:Path) -> list[tuple]:
                 items.append((str(p.relative_to(d)), False, f"{kind}: cove neither follows nor opens it; remove it"))
     return sorted(items)
 
+# %% ../nbs/07c_check.ipynb #040e9c1a
 def refuse_odd_files(d:Path):
     "Before a run starts in `d`: `NotRegularFile` naming the first link, hard link or special file anywhere in it."
     if not Path(d).is_dir(): return
@@ -487,6 +495,7 @@ def _is_run(d:Path) -> bool:
     try: return 'spec' in json.loads((d/'config.json').read_text())
     except (OSError, ValueError, TypeError): return False
 
+# %% ../nbs/07c_check.ipynb #d664bad3
 def check_one(d:Path) -> list[tuple[str, bool, str]]:
     "`(item, ok, detail)` for the run folder `d`."
     if odd := odd_files(d): return odd   # named, never opened

@@ -320,17 +320,21 @@ def load(self:MemoryGraph):
     self.edges = {(a, b, t) for a, b, t in c.execute('SELECT src, dst, type FROM edges')}
     return self
 
+# %% ../nbs/15_coevo.ipynb #75fee463
 @patch
 def n_applied(self:MemoryGraph) -> int: return self.conn.execute('SELECT COUNT(*) FROM applied').fetchone()[0]
 
+# %% ../nbs/15_coevo.ipynb #6c17d31c
 @patch
 def blob(self:MemoryGraph, key:str) -> bytes|None:
     r = self.conn.execute('SELECT value FROM blobs WHERE key = ?', (key,)).fetchone()
     return r[0] if r else None
 
+# %% ../nbs/15_coevo.ipynb #165de809
 @patch
 def edge_counts(self:MemoryGraph) -> dict: return {t: sum(e[2] == t for e in self.edges) for t in EDGE_TYPES}
 
+# %% ../nbs/15_coevo.ipynb #f4375f9b
 @patch
 def q(self:MemoryGraph) -> dict: return {i: n.q for i, n in self.nodes.items()}
 
@@ -356,6 +360,7 @@ def _insert_node(self:MemoryGraph, node:Node, step:int) -> int:
     self.conn.execute('INSERT INTO qlog VALUES (?,?,?,?,?)', (step, cur.lastrowid, None, node.q, 'new'))
     return cur.lastrowid
 
+# %% ../nbs/15_coevo.ipynb #4ef68d14
 @patch
 def commit(
     self:MemoryGraph,
@@ -431,11 +436,13 @@ def clip_text(s:str, n:int) -> str:
     s = ' '.join(str(s).split())
     return s if len(s) <= n else s[:n//2] + ' … ' + s[-(n - n//2):]
 
+# %% ../nbs/15_coevo.ipynb #c036795c
 def attempt_text(messages:list, n:int=800) -> str:
     "The agent's turns and the environment's replies after the first user message, as one capped string."
     turns = [f"{'Agent' if m['role'] == 'assistant' else 'Environment'}: {m['content']}" for m in messages[2:]]
     return clip_text(' | '.join(turns) or '(no reply)', n)
 
+# %% ../nbs/15_coevo.ipynb #15586c1f
 def outcome_text(R:float) -> str:
     return f"{'success' if R >= 1 else 'failure' if R <= 0 else 'partial'} (score {R:.2f})"
 
@@ -446,6 +453,7 @@ def frequent_terms(text:str, n:int=6) -> list[str]:
     cnt = Counter(toks)
     return sorted(dict.fromkeys(toks), key=lambda t: -cnt[t])[:n]
 
+# %% ../nbs/15_coevo.ipynb #164d04c6
 def norm_keyword(k:str) -> str: return ' '.join(re.findall(r'\w+', k.lower()))
 
 # %% ../nbs/15_coevo.ipynb #8d69defc
@@ -588,6 +596,7 @@ def _router_blob(self:CoEvoMem) -> bytes:
     torch.save(dict(model=self.router.state_dict(), opt=self.opt.state_dict()), buf)
     return buf.getvalue()
 
+# %% ../nbs/15_coevo_b_method.ipynb #dd7b7c52
 @patch
 def _load_router(self:CoEvoMem, blob:bytes):
     sd = torch.load(io.BytesIO(blob), weights_only=True)
@@ -599,12 +608,14 @@ def _load_router(self:CoEvoMem, blob:bytes):
 def _count(self:CoEvoMem, **kw):
     for k, v in kw.items(): self.state['counts'][k] = self.state['counts'].get(k, 0) + v
 
+# %% ../nbs/15_coevo_b_method.ipynb #75ea86fe
 @patch
 def embedder(self:CoEvoMem):
     if self._emb is None:
         self._emb = Embedder.from_config(self.cfg)
     return self._emb
 
+# %% ../nbs/15_coevo_b_method.ipynb #169912e0
 @patch
 def _gen(self:CoEvoMem, prompts:list[str]) -> list:
     """Greedy generations of the frozen policy for auxiliary prompts (SR-QR, distillation), capped at
@@ -789,6 +800,7 @@ def _episode_fields(self:CoEvoMem, p:dict) -> dict:
         coevo_replay=False,
     )
 
+# %% ../nbs/15_coevo_b_method.ipynb #ea999c38
 @patch
 def extra(self:CoEvoMem, res) -> dict:
     "CoEvo-Mem fields of an episode line: phase and kind, w, π, ζ, exposed memories, utilities, new node, SR-QR status."

@@ -110,6 +110,7 @@ class CorruptFile(ValueError):
         super().__init__(msg)
         self.paths = [str(p) for p in paths]
 
+# %% ../nbs/00_core.ipynb #4f5d23ed
 class WriteFailed(OSError):
     """A file that could not be written (a full disk, a file-size limit, an I/O error); `filename` names it (None:
     unknown). What it held before is intact."""
@@ -127,6 +128,7 @@ def writing(path:str|Path):
     except WriteFailed: raise
     except OSError as e: raise WriteFailed(e.errno, e.strerror or str(e), str(path)) from e
 
+# %% ../nbs/00_core.ipynb #faaf4e0f
 def write_all(fd:int, data:bytes):
     "`os.write` all of `data` to `fd` (a write may stop part way; the next one raises)."
     view = memoryview(data)
@@ -137,12 +139,14 @@ class NotRegularFile(ValueError):
     """A run-folder file that is a symbolic link, a hard link, a FIFO, a folder or a device: cove neither follows nor
     opens it."""
 
+# %% ../nbs/00_core.ipynb #ee6f5255
 def _one_link(path, st) -> None:
     "Refuse a regular file that other names share (`st`: its stat)."
     if st.st_nlink > 1:
         raise NotRegularFile(f"{path} is a hard link ({st.st_nlink} names share the file): cove writes no file that "
                              "lives elsewhere too; remove it, or use another --out")
 
+# %% ../nbs/00_core.ipynb #244b9d05
 def open_regular(path:str|Path, flags:int=os.O_RDONLY, mode:int=0o666) -> int:
     """`os.open` of a regular file with one link, following no symbolic link and never blocking on a FIFO;
     `NotRegularFile` else. `O_TRUNC` is applied only once the file is known to be one."""
@@ -164,6 +168,7 @@ def open_regular(path:str|Path, flags:int=os.O_RDONLY, mode:int=0o666) -> int:
     if trunc: os.ftruncate(fd, 0)
     return fd
 
+# %% ../nbs/00_core.ipynb #31e4e443
 def read_regular(path:str|Path) -> bytes|None:
     "The bytes of the regular file `path` (None when there is none), read through `open_regular`."
     try: fd = open_regular(path)
@@ -298,6 +303,7 @@ def _keep_torn(p:Path, tail:bytes):
         t.flush()
         os.fsync(t.fileno())
 
+# %% ../nbs/00_core.ipynb #3fd9be61
 def repair_tail(path:str|Path) -> bytes:
     """Make `path` end at a line boundary before more is appended: a last line without its newline (a write a kill cut
     short) is completed if it is a whole JSON record, else cut off and kept in `<path>.torn`; returns the bytes cut
@@ -362,11 +368,13 @@ def task_key(task) -> str:
     "`family|split|id`: a task, whichever epoch plays it."
     return f"{task.family}|{task.split}|{task.id}"
 
+# %% ../nbs/00_core.ipynb #3bc1ed24
 def record_task_key(r:dict) -> str:
     """`family_spec|split|task_id` of an episode record (its family where it has no spec): one key per task of a
     run's stream, whichever epoch played it. Unlike `task_key` it tells two sources of one family apart."""
     return f"{r.get('family_spec', r.get('family'))}|{r.get('split')}|{r['task_id']}"
 
+# %% ../nbs/00_core.ipynb #d68b53c3
 class EpisodeKeys:
     "Occurrence-aware episode keys `family|split|id#n`: the n-th play (from 0) of a task in a run."
     def __init__(self, episodes_path:str|Path|None=None): # a run's `episodes.jsonl`: its recorded plays are counted
@@ -386,6 +394,7 @@ def keys(self:EpisodeKeys, tasks:list) -> list[str]:
         seen[k] += 1
     return out
 
+# %% ../nbs/00_core.ipynb #a94f1661
 @patch
 def commit(self:EpisodeKeys, tasks:list):
     "The batch was played: its records are written next."
@@ -449,6 +458,7 @@ def to_dict(self:TokenLedger) -> dict:
     "JSON-ready counts, with `total_tokens`."
     return {**asdict(self), 'total_tokens': self.total_tokens}
 
+# %% ../nbs/00_core.ipynb #e67b970e
 @patch(cls_method=True)
 def from_dict(cls:TokenLedger, d:dict) -> TokenLedger:
     "Rebuild a ledger written by `to_dict`."

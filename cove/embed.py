@@ -155,6 +155,7 @@ def _append(self:DenseIndex, ids:np.ndarray, vecs:np.ndarray):
     self._pos.update(zip(ids.tolist(), range(start, start+len(ids))))
     self._sel = None
 
+# %% ../nbs/03_embed.ipynb #bf910a9b
 @patch
 def vectors(self:DenseIndex) -> tuple[np.ndarray, np.ndarray]:
     "All live `(ids, vectors)`, reconstructed from the faiss index."
@@ -215,6 +216,7 @@ def _selector(self:DenseIndex):
         self._sel = (faiss.IDSelectorBitmap(len(self._live), faiss.swig_ptr(bits)), bits)  # keep `bits` alive
     return self._sel[0]
 
+# %% ../nbs/03_embed.ipynb #7719d3bc
 @patch
 def _search_hnsw(self:DenseIndex, q:np.ndarray, kk:int) -> tuple[np.ndarray, np.ndarray]:
     "HNSW `(scores, ids)` for queries `q`, skipping tombstoned positions (id -1 where fewer than `kk` are found)."

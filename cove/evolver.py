@@ -113,6 +113,7 @@ def action_counts(text:str) -> Counter:
     "Valid actions per kind in a trajectory's assistant text."
     return Counter(a.kind for a in parse_actions(text)[0] if a.valid)
 
+# %% ../nbs/16_evolver.ipynb #0562fb7b
 def format_reward(text:str, exp_retrieve:bool=True) -> float:
     """R_format of a trajectory (its assistant turns joined): 1(complete) · (R_think + R_search) / 2; without experience
     retrieval, 1 or 0."""
@@ -135,6 +136,7 @@ def metric_score(successes:int, uses:int) -> float:
     "(successes + 1) / (uses + 2)."
     return (successes + 1) / (uses + 2)
 
+# %% ../nbs/16_evolver.ipynb #7e6816a9
 def to_prune(stats:dict, threshold:float=0.3) -> list:
     "Keys of `stats` (key -> (successes, uses)) whose metric_score is below `threshold`."
     return [k for k, (s, u) in stats.items() if metric_score(s, u) < threshold]
@@ -231,6 +233,7 @@ def answer_turn(family:str, content:str) -> str:
     if family == 'formal': return content   # `extract_proof` reads a Lean block or the bare proof
     return f"Answer: {content}"
 
+# %% ../nbs/16_evolver.ipynb #d388ba0d
 def answer_like(family:str, text:str) -> bool:
     "Whether an untagged turn already holds a final answer the environment can read."
     return ('```' in text) if family in CODE_FAMILIES else parse_answer(text) is not None
@@ -243,16 +246,19 @@ def answer_content(messages:list[dict]) -> str|None:
     found = [m[1] for x in messages if x['role'] == 'assistant' for m in _ANSWER_RE.finditer(x['content'] or '')]
     return found[-1].strip() if found else None
 
+# %% ../nbs/16_evolver.ipynb #703fdd6f
 def gold_answer(task:Task) -> str:
     "The gold answer as text: several values (a WikiTableQuestions answer) joined with `|`, as a reference writes them."
     t = task.target
     return '|'.join(map(str, t)) if isinstance(t, (list, tuple)) else str(t)
 
+# %% ../nbs/16_evolver.ipynb #5e417450
 def gold_answers(task:Task) -> list[str]:
     "The gold aliases, any of which is right: `task.meta['golden_answers']` (NQ's list; the authors' field), else one."
     aliases = (task.meta or {}).get('golden_answers')
     return [str(a) for a in aliases] if aliases else [gold_answer(task)]
 
+# %% ../nbs/16_evolver.ipynb #cb128839
 def exact_match(pred:str|None, gold:str|list[str]) -> float:
     """The paper's EM: 1.0 when `pred` equals `gold` (or any of a list of aliases) after `normalize_answer`
     (`answer_em`); no answer (None) scores 0."""
@@ -270,6 +276,7 @@ def em_feedback(messages:list[dict], task:Task) -> Feedback:
     why = f'wrong answer: got {short(pred)!r}, expected {short(gold)!r} (exact match)'
     return Feedback('failure', 0.0, why, 'wrong_answer')
 
+# %% ../nbs/16_evolver.ipynb #a6b8aba6
 def episode_outcome(env, task:Task, state:EpisodeState, messages:list[dict]) -> tuple[Feedback, bool|None]:
     "`(outcome, lenient)`: EM and the evaluator's verdict (answer families); the evaluator's and None (code, proofs)."
     try: fam = env.evaluate(state)
@@ -353,6 +360,7 @@ def _principle(r) -> Principle:
         json.loads(r['sources']),
     )
 
+# %% ../nbs/16_evolver_b_experience.ipynb #b3e06b9f
 @patch
 def embed(self:PrincipleStore, texts:list[str]) -> np.ndarray:
     if self.embedder is None: raise ValueError("this PrincipleStore has no embedder")
@@ -365,6 +373,7 @@ def get(self:PrincipleStore, id:int) -> Principle:
     if r is None: raise KeyError(f"no principle {id}")
     return _principle(r)
 
+# %% ../nbs/16_evolver_b_experience.ipynb #f49e6bc9
 @patch
 def principles(self:PrincipleStore, status:str|None='active', kind:str|None=None) -> list[Principle]:
     q, a = 'SELECT * FROM principles WHERE 1=1', []
@@ -535,6 +544,7 @@ def equiv_content(a:str, b:str) -> str: return f"Principle 1: {a}\nPrinciple 2: 
 def _trajectory_text(messages:list[dict]) -> str:
     return '\n'.join(m['content'] for m in messages if m['role'] == 'assistant')
 
+# %% ../nbs/16_evolver_b_experience.ipynb #72f21f01
 def render_experience(hits:list) -> str:
     if not hits: return '<experience>\nThe experience base holds no principle yet.\n</experience>'
     return (
@@ -543,6 +553,7 @@ def render_experience(hits:list) -> str:
         + '\n</experience>'
     )
 
+# %% ../nbs/16_evolver_b_experience.ipynb #bed8b788
 def render_information(docs:list[str]|None) -> str:
     if docs is None: return f'<information>\n{NO_CORPUS}\n</information>'
     if not docs: return '<information>\nNo document matches this query.\n</information>'
@@ -647,6 +658,7 @@ def _take_turn(self:EvolverAgent, env, e:dict, g, turn:int):
     except Exception as ex: e['err'] = f"environment error: {type(ex).__name__}: {ex}"; return
     if obs is not None and turn < self.max_turns: e['messages'].append(msg('user', obs))
 
+# %% ../nbs/16_evolver_b_experience.ipynb #1abd3786
 @patch
 def _finish(self:EvolverAgent, env, e:dict, dt:float, w_o:float=1.0, w_f:float=0.1) -> tuple[EpisodeResult, dict]:
     "Episode `e`'s result (its `episode_outcome`, or the environment's error) and info (EM, lenient, format, reward)."
@@ -822,6 +834,7 @@ def _evolver_agent(self:EvolverMethod, **gen) -> EvolverAgent:
     return EvolverAgent(self.policy, self.store, k=self.p('k'), max_turns=self.p('max_turns'),
                         exp_retrieve=self.p('exp_retrieve'), max_new_tokens=self.cfg['model.max_new_tokens'], **gen)
 
+# %% ../nbs/16_evolver_c_method.ipynb #e4413ec7
 @patch
 def run_batch(self:EvolverMethod, env, tasks):
     "Online episodes for a batch of one family, then the offline phase / update each applied episode makes due."
@@ -956,6 +969,7 @@ def offline_phase(self:EvolverMethod, n:int):
 # %% ../nbs/16_evolver_c_method.ipynb #5d22f458
 def _prompt_key(messages) -> str: return json.dumps([[m['role'], m['content']] for m in messages])
 
+# %% ../nbs/16_evolver_c_method.ipynb #c5db5d69
 def evolver_rollout(agent:EvolverAgent, envs:dict, tasks:list[Task]):
     """`(prompts Dataset, rollout_func)`: each task's opening messages, and a TRL rollout playing the EvolveR loop with
     the model in training."""
@@ -1203,6 +1217,7 @@ def _em_metrics(infos:list[dict]) -> dict:
                 lenient_success=(sum(map(bool, (i['lenient_success'] for i in both))) / len(both)) if both else None,
                 lenient_n=len(both), em_lenient_disagree=sum(bool(i['em']) != bool(i['lenient_success']) for i in both))
 
+# %% ../nbs/16_evolver_c_method.ipynb #d3ad111b
 @patch
 def metrics(self:EvolverMethod) -> dict:
     "The method's metrics for `metrics.json`: the experience base's, the episodes' actions, EM, rewards, updates."

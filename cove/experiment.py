@@ -57,6 +57,7 @@ def ci_text(k:int, n:int) -> str|None:
     lo, hi = wilson(k, n)
     return f'[{lo:.3f}, {hi:.3f}]'
 
+# %% ../nbs/18_experiment.ipynb #2c736f8a
 def rate_cols(k:int, n:int, name:str) -> dict:
     "`{name, 'name 95% CI', 'name n'}`: the rate k/n with its Wilson interval (None when n = 0)."
     return {name: k / n if n else None, f'{name} 95% CI': ci_text(k, n), f'{name} n': n}
@@ -66,6 +67,7 @@ def stage_of(i:int, n:int, stages:int) -> int:
     "The 0-based stage of the `i`-th (0-based) of `n` episodes, cut in order into `stages` equal parts."
     return min(stages - 1, i * stages // max(1, n))
 
+# %% ../nbs/18_experiment.ipynb #b0c37a9d
 def stage_cols(wins:list[list]) -> dict:
     "`rate_cols` of each stage's outcomes (stage 1, 2, ...): `{'stage g', 'stage g 95% CI', 'stage g n'}`."
     return {
@@ -132,6 +134,7 @@ def wiring_note(model:str) -> str:
     "`WIRING_NOTE` for the tiny random model (`model='tiny'`), '' for a real one."
     return WIRING_NOTE if model == 'tiny' else ''
 
+# %% ../nbs/18_experiment.ipynb #cfd6fda3
 def wiring_md(model:str) -> str:
     "A Markdown block quote to put first in `table.md` for a tiny-model run ('' for a real one)."
     return f'> **{wiring_note(model)}**\n\n' if wiring_note(model) else ''
@@ -144,6 +147,7 @@ def show_md(text:str):
     from IPython.display import display, Markdown
     display(Markdown(text))
 
+# %% ../nbs/18_experiment.ipynb #97b5acd0
 def show_wiring(model:str) -> str:
     "Display the wiring-check note (as Markdown) in the notebook for a tiny-model run; returns it."
     if note := wiring_note(model): show_md(f'**{note}**')
@@ -178,6 +182,7 @@ def style(j:int) -> dict:
     mk, ls = STYLES[j % len(STYLES)]
     return dict(marker=mk, ls=ls)
 
+# %% ../nbs/18_experiment.ipynb #773d11c1
 def running_success_fig(curves:'pd.DataFrame'): # columns method, family, episode, success_rate
     "A figure of each method's running success rate over the episodes of each family."
     import matplotlib.pyplot as plt

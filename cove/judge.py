@@ -126,6 +126,7 @@ def choose(self:Judge, prompt:str, options:list[str], calibrate:bool=True,
 class JudgeParseError(ValueError):
     "The judge's free-text output could not be parsed or failed validation."
 
+# %% ../nbs/02b_judge.ipynb #da97de77
 def parse_free_text(raw:str, max_chars:int=200, pattern:str|None=None) -> tuple[str|None, str|None, bool]:
     """Parse generated text into `(text, error, truncated)`: the `pattern` match or the first non-empty line, capped at
     `max_chars`."""
@@ -155,6 +156,7 @@ def texts(self:Judge, prompts:list[str], max_chars:int=200, # cap on each return
                                 max_new_tokens=max_new_tokens or self.max_new_tokens)
     return [self._parsed(p, g.text, max_chars, pattern, v, fallback) for p, g, v in zip(prompts, gens, checks)]
 
+# %% ../nbs/02b_judge.ipynb #6dad7cd9
 @patch
 def _parsed(self:Judge, prompt:str, raw:str, max_chars:int, pattern, validate, fallback):
     "One generated text parsed, validated, counted, logged: the text, `fallback` or its `JudgeParseError` (not raised)."
@@ -170,6 +172,7 @@ def _parsed(self:Judge, prompt:str, raw:str, max_chars:int, pattern, validate, f
     if err is None: return out
     return JudgeParseError(f"judge output unusable ({err}); raw: {raw[:120]!r}") if fallback is None else fallback
 
+# %% ../nbs/02b_judge.ipynb #b0b5145a
 @patch
 def text(self:Judge, prompt:str, max_chars:int=200, pattern:str|None=None, validate:Callable[[str], bool]|None=None,
          fallback:str|None=None, max_new_tokens:int|None=None) -> str:

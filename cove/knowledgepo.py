@@ -45,6 +45,7 @@ def to_dict(self:KPOStats) -> dict:
     "JSON-serialisable counters (each `Counter` as a dict)."
     return {k: dict(v) if isinstance(v, Counter) else v for k, v in vars(self).items()}
 
+# %% ../nbs/12_knowledgepo.ipynb #9cc25bd9
 @patch(cls_method=True)
 def from_dict(cls:KPOStats, d:dict) -> KPOStats:
     "The `KPOStats` of `to_dict()` output."
@@ -121,6 +122,7 @@ def names_in(text:str, surface=None) -> list[str]:
     if surface is None: return list(dict.fromkeys(a or b for a, b in _GENERIC.findall(text or '')))
     return list(dict.fromkeys(n for _, _, n in symbol_spans(text, surface_names(surface))))
 
+# %% ../nbs/12_knowledgepo.ipynb #1ace88e0
 def symbol_names(text:str, surface=None) -> list[str]:
     """The volatile names a candidate carries: current surface names (`names_in`) plus any called or backticked
     identifier."""
@@ -135,8 +137,10 @@ def question_of(task:Task) -> str:
 # %% ../nbs/12_knowledgepo.ipynb #f5b639df
 def _params(op:str, surface:Surface) -> list[str]: return toolset_of(surface).params(op)
 
+# %% ../nbs/12_knowledgepo.ipynb #5c7ff997
 def _arg_text(a) -> str: return fmt_num(a) if isinstance(a, (int, float)) and not isinstance(a, bool) else str(a)
 
+# %% ../nbs/12_knowledgepo.ipynb #fe9f4daa
 def _named_args(call, op:str, surface:Surface) -> list[tuple[str, object]]:
     "`(parameter, argument)` pairs of a tool call to canonical operation `op` (positional, then keyword)."
     pos = [a for a in call.args if not isinstance(a, dict)]
@@ -199,8 +203,10 @@ def _cand(kind, content, proposed, task, surface) -> Candidate:
     return Candidate(kind, content, symbol_names(content, surface), None,
                      task.id, task.family, 'rules', proposed)
 
+# %% ../nbs/12_knowledgepo.ipynb #46143e92
 def _clip(s:str, n:int=300) -> str: return s if len(s) <= n else s[:n].rstrip() + '…'
 
+# %% ../nbs/12_knowledgepo.ipynb #56b27fba
 def _tool_error_memory(task:Task, st, surface) -> list[Candidate]:
     "A tool error: a volatile memory binding the current tool names (the task's surface), with their signatures."
     bad = [c.name for c in st.calls if not c.legal]
@@ -314,6 +320,7 @@ def judge_texts(judge:Judge, episodes:list[tuple], # `(task, result)` pairs
     outs = judge.texts(prompts, max_chars=max_chars, max_new_tokens=max_new_tokens, validate=checks)
     return [outs[i*len(kinds):(i+1)*len(kinds)] for i in range(len(episodes))]
 
+# %% ../nbs/12_knowledgepo.ipynb #a979bee9
 def judge_candidates(judge:Judge, task:Task, result:EpisodeResult, max_candidates:int=2, stats:KPOStats|None=None,
                      max_chars:int=200, max_new_tokens:int=48,
                      texts:list|None=None) -> list[Candidate]: # this episode's `judge_texts`, when already generated
@@ -514,6 +521,7 @@ class KBOp:
 def _same_side(e:Entry, c:Candidate) -> bool:
     return e.label == 'volatile' if c.label == 'volatile' else (e.label != 'volatile' or e.promoted)
 
+# %% ../nbs/12_knowledgepo_b_update.ipynb #15590ee7
 def neighbour(kb, candidate:Candidate, k:int=8, vec=None):
     "The most similar online entry of the same kind, family and volatility side (a store `Hit`), or None."
     if vec is None and getattr(kb, 'embedder', None) is None:
@@ -531,9 +539,11 @@ def neighbour(kb, candidate:Candidate, k:int=8, vec=None):
 # %% ../nbs/12_knowledgepo_b_update.ipynb #8a67ec7a
 def _norm(s:str) -> str: return ' '.join(s.lower().split())
 
+# %% ../nbs/12_knowledgepo_b_update.ipynb #fa2b39b2
 def _choose_op(judge:Judge, e:Entry, c:Candidate, shots:int=0) -> str:
     return judge.choose(kb_op_prompt(shots), list(KB_OPS[:3]), content=kb_op_content(e.content, c.content)).option
 
+# %% ../nbs/12_knowledgepo_b_update.ipynb #c3edc7d7
 def _decide_op(
     c:Candidate,
     e:Entry|None,
@@ -743,6 +753,7 @@ def revision_counts(kb) -> dict[int, int]:
     "Audited `revise` operations (corrections) per entry id."
     return dict(kb.conn.execute("SELECT entry_id, COUNT(*) FROM audit WHERE op='revise' GROUP BY entry_id").fetchall())
 
+# %% ../nbs/12_knowledgepo_b_update.ipynb #7cb75f44
 def promote_revised(kb, R:int=2, # revisions that make a non-volatile entry volatile
                     stats:KPOStats|None=None) -> list[int]:
     "Promote to volatile every online non-volatile entry revised at least `R` times; returns their ids."
@@ -772,6 +783,7 @@ def resurface(entries:list, old:Surface, new:Surface) -> tuple[list, dict]:
     return [replace(e, content=ver(rename_names(e.content, mapping)), names=[mapping.get(n, n) for n in e.names])
             if e.label == 'volatile' else e for e in entries], mapping
 
+# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #9fcad9a1
 def rename_volatile(entries:list, surface:Surface, seed:int) -> tuple[list, Surface, dict]:
     """`(renamed entries, new surface, old->new names)`: volatile entries renamed consistently with `rename(surface,
     seed)`."""
@@ -786,6 +798,7 @@ def legal_names(episode) -> set[str]:
     s = surface_of(task)
     return set(s.names.values()) if s else set()
 
+# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #7b43e2ff
 def observed_names(task:Task, entries:list) -> set[str]:
     "Volatile names shown in the episode's prompt: its documented surface and the names in the injected entries."
     out = legal_names(task)
@@ -829,6 +842,7 @@ def recitation_violations(calls:list, legal:set, observed:set) -> list[tuple[str
     names = [getattr(c, 'name', c) for c in calls]
     return [(n, 'stale' if n not in legal else 'unobserved') for n in names if n not in legal or n not in observed]
 
+# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #b2c9702b
 def anti_recitation_reward(
     r_task:float, calls:list, legal:set, observed:set, lam:float=0.5, stats:KPOStats|None=None
 ) -> float:
@@ -895,6 +909,7 @@ def update_seed(run_seed:int, n_update:int) -> int:
     "The seed of the renames of update `n_update` (1, 2, ...) of a run seeded `run_seed`."
     return RENAME_SEED['run'] * run_seed + RENAME_SEED['update'] * n_update
 
+# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #5e1cca54
 def rollout_grpo_rows(rolls:list[dict], # saved rollouts: `trace`, `task` (a dict) and the `surface` played
                       seed:int|None, # the update's seed (`update_seed`); None: the rollouts as played
                       stats:KPOStats|None=None) -> tuple[list[dict], dict]:
@@ -911,6 +926,7 @@ def rollout_grpo_rows(rolls:list[dict], # saved rollouts: `trace`, `task` (a dic
                  for j, m in enumerate(trace) if m['role'] == 'assistant']
     return rows, by_id
 
+# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #6792048f
 def stale_name_penalty(lam:float) -> Callable:
     "A `make_task_reward` penalty: `lam` for a completion calling a volatile name its episode's surface does not have."
     def stale(prompt, completion:str, task) -> float:
@@ -1106,6 +1122,7 @@ def prefetch(self:KnowledgePO, results:list[EpisodeResult]) -> int:
     self._texts = {id(r): (r, t) for r, t in zip(results, texts)}
     return len(results)
 
+# %% ../nbs/12_knowledgepo_d_release.ipynb #eb2f6870
 @patch
 def observe(self:KnowledgePO, result:EpisodeResult) -> list[KBOp]:
     "Harness-side update after one episode: extract candidates (judge texts from `prefetch`), label, update, promote."
@@ -1128,6 +1145,7 @@ def prompt(self:KnowledgePO, env, task:Task, rename_seed:int|None=None) -> Rollo
     "The memory-aware prompt of one episode (see `memory_aware_prompt`)."
     return memory_aware_prompt(env, task, self.kb, self.k, self.mode, rename_seed, self.stats)
 
+# %% ../nbs/12_knowledgepo_d_release.ipynb #8ab6c034
 @patch
 def reward(self:KnowledgePO, r_task:float, calls:list, prompt:RolloutPrompt) -> float:
     "The anti-recitation reward of an episode played from `prompt`."
@@ -1148,6 +1166,7 @@ def release(
     "Memory release after a parametric update (see `release`)."
     return release(self.kb, evaluate_fn, heldout_tasks, threshold, labels, self.stats, family, min_tasks, max_entries)
 
+# %% ../nbs/12_knowledgepo_d_release.ipynb #d230ae52
 @patch
 def measure_utility(
     self:KnowledgePO,

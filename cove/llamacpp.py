@@ -35,10 +35,12 @@ def _permute(w:np.ndarray, n_head:int) -> np.ndarray:
     "Rows of a q/k projection in llama.cpp's rotary layout (`convert_hf_to_gguf.py`'s `LlamaModel.permute`)."
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
+# %% ../nbs/02c_llamacpp.ipynb #837ef63b
 def _heads(f, arch:str) -> tuple[int, int, int]:
     "Attention heads, key/value heads and layers from a GGUF file's fields (`f`: key -> value)."
     return f(f'{arch}.attention.head_count'), f(f'{arch}.attention.head_count_kv'), f(f'{arch}.block_count')
 
+# %% ../nbs/02c_llamacpp.ipynb #0ac2c10a
 def gguf_tensors(sd:dict, n_head:int, n_kv:int, n_layer:int, permute:bool=True) -> dict:
     "A transformers Llama state dict (numpy arrays) under GGUF tensor names, q/k rows permuted when `permute`."
     import gguf
@@ -62,6 +64,7 @@ def _write(w):
     w.write_tensors_to_file()
     w.close()
 
+# %% ../nbs/02c_llamacpp.ipynb #1289ca7f
 def write_gguf(sd:dict, meta:str|Path, dst:str|Path, dtype:str='bf16') -> Path:
     "State dict `sd` as GGUF file `dst`, with the metadata and tensor list of GGUF file `meta`; 2-D weights in `dtype`."
     import gguf
@@ -189,11 +192,13 @@ def close(self:LlamaCppPolicy):
         self.model = None
     if d := getattr(self, '_lora_dir', None): shutil.rmtree(d, ignore_errors=True)
 
+# %% ../nbs/02c_llamacpp.ipynb #f1cb4907
 @patch
 def __del__(self:LlamaCppPolicy):
     try: self.close()
     except Exception: pass   # interpreter shutdown: the library may be gone already
 
+# %% ../nbs/02c_llamacpp.ipynb #489d0384
 @patch
 def clear_cache(self:LlamaCppPolicy):
     "Forget the prompts every slot keeps."
@@ -245,6 +250,7 @@ def _shared(a:list[int], b:list[int]) -> int:
     eq = np.asarray(a[:n]) == np.asarray(b[:n])
     return n if eq.all() else int(eq.argmin())
 
+# %% ../nbs/02c_llamacpp.ipynb #f8f37a86
 @patch
 def _reuse(self:LlamaCppPolicy, s:int, ids:list[int], cap:int) -> int:
     "How many leading tokens of `ids` slot `s` holds under the active adapter (at most `cap`)."
@@ -379,6 +385,7 @@ def _done(self:LlamaCppPolicy, r:_Row, max_new_tokens:int, stop) -> bool:
     if r.out[-1] in self.eos_ids or len(r.out) >= max_new_tokens: return True
     return bool(stop) and cut_at_stop(self.tokenizer.decode(r.out, skip_special_tokens=True), stop) is not None
 
+# %% ../nbs/02c_llamacpp.ipynb #baf2f548
 @patch
 def _prompts(self:LlamaCppPolicy, batch:list, extra:int) -> list[list[int]]:
     "Token ids of each conversation's prompt; fails when one would not fit a slot with `extra` more tokens."
@@ -425,6 +432,7 @@ def _logprob(lg:np.ndarray, t:int) -> float:
     z = lg.astype(np.float64) - lg.max()
     return float(z[t] - np.log(np.exp(z).sum()))
 
+# %% ../nbs/02c_llamacpp.ipynb #c45ec2f1
 @patch
 def score_choices(self:LlamaCppPolicy, messages, choices:list[str], end:bool=True) -> list[float]:
     "Total log-likelihood of each choice as the whole assistant reply to `messages` (+ end-of-turn when `end`)."
@@ -476,6 +484,7 @@ def write_lora_gguf(adapter:str|Path, meta:str|Path, dst:str|Path) -> Path:
 @patch(as_prop=True)
 def adapters(self:LlamaCppPolicy) -> list[str]: return list(self._loras)
 
+# %% ../nbs/02c_llamacpp.ipynb #08116533
 @patch
 def load_adapter(self:LlamaCppPolicy, path:str|Path, name:str|None=None) -> str:
     "Convert the peft LoRA adapter in `path` to GGUF (in this policy's own folder) and load it under `name`, inactive."
@@ -503,6 +512,7 @@ def set_adapter(self:LlamaCppPolicy, name:str|None):
         self.L.llama_set_adapters_lora(self.ctx, ads, 1, scales)
     self._active = name
 
+# %% ../nbs/02c_llamacpp.ipynb #362e5b5b
 @patch
 def unload_adapter(self:LlamaCppPolicy, name:str):
     "Remove a loaded adapter and the KV computed under it; the base model becomes active if it was the active one."

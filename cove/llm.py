@@ -196,6 +196,7 @@ def load(cls:HFPolicy, name:str=EMBEDDED_NAME, dtype:str|torch.dtype='auto', dev
     model, tok = load_model(name, dtype, device, allow_download)
     return cls(model, tok, batch_size=batch_size, name=name, **kw)
 
+# %% ../nbs/02_llm_b_hf.ipynb #1d78fe41
 @patch
 def count_tokens(self:HFPolicy, x) -> int:
     "Exact token count of a text, or of chat messages as the prompt `generate` would send."
@@ -456,6 +457,7 @@ def adapters(self:HFPolicy) -> list[str]:
     from peft import PeftModel
     return list(self.model.peft_config) if isinstance(self.model, PeftModel) else []
 
+# %% ../nbs/02_llm_b_hf.ipynb #70c6ced2
 @patch
 def set_adapter(self:HFPolicy, name:str|None):
     "Activate a loaded adapter by name, or the base model with `None`."
@@ -493,6 +495,7 @@ def _drop(self:HFPolicy, name:str):
     if others: self.model.set_adapter(others[0])
     self.model.delete_adapter(name)
 
+# %% ../nbs/02_llm_b_hf.ipynb #5255407f
 @patch
 def unload_adapter(self:HFPolicy, name:str):
     "Remove a loaded adapter; the base model becomes active if it was the active one."
@@ -578,9 +581,11 @@ class VLLMPolicy(Policy):
 @patch
 def count_tokens(self:VLLMPolicy, x) -> int: return count_tokens_with(self.tokenizer, x, **self.template_kw)
 
+# %% ../nbs/02_llm_c_served.ipynb #989317b9
 @patch(as_prop=True)
 def adapters(self:VLLMPolicy) -> list[str]: return list(self._loras)
 
+# %% ../nbs/02_llm_c_served.ipynb #3894e8ce
 @patch
 def _lora(self:VLLMPolicy): return self._loras[self._active] if self._active else None
 
@@ -648,6 +653,7 @@ def load_adapter(self:VLLMPolicy, path:str|Path, name:str|None=None) -> str:
     self._loras[name] = LoRARequest(name, max(ids, default=0) + 1, str(path.resolve()))
     return name
 
+# %% ../nbs/02_llm_c_served.ipynb #a24b84a5
 @patch
 def set_adapter(self:VLLMPolicy, name:str|None):
     "Activate a registered adapter by name, or the base model with `None`."
@@ -675,6 +681,7 @@ def bounded_chunks(chunks, deadline:float, url, limit:int=MAX_ANSWER_BYTES, time
         if time.monotonic() > deadline: raise timeout(f"{url} sent no whole answer within the request's deadline")
         yield chunk
 
+# %% ../nbs/02_llm_c_served.ipynb #a1987d3a
 def bounded_transport(deadline:float, limit:int=MAX_ANSWER_BYTES):
     """An `httpx` transport under which every request ends within `deadline` seconds with at most `limit` bytes. A read
     timeout alone never ends a server that sends its headers and then one byte every few seconds."""
@@ -772,11 +779,13 @@ def _post(self:OpenAIPolicy, route:str, payload:dict) -> dict:
         if isinstance(e.__cause__, ValueError): raise ValueError(str(e.__cause__)) from None   # an answer too long
         raise ConnectionError(f"cannot reach {url}: {e.__cause__ or e}") from None
 
+# %% ../nbs/02_llm_c_served.ipynb #523ab816
 @patch
 def _model(self:OpenAIPolicy) -> str:
     if self.lora_serving == 'merged': return self.model   # merged weights are served under the model's own name
     return self._active or self.model  # a served LoRA adapter is addressed by its name
 
+# %% ../nbs/02_llm_c_served.ipynb #b05f96b2
 @patch(as_prop=True)
 def adapters(self:OpenAIPolicy) -> list[str]: return list(self._loras)
 
@@ -848,6 +857,7 @@ def _is_vllm(self:OpenAIPolicy) -> bool:
         except (OSError, ValueError): self._vllm = False
     return self._vllm
 
+# %% ../nbs/02_llm_c_served.ipynb #040eaca6
 @patch
 def _forced_logprob(self:OpenAIPolicy, prefix:list[int], token:int) -> float:
     "The raw log-probability of `token` after the token ids `prefix`: a 1-token completion with only `token` allowed."
@@ -929,6 +939,7 @@ def load_adapter(self:OpenAIPolicy, path:str|Path, name:str|None=None) -> str:
     self._loras[name] = body['lora_path']
     return name
 
+# %% ../nbs/02_llm_c_served.ipynb #622de65c
 @patch
 def unload_adapter(self:OpenAIPolicy, name:str):
     "Ask the server to drop adapter `name`; requests go to the base model if it was active."
@@ -942,6 +953,7 @@ def unload_adapter(self:OpenAIPolicy, name:str):
     self._loras.pop(name, None)
     if self._active == name: self._active = None
 
+# %% ../nbs/02_llm_c_served.ipynb #9175b9c9
 @patch
 def set_adapter(self:OpenAIPolicy, name:str|None):
     "Send later requests to adapter `name`, or to the base model with `None`."
@@ -957,6 +969,7 @@ def merged_folder(adapter:str|Path) -> Path:
     p = Path(adapter).expanduser().resolve()
     return safe_path(p.parent, p.name + '.merged', 'dir')
 
+# %% ../nbs/02_llm_c_served.ipynb #a7ae3604
 def merge_adapter(adapter:str|Path, # a LoRA adapter folder (`adapter_config.json`, `adapter_model.safetensors`)
                   base:str|Path, # the base model's folder (`resolve_model(name).path`)
                   out:str|Path|None=None, # default `merged_folder(adapter)`
@@ -985,6 +998,7 @@ def _reload_weights(self:OpenAIPolicy, folder:str|Path):
                                   "(`cove serve --dev-mode`), or set model.lora_serving=runtime") from e
     self._post('/reset_prefix_cache', {})   # no prefix computed with the old weights is reused
 
+# %% ../nbs/02_llm_c_served.ipynb #e478589b
 @patch
 def _load_merged(self:OpenAIPolicy, path:Path, name:str) -> str:
     "Record adapter `path` as `name`; it is merged when activated (a merge made before is stale: removed)."

@@ -70,6 +70,7 @@ def q_hat(qs, norm:str='paper') -> np.ndarray:
     sd = q.std() if q.size > 1 else 1.0
     return np.clip((q - q.mean()) / (sd if sd > 1e-9 else 1.0), -3.0, 3.0)
 
+# %% ../nbs/14_memrl.ipynb #c417e4a4
 def sim_hat(sims, stats:tuple|None=None) -> np.ndarray:
     "ẑ(sim): the pool's `zscore`, or `(sim − mean) / std` with fixed corpus statistics `stats = (mean, std)`."
     if stats is None: return zscore(sims)
@@ -116,10 +117,12 @@ def reward(success:bool, r_success:float=1.0, r_failure:float=-1.0) -> float:
     "MemRL's reward: `r_success` (+1) for a successful episode, `r_failure` (-1) otherwise (`memrl.reward_*`)."
     return float(r_success) if success else float(r_failure)
 
+# %% ../nbs/14_memrl.ipynb #051f01da
 def mc_update(q:float, r:float, alpha:float) -> float:
     "Monte-Carlo utility update `Q + α(r − Q)` (MemRL Eq. 4)."
     return q + alpha * (r - q)
 
+# %% ../nbs/14_memrl.ipynb #54096971
 def td_update(q:float, r:float, alpha:float, gamma:float, next_max_q:float) -> float:
     "TD utility update `Q + α(r + γ·max Q(s', m') − Q)` (MemRL Eq. 3)."
     return q + alpha * (r + gamma * next_max_q - q)
@@ -228,6 +231,7 @@ def intents(self:MemoryBank) -> tuple[np.ndarray, np.ndarray]:
     "`(intent ids, embeddings)`: each intent is embedded by the memory that opened it (its id is the intent's)."
     return self.vectors(INTENTS, self.dim)
 
+# %% ../nbs/14_memrl.ipynb #efebdeba
 @patch
 def arrays(self:MemoryBank) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     "`(ids, embeddings (n, dim), Q)` of every memory."
@@ -251,6 +255,7 @@ def set_q(self:MemoryBank, i:int, q:float):
     "Store a new utility for memory `i` (counting the update)."
     self.conn.execute('UPDATE memories SET q = ?, n_updates = n_updates + 1 WHERE id = ?', (float(q), int(i)))
 
+# %% ../nbs/14_memrl.ipynb #a1bede7a
 @patch
 def q_of(self:MemoryBank, ids:list[int]) -> dict[int, float]:
     "Current utilities of `ids`."
@@ -316,6 +321,7 @@ FUNCTION_WORDS = frozenset(
 def _ngrams(text:str, n:int) -> set:
     w = re.findall(r"\w+", text.lower()); return {tuple(w[i:i+n]) for i in range(len(w) - n + 1)}
 
+# %% ../nbs/14_memrl.ipynb #05b86800
 def usable_summary(text:str|None, task_prompt:str='') -> str|None:
     """The cleaned summary, or None if empty, too short, not English prose, a repetition loop, or an echo of the task or
     of the instruction."""
@@ -507,6 +513,7 @@ def _memories(src:Path) -> int:
         raise ValueError(f"memrl.source: {src} is not a MemRL memory ({one_line(e)}); give a MemRL run folder "
                          "or its memrl.sqlite") from None
 
+# %% ../nbs/14_memrl.ipynb #b3095ef1
 def check_memory_source(cfg):
     """`memrl.freeze` and `memrl.source` before the run folder exists: a frozen run names a source, and a source is a
     MemRL memory holding memories (a one-line `ValueError` else)."""
@@ -521,6 +528,7 @@ def check_memory_source(cfg):
     if src.stat().st_size == 0 or _memories(src) == 0:
         raise ValueError(f"memrl.source: {src} holds no memory: a frozen transfer from it would play from none")
 
+# %% ../nbs/14_memrl.ipynb #7954bbbc
 @patch(cls_method=True)
 def check_config(cls:MemRL, cfg):
     "What `cove.spec.check_spec` asks of a MemRL run before its folder exists: its parameters and its source memory."
@@ -560,6 +568,7 @@ def _retrieve(self:MemRL, qvec, key:str) -> dict:
     return self.bank.retrieve(qvec, p['delta'], p['k1'], p['k2'], p['lam'], norm=p['norm'], sim_stats=p['sim_stats'],
                               q_min=p['q_min'], epsilon=p['epsilon'], rng=rng)
 
+# %% ../nbs/14_memrl.ipynb #cd6f2206
 @patch
 def _play(self:MemRL, env, tasks):
     c, p = self.cfg, self.p
@@ -678,6 +687,7 @@ def _learn(self:MemRL, key:str, r, plan:dict, qvec, summ) -> dict:
     "One episode's `_apply` (Q update, write-back, `applied` row) as one transaction."
     with self.bank.transaction(): return self._apply(key, r, plan, qvec, summ)
 
+# %% ../nbs/14_memrl.ipynb #465b9af6
 @patch
 def _learn_all(self:MemRL, keys:list, results:list, plans:list, qv, todo:list[int], summ:dict) -> dict[int, dict]:
     "`{position: info}` for the episodes `todo` of a played flush, learnt as `memrl.writeback` says."

@@ -79,6 +79,7 @@ def state_advice(method:str) -> str:
     "What to do about a corrupt state file of `method`."
     return f"move it aside and rerun to start {method}'s state fresh (the recorded episodes are kept), or restore it from a copy"
 
+# %% ../nbs/07b_method.ipynb #68bd6ebb
 def adapter_advice(state_file:str|None) -> str:
     "What to do about a corrupt adapter of a method keeping `state_file`."
     if not state_file: return "restore it from a copy, or use another --out"
@@ -90,6 +91,7 @@ def adapter_advice(state_file:str|None) -> str:
 @patch(as_prop=True)
 def state_path(self:Method) -> Path: return self.out/self.state_file
 
+# %% ../nbs/07b_method.ipynb #111ff6c6
 @patch
 def ledger_dict(self:Method) -> dict|None:
     "The token ledger to save: the live policy's, else the one read from disk (a rerun without a policy)."

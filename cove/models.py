@@ -43,6 +43,7 @@ def embedded_cache_path(cache_dir:str|Path|None=None) -> Path:
     "Where the converted embedded model lives (`cache_dir` defaults to `model_cache_dir()`)."
     return Path(cache_dir or model_cache_dir())/EMBEDDED_DIR
 
+# %% ../nbs/02a_models.ipynb #91cd7015
 def is_embedded_cached(cache_dir:str|Path|None=None) -> bool:
     "Whether the converted embedded model is complete in the cache."
     d = embedded_cache_path(cache_dir)
@@ -143,6 +144,7 @@ def _no_loading_bars(factory, args, kwargs):
     if kwargs.get('desc') in LOADING_BARS: kwargs = {**kwargs, 'disable': True}
     return factory(*args, **kwargs)
 
+# %% ../nbs/02a_models.ipynb #a8e32549
 def quiet_libraries():
     "Drop the warnings of `LIBRARY_NOISE` and transformers' model-loading bars; every other warning and bar stays."
     for cat, start, _ in LIBRARY_NOISE: warnings.filterwarnings('ignore', re.escape(start), cat)

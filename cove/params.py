@@ -24,6 +24,7 @@ class ParamError(ValueError):
 # %% ../nbs/01b_params.ipynb #83b9aad9
 def _is_whole(v) -> bool: return isinstance(v, int) and not isinstance(v, bool)
 
+# %% ../nbs/01b_params.ipynb #ca6b6d91
 def whole(lo:int=0, # the smallest allowed
           hi:int|None=None, # the largest allowed (None: no bound)
          ):
@@ -34,6 +35,7 @@ def whole(lo:int=0, # the smallest allowed
         return v
     return kind
 
+# %% ../nbs/01b_params.ipynb #4504affc
 def number(lo:float=0, # the smallest allowed
            above:bool=False, # `lo` itself excluded
           ):
@@ -50,11 +52,13 @@ def text(v, done=None) -> str:
     if not isinstance(v, str) or not v.strip(): raise ParamError("must be a non-empty string")
     return v
 
+# %% ../nbs/01b_params.ipynb #bb327ba4
 def flag(v, done=None) -> bool:
     "A kind: True or False."
     if not isinstance(v, bool): raise ParamError("must be True or False")
     return v
 
+# %% ../nbs/01b_params.ipynb #806e9197
 def choice(*options):
     "A kind: one of `options`."
     def kind(v, done=None):
@@ -62,6 +66,7 @@ def choice(*options):
         return v
     return kind
 
+# %% ../nbs/01b_params.ipynb #346f5c05
 def optional(kind):
     "A kind: None, or a value of `kind`."
     def opt(v, done=None): return None if v is None else kind(v, done)
@@ -77,11 +82,13 @@ def _items(v) -> list[str]:
     if not items: raise ParamError("must be a comma-separated list of one or more items")
     return items
 
+# %% ../nbs/01b_params.ipynb #7b049085
 def _once(xs:list[str], what:str) -> list[str]:
     "`xs`, or a `ParamError` naming the first item given twice."
     if dup := next((x for x in xs if xs.count(x) > 1), None): raise ParamError(f"{what} {dup!r} is given twice")
     return xs
 
+# %% ../nbs/01b_params.ipynb #98372fcf
 def name_list(known, # the allowed names (a dict's keys will do)
               what:str='name', # what a name is, for the message
              ):
@@ -94,6 +101,7 @@ def name_list(known, # the allowed names (a dict's keys will do)
         return _once(xs, what)
     return kind
 
+# %% ../nbs/01b_params.ipynb #4e8e926e
 def whole_list(lo:int=0):
     "A kind: comma-separated whole numbers >= `lo`, each once, as a list of ints."
     def kind(v, done=None):
@@ -104,6 +112,7 @@ def whole_list(lo:int=0):
         return xs
     return kind
 
+# %% ../nbs/01b_params.ipynb #50b7d093
 def number_list(lo:float=0, above:bool=False):
     "A kind: comma-separated finite numbers >= `lo` (> `lo` when `above`), each once, as a list of floats."
     one = number(lo, above)
@@ -125,12 +134,14 @@ def family_list(v, done=None) -> list[str]:
         except ValueError as e: raise ParamError(str(e)) from None
     return xs
 
+# %% ../nbs/01b_params.ipynb #bf087164
 def one_family(v, done=None) -> str:
     "A kind: one registered family spec."
     xs = family_list(v) if isinstance(v, str) else []
     if len(xs) != 1: raise ParamError("must be one task family, e.g. tableqa")
     return xs[0]
 
+# %% ../nbs/01b_params.ipynb #322a4a1d
 def method_list(v, done=None) -> list[str]:
     "A kind: comma-separated registered `cove run` methods, each once, as a list."
     import_methods()
@@ -145,6 +156,7 @@ def family_levels(spec:str) -> list[int]:
     takes = 'difficulty' in inspect.signature(cls).parameters
     return sorted(getattr(sys.modules[cls.__module__], 'DIFFICULTIES', {})) if takes else []
 
+# %% ../nbs/01b_params.ipynb #6ebcbe5c
 def difficulty_levels(of:str='families'):
     "A kind: 'default' (each family's configured level), 'all', or comma-separated levels each family of `of` has."
     def kind(v, done=None):
@@ -184,6 +196,7 @@ def config_keys(v, done=None) -> dict:
         except ConfigError as e: raise ParamError(str(e)) from None
     return v
 
+# %% ../nbs/01b_params.ipynb #a265bdbc
 def profile_name(v, done=None) -> str|None:
     "A kind: None (`$COVE_PROFILE` or cpu) or a profile of `settings.ini`."
     if v is None: return v
@@ -191,6 +204,7 @@ def profile_name(v, done=None) -> str|None:
     if v not in known: raise ParamError(f"must be a profile of settings.ini ({', '.join(known)}) or None")
     return v
 
+# %% ../nbs/01b_params.ipynb #2c4ac35f
 def folder(v, done=None) -> str:
     "A kind: an existing folder."
     if not isinstance(v, str) or not Path(v).is_dir(): raise ParamError("must be an existing folder")

@@ -43,6 +43,7 @@ def _import(name:str):
         sys.path.append(here)
         return importlib.import_module(name)
 
+# %% ../nbs/01c_plugins.ipynb #1ee0e9e8
 def _why(e:BaseException) -> str:
     "`Type: first line of the message`."
     lines = str(e).strip().splitlines()
@@ -78,16 +79,19 @@ def load_entry_points() -> list[str]:
             out.append(ep.module)
     return list(dict.fromkeys(out))
 
+# %% ../nbs/01c_plugins.ipynb #abbc362c
 @functools.cache
 def _own() -> tuple:
     "cove's own `cove.methods` entry points (pyproject.toml), read once per process."
     eps = importlib.metadata.entry_points(group='cove.methods')
     return tuple(ep for ep in eps if getattr(getattr(ep, 'dist', None), 'name', None) == 'cove')
 
+# %% ../nbs/01c_plugins.ipynb #763f3744
 def own_methods() -> list[str]:
     "The names of cove's own methods (each also the section of its config keys, e.g. `memrl`)."
     return [ep.name for ep in _own()]
 
+# %% ../nbs/01c_plugins.ipynb #ae0f363b
 def load_own(name:str|None=None) -> list[str]:
     "Import cove's own method modules (registering the methods and declaring their config keys), or method `name`'s."
     return list(dict.fromkeys(ep.load().__module__ for ep in _own() if name in (None, ep.name)))
@@ -118,6 +122,7 @@ def loaded_plugins() -> list[str]:
     "The plugin modules loaded in this process, in load order (a run records them in its `config.json`)."
     return list(_LOADED)
 
+# %% ../nbs/01c_plugins.ipynb #bed0747d
 def plugins_hint() -> str:
     "What an unknown family's or method's error adds: the plugins loaded, or how to load one."
     if not _LOADED:

@@ -57,14 +57,17 @@ def load_adapter(self:Policy, path, name:str|None=None) -> str:
     "Load a LoRA adapter (not activated); returns its name."
     raise NotImplementedError(f"{type(self).__name__} has no LoRA adapter support")
 
+# %% ../nbs/01e_policy.ipynb #5814cdc0
 @patch
 def set_adapter(self:Policy, name:str|None):
     "Activate a loaded adapter by name, or the base model with `None`."
     raise NotImplementedError(f"{type(self).__name__} has no LoRA adapter support")
 
+# %% ../nbs/01e_policy.ipynb #03076044
 @patch(as_prop=True)
 def adapters(self:Policy) -> list[str]: return []
 
+# %% ../nbs/01e_policy.ipynb #ee400018
 @patch(as_prop=True)
 def active_adapter(self:Policy) -> str|None: return self._active
 
@@ -95,6 +98,7 @@ def load_tokenizer(path:str):
     from transformers import AutoTokenizer
     return AutoTokenizer.from_pretrained(path)
 
+# %% ../nbs/01e_policy.ipynb #27c76c3a
 def smollm2_tokenizer():
     "The SmolLM2 tokenizer from the embedded model's cache (read once per process, returned as a copy)."
     return copy.deepcopy(load_tokenizer(str(ensure_embedded_model())))
@@ -109,6 +113,7 @@ def render_chat(tokenizer, messages, add_generation_prompt:bool=True, **template
     return tokenizer.apply_chat_template(as_messages(messages), tokenize=False,
                                          add_generation_prompt=add_generation_prompt, **template_kw)
 
+# %% ../nbs/01e_policy.ipynb #03cc4ebd
 def count_tokens_with(tokenizer, x, **template_kw) -> int:
     "Exact token count of a text (no special tokens added) or of chat messages rendered as a prompt."
     text = x if isinstance(x, str) else render_chat(tokenizer, x, **template_kw)
@@ -135,6 +140,7 @@ def stop_strings(stop) -> list[str]:
     "The stop strings of `stop` (strings and compiled patterns, or None)."
     return [s for s in stop or [] if isinstance(s, str)]
 
+# %% ../nbs/01e_policy.ipynb #1d9a0e8e
 def stop_patterns(stop) -> list[re.Pattern]:
     "The stop patterns (compiled regular expressions) of `stop`."
     return [s for s in stop or [] if isinstance(s, re.Pattern)]

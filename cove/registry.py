@@ -41,6 +41,7 @@ def declare_kind(group:str, base:type) -> type:
     KINDS[group] = base
     return base
 
+# %% ../nbs/01d_registry.ipynb #916018a9
 def register_entry(group:str, # `cove.families` or `cove.methods`
                    name:str, # the entry point's name: the family, or the method
                    obj) -> bool:
@@ -67,6 +68,7 @@ def register_backend(name:str):
         return factory
     return deco
 
+# %% ../nbs/01d_registry.ipynb #f7dab3ab
 def backend_factory(name:str) -> Callable:
     "The factory of policy backend `name`, its module (`BACKEND_MODULES`) imported on first use; unknown: `ValueError`."
     if name not in BACKENDS and name in BACKEND_MODULES: importlib.import_module(BACKEND_MODULES[name])

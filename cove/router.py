@@ -50,6 +50,7 @@ def clip(s, n:int) -> str:
     s = ' '.join(str(s).split())
     return s if len(s) <= n else s[:n-3].rstrip() + '...'
 
+# %% ../nbs/10_router.ipynb #1bfdfcd5
 def _fmt(v) -> str: return f'{v:.2f}' if isinstance(v, float) else clip(v, 60)
 
 # %% ../nbs/10_router.ipynb #d8f6d710
@@ -199,6 +200,7 @@ def first_sentence(text:str) -> str:
     m = re.search(r'[.!?](\s|$)', s)
     return s[:m.end()].strip() if m else s
 
+# %% ../nbs/10_router.ipynb #d3c89d1c
 def valid_reason(text:str) -> bool: return len(re.findall(r'[A-Za-z]{2,}', first_sentence(text))) >= 3
 
 # %% ../nbs/10_router.ipynb #f45558b9
@@ -240,6 +242,7 @@ class FixedRoute(BaseRouter):
         self.name = f'fixed_{channel}'
     def _pick(self, task, feedback): return self.channel
 
+# %% ../nbs/10_router.ipynb #cb4a66d2
 class AlwaysBoth(FixedRoute):
     "Ablation Always-Both: every episode is routed `hybrid` (both channels)."
     def __init__(self, log_path:str|Path|None=None):
@@ -284,6 +287,7 @@ def state_dict(self:BaseRouter) -> dict:
     "JSON-serialisable state: the decision log and the counters."
     return {'name': self.name, 'log': [dict(r) for r in self.log], 'stats': dict(self.stats)}
 
+# %% ../nbs/10_router.ipynb #f0b252c7
 @patch
 def load_state_dict(self:BaseRouter, state:dict):
     "Restore `state_dict()` output (the same kind of router)."
@@ -322,6 +326,7 @@ def rationale_many(self:Router, contents:list[str], channels:list[str]) -> list[
     signals = self._signals_many(pairs) if self.signals else [[] for _ in pairs]
     return list(zip(signals, self._reasons_many(pairs) if self.reason else ['' for _ in pairs]))
 
+# %% ../nbs/10_router.ipynb #01eae534
 @patch
 def _signals_many(self:Router, pairs:list[tuple[str, str]]) -> list[list[str]]:
     "Validated signals per `(content, channel)`, one generation; unusable output -> `[]`, counted."
@@ -334,6 +339,7 @@ def _signals_many(self:Router, pairs:list[tuple[str, str]]) -> list[list[str]]:
                                          for raw, s in zip(raws, signals) if raw)
     return signals
 
+# %% ../nbs/10_router.ipynb #5de2e21c
 @patch
 def _reasons_many(self:Router, pairs:list[tuple[str, str]]) -> list[str]:
     "A validated one-sentence reason per `(content, channel)`, one generation; unusable output -> `''`, counted."
@@ -343,6 +349,7 @@ def _reasons_many(self:Router, pairs:list[tuple[str, str]]) -> list[str]:
     self.stats['reason_fallbacks'] += sum(not r for r in rs)
     return [first_sentence(r) if r else '' for r in rs]
 
+# %% ../nbs/10_router.ipynb #ba456dd0
 @patch
 def rationale(self:Router, content:str, channel:str) -> tuple[list[str], str]:
     "Signals and reason for one `(content, channel)` (see `rationale_many`)."
@@ -366,6 +373,7 @@ def decide(self:Router, task:Task, feedback:Feedback, history:dict|None=None, re
     if self.explain: d.signals, d.reason = self.rationale(content, ch.option)
     return self._record(task, feedback, d)
 
+# %% ../nbs/10_router.ipynb #44395e1c
 @patch
 def explain_queued(self:Router) -> list[RouteDecision]:
     "Signals and reasons of the decisions `decide(defer=True)` queued, one generation per kind, into them and the log."
@@ -429,6 +437,7 @@ class FeedbackRouter(BaseRouter):
 def _trend_word(trend:float, eps:float) -> str:
     return 'rising' if trend >= eps else 'falling' if trend <= -eps else 'flat'
 
+# %% ../nbs/10_router.ipynb #53d33138
 @patch
 def _explain(self:FeedbackRouter, family:str, ev:dict, channel:str) -> tuple[list[str], str]:
     "Signals and a one-sentence reason for `channel`, from the window evidence `ev`."
@@ -466,6 +475,7 @@ def state_dict(self:FeedbackRouter) -> dict:
     return {**BaseRouter.state_dict(self), 'episodes': {f: [list(e) for e in w] for f, w in self.episodes.items()},
             'seen': dict(self.seen)}
 
+# %% ../nbs/10_router.ipynb #e3b1fabf
 @patch
 def load_state_dict(self:FeedbackRouter, state:dict):
     "Restore `state_dict()` output (a state without windows starts them empty)."
@@ -860,6 +870,7 @@ def _case_pick(router:BaseRouter, c:dict) -> str:
     if isinstance(router, FeedbackRouter): return router.case_channel(c['feedback'], c['history'])
     return router._pick(c['task'], c['feedback'])
 
+# %% ../nbs/10_router.ipynb #22728c49
 def router_agreement(router:BaseRouter, cases:list[dict]|None=None) -> dict:
     """Agreement of `router`'s channel with the hand labels: `n`, `agree`, `rate`, `confusion`, `majority_rate`,
     `predictions`."""

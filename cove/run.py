@@ -47,6 +47,7 @@ def _holds_nothing(out:Path) -> bool:
     if eps.exists() and eps.stat().st_size: return False
     return all(p.name in ('config.json', '.lock', 'episodes.jsonl') for p in out.iterdir())
 
+# %% ../nbs/08_run.ipynb #f53356dd
 def _recorded_run(p:Path) -> dict:
     "The run a `config.json` records; a `ValueError` for one that is not a cove run's (it is left as it is)."
     old = read_json(p, 'move it aside, or use another --out')
@@ -199,6 +200,7 @@ def _play(self:Run, policy, progress:bool) -> dict:
     write_json(self.metrics_path, m)
     return m
 
+# %% ../nbs/08_run.ipynb #d59f8ea0
 @patch
 def _play_chunks(self:Run, method, batches:list, avail:dict, bar):
     "Play `batches` in order, each one's records appended and `metrics.json` rewritten before the next."

@@ -324,6 +324,7 @@ def _world_readable(*paths:str) -> bool:
             if (d.stat().st_mode & need) != need: return False
     return True
 
+# %% ../nbs/04b_sandbox.ipynb #e9751ca0
 def _python_paths() -> tuple:
     import sysconfig
     return tuple(sorted({sys.executable, sysconfig.get_paths()['stdlib'], sysconfig.get_paths()['purelib']}))
@@ -374,6 +375,7 @@ def _view_binds(extra=()) -> tuple:
     )
     return tuple(sorted({*py, *system, *(os.path.realpath(p) for p in extra)}))
 
+# %% ../nbs/04b_sandbox.ipynb #51218590
 def _view_readable(paths) -> bool:
     "Can another user read each of `paths` itself (its ancestors are the view's own 0755 directories)?"
     return all(
@@ -388,8 +390,10 @@ def _site_masks() -> tuple:
     pats += [f'/usr{l}/lib/python3*/{d}' for l in ('', '/local') for d in ('site-packages', 'dist-packages')]
     return tuple(sorted({p for pat in pats for p in glob.glob(pat) if os.path.isdir(p)}))
 
+# %% ../nbs/04b_sandbox.ipynb #69f60298
 def _dist_name(n:str) -> str: return re.sub(r'[-_.]+', '-', n).lower()
 
+# %% ../nbs/04b_sandbox.ipynb #1a3defe7
 def _requires(dist) -> list[str]:
     "The distributions `dist` requires (not those of its extras)."
     out = []
@@ -408,6 +412,7 @@ def _dist_index() -> tuple[dict, dict]:
     for d in metadata.distributions(): by_name.setdefault(_dist_name(d.metadata['Name'] or ''), d)
     return by_name, metadata.packages_distributions()
 
+# %% ../nbs/04b_sandbox.ipynb #0817d6b0
 @lru_cache(None)
 def _site_entries(packages:tuple) -> tuple:
     """The installed files and folders `packages` (top-level module names) need, in this interpreter's site-packages:
@@ -445,6 +450,7 @@ def _exited(pid:int) -> bool:
     try: return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
     except ChildProcessError: return True
 
+# %% ../nbs/04b_sandbox.ipynb #77dc9efd
 def _killpg(pid:int):
     try: os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError): pass
@@ -501,6 +507,7 @@ def _collect(proc:subprocess.Popen, fds:dict, deadline:float, cap:int) -> tuple[
 class SandboxError(RuntimeError):
     "The sandbox itself could not start the code (a setup failure, not something the code did)."
 
+# %% ../nbs/04b_sandbox.ipynb #4d6dcd59
 def _classify(rc:int, timed_out:bool, stderr:str, oom:bool=False, oom_here:bool=False) -> str:
     "The status by what ended the run: the deadline, an OOM kill, SIGXCPU or SIGKILL (`RLIMIT_CPU`), no memory, exit."
     if not timed_out and rc != 0 and (oom_here or (oom and rc == -signal.SIGKILL)): return 'memory'
@@ -510,6 +517,7 @@ def _classify(rc:int, timed_out:bool, stderr:str, oom:bool=False, oom_here:bool=
         return 'memory'
     return 'ok' if rc == 0 else 'error'
 
+# %% ../nbs/04b_sandbox.ipynb #1d1921e7
 def _oom_kills() -> int|None:
     "The kernel's count of OOM kills so far (`oom_kill` in `/proc/vmstat`); None where it is not exposed."
     try:
@@ -554,6 +562,7 @@ def _cg_try(parents:dict, files:dict) -> str:
             try: os.rmdir(d)
             except OSError: pass
 
+# %% ../nbs/04b_sandbox.ipynb #7bdae325
 @lru_cache(None)
 def _cgroup_plan() -> tuple[str, dict, str]:
     "Where runs' cgroups go: ('v2' or 'v1', {'memory': folder, 'pids': folder}, '') or ('', {}, why there are none)."
@@ -589,6 +598,7 @@ def _cg_set(d:str, files:dict):
         if f.endswith('?') and not os.path.exists(os.path.join(d, name)): continue
         Path(d, name).write_text(str(v))
 
+# %% ../nbs/04b_sandbox.ipynb #524c8c70
 def _cgroup_make(memory_bytes:int|None, max_tasks:int) -> tuple[list, tuple]:
     "A run's cgroup(s) with its totals written: (folders, names of the limits set); ([], ()) without cgroups."
     kind, parents, _ = _cgroup_plan()
@@ -608,6 +618,7 @@ def _cgroup_make(memory_bytes:int|None, max_tasks:int) -> tuple[list, tuple]:
         raise
     return made, tuple(done)
 
+# %% ../nbs/04b_sandbox.ipynb #f47c4b78
 def _cgroup_ooms(dirs:list) -> int:
     "OOM kills counted in a run's memory cgroup (`memory.events` in cgroup2, `memory.oom_control` in v1)."
     for d in dirs:
@@ -617,6 +628,7 @@ def _cgroup_ooms(dirs:list) -> int:
             return next((int(l.split()[1]) for l in text.splitlines() if l.startswith('oom_kill ')), 0)
     return 0
 
+# %% ../nbs/04b_sandbox.ipynb #50337ee4
 def _cgroup_remove(dirs:list, wait_s:float=2.0):
     "SIGKILL whatever is left in a run's cgroups and remove them; a warning for one that stays."
     for d in dirs:
@@ -695,6 +707,7 @@ def _view_plan(argv:list|None, reads, view:str|None, packages=()) -> tuple[tuple
     ok = _view_readable(binds + site) if view else _world_readable(*_python_paths(), *((argv[0],) if argv else ()))
     return binds, site, ok
 
+# %% ../nbs/04b_sandbox.ipynb #2ea093a7
 def _spawn(root:str, cfg:dict, env:dict|None) -> subprocess.Popen:
     "Start the launcher on `cfg` in `root`, in its own session, on `root/.stdin`, its pipes and `pass_fds` passed on."
     fds = [fd for fd in (cfg['status_fd'], cfg['report_fd'], *cfg['pass_fds']) if fd is not None]

@@ -100,6 +100,7 @@ def run_stream(spec:RunSpec, cfg:Config, envs:dict[str, Environment]) -> tuple[l
     one = task_stream(envs, spec.episodes, spec.split, spec.seed, parse_drift(cfg['run.drift']))
     return one, one * max(1, cfg['run.epochs'])
 
+# %% ../nbs/07d_spec.ipynb #5ef2bf0c
 def _plain(o):
     "A JSON stand-in for what `json` cannot write: a dataclass's fields, a set sorted, bytes in hex, else its type."
     if dataclasses.is_dataclass(o) and not isinstance(o, type): return asdict(o)
@@ -107,6 +108,7 @@ def _plain(o):
     if isinstance(o, bytes): return o.hex()
     return type(o).__qualname__   # never a repr: it may hold an address
 
+# %% ../nbs/07d_spec.ipynb #11081926
 def stream_digest(stream:list[tuple[str, object]]) -> str:
     "sha256 of the data `stream` plays: each episode's family spec and task (id, split, prompt, payload, target, meta)."
     h = hashlib.sha256()
@@ -127,6 +129,7 @@ def check_base_url(url:str):
     if u.scheme not in ('http', 'https') or not u.hostname:
         raise ValueError(f"model.base_url={url!r} is not an http(s) URL with a host (e.g. http://127.0.0.1:8000/v1)")
 
+# %% ../nbs/07d_spec.ipynb #c99a328c
 def check_backend(cfg:Config):
     """The policy's backend can run here: vllm installed for `vllm`, a CUDA device for `model.device=cuda` (`ValueError`
     else)."""
@@ -165,6 +168,7 @@ def check_values(cfg:Config):
     passes the checks `load_config` makes); a one-line `ConfigError` else."""
     for k, v in cfg.values.items(): coerce(k, v)
 
+# %% ../nbs/07d_spec.ipynb #0722ba43
 def check_spec(spec:RunSpec, cfg:Config) -> dict[str, Environment]:
     """Check `spec` and the config keys the run loop reads (a one-line `ValueError` else); returns an environment per
     family."""

@@ -93,6 +93,7 @@ def _outcomes(xs, name:str) -> list[int]:
     if bad is not None: raise ValueError(f"{name}: outcomes must be 0/1, got {xs[bad]!r} at position {bad}")
     return [int(x) for x in xs]
 
+# %% ../nbs/00b_stats.ipynb #693c7e56
 def paired(a, # the method's outcomes, 0/1 per task
            b, # the reference's, on the same tasks in the same order
            alpha:float=0.05, power:float=0.8) -> Paired:
@@ -114,6 +115,7 @@ def _episode(r:dict) -> int:
         raise ValueError(f"not an episode record (no integer 'episode'): {str(r)[:80]}")
     return r['episode']
 
+# %% ../nbs/00b_stats.ipynb #c8554606
 def episode_records(d:str|Path) -> list[dict]:
     "The episode records of run folder `d`, in episode order; `ValueError` if it has none."
     recs = read_jsonl(Path(d)/'episodes.jsonl')
@@ -208,6 +210,7 @@ def _error_kind(r:dict) -> str:
     "A record's feedback kind; a record from before kinds: its message's first words."
     return r.get('kind') or r.get('message', '').split(':')[0][:40]
 
+# %% ../nbs/00b_stats.ipynb #bd1bd2e5
 def summarise(recs:list[dict]) -> dict:
     "Success (with its Wilson 95% interval), score, API correctness, tokens and status counts over `recs`."
     n = len(recs)

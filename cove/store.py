@@ -161,6 +161,7 @@ class SqliteStore:
 class StoreMissing(StoreError):
     "A store the run's recorded episodes say exists, but whose file is missing."
 
+# %% ../nbs/04_store.ipynb #ece67007
 _MUST_EXIST = contextvars.ContextVar('cove_stores_must_exist', default=False)
 # tables of cove's own stores from before the shared layer (CoEvo-Mem, EvolveR), migrated on open
 LEGACY_TABLES = {'kv', 'events'}
@@ -172,6 +173,7 @@ def stores_must_exist(on:bool=True):
     try: yield
     finally: _MUST_EXIST.reset(token)
 
+# %% ../nbs/04_store.ipynb #21c45a64
 def check_store_file(path:str|Path, schema:str=''):
     """Refuse `path` before opening it: missing inside `stores_must_exist`, or a SQLite file with none of `schema`'s
     tables."""
@@ -208,12 +210,14 @@ def bound_stores(folder:str|Path, # the run folder
         _RUNS.pop(key, None)
         if old: _RUNS[key] = old
 
+# %% ../nbs/04_store.ipynb #b14d4545
 def _run_of(path:str) -> str|None:
     "The id of the run whose folder holds store `path`, or None."
     if path == ':memory:' or not _RUNS: return None
     p = Path(path).resolve().parent
     return next((_RUNS[str(q)] for q in [p, *p.parents] if str(q) in _RUNS), None)
 
+# %% ../nbs/04_store.ipynb #0b6e15c5
 @patch
 def _bind(self:SqliteStore):
     "Record the run this store is opened by in its `meta` (the first time), or refuse a store of another run."
@@ -231,12 +235,15 @@ def _bind(self:SqliteStore):
 def columns(self:SqliteStore, table:str) -> list[str]:
     return [r[1] for r in self.conn.execute(f'PRAGMA table_info({table})')]
 
+# %% ../nbs/04_store.ipynb #54190eb2
 @patch
 def close(self:SqliteStore): self.conn.close()
 
+# %% ../nbs/04_store.ipynb #5ecdc160
 @patch
 def __enter__(self:SqliteStore): return self
 
+# %% ../nbs/04_store.ipynb #ec4c7dfd
 @patch
 def __exit__(self:SqliteStore, *a): self.close()
 
@@ -247,6 +254,7 @@ def meta(self:SqliteStore, key:str, default=None):
     r = self.conn.execute('SELECT value FROM meta WHERE key = ?', (key,)).fetchone()
     return json.loads(r[0]) if r else default
 
+# %% ../nbs/04_store.ipynb #1d6e58b6
 @patch
 def set_meta(self:SqliteStore, key:str, value):
     self.conn.execute('INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)', (key, json.dumps(value)))
@@ -258,11 +266,13 @@ def applied(self:SqliteStore, key:str) -> dict|None:
     r = self.conn.execute('SELECT info FROM applied WHERE key = ?', (key,)).fetchone()
     return json.loads(r[0]) if r else None
 
+# %% ../nbs/04_store.ipynb #7428e298
 @patch
 def mark_applied(self:SqliteStore, key:str, info:dict):
     "Record what was learnt from episode `key` (in the caller's transaction, with the change itself)."
     self.conn.execute('INSERT INTO applied(key, info) VALUES (?, ?)', (key, json.dumps(info)))
 
+# %% ../nbs/04_store.ipynb #dee6b2e7
 @patch
 def applied_all(self:SqliteStore) -> list[dict]:
     "Every `applied` record, oldest first."
@@ -276,6 +286,7 @@ def audit(self:SqliteStore, op:str, entry_id:int|None=None, before=None, after=N
                       (ts or time.time(), op, entry_id, None if before is None else json.dumps(before),
                        None if after is None else json.dumps(after), reason))
 
+# %% ../nbs/04_store.ipynb #7f15c978
 @patch
 def audit_log(self:SqliteStore, entry_id:int|None=None) -> list[dict]:
     "Audit records (oldest first), of one entry or all; `before`/`after` decoded from JSON."
@@ -301,6 +312,7 @@ def vectors(self:SqliteStore, sql:str, dim:int, args=()) -> tuple[np.ndarray, np
         len(rows), dim
     )
 
+# %% ../nbs/04_store.ipynb #6058ac2b
 @patch
 def dense(self:SqliteStore, sql:str, dim:int, **kw) -> DenseIndex:
     "A `DenseIndex` (`kw` passed on) over the rows of `vectors(sql, dim)`, cached until the file next changes."
@@ -363,6 +375,7 @@ def _to_row(e:Entry) -> tuple:
             'embedding': None if e.embedding is None else e.embedding.tobytes()}
     return tuple(conv.get(c, getattr(e, c)) for c in SQL_COLUMNS)
 
+# %% ../nbs/04_store.ipynb #502e79f8
 def _from_row(row:sqlite3.Row) -> Entry:
     "The `Entry` stored in a SQLite row."
     d = dict(row)
@@ -440,6 +453,7 @@ def _check_vec(self:KnowledgeBase, v):
         self._load_dense()
     if len(v) != self.dim: raise ValueError(f"embedding of dimension {len(v)}, the KB holds {self.dim}")
 
+# %% ../nbs/04_store.ipynb #a84e1bc8
 @patch
 def _embed(self:KnowledgeBase, entries:list[Entry]):
     "Fill missing embeddings (with the embedder) and check dimensions."
@@ -474,6 +488,7 @@ def insert(self:KnowledgeBase, entry:Entry|None=None, reason:str='insert', **kw)
     "Insert one entry (an `Entry`, or its fields as keywords); returns its id."
     return self.insert_many([entry if entry is not None else Entry(**kw)], reason=reason)[0]
 
+# %% ../nbs/04_store.ipynb #877fe501
 @patch
 def get(self:KnowledgeBase, id:int) -> Entry:
     "The entry with this `id`."
@@ -540,6 +555,7 @@ def revise(self:KnowledgeBase, id:int, content:str, reason:str='', **changes) ->
     "Replace the content of entry `id` and count one more revision."
     return self.update(id, reason, op='revise', content=content, revisions=self.get(id).revisions + 1, **changes)
 
+# %% ../nbs/04_store.ipynb #6ec7c550
 @patch
 def promote(self:KnowledgeBase, id:int, reason:str='') -> Entry:
     "Relabel entry `id` volatile and mark it promoted (paper §4.4: repeatedly revised knowledge is volatile)."
@@ -565,11 +581,13 @@ def set_status(self:KnowledgeBase, id:int, status:str, reason:str='') -> Entry:
     "Move entry `id` to `status` (one of `ENTRY_STATUSES`)."
     return self.update(id, reason, op=status, status=status)
 
+# %% ../nbs/04_store.ipynb #a4224a56
 @patch
 def discard(self:KnowledgeBase, id:int, reason:str='') -> Entry:
     "Discard entry `id` (kept for the audit trail, never retrieved)."
     return self.set_status(id, 'discarded', reason)
 
+# %% ../nbs/04_store.ipynb #0f56dc53
 @patch
 def archive(self:KnowledgeBase, id:int, reason:str='') -> Entry:
     "Archive entry `id` (kept, no longer retrieved)."
@@ -639,6 +657,7 @@ def entries(
         )
     ]
 
+# %% ../nbs/04_store.ipynb #d278a7eb
 @patch
 def counts(self:KnowledgeBase) -> dict:
     """Entry counts: `total`, by `label` (online entries), by `status` and by `label_all` (every entry ever written, any
@@ -827,6 +846,7 @@ def _speedups(kb, T, V, QT, QV, k, lab, modes, n_base:int=50) -> list[dict]:
 def _size_label(n:int) -> str:
     return f'{n // 10**6}m' if n >= 10**6 and n % 10**6 == 0 else f'{n // 1000}k' if n >= 1000 else str(n)
 
+# %% ../nbs/04_store_b_latency.ipynb #bf79c289
 def _bench_queries(T:list[str], V:np.ndarray, queries:int, seed:int) -> tuple[list[str], np.ndarray]:
     """`queries` noisy copies of random entries of corpus `(T, V)`: texts of 4 of their words, and unit vectors near
     theirs."""

@@ -42,6 +42,7 @@ def _trajectory(r) -> tuple[list, float, str, str]:
         )
     raise TypeError(f"expected an EpisodeResult or an episode record dict with 'trace', got {type(r).__name__}")
 
+# %% ../nbs/07_train.ipynb #ecdd6662
 def sft_messages(messages:list[dict]) -> list[dict]:
     "The conversation up to its last assistant turn (plain `role`/`content` dicts), or `[]` without one."
     last = max((i for i, m in enumerate(messages) if m.get('role') == 'assistant'), default=-1)
@@ -175,11 +176,13 @@ def lora_config(r:int=8, alpha:int|None=None, dropout:float=0.0, targets=LORA_TA
         layers_to_transform=layers,
     )
 
+# %% ../nbs/07_train.ipynb #e4dca59e
 def top_layers(model, k:int) -> list[int]|None:
     "The indices of `model`'s top `k` transformer layers (None for `k` = 0 or ≥ the depth: every layer)."
     n = model.config.num_hidden_layers
     return None if k <= 0 or k >= n else list(range(n - k, n))
 
+# %% ../nbs/07_train.ipynb #3b326783
 def trainable_copy(policy_or_model_name, dtype:str|torch.dtype='float32'):
     """`(model, tokenizer)`: a fresh copy of the base weights of a model name or an `HFPolicy` (whose model is left
     untouched)."""
@@ -211,8 +214,10 @@ def next_adapter_name(out_dir) -> str:
     ]
     return f"{ADAPTER_PREFIX}{max(nums, default=0) + 1:04d}"
 
+# %% ../nbs/07_train.ipynb #4e70ac69
 def _tmp_dir(final:Path) -> Path: return final.parent/f'.{final.name}.tmp'
 
+# %% ../nbs/07_train.ipynb #1db89da4
 def _save_adapter(trainer, final:Path, meta:dict) -> Path:
     "Save the trained adapter of `trainer` into `final` atomically (temporary folder, `update.json`, rename)."
     tmp, acc = _tmp_dir(final), trainer.accelerator
@@ -249,6 +254,7 @@ def _train_args(cls, out_dir:Path, lr, epochs, max_steps, batch_size, use_cpu, b
     )  # updates are short (8-64 steps) and may continue an adapter: no decay to zero
     return cls(**{**base, **kw, **(config or {})})
 
+# %% ../nbs/07_train.ipynb #ef7e6fa3
 @contextlib.contextmanager
 def _kept_rng():
     "Restore Python's, NumPy's and torch's random state after the block."
@@ -277,6 +283,7 @@ def _adapter_path(out_dir, name:str|None) -> Path:
     if final.exists(): raise FileExistsError(f"adapter {final} exists already; pick another name")
     return final
 
+# %% ../nbs/07_train.ipynb #e2890063
 def _run(
     trainer, final:Path, method:str, examples:int, n_param:int|None, progress:bool, token_factor:int=1
 ) -> UpdateResult:
@@ -433,6 +440,7 @@ def prompt_dataset(rows:list[dict]):
     from datasets import Dataset
     return Dataset.from_dict({'prompt': [r['prompt'] for r in rows], 'task_id': [r['task_id'] for r in rows]})
 
+# %% ../nbs/07_train.ipynb #786c64d0
 def grpo_prompts(env, tasks:list[Task], entries:list[list]|None=None):
     """GRPO prompts `Dataset` (`prompt` messages, `task_id`): each task's first turn, with knowledge `entries[i]` if
     given."""
@@ -443,6 +451,7 @@ def grpo_prompts(env, tasks:list[Task], entries:list[list]|None=None):
         ]
     )
 
+# %% ../nbs/07_train.ipynb #ded1116e
 def turn_prompts(results:list, min_score:float=0.0):
     "GRPO prompts at every assistant turn of the trajectories scoring ≥ `min_score` (the history before the turn)."
     rows = []
@@ -461,6 +470,7 @@ def _completion_text(c) -> str:
         return ''.join(str(m.get('content') or '') for m in c if m.get('role', 'assistant') == 'assistant')
     raise TypeError(f"unexpected completion {c!r:.100}")
 
+# %% ../nbs/07_train.ipynb #868ab962
 def task_score(env, task:Task, prompt, completion:str, step_credit:float=0.1) -> float:
     "R_task of `completion` as the next action after the assistant turns in `prompt` (a message list or text)."
     st = env.reset(task)
@@ -529,6 +539,7 @@ def _served(policy) -> bool:
     "Whether `policy` generates on a server that loads LoRA adapters by name (`OpenAIPolicy`)."
     return isinstance(policy, Policy) and hasattr(policy, '_post') and hasattr(policy, 'unload_adapter')
 
+# %% ../nbs/07_train.ipynb #10b11d54
 def served_rollout(policy, # an `OpenAIPolicy` on a vLLM server with runtime LoRA (`cove serve`)
                    stop:list[str]|None=None):
     """A TRL `rollout_func` whose completions vLLM generates: the trainer's LoRA is loaded into the server by name at each
@@ -730,6 +741,7 @@ def _gpu_bf16(cfg) -> bool:
     "bfloat16 weights for training on a GPU whose run config asks for them (`model.dtype=bfloat16`)."
     return not cfg['train.use_cpu'] and cfg['model.dtype'] == 'bfloat16'
 
+# %% ../nbs/07_train.ipynb #246b2adf
 def sft_kw(cfg) -> dict:
     "`train_sft`'s settings from a run config, each from its documented key (no fallbacks, no caps)."
     return dict(
@@ -746,6 +758,7 @@ def sft_kw(cfg) -> dict:
         lora_layers=cfg['train.lora_layers'],
     )
 
+# %% ../nbs/07_train.ipynb #4311eb3d
 def grpo_kw(cfg) -> dict:
     """`train_grpo`'s settings from a run config: LoRA rank, `train.grpo_lr`, the group, β, the completion cap, and
     vLLM generation (`vllm_kw`)."""
@@ -786,6 +799,7 @@ def _held_out_loss(tr, rows:list[dict]) -> float|None:
     tr.model.train()
     return round(sum(ls) / len(ls), 4)
 
+# %% ../nbs/07_train.ipynb #d32ba306
 def _timed_step(x:dict, rows:list[dict]):
     "One SFT micro-step of setting `x` (its trainer and optimizer) on `rows`, its phases timed into `x['T']`."
     tr, perf = x['tr'], time.perf_counter

@@ -119,6 +119,7 @@ def parametric_share(self:BaseTrigger, family:str) -> float:
     chs = self.state(family).channels
     return sum(c in PARAMETRIC_CHANNELS for c in chs) / len(chs) if chs else 0.0
 
+# %% ../nbs/11_trigger.ipynb #72ac0098
 @patch
 def family_channel(self:BaseTrigger, family:str) -> str:
     "`family`'s channel over its window: parametric when at least half its episodes were routed there, else harness."
@@ -260,6 +261,7 @@ class NoTrigger(BaseTrigger):
     "Ablation: never fires (episodes are still counted)."
     name = 'no_trigger'
 
+# %% ../nbs/11_trigger.ipynb #64194e09
 class FixedInterval(BaseTrigger):
     "Ablation: fires every `every` episodes since the last update, for parametric channels."
     name = 'fixed_interval'

@@ -121,16 +121,19 @@ def kind(self:Environment, task:Task) -> str:
     "The task's question type or template (what a worked example should share with it), '' if none."
     return str(task.meta.get('qtype') or task.meta.get('template') or '')
 
+# %% ../../nbs/05_tasks.ipynb #fe4acf02
 @patch
 def example_task(self:Environment, example:Task, task:Task) -> Task:
     "Train task `example` as a worked example for `task` (families with a tool surface render it on `task`'s)."
     return example
 
+# %% ../../nbs/05_tasks.ipynb #1bd59651
 @patch
 def check_split(self:Environment, split:str):
     if split not in self.splits:
         raise ValueError(f"{self.family}:{self.source} has no split {split!r}; splits are {self.splits}")
 
+# %% ../../nbs/05_tasks.ipynb #86fe2ff3
 @patch
 def __repr__(self:Environment): return f"{type(self).__name__}({self.family}:{self.source})"
 
@@ -152,6 +155,7 @@ def _import_families():
     import_optional('cove.tasks', ('tableqa', 'multihop', 'math', 'code', 'code_levels', 'code_benchmarks', 'formal'))
     load_plugins()   # entry points (once) and `$COVE_PLUGINS`: a researcher's own families register themselves too
 
+# %% ../../nbs/05_tasks.ipynb #a0ce8a75
 def env_class(spec:str) -> type:
     "The `Environment` class registered for `family[:source]`."
     _import_families()
@@ -162,6 +166,7 @@ def env_class(spec:str) -> type:
     if src not in FAMILIES[fam]: raise ValueError(f"unknown source {src!r} for {fam}; known: {sorted(FAMILIES[fam])}")
     return FAMILIES[fam][src]
 
+# %% ../../nbs/05_tasks.ipynb #1cd3aa9c
 def make_env(spec:str, **kwargs) -> Environment:
     "An environment for `family[:source]`, e.g. `tableqa`, `tableqa:wtq`, `math:gsm8k`."
     return env_class(spec)(**kwargs)
@@ -179,6 +184,7 @@ def family_hints(family:str) -> dict:
 class DataUnavailable(FileNotFoundError):
     "A family's real data (or its verifier) is not present on this machine."
 
+# %% ../../nbs/05_tasks.ipynb #ca494c0a
 def data_path(sub:str, root:str|Path|None=None) -> Path:
     "Path of dataset folder `sub` under `root` if given, else `$COVE_DATA_DIR`, else `<repo>/../shared/datasets`."
     if root: cands = [Path(root)]   # an explicit root is strict: never fall back silently
@@ -231,12 +237,14 @@ def read_data(path:str|Path) -> bytes:
         raise ValueError(f"{path} is not a regular file (a folder, FIFO or device): give the dataset file there")
     with os.fdopen(fd, 'rb') as f: return f.read()
 
+# %% ../../nbs/05_tasks.ipynb #6c6e09a0
 def text_field(row, key:str) -> str:
     "`row[key]` stripped when it is text; a `ValueError` naming `key` when it is a dict, list, null, number or bool."
     v = row[key]
     if not isinstance(v, str): raise ValueError(f"{key} is {'null' if v is None else type(v).__name__}, not text")
     return v.strip()
 
+# %% ../../nbs/05_tasks.ipynb #27b0a756
 def text_lines(path:str|Path) -> Iterable[tuple[int, str|ValueError]]:
     "`(line number, text)` of a UTF-8 text file; a line that is not UTF-8 comes as a `ValueError` row, to be counted."
     for i, raw in enumerate(read_data(path).split(b'\n'), 1):
@@ -258,6 +266,7 @@ def jsonl_rows(path:str|Path) -> Iterable[tuple[str, Any]]:
         except json.JSONDecodeError as e:
             yield f'{p.name}:{i}', _Bad(f'bad JSON: {e}')
 
+# %% ../../nbs/05_tasks.ipynb #444aa3aa
 class _Bad:
     "A row that failed to parse before reaching the family parser."
     def __init__(self, why): self.why = why

@@ -117,6 +117,7 @@ class OpaqueResult:
     __hash__ = None
     def __repr__(self): return f'<unserialisable {self.type_name}>'
 
+# %% ../../nbs/05d_code.ipynb #1262910d
 def plain_decode(x):
     "The plain value (or `OpaqueResult`) `plain_encode` made `x` of; else ValueError (TypeError: an unhashable key)."
     t, seqs = type(x), {'l': list, 't': tuple, 's': set, 'z': frozenset}
@@ -204,6 +205,7 @@ def _raised(e:BaseException) -> dict:
         rec = {'raise': type(e).__name__, 'args': plain_encode([msg])}
     return rec
 
+# %% ../../nbs/05d_code.ipynb #c735702e
 def _answer_call(g:dict, line:str) -> dict:
     "Candidate side: call `{'fn', 'args', 'kwargs'}` of a function in `g`: its result (plain or opaque) or exception."
     try:
@@ -253,6 +255,7 @@ def _remote_exception(name:str, args) -> Exception:
 class _Gone(BaseException):
     "Tests side: the candidate's process ended or left the protocol; no `except Exception` in the tests catches it."
 
+# %% ../../nbs/05d_code.ipynb #d4fb6014
 class _CandidateLink:
     "Tests side: calls to the candidate's functions over two pipes, its replies decoded strictly."
     def __init__(self, calls_fd:int, results_fd:int, report, cap:int=16 << 20):
@@ -296,6 +299,7 @@ def _remote_call(link:_CandidateLink, name:str, args:tuple, kwargs:dict):
         raise _remote_exception(rep['raise'], args)
     link.end("the candidate's reply was malformed")
 
+# %% ../../nbs/05d_code.ipynb #4d8e39ed
 class _Remote:
     "Tests side: stands for the candidate's function `name`; a call runs it in the candidate's process."
     def __init__(self, link:_CandidateLink, name:str): self._link, self.__name__ = link, name
@@ -342,11 +346,13 @@ def _source(o) -> str:
     try: return inspect.getsource(o)
     except OSError: return inspect.getsource(getattr(importlib.import_module('cove.tasks.code'), o.__name__))
 
+# %% ../../nbs/05d_code.ipynb #3dcaec70
 @lru_cache(None)
 def _sources(*objs) -> str:
     "The source of functions and classes for a sandboxed program (read once: `nbdev-export` may rewrite the files)."
     return 'import json, math, os, sys\n\n' + '\n\n'.join(map(_source, objs)) + '\n\n'
 
+# %% ../../nbs/05d_code.ipynb #2fbb4fbd
 def tests_program(prompt:str, test:str, entry_point:str, calls_fd:int, results_fd:int) -> tuple[str, list[str]]:
     "The tests' process's program (`prompt`, then `test` calling the candidate over the pipes) and its units."
     src, units = harness_program(test)
@@ -356,6 +362,7 @@ def tests_program(prompt:str, test:str, entry_point:str, calls_fd:int, results_f
     args = (prompt, src, entry_point, names, len(units), calls_fd, results_fd)
     return code + f"_run_tests({', '.join(map(repr, args))})\n", units
 
+# %% ../../nbs/05d_code.ipynb #9c6889f9
 def candidate_program(solution:str, calls_fd:int, results_fd:int) -> str:
     "The candidate's process's program: `solution` (prompt + answer), its functions served over the two pipes."
     code = _sources(plain_encode, OpaqueResult, plain_decode, _raised, _answer_call, _serve_calls)
@@ -369,6 +376,7 @@ class SplitRun:
     candidate: SandboxResult
     units: list   # each assert unit's first source line
 
+# %% ../../nbs/05d_code.ipynb #0187e6ac
 _log = get_logger('code')
 _WEAK = []   # runs whose candidate shared a uid or pid namespace with its tests: said once, counted here
 
@@ -511,6 +519,7 @@ def _parsed_tests(test:str) -> ast.Module:
             return ast.parse(test)
     except SyntaxError as e: raise ValueError(f'the tests do not parse: {e.msg} (line {e.lineno})') from None
 
+# %% ../../nbs/05d_code.ipynb #f6acffd7
 def _asserts(n:ast.AST) -> bool:
     """Is node `n` an assertion: an `assert`, or a call of an `assert...`/`fail...` method or function
     (`self.assertEqual`, `assert_frame_equal`)?"""

@@ -99,6 +99,7 @@ def _num(s:str) -> float|None:
     try: return float(s)
     except ValueError: return None
 
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #75454b12
 def _tokens_match(a:str, b:str, tol:float=1e-6) -> bool:
     ta, tb = a.split(), b.split()
     if len(ta) != len(tb): return False
@@ -257,6 +258,7 @@ def _bcb_runner() -> dict:
                             'addSubTest', 'addExpectedFailure', 'addUnexpectedSuccess')}
     return {c: (getattr(unittest, c), {n: getattr(unittest, c).__dict__.get(n) for n in ns}) for c, ns in watch.items()}
 
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #8d2d9876
 def _bcb_replaced(snap:dict) -> list[str]:
     "Sandbox side: which of `snap`'s classes and methods (`_bcb_runner`) were replaced since."
     import unittest
@@ -274,6 +276,7 @@ def _bcb_test_names(test:str) -> list[str]:
     fns = (ast.FunctionDef, ast.AsyncFunctionDef)
     return [f.name for f in (cls.body if cls else []) if isinstance(f, fns) and f.name.startswith('test')]
 
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #d5266b88
 def _bcb_wrap(cases, ran:dict):
     "Sandbox side: wrap each test method of `cases` so that `ran[name]` says whether its body ran, and how it ended."
     import functools, unittest
@@ -360,6 +363,7 @@ def _bcb_main(solution:str, test:str):
     del send, nonce
     _bcb_body(solution, test, res, ran, state)
 
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #52d706b1
 def unittest_program(solution:str, test:str) -> str:
     "The sandboxed program running `test`'s `TestCases` on `solution` in one module, reporting counts and failures."
     code = _sources(_bcb_runner, _bcb_replaced, _bcb_test_names, _bcb_wrap, _bcb_accounts, _bcb_final, _bcb_body,
@@ -389,6 +393,7 @@ def unittest_feedback(r:SandboxResult, nonce:str, timeout:float, memory_mb:int) 
     msg = f'{len(bad)}/{n} tests failed; first: {why} in `{name}`'
     return Feedback('failure', (n - len(bad)) / n, msg, 'test_failed')
 
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #f3545ff9
 def _imported(src:str) -> list[str]:
     "The top-level modules `src` imports (none if it does not parse)."
     try: nodes = list(ast.walk(ast.parse(src)))
@@ -397,6 +402,7 @@ def _imported(src:str) -> list[str]:
     names += [n.module for n in nodes if isinstance(n, ast.ImportFrom) and n.module and not n.level]
     return sorted({m.split('.')[0] for m in names})
 
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #0b1d6008
 def run_unittest(solution:str, test:str, timeout:float=120.0, memory_mb:int=4096, guard:bool=True,
                  packages:tuple=()) -> Feedback:
     """Run `test`'s `TestCases` on `solution` in the sandbox (`guard`: its in-process guard too; `packages`: besides
@@ -417,6 +423,7 @@ def _lib_problem(lib:str, guard:bool, timeout:float, memory_mb:int) -> str|None:
     r = run_sandboxed(f'import {lib}', timeout=timeout, memory_mb=memory_mb, guard=guard, packages=(lib,))
     return None if r.ok else (error_summary(r.stderr) or r.status)
 
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #f70d5e28
 def lib_problems(libs, guard:bool=True, timeout:float=60.0, memory_mb:int=4096, workers:int=2) -> dict[str, str]:
     "`{library: why it does not import in the sandbox}` for those of `libs` that do not (each tried once per process)."
     todo = sorted({l for l in libs if (l, guard) not in _LIB_PROBLEMS})
@@ -450,11 +457,13 @@ def mark_unavailable(self:BigCodeBenchEnv, task:Task, causes:list[str], why:str)
     "List `task` as unavailable: `why` in `self.unavailable`, its `causes` counted by `unavailable_counts`."
     self.unavailable[task.id], self._causes[task.id] = why, causes
 
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #4f797211
 @patch
 def unavailable_counts(self:BigCodeBenchEnv) -> dict[str, int]:
     "Unavailable tasks by cause, most common first (a task missing two libraries counts under both)."
     return dict(Counter(c for cs in self._causes.values() for c in cs).most_common())
 
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #d239e709
 @patch
 def unavailable_summary(self:BigCodeBenchEnv) -> str:
     "One line: how many tasks are unavailable, for their libraries and for their reference, and the main causes."

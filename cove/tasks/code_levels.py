@@ -29,6 +29,7 @@ def _b_linear(r):
         _ints(r),
     )
 
+# %% ../../nbs/05d_code_b_levels.ipynb #e9f061c4
 def _b_divisible(r):
     a, k = r.choice(_NUMS), r.randint(2, 9)
     doc = (
@@ -53,6 +54,7 @@ def _b_clamp(r):
         [(lo - r.randint(1, 9),), (hi + r.randint(1, 9),), (lo,), (r.randint(lo, hi),), (r.randint(lo, hi),)],
     )
 
+# %% ../../nbs/05d_code_b_levels.ipynb #259b95b5
 def _b_abs_diff(r):
     a, b = r.choice([('a', 'b'), ('x', 'y'), ('m', 'n'), ('p', 'q')])
     return (
@@ -77,6 +79,7 @@ def _b_extreme(r):
         _lists(r, 1),
     )
 
+# %% ../../nbs/05d_code_b_levels.ipynb #6601ab6b
 def _b_sum_above(r):
     a, t = r.choice(_LISTS), r.randint(0, 20)
     return (
@@ -101,6 +104,7 @@ def _b_map(r):
     return (r.choice(['multiply_all', 'scale', f'times_{k}', 'multiplied']), [a],
             f'Return a list with each number of the list {a} multiplied by {k}.', f'[v * {k} for v in {a}]', _lists(r))
 
+# %% ../../nbs/05d_code_b_levels.ipynb #ce45be55
 def _b_end_item(r):
     a, first = r.choice(['items', 'values', 'xs', 'elements']), r.random() < 0.5
     name = r.choice(
@@ -157,6 +161,7 @@ def _b_reverse(r):
     doc = r.choice([f'Return the string {a} reversed.', f'Return {a} with its characters in reverse order.'])
     return r.choice(['reverse_string', 'reverse', 'backwards', 'reversed_text']), [a], doc, f'{a}[::-1]', _strs(r)
 
+# %% ../../nbs/05d_code_b_levels.ipynb #188d70be
 def _b_count_char(r):
     a, ch = r.choice(_STRS), r.choice('aeiostn')
     return (r.choice(['count_char', 'count_letter', 'occurrences', f'count_{ch}']), [a],
@@ -179,6 +184,7 @@ def _b_case(r):
         words,
     )
 
+# %% ../../nbs/05d_code_b_levels.ipynb #c69d7e30
 def _b_repeat(r):
     a, k = r.choice(_STRS), r.randint(2, 5)
     return (
@@ -200,6 +206,7 @@ def _b_prefix(r):
         _strs(r, [p + 'ly', p]),
     )
 
+# %% ../../nbs/05d_code_b_levels.ipynb #0d89c160
 def _b_greet(r):
     a, g = r.choice(['name', 'who', 'person', 'guest']), r.choice(['Hello', 'Hi', 'Welcome', 'Good morning', 'Dear'])
     names = [(x,) for x in r.sample(['Ana', 'Bo', 'Cy', 'Dee', 'Eli', 'Fay', 'World'], 5)]
@@ -585,6 +592,7 @@ class BasicCodeEnv(FunctionTestsEnv):
         self.check_split(split)
         return basic_code_tasks(split, n, seed, self.level)
 
+# %% ../../nbs/05d_code_b_levels.ipynb #bb3144d4
 @register_env('code', 'twostep')
 class TwoStepCodeEnv(BasicCodeEnv):
     "Two-step Python functions in HumanEval format from 12 seeded templates (the `code` family at `difficulty=1`)."

@@ -321,6 +321,7 @@ def _add(r):
     n, x, a, b = r.choice(_NAMES), r.choice(_THINGS), r.randint(2, 20), r.randint(2, 20)
     return f'{n} has {a} {x} and buys {b} more. How many {x} does {n} have now?', [f'{a} + {b} = {a + b}.'], a + b
 
+# %% ../../nbs/05c_math.ipynb #a1b407ef
 def _subtract(r):
     n, x, a = r.choice(_NAMES), r.choice(_THINGS), r.randint(3, 20)
     b = r.randint(2, a - 1)
@@ -335,6 +336,7 @@ def _multiply(r):
     n, x, a, b = r.choice(_NAMES), r.choice(_THINGS), r.randint(2, 10), r.randint(2, 20)
     return f'{n} buys {a} bags with {b} {x} in each bag. How many {x} does {n} buy?', [f'{a} * {b} = {a * b}.'], a * b
 
+# %% ../../nbs/05c_math.ipynb #8108d753
 def _divide(r):
     n, x, k, e = r.choice(_NAMES), r.choice(_THINGS), r.randint(2, 10), r.randint(2, 20)
     return (
@@ -354,6 +356,7 @@ def _buy_give(r):
     return (f'{n} has {a} {x}, buys {b} more and then gives {c} to a friend. How many {x} does {n} have now?',
             [f'After buying, {n} has {a} + {b} = {s} {x}.', f'After giving, {s} - {c} = {s - c} {x} are left.'], s - c)
 
+# %% ../../nbs/05c_math.ipynb #425f2798
 def _packs_extra(r):
     n, x, k, p, e = r.choice(_NAMES), r.choice(_THINGS), r.randint(2, 9), r.randint(3, 12), r.randint(2, 50)
     return (f'{n} buys {k} packs of {p} {x} and already has {e} {x}. How many {x} does {n} have in total?',
@@ -369,6 +372,7 @@ def _keep_share(r):
         e,
     )
 
+# %% ../../nbs/05c_math.ipynb #4e6f5fc8
 def _change(r):
     n, x, q, p = r.choice(_NAMES), r.choice(_THINGS), r.randint(2, 9), r.randint(2, 9)
     cost = q * p

@@ -67,6 +67,7 @@ def toolset_of(surface:Surface) -> Toolset:
     if len(found) > 1: raise ValueError(f"toolsets {found} all offer {sorted(surface.names)}: rename one's operations")
     return TOOLSETS[found[0]]
 
+# %% ../../nbs/05s_surface.ipynb #d141284c
 def surface_of(task:Task) -> Surface|None:
     "The surface `task` is played under (its `payload['surface']`), or None for a task without tools."
     s = task.payload.get('surface') if isinstance(task.payload, dict) else None

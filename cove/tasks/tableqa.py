@@ -142,6 +142,7 @@ def _rows_where(t:Table, column=None, value=None) -> list[int]:
     j = t.col(column)
     return [i for i, r in enumerate(t.rows) if cell_eq(r[j], value)]
 
+# %% ../../nbs/05a_tableqa.ipynb #9241bab5
 def tool_count(t:Table, column=None, value=None) -> str:
     "number of rows where column equals value (no arguments: all rows)"
     if column is not None and value is None: raise ToolError('count needs both column and value, or no arguments')
@@ -154,6 +155,7 @@ def _numbers(t:Table, column, idx:list[int]) -> tuple[list[tuple[int, float]], i
     vals = [(i, to_number(t.rows[i][j])) for i in idx]
     return [(i, v) for i, v in vals if v is not None], sum(v is None for _, v in vals)
 
+# %% ../../nbs/05a_tableqa.ipynb #8bc384b0
 def _skipped(n:int) -> str: return f' ({n} non-numeric cells skipped)' if n else ''
 
 # %% ../../nbs/05a_tableqa.ipynb #d1e62191
@@ -181,6 +183,7 @@ def tool_lookup(t:Table, key_column, key, column) -> str:
 # %% ../../nbs/05a_tableqa.ipynb #d3c9d456
 def _sql_ident(c:str) -> str: return '"' + str(c).replace('"', '""') + '"'
 
+# %% ../../nbs/05a_tableqa.ipynb #95a4f9af
 def _sql_cell(x):
     "A cell as SQLite stores it: an int or float when it holds a number, else the text."
     v = to_number(x)
@@ -740,6 +743,7 @@ class WTQValue:
     normalized: str = ''
     def match(self, other:WTQValue) -> bool: return self.normalized == other.normalized
 
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #81ed8484
 class StringValue(WTQValue):
     def __init__(self, content:str): self.normalized = wtq_normalize(content)
     def __eq__(self, o): return isinstance(o, StringValue) and self.normalized == o.normalized
@@ -885,6 +889,7 @@ def tsv_unescape(x:str) -> str:
     "Undo the WTQ TSV escapes `\\n`, `\\p` (a `|`) and `\\\\`."
     return x.replace(r'\n', '\n').replace(r'\p', '|').replace('\\\\', '\\')
 
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #a1519f56
 def tsv_unescape_list(x:str) -> list[str]:
     "A `|`-separated TSV field as a list of unescaped strings."
     return [tsv_unescape(y) for y in x.split('|')]
