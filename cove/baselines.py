@@ -65,6 +65,7 @@ FUNCTION_WORDS = frozenset(
 if not no so but use used should next time when first each into answer'''.split()
 )
 
+# %% ../nbs/17_baselines.ipynb #0e99d9ea
 def clean_summary(text:str|None, task:Task|None=None, max_chars:int=400) -> tuple[str|None, str]:
     "`(summary, 'ok')`, or `(None, reason)` for an unusable policy summary."
     s = squash(re.sub(r'^\s*(summary|lesson)\s*:\s*', '', text or '', flags=re.I))

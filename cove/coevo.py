@@ -502,6 +502,7 @@ TIME_PROMPT = (
     "(same kind of task, a follow-up step or a refinement)?\n{content}\nAnswer yes or no."
 )
 
+# %% ../nbs/15_coevo.ipynb #35134af3
 def utility_content(query:str, memory:str, attempt:str, R:float) -> str:
     """The utility prompt's content: task, memory, the agent's attempt and the outcome, each capped (short prompts keep
     judging cheap)."""
@@ -532,6 +533,7 @@ COEVO_KEYS = (
     'memory_evolution',
 )
 
+# %% ../nbs/15_coevo_b_method.ipynb #49c77c49
 def phase_kind(r:int, schedule:str, start_empty:bool, n_phases:int|None=None) -> str:
     "What phase `r` updates: `memory`, `router` or `both`."
     if schedule == 'simultaneous': return 'both'

@@ -61,6 +61,7 @@ SEARCHES = ('search_experience', 'search_knowledge')
 _TAG_RE = re.compile(rf"<({'|'.join(ACTIONS)})>(.*?)</\1>", re.S)
 _OPEN_RE = re.compile(rf"<({'|'.join(ACTIONS)})>")
 
+# %% ../nbs/16_evolver.ipynb #60b997a0
 @dataclass
 class Action:
     "One tagged action of an assistant turn."
@@ -445,6 +446,7 @@ ACTIVE = {
     for k in (None, *KINDS)
 }  # the vectors `similar` searches: all active principles, or those of one type
 
+# %% ../nbs/16_evolver_b_experience.ipynb #a4645a34
 @patch
 def similar(self:PrincipleStore, vec:np.ndarray, k:int=3, kind:str|None=None) -> list[tuple[int, float]]:
     "`(id, cosine)` of the `k` active principles (of `kind`) most similar to the unit vector `vec`, best first."
@@ -538,6 +540,7 @@ EQUIV_CASES = [  # hand-labelled pairs on which the equivalence judge's agreemen
     ('Do not answer before both hops are found.', 'Multiply the quantity by the unit price.', 'no'),
 ]
 
+# %% ../nbs/16_evolver_b_experience.ipynb #95353096
 def equiv_content(a:str, b:str) -> str: return f"Principle 1: {a}\nPrinciple 2: {b}"
 
 # %% ../nbs/16_evolver_b_experience.ipynb #43f531ba
@@ -565,6 +568,7 @@ CONTINUE = "Continue: end your reply with one <search_experience>, <search_knowl
 BAD_FORMAT = ("No valid action found. Use <think> ... </think>, then one <search_experience> ... </search_experience>, "
               "<search_knowledge> ... </search_knowledge> or <answer> ... </answer>.")
 
+# %% ../nbs/16_evolver_b_experience.ipynb #9e26133a
 class EvolverAgent:
     "The EvolveR policy loop: think, search experience, search knowledge, answer."
     def __init__(self, policy:Policy, store:PrincipleStore|None, k:int=3, max_turns:int=4, exp_retrieve:bool=True,

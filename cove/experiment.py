@@ -225,6 +225,7 @@ PAIRED_NOTE = ("Paired comparison (both runs played the same tasks in the same o
                "with 80% power at two-sided 0.05 for that n and the observed discordance (Connor 1987; n/a without "
                "discordant pairs).")
 
+# %% ../nbs/18_experiment.ipynb #a1986192
 def paired_markdown(rows:list[dict]) -> str:
     "The rows of `cove.stats.paired_rows` as a Markdown table: diff [95% CI], McNemar p (only / only vs), MDE."
     return markdown_table([{'method': r['method'], 'vs': r['reference'], 'family': r['family'], 'n': r['n'],

@@ -188,6 +188,7 @@ FEEDBACK_HINTS = {  # feedback kind -> strategic hint, family-neutral (a family'
     'proof_error': "Fix the first reported error before changing anything else in the proof.",
 }
 
+# %% ../nbs/12_knowledgepo.ipynb #e15dfd33
 def hint_for(family:str, kind:str) -> str|None:
     "The hint for a failure of `kind` (or 'no_tool_call') in `family`: its own wording, else the neutral one."
     own = family_hints(family)
@@ -296,6 +297,7 @@ EXTRACT_PROMPTS = {
     'skill': "An agent attempted a task.\n{episode}\n\nWrite one short instruction, as a single sentence, saying how to solve tasks like this one.",
 }
 
+# %% ../nbs/12_knowledgepo.ipynb #63a0c673
 def episode_text(result:EpisodeResult, max_calls:int=4, width:int=160) -> str:
     "A compact text of an episode for the judge: task, tool calls with results (or the last reply), feedback."
     cut = lambda s: (s := ' '.join(str(s).split()))[:width] + ('…' if len(s) > width else '')
@@ -373,6 +375,7 @@ VOLATILITY_SHOTS = [  # worked examples for the few-shot prompt, two per label: 
     ("Break a long word problem into the quantities it gives and the quantity it asks for.", 'strategic'),
 ]
 
+# %% ../nbs/12_knowledgepo.ipynb #5842ace3
 def volatility_prompt(shots:int=0) -> str: # worked examples from `VOLATILITY_SHOTS` (0: zero-shot)
     "`VOLATILITY_PROMPT` with the first `shots` worked examples."
     if not 0 <= shots <= len(VOLATILITY_SHOTS): raise ValueError(f"shots={shots} must be in 0..{len(VOLATILITY_SHOTS)}")
@@ -487,6 +490,7 @@ KB_OP_PROMPT = ("A knowledge base holds an existing entry, and a new entry was p
                 "merge: both say the same thing. revise: the new entry corrects or updates the existing one. "
                 "insert: they are about different things.\nAnswer with one word: insert, merge or revise.")
 
+# %% ../nbs/12_knowledgepo_b_update.ipynb #7f0a50a7
 def kb_op_content(existing:str, new:str) -> str: return f"Existing: {existing}\nNew: {new}"
 
 # %% ../nbs/12_knowledgepo_b_update.ipynb #cff1032e
@@ -503,6 +507,7 @@ KB_OP_SHOTS = [  # worked examples for the few-shot prompt, (existing, new, op),
     ("Handle an empty input list first.", "Use integer division when the task asks for whole items.", 'insert'),
 ]
 
+# %% ../nbs/12_knowledgepo_b_update.ipynb #985740f7
 def kb_op_prompt(shots:int=0) -> str: # worked examples from `KB_OP_SHOTS` (0: zero-shot)
     "`KB_OP_PROMPT` with the first `shots` worked examples."
     if not 0 <= shots <= len(KB_OP_SHOTS): raise ValueError(f"shots={shots} must be in 0..{len(KB_OP_SHOTS)}")

@@ -162,6 +162,7 @@ CREATE TABLE IF NOT EXISTS memories(id INTEGER PRIMARY KEY, intent TEXT NOT NULL
 # each intent is embedded by the memory that opened it
 INTENTS = 'SELECT id, emb FROM memories WHERE intent_id = id ORDER BY id'
 
+# %% ../nbs/14_memrl.ipynb #cbc276ba
 class MemoryBank(SqliteStore):
     """MemRL's memory M = {(z, e, Q)} with intent embeddings, a `cove.store.SqliteStore`; each episode's changes are one
     transaction."""
@@ -318,6 +319,7 @@ FUNCTION_WORDS = frozenset(
     'one use used check make sure than which need before after first only has have had its were been must'.split()
 )
 
+# %% ../nbs/14_memrl.ipynb #ee4713fd
 def _ngrams(text:str, n:int) -> set:
     w = re.findall(r"\w+", text.lower()); return {tuple(w[i:i+n]) for i in range(len(w) - n + 1)}
 
@@ -362,6 +364,7 @@ ADDED = dict(norm='paper', sim_stats=None, q_min=None, epsilon=0.0)   # what a b
 # the keys of issue 45, for a bank saved before them: rewards ±1, one episode's write-back at a time
 ADDED_LATER = dict(reward_success=1.0, reward_failure=-1.0, writeback='episode', batch=0)
 
+# %% ../nbs/14_memrl.ipynb #7e1fddef
 def memory_source(cfg) -> Path|None:
     "The source memory of a frozen (transfer) run: `memrl.source` (also `$COVE_MEMRL_SOURCE`, through `load_config`)."
     s = cfg['memrl.source']
@@ -381,6 +384,7 @@ declare_key('memrl.epsilon', float, 0.0, "MemRL ε-exploration: with this probab
             "drawn at random from the filtered pool (0 as the paper; the authors' BigCodeBench config: 0.1)",
             range=(0, 1))
 
+# %% ../nbs/14_memrl.ipynb #1dfdced3
 def _numbers(key:str, s:str, n:int) -> list[float]|None:
     "`n` comma-separated finite numbers of text setting `key`, or None for ''; a one-line `ValueError` else."
     if not str(s).strip(): return None

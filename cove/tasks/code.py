@@ -632,6 +632,7 @@ DIFFICULTIES = {0: 'basic one-line functions from 16 seeded templates (`BasicCod
 ERROR_CATEGORIES = ('success', 'syntax', 'runtime', 'wrong_answer', 'timeout', 'no_code', 'unavailable')
 _SYNTAX = re.compile(r'\b(SyntaxError|IndentationError|TabError)\b|unexpected token|expected token')
 
+# %% ../../nbs/05d_code.ipynb #40de310b
 def error_category(status:str, message:str) -> str:
     "The error category (one of `ERROR_CATEGORIES`) of one episode's feedback `status` and `message`."
     m = message or ''

@@ -232,6 +232,7 @@ BCB_INSTRUCTIONS = ("Write self-contained Python code: the imports and the funct
                     "Reply with the complete program in one ```python code block```.")
 _BCB_KEYS = ('task_id', 'instruct_prompt', 'complete_prompt', 'canonical_solution', 'test', 'entry_point')
 
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #b80d2e7a
 def parse_bcb_row(r:dict) -> Task:
     "A BigCodeBench row (`_BCB_KEYS` and `libs`) as a `Task`; its reference is `complete_prompt + canonical_solution`."
     for k in _BCB_KEYS:

@@ -19,6 +19,7 @@ _NUMS, _LISTS = ['n', 'x', 'num', 'value'], ['nums', 'numbers', 'values', 'xs'] 
 _ints = lambda r, lo=-20, hi=60: [(r.randint(lo, hi),) for _ in range(5)]
 _lists = lambda r, min_len=0: [([r.randint(-10, 30) for _ in range(r.randint(min_len, 6))],) for _ in range(5)]
 
+# %% ../../nbs/05d_code_b_levels.ipynb #2e4f681a
 def _b_linear(r):
     a, k, c = r.choice(_NUMS), r.randint(2, 9), r.randint(1, 20)
     return (

@@ -86,6 +86,7 @@ _BANNED = [
     ),
 ]
 
+# %% ../../nbs/05e_formal.ipynb #c2208d3c
 def banned_reason(proof:str) -> str|None:
     "Why `proof` is rejected without running Lean, or None."
     for pat, why in _BANNED:

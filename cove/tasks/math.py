@@ -196,6 +196,7 @@ class MathEnv(Environment):
 _NAMES = ['Lena', 'Omar', 'Mia', 'Ravi', 'Sofia', 'Tom', 'Aiko', 'Ben', 'Nadia', 'Jonas', 'Priya', 'Leo']
 _ITEMS = [('muffins', 'cookies'), ('pens', 'notebooks'), ('apples', 'pears'), ('stickers', 'postcards')]
 
+# %% ../../nbs/05c_math.ipynb #2760af2f
 def _shop(r):
     n, (i1, i2) = r.choice(_NAMES), r.choice(_ITEMS)
     q1, p1, q2, p2 = r.randint(2, 8), r.randint(2, 9), r.randint(2, 9), r.randint(1, 6)

@@ -104,6 +104,7 @@ _ACTION_RE = re.compile(r'^[\s*`>#-]*action[\s*`]*[:：][\s*]*(.*)$', re.I | re.
 _CALL_RE = re.compile(r'[`\s]*([A-Za-z_][\w.]*)\s*\((.*)\)[`;.\s]*', re.S)
 _ANSWER_LINE = re.compile(r'^[\s*`>#-]*(final\s+)?answer\b', re.I)
 
+# %% ../../nbs/05s_surface.ipynb #bafa3a0e
 def find_calls(text:str) -> list[str]:
     "The tool calls in an assistant turn: each `Action:` line, else lines that are just `name(...)`."
     acts = [a.strip() for a in _ACTION_RE.findall(text or '') if a.strip()]

@@ -114,6 +114,7 @@ def tool_select(t:Table, *columns) -> str:
 COMPARATORS = {'=': lambda a, b: a == b, '==': lambda a, b: a == b, '!=': lambda a, b: a != b,
                '>': lambda a, b: a > b, '<': lambda a, b: a < b, '>=': lambda a, b: a >= b, '<=': lambda a, b: a <= b}
 
+# %% ../../nbs/05a_tableqa.ipynb #2ca700fd
 def _matches(cell, op:str, value) -> bool:
     "Whether `cell op value` holds (numeric if both are numbers; order ops need numbers)."
     if op == 'contains': return norm_text(value) in norm_text(cell)
