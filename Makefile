@@ -80,7 +80,11 @@ faults: export
 test-fast: install
 	$(PY) -m pytest -q --ignore=tests/test_notebooks.py
 
+# The demo plays its rollouts on a vLLM server (`make vllm` first, about 2 minutes, not counted in the demo's own
+# minutes): the faster engine on both kinds of CPU measured (docs/demo.md#the-rollout-engine). Where vLLM does not
+# install, the demo says so and plays on hf (`cove demo --engine hf` chooses it).
 demo: install
+	@$(MAKE) --no-print-directory vllm || echo "make demo: vLLM did not install (above); the demo's rollouts run on hf"
 	$(VENV)/bin/cove demo
 
 # One experiment notebook at its smoke defaults: `make experiment-<name>` runs nbs/experiments/<name>.ipynb

@@ -177,12 +177,14 @@ def _with(cfg:Config, **kv) -> Config:
 
 @contextlib.contextmanager
 def _backend_policy(cfg:Config, b:str):
-    "`(config, policy, dtype)` of rollout backend `b` for the block: `hf_fp32` is hf in float32, `vllm` is served fp32."
-    if b == 'vllm':
-        from cove.serve import vllm_server
-        with vllm_server(cfg, dtype='float32') as url:
+    """`(config, policy, dtype)` of rollout backend `b` for the block: `vllm` is served at the profile's dtype
+    (`served_dtype`), `hf_fp32` and `vllm_fp32` in float32."""
+    if b.startswith('vllm'):
+        from cove.serve import vllm_server, served_dtype
+        dt = 'float32' if b == 'vllm_fp32' else served_dtype(cfg)
+        with vllm_server(cfg, dtype=dt) as url:
             c = _with(cfg, model__backend='openai', model__base_url=url)
-            yield c, load_policy(c), 'float32'
+            yield c, load_policy(c), dt
         return
     c = _with(cfg, model__backend='hf', model__dtype='float32') if b == 'hf_fp32' else _with(cfg, model__backend=b)
     pol = load_policy(c)
@@ -199,7 +201,7 @@ def _speedup(rates:dict, missing:dict) -> dict:
     best = max(others, key=others.get)
     return {'name': 'rollout_speedup_over_hf', 'value': round(others[best] / rates['hf'], 2), 'unit': 'x',
             'backend': best, 'episodes_per_min': {b: round(r, 2) for b, r in rates.items()},
-            'note': "Base on the same seeded episodes; hf at the profile's model.dtype, vllm served in float32"}
+            'note': "Base on the same seeded episodes; hf and vllm at the profile's model.dtype, *_fp32 in float32"}
 
 # %% ../nbs/09_bench.ipynb #e3a1bceb
 def _same(a:list, b:list) -> float: return round(sum(x == y for x, y in zip(a, b)) / max(1, len(a)), 3)
@@ -212,6 +214,7 @@ def rollout_records(cfg:Config, quick:bool=False,
     backends = rollout_backends(cfg)
     if any(w is None for b, w in backends.items() if b != 'hf') and pick_dtype(cfg['model.dtype']) != torch.float32:
         backends = {'hf': None, 'hf_fp32': None, **{b: w for b, w in backends.items() if b != 'hf'}}   # the reference
+        if backends['vllm'] is None: backends['vllm_fp32'] = None   # its transcripts against hf fp32's
     with tempfile.TemporaryDirectory() as d:
         for b in [b for b, why in backends.items() if why is None]:
             with _backend_policy(cfg, b) as (c, pol, dtype):

@@ -98,7 +98,7 @@ def _add_demo(sub):
                         'steps, so that the drift can bite (about 30 minutes on 2 cores; docs/demo.md; default: off)')
     p.add_argument('--out', default=None, help='folder (default outputs/demo/<run_id>; an existing one resumes)')
     p.add_argument('--engine', choices=('hf', 'vllm'), default=None,
-                   help='rollout engine (default hf; vllm: a vLLM server from `make vllm`, docs/demo.md)')
+                   help='rollout engine (default vllm where `make vllm` installed it, else hf; docs/demo.md)')
     p.add_argument('--methods', default=None, help=f"comma-separated methods (default: {','.join(DEMO_METHODS)})")
     p.add_argument('--set-aside-corrupt', action='store_true',
                    help='as for run: move a corrupt state file, adapter or store aside and start that state fresh '
@@ -112,8 +112,9 @@ def _add_serve(sub):
     p.add_argument('--port', type=int, default=8000, help='port on 127.0.0.1, 0: a free one (default: %(default)s)')
     p.add_argument('--threads', type=int, default=0,
                    help='CPU OpenMP threads, bound to cores 0..N-1 (default: %(default)s, up to 2)')
-    p.add_argument('--dtype', default='float32',
-                   help="weights dtype (default: %(default)s, hf fp32's completions; auto on a GPU)")
+    p.add_argument('--dtype', default=None,
+                   help="weights dtype (default: the profile's model.dtype as hf runs it here: bf16 on a CPU with native "
+                        "bf16, else float32, the one whose completions equal hf fp32's; auto on a GPU)")
     p.add_argument('--max-lora-rank', type=int, default=16,
                    help='largest LoRA rank loadable at run time (default: %(default)s)')
     p.add_argument('--device', default='cpu', choices=('cpu', 'cuda'),
@@ -270,10 +271,11 @@ def cmd_demo(args) -> int:
 # %% ../nbs/90_cli.ipynb #53953ff1
 def cmd_serve(args) -> int:
     "Serve the profile's model with vLLM until Ctrl-C or SIGTERM; 2 and one line when it cannot start."
-    from cove.serve import VLLMServer, ServeError
+    from cove.serve import VLLMServer, ServeError, served_dtype
     cfg = config_from(args)
     dev = args.dev_mode or cfg['model.lora_serving'] == 'merged'
-    srv = VLLMServer(cfg['model.name'], port=args.port, threads=args.threads, dtype=args.dtype,
+    dtype = args.dtype or served_dtype(cfg, args.device)
+    srv = VLLMServer(cfg['model.name'], port=args.port, threads=args.threads, dtype=dtype,
                      max_lora_rank=args.max_lora_rank, device=args.device, venv=args.venv, timeout=args.timeout,
                      dev_mode=dev)
     try: srv.start()

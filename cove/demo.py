@@ -16,7 +16,7 @@ from .experiment import (
 from .stats import paired_rows, episode_records, summarise
 from .spec import open_envs
 from .tasks.surface import surface_of, called_names
-from .serve import vllm_python, served_policy, ServeError
+from .serve import vllm_python, served_policy, served_dtype, ServeError
 
 # %% auto #0
 __all__ = ['DEMO_METHODS', 'DEMO_FAMILIES', 'DEMO_EPISODES', 'FULL_EPISODES', 'TRIGGER_DEFAULTS', 'DEMO_TRAIN', 'FULL_TRAIN',
@@ -131,12 +131,18 @@ def plot_success(curves, path:Path) -> Path:
 # %% ../nbs/19_demo.ipynb #3fec27af
 DEMO_ENGINES = ('hf', 'vllm')
 
-def demo_engine(cfg:Config, engine:str|None=None) -> str:
-    "The demo's rollout engine: `engine` if given (`hf` or `vllm`), else `hf` (see above); `vllm` needs `make vllm`."
-    engine = engine or 'hf'
+def demo_engine(cfg:Config, engine:str|None=None,
+                venv:str|None=None) -> str: # vLLM's venv (default `$COVE_VLLM_VENV`, else `.venv-vllm`)
+    "The demo's rollout engine: `engine` if given (`hf` or `vllm`), else `vllm` where `make vllm` installed it, else `hf`."
+    if engine is None:
+        try: vllm_python(venv)
+        except ServeError as e:
+            get_logger('demo').warning(f"rollouts on hf, the slower engine: {e}")
+            return 'hf'
+        return 'hf' if cfg['model.name'] == 'tiny' else 'vllm'
     if engine not in DEMO_ENGINES: raise ValueError(f"engine {engine!r} not in {DEMO_ENGINES}")
     if engine == 'vllm':
-        vllm_python()   # a one-line ServeError naming `make vllm` where it is absent
+        vllm_python(venv)   # a one-line ServeError naming `make vllm` where it is absent
         if cfg['model.name'] == 'tiny': raise ValueError("the tiny test model lives in memory; vLLM needs a model folder")
     return engine
 
@@ -182,7 +188,7 @@ def _write_table(
     ran = f" Ran on {rt['cpu']} ({' '.join(rt['flags']) or 'no AVX2'}), {rt['cores']} cores, dtype {rt['dtype']} " \
           f"(model.dtype={rt['dtype_key']})." if rt else ''
     drift = f" Drift: {cfg['run.drift']}." if cfg['run.drift'] else ''
-    served = ' (a vLLM server in float32; training in transformers at the dtype above)' if engine == 'vllm' else ''
+    served = f' (a vLLM server in {served_dtype(cfg)}; training in transformers)' if engine == 'vllm' else ''
     ran += f" Rollouts on {engine}{served}." if engine else ''
     head = (
         f"Model {cfg['model.name']} ({cfg.profile} profile), {episodes} episodes per family, seed {cfg['run.seed']}, "
@@ -328,8 +334,13 @@ def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[
     served = contextlib.ExitStack()
     try:
         t0 = time.time()
-        engine = 'given' if policy is not None else demo_engine(cfg, engine)
-        if engine == 'vllm': policy = served.enter_context(served_policy(cfg, log=safe_path(out, 'vllm.log')))
+        asked, engine = engine, 'given' if policy is not None else demo_engine(cfg, engine)
+        if engine == 'vllm':
+            try: policy = served.enter_context(served_policy(cfg, log=safe_path(out, 'vllm.log')))
+            except ServeError as e:   # chosen, not asked for: said in the log and the table's header, then hf
+                if asked: raise
+                get_logger('demo').warning(f"vLLM did not start, so the rollouts run on hf: {e}")
+                engine = 'hf (vLLM did not start: vllm.log)'
         policy = policy or load_policy(cfg)
         metrics, runs = _play_methods(cfg, out, policy, methods, families, episodes, progress, set_aside_corrupt)
         rows, red = _write_table(cfg, out, metrics, methods, families, episodes, engine)

@@ -12,7 +12,7 @@ from .models import resolve_model, available_cores
 
 # %% auto #0
 __all__ = ['ServeError', 'vllm_python', 'vllm_command', 'vllm_env', 'free_port', 'answers', 'stop_process', 'wait_ready',
-           'VLLMServer', 'vllm_server', 'served_config', 'served_policy']
+           'VLLMServer', 'served_dtype', 'vllm_server', 'served_config', 'served_policy']
 
 # %% ../nbs/02_llm_d_vllm.ipynb #df47b3c8
 class ServeError(RuntimeError):
@@ -147,12 +147,23 @@ def __enter__(self:VLLMServer): return self.start()
 @patch
 def __exit__(self:VLLMServer, *exc): self.stop()
 
+# %% ../nbs/02_llm_d_vllm.ipynb #a6f6bd87
+def served_dtype(cfg=None, # a `Config`: its `model.dtype` (default: `auto`)
+                 device:str='cpu') -> str:
+    "vLLM's `--dtype` for the profile's `model.dtype` on `device`, the precision `hf` would run there."
+    dt = cfg['model.dtype'] if cfg is not None else 'auto'
+    if dt != 'auto': return dt
+    if device != 'cpu': return 'auto'
+    from cove.policy import cpu_has_native_bf16
+    return 'bfloat16' if cpu_has_native_bf16() else 'float32'
+
 # %% ../nbs/02_llm_d_vllm.ipynb #847ccdde
 @contextlib.contextmanager
 def vllm_server(cfg=None, # a `Config`: its `model.name` is served (default: the embedded model)
                 **kw): # `VLLMServer`'s options: port, threads, kv_gib, dtype, max_lora_rank, device, venv, timeout
-    "A vLLM server on the profile's model for the `with` block; yields its base URL (`http://127.0.0.1:PORT/v1`)."
+    "A vLLM server on the profile's model at its dtype (`served_dtype`) for the `with` block; yields its `/v1` URL."
     kw.setdefault('model', cfg['model.name'] if cfg is not None else 'smollm2-135m')
+    kw.setdefault('dtype', served_dtype(cfg, kw.get('device', 'cpu')))
     with VLLMServer(**kw) as s: yield s.base_url
 
 @contextlib.contextmanager

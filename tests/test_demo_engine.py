@@ -1,0 +1,29 @@
+"""Issue 41: the demo plays on vLLM where `make vllm` installed it; a server that does not start is said (log, table
+header, summary) and the rollouts go to hf, unless `--engine vllm` asked for it."""
+import pytest
+from cove.demo import run_demo, demo_config
+from cove.serve import ServeError
+
+@pytest.fixture
+def broken_vllm(tmp_path, monkeypatch):
+    "A vLLM venv whose python exits at once, as a broken install would."
+    py = tmp_path/'venv'/'bin'/'python'
+    py.parent.mkdir(parents=True)
+    py.write_text('#!/bin/sh\necho "no vllm in this venv" >&2\nexit 3\n')
+    py.chmod(0o755)
+    monkeypatch.setenv('COVE_VLLM_VENV', str(py.parent.parent))
+
+def _demo(out, **kw):
+    cfg = demo_config(env={}, sets=['run.drift='], episodes=1)
+    return run_demo(cfg, out, episodes=1, methods=['base'], families=['math'], progress=False, **kw)
+
+def test_a_server_that_does_not_start_is_said_then_hf(broken_vllm, tmp_path):
+    s = _demo(tmp_path/'demo')
+    assert s['engine'] == 'hf (vLLM did not start: vllm.log)'
+    assert 'Rollouts on hf (vLLM did not start: vllm.log).' in (tmp_path/'demo'/'table.md').read_text()
+    assert 'vLLM did not start, so the rollouts run on hf' in (tmp_path/'demo'/'demo.log').read_text()
+    assert 'no vllm in this venv' in (tmp_path/'demo'/'vllm.log').read_text()
+    assert s['rows'][0]['episodes'] == 1
+
+def test_asked_for_vllm_fails_in_one_line(broken_vllm, tmp_path):
+    with pytest.raises(ServeError, match='no vllm in this venv|exited'): _demo(tmp_path/'demo', engine='vllm')
