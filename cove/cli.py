@@ -100,6 +100,8 @@ def _add_demo(sub):
     p.add_argument('--engine', choices=('hf', 'vllm'), default=None,
                    help='rollout engine (default vllm where `make vllm` installed it, else hf; docs/demo.md)')
     p.add_argument('--methods', default=None, help=f"comma-separated methods (default: {','.join(DEMO_METHODS)})")
+    p.add_argument('--families', default=None,
+                   help=f"comma-separated task families (default: {','.join(DEMO_FAMILIES)})")
     p.add_argument('--set-aside-corrupt', action='store_true',
                    help='as for run: move a corrupt state file, adapter or store aside and start that state fresh '
                         '(default: name it and stop)')
@@ -245,11 +247,12 @@ def cmd_bench(args) -> int:
     return 0
 
 # %% ../nbs/90_cli.ipynb #548f6d66
-def _check_demo(cfg, methods:list[str], episodes:int):
+def _check_demo(cfg, methods:list[str], episodes:int, families:list[str]=DEMO_FAMILIES):
     "Every demo run's spec, checked before the demo folder is made (a one-line `ValueError` else)."
     if not methods: raise ValueError('no methods given (e.g. --methods base,cove)')
-    check_names(methods, DEMO_FAMILIES)
-    for m in methods: check_spec(RunSpec(m, DEMO_FAMILIES, episodes, 'test', cfg['run.seed']), cfg)
+    if not families: raise ValueError('no families given (e.g. --families tableqa,math)')
+    check_names(methods, families)
+    for m in methods: check_spec(RunSpec(m, families, episodes, 'test', cfg['run.seed']), cfg)
 
 # %% ../nbs/90_cli.ipynb #20014ca3
 def cmd_demo(args) -> int:
@@ -261,9 +264,10 @@ def cmd_demo(args) -> int:
         raise ValueError("--out '' names no folder (leave it out for outputs/demo/<run_id>)")
     out = Path(args.out) if args.out else cfg.path('output.dir')/'demo'/time.strftime('%Y%m%d-%H%M%S')
     methods = [m.strip() for m in args.methods.split(',') if m.strip()] if args.methods else DEMO_METHODS
-    _check_demo(cfg, methods, episodes)
-    s = run_demo(cfg, out, episodes=episodes, methods=methods, set_aside_corrupt=args.set_aside_corrupt,
-                 engine=args.engine)
+    families = [f.strip() for f in args.families.split(',') if f.strip()] if args.families else DEMO_FAMILIES
+    _check_demo(cfg, methods, episodes, families)
+    s = run_demo(cfg, out, episodes=episodes, methods=methods, families=families,
+                 set_aside_corrupt=args.set_aside_corrupt, engine=args.engine)
     print((out / 'table.md').read_text())
     print(f"written to {out} in {s['wall_s'] / 60:.1f} min")
     return 0

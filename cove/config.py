@@ -79,6 +79,9 @@ _declare(
         'took 4.42x the base time, a merged one 1.03x (docs/benchmarks.md)',
         ('runtime', 'merged'),
     ),
+    Key('model.served_dtype', str, '', "the dtype of a vLLM server cove starts (`cove serve`, `cove demo`, `cove "
+        "bench`); '' = `model.dtype` as `hf` resolves it here (bf16 on a CPU with native bf16, else float32)",
+        ('', 'auto', 'float32', 'bfloat16', 'float16')),
     Key('model.allow_download', bool, False, 'let a hub name download weights (never by default)'),
     Key(
         'judge.backend',

@@ -150,7 +150,8 @@ def __exit__(self:VLLMServer, *exc): self.stop()
 # %% ../nbs/02_llm_d_vllm.ipynb #a6f6bd87
 def served_dtype(cfg=None, # a `Config`: its `model.dtype` (default: `auto`)
                  device:str='cpu') -> str:
-    "vLLM's `--dtype` for the profile's `model.dtype` on `device`, the precision `hf` would run there."
+    "vLLM's `--dtype`: the profile's `model.served_dtype`, else its `model.dtype` as `hf` would run it on `device`."
+    if cfg is not None and cfg['model.served_dtype']: return cfg['model.served_dtype']
     dt = cfg['model.dtype'] if cfg is not None else 'auto'
     if dt != 'auto': return dt
     if device != 'cpu': return 'auto'

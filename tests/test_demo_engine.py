@@ -1,5 +1,5 @@
-"""Issue 41: the demo plays on vLLM where `make vllm` installed it; a server that does not start is said (log, table
-header, summary) and the rollouts go to hf, unless `--engine vllm` asked for it."""
+"""Issue 41: in fp32 the demo plays on vLLM where `make vllm` installed it; a server that does not start is said (log,
+table header, summary) and the rollouts go to hf, unless `--engine vllm` asked for it."""
 import pytest
 from cove.demo import run_demo, demo_config
 from cove.serve import ServeError
@@ -14,7 +14,7 @@ def broken_vllm(tmp_path, monkeypatch):
     monkeypatch.setenv('COVE_VLLM_VENV', str(py.parent.parent))
 
 def _demo(out, **kw):
-    cfg = demo_config(env={}, sets=['run.drift='], episodes=1)
+    cfg = demo_config(env={}, sets=['run.drift=', 'model.dtype=float32'], episodes=1)   # fp32: vLLM's
     return run_demo(cfg, out, episodes=1, methods=['base'], families=['math'], progress=False, **kw)
 
 def test_a_server_that_does_not_start_is_said_then_hf(broken_vllm, tmp_path):
