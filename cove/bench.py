@@ -35,6 +35,7 @@ TARGETS = {
     'rollout_speedup_over_hf': ('>=', 3.0),
 }
 
+# %% ../nbs/09_bench.ipynb #b259350c
 def check_target(rec:dict) -> dict:
     "`rec` with `target` and `met` added when its name has a target (`met` None: nothing was measured)."
     if rec['name'] not in TARGETS: return rec
@@ -64,6 +65,7 @@ def machine_peaks(n:int=1024, mb:int=256, repeat:int=3) -> dict:
         threads=torch.get_num_threads(),
     )
 
+# %% ../nbs/09_bench.ipynb #7120b1c0
 def roofline(n_params:int, bytes_per_param:int, batch:int, peaks:dict) -> float:
     "Tokens/s a decode of `batch` sequences cannot exceed: min(compute roof, memory roof) for a model of `n_params`."
     compute = peaks['gflops'] * 1e9 / (2 * n_params)
@@ -128,6 +130,7 @@ def _play_timed(cfg:Config, policy, meth:str, n:int, out:Path, families=BENCH_FA
     m = Run(RunSpec(meth, list(families), n, 'test', cfg['run.seed']), cfg, out).execute(policy, progress=False)
     return m, (time.perf_counter() - t) / m['overall']['n']
 
+# %% ../nbs/09_bench.ipynb #56ef2354
 def episode_records(cfg:Config, policy, quick:bool=False,
                     episodes:int|None=None) -> list[dict]: # per family; default 8 with `quick`, else 12
     "Base and COVE on the same stream with `policy`: wall seconds per episode of each, their ratio, and COVE's phases."
@@ -161,6 +164,7 @@ def _vllm_why(cfg:Config) -> str|None:
     except FileNotFoundError as e: return str(e)
     return None
 
+# %% ../nbs/09_bench.ipynb #8f8a9da7
 def rollout_backends(cfg:Config) -> dict:
     "Backend -> None (it can run here) or the reason it cannot; `hf` always runs."
     why = None if importlib.util.find_spec('llama_cpp') else \
@@ -175,6 +179,7 @@ def _with(cfg:Config, **kv) -> Config:
     vals = {**cfg.values, **{k.replace('__', '.'): v for k, v in kv.items()}}
     return Config(vals, cfg.sources, cfg.profile, cfg.root)
 
+# %% ../nbs/09_bench.ipynb #0459b6f7
 @contextlib.contextmanager
 def _backend_policy(cfg:Config, b:str):
     """`(config, policy, dtype)` of rollout backend `b` for the block: `vllm` is served at the profile's dtype
@@ -206,6 +211,7 @@ def _speedup(rates:dict, missing:dict) -> dict:
 # %% ../nbs/09_bench.ipynb #e3a1bceb
 def _same(a:list, b:list) -> float: return round(sum(x == y for x, y in zip(a, b)) / max(1, len(a)), 3)
 
+# %% ../nbs/09_bench.ipynb #704ba989
 def rollout_records(cfg:Config, quick:bool=False,
                     episodes:int|None=None) -> list[dict]: # per family; default 8 with `quick`, else 16
     """Base's episodes per minute through each backend on the same stream, its transcripts against hf's (and hf fp32's),
@@ -282,6 +288,7 @@ from cove.llm import HFPolicy; lap('import cove.llm')
 HFPolicy.load({name!r}, dtype={dtype!r}); lap('load (model class, weights, tokenizer)')
 print(json.dumps(T))"""
 
+# %% ../nbs/09_bench.ipynb #9c0503d0
 def cold_load(name:str, dtype:str='auto') -> dict:
     "Seconds of each phase of importing cove's policy code and loading `name` from the cache in a fresh Python process."
     import subprocess, sys
@@ -298,6 +305,7 @@ def _emit(rec, recs):
     recs.append(rec)
     print(json.dumps(rec), flush=True)
 
+# %% ../nbs/09_bench.ipynb #2ea98672
 def run_bench(cfg:Config, # profile: model, dtype, batch size
               quick:bool=False, # skip the 1M-entry dense index
               out:Path|str='.', # folder for bench.json

@@ -30,6 +30,7 @@ def _plugin_option(p):
                    help='import MODULE first: its task families, methods and config keys '
                         '(repeatable or a comma list; also $COVE_PLUGINS; default: none)')
 
+# %% ../nbs/90_cli.ipynb #16095c71
 def _common(p):
     "The profile options every subcommand takes: `--profile`, `--model`, `--set`, and `--plugin`."
     p.add_argument('--profile', default=None, help='settings.ini profile (default $COVE_PROFILE, else cpu)')
@@ -47,6 +48,7 @@ class _Parser(argparse.ArgumentParser):
         if self.tail: self.epilog = self.tail()
         return super().format_help()
 
+# %% ../nbs/90_cli.ipynb #42e8a7b8
 def registries() -> dict:
     "What a command can name: the registered methods, the task families with their sources, the plugins loaded."
     from cove.tasks.base import _import_families
@@ -160,6 +162,7 @@ def nearest(name:str, known) -> list[str]:
     known = sorted(known)
     return [k for k in known if k.lower() == str(name).lower()] or difflib.get_close_matches(str(name), known, n=3)
 
+# %% ../nbs/90_cli.ipynb #aeb982b5
 def did_you_mean(name:str, known) -> str:
     "`'; did you mean a or b?'` for the names of `known` nearest to `name`, or '' when none is near."
     near = nearest(name, known)
@@ -174,6 +177,7 @@ def check_keys(sets:list[str]):
         near = did_you_mean(k, SCHEMA) or '; `cove info --config` lists every key'
         raise ConfigError(f"unknown config key {k!r}{near}" + (plugins_hint() if new else ''))
 
+# %% ../nbs/90_cli.ipynb #3d36d206
 def check_names(methods:list[str], tasks:list[str]):
     "A one-line `ValueError` for a method, task family or source nobody registered, with the nearest names."
     r = registries()
@@ -215,6 +219,7 @@ DTYPE_NOTE = ("model.dtype=auto (hf backend) is cove's rule: on a GPU bfloat16 w
               "(emulated bf16 is slower). It is not Hugging Face's dtype/torch_dtype='auto', which takes the "
               "checkpoint's own dtype (bfloat16 for the HF SmolLM2, float32 for the converted embedded one)")
 
+# %% ../nbs/90_cli.ipynb #2200a075
 def info(cfg) -> dict:
     "Versions, profile, model and dtype (with what they mean), model cache, methods, task families and plugins."
     pkgs = ['torch', 'transformers', 'trl', 'peft', 'accelerate', 'faiss-cpu', 'bm25s', 'rank-bm25',
@@ -352,10 +357,12 @@ def in_cli_terms(msg:str) -> str:
     for py, cli in CLI_TERMS: msg = msg.replace(py, cli)
     return msg
 
+# %% ../nbs/90_cli.ipynb #fde52a59
 def _error(args, e, tail:str='') -> None:
     "`cove CMD: error: ...`, one line on stderr, in the command line's terms."
     print(f"cove {args.cmd}: error: {in_cli_terms(str(e))}{tail}", file=sys.stderr)
 
+# %% ../nbs/90_cli.ipynb #707e9f1a
 def main(argv:list[str]|None=None) -> int:
     "Entry point of the `cove` console command."
     quiet_libraries()   # the known library noise only (`cove.models.LIBRARY_NOISE`), before anything loads a model

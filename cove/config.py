@@ -298,6 +298,7 @@ _declare(
 class ConfigError(ValueError):
     "An unknown key or a value of the wrong type."
 
+# %% ../nbs/01_config.ipynb #5a352194
 def _unknown_key(key:str) -> ConfigError:
     "The error for an undeclared `key`, suggesting the keys it was likely meant to be (or plugins, for a new section)."
     import difflib
@@ -371,6 +372,7 @@ def declared(key:str) -> bool:
     if key not in SCHEMA: load_own(str(key).split('.')[0])
     return key in SCHEMA
 
+# %% ../nbs/01_config.ipynb #70983c78
 def coerce(key:str, value:Any) -> Any:
     "`value` converted to the declared type of `key`, or a `ConfigError`."
     if not declared(key): raise _unknown_key(key)
@@ -426,6 +428,7 @@ def declare_key(name:str, # `section.key`, e.g. `units.difficulty`
 # %% ../nbs/01_config.ipynb #6362f3aa
 def env_name(key:str) -> str: return 'COVE_' + key.replace('.', '_').upper()
 
+# %% ../nbs/01_config.ipynb #305e90d7
 def parse_sets(items:list[str]|None) -> dict:
     "`['trigger.N=8', 'model.dtype=float32']` -> a dict; a malformed item is a `ConfigError`."
     out = {}
@@ -463,6 +466,7 @@ def section(self:Config, name:str) -> dict:
     "The keys of `name` without their prefix."
     return {k.split('.', 1)[1]: v for k, v in self.values.items() if k.split('.', 1)[0] == name}
 
+# %% ../nbs/01_config.ipynb #3b168554
 @patch
 def path(self:Config, k:str) -> Path:
     "A path-valued key, relative paths anchored on the repository root."

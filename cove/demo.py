@@ -58,6 +58,7 @@ def _rate(v):
     "`v` rounded to 3 places (None stays None)."
     return None if v is None else round(v, 3)
 
+# %% ../nbs/19_demo.ipynb #f88ceab3
 def _ci(s:dict) -> str|None:
     "`'[0.102, 0.495]'`: the Wilson 95% interval of a family summary, or None without one."
     lo, hi = s.get('success_ci') or (None, None)
@@ -213,6 +214,7 @@ def drift_segments(recs:list[dict], split:str='test') -> list[dict]:
         r | {'family_spec': f"{r['family_spec']}@{r['split']}"} if r.get('split', split) != split else r for r in recs
     ]
 
+# %% ../nbs/19_demo.ipynb #d3e0e2a6
 def segment_families(families:list[str], drift) -> list[str]:
     "`families` with the drifted family's segment after it (`['tableqa', 'tableqa@renamed', 'math']`)."
     return [g for f in families for g in ([f, f"{f}@{drift.split}"] if drift and f == drift.family else [f])]
@@ -223,6 +225,7 @@ def stale_calls(rec:dict, old:set) -> int:
     turns = [str(m.get('content', '')) for m in rec.get('trace') or [] if m.get('role') == 'assistant']
     return sum(n in old for t in turns for n in called_names(t))
 
+# %% ../nbs/19_demo.ipynb #f72dff82
 def drift_rows(recs:dict[str, list[dict]], drift, old_names:set|None=None) -> list[dict]:
     """Per method: success and API-call correctness of the drifted family before and after the drift, with n, and the
     calls to a pre-drift name after it (`old_names`: stale-name calls)."""
@@ -254,6 +257,7 @@ def _releases(rs:list[dict]) -> str:
                               *([f"({r['internalized']} internalized)"] if r['internalized'] else [])])
     return '; '.join(fmt(r) for r in rs if r['deltas'])
 
+# %% ../nbs/19_demo.ipynb #8a2ece45
 def mechanism_rows(metrics:dict[str, dict], methods:list[str]) -> list[dict]:
     """Per method and family (methods with a mechanism): routing shares, rows trained by source, updates, steps, exact
     and modelled tokens, online KB entries by label, release A/Bs."""
@@ -279,6 +283,7 @@ def token_factors(metrics:dict[str, dict], a:str='cove', b:str='parametric_only'
     return (f"{a} / {b} training tokens {ta / tb:.3f} = updates {ua}/{ub} ({ua / ub:.3f}) × tokens per update "
             f"({(ta / ua) / (tb / ub):.3f}) = rows {ra}/{rb} ({ra / rb:.3f}) × tokens per row ({(ta / ra) / (tb / rb):.3f})")
 
+# %% ../nbs/19_demo.ipynb #e964178b
 def _write_mechanism(out:Path, metrics:dict, methods:list[str]) -> list[dict]:
     "Append the per-family mechanism table and the token factors to `table.md`; its rows."
     rows = mechanism_rows(metrics, methods)

@@ -64,6 +64,7 @@ def free_port() -> int:
         s.bind(('127.0.0.1', 0))
         return s.getsockname()[1]
 
+# %% ../nbs/02_llm_d_vllm.ipynb #8d0eadb3
 def answers(url:str, timeout:float=2.0) -> bool:
     "Whether the server at `url` (its root) lists its models."
     try:
@@ -77,6 +78,7 @@ def _last_error(log:Path) -> str:
     errs = [l for l in lines if 'Error' in l or 'error' in l]
     return (errs or lines or ['(empty log)'])[-1][-300:]
 
+# %% ../nbs/02_llm_d_vllm.ipynb #0dfc4088
 def stop_process(proc:subprocess.Popen, grace:float=20.0):
     "Stop `proc` and its process group: SIGTERM, then SIGKILL after `grace` seconds."
     if proc.poll() is None:
@@ -137,13 +139,17 @@ def start(self:VLLMServer) -> VLLMServer:
     _log.info(f"vLLM serves {self.model} at {self.base_url} ({self.ready_s:.0f} s to start; log {self.log})")
     return self
 
+# %% ../nbs/02_llm_d_vllm.ipynb #f9b82152
 @patch
 def stop(self:VLLMServer):
     "Stop the server (its whole process group)."
     if self.proc is not None: stop_process(self.proc)
 
+# %% ../nbs/02_llm_d_vllm.ipynb #dcd8f2ad
 @patch
 def __enter__(self:VLLMServer): return self.start()
+
+# %% ../nbs/02_llm_d_vllm.ipynb #153b56f1
 @patch
 def __exit__(self:VLLMServer, *exc): self.stop()
 
@@ -167,6 +173,7 @@ def vllm_server(cfg=None, # a `Config`: its `model.name` is served (default: the
     kw.setdefault('dtype', served_dtype(cfg, kw.get('device', 'cpu')))
     with VLLMServer(**kw) as s: yield s.base_url
 
+# %% ../nbs/02_llm_d_vllm.ipynb #84134fc9
 @contextlib.contextmanager
 def served_config(cfg=None, **kw):
     "A vLLM server for the `with` block; yields `{'model.backend': 'openai', 'model.base_url': URL}`, a run's overrides."

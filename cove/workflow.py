@@ -119,6 +119,7 @@ def _router(self:CoveMethod):
     # without a policy (a rerun with nothing left to play) the judge router only restores its log, for the metrics
     return make_router('cove', judge=self.judge, **kw) if self.judge else Router(None, **kw)
 
+# %% ../nbs/13_workflow.ipynb #eaea5b15
 @patch
 @contextlib.contextmanager
 def base_weights(self:CoveMethod):
@@ -259,6 +260,7 @@ def learn_many(self:CoveMethod, todo:list[tuple]):
             if self.learn_from(*todo[j]): break   # the update changed the weights: prefetch again for the rest
     if self.explain(): self.save_state()
 
+# %% ../nbs/13_workflow.ipynb #24a8854a
 @patch
 def explain(self:CoveMethod) -> int:
     "Signals (and reasons) of the decisions routed since the last call, batched, written into `applied`; how many."
@@ -348,6 +350,7 @@ def parametric_update(self:CoveMethod, env, family:str, cold:bool=False) -> str|
     )
     return Path(res.adapter_path).name
 
+# %% ../nbs/13_workflow.ipynb #25d16048
 @patch
 def _skip_update(self:CoveMethod, family:str, why:str) -> None:
     "Record an update the trigger asked for but that had nothing to train on; its windows start anew."
@@ -392,6 +395,7 @@ def observe_references(self:CoveMethod, env, family:str) -> int:
 @patch
 def _rename_seed(self:CoveMethod) -> int: return update_seed(self.cfg['run.seed'], len(self.updates) + 1)
 
+# %% ../nbs/13_workflow.ipynb #6f9c6f92
 @patch
 def _reference_sft(self:CoveMethod, env, family:str, memory_aware:bool=True):
     """SFT data from the reference solutions of a few train tasks; with KnowledgePO renamed per episode and kept by the
@@ -476,6 +480,7 @@ def _train_sft(self:CoveMethod, env, family:str, trainee, kw:dict, cold:bool=Fal
             )
     return None, False
 
+# %% ../nbs/13_workflow.ipynb #78999fd9
 @patch
 def _fit_rows(self:CoveMethod, data):
     "`data` with each row's knowledge lines cut to fit `train.max_length` (`fit_knowledge`), the cuts in `last_rows`."
@@ -637,31 +642,37 @@ class HarnessOnly(CoveMethod):
     "Ablation: memory only; the router always says harness_only, so the trigger never fires an update."
     variant = 'harness_only'
 
+# %% ../nbs/13_workflow.ipynb #4a32f519
 @register_method('parametric_only')
 class ParametricOnly(CoveMethod):
     "Ablation: no knowledge base; every family parametric; updates when the trigger fires."
     variant = 'parametric_only'
 
+# %% ../nbs/13_workflow.ipynb #900375f1
 @register_method('always_both')
 class AlwaysBothMethod(CoveMethod):
     "Ablation Always-Both: every episode routed hybrid."
     variant = 'always_both'
 
+# %% ../nbs/13_workflow.ipynb #a1e049bd
 @register_method('random_route')
 class RandomRouteMethod(CoveMethod):
     "Ablation Random-Route (p = 0.5)."
     variant = 'random_route'
 
+# %% ../nbs/13_workflow.ipynb #f714899c
 @register_method('cove_no_trigger')
 class NoTriggerMethod(CoveMethod):
     "COVE without the stage-aware trigger: an update every 2w episodes of a parametric-routed family."
     variant = 'cove_no_trigger'
 
+# %% ../nbs/13_workflow.ipynb #75d3e7ee
 @register_method('cove_no_antirecitation')
 class NoAntiRecitationMethod(CoveMethod):
     "COVE without anti-recitation: volatile names never renamed before training, λ = 0."
     variant = 'cove_no_antirecitation'
 
+# %% ../nbs/13_workflow.ipynb #3792c4c8
 @register_method('cove_no_release')
 class NoReleaseMethod(CoveMethod):
     "COVE without memory release: no A/B, every entry stays online after training."

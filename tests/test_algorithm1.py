@@ -89,7 +89,8 @@ def test_cove_ablations_switch_one_thing_each(tmp_path):
     from cove.trigger import FixedInterval
     cfg = load_config(overrides=CFG)
     for m in ('cove_no_trigger', 'cove_no_antirecitation', 'cove_no_release'): (tmp_path/m).mkdir()
-    nt, nar, nr = (METHODS[m](cfg, tmp_path/m) for m in ('cove_no_trigger', 'cove_no_antirecitation', 'cove_no_release'))
+    nt, nar, nr = (METHODS[m](cfg, tmp_path/m) for m in ('cove_no_trigger', 'cove_no_antirecitation',
+                                                         'cove_no_release'))
     assert isinstance(nt.trigger, FixedInterval) and isinstance(nt.router, FeedbackRouter)
     assert (nar.anti_recitation, nar.release_on, nr.anti_recitation, nr.release_on) == (False, True, True, False)
     played = dict(trace=[dict(role='assistant', content='Action: count("team", "Hawks")')],

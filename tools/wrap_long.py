@@ -17,7 +17,7 @@ Papermill `parameters` cells are left alone (papermill reads one-line assignment
 
 usage:
   python3 tools/wrap_long.py [--dry-run] [PATH ...]     default: every notebook under nbs/ and tests/*.py
-                                                       (less the EXCLUDE list below); then run nbdev-clean
+                                                       then run nbdev-clean
 """
 import ast, io, json, re, sys, textwrap, tokenize
 from glob import glob
@@ -30,9 +30,6 @@ LIMIT = 120
 EXPORT = re.compile(r'\s*#\|\s*export')
 KEYWORDS = {'and', 'or', 'if', 'else', 'for'}
 OPEN, CLOSE = '([{', ')]}'
-EXCLUDE = {'nbs/19_demo.ipynb', 'nbs/13_workflow.ipynb', 'nbs/02_llm_d_vllm.ipynb', 'nbs/09_bench.ipynb',
-           'nbs/01_config.ipynb', 'nbs/index.ipynb', 'tests/test_demo_files.py', 'tests/test_algorithm1.py',
-           'tests/test_vllm.py'}
 
 def tokens(src:str) -> list:
     "Tokens of `src`, each with the stack of brackets (row, col) open before it."
@@ -266,7 +263,6 @@ def main(args):
     paths = [a for a in args if not a.startswith('--')] or sorted(glob('nbs/**/*.ipynb', recursive=True)) + sorted(glob('tests/*.py'))
     report = dict(changed=0, unparsed=[], ast=[], left=[], params=[])
     for p in paths:
-        if p in EXCLUDE: continue
         if p.endswith('.ipynb'):
             nb, hit = nbcells.load(p), False
             for c in nb['cells']:
