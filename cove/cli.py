@@ -10,7 +10,8 @@ from .config import load_config, describe, ConfigError, SCHEMA, declared, parse_
 from .plugins import load_plugins, loaded_plugins, plugins_hint
 from .run import Run
 from .spec import RunSpec, parse_tasks, check_spec
-from .demo import DEMO_FAMILIES, run_demo, demo_config, DEMO_EPISODES, DEMO_METHODS, FULL_EPISODES
+from .demo import (DEMO_FAMILIES, run_demo, demo_config, DEMO_EPISODES, DEMO_METHODS, FULL_EPISODES,
+                       DRIFT_FAMILIES)
 from .check import check_run, RunLocked
 from .method import import_methods, METHODS
 from .tasks.base import FAMILIES, parse_spec
@@ -98,6 +99,10 @@ def _add_demo(sub):
     p.add_argument('--full', action='store_true',
                    help=f'the larger run: {FULL_EPISODES} per family, 8 passes over each update\'s rows up to 32 '
                         'steps, so that the drift can bite (about 30 minutes on 2 cores; docs/demo.md; default: off)')
+    p.add_argument('--drift', action='store_true',
+                   help=f'the run in which the drift bites: {",".join(DRIFT_FAMILIES)} alone, {FULL_EPISODES} episodes, '
+                        "--full's training and api_renaming's cold start (64 gold references on the old tools; "
+                        'docs/demo.md; default: off)')
     p.add_argument('--out', default=None, help='folder (default outputs/demo/<run_id>; an existing one resumes)')
     p.add_argument('--engine', choices=('hf', 'vllm'), default=None,
                    help='rollout engine (default vllm where `make vllm` installed it, else hf; docs/demo.md)')
@@ -263,13 +268,15 @@ def _check_demo(cfg, methods:list[str], episodes:int, families:list[str]=DEMO_FA
 def cmd_demo(args) -> int:
     sets = list(args.sets) + ([f'model.name={args.model}'] if args.model else [])
     check_keys(sets)
-    episodes = (FULL_EPISODES if args.full else DEMO_EPISODES) if args.episodes is None else args.episodes
-    cfg = demo_config(args.profile, sets, episodes=episodes, full=args.full)
+    big = args.full or args.drift
+    episodes = (FULL_EPISODES if big else DEMO_EPISODES) if args.episodes is None else args.episodes
+    cfg = demo_config(args.profile, sets, episodes=episodes, full=args.full, drift=args.drift)
     if args.out is not None and not args.out.strip():
         raise ValueError("--out '' names no folder (leave it out for outputs/demo/<run_id>)")
     out = Path(args.out) if args.out else cfg.path('output.dir')/'demo'/time.strftime('%Y%m%d-%H%M%S')
     methods = [m.strip() for m in args.methods.split(',') if m.strip()] if args.methods else DEMO_METHODS
-    families = [f.strip() for f in args.families.split(',') if f.strip()] if args.families else DEMO_FAMILIES
+    families = [f.strip() for f in args.families.split(',') if f.strip()] if args.families else \
+        DRIFT_FAMILIES if args.drift else DEMO_FAMILIES
     _check_demo(cfg, methods, episodes, families)
     s = run_demo(cfg, out, episodes=episodes, methods=methods, families=families,
                  set_aside_corrupt=args.set_aside_corrupt, engine=args.engine)

@@ -20,9 +20,10 @@ from .serve import vllm_python, served_policy, served_dtype, ServeError
 
 # %% auto #0
 __all__ = ['DEMO_METHODS', 'DEMO_FAMILIES', 'DEMO_EPISODES', 'FULL_EPISODES', 'TRIGGER_DEFAULTS', 'DEMO_TRAIN', 'FULL_TRAIN',
-           'DEMO_OVERRIDES', 'DEMO_ENGINES', 'NO_PAIRS', 'demo_trigger', 'demo_overrides', 'demo_config',
-           'comparison_rows', 'token_reduction', 'success_curves', 'plot_success', 'demo_engine', 'drift_segments',
-           'segment_families', 'stale_calls', 'drift_rows', 'mechanism_rows', 'token_factors', 'run_demo']
+           'DRIFT_FAMILIES', 'DRIFT_TRAIN', 'DEMO_OVERRIDES', 'DEMO_ENGINES', 'NO_PAIRS', 'demo_trigger',
+           'demo_overrides', 'demo_config', 'comparison_rows', 'token_reduction', 'success_curves', 'plot_success',
+           'demo_engine', 'drift_segments', 'segment_families', 'stale_calls', 'drift_rows', 'mechanism_rows',
+           'token_factors', 'run_demo']
 
 # %% ../nbs/19_demo.ipynb #506c2e0f
 DEMO_METHODS = ['base', 'harness_only', 'parametric_only', 'cove']
@@ -37,21 +38,26 @@ def demo_trigger(episodes:int) -> dict:
 
 DEMO_TRAIN = {'train.max_steps': 16, 'train.epochs': 2.0}   # two passes over an update's rows: fits 20 minutes
 FULL_TRAIN = {'train.max_steps': 32, 'train.epochs': 8.0}   # up to the 32 steps of api_renaming's stale-name habit
+DRIFT_FAMILIES = ['tableqa']   # `--drift`: the family whose tools are renamed, alone
+DRIFT_TRAIN = {'train.reference_tasks': 64, 'trigger.tau_c': 0.6}   # api_renaming's cold start on the old tools
 
-def demo_overrides(episodes:int=DEMO_EPISODES, full:bool=False) -> dict:
+def demo_overrides(episodes:int=DEMO_EPISODES, full:bool=False,
+                   drift:bool=False) -> dict: # `full`'s training and `DRIFT_TRAIN` (for `DRIFT_FAMILIES`)
     "The demo's budget for `episodes` per family; `full`: the training under which the drift can bite."
-    return {**demo_trigger(episodes), 'model.batch_size': 16, **(FULL_TRAIN if full else DEMO_TRAIN),
+    return {**demo_trigger(episodes), 'model.batch_size': 16, **(FULL_TRAIN if full or drift else DEMO_TRAIN),
             'train.reference_tasks': 16, 'release.heldout': 16, 'release.max_entries': 1,
-            'run.drift': 'tableqa@0.5:renamed'}   # the tools change half-way: the paper's premise
+            'run.drift': 'tableqa@0.5:renamed',   # the tools change half-way: the paper's premise
+            **(DRIFT_TRAIN if drift else {})}
 
 DEMO_OVERRIDES = demo_overrides()
 
 # %% ../nbs/19_demo.ipynb #1508f351
 def demo_config(profile:str|None=None, sets:list[str]|dict|None=None, env:dict|None=None,
-                episodes:int=DEMO_EPISODES, full:bool=False) -> Config:
-    "The profile with the demo budget for `episodes` per family on top (`full`: `FULL_TRAIN`); `sets` win over both."
+                episodes:int=DEMO_EPISODES, full:bool=False, drift:bool=False) -> Config:
+    """The profile with the demo budget for `episodes` per family on top (`full`: `FULL_TRAIN`; `drift`: also
+    `DRIFT_TRAIN`); `sets` win over both."""
     extra = sets if isinstance(sets, dict) else parse_sets(sets)
-    return load_config(profile, overrides={**demo_overrides(episodes, full), **extra}, env=env)
+    return load_config(profile, overrides={**demo_overrides(episodes, full, drift), **extra}, env=env)
 
 # %% ../nbs/19_demo.ipynb #f281d562
 def _rate(v):
