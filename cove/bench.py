@@ -154,16 +154,6 @@ def episode_records(cfg:Config, policy, quick:bool=False,
 # %% ../nbs/09_bench.ipynb #7fc73559
 ROLLOUT_FAMILIES = ('tableqa', 'multihop', 'math', 'code')
 
-def _vllm_why(cfg:Config) -> str|None:
-    "None if `cove serve` can serve the profile's model here (`.venv-vllm`, a local model), else why not."
-    from cove.serve import vllm_python, ServeError
-    try: vllm_python()
-    except ServeError as e: return str(e)
-    if cfg['model.name'] == 'tiny': return "vLLM serves a model folder, not the in-memory tiny test model"
-    try: resolve_model(cfg['model.name'])
-    except FileNotFoundError as e: return str(e)
-    return None
-
 # %% ../nbs/09_bench.ipynb #8f8a9da7
 def rollout_backends(cfg:Config) -> dict:
     "Backend -> None (it can run here) or the reason it cannot; `hf` always runs."
@@ -171,7 +161,8 @@ def rollout_backends(cfg:Config) -> dict:
         "llama-cpp-python is not installed: pip install 'cove[llamacpp]'"
     if why is None and not (cfg['model.name'] in EMBEDDED_ALIASES or str(cfg['model.name']).endswith('.gguf')):
         why = f"the llamacpp backend runs the embedded model or a .gguf file, not {cfg['model.name']!r}"
-    return {'hf': None, 'llamacpp': why, 'vllm': _vllm_why(cfg)}
+    from cove.serve import unservable
+    return {'hf': None, 'llamacpp': why, 'vllm': unservable(cfg)}
 
 # %% ../nbs/09_bench.ipynb #ed8b0821
 def _with(cfg:Config, **kv) -> Config:

@@ -16,7 +16,7 @@ from .experiment import (
 from .stats import paired_rows, episode_records, summarise
 from .spec import open_envs
 from .tasks.surface import surface_of, called_names
-from .serve import vllm_python, served_policy, served_dtype, ServeError
+from .serve import vllm_python, served_policy, served_dtype, unservable, ServeError
 
 # %% auto #0
 __all__ = ['DEMO_METHODS', 'DEMO_FAMILIES', 'DEMO_EPISODES', 'FULL_EPISODES', 'TRIGGER_DEFAULTS', 'DEMO_TRAIN', 'FULL_TRAIN',
@@ -143,10 +143,9 @@ def demo_engine(cfg:Config, engine:str|None=None,
     """The demo's rollout engine: `engine` if given (`hf` or `vllm`), else `vllm` where it runs fp32 (a CPU without
     native bf16: the same transcripts as `hf`, faster) and `make vllm` installed it, else `hf`."""
     if engine is None:
-        if served_dtype(cfg) != 'float32' or cfg['model.name'] == 'tiny': return 'hf'
-        try: vllm_python(venv)
-        except ServeError as e:
-            get_logger('demo').warning(f"rollouts on hf, 1.8x slower here than vLLM: {e}")
+        if served_dtype(cfg) != 'float32': return 'hf'
+        if why := unservable(cfg, venv):
+            get_logger('demo').warning(f"rollouts on hf, slower in fp32 than vLLM (docs/demo.md): {why}")
             return 'hf'
         return 'vllm'
     if engine not in DEMO_ENGINES: raise ValueError(f"engine {engine!r} not in {DEMO_ENGINES}")

@@ -12,7 +12,7 @@ from .models import resolve_model, available_cores
 
 # %% auto #0
 __all__ = ['ServeError', 'vllm_python', 'vllm_command', 'vllm_env', 'free_port', 'answers', 'stop_process', 'wait_ready',
-           'VLLMServer', 'served_dtype', 'vllm_server', 'served_config', 'served_policy']
+           'VLLMServer', 'served_dtype', 'unservable', 'vllm_server', 'served_config', 'served_policy']
 
 # %% ../nbs/02_llm_d_vllm.ipynb #df47b3c8
 class ServeError(RuntimeError):
@@ -159,10 +159,19 @@ def served_dtype(cfg=None, # a `Config`: its `model.dtype` (default: `auto`)
     "vLLM's `--dtype`: the profile's `model.served_dtype`, else its `model.dtype` as `hf` would run it on `device`."
     if cfg is not None and cfg['model.served_dtype']: return cfg['model.served_dtype']
     dt = cfg['model.dtype'] if cfg is not None else 'auto'
-    if dt != 'auto': return dt
-    if device != 'cpu': return 'auto'
-    from cove.policy import cpu_has_native_bf16
-    return 'bfloat16' if cpu_has_native_bf16() else 'float32'
+    if dt == 'auto' and device != 'cpu': return 'auto'   # vLLM's own choice for its GPU
+    from cove.llm import pick_dtype   # hf's rule for `auto`, and its check of a named dtype
+    return str(pick_dtype(dt)).removeprefix('torch.')
+
+# %% ../nbs/02_llm_d_vllm.ipynb #16986f19
+def unservable(cfg, venv:str|Path|None=None) -> str|None:
+    "None if `cove serve` can serve the profile's model here (vLLM's venv, a model folder), else why not, in one line."
+    try: vllm_python(venv)
+    except ServeError as e: return str(e)
+    if cfg['model.name'] == 'tiny': return "vLLM serves a model folder, not the in-memory tiny test model"
+    try: resolve_model(cfg['model.name'])
+    except FileNotFoundError as e: return str(e)
+    return None
 
 # %% ../nbs/02_llm_d_vllm.ipynb #847ccdde
 @contextlib.contextmanager
