@@ -10,12 +10,13 @@ from functools import lru_cache
 from pathlib import Path
 from fastcore.basics import patch
 from .core import msg, TokenLedger
-from .models import ensure_embedded_model   # no torch there
+from .models import EMBEDDED_NAME, ensure_embedded_model   # no torch there
+from .registry import backend_factory
 
 # %% auto #0
 __all__ = ['Generation', 'as_messages', 'Policy', 'load_tokenizer', 'smollm2_tokenizer', 'render_chat', 'count_tokens_with',
            'choice_token_spans', 'stop_strings', 'stop_patterns', 'cut_at_stop', 'TokenizerPolicy',
-           'cpu_has_native_bf16']
+           'cpu_has_native_bf16', 'make_policy']
 
 # %% ../nbs/01e_policy.ipynb #23d70336
 @dataclass
@@ -191,3 +192,9 @@ def cpu_has_native_bf16() -> bool:
     caps = torch.cpu.get_capabilities() if hasattr(torch.cpu, 'get_capabilities') else {}
     if caps: return bool(caps.get('avx512_bf16') or caps.get('amx_bf16'))
     return 'AMX' in torch.backends.cpu.get_cpu_capability()
+
+# %% ../nbs/01e_policy.ipynb #ee8e76fd
+def make_policy(backend:str, # `hf`, `vllm`, `openai` or `llamacpp` (`cove.registry.BACKEND_MODULES`)
+                name:str=EMBEDDED_NAME, **kw) -> Policy:
+    "A policy for `backend` and model `name` (for `openai`, pass `base_url=`)."
+    return backend_factory(backend)(name, **kw)

@@ -59,7 +59,7 @@ def register_entry(group:str, # `cove.families` or `cove.methods`
 
 # %% ../nbs/01d_registry.ipynb #50ab5f78
 BACKENDS: dict[str, Callable] = {}   # backend name -> factory(model_name, **kw) -> Policy, registered by its module
-BACKEND_MODULES = {'hf': 'cove.llm', 'vllm': 'cove.llm', 'openai': 'cove.llm', 'llamacpp': 'cove.llamacpp'}
+BACKEND_MODULES = {'hf': 'cove.llm', 'vllm': 'cove.served', 'openai': 'cove.served', 'llamacpp': 'cove.llamacpp'}
 
 # %% ../nbs/01d_registry.ipynb #a1ba7b51
 def register_backend(name:str):

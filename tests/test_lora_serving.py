@@ -7,7 +7,7 @@ import pytest, torch
 
 def test_the_mode_key_validates():
     from cove.config import load_config
-    from cove.llm import OpenAIPolicy
+    from cove.served import OpenAIPolicy
     from cove.run import load_policy
     assert load_config('cpu')['model.lora_serving'] == 'merged'
     with pytest.raises(ValueError, match='lora_serving'): load_config('cpu', ['model.lora_serving=fused'])
@@ -22,7 +22,8 @@ def test_merge_writes_the_base_names(tmp_path):
     from peft import LoraConfig, get_peft_model
     from safetensors import safe_open
     from transformers import AutoModelForCausalLM
-    from cove.llm import merge_adapter, merged_folder, tiny_llama
+    from cove.llm import tiny_llama
+    from cove.served import merge_adapter, merged_folder
     tiny, _ = tiny_llama()
     tiny.save_pretrained(tmp_path/'base')
     torch.manual_seed(0)
