@@ -64,6 +64,25 @@ def _write(w):
     w.write_tensors_to_file()
     w.close()
 
+# %% ../nbs/02c_llamacpp.ipynb #8f17830d
+def _copy_fields(w, r):
+    "Copy GGUF reader `r`'s metadata into writer `w`, all but `GGUF.` keys, architecture and file type."
+    import gguf
+    V = gguf.GGUFValueType
+    for k, fl in r.fields.items():
+        if k.startswith('GGUF.') or k in ('general.architecture', 'general.file_type'): continue
+        vt = V(fl.types[0])
+        w.add_key_value(k, fl.contents(), vt, V(fl.types[-1]) if vt == V.ARRAY else None)
+
+# %% ../nbs/02c_llamacpp.ipynb #82bac7a8
+def _add_tensors(w, r, ts:dict, dtype:str, qt):
+    "Add `r`'s tensors, popped from `ts`, to `w`: 2-D ones as `qt`, but in f32."
+    import gguf
+    for t in r.tensors:   # norms stay float32, as `convert_hf_to_gguf.py` writes them
+        a = np.asarray(ts.pop(t.name), dtype=np.float32)
+        if a.ndim > 1 and dtype != 'f32': w.add_tensor(t.name, gguf.quants.quantize(a, qt), raw_dtype=qt)
+        else: w.add_tensor(t.name, a)
+
 # %% ../nbs/02c_llamacpp.ipynb #1289ca7f
 def write_gguf(sd:dict, meta:str|Path, dst:str|Path, dtype:str='bf16') -> Path:
     "State dict `sd` as GGUF file `dst`, with the metadata and tensor list of GGUF file `meta`; 2-D weights in `dtype`."
@@ -74,16 +93,9 @@ def write_gguf(sd:dict, meta:str|Path, dst:str|Path, dtype:str='bf16') -> Path:
     arch = f('general.architecture')
     ts = gguf_tensors(sd, *_heads(f, arch))
     w = gguf.GGUFWriter(str(dst), arch=arch)
-    for k, fl in r.fields.items():
-        if k.startswith('GGUF.') or k in ('general.architecture', 'general.file_type'): continue
-        vt = gguf.GGUFValueType(fl.types[0])
-        sub = gguf.GGUFValueType(fl.types[-1]) if vt == gguf.GGUFValueType.ARRAY else None
-        w.add_key_value(k, fl.contents(), vt, sub)
+    _copy_fields(w, r)
     w.add_file_type(gguf.LlamaFileType[ft])
-    for t in r.tensors:   # norms stay float32, as `convert_hf_to_gguf.py` writes them
-        a = np.asarray(ts.pop(t.name), dtype=np.float32)
-        if a.ndim > 1 and dtype != 'f32': w.add_tensor(t.name, gguf.quants.quantize(a, qt), raw_dtype=qt)
-        else: w.add_tensor(t.name, a)
+    _add_tensors(w, r, ts, dtype, qt)
     if ts: raise ValueError(f"{len(ts)} tensors of the state dict are not in {meta}: {sorted(ts)[:3]}")
     _write(w)
     return Path(dst)
@@ -156,8 +168,29 @@ class LlamaCppPolicy(TokenizerPolicy):
         self.held, self.held_key, self.used_at = [[] for _ in range(self.slots)], [None]*self.slots, [0]*self.slots
         self.stats, self._loras, self._clock = dict(prompt_tokens=0, reused_tokens=0, copies=0, decodes=0), {}, 0
 
-    def __repr__(self):
-        return f"LlamaCppPolicy({self.name!r}, dtype={self.dtype}, batch_size={self.batch_size}, slots={self.slots})"
+# %% ../nbs/02c_llamacpp.ipynb #cf1f9bb7
+@patch
+def __repr__(self:LlamaCppPolicy):
+    return f"LlamaCppPolicy({self.name!r}, dtype={self.dtype}, batch_size={self.batch_size}, slots={self.slots})"
+
+# %% ../nbs/02c_llamacpp.ipynb #83e354a0
+@patch
+def _context_params(self:LlamaCppPolicy, flash_attn:int):
+    "Context parameters: `slots` KV streams of `ctx_per_seq` positions."
+    cp = self.L.llama_context_default_params()
+    cp.n_ctx, cp.n_seq_max = self.ctx_per_seq*self.slots, self.slots
+    cp.n_batch = cp.n_ubatch = self.n_batch
+    cp.n_threads = cp.n_threads_batch = self.threads
+    cp.kv_unified, cp.no_perf, cp.flash_attn_type = False, True, flash_attn
+    return cp
+
+# %% ../nbs/02c_llamacpp.ipynb #a863d717
+@patch
+def _file_dtype(self:LlamaCppPolicy) -> str:
+    "The dtype of the whole GGUF file, from its `general.file_type`."
+    import gguf
+    ft = {32: 'bfloat16', 0: 'float32', 1: 'float16', 7: 'q8_0'}   # `llama_ftype` of the whole file
+    return ft.get(int(gguf.GGUFReader(str(self.gguf)).fields['general.file_type'].contents()), 'quantized')
 
 # %% ../nbs/02c_llamacpp.ipynb #7c4dbcee
 @patch
@@ -167,18 +200,12 @@ def _open(self:LlamaCppPolicy, flash_attn:int):
     L.llama_backend_init()
     self.model = L.llama_model_load_from_file(str(self.gguf).encode(), L.llama_model_default_params())
     if not self.model: raise ValueError(f"llama.cpp could not load {self.gguf}")
-    cp = L.llama_context_default_params()
-    cp.n_ctx, cp.n_seq_max = self.ctx_per_seq*self.slots, self.slots
-    cp.n_batch = cp.n_ubatch = self.n_batch
-    cp.n_threads = cp.n_threads_batch = self.threads
-    cp.kv_unified, cp.no_perf, cp.flash_attn_type = False, True, flash_attn
+    cp = self._context_params(flash_attn)
     self.ctx = L.llama_init_from_model(self.model, cp)
     if not self.ctx: raise ValueError(f"llama.cpp could not make a context of {cp.n_ctx} positions for {self.gguf}")
     self.mem, self.n_vocab = L.llama_get_memory(self.ctx), L.llama_vocab_n_tokens(L.llama_model_get_vocab(self.model))
     self.batch = TokenBatch(L, self.n_batch)
-    ft = {32: 'bfloat16', 0: 'float32', 1: 'float16', 7: 'q8_0'}   # `llama_ftype` of the whole file
-    import gguf
-    self.dtype = ft.get(int(gguf.GGUFReader(str(self.gguf)).fields['general.file_type'].contents()), 'quantized')
+    self.dtype = self._file_dtype()
 
 # %% ../nbs/02c_llamacpp.ipynb #008abe38
 @patch
@@ -205,9 +232,35 @@ def clear_cache(self:LlamaCppPolicy):
     self.L.llama_memory_clear(self.mem, True)
     self.held, self.held_key = [[] for _ in range(self.slots)], [None]*self.slots
 
-# %% ../nbs/02c_llamacpp.ipynb #6fee803a
+# %% ../nbs/02c_llamacpp.ipynb #b84bf00f
 _DT = {'auto': None, 'bfloat16': 'bf16', 'bf16': 'bf16', 'float32': 'f32', 'fp32': 'f32', 'f32': 'f32', 'q8_0': 'q8_0'}
 
+# %% ../nbs/02c_llamacpp.ipynb #2e5e74d7
+def _embedded_eos(cache_dir:str|Path|None) -> list:
+    "The embedded model's end-of-sequence ids, read from its `generation_config.json`."
+    gen = json.loads((ensure_embedded_model(cache_dir)/'generation_config.json').read_text())
+    eos = gen.get('eos_token_id')
+    return eos if isinstance(eos, list) else [eos]
+
+# %% ../nbs/02c_llamacpp.ipynb #e01261ae
+def _gguf_file(name:str) -> Path:
+    "`name` as an existing `.gguf` file (else a `FileNotFoundError`)."
+    p = Path(name).expanduser()
+    if p.suffix != '.gguf' or not p.is_file():
+        raise FileNotFoundError(f"model {name!r}: the llamacpp backend takes the embedded model or a .gguf file "
+                                "(convert a transformers folder with llama.cpp's convert_hf_to_gguf.py)")
+    return p
+
+# %% ../nbs/02c_llamacpp.ipynb #4531a82a
+def _gguf_tokenizer(name:str, tokenizer):
+    "The tokenizer a `.gguf` file needs: a transformers tokenizer, or one loaded from its folder."
+    if tokenizer is None: raise ValueError(f"{name}: pass tokenizer= (a transformers tokenizer or its folder)")
+    if isinstance(tokenizer, (str, Path)):
+        from transformers import AutoTokenizer
+        tokenizer = AutoTokenizer.from_pretrained(str(tokenizer))
+    return tokenizer
+
+# %% ../nbs/02c_llamacpp.ipynb #6fee803a
 @patch(cls_method=True)
 def load(cls:LlamaCppPolicy, name:str='smollm2-135m', # the embedded model, or a `.gguf` file (then pass `tokenizer=`)
          dtype:str='auto', # `bfloat16`, `float32`, or `auto`: bf16 where the CPU has it natively (embedded model only)
@@ -218,21 +271,12 @@ def load(cls:LlamaCppPolicy, name:str='smollm2-135m', # the embedded model, or a
     if device != 'cpu': raise ValueError(f"the llamacpp backend runs on the CPU here, got device={device!r}")
     if dtype not in _DT: raise ValueError(f"dtype {dtype!r} not one of {list(_DT)}")
     if name in EMBEDDED_ALIASES:
-        gen = json.loads((ensure_embedded_model(cache_dir)/'generation_config.json').read_text())
-        eos = gen.get('eos_token_id')
-        eos = eos if isinstance(eos, list) else [eos]
+        eos = _embedded_eos(cache_dir)
         dt = _DT[dtype] or ('bf16' if cpu_has_native_bf16() else 'f32')
         tok = tokenizer or smollm2_tokenizer()
         return cls(embedded_gguf(dt, cache_dir), tok, batch_size, name=name, eos_ids=eos, **kw)
-    p = Path(name).expanduser()
-    if p.suffix != '.gguf' or not p.is_file():
-        raise FileNotFoundError(f"model {name!r}: the llamacpp backend takes the embedded model or a .gguf file "
-                                "(convert a transformers folder with llama.cpp's convert_hf_to_gguf.py)")
-    if tokenizer is None: raise ValueError(f"{name}: pass tokenizer= (a transformers tokenizer or its folder)")
-    if isinstance(tokenizer, (str, Path)):
-        from transformers import AutoTokenizer
-        tokenizer = AutoTokenizer.from_pretrained(str(tokenizer))
-    return cls(p, tokenizer, batch_size, name=name, **kw)
+    p = _gguf_file(name)
+    return cls(p, _gguf_tokenizer(name, tokenizer), batch_size, name=name, **kw)
 
 register_backend('llamacpp')(LlamaCppPolicy.load)   # what `make_policy('llamacpp', ...)` calls
 
@@ -397,6 +441,28 @@ def _prompts(self:LlamaCppPolicy, batch:list, extra:int) -> list[list[int]]:
                          "make the policy with a larger ctx_per_seq")
     return toks
 
+# %% ../nbs/02c_llamacpp.ipynb #3436c407
+@patch
+def _admit(self:LlamaCppPolicy, toks:list, queue:list, free:list, live:list):
+    "Move queued prompts into free KV slots until `batch_size` rows decode together."
+    while queue and len(live) < self.batch_size:
+        i = queue.pop(0)
+        s, n = self._claim(toks[i], free, len(toks[i]) - 1)
+        live.append(_Row(i, s, toks[i][n:], {len(toks[i]) - 1}))
+
+# %% ../nbs/02c_llamacpp.ipynb #6387b460
+def _bar_eos(lg:np.ndarray, eos:np.ndarray, n:int, min_new_tokens:int) -> np.ndarray:
+    "Logits `lg` with the end ids `eos` at `-inf` while the row has fewer than `min_new_tokens` tokens (`n`)."
+    return np.where(np.isin(np.arange(len(lg)), eos), -np.inf, lg) if n < min_new_tokens else lg
+
+# %% ../nbs/02c_llamacpp.ipynb #fd09048f
+@patch
+def _retire(self:LlamaCppPolicy, r, toks:list, out:list, live:list, free:list, stop):
+    "Finish row `r`: its `Generation` into `out`, its KV slot back to `free`."
+    out[r.i] = self._finish(r.out, len(toks[r.i]), stop)
+    live.remove(r)
+    free.append(r.slot)
+
 # %% ../nbs/02c_llamacpp.ipynb #62f147f9
 @patch
 def generate(self:LlamaCppPolicy, batch:list, max_new_tokens:int=128, temperature:float=0.0, top_p:float=1.0,
@@ -410,17 +476,10 @@ def generate(self:LlamaCppPolicy, batch:list, max_new_tokens:int=128, temperatur
     out = [None]*len(toks)
     self._warm(toks)
     while queue or live:
-        while queue and len(live) < self.batch_size:
-            i = queue.pop(0)
-            s, n = self._claim(toks[i], free, len(toks[i]) - 1)
-            live.append(_Row(i, s, toks[i][n:], {len(toks[i]) - 1}))
+        self._admit(toks, queue, free, live)
         for r, p, lg in self._step(live):
-            if len(r.out) < min_new_tokens: lg = np.where(np.isin(np.arange(len(lg)), eos), -np.inf, lg)
-            r.out.append(pick_token(lg, temperature, top_p, rngs[r.i]))
-            if self._done(r, max_new_tokens, stop):
-                out[r.i] = self._finish(r.out, len(toks[r.i]), stop)
-                live.remove(r)
-                free.append(r.slot)
+            r.out.append(pick_token(_bar_eos(lg, eos, len(r.out), min_new_tokens), temperature, top_p, rngs[r.i]))
+            if self._done(r, max_new_tokens, stop): self._retire(r, toks, out, live, free, stop)
             else: r.pending, r.want = [r.out[-1]], {p + 1}
     self.ledger.add('generate', sum(g.prompt_tokens for g in out), sum(g.completion_tokens for g in out),
                     calls=len(out))
@@ -452,19 +511,37 @@ def score_choices(self:LlamaCppPolicy, messages, choices:list[str], end:bool=Tru
     self.ledger.add('score', prompt_tokens=sum(len(ids) for ids, _ in spans))
     return scores
 
+# %% ../nbs/02c_llamacpp.ipynb #acdd885b
+def _lora_config(adapter:Path) -> dict:
+    "The peft `adapter_config.json` of folder `adapter`, refusing rsLoRA and DoRA (they do not convert)."
+    cfg = json.loads((adapter/'adapter_config.json').read_text())
+    if cfg.get('use_rslora') or cfg.get('use_dora'):
+        raise NotImplementedError(f"{adapter}: rsLoRA and DoRA adapters do not convert")
+    return cfg
+
+# %% ../nbs/02c_llamacpp.ipynb #133ee764
+def _lora_weights(adapter:Path) -> dict:
+    "The LoRA weights in folder `adapter` by name, without peft's `base_model.model.` prefix."
+    from safetensors.numpy import load_file
+    raw = load_file(str(adapter/'adapter_model.safetensors'))
+    return {k.removeprefix('base_model.model.'): v for k, v in raw.items()}
+
+# %% ../nbs/02c_llamacpp.ipynb #8bc79bf6
+def _add_lora(w, a:dict, b:dict):
+    "Add the LoRA matrices `a`, `b` (by GGUF tensor name) to GGUF writer `w`, as float32 `.lora_a` / `.lora_b`."
+    for name in sorted(a):
+        w.add_tensor(name + '.lora_a', np.ascontiguousarray(a[name], dtype=np.float32))
+        w.add_tensor(name + '.lora_b', np.ascontiguousarray(b[name], dtype=np.float32))
+
 # %% ../nbs/02c_llamacpp.ipynb #d52b0d25
 def write_lora_gguf(adapter:str|Path, meta:str|Path, dst:str|Path) -> Path:
     "Write the peft LoRA adapter in folder `adapter` as a llama.cpp LoRA GGUF for the model of GGUF file `meta`."
     import gguf
-    from safetensors.numpy import load_file
     adapter = Path(adapter)
-    cfg = json.loads((adapter/'adapter_config.json').read_text())
-    if cfg.get('use_rslora') or cfg.get('use_dora'):
-        raise NotImplementedError(f"{adapter}: rsLoRA and DoRA adapters do not convert")
+    cfg = _lora_config(adapter)
     r = gguf.GGUFReader(str(meta))
     f = lambda k: r.fields[k].contents()
-    arch, raw = f('general.architecture'), load_file(str(adapter/'adapter_model.safetensors'))
-    sd = {k.removeprefix('base_model.model.'): v for k, v in raw.items()}
+    arch, sd = f('general.architecture'), _lora_weights(adapter)
     if bad := [k for k in sd if not k.endswith(('.lora_A.weight', '.lora_B.weight'))]:
         raise NotImplementedError(f"{adapter}: only lora_A / lora_B weights convert, found {bad[:3]}")
     hp, tail = _heads(f, arch), lambda ab: f'.lora_{ab}.weight'
@@ -474,9 +551,7 @@ def write_lora_gguf(adapter:str|Path, meta:str|Path, dst:str|Path) -> Path:
     w.add_type(gguf.GGUFType.ADAPTER)
     w.add_string(gguf.Keys.Adapter.TYPE, 'lora')
     w.add_float32(gguf.Keys.Adapter.LORA_ALPHA, float(cfg['lora_alpha']))
-    for name in sorted(a):
-        w.add_tensor(name + '.lora_a', np.ascontiguousarray(a[name], dtype=np.float32))
-        w.add_tensor(name + '.lora_b', np.ascontiguousarray(b[name], dtype=np.float32))
+    _add_lora(w, a, b)
     _write(w)
     return Path(dst)
 
