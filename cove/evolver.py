@@ -777,10 +777,10 @@ def distill(policy:Policy, rows:list[dict], # episode rows: `task` (dict), `traj
         )
     return out
 
-# %% ../nbs/16_evolver_c_method.ipynb #aadf3928
+# %% ../nbs/16_evolver_c_method.ipynb #c4c04ba7
 _log = get_logger('evolver')
 
-
+# %% ../nbs/16_evolver_c_method.ipynb #aadf3928
 @register_method('evolver')
 class EvolverMethod(Method):
     "EvolveR: experience-driven online loop + offline self-distillation + GRPO/SFT updates, resumable."
@@ -791,20 +791,53 @@ class EvolverMethod(Method):
         self.judge = None
         if policy is not None:
             self.judge = Judge(policy)
-        last = self.store.conn.execute(
-            "SELECT name FROM updates WHERE name IS NOT NULL ORDER BY n DESC, ts DESC LIMIT 1"
-        ).fetchone()
-        if last and policy is not None:
-            hot_swap(policy, self.adapter_dir/last['name'])
-        self.adapter = last['name'] if last else None
-        _log.info(
-            f"evolver: {self.n_applied} episodes applied, {len(self.store.principles())} active principles, adapter {self.adapter}"
-        )
+        self._resume()
 
-    @property
-    def n_applied(self) -> int:
-        return self.store.conn.execute('SELECT COUNT(*) FROM episodes').fetchone()[0]
-    def p(self, key:str): return self.cfg[f'evolver.{key}']
+# %% ../nbs/16_evolver_c_method.ipynb #d705fe6e
+@patch
+def _last_adapter(self:EvolverMethod) -> str|None:
+    "The name of the last update's adapter, or None before the first."
+    last = self.store.conn.execute(
+        "SELECT name FROM updates WHERE name IS NOT NULL ORDER BY n DESC, ts DESC LIMIT 1"
+    ).fetchone()
+    return last['name'] if last else None
+
+# %% ../nbs/16_evolver_c_method.ipynb #2409b9d0
+@patch
+def _resume(self:EvolverMethod):
+    "Hot-swap the last update's adapter back in; log where the run stands."
+    self.adapter = self._last_adapter()
+    if self.adapter and self.policy is not None: hot_swap(self.policy, self.adapter_dir/self.adapter)
+    _log.info(f"evolver: {self.n_applied} episodes applied, {len(self.store.principles())} active principles, "
+              f"adapter {self.adapter}")
+
+# %% ../nbs/16_evolver_c_method.ipynb #dcccc6d3
+@patch(as_prop=True)
+def n_applied(self:EvolverMethod) -> int:
+    "Episodes applied so far."
+    return self.store.conn.execute('SELECT COUNT(*) FROM episodes').fetchone()[0]
+
+# %% ../nbs/16_evolver_c_method.ipynb #69ab5828
+@patch
+def p(self:EvolverMethod, key:str):
+    "The setting `evolver.<key>` of the run's config."
+    return self.cfg[f'evolver.{key}']
+
+# %% ../nbs/16_evolver_c_method.ipynb #3e9fc521
+@patch
+def _episode_row(self:EvolverMethod, r:EpisodeResult, info:dict, key:str) -> tuple:
+    "Episode `r`'s row in `episodes`."
+    return (key, self.n_applied + 1, r.task.family, r.task.id, int(r.success), float(r.feedback.score), info['reward'],
+            json.dumps(dict(info, used=r.retrieved, message=r.feedback.message)),
+            json.dumps(r.task.to_dict(), default=str), json.dumps(r.messages))
+
+# %% ../nbs/16_evolver_c_method.ipynb #af53fd1e
+@patch
+def _record_episode(self:EvolverMethod, c, r, info, key):
+    "In transaction `c`: uses (buffer `all`) and `r`'s row."
+    if self.p('buffer') == 'all': self.store.record_use(r.retrieved, r.success)   # balanced: the kept rollouts'
+    c.execute('INSERT INTO episodes(key, n, family, task_id, success, score, reward, info, task, trajectory) '
+              'VALUES (?,?,?,?,?,?,?,?,?,?)', self._episode_row(r, info, key))
 
 # %% ../nbs/16_evolver_c_method.ipynb #1ee57bdd
 @patch
@@ -813,22 +846,7 @@ def apply(self:EvolverMethod, r:EpisodeResult, info:dict, key:str) -> bool:
     replay after a kill)."""
     with self.store.transaction() as c:
         if c.execute('SELECT 1 FROM episodes WHERE key = ?', (key,)).fetchone(): return False
-        if self.p('buffer') == 'all': self.store.record_use(r.retrieved, r.success)   # balanced: the kept rollouts'
-        c.execute(
-            'INSERT INTO episodes(key, n, family, task_id, success, score, reward, info, task, trajectory) VALUES (?,?,?,?,?,?,?,?,?,?)',
-            (
-                key,
-                self.n_applied + 1,
-                r.task.family,
-                r.task.id,
-                int(r.success),
-                float(r.feedback.score),
-                info['reward'],
-                json.dumps(dict(info, used=r.retrieved, message=r.feedback.message)),
-                json.dumps(r.task.to_dict(), default=str),
-                json.dumps(r.messages),
-            ),
-        )
+        self._record_episode(c, r, info, key)
     return True
 
 # %% ../nbs/16_evolver_c_method.ipynb #5be6d3ec
@@ -838,21 +856,27 @@ def _evolver_agent(self:EvolverMethod, **gen) -> EvolverAgent:
     return EvolverAgent(self.policy, self.store, k=self.p('k'), max_turns=self.p('max_turns'),
                         exp_retrieve=self.p('exp_retrieve'), max_new_tokens=self.cfg['model.max_new_tokens'], **gen)
 
-# %% ../nbs/16_evolver_c_method.ipynb #e4413ec7
+# %% ../nbs/16_evolver_c_method.ipynb #fdbb4a9e
 @patch
-def run_batch(self:EvolverMethod, env, tasks):
-    "Online episodes for a batch of one family, then the offline phase / update each applied episode makes due."
-    if self.policy is None: raise ValueError("method 'evolver' needs a policy to play episodes")
-    fam = tasks[0].family
-    self.envs[fam] = env
-    self.catch_up()
-    if self.p('cold_start'): self.cold_start(env, fam)
+def _play_online(self:EvolverMethod, env, tasks) -> list:
+    "Play `tasks`, applying each episode (and catching up) as it ends: their `(result, info)`."
     agent = self._evolver_agent(temperature=self.cfg['model.temperature'], seed=self.cfg['run.seed'])
     keys = self.keys.keys(tasks)
     out = agent.run(env, tasks, self.p('w_o'), self.p('w_f'))
     for (r, info), key in zip(out, keys):
         r.key = key   # read by `extra`
         if self.apply(r, info, key): self.catch_up()
+    return out
+
+# %% ../nbs/16_evolver_c_method.ipynb #e4413ec7
+@patch
+def run_batch(self:EvolverMethod, env, tasks):
+    "Online episodes for a batch of one family, then the offline phase / update each applied episode makes due."
+    if self.policy is None: raise ValueError("method 'evolver' needs a policy to play episodes")
+    self.envs[tasks[0].family] = env
+    self.catch_up()
+    if self.p('cold_start'): self.cold_start(env, tasks[0].family)
+    out = self._play_online(env, tasks)
     self.keys.commit(tasks)
     return [r for r, _ in out]
 
@@ -894,22 +918,60 @@ def is_equivalent(self:EvolverMethod, a:str, b:str) -> bool:
     ch = self.judge.choose(EQUIV_PROMPT, ['yes', 'no'], content=equiv_content(a, b))
     return ch.option == 'yes'
 
+# %% ../nbs/16_evolver_c_method.ipynb #61a134a6
+@patch
+def _exact_match(self:EvolverMethod, d:dict) -> int|None:
+    "The id of an active principle of `d`'s type with `d`'s text (case and spacing aside), or None."
+    norm = lambda x: ' '.join(x.lower().split())
+    same = (p.id for p in self.store.principles('active', d['kind']) if norm(p.content) == norm(d['principle']))
+    return next(same, None)
+
+# %% ../nbs/16_evolver_c_method.ipynb #1729441b
+@patch
+def _judged_match(self:EvolverMethod, d:dict, vec) -> tuple[int|None, list]:
+    "`(target, checks)`: the first principle ≥ θ_sim that the LLM judges equivalent to `d`'s, and the checks asked."
+    return check_equivalent(
+        self.store.similar(vec, MAX_CHECKS, d['kind']),
+        lambda i: self.is_equivalent(d['principle'], self.store.get(i).content),
+        threshold=self.p('dedup'),
+    )
+
 # %% ../nbs/16_evolver_c_method.ipynb #de814dd9
 @patch
 def _find_target(self:EvolverMethod, d:dict, vec) -> tuple[int|None, list, bool]:
     """`(target, checks, exact)`: an active principle of `d`'s type with the same text (no judge asked), else the first
     the LLM judges equivalent among those ≥ θ_sim."""
-    norm = lambda x: ' '.join(x.lower().split())
-    exact = next(
-        (p.id for p in self.store.principles('active', d['kind']) if norm(p.content) == norm(d['principle'])), None
-    )
+    exact = self._exact_match(d)
     if exact is not None: return exact, [], True
-    target, checks = check_equivalent(
-        self.store.similar(vec, MAX_CHECKS, d['kind']),
-        lambda i: self.is_equivalent(d['principle'], self.store.get(i).content),
-        threshold=self.p('dedup'),
-    )
+    target, checks = self._judged_match(d, vec)
     return target, checks, False
+
+# %% ../nbs/16_evolver_c_method.ipynb #a28465d1
+def _distill_tokens(d:dict) -> dict:
+    "The prompt and completion tokens of distillation `d`, as event fields."
+    return dict(prompt_tokens=d['prompt_tokens'], completion_tokens=d['completion_tokens'])
+
+# %% ../nbs/16_evolver_c_method.ipynb #c266ddf8
+@patch
+def _distill_failed(self:EvolverMethod, row, d:dict):
+    "Record that distillation `d` of episode `row` gave no principle: its error and the start of its raw output."
+    self.store.event('distill_failed', None, kind=d['kind'], error=d['error'], raw=d['raw'][:300], episode=row['key'],
+                     **_distill_tokens(d))
+
+# %% ../nbs/16_evolver_c_method.ipynb #19b33617
+@patch
+def _merge_distilled(self:EvolverMethod, row, d:dict, target:int, similarity:float, exact:bool):
+    "Merge `d`'s principle into principle `target`, crediting episode `row`'s outcome."
+    self.store.merge(target, d['principle'], [row['key']], similarity=similarity, exact=exact,
+                     success=bool(row['success']))
+    self.store.event('distilled', target, episode=row['key'], **_distill_tokens(d))
+
+# %% ../nbs/16_evolver_c_method.ipynb #09758ee6
+@patch
+def _insert_distilled(self:EvolverMethod, row, d:dict, vec):
+    "Insert `d`'s principle (embedding `vec`) as a new principle of episode `row`'s family."
+    new = self.store.insert(d['kind'], d['principle'], row['family'], [row['key']], vec)
+    self.store.event('distilled', new, episode=row['key'], **_distill_tokens(d))
 
 # %% ../nbs/16_evolver_c_method.ipynb #10157654
 @patch
@@ -921,54 +983,42 @@ def integrate(self:EvolverMethod, row, d:dict):
     with self.store.transaction() as c:
         for i, s, ok in checks:
             self.store.event('equiv_check', i, candidate=d['principle'], similarity=s, equivalent=ok)
-        tok = dict(prompt_tokens=d['prompt_tokens'], completion_tokens=d['completion_tokens'])
-        if d['principle'] is None:
-            self.store.event(
-                'distill_failed', None, kind=d['kind'], error=d['error'], raw=d['raw'][:300], episode=row['key'], **tok
-            )
-        elif target is not None:
-            self.store.merge(
-                target,
-                d['principle'],
-                [row['key']],
-                similarity=1.0 if exact else checks[-1][1],
-                exact=exact,
-                success=bool(row['success']),
-            )
-            self.store.event('distilled', target, episode=row['key'], **tok)
-        else:
-            self.store.event(
-                'distilled',
-                self.store.insert(d['kind'], d['principle'], row['family'], [row['key']], vec),
-                episode=row['key'],
-                **tok
-            )
+        if d['principle'] is None: self._distill_failed(row, d)
+        elif target is not None: self._merge_distilled(row, d, target, 1.0 if exact else checks[-1][1], exact)
+        else: self._insert_distilled(row, d, vec)
         c.execute('UPDATE episodes SET distilled = 1 WHERE key = ?', (row['key'],))
+
+# %% ../nbs/16_evolver_c_method.ipynb #8a124f9e
+@patch
+def _undistilled(self:EvolverMethod) -> list[dict]:
+    "Undistilled episodes as `distill` rows."
+    rows = self.store.conn.execute('SELECT * FROM episodes WHERE distilled = 0 ORDER BY n').fetchall()
+    return [dict(key=r['key'], family=r['family'], task=json.loads(r['task']), trajectory=json.loads(r['trajectory']),
+                 success=bool(r['success']), message=json.loads(r['info']).get('message')) for r in rows]
+
+# %% ../nbs/16_evolver_c_method.ipynb #050b58f4
+@patch
+def _prune_phase(self:EvolverMethod, n:int, distilled:int, t0:float) -> list:
+    "Prune (every `clean_every` phases) and record phase `n`; the pruned ids."
+    with self.store.transaction() as c:
+        pruned = self.store.prune(self.p('prune')) if n % self.p('clean_every') == 0 else []   # the cleaning cadence
+        detail = dict(distilled=distilled, pruned=pruned, seconds=round(time.time() - t0, 2))
+        c.execute('INSERT INTO phases(n, ts, detail) VALUES (?,?,?)', (n, time.time(), json.dumps(detail)))
+    return pruned
 
 # %% ../nbs/16_evolver_c_method.ipynb #f1312dfa
 @patch
 def offline_phase(self:EvolverMethod, n:int):
     "Offline phase `n`: distil + integrate the new trajectories, then prune."
-    rows = self.store.conn.execute('SELECT * FROM episodes WHERE distilled = 0 ORDER BY n').fetchall()
-    rows = [dict(key=r['key'], family=r['family'], task=json.loads(r['task']), trajectory=json.loads(r['trajectory']),
-                 success=bool(r['success']), message=json.loads(r['info']).get('message')) for r in rows]
+    rows = self._undistilled()
     t0 = time.time()
     if rows and self.policy is None: raise ValueError("the offline phase needs the policy")
-    gen = (
-        distill(self.policy, rows, temperature=self.p('distill_temperature'), seed=self.cfg['run.seed'] + n)
-        if rows
-        else []
-    )
-    for row, d in zip(rows, gen): self.integrate(row, d)
-    with self.store.transaction() as c:
-        pruned = self.store.prune(self.p('prune')) if n % self.p('clean_every') == 0 else []   # the cleaning cadence
-        c.execute(
-            'INSERT INTO phases(n, ts, detail) VALUES (?,?,?)',
-            (n, time.time(), json.dumps(dict(distilled=len(rows), pruned=pruned, seconds=round(time.time() - t0, 2)))),
-        )
-    _log.info(
-        f"offline phase {n}: {len(rows)} trajectories distilled, {len(pruned)} principles pruned; {self.store.counts()}"
-    )
+    temp, seed = self.p('distill_temperature'), self.cfg['run.seed'] + n
+    for row, d in zip(rows, distill(self.policy, rows, temperature=temp, seed=seed) if rows else []):
+        self.integrate(row, d)
+    pruned = self._prune_phase(n, len(rows), t0)
+    _log.info(f"offline phase {n}: {len(rows)} trajectories distilled, {len(pruned)} principles pruned; "
+              f"{self.store.counts()}")
 
 # %% ../nbs/16_evolver_c_method.ipynb #5d22f458
 def _prompt_key(messages) -> str: return json.dumps([[m['role'], m['content']] for m in messages])
