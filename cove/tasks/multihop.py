@@ -65,29 +65,40 @@ def _invent(rng:random.Random, kind:str, used:set) -> str:
             used.add(name)
             return name
 
+# %% ../../nbs/05b_multihop.ipynb #e6d9fc8e
+def _make_towns(rng:random.Random, used:set, n_towns:int) -> dict:
+    "`n_towns` towns, each in one of 2 provinces and on one of 3 rivers."
+    provs = [_invent(rng, 'province', used) for _ in range(2)]
+    rivers = [_invent(rng, 'river', used) for _ in range(3)]
+    return {_invent(rng, 'town', used): dict(province=rng.choice(provs), river=rng.choice(rivers))
+            for _ in range(n_towns)}
+
+# %% ../../nbs/05b_multihop.ipynb #2fae2152
+def _make_people(rng:random.Random, used:set, towns:dict, n:int) -> dict:
+    "`n` people, each born in one of `towns` between 1820 and 1960, with a job."
+    return {_invent(rng, 'first', used): dict(town=rng.choice(list(towns)), year=rng.randint(1820, 1960),
+                                              job=rng.choice(_JOBS))
+            for _ in range(n)}
+
+# %% ../../nbs/05b_multihop.ipynb #9154251c
+def _found_company(rng:random.Random, used:set, p:str, people:dict, towns:dict) -> tuple[str, dict]:
+    "`(name, attributes)` of a company founded by `p`, 22-50 years after their birth, away from their birth town."
+    hq = rng.choice([t for t in towns if t != people[p]['town']])
+    c = _invent(rng, 'company', used)
+    return c, dict(founder=p, year=people[p]['year'] + rng.randint(22, 50), hq=hq, industry=_INDUSTRY[c.split()[-1]])
+
+# %% ../../nbs/05b_multihop.ipynb #305c5ddf
+def _make_companies(rng:random.Random, used:set, people:dict, towns:dict, n:int) -> dict:
+    "The companies of the first `n` people, one each."
+    return dict(_found_company(rng, used, p, people, towns) for p in list(people)[:n])
+
 # %% ../../nbs/05b_multihop.ipynb #ac71c993
 def make_world(rng:random.Random, n_companies:int=3, n_towns:int=5) -> dict:
     "A random consistent world: `companies`, `people`, `towns`, each a dict name -> attributes."
     used = set()
-    provs = [_invent(rng, 'province', used) for _ in range(2)]
-    rivers = [_invent(rng, 'river', used) for _ in range(3)]
-    towns = {
-        _invent(rng, 'town', used): dict(province=rng.choice(provs), river=rng.choice(rivers)) for _ in range(n_towns)
-    }
-    people = {
-        _invent(rng, 'first', used): dict(
-            town=rng.choice(list(towns)), year=rng.randint(1820, 1960), job=rng.choice(_JOBS)
-        )
-        for _ in range(n_companies + 1)
-    }
-    companies = {}
-    for p in list(people)[:n_companies]:
-        hq = rng.choice([t for t in towns if t != people[p]['town']])
-        c = _invent(rng, 'company', used)
-        companies[c] = dict(
-            founder=p, year=people[p]['year'] + rng.randint(22, 50), hq=hq, industry=_INDUSTRY[c.split()[-1]]
-        )
-    return dict(companies=companies, people=people, towns=towns)
+    towns = _make_towns(rng, used, n_towns)
+    people = _make_people(rng, used, towns, n_companies + 1)
+    return dict(companies=_make_companies(rng, used, people, towns, n_companies), people=people, towns=towns)
 
 # %% ../../nbs/05b_multihop.ipynb #71136846
 def world_paragraphs(w:dict) -> dict[str, str]:
@@ -104,40 +115,43 @@ def world_paragraphs(w:dict) -> dict[str, str]:
     }
     return ps
 
+# %% ../../nbs/05b_multihop.ipynb #7e572c53
+def _q_founder_town(w:dict, c:str) -> tuple:
+    "*founder_town*: the birth town of company `c`'s founder."
+    f = w['companies'][c]['founder']
+    town = w['people'][f]['town']
+    return (f'In which town was the founder of {c} born?', town, [c, f],
+            f"{c} was founded by {f}, who was born in {town}.")
+
+# %% ../../nbs/05b_multihop.ipynb #7cec88c8
+def _q_founder_year(w:dict, c:str) -> tuple:
+    "*founder_year*: the birth year of company `c`'s founder."
+    f = w['companies'][c]['founder']
+    year = w['people'][f]['year']
+    return f'In what year was the founder of {c} born?', str(year), [c, f], f"{c} was founded by {f}, born in {year}."
+
+# %% ../../nbs/05b_multihop.ipynb #ff539277
+def _q_hq_river(w:dict, c:str) -> tuple:
+    "*hq_river*: the river of the town where company `c` has its headquarters."
+    hq = w['companies'][c]['hq']
+    river = w['towns'][hq]['river']
+    return (f'On which river lies the town where {c} has its headquarters?', river, [c, hq],
+            f"{c} has its headquarters in {hq}, which lies on the {river}.")
+
+# %% ../../nbs/05b_multihop.ipynb #19292732
+def _q_birth_province(w:dict, p:str) -> tuple:
+    "*birth_province*: the province of person `p`'s birth town."
+    t = w['people'][p]['town']
+    prov = w['towns'][t]['province']
+    return f'In which province was {p} born?', prov, [p, t], f"{p} was born in {t}, in the province of {prov}."
+
 # %% ../../nbs/05b_multihop.ipynb #290cbad4
 def _q_bridge(rng, w, kind):
-    C, P, T = w['companies'], w['people'], w['towns']
-    if kind in ('founder_town', 'founder_year', 'hq_river'):
-        c = rng.choice(list(C))
-        f, hq = C[c]['founder'], C[c]['hq']
-        if kind == 'founder_town':
-            return (
-                f'In which town was the founder of {c} born?',
-                P[f]['town'],
-                [c, f],
-                f"{c} was founded by {f}, who was born in {P[f]['town']}.",
-            )
-        if kind == 'founder_year':
-            return (
-                f'In what year was the founder of {c} born?',
-                str(P[f]['year']),
-                [c, f],
-                f"{c} was founded by {f}, born in {P[f]['year']}.",
-            )
-        return (
-            f'On which river lies the town where {c} has its headquarters?',
-            T[hq]['river'],
-            [c, hq],
-            f"{c} has its headquarters in {hq}, which lies on the {T[hq]['river']}.",
-        )
-    p = rng.choice(list(P))
-    t = P[p]['town']
-    return (
-        f'In which province was {p} born?',
-        T[t]['province'],
-        [p, t],
-        f"{p} was born in {t}, in the province of {T[t]['province']}.",
-    )
+    "A two-hop *bridge* question of template `kind`, about a random company (or person, for `birth_province`)."
+    if kind not in ('founder_town', 'founder_year', 'hq_river'):
+        return _q_birth_province(w, rng.choice(list(w['people'])))
+    make = dict(founder_town=_q_founder_town, founder_year=_q_founder_year, hq_river=_q_hq_river)[kind]
+    return make(w, rng.choice(list(w['companies'])))
 
 # %% ../../nbs/05b_multihop.ipynb #9b309583
 def _q_compare(rng, w, kind):
@@ -163,25 +177,39 @@ def _q_compare(rng, w, kind):
 QUESTION_KINDS = {'founder_town': 'bridge', 'founder_year': 'bridge', 'hq_river': 'bridge', 'birth_province': 'bridge',
                   'founded_earlier': 'comparison', 'born_earlier': 'comparison', 'same_river': 'comparison'}
 
-# %% ../../nbs/05b_multihop.ipynb #ce9a2258
-def _q_one_hop(rng, w, kind):
-    C, P, T = w['companies'], w['people'], w['towns']
-    if kind in ('birth_town', 'birth_year'):
-        p = rng.choice(list(P))
-        town, year = P[p]['town'], P[p]['year']
-        if kind == 'birth_town': return f'In which town was {p} born?', town, [p], f'{p} was born in {town}.'
-        return f'In what year was {p} born?', str(year), [p], f'{p} was born in {year}.'
-    if kind in ('founded_year', 'founder', 'hq_town'):
-        c = rng.choice(list(C))
-        a = C[c]
-        if kind == 'founded_year':
-            return f'In what year was {c} founded?', str(a['year']), [c], f"{c} was founded in {a['year']}."
-        if kind == 'founder': return f'Who founded {c}?', a['founder'], [c], f"{c} was founded by {a['founder']}."
-        return f'In which town are the headquarters of {c}?', a['hq'], [c], f"{c} has its headquarters in {a['hq']}."
+# %% ../../nbs/05b_multihop.ipynb #0ae0e98b
+def _q_person_hop(rng, w, kind):
+    "*birth_town* or *birth_year* of a random person."
+    P = w['people']
+    p = rng.choice(list(P))
+    town, year = P[p]['town'], P[p]['year']
+    if kind == 'birth_town': return f'In which town was {p} born?', town, [p], f'{p} was born in {town}.'
+    return f'In what year was {p} born?', str(year), [p], f'{p} was born in {year}.'
+
+# %% ../../nbs/05b_multihop.ipynb #0a88c836
+def _q_company_hop(rng, w, kind):
+    "*founded_year*, *founder* or *hq_town* of a random company."
+    c = rng.choice(list(w['companies']))
+    y, f, hq = (w['companies'][c][k] for k in ('year', 'founder', 'hq'))
+    if kind == 'founded_year': return f'In what year was {c} founded?', str(y), [c], f'{c} was founded in {y}.'
+    if kind == 'founder': return f'Who founded {c}?', f, [c], f'{c} was founded by {f}.'
+    return f'In which town are the headquarters of {c}?', hq, [c], f'{c} has its headquarters in {hq}.'
+
+# %% ../../nbs/05b_multihop.ipynb #0e6cd1da
+def _q_town_hop(rng, w, kind):
+    "*town_river* or *town_province* of a random town."
+    T = w['towns']
     t = rng.choice(list(T))
     if kind == 'town_river':
         return f'On which river does {t} lie?', T[t]['river'], [t], f"{t} lies on the {T[t]['river']}."
     return f'In which province is {t}?', T[t]['province'], [t], f"{t} is in the province of {T[t]['province']}."
+
+# %% ../../nbs/05b_multihop.ipynb #ce9a2258
+def _q_one_hop(rng, w, kind):
+    "A one-hop question of template `kind`: `(question, gold, supporting titles, reasoning)`."
+    if kind in ('birth_town', 'birth_year'): return _q_person_hop(rng, w, kind)
+    if kind in ('founded_year', 'founder', 'hq_town'): return _q_company_hop(rng, w, kind)
+    return _q_town_hop(rng, w, kind)
 
 # %% ../../nbs/05b_multihop.ipynb #d7808368
 ONE_HOP_KINDS = {
