@@ -679,24 +679,37 @@ def _child_env(root:str, extra:dict|None) -> dict:
         **(extra or {}),
     }
 
-# %% ../nbs/04b_sandbox.ipynb #6672ca7f
-def _decode(data:dict, over:set, cap:int) -> tuple[str, str, tuple, dict, list]:
-    "stdout, stderr (marked when truncated), the child's protections and notes (its status lines), the report records."
-    out, err = (
-        data[k].decode('utf-8', 'replace') + (f'\n[... output truncated at {cap} bytes]' if k in over else '')
-        for k in ('stdout', 'stderr')
-    )
-    active, info, report = (), {}, []
-    # protections, then the launcher's notes
-    for line in bytes(data['status']).decode('utf-8', 'replace').splitlines():
+# %% ../nbs/04b_sandbox.ipynb #9888e9e4
+def _status_lines(status:bytes) -> tuple[tuple, dict]:
+    "The child's protections (its list line) and notes (its dict lines) from its status pipe."
+    active, info = (), {}
+    for line in bytes(status).decode('utf-8', 'replace').splitlines():
         try:v = json.loads(line)
         except ValueError: continue
         if isinstance(v, list):active = tuple(v)
         elif isinstance(v, dict): info.update(v)
-    for line in data.get('report', b'').decode('utf-8', 'replace').splitlines():
-        try:report.append(json.loads(line))
+    return active, info
+
+# %% ../nbs/04b_sandbox.ipynb #5cb28f0f
+def _report_records(report:bytes) -> list:
+    "The records the code sent with `__cove_report__`, one JSON value a line (a malformed line is skipped)."
+    records = []
+    for line in report.decode('utf-8', 'replace').splitlines():
+        try:records.append(json.loads(line))
         except ValueError: pass
-    return out, err, active, info, report
+    return records
+
+# %% ../nbs/04b_sandbox.ipynb #71d55cfc
+def _stream_text(raw:bytes, cut:bool, cap:int) -> str:
+    "An output stream as text, marked when it was cut at `cap` bytes."
+    return raw.decode('utf-8', 'replace') + (f'\n[... output truncated at {cap} bytes]' if cut else '')
+
+# %% ../nbs/04b_sandbox.ipynb #6672ca7f
+def _decode(data:dict, over:set, cap:int) -> tuple[str, str, tuple, dict, list]:
+    "stdout, stderr (marked when truncated), the child's protections and notes (its status lines), the report records."
+    out, err = (_stream_text(data[k], k in over, cap) for k in ('stdout', 'stderr'))
+    active, info = _status_lines(data['status'])
+    return out, err, active, info, _report_records(data.get('report', b''))
 
 # %% ../nbs/04b_sandbox.ipynb #4997d8ad
 def _view_plan(argv:list|None, reads, view:str|None, packages=()) -> tuple[tuple, tuple, bool]:
@@ -723,6 +736,41 @@ def _spawn(root:str, cfg:dict, env:dict|None) -> subprocess.Popen:
             pass_fds=fds,
         )
 
+# %% ../nbs/04b_sandbox.ipynb #521c88cd
+def _write_inputs(root:str, files:dict, stdin:str, uid:int|None):
+    "Write `files` and the standard input (as `.stdin`) into `root`, given to `uid` when the code runs under one."
+    for name, text in {**files, '.stdin': stdin}.items(): Path(root, name).write_text(text, encoding='utf-8')
+    if uid is not None: os.chown(root, uid, uid)
+
+# %% ../nbs/04b_sandbox.ipynb #a440535a
+def _run_cgroup(memory_mb:int|None, max_procs:int) -> tuple[list, tuple]:
+    "`(cgroups, limits)` of a fresh cgroup for one run, its totals written; none (and a warning) if it cannot be made."
+    if _cgroup_plan()[0]:
+        try:return _cgroup_make(memory_mb and memory_mb << 20, max_procs + 1)
+        except OSError as e: _log.warning(f'no cgroup for this run ({e.strerror}: {e.filename})')
+    return [], ()
+
+# %% ../nbs/04b_sandbox.ipynb #b4fc3bb4
+def _limit_notes(info:dict, disk_mb:int, memory_mb:int|None, ooms:int) -> list[str]:
+    "A note for each total the run reached (disk quota, memory), told as `sandbox: ...` lines of stderr."
+    notes = [f'disk quota reached ({disk_mb} MB): writing more fails (ENOSPC)'] if info.get('disk_full') else []
+    if ooms: notes.append(f'memory limit reached ({memory_mb} MB, all processes together): {ooms} OOM-killed')
+    return notes
+
+# %% ../nbs/04b_sandbox.ipynb #520f51d2
+def _protections(active:tuple, limits:tuple, view:str|None, memory_mb:int|None, uid:int|None) -> tuple:
+    "What protected a run: the child's own, the cgroup's totals, what it lacked, and the parent's."
+    return (active + limits + _unlimited(view, memory_mb, limits) + ('session+killpg', 'output-cap')
+            + (('uid-sweep',) if uid is not None else ()))
+
+# %% ../nbs/04b_sandbox.ipynb #a8869f28
+def _cleanup(fds:list, cgroups:list, root:str, view:str|None):
+    "Close the descriptors still held here, then remove the run's cgroups, its directory and its view's mount point."
+    for fd in fds: os.close(fd)
+    _cgroup_remove(cgroups)
+    shutil.rmtree(root, ignore_errors=True)
+    if view: os.rmdir(view)
+
 # %% ../nbs/04b_sandbox.ipynb #92a810b2
 def _sandbox(files:dict, argv:list|None, stdin:str, timeout:float, memory_mb:int|None, cpu_s:int|None, max_output:int,
              guard:bool, isolate_net:bool, drop_privileges:bool, max_procs:int, file_mb:int, env:dict|None, reads=(),
@@ -736,12 +784,9 @@ def _sandbox(files:dict, argv:list|None, stdin:str, timeout:float, memory_mb:int
     owned = list(pass_fds)   # the caller's descriptors: closed here once the child holds them (or if it never starts)
     cgroups, limits = [], ()
     try:
-        for name, text in {**files, '.stdin': stdin}.items(): Path(root, name).write_text(text, encoding='utf-8')
-        if uid is not None: os.chown(root, uid, uid)
+        _write_inputs(root, files, stdin, uid)
         binds, site, readable = _view_plan(argv, reads, view, packages)
-        if _cgroup_plan()[0]:
-            try:cgroups, limits = _cgroup_make(memory_mb and memory_mb << 20, max_procs + 1)
-            except OSError as e: _log.warning(f'no cgroup for this run ({e.strerror}: {e.filename})')
+        cgroups, limits = _run_cgroup(memory_mb, max_procs)
         cfg = dict(
             netns=isolate_net,
             cpu_s=cpu_s,
@@ -776,19 +821,13 @@ def _sandbox(files:dict, argv:list|None, stdin:str, timeout:float, memory_mb:int
         if uid is not None: _kill_uid(uid)
         out, err, active, info, records = _decode(data, over, max_output)
         if not data['status'] and not (timed_out): raise SandboxError(f'sandbox setup failed (exit {rc}): {err[-500:]}')
-        notes = (
-            [f'disk quota reached ({disk_mb} MB): writing more fails (ENOSPC)'] if info.get('disk_full') else []
-        ) + ([f'memory limit reached ({memory_mb} MB, all processes together): {ooms} OOM-killed'] if ooms else [])
+        notes = _limit_notes(info, disk_mb, memory_mb, ooms)
         if notes: err += ('\n' if err and not err.endswith('\n') else '') + ''.join(f'sandbox: {n}\n' for n in notes)
-        prot = (active + limits + _unlimited(view, memory_mb, limits) + ('session+killpg', 'output-cap')
-                + (('uid-sweep',) if uid is not None else ()))
+        prot = _protections(active, limits, view, memory_mb, uid)
         status = _classify(rc, timed_out, err, oom, ooms > 0)
         return SandboxResult(status, rc, out, err, round(elapsed, 3), bool(over), prot, records)
     finally:
-        for fd in owned + [fd for pair in pipes for fd in pair if fd is not None]: os.close(fd)
-        _cgroup_remove(cgroups)
-        shutil.rmtree(root, ignore_errors=True)
-        if view: os.rmdir(view)
+        _cleanup(owned + [fd for pair in pipes for fd in pair if fd is not None], cgroups, root, view)
 
 # %% ../nbs/04b_sandbox.ipynb #c49fbe0a
 def run_sandboxed(code:str,              # Python source to run as `main.py`
