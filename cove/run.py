@@ -67,40 +67,47 @@ def _differs(self:Run, old:dict) -> list[str]:
                     f"{self.data_sha256[:12]}...)")
     return diff
 
+# %% ../nbs/08_run.ipynb #02a17035
+@patch
+def _config_record(self:Run) -> dict:
+    "What `config.json` records of a new run."
+    return dict(spec=self.spec.key(), run_id=self.run_id, data_sha256=self.data_sha256, profile=self.cfg.profile,
+                config=self.cfg.values, sources=self.cfg.sources, runtime=runtime_info(self.cfg),
+                cove_version=__version__, plugins=loaded_plugins(), started=time.strftime('%Y-%m-%dT%H:%M:%S'))
+
+# %% ../nbs/08_run.ipynb #c79f26fa
+@patch
+def _respecify(self:Run, old:dict, write:bool) -> bool:
+    "Whether recorded run `old` differs (refused if it has episodes)."
+    diff, out = '; '.join(self._differs(old)[:4]), self.out
+    if diff and not _holds_nothing(out): raise ValueError(f"{out} holds a different run ({diff}); use another --out")
+    if diff and write: self.log.warning(f"{out} held a config but no episode: re-specified ({diff})")
+    return bool(diff)
+
+# %% ../nbs/08_run.ipynb #459f2960
+def _no_stray_metrics(out:Path) -> bool:
+    "True, or a `ValueError` for a folder `out` that holds a `metrics.json` but no `config.json`."
+    if os.path.lexists(out/'metrics.json'):
+        raise ValueError(f"{out} holds a metrics.json but no config.json: not a cove run folder; use another --out")
+    return True
+
+# %% ../nbs/08_run.ipynb #c5cf3d30
+@patch
+def _starts_fresh(self:Run, write:bool) -> bool:
+    "Whether `out` holds no run to resume (else `run_id` is the recorded run's); refuses a folder not a cove run's."
+    if not os.path.lexists(p := self.out/'config.json'): return _no_stray_metrics(self.out)
+    old = _recorded_run(p)
+    fresh, self.run_id = self._respecify(old, write), run_id_of(old)
+    return fresh
+
 # %% ../nbs/08_run.ipynb #951a6faf
 @patch
 def _check_config(self:Run, write:bool=False):
     """Refuse a folder that holds another run (naming what differs) or someone's own `config.json`; with `write` (under
     the lock), write `config.json`. Sets `run_id`: the recorded run's, or a new one's."""
-    p, fresh = self.out/'config.json', True
-    if os.path.lexists(p):
-        old = _recorded_run(p)
-        diff = self._differs(old)
-        if diff and not _holds_nothing(self.out):
-            raise ValueError(f"{self.out} holds a different run ({'; '.join(diff[:4])}); use another --out")
-        if diff and write:
-            self.log.warning(f"{self.out} held a config but no episode: re-specified ({'; '.join(diff[:4])})")
-        fresh, self.run_id = bool(diff), run_id_of(old)
-    elif os.path.lexists(self.out/'metrics.json'):
-        raise ValueError(f"{self.out} holds a metrics.json but no config.json: not a cove run folder; "
-                         "use another --out")
-    if write and fresh:
+    if self._starts_fresh(write) and write:
         self.run_id = uuid.uuid4().hex
-        write_json(
-            p,
-            dict(
-                spec=self.spec.key(),
-                run_id=self.run_id,
-                data_sha256=self.data_sha256,
-                profile=self.cfg.profile,
-                config=self.cfg.values,
-                sources=self.cfg.sources,
-                runtime=runtime_info(self.cfg),
-                cove_version=__version__,
-                plugins=loaded_plugins(),
-                started=time.strftime('%Y-%m-%dT%H:%M:%S'),
-            ),
-        )
+        write_json(self.out/'config.json', self._config_record())
 
 # %% ../nbs/08_run.ipynb #9db11cbf
 def fresh_start(policy):
@@ -250,17 +257,27 @@ def metrics(self:Run, method=None) -> dict:
     rt = {'runtime': self.runtime} if getattr(self, 'runtime', None) else {}
     return dict(method=self.spec.method, **run_metrics(recs), **rt, **(method.metrics() if method else {}))
 
-# %% ../nbs/08_run.ipynb #aa41a116
-def load_policy(cfg:Config):
-    "The policy described by the profile's `model.*` keys, with torch's threads set from `run.threads` / `run.jobs`."
-    from cove.llm import make_policy, set_threads
-    n = set_threads(cfg['run.threads'], cfg['run.jobs'])
-    get_logger('run').info(f"torch threads: {n}")
-    c = cfg.section('model')
-    if c['backend'] == 'openai':
-        if not c['base_url']: raise ValueError("model.backend=openai needs --set model.base_url=http://HOST:PORT/v1")
-        return make_policy('openai', c['name'], base_url=c['base_url'], batch_size=c['batch_size'], timeout=c['timeout'],
-                           lora_serving=c['lora_serving'])
+# %% ../nbs/08_run.ipynb #6c9f6700
+def _served_policy(c:dict):
+    "An `openai` client policy for `model` section `c`, on the server at `base_url`."
+    from cove.llm import make_policy
+    if not c['base_url']: raise ValueError("model.backend=openai needs --set model.base_url=http://HOST:PORT/v1")
+    return make_policy('openai', c['name'], base_url=c['base_url'], batch_size=c['batch_size'], timeout=c['timeout'],
+                       lora_serving=c['lora_serving'])
+
+# %% ../nbs/08_run.ipynb #4e9692ce
+def _local_policy(c:dict):
+    "The in-process policy (`hf`, ...) for the profile's `model` section `c`."
+    from cove.llm import make_policy
     extra = {'prefix_cache_tokens': c['prefix_cache_tokens']} if c['backend'] == 'hf' else {}
     return make_policy(c['backend'], c['name'], dtype=c['dtype'], device=c['device'], batch_size=c['batch_size'],
                        allow_download=c['allow_download'], **extra)
+
+# %% ../nbs/08_run.ipynb #aa41a116
+def load_policy(cfg:Config):
+    "The policy described by the profile's `model.*` keys, with torch's threads set from `run.threads` / `run.jobs`."
+    from cove.llm import set_threads
+    n = set_threads(cfg['run.threads'], cfg['run.jobs'])
+    get_logger('run').info(f"torch threads: {n}")
+    c = cfg.section('model')
+    return _served_policy(c) if c['backend'] == 'openai' else _local_policy(c)
