@@ -69,6 +69,39 @@ def registries_text() -> str:
              f"plugins loaded: {', '.join(r['plugins']) or 'none'} (your own: --plugin MODULE)"]
     return '\n'.join(textwrap.fill(l, 110, subsequent_indent='  ') for l in lines)
 
+# %% ../nbs/90_cli.ipynb #764c44eb
+def _run_what_options(p):
+    "The options of `cove run` naming what it plays: `--method` and `--tasks`."
+    p.add_argument('--method', required=True, help='a registered method (listed below, and by `cove info`)')
+    p.add_argument('--tasks', required=True,
+                   help='task families, FAMILY[:SOURCE][,...] (listed below; a bare FAMILY is its embedded source)')
+
+# %% ../nbs/90_cli.ipynb #17924276
+def _seed_option(p):
+    "`cove run --seed`: of the task stream and sampling."
+    p.add_argument('--seed', type=int, default=None,
+                   help='seed of the task stream and sampling, same as --set run.seed=N (default: the profile\'s, 0)')
+
+# %% ../nbs/90_cli.ipynb #1c601c64
+def _run_stream_options(p):
+    "The options of `cove run` drawing its task stream: `--episodes`, `--split` and `--seed`."
+    p.add_argument('--episodes', type=int, required=True, help='episodes per family')
+    p.add_argument('--split', default='test', help="the families' split the tasks come from (default: %(default)s)")
+    _seed_option(p)
+
+# %% ../nbs/90_cli.ipynb #2166f3c9
+def _run_folder_options(p):
+    "The options of `cove run` about its folder and output: `--out` and `--quiet`."
+    p.add_argument('--out', required=True, help='run folder (rerun the same command to resume)')
+    p.add_argument('--quiet', action='store_true', help='no progress bars: warnings and errors only (default: bars)')
+
+# %% ../nbs/90_cli.ipynb #581a7a2b
+def _run_set_aside_option(p):
+    "`cove run --set-aside-corrupt`."
+    p.add_argument('--set-aside-corrupt', action='store_true',
+                   help='move a corrupt state file, adapter or store to <name>.corrupt-<time> and start that state '
+                        'fresh (default: name it and stop)')
+
 # %% ../nbs/90_cli.ipynb #9c520da6
 def _add_run(sub):
     "The `cove run` subcommand and its options; its help ends with the methods and families it can name."
@@ -76,64 +109,138 @@ def _add_run(sub):
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.tail = registries_text
     _common(p)
-    p.add_argument('--method', required=True, help='a registered method (listed below, and by `cove info`)')
-    p.add_argument('--tasks', required=True,
-                   help='task families, FAMILY[:SOURCE][,...] (listed below; a bare FAMILY is its embedded source)')
-    p.add_argument('--episodes', type=int, required=True, help='episodes per family')
-    p.add_argument('--split', default='test', help="the families' split the tasks come from (default: %(default)s)")
-    p.add_argument('--seed', type=int, default=None,
-                   help='seed of the task stream and sampling, same as --set run.seed=N (default: the profile\'s, 0)')
-    p.add_argument('--out', required=True, help='run folder (rerun the same command to resume)')
-    p.add_argument('--quiet', action='store_true', help='no progress bars: warnings and errors only (default: bars)')
+    _run_what_options(p)
+    _run_stream_options(p)
+    _run_folder_options(p)
+    _run_set_aside_option(p)
+
+# %% ../nbs/90_cli.ipynb #6d9eaad5
+def _demo_episodes_option(p):
+    "`cove demo --episodes`: per family."
+    p.add_argument('--episodes', type=int, default=None,
+                   help=f'episodes per family (default: {DEMO_EPISODES}; {FULL_EPISODES} with --full)')
+
+# %% ../nbs/90_cli.ipynb #44b3dd31
+def _full_option(p):
+    "`cove demo --full`: the larger run."
+    p.add_argument('--full', action='store_true',
+                   help=f'the larger run: {FULL_EPISODES} per family, 8 passes over each update\'s rows up to 32 '
+                        'steps, so that the drift can bite (about 30 minutes on 2 cores; docs/demo.md; default: off)')
+
+# %% ../nbs/90_cli.ipynb #eae8543e
+def _drift_option(p):
+    "`cove demo --drift`: the run in which the drift bites."
+    p.add_argument('--drift', action='store_true',
+                   help=f'the run in which the drift bites: {",".join(DRIFT_FAMILIES)} alone, {FULL_EPISODES} '
+                        "episodes, --full's training and api_renaming's cold start (64 gold references on the old "
+                        'tools; docs/demo.md; default: off)')
+
+# %% ../nbs/90_cli.ipynb #2ca3a0f4
+def _demo_where_options(p):
+    "The options of `cove demo` saying where it writes and what plays the rollouts: `--out` and `--engine`."
+    p.add_argument('--out', default=None, help='folder (default outputs/demo/<run_id>; an existing one resumes)')
+    p.add_argument('--engine', choices=('hf', 'vllm'), default=None,
+                   help='rollout engine (default vllm where `make vllm` installed it, else hf; docs/demo.md)')
+
+# %% ../nbs/90_cli.ipynb #474da6dd
+def _demo_what_options(p):
+    "The options of `cove demo` naming its methods and task families."
+    p.add_argument('--methods', default=None, help=f"comma-separated methods (default: {','.join(DEMO_METHODS)})")
+    p.add_argument('--families', default=None,
+                   help=f"comma-separated task families (default: {','.join(DEMO_FAMILIES)})")
+
+# %% ../nbs/90_cli.ipynb #b0b7041e
+def _demo_set_aside_option(p):
+    "`cove demo --set-aside-corrupt`, as for `cove run`."
     p.add_argument('--set-aside-corrupt', action='store_true',
-                   help='move a corrupt state file, adapter or store to <name>.corrupt-<time> and start that state '
-                        'fresh (default: name it and stop)')
+                   help='as for run: move a corrupt state file, adapter or store aside and start that state fresh '
+                        '(default: name it and stop)')
 
 # %% ../nbs/90_cli.ipynb #2ecfa51e
 def _add_demo(sub):
     "The `cove demo` subcommand and its options."
     p = sub.add_parser('demo', help='the main job on the embedded default')
     _common(p)
-    p.add_argument('--episodes', type=int, default=None,
-                   help=f'episodes per family (default: {DEMO_EPISODES}; {FULL_EPISODES} with --full)')
-    p.add_argument('--full', action='store_true',
-                   help=f'the larger run: {FULL_EPISODES} per family, 8 passes over each update\'s rows up to 32 '
-                        'steps, so that the drift can bite (about 30 minutes on 2 cores; docs/demo.md; default: off)')
-    p.add_argument('--drift', action='store_true',
-                   help=f'the run in which the drift bites: {",".join(DRIFT_FAMILIES)} alone, {FULL_EPISODES} episodes, '
-                        "--full's training and api_renaming's cold start (64 gold references on the old tools; "
-                        'docs/demo.md; default: off)')
-    p.add_argument('--out', default=None, help='folder (default outputs/demo/<run_id>; an existing one resumes)')
-    p.add_argument('--engine', choices=('hf', 'vllm'), default=None,
-                   help='rollout engine (default vllm where `make vllm` installed it, else hf; docs/demo.md)')
-    p.add_argument('--methods', default=None, help=f"comma-separated methods (default: {','.join(DEMO_METHODS)})")
-    p.add_argument('--families', default=None,
-                   help=f"comma-separated task families (default: {','.join(DEMO_FAMILIES)})")
-    p.add_argument('--set-aside-corrupt', action='store_true',
-                   help='as for run: move a corrupt state file, adapter or store aside and start that state fresh '
-                        '(default: name it and stop)')
+    _demo_episodes_option(p)
+    _full_option(p)
+    _drift_option(p)
+    _demo_where_options(p)
+    _demo_what_options(p)
+    _demo_set_aside_option(p)
+
+# %% ../nbs/90_cli.ipynb #4a16dc29
+def _serve_where_options(p):
+    "The options of `cove serve` placing the server: `--port` and `--threads`."
+    p.add_argument('--port', type=int, default=8000, help='port on 127.0.0.1, 0: a free one (default: %(default)s)')
+    p.add_argument('--threads', type=int, default=0,
+                   help='CPU OpenMP threads, bound to cores 0..N-1 (default: %(default)s, up to 2)')
+
+# %% ../nbs/90_cli.ipynb #742dac1e
+def _serve_dtype_option(p):
+    "`cove serve --dtype`: the weights' dtype."
+    p.add_argument('--dtype', default=None,
+                   help="weights dtype (default: the profile's model.dtype as hf runs it here: bf16 on a CPU with "
+                        "native bf16, else float32, the one whose completions equal hf fp32's; auto on a GPU)")
+
+# %% ../nbs/90_cli.ipynb #54298fa6
+def _serve_vllm_options(p):
+    "The options of `cove serve` for vLLM's engine: `--max-lora-rank` and `--device`."
+    p.add_argument('--max-lora-rank', type=int, default=16,
+                   help='largest LoRA rank loadable at run time (default: %(default)s)')
+    p.add_argument('--device', default='cpu', choices=('cpu', 'cuda'),
+                   help='cuda: a GPU build of vLLM in --venv (default: %(default)s)')
+
+# %% ../nbs/90_cli.ipynb #090212be
+def _serve_venv_options(p):
+    "`cove serve --venv` and `--dev-mode`."
+    p.add_argument('--venv', default=None, help="vLLM's venv (default $COVE_VLLM_VENV, else .venv-vllm)")
+    p.add_argument('--dev-mode', action='store_true',
+                   help='VLLM_SERVER_DEV_MODE=1: merged adapters are pushed with reload_weights (on by default where '
+                        'model.lora_serving=merged)')
 
 # %% ../nbs/90_cli.ipynb #2dc54931
 def _add_serve(sub):
     "The `cove serve` subcommand and its options (`cove.serve.VLLMServer`'s)."
     p = sub.add_parser('serve', help="vLLM's OpenAI server on the profile's model, with runtime LoRA (make vllm)")
     _common(p)
-    p.add_argument('--port', type=int, default=8000, help='port on 127.0.0.1, 0: a free one (default: %(default)s)')
-    p.add_argument('--threads', type=int, default=0,
-                   help='CPU OpenMP threads, bound to cores 0..N-1 (default: %(default)s, up to 2)')
-    p.add_argument('--dtype', default=None,
-                   help="weights dtype (default: the profile's model.dtype as hf runs it here: bf16 on a CPU with native "
-                        "bf16, else float32, the one whose completions equal hf fp32's; auto on a GPU)")
-    p.add_argument('--max-lora-rank', type=int, default=16,
-                   help='largest LoRA rank loadable at run time (default: %(default)s)')
-    p.add_argument('--device', default='cpu', choices=('cpu', 'cuda'),
-                   help='cuda: a GPU build of vLLM in --venv (default: %(default)s)')
-    p.add_argument('--venv', default=None, help="vLLM's venv (default $COVE_VLLM_VENV, else .venv-vllm)")
-    p.add_argument('--dev-mode', action='store_true',
-                   help='VLLM_SERVER_DEV_MODE=1: merged adapters are pushed with reload_weights (on by default where '
-                        'model.lora_serving=merged)')
+    _serve_where_options(p)
+    _serve_dtype_option(p)
+    _serve_vllm_options(p)
+    _serve_venv_options(p)
     p.add_argument('--timeout', type=float, default=300.0,
                    help='seconds to wait for the server to answer (default: %(default)s)')
+
+# %% ../nbs/90_cli.ipynb #fc02b90f
+def _add_info(sub):
+    "The `cove info` subcommand and its options."
+    p = sub.add_parser('info', help='versions, profile, model and dtype, methods, task families, plugins')
+    _common(p)
+    p.add_argument('--config', action='store_true',
+                   help='print every config key with its source (default: the summary)')
+
+# %% ../nbs/90_cli.ipynb #52fa2de4
+def _bench_parts_option(p):
+    "`cove bench --parts`: which benchmarks run."
+    p.add_argument('--parts', default='retrieval,embed,policy,train',
+                   help='comma-separated: retrieval, embed, policy (load, generation, roofline, COVE episode time, '
+                        'rollouts per backend), train (LoRA SFT throughput) (default: all four)')
+
+# %% ../nbs/90_cli.ipynb #fe079fed
+def _add_bench(sub):
+    "The `cove bench` subcommand and its options."
+    p = sub.add_parser('bench', help='retrieval, embedding, generation and training benchmarks')
+    _common(p)
+    p.add_argument('--quick', action='store_true', help='skip the 1M-entry dense index (default: include it)')
+    p.add_argument('--out', default='.', help='folder for bench.json (default: the current folder)')
+    _bench_parts_option(p)
+
+# %% ../nbs/90_cli.ipynb #048cf14b
+def _add_check(sub):
+    "The `cove check` subcommand."
+    p = sub.add_parser('check', help='check a run folder (or an experiment folder of them): records, config, '
+                                     'metrics, stores, adapters, state')
+    p.add_argument('dirs', nargs='+', metavar='DIR', help='run folder, or a folder holding run folders')
+    _plugin_option(p)   # a plugin method's state is checked only with its method loaded
 
 # %% ../nbs/90_cli.ipynb #1e1257b6
 def build_parser() -> argparse.ArgumentParser:
@@ -141,24 +248,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog='cove', description='COVE and its peers: self-evolving LLM agents.')
     ap.add_argument('--version', action='version', version=f'cove {__version__}')
     sub = ap.add_subparsers(dest='cmd', required=True)
-    p = sub.add_parser('info', help='versions, profile, model and dtype, methods, task families, plugins')
-    _common(p)
-    p.add_argument('--config', action='store_true',
-                   help='print every config key with its source (default: the summary)')
+    _add_info(sub)
     _add_run(sub)
-    p = sub.add_parser('bench', help='retrieval, embedding, generation and training benchmarks')
-    _common(p)
-    p.add_argument('--quick', action='store_true', help='skip the 1M-entry dense index (default: include it)')
-    p.add_argument('--out', default='.', help='folder for bench.json (default: the current folder)')
-    p.add_argument('--parts', default='retrieval,embed,policy,train',
-                   help='comma-separated: retrieval, embed, policy (load, generation, roofline, COVE episode time, '
-                        'rollouts per backend), train (LoRA SFT throughput) (default: all four)')
+    _add_bench(sub)
     _add_demo(sub)
     _add_serve(sub)
-    p = sub.add_parser('check', help='check a run folder (or an experiment folder of them): records, config, '
-                                     'metrics, stores, adapters, state')
-    p.add_argument('dirs', nargs='+', metavar='DIR', help='run folder, or a folder holding run folders')
-    _plugin_option(p)   # a plugin method's state is checked only with its method loaded
+    _add_check(sub)
     return ap
 
 # %% ../nbs/90_cli.ipynb #85498b4a
