@@ -1,11 +1,12 @@
-"""Peer baselines (`cove.baselines`): Evo-Memory retrieval, Self-Challenging task parsing and sandbox verification, and
-kill -9 resume of both methods."""
+"""Peer baselines (`cove.evo_memory`, `cove.self_challenging`): Evo-Memory retrieval, Self-Challenging task parsing
+and sandbox verification, and kill -9 resume of both methods."""
 import json, os, signal, sqlite3, subprocess, sys, time
 from pathlib import Path
 import numpy as np
 import pytest
 from cove.core import Task
-from cove.baselines import ExperienceMemory, GeneratedTask, parse_generated, run_verification, validate_task
+from cove.evo_memory import ExperienceMemory
+from cove.self_challenging import GeneratedTask, parse_generated, run_verification, validate_task
 
 ROOT = Path(__file__).resolve().parents[1]
 # `cove run` finds the methods through `cove.method.import_methods`; the runs shorten the challenger's replies

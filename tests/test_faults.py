@@ -164,7 +164,7 @@ def _child(argv, err, limit=None):
     sys.exit(cove_main(argv))
 
 PRELOAD = ['cove.cli', 'cove.run', 'cove.llm', 'cove.train', 'cove.workflow', 'cove.memrl', 'cove.evolver',
-           'cove.baselines', 'cove.coevo', 'cove.sandbox', 'cove.tasks.code', 'cove.tasks.code_levels',
+           'cove.evo_memory', 'cove.self_challenging', 'cove.coevo', 'cove.sandbox', 'cove.tasks.code', 'cove.tasks.code_levels',
            'cove.tasks.code_benchmarks', 'cove.tasks.math', 'cove.tasks.tableqa', 'cove.tasks.multihop',
            'cove.tasks.formal', 'transformers.models.auto.modeling_auto', 'transformers.models.auto.tokenization_auto',
            'transformers.models.llama.modeling_llama', 'transformers.models.llama.configuration_llama',

@@ -1,6 +1,6 @@
 "Forged verdicts: answers that never compute their task's result must not pass a code task or a Self-Challenging check."
 import pytest
-from cove.baselines import GeneratedTask, run_verification
+from cove.self_challenging import GeneratedTask, run_verification
 from cove.sandbox import run_sandboxed
 from cove.tasks.base import make_env
 from cove.tasks.code import extract_code, run_function_tests
