@@ -60,26 +60,44 @@ def check_state(out:Path, cls:type) -> dict|None:
         )
     return s
 
+# %% ../nbs/07c_check.ipynb #f020df34
+def _aside_name(p:Path) -> Path:
+    "A free `<name>.corrupt-<time>` beside `p` (with `-<k>` where one of that second is taken)."
+    stamp = time.strftime('%Y%m%d-%H%M%S')
+    dst, k = p.with_name(f"{p.name}.corrupt-{stamp}"), 1
+    while dst.exists() or Path(f"{dst}-wal").exists(): dst, k = p.with_name(f"{p.name}.corrupt-{stamp}-{k}"), k + 1
+    return dst
+
+# %% ../nbs/07c_check.ipynb #91f55242
+def _move_aside(p:Path, dst:Path):
+    "Move `p` to `dst`, its SQLite `-wal`, `-shm`, `-journal` first (a fresh store must never replay the old log)."
+    for side in ('-wal', '-shm', '-journal'):
+        if Path(f"{p}{side}").exists(): os.replace(f"{p}{side}", f"{dst}{side}")
+    os.replace(p, dst)
+
+# %% ../nbs/07c_check.ipynb #d8970298
+def _warn_fresh(p:Path, dst:Path, why:str, recorded:int):
+    "Warn that `p` went to `dst` and its state starts fresh after `recorded` episodes."
+    get_logger('run').warning(f"SET ASIDE {p} -> {dst.name} ({why}); that state starts FRESH: what it held from the "
+                              f"{recorded} episodes already recorded is not relearnt")
+
+# %% ../nbs/07c_check.ipynb #86a3066e
+def _note_aside(p:Path, dst:Path, out:Path, why:str, recorded:int):
+    "Note in `out/set_aside.jsonl` that `p` went to `dst` (paths relative to `out`), and warn (`_warn_fresh`)."
+    rel = lambda q: str(Path(q).relative_to(out)) if Path(q).is_relative_to(out) else str(q)
+    append_jsonl(out/'set_aside.jsonl',
+                 dict(path=rel(p), to=rel(dst), why=why, recorded=recorded, time=time.strftime('%Y-%m-%dT%H:%M:%S')))
+    _warn_fresh(p, dst, why, recorded)
+
 # %% ../nbs/07c_check.ipynb #0603c484
 def set_aside(path:str|Path, out:str|Path, why:str, recorded:int) -> Path:
     """Move the corrupt `path` (a file, an adapter folder, or a SQLite file with its `-wal`/`-shm`) to
     `<name>.corrupt-<time>` beside it, noted in `out/set_aside.jsonl` with `why` and the number of episodes
     `recorded` before; returns where it went."""
-    p, out = Path(path), Path(out)
-    stamp = time.strftime('%Y%m%d-%H%M%S')
-    dst, k = p.with_name(f"{p.name}.corrupt-{stamp}"), 1
-    while dst.exists() or Path(f"{dst}-wal").exists(): dst, k = p.with_name(f"{p.name}.corrupt-{stamp}-{k}"), k + 1
-    for side in ('-wal', '-shm', '-journal'):   # first: a fresh store must never replay the old one's log
-        if Path(f"{p}{side}").exists(): os.replace(f"{p}{side}", f"{dst}{side}")
-    os.replace(p, dst)
-    rel = lambda q: str(Path(q).relative_to(out)) if Path(q).is_relative_to(out) else str(q)
-    append_jsonl(
-        out / 'set_aside.jsonl',
-        dict(path=rel(p), to=rel(dst), why=why, recorded=recorded, time=time.strftime('%Y-%m-%dT%H:%M:%S')),
-    )
-    get_logger('run').warning(
-        f"SET ASIDE {p} -> {dst.name} ({why}); that state starts FRESH: what it held from the {recorded} episodes already recorded is not relearnt"
-    )
+    p = Path(path)
+    dst = _aside_name(p)
+    _move_aside(p, dst)
+    _note_aside(p, dst, Path(out), why, recorded)
     return dst
 
 # %% ../nbs/07c_check.ipynb #b2710c44
@@ -189,40 +207,36 @@ def replay_infra_tail(path:Path, recs:list[dict]) -> list[dict]:
                               f"(kept in {side.name}): they are played again")
     return keep
 
+# %% ../nbs/07c_check.ipynb #681fba3a
+def _lines_items(bad:list[int], n_lines:int) -> list[tuple]:
+    "The `episodes.jsonl: lines` item for lines `bad` (of `n_lines`) that are not records."
+    if not bad: return []
+    why = (f"torn last line {bad[0]} (a kill mid-write): the next run moves it to episodes.jsonl.torn"
+           if bad == [n_lines] else f"{len(bad)} lines are not episode records: {bad[:5]}")
+    return [('episodes.jsonl: lines', False, why)]
+
+# %% ../nbs/07c_check.ipynb #be2c912c
+def _unique_item(recs:list[dict]) -> tuple:
+    "The `episodes.jsonl: unique` item: no episode recorded twice."
+    dup = sorted(e for e, k in Counter(r['episode'] for r in recs).items() if k > 1)
+    return ('episodes.jsonl: unique', not dup,
+            f"episodes recorded more than once: {dup[:10]}" if dup else f"{len(recs)} records, each episode once")
+
+# %% ../nbs/07c_check.ipynb #a9e3e712
+def _contiguous_item(recs:list[dict]) -> tuple:
+    "The `episodes.jsonl: contiguous` item: no episode missing below the last one recorded."
+    eps = {r['episode'] for r in recs}
+    miss = sorted(set(range(len(eps))) - eps)
+    return ('episodes.jsonl: contiguous', not miss,
+            f"missing episodes: {miss[:10]} (of 0..{max(eps)})" if miss else f"episodes 0..{len(eps) - 1}")
+
 # %% ../nbs/07c_check.ipynb #25766d47
 def check_records(d:Path) -> tuple[list[tuple], list[dict]]:
     "Items for `d/episodes.jsonl` (each line a record, each episode once, 0..N-1) and its records."
     p = d/'episodes.jsonl'
     if not p.exists(): return [('episodes.jsonl', True, 'none yet')], []
     recs, bad, n_lines = _episode_lines(read_regular(p) or b'')
-    items = []
-    if bad == [n_lines]:
-        items.append(
-            (
-                'episodes.jsonl: lines',
-                False,
-                f"torn last line {bad[0]} (a kill mid-write): the next run moves it to episodes.jsonl.torn",
-            )
-        )
-    elif bad:
-        items.append(('episodes.jsonl: lines', False, f"{len(bad)} lines are not episode records: {bad[:5]}"))
-    eps = Counter(r['episode'] for r in recs)
-    dup, miss = sorted(e for e, k in eps.items() if k > 1), sorted(set(range(len(eps))) - set(eps))
-    items.append(
-        (
-            'episodes.jsonl: unique',
-            not dup,
-            f"episodes recorded more than once: {dup[:10]}" if dup else f"{len(recs)} records, each episode once",
-        )
-    )
-    items.append(
-        (
-            'episodes.jsonl: contiguous',
-            not miss,
-            f"missing episodes: {miss[:10]} (of 0..{max(eps)})" if miss else f"episodes 0..{len(eps) - 1}",
-        )
-    )
-    return items, recs
+    return _lines_items(bad, n_lines) + [_unique_item(recs), _contiguous_item(recs)], recs
 
 # %% ../nbs/07c_check.ipynb #c91ac2e8
 def _metrics_problems(m:dict, sp:dict, n_recs:int) -> list[str]:
@@ -303,28 +317,61 @@ def stream_problems(conf:dict, recs:list[dict]) -> tuple[list[str], str]:
     if bad := stream_mismatch(recs, stream, spec): probs.append(f"{len(bad)} records of another run, e.g. {bad[0]}")
     return probs, ''
 
+# %% ../nbs/07c_check.ipynb #ec984a0b
+def _config_json(d:Path) -> dict|None:
+    "`d/config.json` parsed (None if there is none; a `CorruptFile` if it does not parse)."
+    p = d/'config.json'
+    return read_json(p, 'move it aside and rerun to start the run again') if p.exists() else None
+
+# %% ../nbs/07c_check.ipynb #295d961a
+def _read_config(d:Path) -> tuple[dict|None, list[tuple]]:
+    "`d/config.json`'s run config, or None and the item saying why not."
+    try: conf = _config_json(d)
+    except CorruptFile as e: return None, [('config.json', False, str(e))]
+    sp = (conf or {}).get('spec')
+    if not isinstance(sp, dict) or not {'method', 'tasks', 'episodes'} <= set(sp):
+        return None, [('config.json', False, 'missing, or holds no run spec: the records are of an unknown run')]
+    return conf, []
+
+# %% ../nbs/07c_check.ipynb #a09e1c42
+def _spec_stream_item(conf:dict, recs:list[dict]) -> tuple:
+    "`_spec_item`, with the problems `stream_problems` finds."
+    item = _spec_item(conf['spec'], conf.get('config', {}), recs)
+    probs, note = stream_problems(conf, recs) if recs else ([], '')
+    if not (probs or note): return item
+    why = ([] if item[1] else [item[2]]) + probs
+    return (item[0], item[1] and not probs, '; '.join(why) or f"{item[2]}; {note}")
+
+# %% ../nbs/07c_check.ipynb #03bcdbab
+def _metrics_json_problems(d:Path, sp:dict, n:int) -> list[str]:
+    "What is wrong with `d/metrics.json` against spec `sp` and `n` records, its not parsing included."
+    try: return _metrics_problems(read_json(d/'metrics.json', 'a rerun rewrites it'), sp, n)
+    except CorruptFile as e: return [str(e)]
+
+# %% ../nbs/07c_check.ipynb #7f168f04
+def _metrics_item(d:Path, sp:dict, recs:list[dict]) -> tuple:
+    "The `metrics.json` item: it agrees with spec `sp` and the records `recs`."
+    n = len(recs)
+    if not (d/'metrics.json').exists():
+        return ('metrics.json', not n, f"missing, with {n} records: a rerun writes it" if n else 'none yet')
+    probs = _metrics_json_problems(d, sp, n)
+    return ('metrics.json', not probs,
+            '; '.join(probs) or f"agrees with config.json and the records ({sp['method']}, n={n})")
+
+# %% ../nbs/07c_check.ipynb #ab3a3f60
+def _config_item(conf:dict) -> tuple:
+    "The `config.json` item of run config `conf`: what it plays, on which model."
+    sp, model = conf['spec'], conf.get('config', {}).get('model.name')
+    return ('config.json', True,
+            f"{sp['method']} on {','.join(sp['tasks'])}, {sp['episodes']} per family, model {model}")
+
 # %% ../nbs/07c_check.ipynb #fbcb216f
 def check_config(d:Path, recs:list[dict]) -> tuple[list[tuple], dict|None]:
     """Items for `config.json` (a run spec), the records against the spec, and `metrics.json` against both; and the
     config."""
-    try: conf = read_json(d/'config.json', 'move it aside and rerun to start the run again') if (d/'config.json').exists() else None
-    except CorruptFile as e: return [('config.json', False, str(e))], None
-    sp = (conf or {}).get('spec')
-    if not isinstance(sp, dict) or not {'method', 'tasks', 'episodes'} <= set(sp):
-        return [('config.json', False, 'missing, or holds no run spec: the records are of an unknown run')], None
-    c = conf.get('config', {})
-    spec_item = _spec_item(sp, c, recs)
-    probs, note = stream_problems(conf, recs) if recs else ([], '')
-    if probs or note:
-        why = ([] if spec_item[1] else [spec_item[2]]) + probs
-        spec_item = (spec_item[0], spec_item[1] and not probs, '; '.join(why) or f"{spec_item[2]}; {note}")
-    items = [('config.json', True, f"{sp['method']} on {','.join(sp['tasks'])}, {sp['episodes']} per family, model {c.get('model.name')}"),
-             spec_item]
-    if not (d/'metrics.json').exists():
-        return items + [('metrics.json', not recs, f"missing, with {len(recs)} records: a rerun writes it" if recs else 'none yet')], conf
-    try: probs = _metrics_problems(read_json(d/'metrics.json', 'a rerun rewrites it'), sp, len(recs))
-    except CorruptFile as e: probs = [str(e)]
-    return items + [('metrics.json', not probs, '; '.join(probs) or f"agrees with config.json and the records ({sp['method']}, n={len(recs)})")], conf
+    conf, bad = _read_config(d)
+    if bad: return bad, None
+    return [_config_item(conf), _spec_stream_item(conf, recs), _metrics_item(d, conf['spec'], recs)], conf
 
 # %% ../nbs/07c_check.ipynb #b1ded0e7
 def sqlite_problem(path:str|Path) -> str|None:
@@ -354,32 +401,29 @@ def _other_run(p:Path, run_id:str|None) -> str|None:
     return (f"of another run (run id {had}; config.json's {run_id}): a store swapped in from elsewhere; move it aside "
             "and rerun with --set-aside-corrupt to start it fresh, or restore this run's own")
 
-# %% ../nbs/07c_check.ipynb #2831e5c3
-def check_stores(d:Path, run_id:str|None=None) -> list[tuple]:
-    """Items for every `*.sqlite` below `d` (`PRAGMA integrity_check`, and bound to run `run_id` when given) and every
-    adapter folder (`adapter_problem`)."""
+# %% ../nbs/07c_check.ipynb #9d7c1782
+def _store_item(d:Path, p:Path, run_id:str|None) -> tuple:
+    "The item for SQLite store `p` below `d`: sound (`sqlite_problem`), and bound to run `run_id`."
+    why, name = sqlite_problem(p), str(p.relative_to(d))
+    if why is None and (other := _other_run(p, run_id)): return (name, False, other)
+    return (name, why is None,
+            f"integrity_check failed ({why}): move it aside to start that store fresh, or restore it" if why
+            else 'integrity_check ok')
+
+# %% ../nbs/07c_check.ipynb #bb9680b7
+def _adapter_items(d:Path) -> list[tuple]:
+    "Items for every LoRA adapter folder below `d` (`adapter_problem`), not one `set_aside` moved."
     items = []
-    for p in sorted(d.rglob('*.sqlite')):
-        why = sqlite_problem(p)
-        if why is None and (other := _other_run(p, run_id)):
-            items.append((str(p.relative_to(d)), False, other))
-            continue
-        items.append(
-            (
-                str(p.relative_to(d)),
-                why is None,
-                (
-                    f"integrity_check failed ({why}): move it aside to start that store fresh, or restore it"
-                    if why
-                    else 'integrity_check ok'
-                ),
-            )
-        )
-    # not one `set_aside` moved
     for p in sorted(q.parent for q in d.rglob('adapter_config.json') if '.corrupt-' not in str(q.relative_to(d))):
         why = adapter_problem(p)
         items.append((f"{p.relative_to(d)}/", why is None, f"LoRA adapter {why}" if why else 'LoRA adapter parses'))
     return items
+
+# %% ../nbs/07c_check.ipynb #2831e5c3
+def check_stores(d:Path, run_id:str|None=None) -> list[tuple]:
+    """Items for every `*.sqlite` below `d` (`PRAGMA integrity_check`, and bound to run `run_id` when given) and every
+    adapter folder (`adapter_problem`)."""
+    return [_store_item(d, p, run_id) for p in sorted(d.rglob('*.sqlite'))] + _adapter_items(d)
 
 # %% ../nbs/07c_check.ipynb #8fffbac0
 def record_keys(recs:list[dict]) -> list[tuple[str, dict]]:
