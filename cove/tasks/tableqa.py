@@ -572,47 +572,81 @@ def make_table(rng:random.Random, domain:str, rows:tuple=(5, 10)) -> Table:
         data[c] = [fmt_num(lo + step * k) for k in rng.sample(range(int((hi - lo) / step) + 1), n)]
     return Table(cols, [[data[c][i] for c in cols] for i in range(n)], domain)
 
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #2f3902b1
+def _qparts(t:Table) -> tuple:
+    "`(domain, key, cats, nums, get)` of table `t`: what each question type draws from; `get(row, column)` is a cell."
+    d = DOMAINS[t.name]
+    cats = [c for c in t.columns if c in d['cats']]
+    nums = [c for c in t.columns if c in d['nums']]
+    return d, t.columns[0], cats, nums, lambda r, c: r[t.columns.index(c)]
+
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #9cf22299
+def _q_lookup(rng:random.Random, t:Table) -> tuple:
+    "A *lookup* question: the value of a random column in a random row."
+    d, key, cats, nums, get = _qparts(t)
+    r, c = rng.choice(t.rows), rng.choice(t.columns[1:])
+    return f"What is the {c} of {r[0]}?", [['lookup', [key, r[0], c]]], get(r, c)
+
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #f9ea7dea
+def _qgroup(rng:random.Random, t:Table) -> tuple[str, object]:
+    "`(column, value)`: a random category column and the value a random row has in it."
+    d, key, cats, nums, get = _qparts(t)
+    c = rng.choice(cats)
+    return c, get(rng.choice(t.rows), c)
+
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #b31119f2
+def _q_count(rng:random.Random, t:Table) -> tuple:
+    "A *count* question: how many rows have a category's value."
+    d, key, cats, nums, get = _qparts(t)
+    c, v = _qgroup(rng, t)
+    return f"How many {d['plural']} have {c} {v}?", [['count', [c, v]]], str(sum(get(r, c) == v for r in t.rows))
+
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #e9adb79c
+def _q_sum(rng:random.Random, t:Table) -> tuple:
+    "A *sum* question: the total of a numeric column over the rows with a category's value."
+    d, key, cats, nums, get = _qparts(t)
+    c, v = _qgroup(rng, t)
+    m = rng.choice(nums)
+    total = sum(to_number(get(r, m)) for r in t.rows if get(r, c) == v)
+    return f"What is the total {m} of the {d['plural']} with {c} {v}?", [['sum', [m, c, v]]], fmt_num(total)
+
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #b27dafff
+def _ranked(rng:random.Random, t:Table) -> tuple:
+    "`(domain, key, m, by, get)`: a random numeric column `m` and the rows sorted by it, highest first (stable)."
+    d, key, cats, nums, get = _qparts(t)
+    m = rng.choice(nums)
+    return d, key, m, sorted(t.rows, key=lambda r: -to_number(get(r, m))), get
+
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #7b0eda68
+def _q_argmax(rng:random.Random, t:Table) -> tuple:
+    "An *argmax* question: the row with the highest value of a numeric column (the first one on a tie)."
+    d, key, m, by, get = _ranked(rng, t)
+    return f"Which {d['entity']} has the highest {m}?", [['argmax', [m, key]]], by[0][0]
+
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #35bc68f5
+def _q_filter(rng:random.Random, t:Table) -> tuple:
+    "A *filter* question: the rows above the 2nd-4th highest value of a numeric column."
+    d, key, m, by, get = _ranked(rng, t)
+    thr = get(by[rng.randint(1, min(3, len(by) - 1))], m)
+    ans = [r[0] for r in t.rows if to_number(get(r, m)) > to_number(thr)]
+    return f"Which {d['plural']} have {m} greater than {thr}?", [['filter_rows', [m, '>', to_number(thr)]]], ans
+
+# %% ../../nbs/05a_tableqa_b_generator.ipynb #5960d8f6
+def _q_compare(rng:random.Random, t:Table) -> tuple:
+    "A *compare* question: which of two random rows has more of a numeric column."
+    d, key, m, _, get = _ranked(rng, t)
+    a, b = rng.sample(t.rows, 2)
+    win = a if to_number(get(a, m)) > to_number(get(b, m)) else b
+    plan = [['lookup', [key, r[0], m]] for r in (a, b)]
+    return f"Which {d['entity']} has the higher {m}: {a[0]} or {b[0]}?", plan, win[0]
+
 # %% ../../nbs/05a_tableqa_b_generator.ipynb #f88b5ee0
 QTYPES = ('lookup', 'count', 'filter', 'argmax', 'sum', 'compare')
 
 def make_question(rng:random.Random, t:Table, qtype:str) -> tuple[str, list, object]:
     "`(question, plan, answer)` of type `qtype` about table `t`; plan = `[[op, args], ...]`."
-    d = DOMAINS[t.name]
-    key = t.columns[0]
-    cats = [c for c in t.columns if c in d['cats']]
-    nums = [c for c in t.columns if c in d['nums']]
-    get = lambda r, c: r[t.columns.index(c)]
-    if qtype == 'lookup':
-        r, c = rng.choice(t.rows), rng.choice(t.columns[1:])
-        return f"What is the {c} of {r[0]}?", [['lookup', [key, r[0], c]]], get(r, c)
-    if qtype in ('count', 'sum'):
-        c = rng.choice(cats)
-        v = get(rng.choice(t.rows), c)
-        if qtype == 'count':
-            return (
-                f"How many {d['plural']} have {c} {v}?",
-                [['count', [c, v]]],
-                str(sum(get(r, c) == v for r in t.rows)),
-            )
-        m = rng.choice(nums)
-        total = sum(to_number(get(r, m)) for r in t.rows if get(r, c) == v)
-        return f"What is the total {m} of the {d['plural']} with {c} {v}?", [['sum', [m, c, v]]], fmt_num(total)
-    m = rng.choice(nums)
-    by = sorted(t.rows, key=lambda r: -to_number(get(r, m)))
-    if qtype == 'argmax':
-        return f"Which {d['entity']} has the highest {m}?", [['argmax', [m, key]]], by[0][0]
-    if qtype == 'filter':
-        k = rng.randint(1, min(3, len(by) - 1))
-        thr = get(by[k], m)
-        ans = [r[0] for r in t.rows if to_number(get(r, m)) > to_number(thr)]
-        return f"Which {d['plural']} have {m} greater than {thr}?", [['filter_rows', [m, '>', to_number(thr)]]], ans
-    a, b = rng.sample(t.rows, 2)
-    win = a if to_number(get(a, m)) > to_number(get(b, m)) else b
-    return (
-        f"Which {d['entity']} has the higher {m}: {a[0]} or {b[0]}?",
-        [['lookup', [key, a[0], m]], ['lookup', [key, b[0], m]]],
-        win[0],
-    )
+    make = dict(lookup=_q_lookup, count=_q_count, sum=_q_sum, argmax=_q_argmax, filter=_q_filter)
+    return make.get(qtype, _q_compare)(rng, t)
 
 # %% ../../nbs/05a_tableqa_b_generator.ipynb #0c7b160b
 def render_call(surface:Surface, op:str, args:list) -> str:
