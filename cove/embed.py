@@ -263,6 +263,18 @@ class SparseIndex:
     def __len__(self): return len(self.ids)
     def __repr__(self): return f"SparseIndex({self.backend}, n={len(self)})"
 
+# %% ../nbs/03_embed.ipynb #22a1c2d9
+@patch
+def _fit(self:SparseIndex, toks:list):
+    "A BM25 model of the token lists `toks`, by the index's backend."
+    if self.backend == 'bm25s':
+        import bm25s
+        bm = bm25s.BM25(k1=self.k1, b=self.b, method='atire', idf_method='robertson')
+        bm.index(toks, create_empty_token=False, show_progress=False)
+        return bm
+    from rank_bm25 import BM25Okapi
+    return BM25Okapi(toks, k1=self.k1, b=self.b, epsilon=0.0)
+
 # %% ../nbs/03_embed.ipynb #46a982bb
 @patch
 def build(self:SparseIndex, ids, texts:list[str]):
@@ -271,14 +283,7 @@ def build(self:SparseIndex, ids, texts:list[str]):
     if len(ids) != len(texts): raise ValueError(f"{len(ids)} ids for {len(texts)} texts")
     self.ids, self._bm = ids, None
     if not len(ids): return self
-    toks = [tokenize(t, self.stopwords) for t in texts]
-    if self.backend == 'bm25s':
-        import bm25s
-        self._bm = bm25s.BM25(k1=self.k1, b=self.b, method='atire', idf_method='robertson')
-        self._bm.index(toks, create_empty_token=False, show_progress=False)
-    else:
-        from rank_bm25 import BM25Okapi
-        self._bm = BM25Okapi(toks, k1=self.k1, b=self.b, epsilon=0.0)
+    self._bm = self._fit([tokenize(t, self.stopwords) for t in texts])
     return self
 
 # %% ../nbs/03_embed.ipynb #1e2dff07
@@ -309,6 +314,15 @@ def _fusion_scores(ids:list, sc:np.ndarray, w:float, method:str, c:int=RRF_C):
     lo, hi = (sc.min(), sc.max()) if len(sc) else (0, 0)
     return w * ((sc - lo) / (hi - lo) if hi > lo else np.ones(len(sc)))
 
+# %% ../nbs/03_embed.ipynb #9e48f6aa
+def _fuse(weighted:tuple, method:str, c:int) -> dict:
+    "Entry id -> its fused score summed over the `((ids, scores), weight)` lists, in order of first appearance."
+    fused = {}
+    for (ids, sc), w in weighted:
+        ids, sc = [int(i) for i in ids if i >= 0], np.asarray(sc, np.float64)[:len(ids)]
+        for i, s in zip(ids, _fusion_scores(ids, sc, w, method, c)): fused[i] = fused.get(i, 0.0) + float(s)
+    return fused
+
 # %% ../nbs/03_embed.ipynb #57c60da5
 def hybrid_merge(dense_hits:tuple, # `(ids, scores)` from `DenseIndex.search`
                  sparse_hits:tuple, # `(ids, scores)` from `SparseIndex.search`
@@ -318,12 +332,23 @@ def hybrid_merge(dense_hits:tuple, # `(ids, scores)` from `DenseIndex.search`
                  c:int=RRF_C) -> tuple[np.ndarray, np.ndarray]:
     "Fuse two ranked hit lists into top-`k` `(ids, scores)` by reciprocal-rank fusion or a linear mix."
     if method not in ('rrf', 'linear'): raise ValueError(f"hybrid method {method!r} not in ('rrf', 'linear')")
-    fused = {}
-    for (ids, sc), w in ((dense_hits, alpha), (sparse_hits, 1-alpha)):
-        ids, sc = [int(i) for i in ids if i >= 0], np.asarray(sc, np.float64)[:len(ids)]
-        for i, s in zip(ids, _fusion_scores(ids, sc, w, method, c)): fused[i] = fused.get(i, 0.0) + float(s)
+    fused = _fuse(((dense_hits, alpha), (sparse_hits, 1-alpha)), method, c)
     order = sorted(fused, key=lambda i: -fused[i])[:k]  # stable: ties keep first appearance
     return np.array(order, np.int64), np.array([fused[i] for i in order], np.float32)
+
+# %% ../nbs/03_embed.ipynb #aea58573
+def _bench_texts(n:int, seed:int) -> list[str]:
+    "`n` seeded pseudo-sentences of 8 to 23 words drawn from the tasks' vocabulary."
+    rng = np.random.default_rng(seed)
+    words = 'table column row filter count sum value answer entity proof tactic tool call renamed surface'.split()
+    return [' '.join(rng.choice(words, size=rng.integers(8, 24))) for _ in range(n)]
+
+# %% ../nbs/03_embed.ipynb #95fb2fc8
+def _seconds(f, *args) -> float:
+    "Wall-clock seconds that `f(*args)` takes."
+    t = time.perf_counter()
+    f(*args)
+    return time.perf_counter() - t
 
 # %% ../nbs/03_embed.ipynb #c1740352
 def bench_embed(n:int=512, # sentences embedded
@@ -331,15 +356,9 @@ def bench_embed(n:int=512, # sentences embedded
                 seed:int=0) -> dict:
     "Embedding throughput record `{'name': 'embed_sentences_per_s', 'value', 'unit', 'n', 'load_s', ...}`."
     emb = embedder or Embedder()
-    rng = np.random.default_rng(seed)
-    words = 'table column row filter count sum value answer entity proof tactic tool call renamed surface'.split()
-    texts = [' '.join(rng.choice(words, size=rng.integers(8, 24))) for _ in range(n)]
-    t = time.perf_counter()
-    emb._load()
-    load_s = time.perf_counter() - t
+    texts = _bench_texts(n, seed)
+    load_s = _seconds(emb._load)
     emb.encode(texts[:emb.batch_size])  # warm-up: the first full batch is several times slower
-    t = time.perf_counter()
-    emb.encode(texts)
-    dt = time.perf_counter() - t
+    dt = _seconds(emb.encode, texts)
     return dict(name='embed_sentences_per_s', value=round(n/dt, 1), unit='sentences/s', n=n,
                 load_s=round(load_s, 2), batch_size=emb.batch_size, device=emb.device, model=emb.model)
