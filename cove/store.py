@@ -800,46 +800,42 @@ def _p50_ms(f, xs) -> float:
         ts.append(time.perf_counter() - t)
     return float(np.median(ts)) * 1e3
 
+# %% ../nbs/04_store_b_latency.ipynb #9d25dd42
+def _brute_topk(V:np.ndarray, q:np.ndarray, k:int) -> np.ndarray:
+    "The positions of the `k` rows of `V` closest to `q` by inner product, best first: numpy's exact scan."
+    s = V @ q
+    top = np.argpartition(-s, k)[:k]
+    return top[np.argsort(-s[top])]
+
+# %% ../nbs/04_store_b_latency.ipynb #140776da
+def _speedup(name:str, ix:float, base:float, base_key:str, n:int, entries:int, index:str) -> dict:
+    "A speedup record: the index's p50 search time `ix` against its baseline's `base` (ms, as `base_key`)."
+    return {'name': name, 'value': round(base / ix, 1), 'unit': 'x', 'index_ms': round(ix, 3),
+            base_key: round(base, 3), 'n': n, 'entries': entries, 'index': index}
+
+# %% ../nbs/04_store_b_latency.ipynb #0193684c
+def _dense_speedup(kb, V, QV, k, lab, n_base) -> dict:
+    "faiss against a numpy scan (`_brute_topk`), on the first `n_base` queries."
+    ix = _p50_ms(lambda q: kb.dense.search(q, k), QV[:n_base])
+    base = _p50_ms(lambda q: _brute_topk(V, q, k), QV[:n_base])
+    return _speedup(f'dense_speedup_over_numpy_{lab}', ix, base, 'numpy_ms', min(n_base, len(QV)), len(V),
+                    kb.dense.kind)
+
+# %% ../nbs/04_store_b_latency.ipynb #49ec2d58
+def _sparse_speedup(kb, T, QT, k, lab, n_base) -> dict:
+    "bm25s against rank-bm25 on the first `n_base` queries."
+    ref = SparseIndex('rank_bm25').build(np.arange(len(T)), T)
+    ix, base = (_p50_ms(lambda q: s.search(q, k), QT[:n_base]) for s in (kb.sparse, ref))
+    return _speedup(f'sparse_speedup_over_rank_bm25_{lab}', ix, base, 'rank_bm25_ms', min(n_base, len(QT)), len(T),
+                    kb.sparse.backend)
+
 # %% ../nbs/04_store_b_latency.ipynb #759d39fc
 def _speedups(kb, T, V, QT, QV, k, lab, modes, n_base:int=50) -> list[dict]:
     """The index searches against their baselines on the same queries: faiss against numpy brute force, bm25s against
     rank-bm25."""
     out = []
-    if 'dense' in modes:
-        def brute(q):
-            s = V @ q
-            top = np.argpartition(-s, k)[:k]
-            return top[np.argsort(-s[top])]
-        ix, base = _p50_ms(lambda q: kb.dense.search(q, k), QV[:n_base]), _p50_ms(brute, QV[:n_base])
-        out.append(
-            dict(
-                name=f'dense_speedup_over_numpy_{lab}',
-                value=round(base / ix, 1),
-                unit='x',
-                index_ms=round(ix, 3),
-                numpy_ms=round(base, 3),
-                n=min(n_base, len(QV)),
-                entries=len(V),
-                index=kb.dense.kind,
-            )
-        )
-    if 'sparse' in modes:
-        ref = SparseIndex('rank_bm25').build(np.arange(len(T)), T)
-        ix, base = _p50_ms(lambda q: kb.sparse.search(q, k), QT[:n_base]), _p50_ms(
-            lambda q: ref.search(q, k), QT[:n_base]
-        )
-        out.append(
-            dict(
-                name=f'sparse_speedup_over_rank_bm25_{lab}',
-                value=round(base / ix, 1),
-                unit='x',
-                index_ms=round(ix, 3),
-                rank_bm25_ms=round(base, 3),
-                n=min(n_base, len(QT)),
-                entries=len(T),
-                index=kb.sparse.backend,
-            )
-        )
+    if 'dense' in modes: out.append(_dense_speedup(kb, V, QV, k, lab, n_base))
+    if 'sparse' in modes: out.append(_sparse_speedup(kb, T, QT, k, lab, n_base))
     return out
 
 # %% ../nbs/04_store_b_latency.ipynb #23504304
@@ -895,6 +891,21 @@ def _recall(kb:KnowledgeBase, V:np.ndarray, QV:np.ndarray, ids:np.ndarray, k:int
         ef_search=kb.dense.ef_search,
     )
 
+# %% ../nbs/04_store_b_latency.ipynb #5dd6f687
+def _timed_insert(kb:KnowledgeBase, T:list[str], V:np.ndarray) -> tuple[np.ndarray, float]:
+    "Insert the corpus as `memory` entries: their ids, and the seconds it took."
+    t = time.perf_counter()
+    ids = np.array(kb.insert_many([Entry(txt, 'memory', 'stable', family='bench', embedding=v)
+                                   for txt, v in zip(T, V)]))
+    return ids, time.perf_counter() - t
+
+# %% ../nbs/04_store_b_latency.ipynb #32442c27
+def _sparse_build(kb:KnowledgeBase, q:str, k:int, lab:str, n:int) -> dict:
+    "The record of the time the sparse index takes to build (the KB builds it at its first sparse search)."
+    t = time.perf_counter()
+    kb.search(q, k, 'sparse')
+    return dict(name=f'sparse_build_s_{lab}', value=round(time.perf_counter() - t, 2), unit='s', n=n)
+
 # %% ../nbs/04_store_b_latency.ipynb #9d175c81
 def _bench_one(n, dim, queries, k, modes, seed, workdir, **kb_kw) -> list[dict]:
     "Latency records for one knowledge-base size."
@@ -903,18 +914,10 @@ def _bench_one(n, dim, queries, k, modes, seed, workdir, **kb_kw) -> list[dict]:
     QT, QV = _bench_queries(T, V, queries, seed)
     with tempfile.TemporaryDirectory(dir=workdir) as d:
         kb = KnowledgeBase(Path(d)/'kb.sqlite', dim=dim, **kb_kw)
-        t = time.perf_counter()
-        ids = np.array(
-            kb.insert_many([Entry(txt, 'memory', 'stable', family='bench', embedding=v) for txt, v in zip(T, V)])
-        )
-        out = [
-            dict(name=f'kb_build_s_{lab}', value=round(time.perf_counter() - t, 2), unit='s', n=n, index=kb.dense.kind)
-        ]
+        ids, secs = _timed_insert(kb, T, V)
+        out = [dict(name=f'kb_build_s_{lab}', value=round(secs, 2), unit='s', n=n, index=kb.dense.kind)]
         log.info(f"built {lab} KB ({kb.dense.kind}) in {out[0]['value']}s")
-        if 'sparse' in modes or 'hybrid' in modes:
-            t = time.perf_counter()
-            kb.search(QT[0], k, 'sparse')
-            out.append(dict(name=f'sparse_build_s_{lab}', value=round(time.perf_counter() - t, 2), unit='s', n=n))
+        if 'sparse' in modes or 'hybrid' in modes: out.append(_sparse_build(kb, QT[0], k, lab, n))
         out += [_latency(kb, QT, QV, k, mode, lab, n) for mode in modes]
         if kb.dense.kind == 'hnsw' and 'dense' in modes: out.append(_recall(kb, V, QV, ids, k, lab))
         out += _speedups(kb, T, V, QT, QV, k, lab, modes)
