@@ -226,26 +226,37 @@ def learn_from(self:CoveMethod, env, r, key:str) -> bool:
     """Lines 5–15 for one episode: update the knowledge, route, keep the trajectory, observe the trigger, update if it
     fired."""
     with self.timed('knowledge'): self.update_knowledge(r)
-    retrieved = [self.kb.get(i) for i in r.retrieved if i is not None] if self.kb is not None else []
-    with self.timed('route'), self.base_weights():
-        d = self.router.decide(r.task, r.feedback, None, retrieved, defer=True)                      # line 10
+    d = self._route(r)                                                                                  # line 10
     self.keep_trajectory(r, d.channel)
     ev = self.trigger.observe(r.task.family, r.success, float(r.feedback.score), d.channel)            # line 11
     self.applied[key] = dict(
         channel=d.channel, signals=d.signals, reason=d.reason, trigger=ev.condition if ev else None, update=None
     )
     if d.signals is None: self.unexplained.append((key, d))   # written by `explain` (None in a state a kill cut short)
-    if ev is not None:
-        n = len(self.unexplained)   # decisions the judge router explains (none for the feedback router)
-        phase(f"{r.task.family}: {ev.condition}" + (f"; the judge explains {n} routing decisions" if n else ""))
-        self.explain()   # with the weights that made the decisions, before the update changes them
-        self.pending[r.task.family] = key   # saved with the decision: a kill cannot lose it
+    if ev is not None: self._ask_update(r.task.family, ev, key)
     self.save_state()
     if ev is not None:
         phase(f"{r.task.family}: {ev.condition}; update")
         self.run_pending(env, r.task.family)                                                           # line 15
         phase()
     return ev is not None   # an update ran
+
+# %% ../nbs/13_workflow.ipynb #21e1c577
+@patch
+def _route(self:CoveMethod, r):
+    "Line 10: the router's decision on episode `r`, given the entries it retrieved, with the base weights."
+    retrieved = [self.kb.get(i) for i in r.retrieved if i is not None] if self.kb is not None else []
+    with self.timed('route'), self.base_weights():
+        return self.router.decide(r.task, r.feedback, None, retrieved, defer=True)
+
+# %% ../nbs/13_workflow.ipynb #5e4cb791
+@patch
+def _ask_update(self:CoveMethod, family:str, ev, key:str):
+    "A trigger event: the pending decisions explained first (with the weights that made them), then the update queued."
+    n = len(self.unexplained)   # decisions the judge router explains (none for the feedback router)
+    phase(f"{family}: {ev.condition}" + (f"; the judge explains {n} routing decisions" if n else ""))
+    self.explain()   # before the update changes the weights
+    self.pending[family] = key   # saved with the decision: a kill cannot lose it
 
 # %% ../nbs/13_workflow.ipynb #7ee4420e
 @patch
@@ -314,41 +325,35 @@ def extra(self:CoveMethod, res) -> dict:
 def parametric_update(self:CoveMethod, env, family:str, cold:bool=False) -> str|None:
     """Lines 15–30: train, hot-swap, reset the trigger, release memory; returns the adapter name (None when there was no
     data). `cold`: a ColdStartFailure event, the only one whose update adds the gold reference solutions."""
-    since = [r for r in self.router.log if r['family'] == family][-max(1, self.trigger.state(family).since_update):]
-    # routed parametric since the last update (Appendix A)
-    n_param = sum(r['channel'] in PARAMETRIC_CHANNELS for r in since)
+    n_param = self._n_param(family)
     if not self.trajectories.get(family) and not (cold and self.cfg['train.reference_tasks']):
         return self._skip_update(family, 'no parametric-routed trajectory to train on')
     with self.timed('ab'): pre = self._utility_pre(env, family)
-    with self.timed('train'): res, memory_aware = self._train(env, family, n_param, cold)                # lines 16-18
+    with self.timed('train'): res, memory_aware = self._train(env, family, n_param, cold)   # lines 16-18
     if res is None: return self._skip_update(family, 'no usable data')
     self.adapter = Path(res.adapter_path).name
     hot_swap(self.policy, res)  # line 30
     self.trigger.reset_after_update(family)
     self.trajectories[family] = []
-    with self.timed('ab'): rel = self.release_memory(env, family) if self.kpo and self.release_on else None                 # lines 19-28
-    self.updates.append(
-        dict(
-            family=family,
-            adapter=res.adapter_path,
-            name=Path(res.adapter_path).name,
-            algo=res.method,
-            cold_start=cold,
-            rows=self.last_rows,
-            n_param=n_param,
-            train_tokens=res.train_tokens,
-            modelled=res.modelled,
-            steps=res.steps,
-            loss=res.loss,
-            seconds=res.seconds,
-            examples=res.examples,
-            memory_aware=memory_aware,
-            utility_pre=pre,
-            release=rel,
-            ts=time.time(),
-        )
-    )
+    with self.timed('ab'): rel = self.release_memory(env, family) if self.kpo and self.release_on else None  # 19-28
+    self.updates.append(self._update_record(family, res, cold, n_param, memory_aware, pre, rel))
     return Path(res.adapter_path).name
+
+# %% ../nbs/13_workflow.ipynb #9907bfe4
+@patch
+def _n_param(self:CoveMethod, family:str) -> int:
+    "Episodes of `family` routed parametric since its last update (Appendix A's `n_param`)."
+    since = [r for r in self.router.log if r['family'] == family][-max(1, self.trigger.state(family).since_update):]
+    return sum(r['channel'] in PARAMETRIC_CHANNELS for r in since)
+
+# %% ../nbs/13_workflow.ipynb #ad3225ed
+@patch
+def _update_record(self:CoveMethod, family:str, res, cold:bool, n_param:int, memory_aware:bool, pre, rel) -> dict:
+    "What `updates` keeps of one update: its adapter, data, cost, and the utilities and release around it."
+    return dict(family=family, adapter=res.adapter_path, name=Path(res.adapter_path).name, algo=res.method,
+                cold_start=cold, rows=self.last_rows, n_param=n_param, train_tokens=res.train_tokens,
+                modelled=res.modelled, steps=res.steps, loss=res.loss, seconds=res.seconds, examples=res.examples,
+                memory_aware=memory_aware, utility_pre=pre, release=rel, ts=time.time())
 
 # %% ../nbs/13_workflow.ipynb #25d16048
 @patch
