@@ -169,71 +169,108 @@ def _sbx_wait(pid, cfg):
         os.kill(os.getpid(), sig)
     os._exit(os.waitstatus_to_exitcode(st))
 
-# %% ../nbs/04b_sandbox.ipynb #10a9cbf6
-def _sbx_guard(root):
-    "Child side: disable process creation, signals, sockets and file changes outside `root` (a reliability guard)."
-    import builtins, io, os, posix, shutil, socket, _socket, subprocess, _posixsubprocess, resource
-    root = os.path.realpath(root)
-    def deny(name):
-        def f(*a, **k): raise PermissionError(f'sandbox: {name} is disabled')
-        return f
-    def inside(p, fd=None):
-        if isinstance(p, int): return True
-        base = os.readlink(f'/proc/self/fd/{fd}') if fd is not None else os.getcwd()
-        rp = os.path.realpath(os.path.join(base, os.fsdecode(p)))
-        return rp == root or rp.startswith(root + os.sep) or rp == '/dev/null'
-    def checked(name, fn, npaths=1):
-        def f(*a, **k):
-            fds = [k.get('src_dir_fd', k.get('dir_fd')), k.get('dst_dir_fd', k.get('dir_fd'))]
-            for i, p in enumerate(a[:npaths]):
-                if not inside(p, fds[min(i, 1)]):
-                    raise PermissionError(f'sandbox: {name}({p!r}) outside the sandbox directory')
-            return fn(*a, **k)
-        return f
-    for mod in (os, posix):
-        for n in (
-            'fork forkpty system popen kill killpg setsid setpgid setpgrp setuid setgid setreuid setregid setresuid '
-            'setresgid setgroups chroot fchmod fchown execv execve spawnv spawnve spawnvp spawnvpe posix_spawn posix_spawnp'
-        ).split():
-            if hasattr(mod, n): setattr(mod, n, deny(f'os.{n}'))
-        for n, k in (
-            ('remove', 1),
-            ('unlink', 1),
-            ('rmdir', 1),
-            ('removedirs', 1),
-            ('rename', 2),
-            ('renames', 2),
-            ('replace', 2),
-            ('truncate', 1),
-            ('chmod', 1),
-            ('chown', 1),
-            ('lchown', 1),
-            ('link', 2),
-            ('symlink', 2),
-            ('mkdir', 1),
-            ('makedirs', 1),
-            ('utime', 1),
-        ):
-            if hasattr(mod, n): setattr(mod, n, checked(f'os.{n}', getattr(mod, n), k))
-    _open, _osopen, W = builtins.open, os.open, os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+# %% ../nbs/04b_sandbox.ipynb #8fd89b4c
+def _sbx_deny(name):
+    "Child side: a stand-in for the disabled function `name`, raising `PermissionError`."
+    def f(*a, **k): raise PermissionError(f'sandbox: {name} is disabled')
+    return f
+
+# %% ../nbs/04b_sandbox.ipynb #378e899f
+def _sbx_inside(root, p, fd=None):
+    "Child side: whether path `p` (relative to directory `fd`, else the cwd) resolves inside `root` or is /dev/null."
+    import os
+    if isinstance(p, int): return True
+    base = os.readlink(f'/proc/self/fd/{fd}') if fd is not None else os.getcwd()
+    rp = os.path.realpath(os.path.join(base, os.fsdecode(p)))
+    return rp == root or rp.startswith(root + os.sep) or rp == '/dev/null'
+
+# %% ../nbs/04b_sandbox.ipynb #a101abb9
+def _sbx_checked(root, name, fn, npaths=1):
+    "Child side: `fn`, refusing any of its first `npaths` paths that lies outside `root`."
+    inside = _sbx_inside
+    def f(*a, **k):
+        fds = [k.get('src_dir_fd', k.get('dir_fd')), k.get('dst_dir_fd', k.get('dir_fd'))]
+        for i, p in enumerate(a[:npaths]):
+            if not inside(root, p, fds[min(i, 1)]):
+                raise PermissionError(f'sandbox: {name}({p!r}) outside the sandbox directory')
+        return fn(*a, **k)
+    return f
+
+# %% ../nbs/04b_sandbox.ipynb #7a43d329
+def _sbx_deny_procs(mod):
+    "Child side: disable process creation, signals and identity changes in `mod`."
+    for n in (
+        'fork forkpty system popen kill killpg setsid setpgid setpgrp setuid setgid setreuid setregid setresuid '
+        'setresgid setgroups chroot fchmod fchown execv execve spawnv spawnve spawnvp spawnvpe posix_spawn posix_spawnp'
+    ).split():
+        if hasattr(mod, n): setattr(mod, n, _sbx_deny(f'os.{n}'))
+
+# %% ../nbs/04b_sandbox.ipynb #5c62137d
+def _sbx_check_files(root, mod):
+    "Child side: file changes by `mod` refuse paths outside `root`."
+    one_path = 'remove unlink rmdir removedirs truncate chmod chown lchown mkdir makedirs utime'.split()
+    two_paths = 'rename renames replace link symlink'.split()
+    for n, k in [(n, 1) for n in one_path] + [(n, 2) for n in two_paths]:
+        if hasattr(mod, n): setattr(mod, n, _sbx_checked(root, f'os.{n}', getattr(mod, n), k))
+
+# %% ../nbs/04b_sandbox.ipynb #ef57b19d
+def _sbx_open(root, _open):
+    "Child side: the builtin `open` (`_open`), refusing to write outside `root`."
+    inside = _sbx_inside
     def open_(file, mode='r', *a, **k):
-        if any(c in mode for c in 'wax+') and not inside(file):
+        if any(c in mode for c in 'wax+') and not inside(root, file):
             raise PermissionError(f'sandbox: writing {file!r} outside the sandbox directory')
         return _open(file, mode, *a, **k)
+    return open_
+
+# %% ../nbs/04b_sandbox.ipynb #2b5d99aa
+def _sbx_os_open(root, _osopen, writes):
+    "Child side: `os.open` (`_osopen`), refusing to open outside `root` with any of the flags `writes`."
+    inside = _sbx_inside
     def os_open(path, flags, *a, **k):
-        if flags & W and not inside(path, k.get('dir_fd')):
+        if flags & writes and not inside(root, path, k.get('dir_fd')):
             raise PermissionError(f'sandbox: writing {path!r} outside the sandbox directory')
         return _osopen(path, flags, *a, **k)
-    builtins.open = io.open = open_
-    os.open = posix.open = os_open
-    shutil.rmtree, shutil.move = checked('shutil.rmtree', shutil.rmtree), checked('shutil.move', shutil.move, 2)
-    subprocess.Popen = deny('subprocess')
-    _posixsubprocess.fork_exec = deny('subprocess')
+    return os_open
+
+# %% ../nbs/04b_sandbox.ipynb #a4851836
+def _sbx_guard_open(root):
+    "Child side: `open` and `os.open` refuse to write outside `root`."
+    import builtins, io, os, posix
+    builtins.open = io.open = _sbx_open(root, builtins.open)
+    W = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+    os.open = posix.open = _sbx_os_open(root, os.open, W)
+
+# %% ../nbs/04b_sandbox.ipynb #75902172
+def _sbx_guard_libs(root):
+    "Child side: `shutil`'s tree removal and moves check their paths; `subprocess` is disabled."
+    import shutil, subprocess, _posixsubprocess
+    shutil.rmtree = _sbx_checked(root, 'shutil.rmtree', shutil.rmtree)
+    shutil.move = _sbx_checked(root, 'shutil.move', shutil.move, 2)
+    subprocess.Popen = _sbx_deny('subprocess')
+    _posixsubprocess.fork_exec = _sbx_deny('subprocess')
+
+# %% ../nbs/04b_sandbox.ipynb #af3e4b70
+def _sbx_guard_net():
+    "Child side: disable sockets."
+    import socket, _socket
     class NoSocket(socket.socket):
         def __init__(self, *a, **k): raise PermissionError('sandbox: network access is disabled')
     socket.socket = _socket.socket = NoSocket
-    socket.create_connection = deny('network access (socket.create_connection)')
-    resource.setrlimit = deny('resource.setrlimit')
+    socket.create_connection = _sbx_deny('network access (socket.create_connection)')
+
+# %% ../nbs/04b_sandbox.ipynb #10a9cbf6
+def _sbx_guard(root):
+    "Child side: disable process creation, signals, sockets and file changes outside `root` (a reliability guard)."
+    import os, posix, resource
+    root = os.path.realpath(root)
+    for mod in (os, posix):
+        _sbx_deny_procs(mod)
+        _sbx_check_files(root, mod)
+    _sbx_guard_open(root)
+    _sbx_guard_libs(root)
+    _sbx_guard_net()
+    resource.setrlimit = _sbx_deny('resource.setrlimit')
 
 # %% ../nbs/04b_sandbox.ipynb #8bbb4d55
 def _sbx_reporter(fd:int):
@@ -303,8 +340,9 @@ def _sbx_main():
 def _runner_source() -> str:
     "The child-side launcher, as source for `python -I -c`."
     import inspect
-    fns = (_sbx_join, _sbx_netns, _sbx_limits, _sbx_drop, _sbx_bind, _sbx_quota, _sbx_view, _sbx_wait, _sbx_guard,
-           _sbx_hide, _sbx_reporter, _sbx_main)
+    fns = (_sbx_join, _sbx_netns, _sbx_limits, _sbx_drop, _sbx_bind, _sbx_quota, _sbx_view, _sbx_wait, _sbx_deny,
+           _sbx_inside, _sbx_checked, _sbx_deny_procs, _sbx_check_files, _sbx_open, _sbx_os_open, _sbx_guard_open,
+           _sbx_guard_libs, _sbx_guard_net, _sbx_guard, _sbx_hide, _sbx_reporter, _sbx_main)
     return '\n\n'.join(inspect.getsource(f) for f in fns) + '\n_sbx_main()\n'
 
 # %% ../nbs/04b_sandbox.ipynb #66b8f55a
