@@ -860,63 +860,98 @@ def bench_train(
         )
     return out
 
-# %% ../nbs/07_train.ipynb #b406301b
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog='python -m cove.train', description='One LoRA update of a policy (SFT or GRPO) with TRL.'
-    )
+# %% ../nbs/07_train.ipynb #97456d35
+def _data_options(p):
+    "The options of `python -m cove.train` naming the model, the method and the family it trains on."
     p.add_argument('--model', default='smollm2-135m', help='model name or folder (`tiny` for tests)')
     p.add_argument('--method', choices=('sft', 'grpo'), default='sft')
     p.add_argument('--family', help='build the data from this task family (`tableqa`, `math`, `math:gsm8k`, ...)')
+
+# %% ../nbs/07_train.ipynb #c4820ecc
+def _source_options(p):
+    "The options of `python -m cove.train` saying which split, how many tasks, or which file the data comes from."
     p.add_argument('--split', default='train')
-    p.add_argument(
-        '--tasks', type=int, default=16, help='tasks from --family (an option name torchrun does not take as its own)'
-    )
+    p.add_argument('--tasks', type=int, default=16,
+                   help='tasks from --family (an option name torchrun does not take as its own)')
     p.add_argument('--data', help='JSON-lines file of `messages` rows (SFT), instead of --family')
+
+# %% ../nbs/07_train.ipynb #214c7c05
+def _output_options(p):
+    "The options of `python -m cove.train` saying where the adapter and its `UpdateResult` go."
     p.add_argument('--out', required=True, help='folder of the adapters')
     p.add_argument('--name')
     p.add_argument('--result', help='write the UpdateResult here as JSON (main process)')
-    for k, t, d in (
-        ('max-steps', int, None),
-        ('epochs', int, 1),
-        ('batch-size', int, None),
-        ('lr', float, None),
-        ('lora-r', int, 8),
-        ('max-length', int, 512),
-        ('num-generations', int, 4),
-        ('max-completion-length', int, 32),
-        ('seed', int, 0),
-    ):
-        p.add_argument(f'--{k}', type=t, default=d)
+
+# %% ../nbs/07_train.ipynb #f850c047
+_HYPER_OPTIONS = (('max-steps', int, None), ('epochs', int, 1), ('batch-size', int, None), ('lr', float, None),
+                  ('lora-r', int, 8), ('max-length', int, 512), ('num-generations', int, 4),
+                  ('max-completion-length', int, 32), ('seed', int, 0))   # name, type, default
+
+# %% ../nbs/07_train.ipynb #273026f9
+def _device_options(p):
+    "The flags of `python -m cove.train` for the device and the logs: `--bf16`, `--gpu` and `--progress`."
     p.add_argument('--bf16', action='store_true')
     p.add_argument('--gpu', action='store_true', help='train on GPUs (use_cpu=False)')
     p.add_argument('--progress', action='store_true')
+
+# %% ../nbs/07_train.ipynb #b406301b
+def _parser() -> argparse.ArgumentParser:
+    "The argument parser of `python -m cove.train`."
+    p = argparse.ArgumentParser(prog='python -m cove.train',
+                                description='One LoRA update of a policy (SFT or GRPO) with TRL.')
+    _data_options(p)
+    _source_options(p)
+    _output_options(p)
+    for k, t, d in _HYPER_OPTIONS: p.add_argument(f'--{k}', type=t, default=d)
+    _device_options(p)
     return p
+
+# %% ../nbs/07_train.ipynb #7f53cefa
+def _main_kw(a) -> dict:
+    "The keywords `train_sft` and `train_grpo` both take, from parsed arguments `a`."
+    kw = dict(out_dir=a.out, name=a.name, epochs=a.epochs, max_steps=a.max_steps, lora_r=a.lora_r, use_cpu=not a.gpu,
+              bf16=a.bf16, seed=a.seed, progress=a.progress)
+    if a.lr is not None: kw['lr'] = a.lr
+    if a.batch_size is not None: kw['batch_size'] = a.batch_size
+    return kw
+
+# %% ../nbs/07_train.ipynb #dc557312
+def _sft_data(a, env, tasks):
+    "Reference conversations of `env`'s `tasks`, or the `messages` rows of `a.data`."
+    if env is not None: return reference_sft(env, tasks)
+    if not a.data: raise ValueError('SFT needs --family or --data')
+    from datasets import Dataset
+    lines = [l for l in Path(a.data).read_text().splitlines() if l.strip()]
+    return Dataset.from_list([{'messages': json.loads(l)['messages']} for l in lines])
+
+# %% ../nbs/07_train.ipynb #27782a20
+def _grpo_main(a, env, tasks, kw:dict) -> UpdateResult:
+    "`train_grpo` on `env`'s `tasks`, with `make_task_reward`'s reward."
+    if env is None: raise ValueError('GRPO needs --family (the reward is the environment feedback)')
+    return train_grpo(a.model, grpo_prompts(env, tasks), make_task_reward(env, tasks),
+                      num_generations=a.num_generations, max_completion_length=a.max_completion_length, **kw)
+
+# %% ../nbs/07_train.ipynb #bd0dcd6e
+def _write_result(a, res:UpdateResult):
+    "Write `res` as JSON to `a.result`, where given, from the main process only."
+    if a.result and int(os.environ.get('RANK', '0')) == 0:
+        Path(a.result).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.result).write_text(json.dumps(res.to_dict(), indent=1))
+
+# %% ../nbs/07_train.ipynb #4984e332
+def _train_main(a, env, tasks, kw:dict) -> UpdateResult:
+    "The update `a.method` names: `train_sft` or `_grpo_main`, with keywords `kw`."
+    if a.method == 'sft': return train_sft(a.model, _sft_data(a, env, tasks), max_length=a.max_length, **kw)
+    return _grpo_main(a, env, tasks, kw)
 
 # %% ../nbs/07_train.ipynb #7939b3a4
 def main(argv:list[str]|None=None) -> UpdateResult:
     "Command line entry (`python -m cove.train ...`, also under `torchrun` / `accelerate launch`)."
     a = _parser().parse_args(sys.argv[1:] if argv is None else argv)
-    kw = dict(out_dir=a.out, name=a.name, epochs=a.epochs, max_steps=a.max_steps, lora_r=a.lora_r, use_cpu=not a.gpu,
-              bf16=a.bf16, seed=a.seed, progress=a.progress)
-    if a.lr is not None: kw['lr'] = a.lr
-    if a.batch_size is not None: kw['batch_size'] = a.batch_size
-    env = None
-    if a.family:
-        env = make_env(a.family); tasks = env.tasks(a.split, n=a.tasks)
-    if a.method == 'sft':
-        if env is not None: data = reference_sft(env, tasks)
-        elif a.data:
-            from datasets import Dataset
-            data = Dataset.from_list([{'messages': json.loads(l)['messages']} for l in Path(a.data).read_text().splitlines() if l.strip()])
-        else: raise ValueError('SFT needs --family or --data')
-        res = train_sft(a.model, data, max_length=a.max_length, **kw)
-    else:
-        if env is None: raise ValueError('GRPO needs --family (the reward is the environment feedback)')
-        res = train_grpo(a.model, grpo_prompts(env, tasks), make_task_reward(env, tasks), num_generations=a.num_generations,
-                         max_completion_length=a.max_completion_length, **kw)
-    if a.result and int(os.environ.get('RANK', '0')) == 0:
-        Path(a.result).parent.mkdir(parents=True, exist_ok=True); Path(a.result).write_text(json.dumps(res.to_dict(), indent=1))
+    env = make_env(a.family) if a.family else None
+    res = _train_main(a, env, env.tasks(a.split, n=a.tasks) if env is not None else None, _main_kw(a))
+    _write_result(a, res)
     return res
 
+# %% ../nbs/07_train.ipynb #8f6c6bad
 if __name__ == '__main__' and '__file__' in globals(): main()  # `python -m cove.train`; never runs inside the notebook
