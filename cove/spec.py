@@ -129,25 +129,39 @@ def check_base_url(url:str):
     if u.scheme not in ('http', 'https') or not u.hostname:
         raise ValueError(f"model.base_url={url!r} is not an http(s) URL with a host (e.g. http://127.0.0.1:8000/v1)")
 
-# %% ../nbs/07d_spec.ipynb #c99a328c
-def check_backend(cfg:Config):
-    """The policy's backend can run here: vllm installed for `vllm`, a CUDA device for `model.device=cuda` (`ValueError`
-    else)."""
+# %% ../nbs/07d_spec.ipynb #6d899700
+def _check_vllm_installed(cfg:Config):
+    "vllm is installed where the backend is `vllm` (`ValueError` else)."
     import importlib.util
     if cfg['model.backend'] == 'vllm' and importlib.util.find_spec('vllm') is None:
         raise ValueError(f"model.backend=vllm ({cfg.profile} profile) needs vllm, which is not installed here: "
                          "`pip install vllm` on a GPU machine, or use --profile cpu")
+
+# %% ../nbs/07d_spec.ipynb #d65cf23c
+def _check_llamacpp_installed(cfg:Config):
+    "llama-cpp-python is installed where the backend is `llamacpp` (`ValueError` else)."
+    import importlib.util
     if cfg['model.backend'] == 'llamacpp' and importlib.util.find_spec('llama_cpp') is None:
-        raise ValueError(
-            "model.backend=llamacpp needs llama-cpp-python: pip install 'cove[llamacpp]' (builds from source, minutes)"
-        )
-    if cfg['model.backend'] == 'openai': check_base_url(cfg['model.base_url'])
+        raise ValueError("model.backend=llamacpp needs llama-cpp-python: pip install 'cove[llamacpp]' "
+                         "(builds from source, minutes)")
+
+# %% ../nbs/07d_spec.ipynb #943cded3
+def _check_cuda(cfg:Config):
+    "torch sees a CUDA device where the `hf` backend runs on `model.device=cuda` (`ValueError` else)."
     if cfg['model.backend'] == 'hf' and str(cfg['model.device']).startswith('cuda'):
         import torch
         if not torch.cuda.is_available():
-            raise ValueError(
-                f"model.device={cfg['model.device']}, but torch sees no CUDA device here; use model.device=cpu"
-            )
+            raise ValueError(f"model.device={cfg['model.device']}, but torch sees no CUDA device here; "
+                             "use model.device=cpu")
+
+# %% ../nbs/07d_spec.ipynb #c99a328c
+def check_backend(cfg:Config):
+    """The policy's backend can run here: vllm installed for `vllm`, a CUDA device for `model.device=cuda` (`ValueError`
+    else)."""
+    _check_vllm_installed(cfg)
+    _check_llamacpp_installed(cfg)
+    if cfg['model.backend'] == 'openai': check_base_url(cfg['model.base_url'])
+    _check_cuda(cfg)
 
 # %% ../nbs/07d_spec.ipynb #dd4368ee
 def check_out(out:str|Path) -> Path:
@@ -168,29 +182,70 @@ def check_values(cfg:Config):
     passes the checks `load_config` makes); a one-line `ConfigError` else."""
     for k, v in cfg.values.items(): coerce(k, v)
 
-# %% ../nbs/07d_spec.ipynb #0722ba43
-def check_spec(spec:RunSpec, cfg:Config) -> dict[str, Environment]:
-    """Check `spec` and the config keys the run loop reads (a one-line `ValueError` else); returns an environment per
-    family."""
+# %% ../nbs/07d_spec.ipynb #4ba0358d
+def _check_method_name(spec:RunSpec):
+    "`spec`'s method is registered (the methods, plugins' included, imported first)."
     import_methods()
     if spec.method not in METHODS:
         raise ValueError(f"unknown method {spec.method!r}; known: {sorted(METHODS)}{plugins_hint()}")
+
+# %% ../nbs/07d_spec.ipynb #cb0bb997
+def _check_episodes(spec:RunSpec):
+    "Episodes per family: a whole number from 1 to `MAX_EPISODES`."
     if isinstance(spec.episodes, bool) or not isinstance(spec.episodes, int) or spec.episodes < 1:
         raise ValueError(f"episodes per family must be a whole number >= 1, not {spec.episodes!r}")
     if spec.episodes > MAX_EPISODES:
         raise ValueError(f"episodes per family must be <= {MAX_EPISODES}, not {spec.episodes}")
+
+# %% ../nbs/07d_spec.ipynb #38c9bdcd
+def _check_seed(spec:RunSpec):
+    "`spec`'s seed is a whole number."
     if isinstance(spec.seed, bool) or not isinstance(spec.seed, int):
         raise ValueError(f"seed must be a whole number, not {spec.seed!r}")
+
+# %% ../nbs/07d_spec.ipynb #de1e581d
+def _check_tasks(spec:RunSpec):
+    "`spec`'s task families are given, each once."
     if not spec.tasks: raise ValueError('no task families given (e.g. --tasks tableqa,math)')
     if dup := sorted(s for s, n in Counter(spec.tasks).items() if n > 1):
         raise ValueError(f"task families given twice: {dup}")
+
+# %% ../nbs/07d_spec.ipynb #ccd9d79a
+def _check_spec_fields(spec:RunSpec):
+    "`spec`'s own fields: a registered method, whole numbers of episodes and seed, its families each once."
+    _check_method_name(spec)
+    _check_episodes(spec)
+    _check_seed(spec)
+    _check_tasks(spec)
+
+# %% ../nbs/07d_spec.ipynb #f29474a9
+def _check_counts(cfg:Config):
+    "`run.epochs` and `model.batch_size` are at least 1."
     for k in ('run.epochs', 'model.batch_size'):
         if cfg[k] < 1: raise ValueError(f"{k} must be >= 1, not {cfg[k]}")
+
+# %% ../nbs/07d_spec.ipynb #f136402a
+def _checked_envs(spec:RunSpec, cfg:Config) -> dict[str, Environment]:
+    "An environment per family of `spec`, with its split and the run's drift checked against them."
     envs = open_envs(spec.tasks, cfg)   # an unknown family or source raises here
     for e in envs.values(): e.check_split(spec.split)
     check_drift(parse_drift(cfg['run.drift']), envs)
+    return envs
+
+# %% ../nbs/07d_spec.ipynb #c611ee68
+def _check_method_config(spec:RunSpec, cfg:Config):
+    "What `spec`'s method needs of `cfg`: a backend that runs here, sound values, and its own keys."
     if METHODS[spec.method].needs_policy: check_backend(cfg)
     check_values(cfg)
     # a method's own keys (`memrl.q_min`, `memrl.source`): its `check_config`, before anything is written
     if (own := getattr(METHODS[spec.method], 'check_config', None)) is not None: own(cfg)
+
+# %% ../nbs/07d_spec.ipynb #0722ba43
+def check_spec(spec:RunSpec, cfg:Config) -> dict[str, Environment]:
+    """Check `spec` and the config keys the run loop reads (a one-line `ValueError` else); returns an environment per
+    family."""
+    _check_spec_fields(spec)
+    _check_counts(cfg)
+    envs = _checked_envs(spec, cfg)
+    _check_method_config(spec, cfg)
     return envs
