@@ -210,27 +210,27 @@ def _error_kind(r:dict) -> str:
     "A record's feedback kind; a record from before kinds: its message's first words."
     return r.get('kind') or r.get('message', '').split(':')[0][:40]
 
+# %% ../nbs/00b_stats.ipynb #0a8220b9
+def _rates(recs:list[dict], st:dict, api:list) -> dict:
+    "`n`, success rate and Wilson interval, mean score and API correctness of `recs`."
+    n, k = len(recs), st['success']
+    return dict(n=n, success_rate=(k / n) if n else None, success_ci=list(wilson(k, n)),
+                mean_score=(sum(r['score'] for r in recs) / n) if n else None,
+                api_correct_rate=(sum(api) / len(api)) if api else None, n_api=len(api))
+
+# %% ../nbs/00b_stats.ipynb #8cece63e
+def _counts(recs:list[dict], st:dict) -> dict:
+    "The tokens and status counts (`st`) of `recs`, and the kinds of its errors."
+    tok = {k: sum(r[k] for r in recs) for k in ('prompt_tokens', 'completion_tokens')}
+    return dict(**tok, errors=st['error'], timeouts=st['timeout'], failures=st['failure'], successes=st['success'],
+                error_kinds=dict(Counter(_error_kind(r) for r in recs if r['status'] == 'error')))
+
 # %% ../nbs/00b_stats.ipynb #bd1bd2e5
 def summarise(recs:list[dict]) -> dict:
     "Success (with its Wilson 95% interval), score, API correctness, tokens and status counts over `recs`."
-    n = len(recs)
     api = [r['api_correct'] for r in recs if r.get('api_correct') is not None]
     st = {s: sum(r['status'] == s for r in recs) for s in ('success', 'failure', 'error', 'timeout')}
-    return dict(
-        n=n,
-        success_rate=(st['success'] / n) if n else None,
-        success_ci=list(wilson(st['success'], n)),
-        mean_score=(sum(r['score'] for r in recs) / n) if n else None,
-        api_correct_rate=(sum(api) / len(api)) if api else None,
-        n_api=len(api),
-        prompt_tokens=sum(r['prompt_tokens'] for r in recs),
-        completion_tokens=sum(r['completion_tokens'] for r in recs),
-        errors=st['error'],
-        timeouts=st['timeout'],
-        failures=st['failure'],
-        successes=st['success'],
-        error_kinds=dict(Counter(_error_kind(r) for r in recs if r['status'] == 'error')),
-    )
+    return _rates(recs, st, api) | _counts(recs, st)
 
 # %% ../nbs/00b_stats.ipynb #587613e4
 def run_metrics(recs:list[dict]) -> dict:
