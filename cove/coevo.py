@@ -32,23 +32,35 @@ declare_key('coevo.kappa', float, 10.0, 'CoEvo-Mem Beta exploration concentratio
 declare_key('coevo.lam_ema', float, 0.1, 'CoEvo-Mem EMA baseline rate λ_ema', range=(0, 1))
 declare_key('coevo.beta_kl', float, 0.01, 'CoEvo-Mem KL weight to the prior β_KL')
 declare_key('coevo.router_lr', float, 0.001, 'CoEvo-Mem residual router learning rate')
+
+# %% ../nbs/15_coevo.ipynb #f31f77ca
 declare_key('coevo.eta', float, 60.0, 'CoEvo-Mem reciprocal-rank constant η')
 declare_key('coevo.lam_q', float, 0.5, 'CoEvo-Mem weight λ_Q of the Q rank in fusion')
 declare_key('coevo.k', int, 3, 'CoEvo-Mem memories returned (top-k after temporal expansion)')
+
+# %% ../nbs/15_coevo.ipynb #cdc68e52
+declare_key('coevo.dense_edge', float, 0.6, 'CoEvo-Mem cosine above which two nodes get a Dense edge', range=(0, 1))
+declare_key('coevo.sparse_edge', int, 2, 'CoEvo-Mem shared keywords for a Sparse edge')
+
+# %% ../nbs/15_coevo.ipynb #c5de8457
 declare_key('coevo.gamma', float, 0.9, 'CoEvo-Mem TD discount γ', range=(0, 1))
 declare_key('coevo.alpha_q', float, 0.3, 'CoEvo-Mem Q learning rate α_Q', range=(0, 1, False))
 declare_key('coevo.rho_c', float, 0.5, 'CoEvo-Mem per-edge credit decay ρ_c', range=(0, 1))
 declare_key('coevo.depth', int, 2, 'CoEvo-Mem path credit depth D (edges)')
+
+# %% ../nbs/15_coevo.ipynb #3912f5d0
 declare_key('coevo.q_init', float, 0.5, 'CoEvo-Mem initial Q of a node when nothing was retrieved',
             range=(None, None))
 declare_key('coevo.q_min', float, 0.0, 'CoEvo-Mem Q clip lower bound', range=(None, None))
 declare_key('coevo.q_max', float, 1.0, 'CoEvo-Mem Q clip upper bound', range=(None, None))
-declare_key('coevo.dense_edge', float, 0.6, 'CoEvo-Mem cosine above which two nodes get a Dense edge', range=(0, 1))
-declare_key('coevo.sparse_edge', int, 2, 'CoEvo-Mem shared keywords for a Sparse edge')
+
+# %% ../nbs/15_coevo.ipynb #7b833e82
 declare_key('coevo.schedule', str, 'alternate', 'CoEvo-Mem phase schedule (paper) or its ablations',
             choices=('alternate', 'simultaneous', 'two_stage'))
 declare_key('coevo.phase_len', int, 8, 'CoEvo-Mem applied episodes per phase: Memory, Router, Memory, ... whatever '
             'run.epochs (0 = one full pass of the stream per phase, as the paper)')
+
+# %% ../nbs/15_coevo.ipynb #786b3bf8
 declare_key('coevo.srqr', bool, True, 'CoEvo-Mem SR-QR rewrites and prior (False = ablation w/o SR-QR)')
 declare_key('coevo.memory_evolution', bool, True, 'CoEvo-Mem typed edges, path-credit propagation and temporal '
             'expansion (False = its paper ablation: direct Q updates of retrieved memories only)')
@@ -558,16 +570,37 @@ class CoEvoMem(Method):
         self.state = self.graph.meta('state') or self._new_state()
         self._check_state()
         if self.frozen: self.p = self.state['params']   # evaluate with the settings the state was trained with
-        elif (self.out/'config.json').exists() and json.loads((self.out/'config.json').read_text())['spec'].get('split') != 'train':
-            _log.warning("coevo updates its router and graph on this run's split; train on --split train and keep test for coevo_frozen")
-        self.router = ResidualRouter(seed=cfg['run.seed'])
-        self.opt = torch.optim.Adam(self.router.parameters(), lr=self.p['router_lr'])
-        if (blob := self.graph.blob('router')) is not None: self._load_router(blob)
+        else: self._warn_unless_train()
+        self._init_router(cfg['run.seed'])
         self.judge = None
         if policy is not None:
             self.judge = Judge(policy, log_path=self.out/'coevo_judge.jsonl')
         self._emb, self._rho = None, {c: self.p['rho_c'] for c in EDGE_TYPES}
-        if n := self.graph.n_applied(): _log.info(f"resumed coevo: {n} episodes applied, {len(self.graph)} memories, phase {self.state['phase']}")
+        self._log_resume()
+
+# %% ../nbs/15_coevo_b_method.ipynb #a8bb14f9
+@patch
+def _warn_unless_train(self:CoEvoMem):
+    "Warn when a learning run's split (in its `config.json`) is not `train`."
+    cfg = self.out/'config.json'
+    if cfg.exists() and json.loads(cfg.read_text())['spec'].get('split') != 'train':
+        _log.warning("coevo updates its router and graph on this run's split; train on --split train and keep test "
+                     "for coevo_frozen")
+
+# %% ../nbs/15_coevo_b_method.ipynb #e71c7832
+@patch
+def _init_router(self:CoEvoMem, seed:int):
+    "A fresh residual router and its optimiser, with the saved weights where the graph holds them."
+    self.router = ResidualRouter(seed=seed)
+    self.opt = torch.optim.Adam(self.router.parameters(), lr=self.p['router_lr'])
+    if (blob := self.graph.blob('router')) is not None: self._load_router(blob)
+
+# %% ../nbs/15_coevo_b_method.ipynb #80aeee75
+@patch
+def _log_resume(self:CoEvoMem):
+    "Log where a resumed run stands: episodes applied, memories, phase."
+    if n := self.graph.n_applied():
+        _log.info(f"resumed coevo: {n} episodes applied, {len(self.graph)} memories, phase {self.state['phase']}")
 
 # %% ../nbs/15_coevo_b_method.ipynb #6e0365c5
 @patch
@@ -639,6 +672,14 @@ def n_phases(self:CoEvoMem) -> int|None:
     sp = json.loads(cj.read_text())['spec']
     return math.ceil(len(sp['tasks']) * sp['episodes'] * epochs / self.p['phase_len'])
 
+# %% ../nbs/15_coevo_b_method.ipynb #fbd93995
+@patch
+def _plan_new(self:CoEvoMem, t, key:str, r:int) -> dict:
+    "The plan of a new episode in phase `r`, its kind by the schedule (fixing now whether the run started empty)."
+    if self.state['start_empty'] is None: self.state['start_empty'] = len(self.graph) == 0
+    kind = phase_kind(r, self.p['schedule'], self.state['start_empty'], self.n_phases())
+    return dict(task=t, key=key, phase=r, kind=kind, replay=False)
+
 # %% ../nbs/15_coevo_b_method.ipynb #9f2993ef
 @patch
 def plan(self:CoEvoMem, tasks:list) -> list[dict]:
@@ -654,17 +695,17 @@ def plan(self:CoEvoMem, tasks:list) -> list[dict]:
             continue
         r = o if self.p['phase_len'] <= 0 else (self.graph.n_applied() + n_new) // self.p['phase_len']
         n_new += 1
-        if self.state['start_empty'] is None: self.state['start_empty'] = len(self.graph) == 0
-        out.append(
-            dict(
-                task=t,
-                key=key,
-                phase=r,
-                kind=phase_kind(r, self.p['schedule'], self.state['start_empty'], self.n_phases()),
-                replay=False,
-            )
-        )
+        out.append(self._plan_new(t, key, r))
     return out
+
+# %% ../nbs/15_coevo_b_method.ipynb #37f5e17e
+@patch
+def _take_srqr(self:CoEvoMem, it:dict, q:str, g):
+    "Item `it`'s SR-QR parsed from generation `g` for query `q`; its tokens kept, the raw text logged."
+    it['srqr'] = parse_srqr(g.text, q)
+    it['aux_tokens'] = [g.prompt_tokens, g.completion_tokens]
+    append_jsonl(self.out / 'coevo_llm.jsonl',
+                 dict(kind='srqr', key=it['key'], raw=g.text, status=it['srqr'].status, fallbacks=it['srqr'].fallbacks))
 
 # %% ../nbs/15_coevo_b_method.ipynb #1898372d
 @patch
@@ -674,13 +715,7 @@ def _rewrite(self:CoEvoMem, items:list[dict]):
     qs = [it['task'].prompt for it in items]
     if self.p['srqr']:
         gens = self._gen([SRQR_PROMPT.replace('{query}', clip_text(q, 600)) for q in qs])
-        for it, q, g in zip(items, qs, gens):
-            it['srqr'] = parse_srqr(g.text, q)
-            it['aux_tokens'] = [g.prompt_tokens, g.completion_tokens]
-            append_jsonl(
-                self.out / 'coevo_llm.jsonl',
-                dict(kind='srqr', key=it['key'], raw=g.text, status=it['srqr'].status, fallbacks=it['srqr'].fallbacks),
-            )
+        for it, q, g in zip(items, qs, gens): self._take_srqr(it, q, g)
     else:
         for it, q in zip(items, qs): it['srqr'], it['aux_tokens'] = SRQR([q], [q], (0.5, 0.5), 0.0, 'off'), [0, 0]
 
@@ -696,23 +731,31 @@ def _fusion_weights(self:CoEvoMem, it:dict, pi):
         it['w'] = [it['zeta'], 1 - it['zeta']]
     else: it['w'] = list(it['pi'])
 
+# %% ../nbs/15_coevo_b_method.ipynb #1c63e3d5
+@patch
+def _features(self:CoEvoMem, items:list[dict]):
+    "Fill each item's query embedding `e`, smoothed prior `pbar` and `xi` from its SR-QR."
+    E = self.embedder().encode([it['task'].prompt for it in items]).astype(np.float64)
+    for it, e in zip(items, E):
+        s = it['srqr']
+        it['e'], it['pbar'], it['xi'] = e, smooth_prior(s.prior, self.p['eps']), float(s.xi)
+
+# %% ../nbs/15_coevo_b_method.ipynb #0495be31
+@patch
+def _router_pis(self:CoEvoMem, items:list[dict]) -> np.ndarray:
+    "The router's channel distribution π of each item, from its embedding, smoothed prior and ξ."
+    with torch.no_grad():
+        return self.router(np.stack([it['e'] for it in items]), np.stack([it['pbar'] for it in items]),
+                           np.array([it['xi'] for it in items])).numpy()
+
 # %% ../nbs/15_coevo_b_method.ipynb #d94efa25
 @patch
 def route(self:CoEvoMem, items:list[dict]):
     "Fill `srqr`, `e`, `pbar`, `xi`, `pi`, `w`, `zeta` and the exposed set `A` of each item."
     if not items: return
     self._rewrite(items)
-    E = self.embedder().encode([it['task'].prompt for it in items]).astype(np.float64)
-    for it, e in zip(items, E):
-        s = it['srqr']
-        it['e'], it['pbar'], it['xi'] = e, smooth_prior(s.prior, self.p['eps']), float(s.xi)
-    with torch.no_grad():
-        pis = self.router(
-            np.stack([it['e'] for it in items]),
-            np.stack([it['pbar'] for it in items]),
-            np.array([it['xi'] for it in items]),
-        ).numpy()
-    for it, pi in zip(items, pis):
+    self._features(items)
+    for it, pi in zip(items, self._router_pis(items)):
         self._fusion_weights(it, pi)
         it['A'], it['retrieval'] = self.retrieve(it['srqr'], it['w'])
 
@@ -730,6 +773,12 @@ def _index(self:CoEvoMem) -> dict:
         )
     return self._idx
 
+# %% ../nbs/15_coevo_b_method.ipynb #0134cc5f
+def _pool_info(info:dict) -> dict:
+    "The retrieval pool's size before and after graph expansion, and the nodes the expansion added."
+    return dict(pool0=len(info['pool0']), pool=len(info['pool']),
+                expanded=sorted(set(info['pool']) - set(info['pool0'])))
+
 # %% ../nbs/15_coevo_b_method.ipynb #874d6ad4
 @patch
 def retrieve(self:CoEvoMem, sr:SRQR, w) -> tuple[list, dict]:
@@ -738,27 +787,32 @@ def retrieve(self:CoEvoMem, sr:SRQR, w) -> tuple[list, dict]:
     if not ix['ids']: return [], {}
     dense = list(self.graph.cosines(self.embedder().encode(sr.dense)))
     sparse = [ix['sparse'].scores(s) for s in sr.sparse]
-    A, info = hybrid_retrieve(
-        ix['ids'],
-        dense,
-        sparse,
-        self.graph.q(),
-        {'d': w[0], 's': w[1]},
-        ix['nbrs'],
-        self.p['eta'],
-        self.p['lam_q'],
-        self.p['k'],
-    )
-    return A, dict(
-        pool0=len(info['pool0']), pool=len(info['pool']), expanded=sorted(set(info['pool']) - set(info['pool0']))
-    )
+    A, info = hybrid_retrieve(ix['ids'], dense, sparse, self.graph.q(), {'d': w[0], 's': w[1]}, ix['nbrs'],
+                              self.p['eta'], self.p['lam_q'], self.p['k'])
+    return A, _pool_info(info)
+
+# %% ../nbs/15_coevo_b_method.ipynb #5bd1bf42
+@patch
+def _replay_memories(self:CoEvoMem, p:dict) -> list:
+    "The memories replayed episode `p` retrieved when it was applied, those still in the graph."
+    return [m for m in self.graph.applied(p['key'])['A'] if m in self.graph.nodes]
+
+# %% ../nbs/15_coevo_b_method.ipynb #ae0d46c4
+@patch
+def _play_group(self:CoEvoMem, agent, env, group:list) -> list:
+    "Play a phase's `(index, plan)` group, replays with their first memories; the results."
+    for _, p in group:
+        if p['replay']: p['A'] = self._replay_memories(p)
+    entries = [[self.graph.nodes[m] for m in p['A']] for _, p in group]
+    res = agent.run(env, [p['task'] for _, p in group], entries=entries)
+    for (_, p), rr in zip(group, res): p['result'] = rr
+    return res
 
 # %% ../nbs/15_coevo_b_method.ipynb #0793a6df
 @patch
 def run_batch(self:CoEvoMem, env, tasks):
     "Play `tasks` (one family) and apply the phase's updates; returns the episode results."
     if self.policy is None: raise ValueError("method coevo needs a policy to play episodes")
-    c = self.cfg
     agent = self.agent()
     plan = self.plan(tasks)
     results = [None] * len(plan)
@@ -767,15 +821,8 @@ def run_batch(self:CoEvoMem, env, tasks):
         new = [p for _, p in group if not p['replay']]
         if r is not None and new: self._enter_phase(r)
         self.route(new)
-        for _, p in group:
-            if p['replay']: p['A'] = [m for m in self.graph.applied(p['key'])['A'] if m in self.graph.nodes]
-        res = agent.run(
-            env, [p['task'] for _, p in group], entries=[[self.graph.nodes[m] for m in p['A']] for _, p in group]
-        )
-        for (i, p), rr in zip(group, res):
-            results[i] = rr
-            p['result'] = rr
-        if not self.frozen: self.update([p for _, p in group if not p['replay']])
+        for (i, _), rr in zip(group, self._play_group(agent, env, group)): results[i] = rr
+        if not self.frozen: self.update(new)
         for _, p in group: p['result'].extra = self._episode_fields(p)
     self.keys.commit(tasks)
     if self.judge is not None: self.judge.log.clear()
@@ -820,30 +867,36 @@ def _enter_phase(self:CoEvoMem, r:int):
         )
     if cur is None or r > cur: self.state['phase'] = r
 
+# %% ../nbs/15_coevo_b_method.ipynb #5d73b8e0
+def _distill_prompt(p:dict) -> str:
+    "The distillation prompt of played episode `p`: its task, attempt and outcome."
+    return DISTILL_PROMPT.format(task=clip_text(p['task'].prompt, 600), attempt=attempt_text(p['result'].messages),
+                                 outcome=outcome_text(float(p['result'].feedback.score)))
+
+# %% ../nbs/15_coevo_b_method.ipynb #785e09eb
+@patch
+def _take_distilled(self:CoEvoMem, p:dict, g):
+    "Episode `p`'s node parsed from generation `g`; its tokens counted, the raw text logged."
+    R = float(p['result'].feedback.score)
+    p['node'], fb = parse_distill(g.text, p['task'].prompt, attempt_text(p['result'].messages), R)
+    p['aux_tokens'] = [p['aux_tokens'][0] + g.prompt_tokens, p['aux_tokens'][1] + g.completion_tokens]
+    p['distill_fallbacks'] = fb
+    append_jsonl(self.out/'coevo_llm.jsonl', dict(kind='distill', key=p['key'], raw=g.text, fallbacks=fb))
+
+# %% ../nbs/15_coevo_b_method.ipynb #ad4b2aa0
+@patch
+def _distill_nodes(self:CoEvoMem, mem:list[dict]):
+    "Distil each episode of `mem` into its new node, embedded by its description."
+    for p, g in zip(mem, self._gen([_distill_prompt(p) for p in mem])): self._take_distilled(p, g)
+    vecs = self.embedder().encode([p['node']['description'] for p in mem])
+    for p, v in zip(mem, vecs): p['node']['emb'] = v
+
 # %% ../nbs/15_coevo_b_method.ipynb #92acb3af
 @patch
 def update(self:CoEvoMem, items:list[dict]):
     "Apply the router and/or memory updates of `items` (one transaction per episode)."
     mem = [p for p in items if p['kind'] in ('memory', 'both')]
-    if mem:
-        gens = self._gen(
-            [
-                DISTILL_PROMPT.format(
-                    task=clip_text(p['task'].prompt, 600),
-                    attempt=attempt_text(p['result'].messages),
-                    outcome=outcome_text(float(p['result'].feedback.score)),
-                )
-                for p in mem
-            ]
-        )
-        for p, g in zip(mem, gens):
-            R = float(p['result'].feedback.score)
-            p['node'], fb = parse_distill(g.text, p['task'].prompt, attempt_text(p['result'].messages), R)
-            p['aux_tokens'] = [p['aux_tokens'][0] + g.prompt_tokens, p['aux_tokens'][1] + g.completion_tokens]
-            p['distill_fallbacks'] = fb
-            append_jsonl(self.out/'coevo_llm.jsonl', dict(kind='distill', key=p['key'], raw=g.text, fallbacks=fb))
-        vecs = self.embedder().encode([p['node']['description'] for p in mem])
-        for p, v in zip(mem, vecs): p['node']['emb'] = v
+    if mem: self._distill_nodes(mem)
     for p in items: self._apply(p)
 
 # %% ../nbs/15_coevo_b_method.ipynb #9ff3d653
@@ -864,6 +917,25 @@ def _router_step(self:CoEvoMem, p:dict, R:float) -> bytes:
     self._count(router_updates=1)
     return blob
 
+# %% ../nbs/15_coevo_b_method.ipynb #9d08e78d
+def _episode_info(p:dict, step:int, R:float, n_q_updates:int) -> dict:
+    "The applied record of episode `p`: phase, kind, step, reward, routing, memories retrieved and their utilities."
+    return dict(phase=p['phase'], kind=p['kind'], step=step, R=R, w=p['w'], pi=p['pi'], zeta=p['zeta'], A=p['A'],
+                u=p.get('u'), srqr=p['srqr'].status, adv=p.get('adv'), n_q_updates=n_q_updates)
+
+# %% ../nbs/15_coevo_b_method.ipynb #623eccbd
+@patch
+def _add_tokens(self:CoEvoMem, tk:list):
+    "Add `[prompt, completion]` auxiliary tokens `tk` to the state's totals."
+    t = self.state['tokens']
+    self.state['tokens'] = dict(prompt=t['prompt'] + tk[0], completion=t['completion'] + tk[1])
+
+# %% ../nbs/15_coevo_b_method.ipynb #8b69cbf7
+@patch
+def _count_srqr(self:CoEvoMem, p:dict):
+    "Count episode `p`, its SR-QR status and fallbacks."
+    self._count(episodes=1, **{f'srqr_{p["srqr"].status}': 1}, **{f'srqr_fallback_{f}': 1 for f in p['srqr'].fallbacks})
+
 # %% ../nbs/15_coevo_b_method.ipynb #30607d83
 @patch
 def _apply(self:CoEvoMem, p:dict):
@@ -871,32 +943,15 @@ def _apply(self:CoEvoMem, p:dict):
     R = float(p['result'].feedback.score)
     step = self.state['step']
     blobs, qup, kinds, node, edges = {}, {}, {}, None, []
-    self._count(episodes=1, **{f'srqr_{p["srqr"].status}': 1}, **{f'srqr_fallback_{f}': 1 for f in p['srqr'].fallbacks})
+    self._count_srqr(p)
     if p['kind'] in ('router', 'both') and self.p['srqr']:blobs['router'] = self._router_step(p, R)
     elif p['kind'] == 'router': self._count(router_idle=1)   # w/o SR-QR: fixed weights, nothing to train
     if p['kind'] in ('memory', 'both'):
         node, edges, qup, kinds = self._memory_update(p, R, step)
-    tk = p.get('aux_tokens', [0, 0])
-    self.state['tokens'] = dict(
-        prompt=self.state['tokens']['prompt'] + tk[0], completion=self.state['tokens']['completion'] + tk[1]
-    )
+    self._add_tokens(p.get('aux_tokens', [0, 0]))
     self.state['step'] = step + 1
-    info = dict(
-        phase=p['phase'],
-        kind=p['kind'],
-        step=step,
-        R=R,
-        w=p['w'],
-        pi=p['pi'],
-        zeta=p['zeta'],
-        A=p['A'],
-        u=p.get('u'),
-        srqr=p['srqr'].status,
-        adv=p.get('adv'),
-        n_q_updates=len(qup),
-    )
-    p['new_node'] = self.graph.commit(p['key'], info, node=node, edges=edges, q_updates=qup, step=step, kinds=kinds,
-                                      state={'state': self.state}, blobs=blobs)
+    p['new_node'] = self.graph.commit(p['key'], _episode_info(p, step, R, len(qup)), node=node, edges=edges,
+                                      q_updates=qup, step=step, kinds=kinds, state={'state': self.state}, blobs=blobs)
     _crash_hook(self.graph.n_applied())
 
 # %% ../nbs/15_coevo_b_method.ipynb #62a047e4
@@ -1005,51 +1060,70 @@ def _edges_for(self:CoEvoMem, node:Node, A:list) -> list:
     self._count(time_verifications=len(A) + len(linked), time_edges=yes)
     return edges
 
+# %% ../nbs/15_coevo_b_method.ipynb #718c6510
+@patch
+def _setting_metrics(self:CoEvoMem) -> dict:
+    "The run's mode and variant settings, episodes applied, the phase and the checkpoints."
+    s = self.state
+    return dict(mode=s['mode'], schedule=self.p['schedule'], srqr=self.p['srqr'],
+                memory_evolution=self.p['memory_evolution'], applied=self.graph.n_applied(), phase=s['phase'],
+                start_empty=s['start_empty'], checkpoints=s['checkpoints'])
+
+# %% ../nbs/15_coevo_b_method.ipynb #83b6fba3
+def _q_summary(q:dict) -> dict|None:
+    "Mean, std, min and max of the Q-values `q` (node: Q), or None without any."
+    qs = np.array(list(q.values()))
+    if not len(qs): return None
+    return dict(mean=float(qs.mean()), std=float(qs.std()), min=float(qs.min()), max=float(qs.max()))
+
+# %% ../nbs/15_coevo_b_method.ipynb #12336e65
+@patch
+def _graph_metrics(self:CoEvoMem) -> dict:
+    "The memory graph: nodes, edges by type, the Q-values' summary, nodes from a distillation fallback."
+    g = self.graph
+    return dict(nodes=len(g), edges=dict(g.edge_counts()), q=_q_summary(g.q() if len(g) else {}),
+                fallback_nodes=sum(n.fallback for n in g.nodes.values()))
+
+# %% ../nbs/15_coevo_b_method.ipynb #7b7b774b
+@patch
+def _update_metrics(self:CoEvoMem) -> dict:
+    "Router updates (and idle router phases), memory updates, Q-updates exposed and related, the EMA baseline."
+    cnt = self.state['counts']
+    keys = ('router_updates', 'router_idle', 'memory_updates', 'q_updates_exposed', 'q_updates_related')
+    return {k: cnt.get(k, 0) for k in keys} | dict(ema_baseline=self.state['B'])
+
+# %% ../nbs/15_coevo_b_method.ipynb #3dc6cff2
+def _srqr_metrics(cnt:dict) -> dict:
+    "SR-QR outcomes by status, the unparseable rate and the fallbacks; `cnt`: the counts."
+    status = {k[5:]: v for k, v in cnt.items() if k.startswith('srqr_') and not k.startswith('srqr_fallback_')}
+    n = sum(status.values())
+    return dict(srqr_status=status, srqr_unparseable_rate=(cnt.get('srqr_unparseable', 0) / n) if n else None,
+                srqr_fallbacks={k[14:]: v for k, v in cnt.items() if k.startswith('srqr_fallback_')})
+
+# %% ../nbs/15_coevo_b_method.ipynb #93ddf2e8
+def _distill_metrics(cnt:dict) -> dict:
+    "Distillation calls, their fallbacks by kind and the nodes stored from a fallback; `cnt`: the counts."
+    return dict(distill_calls=cnt.get('distill_calls', 0),
+                distill_fallbacks={k[17:]: v for k, v in cnt.items() if k.startswith('distill_fallback_')},
+                distill_node_fallbacks=cnt.get('distill_node_fallback', 0))
+
+# %% ../nbs/15_coevo_b_method.ipynb #762dfa68
+@patch
+def _judge_metrics(self:CoEvoMem) -> dict:
+    "Utility calls and the mean utility, time verifications and edges accepted, the auxiliary tokens."
+    s, cnt = self.state, self.state['counts']
+    return dict(utility_calls=cnt.get('utility_calls', 0),
+                mean_utility=(s.get('u_sum', 0.0) / cnt['utility_calls']) if cnt.get('utility_calls') else None,
+                time_verifications=cnt.get('time_verifications', 0), time_edges_accepted=cnt.get('time_edges', 0),
+                aux_tokens=s['tokens'])
+
 # %% ../nbs/15_coevo_b_method.ipynb #f7d12ddf
 @patch
 def metrics(self:CoEvoMem) -> dict:
     "CoEvo-Mem's own metrics."
-    g, s, cnt = self.graph, self.state, self.state['counts']
-    qs = np.array(list(g.q().values())) if len(g) else np.zeros(0)
-    qstat = (
-        dict(mean=float(qs.mean()), std=float(qs.std()), min=float(qs.min()), max=float(qs.max())) if len(qs) else None
-    )
-    n_srqr = sum(v for k, v in cnt.items() if k.startswith('srqr_') and not k.startswith('srqr_fallback_'))
-    return dict(
-        coevo=dict(
-            mode=s['mode'],
-            schedule=self.p['schedule'],
-            srqr=self.p['srqr'],
-            memory_evolution=self.p['memory_evolution'],
-            applied=g.n_applied(),
-            phase=s['phase'],
-            start_empty=s['start_empty'],
-            checkpoints=s['checkpoints'],
-            nodes=len(g),
-            edges=dict(g.edge_counts()),
-            q=qstat,
-            fallback_nodes=sum(n.fallback for n in g.nodes.values()),
-            router_updates=cnt.get('router_updates', 0),
-            router_idle=cnt.get('router_idle', 0),
-            memory_updates=cnt.get('memory_updates', 0),
-            q_updates_exposed=cnt.get('q_updates_exposed', 0),
-            q_updates_related=cnt.get('q_updates_related', 0),
-            ema_baseline=s['B'],
-            srqr_status={
-                k[5:]: v for k, v in cnt.items() if k.startswith('srqr_') and not k.startswith('srqr_fallback_')
-            },
-            srqr_unparseable_rate=(cnt.get('srqr_unparseable', 0) / n_srqr) if n_srqr else None,
-            srqr_fallbacks={k[14:]: v for k, v in cnt.items() if k.startswith('srqr_fallback_')},
-            distill_calls=cnt.get('distill_calls', 0),
-            distill_fallbacks={k[17:]: v for k, v in cnt.items() if k.startswith('distill_fallback_')},
-            distill_node_fallbacks=cnt.get('distill_node_fallback', 0),
-            utility_calls=cnt.get('utility_calls', 0),
-            mean_utility=(s.get('u_sum', 0.0) / cnt['utility_calls']) if cnt.get('utility_calls') else None,
-            time_verifications=cnt.get('time_verifications', 0),
-            time_edges_accepted=cnt.get('time_edges', 0),
-            aux_tokens=s['tokens'],
-        )
-    )
+    cnt = self.state['counts']
+    return dict(coevo=dict(**self._setting_metrics(), **self._graph_metrics(), **self._update_metrics(),
+                           **_srqr_metrics(cnt), **_distill_metrics(cnt), **self._judge_metrics()))
 
 # %% ../nbs/15_coevo_b_method.ipynb #2d9a93cd
 register_method('coevo')(CoEvoMem)
