@@ -25,22 +25,25 @@ __all__ = ['DEMO_METHODS', 'DEMO_FAMILIES', 'DEMO_EPISODES', 'FULL_EPISODES', 'T
            'demo_engine', 'drift_segments', 'segment_families', 'stale_calls', 'drift_rows', 'mechanism_rows',
            'token_factors', 'run_demo']
 
-# %% ../nbs/19_demo.ipynb #506c2e0f
+# %% ../nbs/19_demo.ipynb #2bac9cee
 DEMO_METHODS = ['base', 'harness_only', 'parametric_only', 'cove']
 DEMO_FAMILIES = ['tableqa', 'multihop', 'math', 'code']
 DEMO_EPISODES = 32   # per family: the largest n whose demo fits 20 minutes here (docs/demo.md)
 FULL_EPISODES = 64   # per family, `cove demo --full`
 TRIGGER_DEFAULTS = {'w': 20, 'N': 64, 'k': 16}   # the trigger's defaults, meant for ~160 episodes per family
 
+# %% ../nbs/19_demo.ipynb #b94cd931
 def demo_trigger(episodes:int) -> dict:
     "The trigger's defaults scaled to `episodes` per family (× episodes / 160, each at least 2)."
     return {f'trigger.{k}': max(2, round(v * episodes / 160)) for k, v in TRIGGER_DEFAULTS.items()}
 
+# %% ../nbs/19_demo.ipynb #906f6eef
 DEMO_TRAIN = {'train.max_steps': 16, 'train.epochs': 2.0}   # two passes over an update's rows: fits 20 minutes
 FULL_TRAIN = {'train.max_steps': 32, 'train.epochs': 8.0}   # up to the 32 steps of api_renaming's stale-name habit
 DRIFT_FAMILIES = ['tableqa']   # `--drift`: the family whose tools are renamed, alone
 DRIFT_TRAIN = {'train.reference_tasks': 64, 'trigger.tau_c': 0.6}   # api_renaming's cold start on the old tools
 
+# %% ../nbs/19_demo.ipynb #506c2e0f
 def demo_overrides(episodes:int=DEMO_EPISODES, full:bool=False,
                    drift:bool=False) -> dict: # `full`'s training and `DRIFT_TRAIN` (for `DRIFT_FAMILIES`)
     "The demo's budget for `episodes` per family; `full`: the training under which the drift can bite."
