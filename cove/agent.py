@@ -49,10 +49,18 @@ class WorkedExamples:
         self.k, self.n_pool, self.seed, self._pools, self._turns = k, pool, seed, {}, {}
         self.log = get_logger('agent')
 
-    def pool(self, env:Environment) -> list[Task]:
-        "The train tasks examples come from (cached per environment)."
-        if env not in self._pools: self._pools[env] = env.tasks('train', n=self.n_pool, seed=self.seed)
-        return self._pools[env]
+# %% ../nbs/06_agent.ipynb #0c05b505
+@patch
+def pool(self:WorkedExamples, env:Environment) -> list[Task]:
+    "The train tasks examples come from (cached per environment)."
+    if env not in self._pools: self._pools[env] = env.tasks('train', n=self.n_pool, seed=self.seed)
+    return self._pools[env]
+
+# %% ../nbs/06_agent.ipynb #3f68cc71
+def _rotated(xs:list, key:str) -> list:
+    "`xs` rotated by the CRC32 of `key`: a start that is fixed for a task and differs between tasks."
+    r = zlib.crc32(key.encode())
+    return xs[r % len(xs):] + xs[:r % len(xs)] if xs else xs
 
 # %% ../nbs/06_agent.ipynb #074ba70b
 @patch
@@ -62,9 +70,7 @@ def select(self:WorkedExamples, env:Environment, task:Task) -> list[Task]:
     kind = env.kind(task)
     same = [t for t in pool if kind and env.kind(t) == kind]
     rest = [t for t in pool if not (kind and env.kind(t) == kind)]
-    r = zlib.crc32(task.id.encode())
-    rot = lambda xs: xs[r % len(xs):] + xs[:r % len(xs)] if xs else xs
-    return (rot(same) + rot(rest))[:self.k]
+    return (_rotated(same, task.id) + _rotated(rest, task.id))[:self.k]
 
 # %% ../nbs/06_agent.ipynb #96b8cb27
 @patch
