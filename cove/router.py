@@ -53,29 +53,41 @@ def clip(s, n:int) -> str:
 # %% ../nbs/10_router.ipynb #1bfdfcd5
 def _fmt(v) -> str: return f'{v:.2f}' if isinstance(v, float) else clip(v, 60)
 
+# %% ../nbs/10_router.ipynb #fe858b2f
+def _label(e) -> str|None:
+    "The label of a retrieved entry (a dict or an object), or `None`."
+    return e.get('label') if isinstance(e, dict) else getattr(e, 'label', None)
+
+# %% ../nbs/10_router.ipynb #f7ba0797
+def _content(e) -> str:
+    "The text of a retrieved entry: a string itself, or a dict's or an object's `content`."
+    if isinstance(e, str): return e
+    return e.get('content', '') if isinstance(e, dict) else getattr(e, 'content', '')
+
 # %% ../nbs/10_router.ipynb #d8f6d710
 def render_retrieved(retrieved:list|None, n_shown:int=2) -> str:
     "One line on the retrieved entries: count, labels, and the first `n_shown` contents (clipped)."
     if not retrieved: return 'none'
     es = [getattr(r, 'entry', r) for r in retrieved]   # a `Hit` carries its entry
-    lab = lambda e: e.get('label') if isinstance(e, dict) else getattr(e, 'label', None)
-    txt = lambda e: (
-        e if isinstance(e, str) else (e.get('content', '') if isinstance(e, dict) else getattr(e, 'content', ''))
-    )
-    labels = Counter(lab(e) for e in es if lab(e))
+    labels = Counter(_label(e) for e in es if _label(e))
     head = f"{len(es)} entries" + (f" ({', '.join(f'{k} {v}' for k, v in sorted(labels.items()))})" if labels else '')
-    return head + ''.join(f"; [{lab(e) or 'entry'}] {clip(txt(e), 80)}" for e in es[:n_shown])
+    return head + ''.join(f"; [{_label(e) or 'entry'}] {clip(_content(e), 80)}" for e in es[:n_shown])
+
+# %% ../nbs/10_router.ipynb #295eadc7
+def _history_line(history:dict|None) -> str:
+    "The family history as `k=v` pairs (at most six), or `none`."
+    return ', '.join(f'{k}={_fmt(v)}' for k, v in list((history or {}).items())[:6]) or 'none'
 
 # %% ../nbs/10_router.ipynb #f307bfa4
 def route_content(task:Task, feedback:Feedback, history:dict|None=None, retrieved:list|None=None,
                   max_task_chars:int=400, # task prompt clipped to this
                   max_msg_chars:int=240) -> str: # feedback message clipped to this
     "The router's view of one episode: task τ_i, feedback f_i, family history and retrieved K_r, as a short text block."
-    hist = ', '.join(f'{k}={_fmt(v)}' for k, v in list((history or {}).items())[:6]) or 'none'
+    msg = clip(feedback.message, max_msg_chars) or '(no message)'
     return (
         f"Task family: {task.family}\nTask: {clip(task.prompt, max_task_chars)}\n"
-        f"Feedback: {feedback.status} (score {feedback.score:.2f}): {clip(feedback.message, max_msg_chars) or '(no message)'}\n"
-        f"History: {hist}\nRetrieved knowledge: {render_retrieved(retrieved)}"
+        f"Feedback: {feedback.status} (score {feedback.score:.2f}): {msg}\n"
+        f"History: {_history_line(history)}\nRetrieved knowledge: {render_retrieved(retrieved)}"
     )
 
 # %% ../nbs/10_router.ipynb #008e3eed
@@ -89,6 +101,7 @@ ROUTE_TEMPLATE = ("You decide how a self-evolving agent should learn from one ep
     + ''.join(f"{c}: {d}.\n" for c, d in CHANNEL_DOCS.items())
     + "\n{content}\n\nAnswer with one channel: harness_only, parametric_candidate or hybrid.")
 
+# %% ../nbs/10_router.ipynb #00dd29d8
 SIGNALS_PROMPT = (
     "{content}\n\nChosen channel: {channel}.\nList one to four short snake_case descriptors of why this task behaves "
     "as it does (for example dynamic_tool, logical_rigor), separated by commas. Reply with the descriptors only."
@@ -97,11 +110,12 @@ SIGNALS_PROMPT = (
 REASON_PROMPT = ("{content}\n\nChosen channel: {channel}, because {doc}.\n"
                  "In one sentence, explain why this channel fits this task and its feedback.")
 
-# %% ../nbs/10_router.ipynb #3e0c23cc
+# %% ../nbs/10_router.ipynb #066536ad
 def _case(i, family, prompt, status, score, message, history, gold, why, prefix='route'):
     return dict(task=Task(f'{prefix}-{i}', family, 'test', prompt), feedback=Feedback(status, score, message),
                 history=history, gold=gold, why=why)
 
+# %% ../nbs/10_router.ipynb #3e0c23cc
 _SHOT_ROWS = [  # worked examples for the few-shot prompt: never measurement cases
     (
         'tableqa',
@@ -212,14 +226,15 @@ class BaseRouter:
 
     def _pick(self, task:Task, feedback:Feedback) -> str: raise NotImplementedError(f"{type(self).__name__}._pick")
     def _why(self, channel:str) -> str: return f"ablation {self.name}: {channel}"
-
-    def decide(self, task:Task, feedback:Feedback, history:dict|None=None, retrieved:list|None=None,
-               defer:bool=False) -> RouteDecision:
-        "Route one episode (ablations ignore `history`, `retrieved` and `defer`: they generate no free text)."
-        ch = self._pick(task, feedback)
-        return self._record(task, feedback, RouteDecision(ch, [], self._why(ch), None, self.name))
-
     def explain_queued(self) -> list[RouteDecision]: return []   # only `Router` defers free text
+
+# %% ../nbs/10_router.ipynb #7e588052
+@patch
+def decide(self:BaseRouter, task:Task, feedback:Feedback, history:dict|None=None, retrieved:list|None=None,
+           defer:bool=False) -> RouteDecision:
+    "Route one episode (ablations ignore `history`, `retrieved` and `defer`: they generate no free text)."
+    ch = self._pick(task, feedback)
+    return self._record(task, feedback, RouteDecision(ch, [], self._why(ch), None, self.name))
 
 # %% ../nbs/10_router.ipynb #079ec1cc
 @patch
@@ -355,6 +370,23 @@ def rationale(self:Router, content:str, channel:str) -> tuple[list[str], str]:
     "Signals and reason for one `(content, channel)` (see `rationale_many`)."
     return self.rationale_many([content], [channel])[0]
 
+# %% ../nbs/10_router.ipynb #a904fb4f
+@patch
+def _choose(self:Router, content:str) -> RouteDecision:
+    "The judge's channel for `content`, with its deciding (calibrated) scores."
+    ch = self.judge.choose(self.template, list(CHANNELS), calibrate=self.calibrate, content=content)
+    deciding = ch.calibrated_scores if ch.calibrated_scores is not None else ch.scores
+    return RouteDecision(ch.option, [], '', {c: round(s, 4) for c, s in zip(CHANNELS, deciding)}, 'judge')
+
+# %% ../nbs/10_router.ipynb #082f3aa0
+@patch
+def _defer(self:Router, task:Task, feedback:Feedback, d:RouteDecision, content:str) -> RouteDecision:
+    "Record `d` in memory only; its signals and reason are queued for `explain_queued`."
+    d.signals = d.reason = None
+    self._record(task, feedback, d, write=False)
+    self.queued.append((d, content, self.log[-1]))
+    return d
+
 # %% ../nbs/10_router.ipynb #e454b67b
 @patch
 def decide(self:Router, task:Task, feedback:Feedback, history:dict|None=None, retrieved:list|None=None,
@@ -362,15 +394,9 @@ def decide(self:Router, task:Task, feedback:Feedback, history:dict|None=None, re
     "Route episode `(τ_i, f_i)`; `history` defaults to the family's routed history in this router's log."
     hist = history if history is not None else self.family_history(task.family, self.history_window)
     content = route_content(task, feedback, hist, retrieved)
-    ch = self.judge.choose(self.template, list(CHANNELS), calibrate=self.calibrate, content=content)
-    deciding = ch.calibrated_scores if ch.calibrated_scores is not None else ch.scores
-    d = RouteDecision(ch.option, [], '', {c: round(s, 4) for c, s in zip(CHANNELS, deciding)}, 'judge')
-    if self.explain and defer:
-        d.signals = d.reason = None
-        self._record(task, feedback, d, write=False)
-        self.queued.append((d, content, self.log[-1]))
-        return d
-    if self.explain: d.signals, d.reason = self.rationale(content, ch.option)
+    d = self._choose(content)
+    if self.explain and defer: return self._defer(task, feedback, d, content)
+    if self.explain: d.signals, d.reason = self.rationale(content, d.channel)
     return self._record(task, feedback, d)
 
 # %% ../nbs/10_router.ipynb #44395e1c
@@ -437,20 +463,31 @@ class FeedbackRouter(BaseRouter):
 def _trend_word(trend:float, eps:float) -> str:
     return 'rising' if trend >= eps else 'falling' if trend <= -eps else 'flat'
 
+# %% ../nbs/10_router.ipynb #f742c094
+def _window_signals(ev:dict, word:str) -> list[str]:
+    "A signal per failure kind (most frequent first), per kind left out, then the trend."
+    fails = sorted(((c, k) for k, c in ev['kinds'].items() if k != 'ok'), key=lambda x: (-x[0], x[1]))
+    return ([f"{k or 'unclassified'} {c}/{ev['n']}" for c, k in fails]
+            + [f'{k} {c} left out' for k, c in sorted(ev['left_out'].items())] + [f"{word} success {ev['trend']:+.2f}"])
+
 # %% ../nbs/10_router.ipynb #53d33138
 @patch
 def _explain(self:FeedbackRouter, family:str, ev:dict, channel:str) -> tuple[list[str], str]:
     "Signals and a one-sentence reason for `channel`, from the window evidence `ev`."
     n, word = ev['n'], _trend_word(ev['trend'], self.flat_eps)
-    fails = sorted(((c, k) for k, c in ev['kinds'].items() if k != 'ok'), key=lambda x: (-x[0], x[1]))
-    signals = [f"{k or 'unclassified'} {c}/{n}" for c, k in fails]
-    signals += [f'{k} {c} left out' for k, c in sorted(ev['left_out'].items())]
-    signals.append(f"{word} success {ev['trend']:+.2f}")
     part = lambda v, t: f"{round(v * n)}/{n} ({'≥' if v >= t else '<'} {t:.2f})"
     reason = (f"In {family}'s last {n} counted episodes, interface errors {part(ev['interface'], self.harness_share)} "
               f"and task errors {part(ev['task_error'], self.param_share)} at {word} success ({ev['trend']:+.2f}): "
               f"{channel}.")
-    return signals, reason
+    return _window_signals(ev, word), reason
+
+# %% ../nbs/10_router.ipynb #8f32361e
+@patch
+def _observe(self:FeedbackRouter, fam:str, feedback:Feedback) -> dict:
+    "Add the episode to `fam`'s window and count it; the window's evidence."
+    self.episodes[fam] = (self.episodes.get(fam, []) + [[feedback.kind, feedback.success]])[-self.window:]
+    self.seen[fam] += 1
+    return window_evidence(self.episodes[fam])
 
 # %% ../nbs/10_router.ipynb #e402fdf1
 @patch
@@ -458,9 +495,7 @@ def decide(self:FeedbackRouter, task:Task, feedback:Feedback, history:dict|None=
            defer:bool=False) -> RouteDecision:
     "Route episode `(τ_i, f_i)` from its family's last `window` feedback kinds and success trend."
     fam = task.family
-    self.episodes[fam] = (self.episodes.get(fam, []) + [[feedback.kind, feedback.success]])[-self.window:]
-    self.seen[fam] += 1
-    ev = window_evidence(self.episodes[fam])
+    ev = self._observe(fam, feedback)
     scores = {'interface': round(ev['interface'], 4), 'task_error': round(ev['task_error'], 4), 'trend': ev['trend']}
     if self.seen[fam] < self.min_episodes:
         why = f"{fam} has {self.seen[fam]} of the {self.min_episodes} episodes the router needs: memory first."
@@ -484,9 +519,10 @@ def load_state_dict(self:FeedbackRouter, state:dict):
     self.seen = Counter(state.get('seen', {}))
     return self
 
-# %% ../nbs/10_router.ipynb #d80ee128
+# %% ../nbs/10_router.ipynb #cac26920
 FEEDBACK_KEYS = ('window', 'harness_share', 'param_share', 'flat_eps', 'min_episodes')
 
+# %% ../nbs/10_router.ipynb #d80ee128
 @patch(cls_method=True)
 def from_config(cls:FeedbackRouter, cfg, # a `cove.config.Config`, or a dict of the `router` section's keys
                 **kw) -> FeedbackRouter:
@@ -494,9 +530,10 @@ def from_config(cls:FeedbackRouter, cfg, # a `cove.config.Config`, or a dict of 
     sec = cfg.section('router') if hasattr(cfg, 'section') else dict(cfg)
     return cls(**{**{k: sec[k] for k in FEEDBACK_KEYS if k in sec}, **kw})
 
-# %% ../nbs/10_router.ipynb #69b585f5
+# %% ../nbs/10_router.ipynb #06512965
 ROUTERS = ('cove', 'always_both', 'random_route', 'harness_only', 'parametric_only', 'feedback')
 
+# %% ../nbs/10_router.ipynb #69b585f5
 def make_router(name:str, # one of `ROUTERS`
                 judge=None, # the judge, required by `cove`
                 **kw) -> BaseRouter:
@@ -827,21 +864,15 @@ _ROUTING_ROWS += [  # hybrid: a volatile-interface failure and a reasoning or fo
     ),
 ]
 
-# %% ../nbs/10_router.ipynb #98455952
+# %% ../nbs/10_router.ipynb #ae6d4f94
 ROUTING_CASES: list[dict] = [_case(i, *r) for i, r in enumerate(_ROUTING_ROWS)]
 
+# %% ../nbs/10_router.ipynb #98455952
 def routing_judge_cases(cases:list[dict]|None=None, shots:int=0) -> list[dict]:
-    "`ROUTING_CASES` (or `cases`) as `Judge.agreement` cases over the router's template with `shots` worked episodes."
-    tpl = route_template(shots)
-    return [
-        dict(
-            prompt=tpl,
-            content=route_content(c['task'], c['feedback'], c['history']),
-            options=list(CHANNELS),
-            gold=c['gold'],
-        )
-        for c in (ROUTING_CASES if cases is None else cases)
-    ]
+    "`ROUTING_CASES` (or `cases`) as `Judge.agreement` cases over `route_template(shots)`."
+    tpl, cases = route_template(shots), ROUTING_CASES if cases is None else cases
+    return [dict(prompt=tpl, content=route_content(c['task'], c['feedback'], c['history']), options=list(CHANNELS),
+                 gold=c['gold']) for c in cases]
 
 # %% ../nbs/10_router.ipynb #a7b117aa
 ROUTING_KINDS = (   # route-0 ... route-29
@@ -870,6 +901,12 @@ def _case_pick(router:BaseRouter, c:dict) -> str:
     if isinstance(router, FeedbackRouter): return router.case_channel(c['feedback'], c['history'])
     return router._pick(c['task'], c['feedback'])
 
+# %% ../nbs/10_router.ipynb #bd6a3b05
+def _confusion(golds:list[str], preds:list[str]) -> dict:
+    "`{gold: {predicted: count}}` over the channels, for the gold channels present."
+    return {g: {p: sum((x, y) == (g, p) for x, y in zip(golds, preds)) for p in CHANNELS}
+            for g in CHANNELS if g in golds}
+
 # %% ../nbs/10_router.ipynb #22728c49
 def router_agreement(router:BaseRouter, cases:list[dict]|None=None) -> dict:
     """Agreement of `router`'s channel with the hand labels: `n`, `agree`, `rate`, `confusion`, `majority_rate`,
@@ -878,17 +915,7 @@ def router_agreement(router:BaseRouter, cases:list[dict]|None=None) -> dict:
     if isinstance(router, Router):
         return router.judge.agreement(routing_judge_cases(cases, router.shots), calibrate=router.calibrate)
     golds, preds = [c['gold'] for c in cases], [_case_pick(router, c) for c in cases]
-    agree = sum(g == p for g, p in zip(golds, preds))
-    return {
-        'n': len(cases),
-        'agree': agree,
-        'rate': agree / len(cases),
-        'ci': wilson(agree, len(cases)),
-        'majority_rate': Counter(golds).most_common(1)[0][1] / len(cases),
-        'confusion': {
-            g: {p: sum((x, y) == (g, p) for x, y in zip(golds, preds)) for p in CHANNELS}
-            for g in CHANNELS
-            if g in golds
-        },
-        'predictions': preds,
-    }
+    agree, n = sum(g == p for g, p in zip(golds, preds)), len(cases)
+    return {'n': n, 'agree': agree, 'rate': agree / n, 'ci': wilson(agree, n),
+            'majority_rate': Counter(golds).most_common(1)[0][1] / n, 'confusion': _confusion(golds, preds),
+            'predictions': preds}
