@@ -16,10 +16,11 @@ from .router import CHANNELS, PARAMETRIC_CHANNELS, check_channel
 __all__ = ['CONDITIONS', 'TRIGGER_KEYS', 'TRIGGERS', 'TriggerEvent', 'FamilyState', 'BaseTrigger', 'Trigger', 'NoTrigger',
            'FixedInterval', 'make_trigger']
 
-# %% ../nbs/11_trigger.ipynb #ba957528
+# %% ../nbs/11_trigger.ipynb #a83906c1
 # priority order: the first that holds names the event
 CONDITIONS = ('cold_start_failure', 'data_sufficient', 'plateau')
 
+# %% ../nbs/11_trigger.ipynb #ba957528
 @dataclass
 class TriggerEvent:
     "A trigger condition held for `family` after an episode: fired, or suppressed when the family is routed to harness."
@@ -67,12 +68,16 @@ class BaseTrigger:
     def plateau_value(self, success:bool, score:float) -> float: return float(success)
     def high_quality(self, score:float) -> bool: return False
 
-    def state(self, family:str) -> FamilyState:
-        "The state of `family` (created empty on first use)."
-        return self.families.setdefault(family, FamilyState())
+# %% ../nbs/11_trigger.ipynb #8cca5c2e
+@patch
+def state(self:BaseTrigger, family:str) -> FamilyState:
+    "The state of `family` (created empty on first use)."
+    return self.families.setdefault(family, FamilyState())
 
-    def _log(self, rec:dict):
-        if self.log_path: append_jsonl(self.log_path, rec)
+# %% ../nbs/11_trigger.ipynb #48aa1cc4
+@patch
+def _log(self:BaseTrigger, rec:dict):
+    if self.log_path: append_jsonl(self.log_path, rec)
 
 # %% ../nbs/11_trigger.ipynb #910df2a1
 @patch
@@ -88,6 +93,31 @@ def _count_episode(self:BaseTrigger, family:str, success:bool, score:float) -> F
     self.stats['observed'] += 1
     return st
 
+# %% ../nbs/11_trigger.ipynb #5f3a2b22
+def _check_score(score):
+    "Raise unless `score` is a finite number."
+    if not isinstance(score, (int, float)) or not math.isfinite(score):
+        raise ValueError(f"score {score!r} must be a finite number")
+
+# %% ../nbs/11_trigger.ipynb #87b3447f
+@patch
+def _event(self:BaseTrigger, family:str, held:dict, channel:str) -> TriggerEvent:
+    "The event of conditions `held` for `family`: fired if its channel is parametric."
+    fam, share = self.family_channel(family), round(self.parametric_share(family), 4)
+    return TriggerEvent(family, next(iter(held)), list(held), self.state(family).episodes, channel,
+                        fam in PARAMETRIC_CHANNELS, held, family_channel=fam, parametric_share=share)
+
+# %% ../nbs/11_trigger.ipynb #eb226617
+@patch
+def _record(self:BaseTrigger, ev:TriggerEvent, held:dict):
+    "Keep, count and log `ev`; a suppressed event restarts the counters of the conditions it held."
+    kind = 'fired' if ev.fired else 'suppressed'
+    self.events.append(ev)
+    self.stats[kind] += 1
+    self.stats[f"{kind}:{ev.condition}"] += 1
+    if ev.suppressed: self._restart(ev.family, held)
+    self._log({'kind': kind, **ev.to_dict()})
+
 # %% ../nbs/11_trigger.ipynb #5073f0c6
 @patch
 def observe(self:BaseTrigger, family:str, success:bool, score:float, # the episode's outcome
@@ -95,21 +125,13 @@ def observe(self:BaseTrigger, family:str, success:bool, score:float, # the episo
     """Update `family` after one episode; return the event if the trigger fires (None if nothing holds or the family's
     channel suppresses it)."""
     check_channel(channel)
-    if not isinstance(score, (int, float)) or not math.isfinite(score):
-        raise ValueError(f"score {score!r} must be a finite number")
+    _check_score(score)
     st = self._count_episode(family, bool(success), float(score))
     st.channels = (st.channels + [channel])[-self.channel_window:]
     held = self.conditions(family)
     if not held: return None
-    fam = self.family_channel(family)
-    ev = TriggerEvent(family, next(iter(held)), list(held), st.episodes, channel, fam in PARAMETRIC_CHANNELS, held,
-                      family_channel=fam, parametric_share=round(self.parametric_share(family), 4))
-    kind = 'fired' if ev.fired else 'suppressed'
-    self.events.append(ev)
-    self.stats[kind] += 1
-    self.stats[f"{kind}:{ev.condition}"] += 1
-    if ev.suppressed: self._restart(family, held)
-    self._log({'kind': kind, **ev.to_dict()})
+    ev = self._event(family, held, channel)
+    self._record(ev, held)
     return ev if ev.fired else None
 
 # %% ../nbs/11_trigger.ipynb #132e5c2d
@@ -147,18 +169,32 @@ def state_dict(self:BaseTrigger) -> dict:
     return {'name': self.name, 'params': self.params, 'families': {f: asdict(s) for f, s in self.families.items()},
             'events': [e.to_dict() for e in self.events], 'stats': dict(self.stats)}
 
+# %% ../nbs/11_trigger.ipynb #8175cfce
+@patch
+def _check_same(self:BaseTrigger, state:dict):
+    "Raise unless `state` is of this kind of trigger, with the same parameters."
+    if state.get('name') != self.name: raise ValueError(f"state is of trigger {state.get('name')!r}, not {self.name!r}")
+    if state.get('params') != self.params:
+        raise ValueError(f"state has parameters {state.get('params')}, this trigger {self.params}")
+
 # %% ../nbs/11_trigger.ipynb #dfc8d9d4
 @patch
 def load_state_dict(self:BaseTrigger, state:dict):
     """Restore `state_dict()` output of the same kind of trigger with the same parameters (a state written before
     `channels` and `since_plateau` existed loads with no channels and the plateau counted since the update)."""
-    if state.get('name') != self.name: raise ValueError(f"state is of trigger {state.get('name')!r}, not {self.name!r}")
-    if state.get('params') != self.params:
-        raise ValueError(f"state has parameters {state.get('params')}, this trigger {self.params}")
+    self._check_same(state)
     self.families = {f: FamilyState(**{'since_plateau': s.get('since_update', 0), **s})
                      for f, s in state['families'].items()}
     self.events, self.stats = [TriggerEvent(**e) for e in state['events']], Counter(state['stats'])
     return self
+
+# %% ../nbs/11_trigger.ipynb #6cdf6692
+def _check_trigger_args(w, N, k, plateau_on):
+    "Raise unless `w`, `N`, `k` are integers >= 1 and `plateau_on` is `success` or `score`."
+    for nm, v in (('w', w), ('N', N), ('k', k)):
+        if not isinstance(v, int) or v < 1: raise ValueError(f"trigger.{nm}={v!r} must be an integer >= 1")
+    if plateau_on not in ('success', 'score'):
+        raise ValueError(f"plateau_on={plateau_on!r} must be 'success' or 'score'")
 
 # %% ../nbs/11_trigger.ipynb #571bac31
 class Trigger(BaseTrigger):
@@ -172,30 +208,30 @@ class Trigger(BaseTrigger):
                  tau_c:float=0.05, # ColdStartFailure: success rate below this
                  plateau_on:str='success', # plateau on mean `success` or mean `score`
                  log_path:str|Path|None=None):
-        for nm, v in (('w', w), ('N', N), ('k', k)):
-            if not isinstance(v, int) or v < 1: raise ValueError(f"trigger.{nm}={v!r} must be an integer >= 1")
-        if plateau_on not in ('success', 'score'):
-            raise ValueError(f"plateau_on={plateau_on!r} must be 'success' or 'score'")
+        _check_trigger_args(w, N, k, plateau_on)
         super().__init__(log_path)
         self.window, self.channel_window = 2*w, w
-        self.w, self.eps, self.N, self.q_min, self.k, self.tau_c, self.plateau_on = (
-            w,
-            eps,
-            N,
-            q_min,
-            k,
-            tau_c,
-            plateau_on,
-        )
+        self.w, self.eps, self.N, self.q_min, self.k, self.tau_c = w, eps, N, q_min, k, tau_c
+        self.plateau_on = plateau_on
 
-    @property
-    def params(self) -> dict:
-        return dict(
-            w=self.w, eps=self.eps, N=self.N, q_min=self.q_min, k=self.k, tau_c=self.tau_c, plateau_on=self.plateau_on
-        )
-    def plateau_value(self, success, score): return float(success) if self.plateau_on == 'success' else float(score)
-    def high_quality(self, score): return score >= self.q_min
-    def __repr__(self): return f"Trigger({', '.join(f'{k}={v!r}' for k, v in self.params.items())})"
+# %% ../nbs/11_trigger.ipynb #22a5c23b
+@patch(as_prop=True)
+def params(self:Trigger) -> dict:
+    return dict(
+        w=self.w, eps=self.eps, N=self.N, q_min=self.q_min, k=self.k, tau_c=self.tau_c, plateau_on=self.plateau_on
+    )
+
+# %% ../nbs/11_trigger.ipynb #77ab8bb5
+@patch
+def plateau_value(self:Trigger, success, score): return float(success) if self.plateau_on == 'success' else float(score)
+
+# %% ../nbs/11_trigger.ipynb #99cbb6cb
+@patch
+def high_quality(self:Trigger, score): return score >= self.q_min
+
+# %% ../nbs/11_trigger.ipynb #8e59fc62
+@patch
+def __repr__(self:Trigger): return f"Trigger({', '.join(f'{k}={v!r}' for k, v in self.params.items())})"
 
 # %% ../nbs/11_trigger.ipynb #41d922a4
 @patch
@@ -246,9 +282,10 @@ def _restart(self:BaseTrigger, family:str, held:dict):
     if 'plateau' in held: st.recent, st.since_plateau = [], 0
     self.stats['restarted'] += 1
 
-# %% ../nbs/11_trigger.ipynb #e68e1e8f
+# %% ../nbs/11_trigger.ipynb #36664c9c
 TRIGGER_KEYS = ('w', 'eps', 'N', 'q_min', 'k', 'tau_c')
 
+# %% ../nbs/11_trigger.ipynb #e68e1e8f
 @patch(cls_method=True)
 def from_config(cls:Trigger, cfg, # a `cove.config.Config`, or a dict of the `trigger` section's keys
                 **kw) -> Trigger:
@@ -273,17 +310,21 @@ class FixedInterval(BaseTrigger):
     @property
     def params(self) -> dict:
         return {'every': self.every}
-    def conditions(self, family):
-        st = self.state(family)
-        return (
-            {'fixed_interval': {'holds': True, 'since_update': st.since_update, 'every': self.every}}
-            if st.since_update % self.every == 0
-            else {}
-        )
 
-# %% ../nbs/11_trigger.ipynb #3650ba70
+# %% ../nbs/11_trigger.ipynb #fccaf219
+@patch
+def conditions(self:FixedInterval, family):
+    st = self.state(family)
+    return (
+        {'fixed_interval': {'holds': True, 'since_update': st.since_update, 'every': self.every}}
+        if st.since_update % self.every == 0
+        else {}
+    )
+
+# %% ../nbs/11_trigger.ipynb #20500889
 TRIGGERS = ('cove', 'no_trigger', 'fixed_interval')
 
+# %% ../nbs/11_trigger.ipynb #3650ba70
 def make_trigger(name:str, # one of `TRIGGERS`
                  cfg=None, # a `Config` (or dict of `trigger` keys) for the thresholds; None: the `trigger.*` defaults
                  every:int|None=None, # fixed-interval period; default 2·`trigger.w`
