@@ -26,6 +26,20 @@ def arm_config(profile:str, *layers:dict) -> Config:
     "The config of an arm: `profile`, then each dict of keys in turn (a later one wins)."
     return load_config(profile, overrides={k: v for d in layers for k, v in d.items()})
 
+# %% ../nbs/18_experiment.ipynb #457ecdee
+def _failure(e:Exception, out:str|Path, spec:RunSpec, t0:float) -> dict:
+    "`{'failed': reason, 'wall_s': ...}` of the run of `spec` into `out` that raised `e`, with a warning."
+    why = f'{type(e).__name__}: {one_line(e)}'[:300]
+    get_logger('experiment').warning(f"{out}: {spec.method} FAILED: {why}")
+    return dict(failed=why, wall_s=time.time() - t0)
+
+# %% ../nbs/18_experiment.ipynb #0de0bf0a
+def _stream_failure(out:str|Path, want:list[tuple[str, str]]|None) -> str|None:
+    "Why the run in `out` did not play the stream `want` (None where it did, or without `want`)."
+    if want is None: return None   # the records are read only to check it
+    played = [(r['family_spec'], r['task_id']) for r in episode_records(out)]
+    return None if played == want else f'played {len(played)} episodes, not the {len(want)} of the stream'
+
 # %% ../nbs/18_experiment.ipynb #f059cd66
 def play_fresh(policy, # the loaded policy, shared by the arms (None: a method that needs none)
                spec:RunSpec, cfg:Config, out:str|Path,
@@ -41,13 +55,8 @@ def play_fresh(policy, # the loaded policy, shared by the arms (None: a method t
     try: m = Run(spec, cfg, out, set_aside_corrupt=set_aside_corrupt).execute(policy, progress=progress)
     except Exception as e:
         if failures == 'raise': raise
-        why = f'{type(e).__name__}: {one_line(e)}'[:300]
-        get_logger('experiment').warning(f"{out}: {spec.method} FAILED: {why}")
-        return dict(failed=why, wall_s=time.time() - t0)
-    if want is not None:   # the records are read only to check the stream
-        played = [(r['family_spec'], r['task_id']) for r in episode_records(out)]
-        if played != want:
-            return dict(failed=f'played {len(played)} episodes, not the {len(want)} of the stream', wall_s=time.time() - t0)
+        return _failure(e, out, spec, t0)
+    if why := _stream_failure(out, want): return dict(failed=why, wall_s=time.time() - t0)
     return m | dict(wall_s=time.time() - t0)
 
 # %% ../nbs/18_experiment.ipynb #ae9c9101
