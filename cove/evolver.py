@@ -30,14 +30,20 @@ declare_key('evolver.k', int, 3, 'EvolveR results per search action')
 declare_key('evolver.dedup', float, 0.85, 'EvolveR cosine pre-filter for principle deduplication', range=(0, 1))
 declare_key('evolver.prune', float, 0.3, 'EvolveR metric_score below which principles are pruned', range=(0, 1))
 declare_key('evolver.prune_every', int, 16, 'EvolveR episodes between offline distillation + pruning')
+
+# %% ../nbs/16_evolver.ipynb #f05576c2
 declare_key('evolver.w_o', float, 1.0, 'EvolveR outcome reward weight')
 declare_key('evolver.w_f', float, 0.1, 'EvolveR format reward weight')
 declare_key('evolver.exp_retrieve', bool, True, 'EvolveR experience retrieval (False = ablation w/o exp-retrieve)')
 declare_key('evolver.max_turns', int, 4, 'EvolveR think/search actions before an answer is forced', range=(1, None))
+
+# %% ../nbs/16_evolver.ipynb #5191199e
 declare_key('evolver.train_every', int, 16, 'EvolveR applied episodes between policy updates (0 = never)')
 declare_key('evolver.algo', str, 'grpo', 'EvolveR policy updates: GRPO with its reward (the paper) or SFT on '
             'successes (its ablation)', choices=('grpo', 'sft'))
 declare_key('evolver.no_rl', bool, False, 'EvolveR ablation w/o RL: the cold start only, no policy update after it')
+
+# %% ../nbs/16_evolver.ipynb #3b0da29b
 declare_key('evolver.cold_start', bool, True, 'EvolveR cold-start SFT on reference solutions before the first '
             'episode (the paper)')
 declare_key('evolver.distill_temperature', float, 1.0, 'EvolveR self-distillation sampling temperature (the paper '
@@ -1044,32 +1050,47 @@ def evolver_rollout(agent:EvolverAgent, envs:dict, tasks:list[Task]):
         return obs
     return prompt_dataset(rows), env_rollout(start, step, agent.max_turns + 1, agent.gen_kw['max_new_tokens'], STOPS)
 
+# %% ../nbs/16_evolver_c_method.ipynb #eec74e38
+def _episode_em(e:dict, stats:Counter) -> float:
+    "EM of rollout episode `e`; 0 on an environment error, counted in the reward's `stats` (the first five logged)."
+    if e.get('err') is not None:
+        stats['errors'] += 1
+        return 0.0
+    fb, _ = episode_outcome(e['env'], e['task'], e['state'], e['messages'])
+    if fb.status == 'error':
+        stats['errors'] += 1
+        if stats['errors'] <= 5: _log.warning(f"reward: {e['task'].id}: {fb.message}")
+    return float(fb.success)
+
+# %% ../nbs/16_evolver_c_method.ipynb #3856d367
+def _count_rollout(stats:Counter, e:dict, em:float, fmt:float):
+    "Add rollout episode `e` to the reward's `stats`: answered, solved, complete (format reward > 0), turns."
+    stats['answered'] += bool(e['answered'])
+    stats['solved'] += em > 0
+    stats['complete'] += fmt > 0
+    stats['turns'] += e['turns']
+
+# %% ../nbs/16_evolver_c_method.ipynb #54bf8d95
+def _require_episode(cols:dict):
+    "Fail unless the reward's columns carry `evolver_rollout`'s `episode` field."
+    if cols.get('episode') is None:
+        raise ValueError(
+            "the EvolveR reward reads the `episode` field of `evolver_rollout`; pass its rollout_func to train_grpo"
+        )
+
 # %% ../nbs/16_evolver_c_method.ipynb #c61cfe95
 def make_evolver_reward(w_o:float=1.0, w_f:float=0.1, exp_retrieve:bool=True):
     """A TRL reward function over `evolver_rollout` episodes: R = w_o·EM + w_f·R_format of the whole trajectory; counts
     in `.stats`, each rollout scored in `.rollouts`."""
     rollouts, calls = [], Counter()   # every rollout scored: its call, task, outcome and principles used
     def check(cols):
-        if cols.get('episode') is None:
-            raise ValueError(
-                "the EvolveR reward reads the `episode` field of `evolver_rollout`; pass its rollout_func to train_grpo"
-            )
+        _require_episode(cols)
         calls['n'] += 1
     def score(prompt, text, row, stats):
-        e, em = row['episode'], 0.0
-        if e.get('err') is None:
-            fb, _ = episode_outcome(e['env'], e['task'], e['state'], e['messages'])
-            em = float(fb.success)
-            if fb.status == 'error':
-                stats['errors'] += 1
-                if stats['errors'] <= 5: _log.warning(f"reward: {e['task'].id}: {fb.message}")
-        else:
-            stats['errors'] += 1
+        e = row['episode']
+        em = _episode_em(e, stats)
         fmt = format_reward(_trajectory_text(e['messages']), exp_retrieve)
-        stats['answered'] += bool(e['answered'])
-        stats['solved'] += em > 0
-        stats['complete'] += fmt > 0
-        stats['turns'] += e['turns']
+        _count_rollout(stats, e, em, fmt)
         rollouts.append(dict(call=calls['n'], task=[e['task'].family, e['task'].id], success=em > 0,
                              used=list(dict.fromkeys(e['used']))))
         return evolver_reward(em, fmt, w_o, w_f), dict(em=em, format=fmt)
@@ -1116,14 +1137,20 @@ def _balanced_uses(self:EvolverMethod, rollouts:list[dict], key:str) -> list[tup
             for i in balanced_pick([r['success'] for r in g], self.p('choice_ratio'), rng)]
     return kept
 
+# %% ../nbs/16_evolver_c_method.ipynb #cb286677
+def _sft_records(rows:list) -> list[dict]:
+    "SFT records (`trace`, `score`, `task_id`, `family`) of `episodes` rows."
+    return [dict(trace=json.loads(r['trajectory']), score=float(r['success']), task_id=r['task_id'], family=r['family'])
+            for r in rows]
+
 # %% ../nbs/16_evolver_c_method.ipynb #0ba53876
 @patch
 def update(self:EvolverMethod, key:str):
     "Train the policy (GRPO or SFT, `evolver.algo`) on the trajectories since the last update; hot-swap; record `key`."
     c, rows, n = self.cfg, self._since_last_update(), int(key.split(':')[1])
-    recs = [dict(trace=json.loads(r['trajectory']), score=float(r['success']), task_id=r['task_id'], family=r['family']) for r in rows]
+    recs = _sft_records(rows)
     algo = self.p('algo')
-    init = dict(init_adapter=self.adapter_dir/self.adapter if self.adapter else None)
+    init = dict(init_adapter=self._init_adapter())
     res, why, extra = None, None, {}
     try:
         if algo == 'grpo': res, why, extra = self._train_grpo(rows, init, key)
@@ -1134,6 +1161,21 @@ def update(self:EvolverMethod, key:str):
     except ValueError as e: why = f'{type(e).__name__}: {e}'   # e.g. every conversation longer than train.max_length
     self._record_update(key, n, res, why, algo=algo, examples=len(rows), **extra)
 
+# %% ../nbs/16_evolver_c_method.ipynb #50adb71d
+def _train_detail(res) -> dict:
+    "What a finished training run `res` cost: tokens, steps, loss, seconds, and whether it was modelled."
+    return dict(train_tokens=res.train_tokens, steps=res.steps, loss=res.loss, seconds=res.seconds,
+                modelled=res.modelled)
+
+# %% ../nbs/16_evolver_c_method.ipynb #ced8fa7c
+@patch
+def _store_update(self:EvolverMethod, key:str, n:int, name:str|None, detail:dict, uses:list|None):
+    "Record update `key` and the principle uses of the rollouts it kept, in one transaction."
+    with self.store.transaction() as c:
+        for ids, ok in uses or []: self.store.record_use(ids, ok)   # the kept rollouts, with the update's record
+        c.execute('INSERT INTO updates(key, n, name, ts, detail) VALUES (?,?,?,?,?)',
+                  (key, n, name, time.time(), json.dumps(detail, default=str)))
+
 # %% ../nbs/16_evolver_c_method.ipynb #6c930045
 @patch
 def _record_update(self:EvolverMethod, key:str, n:int, res, why:str|None, **detail):
@@ -1143,20 +1185,29 @@ def _record_update(self:EvolverMethod, key:str, n:int, res, why:str|None, **deta
     if res:
         hot_swap(self.policy, res)
         self.adapter = name
-        detail |= dict(
-            train_tokens=res.train_tokens, steps=res.steps, loss=res.loss, seconds=res.seconds, modelled=res.modelled
-        )
+        detail |= _train_detail(res)
     else:
         _log.warning(f"update {key} skipped: {why}")
         detail['skipped'] = why
     uses = detail.pop('buffer_uses', None)
     if uses is not None: detail['buffer'] = dict(kept=len(uses), successes=sum(ok for _, ok in uses))
-    with self.store.transaction() as c:
-        for ids, ok in uses or []: self.store.record_use(ids, ok)   # the kept rollouts, with the update's record
-        c.execute(
-            'INSERT INTO updates(key, n, name, ts, detail) VALUES (?,?,?,?,?)',
-            (key, n, name, time.time(), json.dumps(detail, default=str)),
-        )
+    self._store_update(key, n, name, detail, uses)
+
+# %% ../nbs/16_evolver_c_method.ipynb #2fb3fe1a
+def _search_turns(env, task:Task, q:str, exp_retrieve:bool=True) -> list[str]:
+    "The script's opening searches for `q`: the experience base (if `exp_retrieve`), the family's corpus (if any)."
+    exp = f"<think>First I check what I learned on similar tasks.</think>\n<search_experience>{q}</search_experience>"
+    kno = f"<think>I need the facts behind the question.</think>\n<search_knowledge>{q}</search_knowledge>"
+    return ([exp] if exp_retrieve else []) + ([kno] if knowledge_corpus(env, task) is not None else [])
+
+# %% ../nbs/16_evolver_c_method.ipynb #edf77d36
+def _answer_turn(task:Task, last:str) -> str:
+    "The script's closing turn from the reference's `last` turn: its answer tagged, with its reasoning (code: as is)."
+    ans = parse_answer(last)
+    if ans is not None and task.family not in CODE_FAMILIES:
+        why = re.split(r'(?im)^\s*(?:final answer|answer)\s*[:：]', last)[0].strip() or 'I have what I need.'
+        return f"<think>{why}</think>\n<answer>{ans}</answer>"
+    return f"<think>I write the solution.</think>\n<answer>{last}</answer>"
 
 # %% ../nbs/16_evolver_c_method.ipynb #b5a9bb1d
 def reference_script(env, task:Task, exp_retrieve:bool=True) -> list[str]|None:
@@ -1164,19 +1215,7 @@ def reference_script(env, task:Task, exp_retrieve:bool=True) -> list[str]|None:
     ref = env.reference(task)
     if not ref: return None
     q = ' '.join(user_message(task).split())[:200]
-    turns = (
-        [f"<think>First I check what I learned on similar tasks.</think>\n<search_experience>{q}</search_experience>"]
-        if exp_retrieve
-        else []
-    )
-    if knowledge_corpus(env, task) is not None:
-        turns.append(f"<think>I need the facts behind the question.</think>\n<search_knowledge>{q}</search_knowledge>")
-    turns += list(ref[:-1])
-    last, ans = ref[-1], parse_answer(ref[-1])
-    if ans is not None and task.family not in CODE_FAMILIES:
-        why = re.split(r'(?im)^\s*(?:final answer|answer)\s*[:：]', last)[0].strip() or 'I have what I need.'
-        return turns + [f"<think>{why}</think>\n<answer>{ans}</answer>"]
-    return turns + [f"<think>I write the solution.</think>\n<answer>{last}</answer>"]
+    return _search_turns(env, task, q, exp_retrieve) + list(ref[:-1]) + [_answer_turn(task, ref[-1])]
 
 # %% ../nbs/16_evolver_c_method.ipynb #b46f79b4
 def cold_start_data(
@@ -1200,68 +1239,84 @@ def cold_start_data(
     res = agent.run(env, [t for t in tasks if user_message(t) in scripts])
     return [dict(trace=r.messages, score=1.0, task_id=r.task.id, family=r.task.family) for r, _ in res if r.success]
 
+# %% ../nbs/16_evolver_c_method.ipynb #97e64c2f
+@patch
+def _init_adapter(self:EvolverMethod) -> Path|None:
+    "The current adapter, where the next training run starts from; None before the first update."
+    return self.adapter_dir / self.adapter if self.adapter else None
+
+# %% ../nbs/16_evolver_c_method.ipynb #f87d0a53
+@patch
+def _cold_start_records(self:EvolverMethod, env, n_tasks:int) -> list[dict]:
+    "The passing reference trajectories of `n_tasks` training tasks of `env`, as SFT records."
+    tasks = env.tasks('train', n_tasks, self.cfg['run.seed'])
+    return cold_start_data(env, tasks, self.p('max_turns'), self.p('k'), self.store, self.p('exp_retrieve'))
+
 # %% ../nbs/16_evolver_c_method.ipynb #f47b2205
 @patch
 def cold_start(self:EvolverMethod, env, family:str, n_tasks:int=4):
     "Cold-start SFT on `family`'s reference trajectories, once (key `cold_start:<family>`)."
     key = f'cold_start:{family}'
     if self.store.conn.execute('SELECT 1 FROM updates WHERE key = ?', (key,)).fetchone(): return
-    c, res, why = self.cfg, None, None
+    res, why = None, None
     try:
-        recs = cold_start_data(
-            env,
-            env.tasks('train', n_tasks, c['run.seed']),
-            self.p('max_turns'),
-            self.p('k'),
-            self.store,
-            self.p('exp_retrieve'),
-        )
+        recs = self._cold_start_records(env, n_tasks)
         if not recs:
             why = 'no passing reference trajectory'
         else:
-            res = train_sft(
-                self.policy,
-                trajectories_to_sft(recs, 1.0),
-                self.adapter_dir,
-                **sft_kw(c),
-                init_adapter=self.adapter_dir / self.adapter if self.adapter else None,
-            )
+            res = train_sft(self.policy, trajectories_to_sft(recs, 1.0), self.adapter_dir, **sft_kw(self.cfg),
+                            init_adapter=self._init_adapter())
     except Exception as e:
         why = f'{type(e).__name__}: {e}'
     self._record_update(key, 0, res, why, algo='sft', cold_start=True)
+
+# %% ../nbs/16_evolver_c_method.ipynb #fd148852
+@patch
+def _principle_metrics(self:EvolverMethod, active:list) -> dict:
+    "The `active` principles and the pruned ones, by type."
+    return dict(principles={k: sum(p.kind == k for p in active) for k in KINDS},
+                principles_pruned={k: len(self.store.principles('pruned', k)) for k in KINDS})
+
+# %% ../nbs/16_evolver_c_method.ipynb #11d9de21
+@patch
+def _flagged(self:EvolverMethod, kind:str, flag:str) -> int:
+    "The number of `kind` audit rows whose detail has `flag` set."
+    q = f"SELECT COUNT(*) FROM events WHERE kind = ? AND json_extract(detail, '$.{flag}')"
+    return self.store.conn.execute(q, (kind,)).fetchone()[0]
+
+# %% ../nbs/16_evolver_c_method.ipynb #b8cfdc42
+@patch
+def _dedup_metrics(self:EvolverMethod, ev:Counter) -> dict:
+    "Inserts, merges (and exact ones), equivalence checks (and yeses); `ev`: events by kind."
+    return dict(principles_inserted=ev['insert'], merges=ev['merge'], equivalence_checks=ev['equiv_check'],
+                equivalent_yes=self._flagged('equiv_check', 'equivalent'), exact_merges=self._flagged('merge', 'exact'))
+
+# %% ../nbs/16_evolver_c_method.ipynb #669e23ce
+@patch
+def _offline_tokens(self:EvolverMethod) -> dict:
+    "Prompt and completion tokens of all distillations."
+    q = "SELECT detail FROM events WHERE kind IN ('distilled', 'distill_failed')"
+    tok = [json.loads(r['detail']) for r in self.store.conn.execute(q)]
+    n = lambda k: sum(t.get(k, 0) for t in tok)
+    return dict(offline_prompt_tokens=n('prompt_tokens'), offline_completion_tokens=n('completion_tokens'))
+
+# %% ../nbs/16_evolver_c_method.ipynb #4db82697
+@patch
+def _offline_metrics(self:EvolverMethod, ev:Counter) -> dict:
+    "Prunes, distillations (and failures), offline phases and their tokens; `ev`: events by kind."
+    return dict(pruned=ev['prune'], distilled=ev['distilled'], distill_failures=ev['distill_failed'],
+                offline_phases=self.store.conn.execute('SELECT COUNT(*) FROM phases').fetchone()[0],
+                **self._offline_tokens())
 
 # %% ../nbs/16_evolver_c_method.ipynb #84b92145
 @patch
 def _experience_metrics(self:EvolverMethod) -> dict:
     """Principles by type and status; inserts, merges, equivalence checks, prunes and distillations (with their tokens),
     from the audit rows."""
-    s, q = self.store, self.store.conn.execute
-    ev = Counter(r['kind'] for r in q('SELECT kind FROM events'))
-    active = s.principles('active')
-    tok = [
-        json.loads(r['detail']) for r in q("SELECT detail FROM events WHERE kind IN ('distilled', 'distill_failed')")
-    ]
-    yes = q(
-        "SELECT COUNT(*) FROM events WHERE kind = 'equiv_check' AND json_extract(detail, '$.equivalent')"
-    ).fetchone()[0]
-    return dict(
-        principles={k: sum(p.kind == k for p in active) for k in KINDS},
-        principles_pruned={k: len(s.principles('pruned', k)) for k in KINDS},
-        principles_inserted=ev['insert'],
-        merges=ev['merge'],
-        equivalence_checks=ev['equiv_check'],
-        equivalent_yes=yes,
-        exact_merges=q(
-            "SELECT COUNT(*) FROM events WHERE kind = 'merge' AND json_extract(detail, '$.exact')"
-        ).fetchone()[0],
-        pruned=ev['prune'],
-        distilled=ev['distilled'],
-        distill_failures=ev['distill_failed'],
-        offline_phases=q('SELECT COUNT(*) FROM phases').fetchone()[0],
-        offline_prompt_tokens=sum(t.get('prompt_tokens', 0) for t in tok),
-        offline_completion_tokens=sum(t.get('completion_tokens', 0) for t in tok),
-        mean_metric_score=(sum(p.score for p in active) / len(active)) if active else None,
-    )
+    ev = Counter(r['kind'] for r in self.store.conn.execute('SELECT kind FROM events'))
+    active = self.store.principles('active')
+    return dict(**self._principle_metrics(active), **self._dedup_metrics(ev), **self._offline_metrics(ev),
+                mean_metric_score=(sum(p.score for p in active) / len(active)) if active else None)
 
 # %% ../nbs/16_evolver_c_method.ipynb #ab88b481
 def _em_metrics(infos:list[dict]) -> dict:
@@ -1271,35 +1326,47 @@ def _em_metrics(infos:list[dict]) -> dict:
                 lenient_success=(sum(map(bool, (i['lenient_success'] for i in both))) / len(both)) if both else None,
                 lenient_n=len(both), em_lenient_disagree=sum(bool(i['em']) != bool(i['lenient_success']) for i in both))
 
+# %% ../nbs/16_evolver_c_method.ipynb #0a4746dd
+def _action_metrics(infos:list[dict]) -> dict:
+    "The actions taken over the episodes' `infos`, and the invalid ones, by action."
+    tot = lambda k: sum(i.get(k, 0) for i in infos)
+    return dict(actions={a: tot(a) for a in ACTIONS}, invalid_actions={a: tot(f'invalid_{a}') for a in ACTIONS})
+
+# %% ../nbs/16_evolver_c_method.ipynb #a6795e98
+def _format_metrics(infos:list[dict]) -> dict:
+    "Over the episodes' `infos`: unparsable and unclosed tags, zero format rewards, untagged answers."
+    tot = lambda k: sum(i.get(k, 0) for i in infos)
+    return dict(parse_failures=tot('parse_failure'), unclosed_tags=tot('unclosed'),
+                format_failures=sum(i.get('format_reward', 0) == 0 for i in infos),
+                untagged_answers=tot('untagged_answer'))
+
+# %% ../nbs/16_evolver_c_method.ipynb #09da80b7
+def _fallback_metrics(infos:list[dict]) -> dict:
+    "Over the episodes' `infos`: environment actions, forced answers, searches without a source."
+    tot = lambda k: sum(i.get(k, 0) for i in infos)
+    return dict(env_actions=tot('env_action'), forced_answers=tot('forced'),
+                knowledge_unavailable=tot('knowledge_unavailable'), experience_disabled=tot('experience_disabled'))
+
+# %% ../nbs/16_evolver_c_method.ipynb #c3febaeb
+def _reward_metrics(infos:list[dict]) -> dict:
+    "The mean reward and format reward of the episodes' `infos`, and their number."
+    mean = lambda k: (sum(i[k] for i in infos) / len(infos)) if infos else None
+    return dict(mean_reward=mean('reward'), mean_format_reward=mean('format_reward'), applied=len(infos))
+
+# %% ../nbs/16_evolver_c_method.ipynb #6dfcb84e
+@patch
+def _update_metrics(self:EvolverMethod) -> dict:
+    "The updates; how many trained an adapter; their tokens."
+    rows = self.store.conn.execute('SELECT * FROM updates ORDER BY ts')
+    ups = [dict(key=r['key'], name=r['name'], **json.loads(r['detail'])) for r in rows]
+    return dict(updates=ups, parametric_updates=sum(1 for u in ups if u['name']),
+                train_tokens=sum(u.get('train_tokens', 0) for u in ups))
+
 # %% ../nbs/16_evolver_c_method.ipynb #d3ad111b
 @patch
 def metrics(self:EvolverMethod) -> dict:
     "The method's metrics for `metrics.json`: the experience base's, the episodes' actions, EM, rewards, updates."
-    q = self.store.conn.execute
-    infos = [json.loads(r['info']) for r in q('SELECT info FROM episodes')]
-    tot = lambda k: sum(i.get(k, 0) for i in infos)
-    ups = [
-        dict(key=r['key'], name=r['name'], **json.loads(r['detail'])) for r in q('SELECT * FROM updates ORDER BY ts')
-    ]
-    return dict(
-        **self._experience_metrics(),
-        **_em_metrics(infos),
-        actions={a: tot(a) for a in ACTIONS},
-        invalid_actions={a: tot(f'invalid_{a}') for a in ACTIONS},
-        parse_failures=tot('parse_failure'),
-        unclosed_tags=tot('unclosed'),
-        format_failures=sum(i.get('format_reward', 0) == 0 for i in infos),
-        untagged_answers=tot('untagged_answer'),
-        env_actions=tot('env_action'),
-        forced_answers=tot('forced'),
-        knowledge_unavailable=tot('knowledge_unavailable'),
-        experience_disabled=tot('experience_disabled'),
-        mean_reward=(sum(i['reward'] for i in infos) / len(infos)) if infos else None,
-        mean_format_reward=(sum(i['format_reward'] for i in infos) / len(infos)) if infos else None,
-        applied=len(infos),
-        updates=ups,
-        parametric_updates=sum(1 for u in ups if u['name']),
-        train_tokens=sum(u.get('train_tokens', 0) for u in ups),
-        adapter=self.adapter,
-        exp_retrieve=self.p('exp_retrieve'),
-    )
+    infos = [json.loads(r['info']) for r in self.store.conn.execute('SELECT info FROM episodes')]
+    return dict(**self._experience_metrics(), **_em_metrics(infos), **_action_metrics(infos), **_format_metrics(infos),
+                **_fallback_metrics(infos), **_reward_metrics(infos), **self._update_metrics(),
+                adapter=self.adapter, exp_retrieve=self.p('exp_retrieve'))

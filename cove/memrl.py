@@ -30,14 +30,20 @@ declare_key('memrl.delta', float, 0.5, 'MemRL Phase A similarity threshold δ (p
 declare_key('memrl.k1', int, 5, 'MemRL Phase A recall size k1', range=(1, None))
 declare_key('memrl.k2', int, 3, 'MemRL Phase B memories injected k2')
 declare_key('memrl.lam', float, 0.5, 'MemRL Phase B weight λ of the z-scored Q against z-scored similarity')
+
+# %% ../nbs/14_memrl.ipynb #56f7c94d
 declare_key('memrl.alpha', float, 0.3, 'MemRL Q learning rate α', range=(0, 1, False))
 declare_key('memrl.q_init', float, 0.0, 'MemRL initial utility of a written-back memory', range=(None, None))
 declare_key('memrl.update', str, 'mc', 'MemRL utility update: Monte-Carlo or TD', choices=('mc', 'td'))
 declare_key('memrl.gamma', float, 0.9, 'MemRL TD discount γ', range=(0, 1))
+
+# %% ../nbs/14_memrl.ipynb #6cebad10
 declare_key('memrl.freeze', bool, False, 'MemRL transfer evaluation: retrieve only, never update or write back')
 declare_key('memrl.source', str, '', 'MemRL frozen transfer: run folder (or memrl.sqlite) whose memory is copied '
             'and frozen')
 declare_key('memrl.summary_tokens', int, 64, 'MemRL trajectory-summary length cap (tokens)')
+
+# %% ../nbs/14_memrl.ipynb #2ca6dda4
 declare_key('memrl.merge_sim', float, 0.9, 'MemRL: a new memory whose intent has cosine ≥ this with a stored intent '
             "joins that intent (public code's add_similarity_threshold); > 1 keeps every intent apart",
             range=(-1, None))
@@ -376,10 +382,14 @@ def memory_source(cfg) -> Path|None:
 declare_key('memrl.norm', str, 'paper', "MemRL Phase B normalisation: paper = z-score over the Phase-A pool; authors = "
             "MemRL's code (Q by the pool's population std, 1 for n = 1, clipped to ±3; similarity by memrl.sim_stats)",
             choices=NORMS)
+
+# %% ../nbs/14_memrl.ipynb #3003fe09
 declare_key('memrl.sim_stats', str, '', "MemRL Phase B similarity statistics MEAN,STD for memrl.norm=authors "
             "(fixed corpus statistics, as the authors' per-benchmark configs); '' = the pool's")
 declare_key('memrl.q_min', str, '', "MemRL utility filter: a memory with Q below this is never injected ('' = none, as "
             "the paper; the authors' BigCodeBench config: -0.8)")
+
+# %% ../nbs/14_memrl.ipynb #42a365b5
 declare_key('memrl.epsilon', float, 0.0, "MemRL ε-exploration: with this probability Phase B injects k2 memories "
             "drawn at random from the filtered pool (0 as the paper; the authors' BigCodeBench config: 0.1)",
             range=(0, 1))
@@ -410,19 +420,17 @@ declare_key('memrl.batch', int, 0, "MemRL tasks per write-back flush with memrl.
 # %% ../nbs/14_memrl.ipynb #36385f68
 # MemRL 7c3beba: configs/rl_bcb_config.yaml, rl_alf_config.yaml, rl_llb_config.yaml; their loop plays a batch
 # against the memory as it stood before it, so a run's batches are not cut per family (run.family_chunk=0)
-AUTHORS_CONFIGS = {
-    'bcb': {'memrl.norm': 'authors', 'memrl.sim_stats': '0.31,0.10', 'memrl.q_min': '-0.8', 'memrl.epsilon': 0.1,
-            'memrl.delta': 0.5, 'memrl.k1': 5, 'memrl.k2': 5, 'memrl.merge_sim': 0.9, 'memrl.q_init': 0.0,
-            'memrl.reward_success': 1.0, 'memrl.reward_failure': -1.0, 'memrl.writeback': 'batch', 'memrl.batch': 25,
-            'run.family_chunk': 0},
-    'alfworld': {'memrl.norm': 'authors', 'memrl.sim_stats': '0.5187,0.1203', 'memrl.q_min': '-10',
-                 'memrl.epsilon': 0.0, 'memrl.delta': 0.5, 'memrl.k1': 5, 'memrl.k2': 3, 'memrl.merge_sim': 0.9,
-                 'memrl.q_init': 0.0, 'memrl.reward_success': 1.0, 'memrl.reward_failure': -1.0,
-                 'memrl.writeback': 'batch', 'memrl.batch': 32, 'run.family_chunk': 0},
-    'llb': {'memrl.norm': 'authors', 'memrl.sim_stats': '0.39,0.14', 'memrl.q_min': '-0.8', 'memrl.epsilon': 0.01,
-            'memrl.delta': 0.5, 'memrl.k1': 10, 'memrl.k2': 5, 'memrl.merge_sim': 0.99, 'memrl.q_init': 0.5,
-            'memrl.reward_success': 1.0, 'memrl.reward_failure': 0.0, 'memrl.writeback': 'batch', 'memrl.batch': 5,
-            'run.family_chunk': 0}}
+_AUTHORS_SHARED = {'memrl.norm': 'authors', 'memrl.delta': 0.5, 'memrl.reward_success': 1.0,
+                   'memrl.writeback': 'batch', 'run.family_chunk': 0}
+_AUTHORS_KEYS = ('memrl.sim_stats', 'memrl.q_min', 'memrl.epsilon', 'memrl.k1', 'memrl.k2', 'memrl.merge_sim',
+                 'memrl.q_init', 'memrl.reward_failure', 'memrl.batch')
+
+# %% ../nbs/14_memrl.ipynb #0d10caba
+AUTHORS_CONFIGS = {name: {**_AUTHORS_SHARED, **dict(zip(_AUTHORS_KEYS, row))} for name, row in [
+    # name       sim_stats        q_min  epsilon k1  k2 merge_sim q_init reward_failure batch
+    ('bcb',      ('0.31,0.10',     '-0.8', 0.1,  5,  5, 0.9,  0.0, -1.0, 25)),
+    ('alfworld', ('0.5187,0.1203', '-10',  0.0,  5,  3, 0.9,  0.0, -1.0, 32)),
+    ('llb',      ('0.39,0.14',     '-0.8', 0.01, 10, 5, 0.99, 0.5,  0.0,  5))]}
 
 # %% ../nbs/14_memrl.ipynb #d0973d16
 def memrl_params(cfg) -> dict:
@@ -707,32 +715,42 @@ def extra(self:MemRL, res) -> dict:
     "Fields added to the episode line: `memrl` (retrieval, reward, Q changes, written memory)."
     return dict(channel=None, memrl=res.extra.get('memrl'))
 
+# %% ../nbs/14_memrl.ipynb #2d8436f2
+def _pool_metrics(plans:list[dict]) -> dict:
+    "Over the episodes' retrieval `plans`: retrievals, empty pools, memories injected per episode."
+    pools = [pl['pool'] for pl in plans]
+    return dict(retrievals=len(pools), empty_pool=sum(not x for x in pools),
+                injected_per_episode=(sum(len(pl['selected']) for pl in plans) / len(pools)) if pools else None)
+
+# %% ../nbs/14_memrl.ipynb #268defcd
+def _filter_metrics(plans:list[dict]) -> dict:
+    "Over the retrieval `plans`: memories filtered out, pools the filter emptied, explorations."
+    return dict(filtered_out=sum(len(pl.get('filtered', [])) for pl in plans),
+                filter_emptied=sum(bool(pl['pool']) and not pl['selected'] for pl in plans),
+                explored=sum(bool(pl.get('explored')) for pl in plans))
+
+# %% ../nbs/14_memrl.ipynb #cbe9e69b
+def _learning_metrics(infos:list[dict]) -> dict:
+    "Over the `applied` rows `infos`: Q-updates, summaries (failed, tokens), episodes skipped on errors."
+    learnt = [i for i in infos if 'skipped' not in i]
+    tok = lambda j: sum(i['summary_tokens'][j] for i in learnt)
+    return dict(q_updates=sum(len(i['q_updates']) for i in learnt), summaries=len(learnt),
+                summary_failures=sum(not i['summary_ok'] for i in learnt), errors_skipped=len(infos) - len(learnt),
+                summary_tokens=[tok(0), tok(1)])
+
+# %% ../nbs/14_memrl.ipynb #1043b4b8
+@patch
+def _run_fields(self:MemRL) -> dict:
+    "Pending TD targets, whether the memory is frozen, where it came from, and the run's MemRL settings."
+    src = self.out/'memrl_source.json'
+    return dict(td_pending=self.bank.meta('td_pending'), frozen=self.freeze,
+                memory_source=json.loads(src.read_text()) if src.exists() else None, memrl_params=self.p)
+
 # %% ../nbs/14_memrl.ipynb #90d4af66
 @patch
 def metrics(self:MemRL) -> dict:
     "SR (last epoch), CSR, FR, memory and Q statistics, empty pools, filter and exploration counts, summaries, TD."
     recs = read_jsonl(self.out/'episodes.jsonl')
-    infos = self.bank.applied_all()
-    learnt = [i for i in infos if 'skipped' not in i]
     plans = [r['memrl']['retrieval'] for r in recs if r.get('memrl')]
-    pools = [pl['pool'] for pl in plans]
-    src = self.out/'memrl_source.json'
-    return dict(
-        **epoch_metrics(recs),
-        memory=self.bank.stats(),
-        retrievals=len(pools),
-        empty_pool=sum(not x for x in pools),
-        injected_per_episode=(sum(len(pl['selected']) for pl in plans) / len(pools)) if pools else None,
-        filtered_out=sum(len(pl.get('filtered', [])) for pl in plans),
-        filter_emptied=sum(bool(pl['pool']) and not pl['selected'] for pl in plans),
-        explored=sum(bool(pl.get('explored')) for pl in plans),
-        q_updates=sum(len(i['q_updates']) for i in learnt),
-        summaries=len(learnt),
-        summary_failures=sum(not i['summary_ok'] for i in learnt),
-        errors_skipped=len(infos) - len(learnt),
-        summary_tokens=[sum(i['summary_tokens'][0] for i in learnt), sum(i['summary_tokens'][1] for i in learnt)],
-        td_pending=self.bank.meta('td_pending'),
-        frozen=self.freeze,
-        memory_source=json.loads(src.read_text()) if src.exists() else None,
-        memrl_params=self.p
-    )
+    return dict(**epoch_metrics(recs), memory=self.bank.stats(), **_pool_metrics(plans), **_filter_metrics(plans),
+                **_learning_metrics(self.bank.applied_all()), **self._run_fields())
