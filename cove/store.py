@@ -173,6 +173,14 @@ def stores_must_exist(on:bool=True):
     try: yield
     finally: _MUST_EXIST.reset(token)
 
+# %% ../nbs/04_store.ipynb #8eb7cf03
+def _sqlite_tables(p:str) -> set|None:
+    "The tables of the SQLite file `p`, opened read-only; None when it is not SQLite at all."
+    con = sqlite3.connect(Path(p).resolve().as_uri() + '?mode=ro', uri=True)
+    try: return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError: return None
+    finally: con.close()
+
 # %% ../nbs/04_store.ipynb #21c45a64
 def check_store_file(path:str|Path, schema:str=''):
     """Refuse `path` before opening it: missing inside `stores_must_exist`, or a SQLite file with none of `schema`'s
@@ -186,10 +194,8 @@ def check_store_file(path:str|Path, schema:str=''):
             raise StoreMissing(f"{p} is missing, though this run has recorded episodes with it: restore it, or rerun "
                                "with --set-aside-corrupt to start it fresh", p)
         return
-    con = sqlite3.connect(Path(p).resolve().as_uri() + '?mode=ro', uri=True)
-    try: tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    except sqlite3.DatabaseError: return   # not SQLite at all: `open_sqlite` names it
-    finally: con.close()
+    tables = _sqlite_tables(p)
+    if tables is None: return   # not SQLite at all: `open_sqlite` names it
     ours = set(re.findall(r'CREATE TABLE IF NOT EXISTS (\w+)', BASE_SCHEMA + schema)) | LEGACY_TABLES
     if tables and not tables & ours:
         raise StoreError(f"{p} is a SQLite file that cove did not write (tables {sorted(tables)[:4]}): "
@@ -611,21 +617,29 @@ def _merged_vec(self:KnowledgeBase, t:Entry, o:Entry, new:str):
     self.log.warning(f"entry {t.id}: merged content has no embedding; it leaves the dense index")
     return None
 
+# %% ../nbs/04_store.ipynb #06115e52
+def _merge_changes(t:Entry, o:Entry, content:str) -> dict:
+    "Entry `t`'s fields once `o` is merged into it with `content`."
+    return dict(content=content, names=list(dict.fromkeys(t.names + o.names)), revisions=t.revisions + 1,
+                uses=t.uses + o.uses, successes=t.successes + o.successes, promoted=t.promoted or o.promoted,
+                label='volatile' if 'volatile' in (t.label, o.label) else t.label)
+
+# %% ../nbs/04_store.ipynb #52e30109
+@patch
+def _merge_other(self:KnowledgeBase, other:int|Entry|str, t:Entry) -> Entry:
+    "What `merge` merges into entry `t`: the entry of id `other`, the `Entry` itself, or new content of `t`'s kind."
+    if isinstance(other, (int, np.integer)): return self.get(other)
+    return other if isinstance(other, Entry) else Entry(other, t.kind, t.label)
+
 # %% ../nbs/04_store.ipynb #97d1befc
 @patch
 def merge(self:KnowledgeBase, target_id:int, other:int|Entry|str, reason:str='', content:str|None=None) -> Entry:
     "Merge `other` (an entry id, a new `Entry`, or content) into entry `target_id`."
     t = self.get(target_id)
-    o = (
-        self.get(other)
-        if isinstance(other, (int, np.integer))
-        else other if isinstance(other, Entry) else Entry(other, t.kind, t.label)
-    )
+    o = self._merge_other(other, t)
     if o.id == t.id: raise ValueError(f"cannot merge entry {t.id} into itself")
     new = content if content is not None else _combine(t.content, o.content)
-    ch = dict(content=new, names=list(dict.fromkeys(t.names + o.names)), revisions=t.revisions + 1,
-              uses=t.uses + o.uses, successes=t.successes + o.successes, promoted=t.promoted or o.promoted,
-              label='volatile' if 'volatile' in (t.label, o.label) else t.label)
+    ch = _merge_changes(t, o, new)
     ch['embedding'] = self._merged_vec(t, o, new)
     if ch['embedding'] is not None: self._check_vec(ch['embedding'])
     now, why = time.time(), f"merged {'entry ' + str(o.id) if o.id is not None else 'a new candidate'}: {reason}"
@@ -707,6 +721,13 @@ def search(self:KnowledgeBase, query:str|None=None, k:int=3, mode:str='hybrid', 
         I, S = hybrid_merge(self._dense_hits(query, query_vec, depth), self._sparse_hits(query, depth), k)
     return [(int(i), float(s)) for i, s in zip(I, S) if i >= 0]
 
+# %% ../nbs/04_store.ipynb #d67f4cc2
+@patch
+def _entries_by_id(self:KnowledgeBase, ids:list[int]) -> dict[int, Entry]:
+    "The entries of `ids` (one `SELECT ... WHERE id IN (...)`), by id."
+    rows = self.conn.execute(f"SELECT * FROM entries WHERE id IN ({','.join('?'*len(ids))})", ids).fetchall()
+    return {r['id']: _from_row(r) for r in rows}
+
 # %% ../nbs/04_store.ipynb #5abe983b
 @patch
 def retrieve(self:KnowledgeBase, query:str|None=None, # task text (embedded / tokenised)
@@ -721,10 +742,7 @@ def retrieve(self:KnowledgeBase, query:str|None=None, # task text (embedded / to
     while True:
         hits = self.search(query, fetch, mode, query_vec, depth and max(depth, fetch))
         if not hits: return []
-        rows = self.conn.execute(
-            f"SELECT * FROM entries WHERE id IN ({','.join('?'*len(hits))})", [i for i, _ in hits]
-        ).fetchall()
-        by_id = {r['id']: _from_row(r) for r in rows}
+        by_id = self._entries_by_id([i for i, _ in hits])
         out = [Hit(by_id[i], s) for i, s in hits if not scoped or _in_scope(by_id[i], family, exclude_sources)]
         if not scoped or len(out) >= k: return out[:k]
         n_online = n_online or self.conn.execute("SELECT COUNT(*) FROM entries WHERE status='online'").fetchone()[0]
