@@ -22,6 +22,15 @@ _log = get_logger('llm')
 __all__ = ['MAX_ANSWER_BYTES', 'LORA_SERVING', 'VLLMPolicy', 'HTTPError', 'bounded_chunks', 'bounded_transport', 'post_json',
            'OpenAIPolicy', 'merged_folder', 'merge_adapter', 'openai_policy']
 
+# %% ../nbs/02_llm_c_served.ipynb #4a5ee3a0
+def _require_vllm(device:str):
+    "vllm's `LLM` class, where `device` is a GPU and vllm is installed."
+    if not str(device).startswith('cuda'):
+        raise ValueError(f"VLLMPolicy runs on a GPU (device='cuda'), got device={device!r}; use the hf backend on CPU")
+    try: from vllm import LLM
+    except ImportError as e: raise ImportError("VLLMPolicy needs vllm: `pip install vllm` (GPU only)") from e
+    return LLM
+
 # %% ../nbs/02_llm_c_served.ipynb #ae8833fa
 class VLLMPolicy(Policy):
     "In-process `vllm.LLM` as a `Policy` (GPU): chat generation, prompt-logprob choice scoring, LoRA per request."
@@ -38,14 +47,7 @@ class VLLMPolicy(Policy):
         **llm_kw,
     ):
         super().__init__()
-        if not str(device).startswith('cuda'):
-            raise ValueError(
-                f"VLLMPolicy runs on a GPU (device='cuda'), got device={device!r}; use the hf backend on CPU"
-            )
-        try:
-            from vllm import LLM
-        except ImportError as e:
-            raise ImportError("VLLMPolicy needs vllm: `pip install vllm` (GPU only)") from e
+        LLM = _require_vllm(device)
         ref = resolve_model(model, allow_download)
         if ref.kind == 'tiny':
             raise ValueError("the tiny test model lives in memory; vLLM needs a model folder or hub id")
@@ -66,6 +68,20 @@ def adapters(self:VLLMPolicy) -> list[str]: return list(self._loras)
 @patch
 def _lora(self:VLLMPolicy): return self._loras[self._active] if self._active else None
 
+# %% ../nbs/02_llm_c_served.ipynb #7686c9e5
+@patch
+def _prompt_ids(self:VLLMPolicy, batch:list) -> list[dict]:
+    "vLLM prompts of our own token ids: no second BOS, and counts match `count_tokens`."
+    return [{'prompt_token_ids': self.tokenizer(render_chat(self.tokenizer, m, **self.template_kw),
+                                                add_special_tokens=False)['input_ids']} for m in batch]
+
+# %% ../nbs/02_llm_c_served.ipynb #f0092a6f
+def _vllm_generation(o, stop, tokenizer) -> Generation:
+    "vLLM's request output `o` as a `Generation`, cut at the `stop` patterns on the client."
+    out = o.outputs[0]
+    finish = 'length' if out.finish_reason == 'length' else 'stop'
+    return client_stop(Generation(out.text, len(o.prompt_token_ids), len(out.token_ids), finish), stop, tokenizer)
+
 # %% ../nbs/02_llm_c_served.ipynb #3a0fc6bb
 @patch
 def generate(self:VLLMPolicy, batch:list, max_new_tokens:int=128, temperature:float=0.0, top_p:float=1.0,
@@ -74,28 +90,8 @@ def generate(self:VLLMPolicy, batch:list, max_new_tokens:int=128, temperature:fl
     from vllm import SamplingParams
     sp = SamplingParams(max_tokens=max_new_tokens, min_tokens=min_new_tokens, temperature=temperature,
                         top_p=top_p, stop=stop_strings(stop), seed=seed)
-    prompts = [
-        {
-            'prompt_token_ids': self.tokenizer(
-                render_chat(self.tokenizer, m, **self.template_kw), add_special_tokens=False
-            )['input_ids']
-        }
-        for m in batch
-    ]  # our own token ids: no second BOS, and counts match `count_tokens`
-    outs = self.llm.generate(prompts, sp, lora_request=self._lora(), use_tqdm=False)
-    gens = [
-        client_stop(
-            Generation(
-                o.outputs[0].text,
-                len(o.prompt_token_ids),
-                len(o.outputs[0].token_ids),
-                'length' if o.outputs[0].finish_reason == 'length' else 'stop',
-            ),
-            stop,
-            self.tokenizer,
-        )
-        for o in outs
-    ]
+    outs = self.llm.generate(self._prompt_ids(batch), sp, lora_request=self._lora(), use_tqdm=False)
+    gens = [_vllm_generation(o, stop, self.tokenizer) for o in outs]
     self.ledger.add(
         'generate', sum(g.prompt_tokens for g in gens), sum(g.completion_tokens for g in gens), calls=len(gens)
     )
@@ -175,6 +171,16 @@ def bounded_transport(deadline:float, limit:int=MAX_ANSWER_BYTES):
                                   extensions=r.extensions, request=request)
     return _Transport()
 
+# %% ../nbs/02_llm_c_served.ipynb #41c75183
+def _post_httpx(httpx, url, payload, headers, timeout:float) -> dict:
+    "`post_json` through `httpx`."
+    try:
+        with httpx.Client(transport=bounded_transport(timeout), timeout=timeout) as c:
+            r = c.post(url, json=payload, headers=headers)
+    except httpx.TimeoutException as e: raise TimeoutError(f"{url}: {e}") from None
+    if r.status_code >= 400: raise HTTPError(r.status_code, url, r.text)
+    return r.json()
+
 # %% ../nbs/02_llm_c_served.ipynb #70201c57
 def post_json(url:str, payload:dict, headers:dict|None=None, timeout:float=120.0) -> dict:
     """POST `payload` as JSON and return the JSON answer (via `httpx` if installed, else `urllib`); the whole request
@@ -182,13 +188,7 @@ def post_json(url:str, payload:dict, headers:dict|None=None, timeout:float=120.0
     headers = {'Content-Type': 'application/json', **(headers or {})}
     try: import httpx
     except ImportError: httpx = None
-    if httpx is not None:
-        try:
-            with httpx.Client(transport=bounded_transport(timeout), timeout=timeout) as c:
-                r = c.post(url, json=payload, headers=headers)
-        except httpx.TimeoutException as e: raise TimeoutError(f"{url}: {e}") from None
-        if r.status_code >= 400: raise HTTPError(r.status_code, url, r.text)
-        return r.json()
+    if httpx is not None: return _post_httpx(httpx, url, payload, headers, timeout)
     req = urllib.request.Request(url, data=json.dumps(payload).encode(), headers=headers, method='POST')
     end = time.monotonic() + timeout
     try:
@@ -210,9 +210,10 @@ def _openai_client(root:str, api_key:str|None, timeout:float, max_retries:int):
     return openai.OpenAI(base_url=root + '/v1', api_key=api_key or 'EMPTY', timeout=timeout, max_retries=max_retries,
                          http_client=http)
 
-# %% ../nbs/02_llm_c_served.ipynb #8a19c5fd
+# %% ../nbs/02_llm_c_served.ipynb #70074c17
 LORA_SERVING = ('runtime', 'merged')   # how a served policy serves a LoRA adapter
 
+# %% ../nbs/02_llm_c_served.ipynb #8a19c5fd
 class OpenAIPolicy(Policy):
     "An OpenAI-compatible HTTP endpoint as a `Policy` (chat generation; scoring and counting where the server allows)."
     def __init__(
@@ -266,19 +267,29 @@ def _model(self:OpenAIPolicy) -> str:
 @patch(as_prop=True)
 def adapters(self:OpenAIPolicy) -> list[str]: return list(self._loras)
 
+# %% ../nbs/02_llm_c_served.ipynb #5e3d3891
+def _chat_options(stop, seed, min_new_tokens) -> dict:
+    "The optional fields of a chat request: stop strings, seed, and `min_tokens` (a vLLM / SGLang extension)."
+    p = {}
+    if stop_strings(stop): p['stop'] = stop_strings(stop)
+    if seed is not None: p['seed'] = seed
+    if min_new_tokens: p['min_tokens'] = min_new_tokens
+    return p
+
+# %% ../nbs/02_llm_c_served.ipynb #ecbc7899
+@patch
+def _recount(self:OpenAIPolicy, ch:dict, g:Generation) -> Generation:
+    "`g` recounted from its text where choice `ch` ended at a named stop string."
+    if isinstance(ch.get('stop_reason'), str) and (tok := self._local_tokenizer()) is not None:
+        n = len(tok(g.text, add_special_tokens=False)['input_ids'])
+        g = Generation(g.text, g.prompt_tokens, max(1, min(n, g.completion_tokens)), 'stop')
+    return g
+
 # %% ../nbs/02_llm_c_served.ipynb #758936a4
 @patch
 def _chat(self:OpenAIPolicy, messages, max_new_tokens, temperature, top_p, stop, seed, min_new_tokens) -> Generation:
-    p = dict(
-        model=self._model(),
-        messages=as_messages(messages),
-        max_tokens=max_new_tokens,
-        temperature=temperature,
-        top_p=top_p,
-    )
-    if stop_strings(stop): p['stop'] = stop_strings(stop)
-    if seed is not None: p['seed'] = seed
-    if min_new_tokens: p['min_tokens'] = min_new_tokens  # a vLLM / SGLang extension
+    p = dict(model=self._model(), messages=as_messages(messages), max_tokens=max_new_tokens, temperature=temperature,
+             top_p=top_p, **_chat_options(stop, seed, min_new_tokens))
     r = self._post('/v1/chat/completions', p)
     ch, usage = r['choices'][0], r.get('usage')
     if not usage: raise ValueError(f"{self.root} returned no token `usage`; cove needs exact token counts")
@@ -288,11 +299,7 @@ def _chat(self:OpenAIPolicy, messages, max_new_tokens, temperature, top_p, stop,
         usage['completion_tokens'],
         'length' if ch.get('finish_reason') == 'length' else 'stop',
     )
-    # vLLM names the stop string that ended the reply (`stop_reason`) and counts its token in `usage`; `hf` counts only
-    # the tokens of the text kept: recount them, as `client_stop` does
-    if isinstance(ch.get('stop_reason'), str) and (tok := self._local_tokenizer()) is not None:
-        n = len(tok(g.text, add_special_tokens=False)['input_ids'])
-        g = Generation(g.text, g.prompt_tokens, max(1, min(n, g.completion_tokens)), 'stop')
+    g = self._recount(ch, g)
     return client_stop(g, stop, self.tokenizer, strings=True)   # `transformers serve` leaves stop strings in
 
 # %% ../nbs/02_llm_c_served.ipynb #8989acd7
@@ -357,6 +364,22 @@ def _score_forced(self:OpenAIPolicy, spans) -> list[float]:
     self.ledger.add('score', prompt_tokens=sum(len(p) for _, p, _ in jobs), calls=len(jobs))
     return out
 
+# %% ../nbs/02_llm_c_served.ipynb #67228951
+@patch
+def _echo(self:OpenAIPolicy, texts:list) -> dict:
+    "`texts` echoed by `/v1/completions` with prompt logprobs."
+    q = dict(prompt=texts, max_tokens=1, temperature=0, echo=True, logprobs=1)
+    try: return self._post('/v1/completions', dict(model=self._model(), **q))
+    except HTTPError as e:
+        raise NotImplementedError(
+            f"{self.root} does not support prompt logprobs (/v1/completions with echo): {e}") from e
+
+# %% ../nbs/02_llm_c_served.ipynb #b6fb8d99
+def _echoed_logprob(lp:dict, start:int, end:int) -> float:
+    "Summed logprob of the echoed tokens in `lp` that reach into characters `start:end` (the choice)."
+    return sum(l for o, n, l in zip(lp['text_offset'], lp['tokens'], lp['token_logprobs'])
+               if o + len(n) > start and o < end and l is not None)
+
 # %% ../nbs/02_llm_c_served.ipynb #e96f5cfa
 @patch
 def score_choices(self:OpenAIPolicy, messages, choices:list[str], end:bool=True) -> list[float]:
@@ -371,21 +394,12 @@ def score_choices(self:OpenAIPolicy, messages, choices:list[str], end:bool=True)
     prompt = render_chat(self.tokenizer, messages, **self.template_kw)
     tail = self.tokenizer.eos_token if end and self.tokenizer.eos_token else ''
     texts = [prompt + c + tail for c in choices]
-    try:
-        r = self._post(
-            '/v1/completions',
-            dict(model=self._model(), prompt=texts, max_tokens=1, temperature=0, echo=True, logprobs=1),
-        )
-    except HTTPError as e:
-        raise NotImplementedError(
-            f"{self.root} does not support prompt logprobs (/v1/completions with echo): {e}"
-        ) from e
+    r = self._echo(texts)
     scores = []
     for ch in sorted(r['choices'], key=lambda c: c['index']):
-        lp, text = ch.get('logprobs') or {}, texts[ch['index']]
+        lp = ch.get('logprobs') or {}
         if not lp.get('text_offset'): raise NotImplementedError(f"{self.root} returned no echoed prompt logprobs")
-        scores.append(sum(l for o, n, l in zip(lp['text_offset'], lp['tokens'], lp['token_logprobs'])
-                          if o + len(n) > len(prompt) and o < len(text) and l is not None))
+        scores.append(_echoed_logprob(lp, len(prompt), len(texts[ch['index']])))
     self.ledger.add('score', prompt_tokens=sum(len(ch['logprobs']['tokens']) for ch in r['choices']))
     return scores
 
@@ -446,19 +460,24 @@ def merged_folder(adapter:str|Path) -> Path:
     p = Path(adapter).expanduser().resolve()
     return safe_path(p.parent, p.name + '.merged', 'dir')
 
+# %% ../nbs/02_llm_c_served.ipynb #09149bfa
+def _save_merged(adapter:str|Path, base:str|Path, tmp:Path):
+    "Merge `adapter` into an fp32 copy of `base` and save it as safetensors in `tmp`."
+    from transformers import AutoModelForCausalLM
+    from peft import PeftModel
+    model = AutoModelForCausalLM.from_pretrained(str(base), dtype=torch.float32)
+    PeftModel.from_pretrained(model, str(adapter)).merge_and_unload().save_pretrained(tmp, safe_serialization=True)
+
 # %% ../nbs/02_llm_c_served.ipynb #a7ae3604
 def merge_adapter(adapter:str|Path, # a LoRA adapter folder (`adapter_config.json`, `adapter_model.safetensors`)
                   base:str|Path, # the base model's folder (`resolve_model(name).path`)
                   out:str|Path|None=None, # default `merged_folder(adapter)`
                  ) -> Path:
     "The adapter merged into an fp32 copy of `base` (peft `merge_and_unload`), saved as safetensors with HF names."
-    from transformers import AutoModelForCausalLM
-    from peft import PeftModel
     out = Path(out) if out else merged_folder(adapter)
     tmp = out.parent/f'.{out.name}.tmp'
     shutil.rmtree(tmp, ignore_errors=True)
-    model = AutoModelForCausalLM.from_pretrained(str(base), dtype=torch.float32)
-    PeftModel.from_pretrained(model, str(adapter)).merge_and_unload().save_pretrained(tmp, safe_serialization=True)
+    _save_merged(adapter, base, tmp)
     shutil.rmtree(out, ignore_errors=True)
     os.rename(tmp, out)   # whole or absent
     return out
