@@ -27,6 +27,7 @@ class Key:
     doc: str
     choices: tuple|None = None
 
+# %% ../nbs/01_config.ipynb #e9df8389
 SCHEMA: dict[str, Key] = {}   # every key cove reads, by name, in the order declared below
 
 def _declare(*keys:Key):
@@ -309,43 +310,33 @@ def _unknown_key(key:str) -> ConfigError:
         msg += plugins_hint()   # a section no key has: a plugin's key, perhaps
     return ConfigError(msg)
 
-# %% ../nbs/01_config.ipynb #3561ab54
+# %% ../nbs/01_config.ipynb #48383299
 _TRUE, _FALSE = {'1', 'true', 'yes', 'on'}, {'0', 'false', 'no', 'off'}
 
+def _bool(value) -> bool:
+    "`value` as a boolean: a bool, or one of the usual words (`_TRUE`, `_FALSE`); a `ValueError` if neither."
+    if isinstance(value, bool): return value
+    if str(value).strip().lower() in _TRUE|_FALSE: return str(value).strip().lower() in _TRUE
+    raise ValueError('not a boolean')
+
+# %% ../nbs/01_config.ipynb #3561ab54
 def _typed(k:Key, value:Any) -> Any:
     "`value` as type `k.type`; a `ValueError` saying why not."
-    if k.type is bool:
-        if isinstance(value, bool): return value
-        if str(value).strip().lower() in _TRUE|_FALSE: return str(value).strip().lower() in _TRUE
-        raise ValueError('not a boolean')
+    if k.type is bool: return _bool(value)
     if k.type is int and isinstance(value, float) and not value.is_integer(): raise ValueError('not an integer')
     return k.type(str(value).strip()) if k.type is not str else str(value)
 
-# %% ../nbs/01_config.ipynb #a80d662f
+# %% ../nbs/01_config.ipynb #1627dd66
 RANGES: dict[str, tuple] = {}   # key: (lowest, highest, whether the lowest itself is allowed); None = no bound
 
 def _ranges(lo, hi, *keys:str, closed:bool=True):
     "Give `keys` the range [`lo`, `hi`] (`closed=False`: `lo` itself excluded)."
     for k in keys: RANGES[k] = (lo, hi, closed)
 
-_ranges(
-    1,
-    None,
-    'model.batch_size',
-    'model.max_new_tokens',
-    'embed.batch_size',
-    'train.batch_size',
-    'train.micro_batch',
-    'train.lora_r',
-    'train.max_steps',
-    'train.max_length',
-    'train.grpo_generations',
-    'trigger.w',
-    'trigger.k',
-    'router.window',
-    'router.min_episodes',
-    'run.epochs',
-)
+# %% ../nbs/01_config.ipynb #a80d662f
+_ranges(1, None, 'model.batch_size', 'model.max_new_tokens', 'embed.batch_size', 'train.batch_size',
+        'train.micro_batch', 'train.lora_r', 'train.max_steps', 'train.max_length', 'train.grpo_generations',
+        'trigger.w', 'trigger.k', 'router.window', 'router.min_episodes', 'run.epochs')
 _ranges(0, None, 'train.lr', 'train.grpo_lr', 'train.epochs', closed=False)   # 0 trains nothing
 _ranges(0, None, 'model.timeout', closed=False)
 _ranges(0, 1, 'trigger.tau_c', 'trigger.q_min', 'router.harness_share', 'router.param_share', 'router.flat_eps')
@@ -383,9 +374,10 @@ def coerce(key:str, value:Any) -> Any:
     check_range(key, v)
     return v
 
-# %% ../nbs/01_config.ipynb #571e3d7b
+# %% ../nbs/01_config.ipynb #7a8b210a
 _NAME = re.compile(r'[A-Za-z_]\w*\.[A-Za-z_]\w*')
 
+# %% ../nbs/01_config.ipynb #571e3d7b
 def _range_of(name:str, rng) -> tuple|None:
     "`rng` as `RANGES` holds it, `(lo, hi, closed)`; a `ConfigError` for anything else."
     if rng is None: return None
@@ -394,6 +386,31 @@ def _range_of(name:str, rng) -> tuple|None:
     if len(r) not in (2, 3) or not all(map(num, r[:2])):
         raise ConfigError(f"config key {name}: range must be (lo, hi) or (lo, hi, closed), of numbers or None: {rng!r}")
     return (r[0], r[1], bool(r[2]) if len(r) == 3 else True)
+
+# %% ../nbs/01_config.ipynb #cea1bbe4
+def _check_name_type(name, typ):
+    "A `ConfigError` unless `name` is `section.key` and `typ` is int, float, str or bool."
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ConfigError(f"config key {name!r}: must be section.key, e.g. units.difficulty")
+    if typ not in (int, float, str, bool):
+        raise ConfigError(f"config key {name}: type must be int, float, str or bool, not {typ!r}")
+
+# %% ../nbs/01_config.ipynb #be615b66
+def _new_key(name, typ, default, doc, choices) -> Key:
+    "The `Key` with its default typed; a `ConfigError` for a default of the wrong type."
+    opts = tuple(choices) if choices is not None else None
+    try: return Key(name, typ, _typed(Key(name, typ, default, doc), default), str(doc), opts)
+    except ValueError as e:
+        raise ConfigError(f"config key {name}: default {default!r}: expected {typ.__name__} ({e})") from None
+
+# %% ../nbs/01_config.ipynb #f2ded9b8
+def _set_range(name:str, k:Key, rng:tuple|None):
+    "Give `name` the range `rng` (if any) and check `k`'s default in it; a `ConfigError` (range undone) if outside."
+    if rng: RANGES[name] = rng
+    try: check_range(name, k.default)
+    except ConfigError as e:
+        RANGES.pop(name, None)
+        raise ConfigError(f"config key {name}: default {e}") from None
 
 # %% ../nbs/01_config.ipynb #5968661d
 def declare_key(name:str, # `section.key`, e.g. `units.difficulty`
@@ -404,24 +421,15 @@ def declare_key(name:str, # `section.key`, e.g. `units.difficulty`
                 range:tuple|None=None, # `(lo, hi)` or `(lo, hi, closed)`, a None bound: none; None: numbers >= 0
                ) -> Key:
     "Declare config key `name` (a plugin's, or cove's own) in `SCHEMA` and `RANGES`; a one-line `ConfigError` if bad."
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise ConfigError(f"config key {name!r}: must be section.key, e.g. units.difficulty")
-    if type not in (int, float, str, bool):
-        raise ConfigError(f"config key {name}: type must be int, float, str or bool, not {type!r}")
-    rng, opts = _range_of(name, range), tuple(choices) if choices is not None else None
-    try: k = Key(name, type, _typed(Key(name, type, default, doc), default), str(doc), opts)
-    except ValueError as e:
-        raise ConfigError(f"config key {name}: default {default!r}: expected {type.__name__} ({e})") from None
+    _check_name_type(name, type)
+    rng = _range_of(name, range)
+    k = _new_key(name, type, default, doc, choices)
     if name in SCHEMA:
         if SCHEMA[name] == k and RANGES.get(name) == rng: return SCHEMA[name]   # the same again: imported twice
         raise ConfigError(f"config key {name} is declared already ({SCHEMA[name].doc[:60]}); give yours another name")
     if k.choices and k.default not in k.choices:
         raise ConfigError(f"config key {name}: default {k.default!r} is not one of {k.choices}")
-    if rng: RANGES[name] = rng
-    try: check_range(name, k.default)
-    except ConfigError as e:
-        RANGES.pop(name, None)
-        raise ConfigError(f"config key {name}: default {e}") from None
+    _set_range(name, k, rng)
     SCHEMA[name] = k
     return k
 
@@ -452,13 +460,25 @@ class Config:
     "Resolved settings: `cfg['trigger.N']`, `cfg.section('trigger')`, `cfg.path('output.dir')`, `cfg.sources`."
     def __init__(self, values:dict, sources:dict, profile:str, root:Path|None=None):
         self.values, self.sources, self.profile, self.root = values, sources, profile, root
-    def __getitem__(self, k):   # a key declared after this config was loaded (a plugin's) has its default
-        if k in self.values: return self.values[k]
-        if k in SCHEMA: return SCHEMA[k].default
-        raise _unknown_key(k)
-    def get(self, k, default=None): return self.values.get(k, default)
-    def to_dict(self) -> dict: return {'profile': self.profile, **self.values}
-    def __repr__(self): return f"Config(profile={self.profile!r}, {len(self.values)} keys)"
+
+# %% ../nbs/01_config.ipynb #a207c7be
+@patch
+def __getitem__(self:Config, k):   # a key declared after this config was loaded (a plugin's) has its default
+    if k in self.values: return self.values[k]
+    if k in SCHEMA: return SCHEMA[k].default
+    raise _unknown_key(k)
+
+# %% ../nbs/01_config.ipynb #484ff691
+@patch
+def get(self:Config, k, default=None): return self.values.get(k, default)
+
+# %% ../nbs/01_config.ipynb #3a920a47
+@patch
+def to_dict(self:Config) -> dict: return {'profile': self.profile, **self.values}
+
+# %% ../nbs/01_config.ipynb #1dba2345
+@patch
+def __repr__(self:Config): return f"Config(profile={self.profile!r}, {len(self.values)} keys)"
 
 # %% ../nbs/01_config.ipynb #ddeac857
 @patch
@@ -473,6 +493,30 @@ def path(self:Config, k:str) -> Path:
     p = Path(self[k]).expanduser()
     return p if p.is_absolute() or self.root is None else (self.root/p).resolve()
 
+# %% ../nbs/01_config.ipynb #557ca40b
+def _profile_layers(profile:str, overrides, path) -> list:
+    "The profile of `settings.ini` and the overrides as `(source, values)` layers."
+    cp = read_profiles(path)
+    if profile not in cp: raise ConfigError(f"unknown profile {profile!r}; settings.ini has {cp.sections()}")
+    sets = parse_sets(overrides) if isinstance(overrides, list) else dict(overrides or {})
+    return [(f'settings.ini[{profile}]', dict(cp[profile])), ('override', sets)]
+
+# %% ../nbs/01_config.ipynb #8da6e096
+def _env_layer(env) -> tuple[str, dict]:
+    "The `COVE_*` variables of `env` as a layer, once the cove methods they name have declared their keys."
+    for s in own_methods():
+        if any(n.startswith(env_name(s) + '_') for n in env): load_own(s)   # COVE_MEMRL_K1 sets memrl.k1
+    return ('env', {k: env[env_name(k)] for k in SCHEMA if env_name(k) in env})
+
+# %% ../nbs/01_config.ipynb #3efbb4cc
+def _resolve(layers:list[tuple[str, dict]]) -> tuple[dict, dict]:
+    "The values and their sources: every key's default, then each layer in turn (coerced)."
+    vals = {k: key.default for k, key in SCHEMA.items()}
+    srcs = {k: 'default' for k in SCHEMA}
+    for src, d in layers:
+        for k, v in d.items(): vals[k], srcs[k] = coerce(k, v), src
+    return vals, srcs
+
 # %% ../nbs/01_config.ipynb #68719e00
 def load_config(profile:str|None=None, # profile section of settings.ini; default `$COVE_PROFILE` or `cpu`
                 overrides:dict|list[str]|None=None, # papermill dict or CLI `section.key=value` strings
@@ -483,18 +527,10 @@ def load_config(profile:str|None=None, # profile section of settings.ini; defaul
     env = os.environ if env is None else env
     load_plugins(env=env)   # the keys plugins declare (entry points, `$COVE_PLUGINS`) are settable too
     profile = profile or env.get('COVE_PROFILE') or 'cpu'
-    cp = read_profiles(path)
-    if profile not in cp: raise ConfigError(f"unknown profile {profile!r}; settings.ini has {cp.sections()}")
-    layers = [(f'settings.ini[{profile}]', dict(cp[profile])),
-              ('override', parse_sets(overrides) if isinstance(overrides, list) else dict(overrides or {}))]
+    layers = _profile_layers(profile, overrides, path)
     for k in [k for _, d in layers for k in d]: declared(k)   # a method's keys load with its module
-    for s in own_methods():
-        if any(n.startswith(env_name(s) + '_') for n in env): load_own(s)   # COVE_MEMRL_K1 sets memrl.k1
-    layers.insert(1, ('env', {k: env[env_name(k)] for k in SCHEMA if env_name(k) in env}))
-    vals = {k: key.default for k, key in SCHEMA.items()}
-    srcs = {k: 'default' for k in SCHEMA}
-    for src, d in layers:
-        for k, v in d.items(): vals[k], srcs[k] = coerce(k, v), src
+    layers.insert(1, _env_layer(env))
+    vals, srcs = _resolve(layers)
     root = Path(path).parent if path else repo_root()
     return Config(vals, srcs, profile, root)
 
@@ -504,20 +540,24 @@ def describe(cfg:Config) -> str:
     rows = [f"{k:24} {str(cfg[k]):22} {cfg.sources.get(k, 'default'):20} {SCHEMA[k].doc}" for k in SCHEMA]
     return f"profile: {cfg.profile}\n" + '\n'.join(rows)
 
-# %% ../nbs/01_config.ipynb #e8c2e0ba
+# %% ../nbs/01_config.ipynb #353bd0fe
 CPU_FLAGS = ('avx2', 'avx512f', 'avx512_bf16', 'amx_bf16', 'amx_tile')
 
+# %% ../nbs/01_config.ipynb #a6db6b4e
+def _usable_cores() -> int:
+    "The cores this process may use (its CPU affinity), else the machine's."
+    try: return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError): return os.cpu_count()
+
+# %% ../nbs/01_config.ipynb #e8c2e0ba
 def cpu_info() -> dict:
     "The CPU's model name, the `CPU_FLAGS` it has, and the cores this process may use (from `/proc/cpuinfo`)."
     try:text = Path('/proc/cpuinfo').read_text()
     except OSError: text = ''
     name = re.search(r'^model name\s*:\s*(.+)$', text, re.M)
     flags = set((re.search(r'^flags\s*:\s*(.+)$', text, re.M) or re.search('()', '')).group(1).split())
-    try:cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError): cores = os.cpu_count()
-    return dict(
-        cpu=name.group(1).strip() if name else 'unknown', flags=[f for f in CPU_FLAGS if f in flags], cores=cores
-    )
+    return dict(cpu=name.group(1).strip() if name else 'unknown', flags=[f for f in CPU_FLAGS if f in flags],
+                cores=_usable_cores())
 
 # %% ../nbs/01_config.ipynb #c8195cf3
 def runtime_info(cfg:Config, policy=None) -> dict:
