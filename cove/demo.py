@@ -187,7 +187,10 @@ def _play_methods(cfg:Config, out:Path, policy, methods:list[str], families:list
 
 # %% ../nbs/19_demo.ipynb #d2e5d2be
 def _write_table(
-    cfg:Config, out:Path, metrics:dict, methods:list[str], families:list[str], episodes:int, engine:str|None=None
+    cfg:Config, out:Path, metrics:dict, methods:list[str], families:list[str], episodes:int,
+    engine:str|None=None, # what played the rollouts: `hf`, `vllm` or `given` (a policy passed in)
+    served:str|None=None, # the dtype the vLLM server was started in
+    note:str='', # why the engine is not the one chosen, e.g. vLLM did not start
 ) -> tuple[list[dict], dict]:
     """Write `table.csv` and `table.md` (the setting, the table, COVE's training-token ratio); returns the rows and the
     token reduction."""
@@ -199,8 +202,8 @@ def _write_table(
     ran = f" Ran on {rt['cpu']} ({' '.join(rt['flags']) or 'no AVX2'}), {rt['cores']} cores, dtype {rt['dtype']} " \
           f"(model.dtype={rt['dtype_key']})." if rt else ''
     drift = f" Drift: {cfg['run.drift']}." if cfg['run.drift'] else ''
-    served = f' (a vLLM server in {served_dtype(cfg)}; training in transformers)' if engine == 'vllm' else ''
-    ran += f" Rollouts on {engine}{served}." if engine else ''
+    served = f' (a vLLM server in {served}; training in transformers)' if engine == 'vllm' else ''
+    ran += f" Rollouts on {engine}{served}" + (f" ({note})" if note else '') + "." if engine else ''
     head = (
         f"Model {cfg['model.name']} ({cfg.profile} profile), {episodes} episodes per family, seed {cfg['run.seed']}, "
         f"split test; trigger k={cfg['trigger.k']} N={cfg['trigger.N']} w={cfg['trigger.w']}, "
@@ -350,15 +353,16 @@ def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[
     try:
         t0 = time.time()
         asked, engine = engine, 'given' if policy is not None else demo_engine(cfg, engine)
+        note, dtype = '', served_dtype(cfg)   # the dtype the server starts in, recorded as it was
         if engine == 'vllm':
-            try: policy = served.enter_context(served_policy(cfg, log=safe_path(out, 'vllm.log')))
+            try: policy = served.enter_context(served_policy(cfg, log=safe_path(out, 'vllm.log'), dtype=dtype))
             except ServeError as e:   # chosen, not asked for: said in the log and the table's header, then hf
                 if asked: raise
                 get_logger('demo').warning(f"vLLM did not start, so the rollouts run on hf: {e}")
-                engine = 'hf (vLLM did not start: vllm.log)'
+                engine, note = 'hf', 'vLLM did not start: vllm.log'
         policy = policy or load_policy(cfg)
         metrics, runs = _play_methods(cfg, out, policy, methods, families, episodes, progress, set_aside_corrupt)
-        rows, red = _write_table(cfg, out, metrics, methods, families, episodes, engine)
+        rows, red = _write_table(cfg, out, metrics, methods, families, episodes, engine, dtype, note)
         drift = parse_drift(cfg['run.drift'])
         paired = _write_paired(out, runs, methods, families, drift)
         drifted = _write_drift(out, runs, drift, _pre_drift_names(cfg, drift))
@@ -376,6 +380,8 @@ def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[
             mechanism=mechanism,
             runtime=metrics[methods[0]].get('runtime'),
             engine=engine,
+            engine_note=note or None,   # why the rollouts did not run on the engine chosen
+            served_dtype=dtype if engine == 'vllm' else None,
             token_reduction=red,
             wall_s=time.time() - t0,
             details={

@@ -19,7 +19,7 @@ def _demo(out, **kw):
 
 def test_a_server_that_does_not_start_is_said_then_hf(broken_vllm, tmp_path):
     s = _demo(tmp_path/'demo')
-    assert s['engine'] == 'hf (vLLM did not start: vllm.log)'
+    assert s['engine'] == 'hf' and s['engine_note'] == 'vLLM did not start: vllm.log'
     assert 'Rollouts on hf (vLLM did not start: vllm.log).' in (tmp_path/'demo'/'table.md').read_text()
     assert 'vLLM did not start, so the rollouts run on hf' in (tmp_path/'demo'/'demo.log').read_text()
     assert 'no vllm in this venv' in (tmp_path/'demo'/'vllm.log').read_text()
