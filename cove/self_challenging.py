@@ -99,50 +99,83 @@ def _code_entry(sol:str, fails:list[str]) -> tuple[str|None, str]:
         return None, f'failure case does not define {ep}()'
     return ep, 'ok'
 
+# %% ../nbs/17b_self_challenging.ipynb #9cad6f5e
+def _tag_parts(text:str|None) -> tuple[dict, str]:
+    "The bodies of a challenger reply's tags, by tag, and `'ok'` or the first required tag that is missing."
+    parts = {}
+    for tag, body in _TAG.findall(text or ''): parts.setdefault(tag.lower(), []).append(body)
+    for t in ('question', 'verify', 'solution'):
+        if not any(b.strip() for b in parts.get(t, [])): return parts, f'missing <{t}>'
+    return parts, 'ok'
+
+# %% ../nbs/17b_self_challenging.ipynb #4ac1e213
+def _verify_error(ver:str, fn:str) -> str|None:
+    "Why verification code `ver` is unusable (it does not compile, or does not define `fn`), or `None`."
+    if (err := _compiles(ver)): return f'verify: {err}'
+    if not re.search(rf'^def\s+{fn}\s*\(', ver, re.M): return f'verify: no `def {fn}(...)`'
+    return None
+
+# %% ../nbs/17b_self_challenging.ipynb #5e6514c2
+def _cases(parts:dict, code:bool) -> tuple[str, list[str]]:
+    "The example solution and the failure cases of a reply: code unfenced and dedented, else answers as the solver's."
+    case = (lambda b: _dedent(_unfence(b))) if code else _answer_text
+    return case(parts['solution'][0]), [case(b) for b in parts.get('failure', []) if b.strip()]
+
+# %% ../nbs/17b_self_challenging.ipynb #98511c66
+def _check_cases(sol:str, fails:list[str], code:bool) -> tuple[str|None, str]:
+    """`(entry point, 'ok')` of usable cases (code's entry point; else `None`): a failure case at least, none equal
+    to the solution; else `(None, reason)`."""
+    if not fails: return None, 'no <failure> case'
+    if sol in fails: return None, 'a failure case equals the solution'
+    return _code_entry(sol, fails) if code else (None, 'ok')
+
 # %% ../nbs/17b_self_challenging.ipynb #752d1c2c
 def parse_generated(text:str|None, family:str) -> tuple[GeneratedTask|None, str]:
     "`(GeneratedTask, 'ok')` from a challenger reply, or `(None, reason)`."
     if family not in SC_FAMILIES: return None, f'family {family!r} not supported'
-    parts = {}
-    for tag, body in _TAG.findall(text or ''): parts.setdefault(tag.lower(), []).append(body)
-    for t in ('question', 'verify', 'solution'):
-        if not any(b.strip() for b in parts.get(t, [])): return None, f'missing <{t}>'
-    q, ver = squash(parts['question'][0]), _dedent(_unfence(parts['verify'][0]))
-    code = family == 'code'
-    fn = 'check' if code else 'verify'
-    if (err := _compiles(ver)): return None, f'verify: {err}'
-    if not re.search(rf'^def\s+{fn}\s*\(', ver, re.M): return None, f'verify: no `def {fn}(...)`'
-    sol = _dedent(_unfence(parts['solution'][0])) if code else _answer_text(parts['solution'][0])
-    fails = [(_dedent(_unfence(b)) if code else _answer_text(b)) for b in parts.get('failure', []) if b.strip()]
-    if not fails: return None, 'no <failure> case'
-    if sol in fails: return None, 'a failure case equals the solution'
-    ep = None
-    if code:
-        ep, why = _code_entry(sol, fails)
-        if ep is None: return None, why
+    parts, why = _tag_parts(text)
+    if why != 'ok': return None, why
+    q, ver, code = squash(parts['question'][0]), _dedent(_unfence(parts['verify'][0])), family == 'code'
+    if (err := _verify_error(ver, 'check' if code else 'verify')): return None, err
+    sol, fails = _cases(parts, code)
+    ep, why = _check_cases(sol, fails, code)
+    if why != 'ok': return None, why
     return GeneratedTask(family, q, ver, sol, fails, ep), 'ok'
 
 # %% ../nbs/17b_self_challenging.ipynb #a595394f
 _ANSWER_CHECK = ("def check(candidate):\n"
                  "    assert (returned := candidate({answer!r})) == True, 'returned ' + repr(returned)[:80]\n")
 
-# %% ../nbs/17b_self_challenging.ipynb #9ced48d2
-def verification_feedback(g:GeneratedTask, candidate:str|None, timeout:float=5.0) -> Feedback:
-    "The `Feedback` of `candidate` under `g`'s verification code, decided where no model-written code runs."
-    if candidate is None: return Feedback('failure', 0.0, 'no answer', 'no_answer')
-    code = g.family == 'code'
-    if code: run = run_split('', candidate, g.verify, g.entry_point, timeout)   # the challenger's check
-    else: run = run_split('', g.verify, _ANSWER_CHECK.format(answer=candidate), 'verify', timeout)   # a fixed check
-    fb = split_feedback(run, timeout, 512)
-    if fb.success: return Feedback('success', 1.0, 'accepted')
-    if fb.status == 'timeout': return Feedback('timeout', 0.0, f'timeout after {timeout} s')
+# %% ../nbs/17b_self_challenging.ipynb #2b9cd168
+def _verify_run(g:GeneratedTask, candidate:str, timeout:float):
+    "The split sandbox run of `candidate` under `g`: the challenger's `check` for code, else a fixed check of `verify`."
+    if g.family == 'code': return run_split('', candidate, g.verify, g.entry_point, timeout)   # the challenger's check
+    return run_split('', g.verify, _ANSWER_CHECK.format(answer=candidate), 'verify', timeout)   # a fixed check
+
+# %% ../nbs/17b_self_challenging.ipynb #017b1bdd
+def _first_error(run) -> str:
+    "The error of the first failed test of a split run, or `''`."
     fails = _unit_tally(run.tests.report)[2]
-    err = fails[0]['error'] if fails else ''
+    return fails[0]['error'] if fails else ''
+
+# %% ../nbs/17b_self_challenging.ipynb #41ae697a
+def _rejection(err:str, fb:Feedback, code:bool) -> Feedback:
+    "The failure `Feedback` of a candidate not accepted: a wrong answer, a failed test, or a crash."
     no = lambda why, kind: Feedback('failure', 0.0, why, kind)
     if not code and err.startswith('AssertionError: returned '): return no(f"rejected ({err[16:]})", 'wrong_answer')
     if not code and err: return no(f'error: {err}'[:200], 'wrong_answer')   # verify raised on the answer
     if fb.status == 'failure': return no(f'rejected ({fb.message})'[:200], 'test_failed' if code else 'wrong_answer')
     return no(f'error: {fb.message}'[:200], 'runtime_error' if code else 'env_error')   # the program or check crashed
+
+# %% ../nbs/17b_self_challenging.ipynb #9ced48d2
+def verification_feedback(g:GeneratedTask, candidate:str|None, timeout:float=5.0) -> Feedback:
+    "The `Feedback` of `candidate` under `g`'s verification code, decided where no model-written code runs."
+    if candidate is None: return Feedback('failure', 0.0, 'no answer', 'no_answer')
+    run = _verify_run(g, candidate, timeout)
+    fb = split_feedback(run, timeout, 512)
+    if fb.success: return Feedback('success', 1.0, 'accepted')
+    if fb.status == 'timeout': return Feedback('timeout', 0.0, f'timeout after {timeout} s')
+    return _rejection(_first_error(run), fb, g.family == 'code')
 
 # %% ../nbs/17b_self_challenging.ipynb #c6c62f83
 def run_verification(g:GeneratedTask, candidate:str|None, timeout:float=5.0) -> tuple[bool, str]:
@@ -274,20 +307,32 @@ class VerifiedEnv(Environment):
     def __init__(self, base, gens:dict, timeout:float=5.0):
         self.base, self.gens, self.timeout = base, gens, timeout
         self.family, self.max_turns = base.family, (1 if base.family == 'code' else base.max_turns)
-    def instructions(self, task):
-        return FUNCTION_INSTRUCTIONS if self.family == 'code' else self.base.instructions(task)
-    def reset(self, task): return EpisodeState(task) if self.family == 'code' else self.base.reset(task)
-    def step(self, st, action):
-        if self.family != 'code': return self.base.step(st, action)
-        st.actions.append(action)
-        st.answer = extract_code(action, st.task.payload['entry_point'])
-        st.done = True
-    def evaluate(self, st):
-        if st.answer is None: return Feedback('failure', 0.0, 'format: no answer', 'format')
-        fb = verification_feedback(self.gens[st.task.id], st.answer, self.timeout)
-        return (
-            Feedback('success', 1.0, 'verified') if fb.success else replace(fb, message=f'verification: {fb.message}')
-        )
+
+# %% ../nbs/17b_self_challenging.ipynb #b64c2967
+@patch
+def reset(self:VerifiedEnv, task): return EpisodeState(task) if self.family == 'code' else self.base.reset(task)
+
+# %% ../nbs/17b_self_challenging.ipynb #70933b0c
+@patch
+def instructions(self:VerifiedEnv, task):
+    return FUNCTION_INSTRUCTIONS if self.family == 'code' else self.base.instructions(task)
+
+# %% ../nbs/17b_self_challenging.ipynb #da6bcba7
+@patch
+def step(self:VerifiedEnv, st, action):
+    if self.family != 'code': return self.base.step(st, action)
+    st.actions.append(action)
+    st.answer = extract_code(action, st.task.payload['entry_point'])
+    st.done = True
+
+# %% ../nbs/17b_self_challenging.ipynb #2e2f508a
+@patch
+def evaluate(self:VerifiedEnv, st):
+    if st.answer is None: return Feedback('failure', 0.0, 'format: no answer', 'format')
+    fb = verification_feedback(self.gens[st.task.id], st.answer, self.timeout)
+    return (
+        Feedback('success', 1.0, 'verified') if fb.success else replace(fb, message=f'verification: {fb.message}')
+    )
 
 # %% ../nbs/17b_self_challenging.ipynb #21367bdf
 def solve_generated(policy, env, gens:list, attempts:int=2, max_new_tokens:int=96, temperature:float=0.7,
@@ -342,6 +387,19 @@ def _play_by_adapter(self:SelfChallenging, env, tasks:list, plays:list) -> list:
     self.use_adapter(self.adapter)
     return results
 
+# %% ../nbs/17b_self_challenging.ipynb #ee4d2542
+@patch
+def _count(self:SelfChallenging, spec:str, k:str, ad, every:int) -> int|None:
+    "Count new episode `k` of `spec` (state saved); the round it makes pending, or `None`."
+    n = self.family_episodes[spec] = self.family_episodes.get(spec, 0) + 1
+    rnd = None
+    if every > 0 and n % every == 0:
+        rnd, self.next_round = self.next_round, self.next_round + 1
+        self.pending[str(rnd)] = dict(spec=spec, key=k)
+    self.applied[k] = dict(adapter=ad, round=rnd)
+    self.save_state()
+    return rnd
+
 # %% ../nbs/17b_self_challenging.ipynb #91e4fd05
 @patch
 def run_batch(self:SelfChallenging, env, tasks):
@@ -357,14 +415,7 @@ def run_batch(self:SelfChallenging, env, tasks):
     every = int(self.opt('every'))
     for r, k, ad in zip(results, keys, plays):
         if k in self.applied: continue
-        n = self.family_episodes[spec] = self.family_episodes.get(spec, 0) + 1
-        rnd = None
-        if every > 0 and n % every == 0:
-            rnd, self.next_round = self.next_round, self.next_round + 1
-            self.pending[str(rnd)] = dict(spec=spec, key=k)
-        self.applied[k] = dict(adapter=ad, round=rnd)
-        self.save_state()
-        if rnd is not None: self.run_pending()
+        if self._count(spec, k, ad, every) is not None: self.run_pending()
     for r, k in zip(results, keys): r.key = k   # read by `extra`
     return results
 
@@ -451,51 +502,66 @@ def _vet_reply(env, seed:Task, text:str|None, j:int, rnd:int, timeout:float) -> 
     item.update(valid=ok, reason=why, task=asdict(g))
     return item, (g if ok else None)
 
-# %% ../nbs/17b_self_challenging.ipynb #1eaa0005
+# %% ../nbs/17b_self_challenging.ipynb #e9531085
+def _round_record(rnd:int, spec:str, adapter:str|None) -> dict:
+    "The empty record of round `rnd` of family `spec`, started from `adapter`."
+    return dict(round=rnd, family=spec, generated=[], challenger_tokens=0, solver_tokens=0, skipped=None,
+                adapter_before=adapter, update=None)
+
+# %% ../nbs/17b_self_challenging.ipynb #58f44902
 @patch
-def challenge(self:SelfChallenging, env, spec:str, rnd:int, replies:list[str]|None=None) -> dict:
-    "Generate, parse, validate and solve this round's tasks."
-    c, n, fam = self.cfg, int(self.opt('tasks')), env.family
-    rec = dict(
-        round=rnd,
-        family=spec,
-        generated=[],
-        challenger_tokens=0,
-        solver_tokens=0,
-        skipped=None,
-        adapter_before=self.adapter,
-        update=None,
-    )
-    if fam not in SC_FAMILIES:
-        rec['skipped'] = f'family {fam!r} not supported by self-challenging'
-        return rec
-    pool, err = safe_call(env.tasks, 'train', int(self.opt('seed_pool')), c['run.seed'])
-    if not pool:
-        rec['skipped'] = f"no train tasks to seed the challenger ({err or 'empty train split'})"
-        return rec
-    seeds = [pool[(rnd * n + j) % len(pool)] for j in range(n)]
-    T, timeout = float(self.opt('temperature')), float(self.opt('timeout'))
-    if replies is None:
-        gens, err = safe_call(
-            self.policy.generate,
-            [challenger_messages(env, s) for s in seeds],
-            max_new_tokens=int(self.opt('max_new_tokens')),
-            temperature=T,
-            seed=c['run.seed'] + rnd,
-        )
-        if err:
-            rec['skipped'] = f'challenger generation failed: {err}'[:300]
-            return rec
-        replies, rec['challenger_tokens'] = [g.text for g in gens], sum(
-            g.prompt_tokens + g.completion_tokens for g in gens
-        )
+def _seeds(self:SelfChallenging, env, rnd:int) -> tuple[list, str|None]:
+    "The round's seeds, in turn from the family's train pool; `([], why)` if it is empty."
+    n = int(self.opt('tasks'))
+    pool, err = safe_call(env.tasks, 'train', int(self.opt('seed_pool')), self.cfg['run.seed'])
+    if not pool: return [], f"no train tasks to seed the challenger ({err or 'empty train split'})"
+    return [pool[(rnd * n + j) % len(pool)] for j in range(n)], None
+
+# %% ../nbs/17b_self_challenging.ipynb #39d21caa
+@patch
+def _challenger_replies(self:SelfChallenging, env, seeds:list, rnd:int, T:float) -> tuple:
+    "`(replies, tokens, None)` of one batched sampled call to the challenger, or `(None, 0, error)`."
+    gens, err = safe_call(self.policy.generate, [challenger_messages(env, s) for s in seeds], temperature=T,
+                          max_new_tokens=int(self.opt('max_new_tokens')), seed=self.cfg['run.seed'] + rnd)
+    if err: return None, 0, err
+    return [g.text for g in gens], sum(g.prompt_tokens + g.completion_tokens for g in gens), None
+
+# %% ../nbs/17b_self_challenging.ipynb #42bc4f5a
+def _vet_replies(env, rec:dict, seeds:list, replies:list, rnd:int, timeout:float) -> list[GeneratedTask]:
+    "Parse and validate each reply into `rec['generated']`; the valid generated tasks."
     valid = []
     for j, (s, text) in enumerate(zip(seeds, replies)):
         item, g = _vet_reply(env, s, text, j, rnd, timeout)
         rec['generated'].append(item)
         if g is not None: valid.append(g)
+    return valid
+
+# %% ../nbs/17b_self_challenging.ipynb #1eaa0005
+@patch
+def challenge(self:SelfChallenging, env, spec:str, rnd:int, replies:list[str]|None=None) -> dict:
+    "Generate, parse, validate and solve this round's tasks."
+    rec, fam = _round_record(rnd, spec, self.adapter), env.family
+    if fam not in SC_FAMILIES:
+        rec['skipped'] = f'family {fam!r} not supported by self-challenging'
+        return rec
+    seeds, rec['skipped'] = self._seeds(env, rnd)
+    if rec['skipped']: return rec
+    T, timeout = float(self.opt('temperature')), float(self.opt('timeout'))
+    if replies is None:
+        replies, rec['challenger_tokens'], err = self._challenger_replies(env, seeds, rnd, T)
+        if err:
+            rec['skipped'] = f'challenger generation failed: {err}'[:300]
+            return rec
+    valid = _vet_replies(env, rec, seeds, replies, rnd, timeout)
     if valid: self._solve(env, rec, valid, rnd, T, timeout)
     return rec
+
+# %% ../nbs/17b_self_challenging.ipynb #96b5db6f
+def _attempt(r:EpisodeResult) -> dict:
+    "The record of one solving attempt (with its trace if verified)."
+    last = next((m['content'] for m in reversed(r.messages) if m['role'] == 'assistant'), '')
+    return dict(answer=None if r.state.answer is None else str(r.state.answer)[:500], verified=r.success,
+                message=r.feedback.message, reply=last[:500], trace=r.messages if r.success else None)
 
 # %% ../nbs/17b_self_challenging.ipynb #eee0cc19
 @patch
@@ -508,44 +574,60 @@ def _solve(self:SelfChallenging, env, rec:dict, valid:list, rnd:int, T:float, ti
     by = {it['task']['id']: it for it in rec['generated'] if it['valid']}
     for r in res:
         it = by[r.task.id]
-        last = next((m['content'] for m in reversed(r.messages) if m['role'] == 'assistant'), '')
-        it['attempts'].append(
-            dict(
-                answer=None if r.state.answer is None else str(r.state.answer)[:500],
-                verified=r.success,
-                message=r.feedback.message,
-                reply=last[:500],
-                trace=r.messages if r.success else None,
-            )
-        )
+        it['attempts'].append(_attempt(r))
         it['solved'] = it['solved'] or r.success
         rec['solver_tokens'] += r.prompt_tokens + r.completion_tokens
+
+# %% ../nbs/17b_self_challenging.ipynb #1ad24521
+def _verified(rec:dict) -> list[dict]:
+    "The round's verified attempts as SFT trajectories (trace, score 1, task id, family)."
+    return [dict(trace=a['trace'], score=1.0, task_id=it['task']['id'], family=it['task']['family'])
+            for it in rec['generated'] for a in it['attempts'] if a['verified']]
+
+# %% ../nbs/17b_self_challenging.ipynb #a2ce9eec
+def _no_training(rec:dict) -> str:
+    "Why a round without a verified solution trains nothing."
+    none_valid = not any(it['valid'] for it in rec['generated'])
+    return rec.get('skipped') or ('no valid generated task' if none_valid else 'no verified solution')
+
+# %% ../nbs/17b_self_challenging.ipynb #e0049313
+@patch
+def _train_round(self:SelfChallenging, ok:list, name:str, init:str|None):
+    "The `UpdateResult` of training adapter `name` on `ok`, continuing `init` (or the one saved before a kill)."
+    from cove.train import trajectories_to_sft, train_sft, sft_kw, UpdateResult
+    path = self.adapter_dir/name
+    # trained before a kill
+    if (path/'update.json').exists(): return UpdateResult(**json.loads((path/'update.json').read_text()))
+    return train_sft(self.policy, trajectories_to_sft(ok, min_score=1.0), self.adapter_dir, name=name,
+                     **sft_kw(self.cfg), n_param=len(ok), init_adapter=self.adapter_dir/init if init else None)
+
+# %% ../nbs/17b_self_challenging.ipynb #f3963896
+@patch
+def _swap_adapter(self:SelfChallenging, name:str, init:str|None):
+    "Make adapter `name` the current one and the policy's, unloading `init`."
+    self.adapter = name
+    self.use_adapter(name)
+    # one adapter in memory (a replay reloads an old one)
+    if init and init in self.policy.adapters and hasattr(self.policy, 'unload_adapter'):
+        self.policy.unload_adapter(init)
 
 # %% ../nbs/17b_self_challenging.ipynb #5db2693b
 @patch
 def update(self:SelfChallenging, rec:dict, rnd:int) -> dict:
     "Train the shared adapter on the round's verified solutions (or record why not); hot-swap it."
-    from cove.train import trajectories_to_sft, train_sft, sft_kw, UpdateResult
-    ok = [dict(trace=a['trace'], score=1.0, task_id=it['task']['id'], family=it['task']['family']) for it in rec['generated'] for a in it['attempts'] if a['verified']]
+    ok, name, init = _verified(rec), f'adapter-{rnd:04d}', self.adapter
     if not ok:
-        why = rec.get('skipped') or ('no valid generated task' if not any(it['valid'] for it in rec['generated']) else 'no verified solution')
+        why = _no_training(rec)
         _log.info(f"round {rnd}: training skipped: {why}")
         return dict(trained=False, skipped=why, adapter=None)
-    c, name, init = self.cfg, f'adapter-{rnd:04d}', self.adapter
-    path = self.adapter_dir/name
-    # trained before a kill
-    if (path/'update.json').exists(): res = UpdateResult(**json.loads((path/'update.json').read_text()))
-    else:
-        try: res = train_sft(self.policy, trajectories_to_sft(ok, min_score=1.0), self.adapter_dir, name=name, **sft_kw(c),
-                             n_param=len(ok), init_adapter=self.adapter_dir/init if init else None)
-        except ValueError as e:
-            if 'no SFT examples' not in str(e): raise
-            return dict(trained=False, skipped=f'no verified solution fits train.max_length={c["train.max_length"]}', adapter=None)
-    self.adapter = name; self.use_adapter(name)
-    # one adapter in memory (a replay reloads an old one)
-    if init and init in self.policy.adapters and hasattr(self.policy, 'unload_adapter'): self.policy.unload_adapter(init)
-    return dict(trained=True, adapter=name, init_adapter=init, examples=res.examples, train_tokens=res.train_tokens, modelled=res.modelled,
-                steps=res.steps, loss=res.loss, seconds=res.seconds)
+    try: res = self._train_round(ok, name, init)
+    except ValueError as e:
+        if 'no SFT examples' not in str(e): raise
+        why = f'no verified solution fits train.max_length={self.cfg["train.max_length"]}'
+        return dict(trained=False, skipped=why, adapter=None)
+    self._swap_adapter(name, init)
+    return dict(trained=True, adapter=name, init_adapter=init, examples=res.examples, train_tokens=res.train_tokens,
+                modelled=res.modelled, steps=res.steps, loss=res.loss, seconds=res.seconds)
 
 # %% ../nbs/17b_self_challenging.ipynb #7fba5688
 @patch
