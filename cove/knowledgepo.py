@@ -51,9 +51,10 @@ def from_dict(cls:KPOStats, d:dict) -> KPOStats:
     "The `KPOStats` of `to_dict()` output."
     return cls(**{k: Counter(v) if isinstance(getattr(cls(), k), Counter) else v for k, v in d.items()})
 
-# %% ../nbs/12_knowledgepo.ipynb #76ef3c24
+# %% ../nbs/12_knowledgepo.ipynb #3bf720a3
 ORIGINS = ('judge', 'rules')
 
+# %% ../nbs/12_knowledgepo.ipynb #76ef3c24
 @dataclass
 class Candidate:
     "A candidate memory or skill entry extracted from one episode (paper §4.4.1)."
@@ -99,20 +100,23 @@ def surface_names(surface) -> list[str]:
     if isinstance(surface, dict): return list(surface['names'].values())
     return [str(n) for n in surface]
 
-# %% ../nbs/12_knowledgepo.ipynb #316b1c97
+# %% ../nbs/12_knowledgepo.ipynb #dfb2a056
 _QUOTES = '`\'"'
 
+def _reads_as_symbol(text:str, m:re.Match) -> bool:
+    "Whether the name `m` matched in `text` reads as a symbol: called, quoted, or identifier-like."
+    s, e, n = m.start(), m.end(), m.group(1)
+    called, quoted = text[e:e+1] == '(', s > 0 and text[s-1] in _QUOTES and text[e:e+1] == text[s-1]
+    return called or quoted or '_' in n or any(ch.isdigit() for ch in n)
+
+# %% ../nbs/12_knowledgepo.ipynb #316b1c97
 def symbol_spans(text:str, names) -> list[tuple[int, int, str]]:
     """`(start, end, name)` of each occurrence of `names` in `text` that reads as a symbol (called, quoted or
     identifier-like)."""
     names = sorted(set(names), key=len, reverse=True)
     if not names or not text: return []
-    out = []
-    for m in re.finditer(r'(?<![\w.])(' + '|'.join(map(re.escape, names)) + r')(?!\w)', text):
-        s, e, n = m.start(), m.end(), m.group(1)
-        called, quoted = text[e:e+1] == '(', s > 0 and text[s-1] in _QUOTES and text[e:e+1] == text[s-1]
-        if called or quoted or '_' in n or any(ch.isdigit() for ch in n): out.append((s, e, n))
-    return out
+    found = re.finditer(r'(?<![\w.])(' + '|'.join(map(re.escape, names)) + r')(?!\w)', text)
+    return [(m.start(), m.end(), m.group(1)) for m in found if _reads_as_symbol(text, m)]
 
 # %% ../nbs/12_knowledgepo.ipynb #7d78efe8
 _GENERIC = re.compile(r'`([A-Za-z_][\w.]*)`|(?<![\w.])([A-Za-z_][\w.]*)\(')
@@ -147,6 +151,22 @@ def _named_args(call, op:str, surface:Surface) -> list[tuple[str, object]]:
     kw = next((a for a in call.args if isinstance(a, dict)), {})
     return list(zip(_params(op, surface), pos)) + [(k, v) for k, v in kw.items()]
 
+# %% ../nbs/12_knowledgepo.ipynb #1c8e9aaf
+def _new_slot(p:str, slots:dict) -> str:
+    "The placeholder of a new argument of parameter `p`: `<p>`, or `<p2>`, `<p3>`… when that is taken."
+    if f'<{p}>' not in slots.values(): return f'<{p}>'
+    return f'<{p}{sum(v.startswith(f"<{p}") for v in slots.values()) + 1}>'
+
+# %% ../nbs/12_knowledgepo.ipynb #800357c6
+def _arg_slot(s:str, p:str, question:str, q:str, slots:dict) -> tuple[str, str]:
+    "`(q, shown)`: argument `s` of `p` as its slot if `question` holds it (replaced in `q`), else quoted."
+    word, k = r'(?<!\w)' + re.escape(s) + r'(?!\w)', s.lower()
+    if not (s.strip() and re.search(word, question, re.I)): return q, json.dumps(s)
+    if k not in slots:
+        slots[k] = _new_slot(p, slots)
+        q = re.sub(word, slots[k], q, flags=re.I)
+    return q, slots[k]
+
 # %% ../nbs/12_knowledgepo.ipynb #e5c895bf
 def generalise(question:str, calls:list, surface:Surface) -> tuple[str, list[tuple[str, str, list[str]]]]:
     "`question` with call arguments found in it replaced by `<param>`, and `(op, name, args)` per call."
@@ -156,27 +176,17 @@ def generalise(question:str, calls:list, surface:Surface) -> tuple[str, list[tup
         if op is None: continue
         shown = []
         for p, a in _named_args(c, op, surface):
-            s = _arg_text(a)
-            hit = s.strip() and re.search(r'(?<!\w)' + re.escape(s) + r'(?!\w)', question, re.I)
-            if not hit:
-                shown.append(json.dumps(s))
-                continue
-            if s.lower() not in slots:
-                slot = (
-                    f'<{p}>'
-                    if f'<{p}>' not in slots.values()
-                    else f'<{p}{sum(v.startswith(f"<{p}") for v in slots.values()) + 1}>'
-                )
-                slots[s.lower()] = slot
-                q = re.sub(r'(?<!\w)' + re.escape(s) + r'(?!\w)', slot, q, flags=re.I)
-            shown.append(slots[s.lower()])
+            q, sh = _arg_slot(_arg_text(a), p, question, q, slots)
+            shown.append(sh)
         steps.append((op, c.name, shown))
     return q, steps
 
-# %% ../nbs/12_knowledgepo.ipynb #218b01ed
+# %% ../nbs/12_knowledgepo.ipynb #773a90b7
 NO_CALL_HINT = "Call a tool before answering: answers given without any tool call were wrong."
 _FORMAT_HINT = ("Finish with the answer in the form the instructions ask for as soon as it is known; "
                 "an attempt whose answer cannot be read scores zero.")
+
+# %% ../nbs/12_knowledgepo.ipynb #218b01ed
 FEEDBACK_HINTS = {  # feedback kind -> strategic hint, family-neutral (a family's `hints` word them its own way)
     'tool_error': "Call only the tools in the current tool list: tool names can change between versions, so never "
                   "reuse a remembered tool name without checking the list.",
@@ -207,15 +217,42 @@ def _cand(kind, content, proposed, task, surface) -> Candidate:
 # %% ../nbs/12_knowledgepo.ipynb #46143e92
 def _clip(s:str, n:int=300) -> str: return s if len(s) <= n else s[:n].rstrip() + '…'
 
+# %% ../nbs/12_knowledgepo.ipynb #09245adb
+def _tool_usage(surface) -> str:
+    "The tools of `surface` with their parameters, e.g. `count(column, value), sum(column)`."
+    return ', '.join(f"{n}({', '.join(_params(surface.canonical(n), surface))})" for n in surface_names(surface))
+
 # %% ../nbs/12_knowledgepo.ipynb #56b27fba
 def _tool_error_memory(task:Task, st, surface) -> list[Candidate]:
     "A tool error: a volatile memory binding the current tool names (the task's surface), with their signatures."
     bad = [c.name for c in st.calls if not c.legal]
     if not (bad and surface): return []
-    usage = ', '.join(f"{n}({', '.join(_params(surface.canonical(n), surface))})" for n in surface_names(surface))
-    head = f"Tool surface v{surface.version}: the tools are {usage}."
+    head = f"Tool surface v{surface.version}: the tools are {_tool_usage(surface)}."
     text = head + f" The name '{bad[-1]}' is not a tool on this surface."
     return [_cand('memory', text, 'volatile', task, surface)]
+
+# %% ../nbs/12_knowledgepo.ipynb #4cda5e37
+def _volatile_skill(task:Task, q:str, steps:list, surface) -> Candidate:
+    "The call pattern of a success for questions like `q`, with the tool names of its surface."
+    pattern = ' then '.join(f"{n}({', '.join(a)})" for _, n, a in steps)
+    text = f"For questions like '{q}' (tool surface v{surface.version}): call {pattern}, then answer with the result."
+    return _cand('skill', text, 'volatile', task, surface)
+
+# %% ../nbs/12_knowledgepo.ipynb #647877d3
+def _stable_skill(task:Task, q:str, steps:list, surface) -> Candidate:
+    "The name-free twin of a call pattern: each tool by its purpose."
+    what = ' then '.join(f"the tool for '{op_purpose(op, surface)}' with {', '.join(a) or 'no arguments'}"
+                         for op, _, a in steps)
+    text = f"For questions like '{q}': use {what}, then answer with its result."
+    return _cand('skill', text, 'stable', task, surface)
+
+# %% ../nbs/12_knowledgepo.ipynb #6ba204b3
+def _worked_example(task:Task, st, fb, surface) -> list[Candidate]:
+    "A tool-less success as a worked example (code is not flattened)."
+    last = ' '.join((st.actions[-1] if st.actions else '').split())
+    if not (fb.success and not surface and last and '```' not in last): return []
+    text = f"Solved example. Question: {_clip(question_of(task))} Solution: {_clip(last)}"
+    return [_cand('skill', text, 'stable', task, surface)]
 
 # %% ../nbs/12_knowledgepo.ipynb #b8633693
 def _success_skills(task:Task, st, fb, surface) -> list[Candidate]:
@@ -224,37 +261,8 @@ def _success_skills(task:Task, st, fb, surface) -> list[Candidate]:
     out, ok_calls = [], [c for c in st.calls if c.legal and not c.result.startswith('Error')]
     if fb.success and ok_calls and surface:
         q, steps = generalise(question_of(task), ok_calls, surface)
-        pattern = ' then '.join(f"{n}({', '.join(a)})" for _, n, a in steps)
-        out.append(
-            _cand(
-                'skill',
-                f"For questions like '{q}' (tool surface v{surface.version}): call {pattern}, then answer with the result.",
-                'volatile',
-                task,
-                surface,
-            )
-        )
-        what = ' then '.join(
-            f"the tool for '{op_purpose(op, surface)}' with {', '.join(a) or 'no arguments'}" for op, _, a in steps
-        )
-        out.append(
-            _cand(
-                'skill', f"For questions like '{q}': use {what}, then answer with its result.", 'stable', task, surface
-            )
-        )
-    last = ' '.join((st.actions[-1] if st.actions else '').split())
-    # a worked example of a family without tools (code is not flattened)
-    if fb.success and not surface and last and '```' not in last:
-        out.append(
-            _cand(
-                'skill',
-                f"Solved example. Question: {_clip(question_of(task))} Solution: {_clip(last)}",
-                'stable',
-                task,
-                surface,
-            )
-        )
-    return out
+        out += [_volatile_skill(task, q, steps, surface), _stable_skill(task, q, steps, surface)]
+    return out + _worked_example(task, st, fb, surface)
 
 # %% ../nbs/12_knowledgepo.ipynb #44ff72b4
 def _failure_hints(task:Task, st, fb, surface) -> list[Candidate]:
@@ -269,16 +277,13 @@ def rule_candidates(task:Task, result:EpisodeResult, max_candidates:int=2) -> li
     """Deterministic candidates read off the episode: tool-surface memory, call-pattern skills, worked examples,
     feedback hints."""
     st, fb, surface = result.state, result.feedback, surface_of(task)
-    out = (
-        _tool_error_memory(task, st, surface)
-        + _success_skills(task, st, fb, surface)
-        + _failure_hints(task, st, fb, surface)
-    )
-    return out[:max_candidates]
+    out = _tool_error_memory(task, st, surface) + _success_skills(task, st, fb, surface)
+    return (out + _failure_hints(task, st, fb, surface))[:max_candidates]
 
-# %% ../nbs/12_knowledgepo.ipynb #7fe9c01b
+# %% ../nbs/12_knowledgepo.ipynb #abd01791
 _JUNK = {'n/a', 'na', 'none', 'nothing', 'no lesson', 'no memory', 'unknown', 'i don\'t know', 'not applicable'}
 
+# %% ../nbs/12_knowledgepo.ipynb #7fe9c01b
 def uninformative(content:str, min_words:int=4, echo:str|None=None) -> str|None:
     """Why `content` carries no storable information (`'empty'`, `'too short'`, `'no information'`, `'repetitive'`,
     `'restates the task'`), or None."""
@@ -297,15 +302,20 @@ EXTRACT_PROMPTS = {
     'skill': "An agent attempted a task.\n{episode}\n\nWrite one short instruction, as a single sentence, saying how to solve tasks like this one.",
 }
 
+# %% ../nbs/12_knowledgepo.ipynb #1e02a988
+def _cut(s, width:int) -> str:
+    "`s` on one line, cut to `width` characters with '…' when longer."
+    s = ' '.join(str(s).split())
+    return s[:width] + ('…' if len(s) > width else '')
+
 # %% ../nbs/12_knowledgepo.ipynb #63a0c673
 def episode_text(result:EpisodeResult, max_calls:int=4, width:int=160) -> str:
     "A compact text of an episode for the judge: task, tool calls with results (or the last reply), feedback."
-    cut = lambda s: (s := ' '.join(str(s).split()))[:width] + ('…' if len(s) > width else '')
+    cut = lambda s: _cut(s, width)
     t, st, fb = result.task, result.state, result.feedback
     lines = [f"Task: {cut(t.prompt)}"]
-    lines += [
-        f"Tool call: {c.name}({', '.join(map(_arg_text, c.args))}) -> {cut(c.result)}" for c in st.calls[:max_calls]
-    ]
+    lines += [f"Tool call: {c.name}({', '.join(map(_arg_text, c.args))}) -> {cut(c.result)}"
+              for c in st.calls[:max_calls]]
     if not st.calls and st.actions: lines.append(f"Agent reply: {cut(st.actions[-1])}")
     # never the gold answer
     lines.append(f"Outcome: {fb.status} (score {fb.score:g}): {cut(redact_expected(fb.message))}")
@@ -336,17 +346,22 @@ def judge_candidates(judge:Judge, task:Task, result:EpisodeResult, max_candidate
         else: out.append(Candidate(kind, text, symbol_names(text, surface), None, task.id, task.family, 'judge'))
     return out
 
-# %% ../nbs/12_knowledgepo.ipynb #46d270d4
+# %% ../nbs/12_knowledgepo.ipynb #21ec5156
 EXTRACTORS = ('judge', 'rules', 'both')
 
+def _check_extractor(extractor:str, judge):
+    "A `ValueError` unless `extractor` is one of `EXTRACTORS`, with a judge when it is not `rules`."
+    if extractor not in EXTRACTORS: raise ValueError(f"extractor {extractor!r} not in {EXTRACTORS}")
+    if extractor != 'rules' and judge is None: raise ValueError(f"extractor={extractor!r} needs a judge")
+
+# %% ../nbs/12_knowledgepo.ipynb #46d270d4
 def extract_candidates(judge:Judge|None, task:Task, result:EpisodeResult,
                        max_candidates:int=2, # candidates per extractor
                        extractor:str='both', # 'judge', 'rules' or 'both'
                        stats:KPOStats|None=None,
                        texts:list|None=None) -> list[Candidate]: # this episode's `judge_texts`, when already generated
     "Candidate memory/skill entries from one episode (paper §4.4.1)."
-    if extractor not in EXTRACTORS: raise ValueError(f"extractor {extractor!r} not in {EXTRACTORS}")
-    if extractor != 'rules' and judge is None: raise ValueError(f"extractor={extractor!r} needs a judge")
+    _check_extractor(extractor, judge)
     out = judge_candidates(judge, task, result, max_candidates, stats, texts=texts) if extractor != 'rules' else []
     if extractor != 'judge': out += rule_candidates(task, result, max_candidates)
     if stats is not None: stats.candidates.update(c.origin for c in out)
@@ -381,6 +396,23 @@ def volatility_prompt(shots:int=0) -> str: # worked examples from `VOLATILITY_SH
     if not 0 <= shots <= len(VOLATILITY_SHOTS): raise ValueError(f"shots={shots} must be in 0..{len(VOLATILITY_SHOTS)}")
     return few_shot(VOLATILITY_PROMPT, VOLATILITY_SHOTS[:shots])
 
+# %% ../nbs/12_knowledgepo.ipynb #7f9d6b3d
+def _rule_label(candidate:Candidate, named:bool) -> str:
+    "The rules' label: `volatile` for a candidate naming a surface symbol, else the label the rules proposed."
+    if not named and candidate.proposed is None:
+        raise ValueError("mode='rules' needs names or a proposed label (judge candidates have none)")
+    return 'volatile' if named else candidate.proposed
+
+# %% ../nbs/12_knowledgepo.ipynb #eb1e094f
+def _judge_label(judge:Judge|None, candidate:Candidate, mode:str, named:bool, stats, calibrate:bool, shots:int) -> str:
+    "The judge's label; under `judge+rules`, `volatile` (an override, counted) for a candidate naming a symbol."
+    if judge is None: raise ValueError(f"label mode {mode!r} needs a judge")
+    label = judge.choose(volatility_prompt(shots), list(LABELS), calibrate, content=candidate.content).option
+    if mode == 'judge+rules' and named and label != 'volatile':
+        label = 'volatile'
+        if stats is not None: stats.overrides += 1
+    return label
+
 # %% ../nbs/12_knowledgepo.ipynb #e6a58f1d
 def label_candidate(judge:Judge|None, candidate:Candidate,
                     mode:str='judge+rules', # 'judge', 'judge+rules' or 'rules'
@@ -390,16 +422,8 @@ def label_candidate(judge:Judge|None, candidate:Candidate,
     "The volatility label of `candidate` (paper §3.2, §4.4.1)."
     if mode not in LABEL_MODES: raise ValueError(f"label mode {mode!r} not in {LABEL_MODES}")
     named = bool(candidate.names or (surface is not None and names_in(candidate.content, surface)))
-    if mode == 'rules':
-        if not named and candidate.proposed is None:
-            raise ValueError("mode='rules' needs names or a proposed label (judge candidates have none)")
-        label = 'volatile' if named else candidate.proposed
-    else:
-        if judge is None: raise ValueError(f"label mode {mode!r} needs a judge")
-        label = judge.choose(volatility_prompt(shots), list(LABELS), calibrate, content=candidate.content).option
-        if mode == 'judge+rules' and named and label != 'volatile':
-            label = 'volatile'
-            if stats is not None: stats.overrides += 1
+    if mode == 'rules': label = _rule_label(candidate, named)
+    else: label = _judge_label(judge, candidate, mode, named, stats, calibrate, shots)
     if stats is not None: stats.labels[label] += 1
     return label
 
@@ -462,6 +486,14 @@ VOLATILITY_CASES += [
     ("When unsure between two answers, pick the one the retrieved evidence supports.", 'strategic'),
 ]
 
+# %% ../nbs/12_knowledgepo.ipynb #dcb1fed2
+def _with_rules(cases:list, preds:list, surface) -> dict:
+    "Agreement of the judge's `preds` once the surface-name rule makes every content naming a symbol volatile."
+    ruled = ['volatile' if names_in(c, surface) else p for (c, _), p in zip(cases, preds)]
+    agree, n = sum(p == g for p, (_, g) in zip(ruled, cases)), len(cases)
+    return dict(n=n, agree=agree, rate=agree / n, ci=wilson(agree, n), predictions=ruled,
+                overrides=sum(p != q for p, q in zip(ruled, preds)))
+
 # %% ../nbs/12_knowledgepo.ipynb #504863f2
 def volatility_agreement(judge:Judge, cases:list=VOLATILITY_CASES, calibrate:bool=True, surface=None,
                          shots:int=0) -> dict: # worked examples in the prompt (`volatility_prompt`)
@@ -469,20 +501,7 @@ def volatility_agreement(judge:Judge, cases:list=VOLATILITY_CASES, calibrate:boo
     ag = judge.agreement(
         [dict(prompt=volatility_prompt(shots), content=c, options=list(LABELS), gold=g) for c, g in cases], calibrate
     )
-    ruled = [c[0] for c in cases]
-    preds = ['volatile' if names_in(t, surface) else p for t, p in zip(ruled, ag['predictions'])]
-    agree = sum(p == g for p, (_, g) in zip(preds, cases))
-    return {
-        'judge': ag,
-        'judge+rules': dict(
-            n=len(cases),
-            agree=agree,
-            rate=agree / len(cases),
-            ci=wilson(agree, len(cases)),
-            predictions=preds,
-            overrides=sum(p != q for p, q in zip(preds, ag['predictions'])),
-        ),
-    }
+    return {'judge': ag, 'judge+rules': _with_rules(cases, ag['predictions'], surface)}
 
 # %% ../nbs/12_knowledgepo_b_update.ipynb #370ac0c4
 KB_OPS = ('insert', 'merge', 'revise', 'discard')
@@ -526,20 +545,18 @@ class KBOp:
 def _same_side(e:Entry, c:Candidate) -> bool:
     return e.label == 'volatile' if c.label == 'volatile' else (e.label != 'volatile' or e.promoted)
 
+# %% ../nbs/12_knowledgepo_b_update.ipynb #1f1a2679
+def _matches(e:Entry, c:Candidate) -> bool:
+    "Whether entry `e` has `c`'s kind, volatility side and family (no family on either side matches any)."
+    return e.kind == c.kind and _same_side(e, c) and (e.family == c.family or None in (e.family, c.family))
+
 # %% ../nbs/12_knowledgepo_b_update.ipynb #15590ee7
 def neighbour(kb, candidate:Candidate, k:int=8, vec=None):
     "The most similar online entry of the same kind, family and volatility side (a store `Hit`), or None."
     if vec is None and getattr(kb, 'embedder', None) is None:
         raise ValueError("update_kb needs a knowledge base with an embedder (dense similarity)")
-    for h in kb.retrieve(candidate.content, k=k, mode='dense', query_vec=vec):
-        e = h.entry
-        if (
-            e.kind == candidate.kind
-            and _same_side(e, candidate)
-            and (e.family == candidate.family or None in (e.family, candidate.family))
-        ):
-            return h
-    return None
+    hits = kb.retrieve(candidate.content, k=k, mode='dense', query_vec=vec)
+    return next((h for h in hits if _matches(h.entry, candidate)), None)
 
 # %% ../nbs/12_knowledgepo_b_update.ipynb #8a67ec7a
 def _norm(s:str) -> str: return ' '.join(s.lower().split())
@@ -548,20 +565,18 @@ def _norm(s:str) -> str: return ' '.join(s.lower().split())
 def _choose_op(judge:Judge, e:Entry, c:Candidate, shots:int=0) -> str:
     return judge.choose(kb_op_prompt(shots), list(KB_OPS[:3]), content=kb_op_content(e.content, c.content)).option
 
+# %% ../nbs/12_knowledgepo_b_update.ipynb #10bb1fc5
+def _name_relation(c:Candidate, e:Entry) -> tuple[bool, bool]:
+    "`(conflict, same)`: each side names a symbol the other does not (a rename), or both name the same ones."
+    cn, en = set(c.names), set(e.names)
+    return bool(cn - en and en - cn), bool(cn) and cn == en
+
 # %% ../nbs/12_knowledgepo_b_update.ipynb #c3edc7d7
-def _decide_op(
-    c:Candidate,
-    e:Entry|None,
-    sim,
-    judge:Judge|None,
-    dup_threshold:float,
-    topic_threshold:float,
-    shots:int=0,
-) -> tuple[str, str]:
+def _decide_op(c:Candidate, e:Entry|None, sim, judge:Judge|None, dup_threshold:float, topic_threshold:float,
+               shots:int=0) -> tuple[str, str]:
     "`(op, reason)` for candidate `c` and its nearest same-side entry `e` (None: there is none)."
     if e is None: return 'insert', 'new knowledge'
-    cn, en = set(c.names), set(e.names)
-    conflict, same = bool(cn - en and en - cn), bool(cn) and cn == en
+    conflict, same = _name_relation(c, e)
     if _norm(c.content) == _norm(e.content): return 'merge', 'same content'
     if sim >= topic_threshold and (conflict or same):
         return 'revise', 'same topic, tool names changed' if conflict else 'same names, new content'
@@ -585,6 +600,15 @@ def _apply_op(kb, op:str, reason:str, e:Entry|None, sim, c:Candidate, vec) -> KB
         sim,
     )
 
+# %% ../nbs/12_knowledgepo_b_update.ipynb #fde0ddb2
+def _nearest(kb, candidate):
+    "`(entry, sim, vec)`: `candidate`'s nearest same-side entry (or `None`s) and its embedding."
+    if getattr(kb, 'embedder', None) is None:
+        raise ValueError("update_kb needs a knowledge base with an embedder (dense similarity)")
+    vec = kb.embedder.encode(candidate.content)[0]
+    h = neighbour(kb, candidate, vec=vec)
+    return (h.entry, h.score, vec) if h else (None, None, vec)
+
 # %% ../nbs/12_knowledgepo_b_update.ipynb #6e2ed6ec
 def update_kb(kb, candidate:Candidate, judge:Judge|None=None, # decides ambiguous same-topic cases when given
               dup_threshold:float=0.9, # cosine at or above which an entry is a near-duplicate
@@ -596,10 +620,7 @@ def update_kb(kb, candidate:Candidate, judge:Judge|None=None, # decides ambiguou
     why, op = uninformative(candidate.content, min_words), None
     if why: op = KBOp('discard', None, why)
     else:
-        if getattr(kb, 'embedder', None) is None: raise ValueError("update_kb needs a knowledge base with an embedder (dense similarity)")
-        vec = kb.embedder.encode(candidate.content)[0]
-        h = neighbour(kb, candidate, vec=vec)
-        e, sim = (h.entry, h.score) if h else (None, None)
+        e, sim, vec = _nearest(kb, candidate)
         op, reason = _decide_op(candidate, e, sim, judge, dup_threshold, topic_threshold, shots)
         op = _apply_op(kb, op, reason, e, sim, candidate, vec)
     if stats is not None:
@@ -745,13 +766,8 @@ KB_OP_CASES += [
 def kb_op_agreement(judge:Judge, cases:list=KB_OP_CASES, calibrate:bool=True,
                     shots:int=0) -> dict: # worked examples in the prompt (`kb_op_prompt`)
     "Agreement of the KB-operation judge with hand labels (`Judge.agreement`)."
-    return judge.agreement(
-        [
-            dict(prompt=kb_op_prompt(shots), content=kb_op_content(a, b), options=list(KB_OPS[:3]), gold=g)
-            for a, b, g in cases
-        ],
-        calibrate,
-    )
+    q = lambda a, b, g: dict(prompt=kb_op_prompt(shots), content=kb_op_content(a, b), options=[*KB_OPS[:3]], gold=g)
+    return judge.agreement([q(*c) for c in cases], calibrate)
 
 # %% ../nbs/12_knowledgepo_b_update.ipynb #9f0f7be9
 def revision_counts(kb) -> dict[int, int]:
@@ -821,25 +837,34 @@ class RolloutPrompt:
     legal: set = field(default_factory=set)       # N_i: the legal volatile names of the episode
     observed: set = field(default_factory=set)    # volatile names the prompt shows
 
+# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #b5181e5b
+def _injected(kb, task:Task, k:int, mode:str) -> list:
+    "The top-`k` entries retrieved for `task`: never its own entry, never another family's."
+    if kb is None or k <= 0: return []
+    scope = dict(family=task.family, exclude_sources=own_sources(task))
+    return [h.entry for h in kb.retrieve(task.prompt, k=k, mode=mode, **scope)]
+
+# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #3e7d9e2c
+def _renamed(task:Task, entries:list, seed:int, stats) -> tuple[Task, list, dict]:
+    "`(task, entries, old->new names)` renamed for this episode (as they are without a tool surface)."
+    surface = surface_of(task)
+    if surface is None:
+        get_logger('knowledgepo').warning(f"{task.id}: no tool surface to rename; prompt left as is")
+        return task, entries, {}
+    entries, new, mapping = rename_volatile(entries, surface, seed)
+    if stats is not None: stats.renamed += 1
+    return with_surface(task, new), entries, mapping
+
 # %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #31fd2a7e
 def memory_aware_prompt(env, task:Task, kb=None, k:int=3, # entries injected per attempt
                         mode:str='hybrid', # retrieval mode
                         rename_seed:int|None=None, # rename volatile names for this episode (anti-recitation)
                         stats:KPOStats|None=None) -> RolloutPrompt:
     "Retrieve top-`k` entries, optionally rename volatile names, and build the episode's messages (§4.4.1)."
-    scope = dict(family=task.family, exclude_sources=own_sources(task))   # never its own entry, never another family's
-    entries = [h.entry for h in kb.retrieve(task.prompt, k=k, mode=mode, **scope)] if kb is not None and k > 0 else []
-    mapping, surface = {}, surface_of(task)
-    if rename_seed is not None:
-        if surface is None:
-            get_logger('knowledgepo').warning(f"{task.id}: no tool surface to rename; prompt left as is")
-        else:
-            entries, new, mapping = rename_volatile(entries, surface, rename_seed)
-            task = with_surface(task, new)
-            if stats is not None: stats.renamed += 1
-    return RolloutPrompt(
-        task, build_messages(env, task, entries), entries, mapping, legal_names(task), observed_names(task, entries)
-    )
+    entries, mapping = _injected(kb, task, k, mode), {}
+    if rename_seed is not None: task, entries, mapping = _renamed(task, entries, rename_seed, stats)
+    return RolloutPrompt(task, build_messages(env, task, entries), entries, mapping, legal_names(task),
+                         observed_names(task, entries))
 
 # %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #c0f36fad
 def recitation_violations(calls:list, legal:set, observed:set) -> list[tuple[str, str]]:
@@ -856,15 +881,30 @@ def anti_recitation_reward(
     if bad and stats is not None: stats.penalties += 1
     return float(r_task) - lam * bad
 
+# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #2d4a808e
+def _new_version(t:str, old:int|None, new:int|None) -> str:
+    "`t` with `surface v{old}` changed to `surface v{new}` (as it is when `old` is None)."
+    return t if old is None else re.sub(rf'\bsurface v{old}\b', f'surface v{new}', t)
+
 # %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #4f9d5cc8
 def rename_trace(messages:list[dict], mapping:dict, old_version:int|None=None, new_version:int|None=None) -> list[dict]:
     "A trajectory with every symbol occurrence of the old volatile names (and the surface version) renamed."
-    ver = (
-        (lambda t: re.sub(rf'\bsurface v{old_version}\b', f'surface v{new_version}', t))
-        if old_version is not None
-        else (lambda t: t)
-    )
-    return [dict(m, content=ver(rename_names(str(m['content']), mapping))) for m in messages]
+    ren = lambda t: _new_version(rename_names(t, mapping), old_version, new_version)
+    return [dict(m, content=ren(str(m['content']))) for m in messages]
+
+# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #e09f229a
+def _reward(r:EpisodeResult, rp:RolloutPrompt, lam:float, stats) -> float:
+    "The anti-recitation reward of reference `r` (its task score where the episode has no volatile names)."
+    if not rp.legal: return float(r.feedback.score)
+    return anti_recitation_reward(r.feedback.score, r.state.calls, rp.legal, rp.observed, lam, stats)
+
+# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #800aac75
+def _reference(env, rp, lam, q_min, stats) -> tuple:
+    "`(trajectory, None)` after `rp`'s memory-aware prompt, or `(None, why it is dropped)`."
+    r = replay_reference(env, rp.task)
+    if not r.success: return None, f'reference fails: {r.feedback.message[:50]}'
+    if _reward(r, rp, lam, stats) < q_min: return None, 'anti-recitation reward below q_min'
+    return replace(r, messages=rp.messages + r.messages[1:]), None
 
 # %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #20fa61dd
 def anti_recitation_sft(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybrid',
@@ -877,19 +917,9 @@ def anti_recitation_sft(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybri
         rp = memory_aware_prompt(
             env, t, kb, k, mode, rename_seed=seed + i if rename and surface_of(t) else None, stats=stats
         )
-        r = replay_reference(env, rp.task)
-        if not r.success:
-            why[f'reference fails: {r.feedback.message[:50]}'] += 1
-            continue
-        R = (
-            anti_recitation_reward(r.feedback.score, r.state.calls, rp.legal, rp.observed, lam, stats)
-            if rp.legal
-            else float(r.feedback.score)
-        )
-        if R < q_min:
-            why['anti-recitation reward below q_min'] += 1
-            continue
-        kept.append(replace(r, messages=rp.messages + r.messages[1:]))
+        traj, dropped = _reference(env, rp, lam, q_min, stats)
+        if dropped: why[dropped] += 1
+        else: kept.append(traj)
     if why: get_logger('knowledgepo').info(f"anti_recitation_sft: kept {len(kept)} of {len(tasks)}: {dict(why)}")
     return trajectories_to_sft(kept, min_score=0.0)
 
@@ -914,6 +944,12 @@ def update_seed(run_seed:int, n_update:int) -> int:
     "The seed of the renames of update `n_update` (1, 2, ...) of a run seeded `run_seed`."
     return RENAME_SEED['run'] * run_seed + RENAME_SEED['update'] * n_update
 
+# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #3f899dc9
+def _turn_rows(trace:list[dict], tid:str) -> list[dict]:
+    "A GRPO row `(prompt, task_id)` at every assistant turn of `trace`: the messages before that turn."
+    return [dict(prompt=[dict(role=h['role'], content=str(h['content'])) for h in trace[:j]], task_id=tid)
+            for j, m in enumerate(trace) if m['role'] == 'assistant']
+
 # %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #5e1cca54
 def rollout_grpo_rows(rolls:list[dict], # saved rollouts: `trace`, `task` (a dict) and the `surface` played
                       seed:int|None, # the update's seed (`update_seed`); None: the rollouts as played
@@ -927,8 +963,7 @@ def rollout_grpo_rows(rolls:list[dict], # saved rollouts: `trace`, `task` (a dic
         tid = f"{task.id}#rollout{i}"
         # the reward plays the renamed surface
         by_id[tid] = replace(with_surface(task, Surface.from_dict(surface)) if surface else task, id=tid)
-        rows += [dict(prompt=[dict(role=h['role'], content=str(h['content'])) for h in trace[:j]], task_id=tid)
-                 for j, m in enumerate(trace) if m['role'] == 'assistant']
+        rows += _turn_rows(trace, tid)
     return rows, by_id
 
 # %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #6792048f
@@ -1018,6 +1053,14 @@ def _release_triage(kb, labels:tuple, family:str|None, n:int, min_tasks:int, out
             out['discarded'].append(e.id)
     return todo
 
+# %% ../nbs/12_knowledgepo_d_release.ipynb #b57f914c
+def _settle(kb, e, d, threshold, n, out):
+    "Record Δ_post `d`; internalize `e` at or below `threshold`, else keep it."
+    kb.update(e.id, reason=f'memory release A/B (n={n})', delta_post=d)
+    why = f"memory release: useful before training, delta {d:+.3f} <= {threshold} after (n={n})"
+    if d <= threshold: kb.set_status(e.id, 'internalized', reason=why)
+    out['internalized' if d <= threshold else 'kept'].append(e.id)
+
 # %% ../nbs/12_knowledgepo_d_release.ipynb #ff41177c
 def release(
     kb,
@@ -1038,18 +1081,7 @@ def release(
     ids = {e.id for e in tested}
     out['untested'] = [e.id for e in todo if e.id not in ids]
     out['baseline'], out['deltas'] = ab_deltas(evaluate_fn, heldout_tasks, tested)
-    for e in tested:
-        d = out['deltas'][e.id]
-        kb.update(e.id, reason=f'memory release A/B (n={n})', delta_post=d)
-        if d <= threshold:
-            kb.set_status(
-                e.id,
-                'internalized',
-                reason=f"memory release: useful before training, delta {d:+.3f} <= {threshold} after (n={n})",
-            )
-            out['internalized'].append(e.id)
-        else:
-            out['kept'].append(e.id)
+    for e in tested: _settle(kb, e, out['deltas'][e.id], threshold, n, out)
     if stats is not None:
         stats.releases.update({k: len(out[k]) for k in ('internalized', 'discarded', 'kept', 'protected', 'untested')})
     return out
@@ -1059,15 +1091,25 @@ class HeldoutEval:
     "The A/B evaluator of memory release: mean score of the policy on `tasks` with exactly the given entries (greedy)."
     def __init__(self, agent, env): self.agent, self.env = agent, env   # agent: a `HarnessAgent` (temperature 0)
     def __call__(self, tasks, entries): return self.many(tasks, [entries])[0]
-    def many(self, tasks, entry_sets):
-        "Mean score per entry set; every (set, task) episode played in one batch."
-        rs = self.agent.run(
-            self.env, [t for _ in entry_sets for t in tasks], entries=[list(es) for es in entry_sets for _ in tasks]
+
+# %% ../nbs/12_knowledgepo_d_release.ipynb #44b17a24
+@patch
+def many(self:HeldoutEval, tasks, entry_sets):
+    "Mean score per entry set; every (set, task) episode played in one batch."
+    rs = self.agent.run(self.env, [t for _ in entry_sets for t in tasks],
+                        entries=[list(es) for es in entry_sets for _ in tasks])
+    n = len(tasks)
+    return [sum(r.feedback.score for r in rs[i * n : (i + 1) * n]) / max(1, n) for i in range(len(entry_sets))]
+
+# %% ../nbs/12_knowledgepo_d_release.ipynb #b1400d9f
+def _check_kpo_args(judge, extractor:str, label_mode:str):
+    "A `ValueError` for an unknown extractor or label mode, or for a judge-based one without a judge."
+    if extractor not in EXTRACTORS: raise ValueError(f"extractor {extractor!r} not in {EXTRACTORS}")
+    if label_mode not in LABEL_MODES: raise ValueError(f"label mode {label_mode!r} not in {LABEL_MODES}")
+    if judge is None and (extractor != 'rules' or label_mode != 'rules'):
+        raise ValueError(
+            f"extractor={extractor!r} / label_mode={label_mode!r} need a judge; pass one or use 'rules' for both"
         )
-        return [
-            sum(r.feedback.score for r in rs[i * len(tasks) : (i + 1) * len(tasks)]) / max(1, len(tasks))
-            for i in range(len(entry_sets))
-        ]
 
 # %% ../nbs/12_knowledgepo_d_release.ipynb #90a11db1
 class KnowledgePO:
@@ -1089,33 +1131,18 @@ class KnowledgePO:
         label_shots: int = 6,  # worked examples in the volatility judge's prompt (six-shot measured best on SmolLM2; 0:zero-shot)
         op_shots: int = 0,
     ):  # worked examples in the KB-operation judge's prompt (no measured gain; 0:zero-shot)
-        if extractor not in EXTRACTORS: raise ValueError(f"extractor {extractor!r} not in {EXTRACTORS}")
-        if label_mode not in LABEL_MODES: raise ValueError(f"label mode {label_mode!r} not in {LABEL_MODES}")
-        if judge is None and (extractor != 'rules' or label_mode != 'rules'):
-            raise ValueError(
-                f"extractor={extractor!r} / label_mode={label_mode!r} need a judge; pass one or use 'rules' for both"
-            )
-        self.kb, self.judge, self.extractor, self.label_mode, self.max_candidates = (
-            kb,
-            judge,
-            extractor,
-            label_mode,
-            max_candidates,
-        )
-        self.dup_threshold, self.topic_threshold, self.R, self.lam, self.k, self.mode = (
-            dup_threshold,
-            topic_threshold,
-            R,
-            lam,
-            k,
-            mode,
-        )
+        _check_kpo_args(judge, extractor, label_mode)
+        self.kb, self.judge, self.extractor, self.label_mode = kb, judge, extractor, label_mode
+        self.max_candidates, self.dup_threshold, self.topic_threshold = max_candidates, dup_threshold, topic_threshold
+        self.R, self.lam, self.k, self.mode = R, lam, k, mode
         self.op_judge, self.label_shots, self.op_shots = judge if op_judge else None, label_shots, op_shots
         self.stats = KPOStats()
         self._texts = {}   # id(result) -> (result, its judge texts), from `prefetch`
 
-    def __repr__(self):
-        return f"KnowledgePO(extractor={self.extractor!r}, label_mode={self.label_mode!r}, R={self.R}, k={self.k})"
+# %% ../nbs/12_knowledgepo_d_release.ipynb #7bff49ce
+@patch
+def __repr__(self:KnowledgePO):
+    return f"KnowledgePO(extractor={self.extractor!r}, label_mode={self.label_mode!r}, R={self.R}, k={self.k})"
 
 # %% ../nbs/12_knowledgepo_d_release.ipynb #efcc63d4
 @patch
