@@ -474,30 +474,34 @@ def counts(self:PrincipleStore) -> dict:
     ev = Counter(r['kind'] for r in self.conn.execute('SELECT kind FROM events'))
     return dict(principles=dict(c), events=dict(ev))
 
+# %% ../nbs/16_evolver_b_experience.ipynb #6b62d3d4
+def _exp_action(k:int) -> str:
+    "The system prompt's line on `<search_experience>`, returning `k` principles."
+    return (f"- <search_experience> query </search_experience>: retrieve the {k} most relevant principles from your "
+            "experience base (lessons distilled from earlier tasks); they come back in "
+            "<experience> ... </experience>.\n")
+
+# %% ../nbs/16_evolver_b_experience.ipynb #6c6760de
+def _example_reply(exp_retrieve:bool=True) -> str:
+    "The system prompt's example reply: a search of experience, or of knowledge without it."
+    if exp_retrieve:
+        return ("Example reply: <think>I should recall what I learned on similar tasks.</think>"
+                "<search_experience>lessons for this kind of task</search_experience>\n\n")
+    return ("Example reply: <think>I need the relevant facts.</think>"
+            "<search_knowledge>the entity the question is about</search_knowledge>\n\n")
+
 # %% ../nbs/16_evolver_b_experience.ipynb #5ed7d404
 def system_prompt(env_instructions:str, exp_retrieve:bool=True, max_turns:int=4, k:int=3) -> str:
     "EvolveR's system prompt (paper Table 13) followed by the family's instructions."
-    exp = (
-        (
-            f"- <search_experience> query </search_experience>: retrieve the {k} most relevant principles from your experience base "
-            "(lessons distilled from earlier tasks); they come back in <experience> ... </experience>.\n"
-        )
-        if exp_retrieve
-        else ''
-    )
     return (
         "You are a problem solver who reasons step by step and uses tools. In each reply use these actions:\n"
         "- <think> reasoning </think>: think about what you know and what you need next.\n"
-        + exp
+        + (_exp_action(k) if exp_retrieve else '')
         + f"- <search_knowledge> query </search_knowledge>: retrieve the {k} most relevant documents; they come back in "
         "<information> ... </information>.\n"
         "- <answer> final answer </answer>: give the final answer and stop.\n"
         f"End each reply with one search or the answer. You have at most {max_turns} replies before you must answer.\n"
-        + (
-            "Example reply: <think>I should recall what I learned on similar tasks.</think><search_experience>lessons for this kind of task</search_experience>\n\n"
-            if exp_retrieve
-            else "Example reply: <think>I need the relevant facts.</think><search_knowledge>the entity the question is about</search_knowledge>\n\n"
-        )
+        + _example_reply(exp_retrieve)
         + "Task instructions (put what they ask for as the final answer inside <answer> ... </answer>):\n"
         + env_instructions
     )
@@ -583,21 +587,13 @@ class EvolverAgent:
         self.gen_kw = dict(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, stop=STOPS)
         self.knowledge = KnowledgeSearch(k)
 
-    def start(self, env, task:Task) -> dict:
-        "A new episode's record: environment state, first messages, counters."
-        sys = system_prompt(env.instructions(task), self.exp_retrieve, self.max_turns, self.k)
-        return dict(
-            task=task,
-            state=env.reset(task),
-            messages=[msg('system', sys), msg('user', user_message(task))],
-            pt=0,
-            ct=0,
-            turns=0,
-            used=[],
-            info=Counter(),
-            err=None,
-            answered=False,
-        )
+# %% ../nbs/16_evolver_b_experience.ipynb #ce3f2d20
+@patch
+def start(self:EvolverAgent, env, task:Task) -> dict:
+    "A new episode's record: environment state, first messages, counters."
+    sys = system_prompt(env.instructions(task), self.exp_retrieve, self.max_turns, self.k)
+    return dict(task=task, state=env.reset(task), messages=[msg('system', sys), msg('user', user_message(task))],
+                pt=0, ct=0, turns=0, used=[], info=Counter(), err=None, answered=False)
 
 # %% ../nbs/16_evolver_b_experience.ipynb #e83d2275
 @patch
@@ -615,38 +611,48 @@ def _search(self:EvolverAgent, env, e:dict, a:Action) -> str:
     if docs is None: e['info']['knowledge_unavailable'] += 1
     return render_information(docs)
 
+# %% ../nbs/16_evolver_b_experience.ipynb #9859b301
+def _count_actions(info:Counter, acts:list, problems:list):
+    "Count a turn's actions in `info`, valid or not, and its unclosed tags."
+    for a in acts: info[a.kind if a.valid else f'invalid_{a.kind}'] += 1
+    info['unclosed'] += len(problems)
+
+# %% ../nbs/16_evolver_b_experience.ipynb #b0f24942
+def _end_with_answer(env, e:dict, final) -> None:
+    "Step episode `e`'s answer action `final` into the environment, and end the episode."
+    st = e['state']
+    env.step(st, answer_turn(e['task'].family, final.content))
+    e['answered'] = True
+    if not st.done: st.done = True   # an environment that waits for more (e.g. tools) is ended by the answer
+
+# %% ../nbs/16_evolver_b_experience.ipynb #2f480c32
+def _untagged_turn(env, e:dict, rest:str) -> str|None:
+    "Play the untagged text `rest` as the environment's own action (tools) or an answer; the observation, or None."
+    task, st = e['task'], e['state']
+    e['info']['env_action' if env.max_turns > 1 and not answer_like(task.family, rest) else 'untagged_answer'] += 1
+    obs = env.step(st, rest)
+    return None if st.done else obs
+
+# %% ../nbs/16_evolver_b_experience.ipynb #838a4e2a
+def _without_exp(m:str) -> str:
+    "Message `m` without its mention of `<search_experience>` (the ablation without experience retrieval)."
+    return m.replace('<search_experience> ... </search_experience>, ', '').replace('<search_experience>, ', '')
+
 # %% ../nbs/16_evolver_b_experience.ipynb #027ec171
 @patch
 def act(self:EvolverAgent, env, e:dict, text:str) -> str|None:
     "Apply one assistant turn of episode `e`; the next observation, or None when the episode ends."
-    task, st, info = e['task'], e['state'], e['info']
     acts, problems = parse_actions(text)
-    for a in acts: info[a.kind if a.valid else f'invalid_{a.kind}'] += 1
-    info['unclosed'] += len(problems)
+    _count_actions(e['info'], acts, problems)
     final = next((a for a in acts if a.kind != 'think'), None)   # generation stops after the first search/answer
-    if final is not None and final.kind == 'answer' and final.valid:
-        env.step(st, answer_turn(task.family, final.content))
-        e['answered'] = True
-        if not st.done: st.done = True   # an environment that waits for more (e.g. tools) is ended by the answer
-        return None
+    if final is not None and final.kind == 'answer' and final.valid: return _end_with_answer(env, e, final)
     if final is not None and final.valid: return self._search(env, e, final)
     rest = strip_actions(text)
     # the environment's own action (tools) or an untagged answer
-    if rest and (env.max_turns > 1 or answer_like(task.family, rest)):
-        info['env_action' if env.max_turns > 1 and not answer_like(task.family, rest) else 'untagged_answer'] += 1
-        obs = env.step(st, rest)
-        return None if st.done else obs
-    no_exp = (
-        (lambda m: m)
-        if self.exp_retrieve
-        else (
-            lambda m: m.replace('<search_experience> ... </search_experience>, ', '').replace(
-                '<search_experience>, ', ''
-            )
-        )
-    )
+    if rest and (env.max_turns > 1 or answer_like(e['task'].family, rest)): return _untagged_turn(env, e, rest)
+    no_exp = (lambda m: m) if self.exp_retrieve else _without_exp
     if acts and all(a.kind == 'think' and a.valid for a in acts): return no_exp(CONTINUE)
-    info['parse_failure'] += 1
+    e['info']['parse_failure'] += 1
     return no_exp(BAD_FORMAT)
 
 # %% ../nbs/16_evolver_b_experience.ipynb #eb3a47d3
@@ -685,6 +691,12 @@ def _finish(self:EvolverAgent, env, e:dict, dt:float, w_o:float=1.0, w_f:float=0
         info,
     )
 
+# %% ../nbs/16_evolver_b_experience.ipynb #a36e28b8
+def _failed_start(t:Task, ex:Exception) -> dict:
+    "The record of an episode whose environment failed to start: no messages, the error kept."
+    return dict(task=t, state=EpisodeState(t), messages=[], pt=0, ct=0, turns=0, used=[], info=Counter(),
+                err=f"environment error: {type(ex).__name__}: {ex}", answered=False)
+
 # %% ../nbs/16_evolver_b_experience.ipynb #ff8a0fbf
 @patch
 def run(self:EvolverAgent, env, tasks:list[Task], w_o:float=1.0, w_f:float=0.1) -> list[tuple[EpisodeResult, dict]]:
@@ -692,7 +704,7 @@ def run(self:EvolverAgent, env, tasks:list[Task], w_o:float=1.0, w_f:float=0.1) 
     t0, eps = time.time(), []
     for t in tasks:
         try: eps.append(self.start(env, t))
-        except Exception as ex: eps.append(dict(task=t, state=EpisodeState(t), messages=[], pt=0, ct=0, turns=0, used=[], info=Counter(), err=f"environment error: {type(ex).__name__}: {ex}", answered=False))
+        except Exception as ex: eps.append(_failed_start(t, ex))
     for turn in range(self.max_turns + 1):
         live = [e for e in eps if e['err'] is None and not e['state'].done]
         if not live: break
@@ -750,17 +762,25 @@ def parse_principle(raw:str, max_chars:int=300) -> tuple[str|None, str|None]:
     if any(t in s for t in ('<think>', '<answer>', '<search_')): return None, 'contains action tags'
     return s, None
 
+# %% ../nbs/16_evolver_b_experience.ipynb #58c4ce97
+def _distill_prompt(r:dict) -> tuple[str, str]:
+    "`(kind, prompt)` distilling episode row `r`: a guiding principle from a success, a cautionary one from a failure."
+    kind = 'guiding' if r['success'] else 'cautionary'
+    traj = trajectory_summary(user_message(Task(**r['task'])), r['trajectory'])
+    return kind, DISTILL_PROMPT[kind].format(trajectory=traj, feedback=r.get('message') or 'wrong answer')
+
+# %% ../nbs/16_evolver_b_experience.ipynb #f6baaa78
+def _distilled(kind:str, g) -> dict:
+    "The principle parsed from generation `g` of a `kind` distillation, with its error, raw text and tokens."
+    p, err = parse_principle(g.text)
+    return dict(kind=kind, principle=p, error=err, raw=g.text, prompt_tokens=g.prompt_tokens,
+                completion_tokens=g.completion_tokens)
+
 # %% ../nbs/16_evolver_b_experience.ipynb #e08a9bcd
 def distill(policy:Policy, rows:list[dict], # episode rows: `task` (dict), `trajectory` (messages), `success`, `message`
             max_new_tokens:int=64, temperature:float=1.0, seed:int|None=None) -> list[dict]:
     "One principle per trajectory by the policy itself: `kind`, `principle` (or None), `error`, `raw`, tokens."
-    prompts = []
-    for r in rows:
-        kind = 'guiding' if r['success'] else 'cautionary'
-        traj = trajectory_summary(user_message(Task(**r['task'])), r['trajectory'])
-        prompts.append(
-            (kind, DISTILL_PROMPT[kind].format(trajectory=traj, feedback=r.get('message') or 'wrong answer'))
-        )
+    prompts = [_distill_prompt(r) for r in rows]
     gens = (
         policy.generate(
             [[msg('user', p)] for _, p in prompts], max_new_tokens=max_new_tokens, temperature=temperature, seed=seed
@@ -768,20 +788,7 @@ def distill(policy:Policy, rows:list[dict], # episode rows: `task` (dict), `traj
         if prompts
         else []
     )
-    out = []
-    for (kind, _), g in zip(prompts, gens):
-        p, err = parse_principle(g.text)
-        out.append(
-            dict(
-                kind=kind,
-                principle=p,
-                error=err,
-                raw=g.text,
-                prompt_tokens=g.prompt_tokens,
-                completion_tokens=g.completion_tokens,
-            )
-        )
-    return out
+    return [_distilled(kind, g) for (kind, _), g in zip(prompts, gens)]
 
 # %% ../nbs/16_evolver_c_method.ipynb #c4c04ba7
 _log = get_logger('evolver')
