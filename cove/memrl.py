@@ -144,11 +144,17 @@ def _forgetting(by:dict) -> dict:
         fr[e] = dict(n_lost=len(lost), n_fail=len(fails), fr=len(lost) / len(fails) if fails else None)
     return fr
 
+# %% ../nbs/14_memrl.ipynb #bac9868c
+def _by_epoch(recs:list[dict]) -> dict:
+    "`{epoch: {task key: solved}}` of the episode records `recs`."
+    by = {}
+    for r in recs: by.setdefault(int(r.get('epoch', 0)), {})[record_task_key(r)] = r['status'] == 'success'
+    return by
+
 # %% ../nbs/14_memrl.ipynb #c7e7b397
 def epoch_metrics(recs:list[dict]) -> dict:
     "SR per epoch and of the last epoch, CSR, and FR = N_lost / N_fail per epoch and its mean (MemRL §5.1, §5.4)."
-    by = {}
-    for r in recs: by.setdefault(int(r.get('epoch', 0)), {})[record_task_key(r)] = r['status'] == 'success'
+    by = _by_epoch(recs)
     eps = sorted(by)
     sr = {e: sum(by[e].values()) / len(by[e]) for e in eps}
     tasks = {k for e in eps for k in by[e]}
@@ -203,6 +209,14 @@ def _nearest_intent(self:MemoryBank, v, before:int|None=None) -> tuple[int|None,
     hits = [(int(g), float(x)) for g, x in zip(gid, s) if g >= 0 and (before is None or g <= before)]
     return hits[0] if hits else (None, float('-inf'))
 
+# %% ../nbs/14_memrl.ipynb #85af911b
+@patch
+def _join_intent(self:MemoryBank, v, merge_sim:float|None, before:int|None) -> int|None:
+    "The stored intent a new memory with embedding `v` joins: the nearest (of id ≤ `before`) if cosine ≥ `merge_sim`."
+    if merge_sim is None: return None
+    gid, s = self._nearest_intent(v, before)
+    return gid if gid is not None and s >= merge_sim else None
+
 # %% ../nbs/14_memrl.ipynb #ca09f459
 @patch
 def insert(self:MemoryBank, intent:str, experience:str, q:float, emb,
@@ -213,19 +227,9 @@ def insert(self:MemoryBank, intent:str, experience:str, q:float, emb,
     its id."""
     v = np.asarray(emb, dtype=np.float32).reshape(-1)
     if v.shape[0] != self.dim: raise ValueError(f"intent embedding has {v.shape[0]} dims, the bank {self.dim}")
-    group = None
-    if merge_sim is not None:
-        gid, s = self._nearest_intent(v, before)
-        if gid is not None and s >= merge_sim: group = gid
-    cols = dict(
-        intent=intent,
-        experience=experience,
-        q=float(q),
-        emb=v.tobytes(),
-        created=time.time(),
-        intent_id=group,
-        **fields,
-    )
+    group = self._join_intent(v, merge_sim, before)
+    cols = dict(intent=intent, experience=experience, q=float(q), emb=v.tobytes(), created=time.time(), intent_id=group,
+                **fields)
     cur = self.conn.execute(
         f"INSERT INTO memories({','.join(cols)}) VALUES ({','.join('?' * len(cols))})", list(cols.values())
     )
@@ -329,6 +333,28 @@ FUNCTION_WORDS = frozenset(
 def _ngrams(text:str, n:int) -> set:
     w = re.findall(r"\w+", text.lower()); return {tuple(w[i:i+n]) for i in range(len(w) - n + 1)}
 
+# %% ../nbs/14_memrl.ipynb #88b146e4
+def _text_share(t:str) -> float:
+    "The share of `t`'s characters that are ASCII letters, digits, spaces or common punctuation."
+    return sum(c.isascii() and (c.isalnum() or c.isspace() or c in ".,;:!?'\"()-+*/=%$<>|_`") for c in t) / len(t)
+
+# %% ../nbs/14_memrl.ipynb #dbd3cd03
+def _not_prose(t:str, words:list[str]) -> bool:
+    "Whether summary `t` (its `words`) is not English prose: mostly other symbols, word salad, or a repetition loop."
+    if _text_share(t) < 0.9: return True
+    # word salad has almost no function words
+    if sum(w.lower() in FUNCTION_WORDS for w in words) / len(words) < 0.12: return True
+    toks = t.lower().split()
+    return len(toks) >= 8 and len(set(toks)) / len(toks) < 0.35
+
+# %% ../nbs/14_memrl.ipynb #0a5f0910
+def _echoes_task(t:str, task_prompt:str) -> bool:
+    "Whether summary `t` echoes the task: contained in it, or ≥ 60% of its trigrams from it."
+    tri = _ngrams(t, 3)
+    return t.lower() in ' '.join(task_prompt.split()).lower() or bool(
+        tri and len(tri & _ngrams(task_prompt, 3)) / len(tri) >= 0.6
+    )
+
 # %% ../nbs/14_memrl.ipynb #05b86800
 def usable_summary(text:str|None, task_prompt:str='') -> str|None:
     """The cleaned summary, or None if empty, too short, not English prose, a repetition loop, or an echo of the task or
@@ -336,20 +362,10 @@ def usable_summary(text:str|None, task_prompt:str='') -> str|None:
     t = ' '.join(str(text or '').split())
     words = re.findall(r"[A-Za-z][A-Za-z'-]*", t)
     if len(t) < 20 or len(words) < 4: return None
-    if sum(c.isascii() and (c.isalnum() or c.isspace() or c in ".,;:!?'\"()-+*/=%$<>|_`") for c in t) / len(t) < 0.9:
-        return None
-    # word salad has almost no function words
-    if sum(w.lower() in FUNCTION_WORDS for w in words) / len(words) < 0.12: return None
-    toks = t.lower().split()
-    if len(toks) >= 8 and len(set(toks)) / len(toks) < 0.35: return None
+    if _not_prose(t, words): return None
     # copies the instruction back
     if _ngrams(t, 5) & _ngrams(SUMMARY_INSTRUCTION, 5): return None
-    tri = _ngrams(t, 3)
-    # echoes the task
-    if t.lower() in ' '.join(task_prompt.split()).lower() or (
-        tri and len(tri & _ngrams(task_prompt, 3)) / len(tri) >= 0.6
-    ):
-        return None
+    if _echoes_task(t, task_prompt): return None
     return t[:600]
 
 # %% ../nbs/14_memrl.ipynb #4b5ee925
@@ -410,10 +426,14 @@ declare_key('memrl.reward_success', float, 1.0, 'MemRL reward of a successful ep
             range=(None, None))
 declare_key('memrl.reward_failure', float, -1.0, "MemRL reward of a failed episode, any number (the paper: -1; "
             "the authors' LifelongAgentBench config: 0)", range=(None, None))
+
+# %% ../nbs/14_memrl.ipynb #6bced9d0
 declare_key('memrl.writeback', str, 'episode', "MemRL write-back, episode|batch: episode = each episode's Q "
             "update and memory before the next is learnt; batch = the authors' flush: memrl.batch tasks played on "
             "the memory before them, their memories merged only into intents that existed before them",
             choices=WRITEBACKS)
+
+# %% ../nbs/14_memrl.ipynb #84aad33b
 declare_key('memrl.batch', int, 0, "MemRL tasks per write-back flush with memrl.writeback=batch, >= 0 (the authors: "
             "BigCodeBench 25, ALFWorld 32, LLB 5); 0 = each batch the run plays (model.batch_size)", range=(0, None))
 
@@ -432,19 +452,29 @@ AUTHORS_CONFIGS = {name: {**_AUTHORS_SHARED, **dict(zip(_AUTHORS_KEYS, row))} fo
     ('alfworld', ('0.5187,0.1203', '-10',  0.0,  5,  3, 0.9,  0.0, -1.0, 32)),
     ('llb',      ('0.39,0.14',     '-0.8', 0.01, 10, 5, 0.99, 0.5,  0.0,  5))]}
 
+# %% ../nbs/14_memrl.ipynb #7edb18eb
+def _check_ranges(p:dict):
+    "Fail with a one-line `ValueError` on MemRL settings `p` out of their range."
+    if p['k1'] < 1 or p['k2'] < 1: raise ValueError(f"memrl.k1 and memrl.k2 must be >= 1, got {p['k1']}, {p['k2']}")
+    if not 0 <= p['lam'] <= 1: raise ValueError(f"memrl.lam must lie in [0, 1], got {p['lam']}")
+    if not 0 < p['alpha'] <= 1: raise ValueError(f"memrl.alpha must lie in (0, 1], got {p['alpha']}")
+
+# %% ../nbs/14_memrl.ipynb #6555caef
+def _check_sim_stats(p:dict):
+    "`memrl.sim_stats` need `memrl.norm=authors` and an STD > 0 (a one-line `ValueError` else)."
+    if p['sim_stats'] is not None and p['norm'] != 'authors':
+        raise ValueError("memrl.sim_stats are the authors' fixed similarity statistics: set memrl.norm=authors too")
+    if p['sim_stats'] is not None and p['sim_stats'][1] <= 0:
+        raise ValueError(f"memrl.sim_stats: STD must be > 0, got {p['sim_stats'][1]}")
+
 # %% ../nbs/14_memrl.ipynb #d0973d16
 def memrl_params(cfg) -> dict:
     "The `PARAMS` of a MemRL run from `cfg`, parsed and checked (one-line `ValueError`s)."
     p = {k: cfg[f'memrl.{k}'] for k in PARAMS}
     p['q_min'], p['sim_stats'] = _numbers('memrl.q_min', p['q_min'], 1), _numbers('memrl.sim_stats', p['sim_stats'], 2)
     if p['q_min'] is not None: p['q_min'] = p['q_min'][0]
-    if p['k1'] < 1 or p['k2'] < 1: raise ValueError(f"memrl.k1 and memrl.k2 must be >= 1, got {p['k1']}, {p['k2']}")
-    if not 0 <= p['lam'] <= 1: raise ValueError(f"memrl.lam must lie in [0, 1], got {p['lam']}")
-    if not 0 < p['alpha'] <= 1: raise ValueError(f"memrl.alpha must lie in (0, 1], got {p['alpha']}")
-    if p['sim_stats'] is not None and p['norm'] != 'authors':
-        raise ValueError("memrl.sim_stats are the authors' fixed similarity statistics: set memrl.norm=authors too")
-    if p['sim_stats'] is not None and p['sim_stats'][1] <= 0:
-        raise ValueError(f"memrl.sim_stats: STD must be > 0, got {p['sim_stats'][1]}")
+    _check_ranges(p)
+    _check_sim_stats(p)
     return p
 
 # %% ../nbs/14_memrl.ipynb #9980e11d
@@ -487,6 +517,27 @@ def _check_params(self:MemRL):
         raise ValueError(f"{self.mem_path} was built with memrl settings {ADDED | ADDED_LATER | old}, not {self.p}; "
                          "use another --out")
 
+# %% ../nbs/14_memrl.ipynb #98cd7f25
+@patch
+def _source_memory(self:MemRL) -> Path:
+    "The source memory a frozen transfer run copies (`memrl.source`), which must exist."
+    src = memory_source(self.cfg)
+    if src is None:
+        raise ValueError("memrl.freeze=true needs a source memory: --set memrl.source=<run folder or memrl.sqlite>")
+    if not src.is_file(): raise FileNotFoundError(f"MemRL source memory {src} does not exist")
+    return src
+
+# %% ../nbs/14_memrl.ipynb #c9815059
+def _freeze_copy(tmp:Path, src:Path) -> dict|None:
+    "Freeze copy `tmp` of `src`: its bookkeeping cleared; the source run's params."
+    with MemoryBank(tmp) as b, b.transaction():
+        params = b.meta('params')
+        # the source run's bookkeeping; memories untouched
+        b.conn.execute('DELETE FROM applied')
+        b.conn.execute('DELETE FROM meta')
+        b.set_meta('frozen_from', str(src.resolve()))
+    return params
+
 # %% ../nbs/14_memrl.ipynb #c5a2ada3
 @patch
 def _attach_source(self:MemRL):
@@ -497,19 +548,11 @@ def _attach_source(self:MemRL):
                 f"{self.mem_path} is a learning run's memory, not a frozen copy; a transfer run needs its own --out"
             )
         return
-    src = memory_source(self.cfg)
-    if src is None:
-        raise ValueError("memrl.freeze=true needs a source memory: --set memrl.source=<run folder or memrl.sqlite>")
-    if not src.is_file(): raise FileNotFoundError(f"MemRL source memory {src} does not exist")
+    src = self._source_memory()
     tmp = Path(str(self.mem_path) + '.tmp')
     tmp.unlink(missing_ok=True)
     backup_db(src, tmp)
-    with MemoryBank(tmp) as b, b.transaction():
-        params = b.meta('params')
-        # the source run's bookkeeping; memories untouched
-        b.conn.execute('DELETE FROM applied')
-        b.conn.execute('DELETE FROM meta')
-        b.set_meta('frozen_from', str(src.resolve()))
+    params = _freeze_copy(tmp, src)
     write_json(self.out/'memrl_source.json', dict(source=str(src.resolve()), memories_sha256=memories_digest(tmp),
                                                  source_params=params, copied=time.strftime('%Y-%m-%dT%H:%M:%S')))
     os.replace(tmp, self.mem_path)   # last: a kill before this leaves no copy, and the next start copies again
@@ -580,6 +623,20 @@ def _retrieve(self:MemRL, qvec, key:str) -> dict:
     return self.bank.retrieve(qvec, p['delta'], p['k1'], p['k2'], p['lam'], norm=p['norm'], sim_stats=p['sim_stats'],
                               q_min=p['q_min'], epsilon=p['epsilon'], rng=rng)
 
+# %% ../nbs/14_memrl.ipynb #d492b86a
+@patch
+def _entries(self:MemRL, plans:list[dict]) -> list[list]:
+    "The memories each retrieval plan selected, as the agent's injected entries."
+    as_entry = lambda m: SimpleNamespace(id=m['id'], content=m['experience'], label='stable')
+    return [[as_entry(m) for m in self.bank.get(pl['selected'])] for pl in plans]
+
+# %% ../nbs/14_memrl.ipynb #6d465010
+@patch
+def _summaries_at(self:MemRL, results:list, learn:list[int]) -> dict:
+    "The summaries of the episodes at positions `learn` of `results` (one batch), by position."
+    summ = self._summarise([results[i] for i in learn])
+    return {i: summ.get(k) for k, i in enumerate(learn)}
+
 # %% ../nbs/14_memrl.ipynb #cd6f2206
 @patch
 def _play(self:MemRL, env, tasks):
@@ -590,14 +647,9 @@ def _play(self:MemRL, env, tasks):
     qv = self.embedder.encode([t.query for t in tasks])
     done = [None if self.freeze else self.bank.applied(k) for k in keys]
     plans = [d['retrieval'] if d else self._retrieve(v, k) for d, v, k in zip(done, qv, keys)]
-    entries = [
-        [SimpleNamespace(id=m['id'], content=m['experience'], label='stable') for m in self.bank.get(pl['selected'])]
-        for pl in plans
-    ]
-    results = self.agent().run(env, tasks, entries=entries)
+    results = self.agent().run(env, tasks, entries=self._entries(plans))
     learn = [i for i, r in enumerate(results) if not self.freeze and done[i] is None and learns_from(r.feedback)]
-    summ = self._summarise([results[i] for i in learn])
-    summ = {i: summ.get(k) for k, i in enumerate(learn)}
+    summ = self._summaries_at(results, learn)
     learnt = self._learn_all(keys, results, plans, qv, [i for i, d in enumerate(done) if not self.freeze and d is None],
                              summ)
     for i, r in enumerate(results):
@@ -659,6 +711,29 @@ def _update_td(self:MemRL, key:str, plan:dict, rew:float, info:dict):
         info['td_resolved'] = dict(of=pend['key'], next_max_q=nxt)
     self.bank.set_meta('td_pending', dict(key=key, selected=plan['selected'], reward=rew) if plan['selected'] else None)
 
+# %% ../nbs/14_memrl.ipynb #802e20d3
+def _experience(r, text:str|None) -> str:
+    "The memory written back for episode `r`: its outcome tag and the summary `text` (or a digest of its trace)."
+    return f"[{'success' if r.success else 'failure'}] " + (text if text is not None else trace_digest(r))
+
+# %% ../nbs/14_memrl.ipynb #f5e8cf36
+@patch
+def _write_back(self:MemRL, r, exp, qvec, summarised, key, before) -> int:
+    "Write back memory `exp` of episode `r`; its id."
+    p = self.p
+    return self.bank.insert(r.task.query, exp, p['q_init'], qvec, merge_sim=p['merge_sim'], before=before,
+                            family=r.task.family, task_id=r.task.id, success=int(r.success),
+                            summary_ok=int(summarised), created_by=key)
+
+# %% ../nbs/14_memrl.ipynb #f992355b
+@patch
+def _learn_one(self:MemRL, key, r, plan, qvec, text, rew, info, before):
+    "Q update and write-back of one episode, recorded in `info`."
+    if self.p['update'] == 'mc':info['q_updates'] = self._update_mc(plan, rew)
+    else: self._update_td(key, plan, rew, info)
+    info['new_memory'] = self._write_back(r, _experience(r, text), qvec, text is not None, key, before)
+    if before is not None: info['merged_before'] = before
+
 # %% ../nbs/14_memrl.ipynb #822faec3
 @patch
 def _apply(self:MemRL, key:str, r, plan:dict, qvec, summ, before:int|None=None) -> dict:
@@ -667,29 +742,12 @@ def _apply(self:MemRL, key:str, r, plan:dict, qvec, summ, before:int|None=None) 
     p = self.p
     rew = reward(r.success, p['reward_success'], p['reward_failure'])
     text, raw, spt, sct = summ if summ else (None, None, 0, 0)
-    exp = f"[{'success' if r.success else 'failure'}] " + (text if text is not None else trace_digest(r))
     info = dict(
         key=key, retrieval=plan, reward=rew, q_updates={}, summary_ok=text is not None, summary_tokens=[spt, sct]
     )
     if text is None: info['summary_rejected'] = None if raw is None else raw[:300]   # kept for auditing the fallback
     if not learns_from(r.feedback): info = dict(key=key, retrieval=plan, skipped='error')
-    if 'skipped' not in info:
-        if p['update'] == 'mc':info['q_updates'] = self._update_mc(plan, rew)
-        else: self._update_td(key, plan, rew, info)
-        info['new_memory'] = self.bank.insert(
-            r.task.query,
-            exp,
-            p['q_init'],
-            qvec,
-            merge_sim=p['merge_sim'],
-            before=before,
-            family=r.task.family,
-            task_id=r.task.id,
-            success=int(r.success),
-            summary_ok=int(text is not None),
-            created_by=key,
-        )
-        if before is not None: info['merged_before'] = before
+    if 'skipped' not in info: self._learn_one(key, r, plan, qvec, text, rew, info, before)
     self.bank.mark_applied(key, info)
     return info
 
