@@ -162,21 +162,24 @@ def missing_imports(test:str) -> str:
         if re.search(rf'(?<![\w.]){m}\.', test) and not re.search(rf'^\s*(import|from)\s+{m}\b', test, re.M)
     )
 
+# %% ../../nbs/05d_code.ipynb #74386c22
+def _reporting(st:ast.stmt, k:int) -> ast.Try:
+    "Statement `st` wrapped to report unit `k`: `__cove_fail(k, error)` if it raises, else `__cove_pass(k)`."
+    src = f'try:\n    pass\nexcept Exception as _e:\n    __cove_fail({k}, _e)\nelse:\n    __cove_pass({k})'
+    tr = ast.parse(src).body[0]
+    tr.body = [st]
+    return tr
+
 # %% ../../nbs/05d_code.ipynb #f088adae
 def _report_units(chk:ast.FunctionDef, test:str) -> list[str]:
     """Wrap each top-level statement of `chk` that holds an `assert` so that it reports its unit; returns each unit's
     first line in `test`."""
     units, body = [], []
     for st in chk.body:
-        if not any(isinstance(n, ast.Assert) for n in ast.walk(st)):
-            body.append(st)
-            continue
-        units.append((ast.get_source_segment(test, st) or '').strip().split('\n')[0][:160])
-        tr = ast.parse(
-            f'try:\n    pass\nexcept Exception as _e:\n    __cove_fail({len(units)-1}, _e)\nelse:\n    __cove_pass({len(units)-1})'
-        ).body[0]
-        tr.body = [st]
-        body.append(tr)
+        if any(isinstance(n, ast.Assert) for n in ast.walk(st)):
+            units.append((ast.get_source_segment(test, st) or '').strip().split('\n')[0][:160])
+            st = _reporting(st, len(units) - 1)
+        body.append(st)
     chk.body = body
     return units
 
@@ -376,10 +379,20 @@ class SplitRun:
     candidate: SandboxResult
     units: list   # each assert unit's first source line
 
-# %% ../../nbs/05d_code.ipynb #0187e6ac
+# %% ../../nbs/05d_code.ipynb #3b424471
 _log = get_logger('code')
 _WEAK = []   # runs whose candidate shared a uid or pid namespace with its tests: said once, counted here
 
+# %% ../../nbs/05d_code.ipynb #8e5d3a64
+def _warn_weak(run:SplitRun):
+    "Warn once if the candidate can reach its tests."
+    prot = run.candidate.protections
+    if 'pidns' in prot and any(p.startswith('uid ') for p in prot): return
+    if not _WEAK: _log.warning('code tests: the candidate shares its uid and pid namespace with its tests (not '
+                               'root) and could reach them through /proc; as root each process gets its own')
+    _WEAK.append(1)
+
+# %% ../../nbs/05d_code.ipynb #0187e6ac
 def run_split(prompt:str, code:str, test:str, entry_point:str, timeout:float=5.0, memory_mb:int=512) -> SplitRun:
     "Run `prompt`'s code and `test` in one sandbox, `prompt + code` in another; the tests call the candidate by pipe."
     ep = entry_point.strip()   # MBPP/392's is 'get_max_sum '
@@ -390,12 +403,14 @@ def run_split(prompt:str, code:str, test:str, entry_point:str, timeout:float=5.0
         cand = ex.submit(run_sandboxed, cprog, '', timeout, memory_mb, pass_fds=(calls_r, results_w), report=False)
         tests = run_sandboxed(tprog, '', timeout, memory_mb, pass_fds=(calls_w, results_r))
         run = SplitRun(tests, cand.result(), units)
-    prot = run.candidate.protections
-    if not ('pidns' in prot and any(p.startswith('uid ') for p in prot)):
-        if not _WEAK: _log.warning('code tests: the candidate shares its uid and pid namespace with its tests (not '
-                                   'root) and could reach them through /proc; as root each process gets its own')
-        _WEAK.append(1)
+    _warn_weak(run)
     return run
+
+# %% ../../nbs/05d_code.ipynb #d0b04afb
+def _traceback_source(lines:list[str], i:int) -> str:
+    "The source line a traceback shows under its `File` line `i`: none if last, or a `File` or `^` line follows."
+    shown = i + 1 < len(lines) - 1 and not lines[i + 1].lstrip().startswith(('File ', '^'))
+    return lines[i + 1].strip() if shown else ''
 
 # %% ../../nbs/05d_code.ipynb #4eb21cc6
 def error_summary(stderr:str, limit:int=300) -> str:
@@ -404,13 +419,8 @@ def error_summary(stderr:str, limit:int=300) -> str:
     if not lines: return ''
     last, where = lines[-1].strip(), ''
     for i in range(len(lines) - 1, -1, -1):
-        m = re.match(r'\s*File "main\.py", line (\d+)', lines[i])
-        if m:
-            src = (
-                lines[i + 1].strip()
-                if i + 1 < len(lines) - 1 and not lines[i + 1].lstrip().startswith(('File ', '^'))
-                else ''
-            )
+        if m := re.match(r'\s*File "main\.py", line (\d+)', lines[i]):
+            src = _traceback_source(lines, i)
             where = f" (line {m.group(1)}" + (f": {src[:80]}" if src else '') + ')'
             break
     return (last + where)[:limit]
@@ -423,34 +433,51 @@ def _unit_tally(report:list[dict]) -> tuple[int|None, int, list[dict]]:
     res = {x['unit']: x for x in report if 'unit' in x}
     return total, sum(x['ok'] for x in res.values()), [x for _, x in sorted(res.items()) if not x['ok']]
 
+# %% ../../nbs/05d_code.ipynb #c9e71644
+def _crash(score:float, why:str) -> Feedback:
+    "The `Feedback` of a run that crashed: an `error` with cause `runtime_error`."
+    return Feedback('error', score, why, 'runtime_error')
+
+# %% ../../nbs/05d_code.ipynb #e22b9087
+def _gone_why(rt, rc) -> str|None:
+    "Why the candidate left in the middle of the tests, as the tests' report says, with its exit code."
+    gone = next((x['gone'] for x in rt.report if 'gone' in x), None)
+    return gone and f'{gone} (exit code {rc.returncode})'
+
+# %% ../../nbs/05d_code.ipynb #8af6ee69
+def _unran(rt, rc, gone:str|None) -> Feedback:
+    "The `Feedback` of a run whose tests reported no tally: they failed, or the program exited first."
+    if not rt.ok:
+        return _crash(0.0, 'the tests failed: ' + (error_summary(rt.stderr) or f'exit code {rt.returncode}'))
+    ran = f'program exited with code {rc.returncode} before the tests ran'
+    return _crash(0.0, error_summary(rc.stderr) or gone or ran)
+
+# %% ../../nbs/05d_code.ipynb #957d3deb
+def _failed(run:SplitRun, fails:list, total:int, score:float) -> Feedback:
+    "The `Feedback` of failed asserts: how many, and the first one's error and unit."
+    first = fails[0]
+    where = run.units[first['unit']]
+    return Feedback('failure', score, f"{len(fails)}/{total} asserts failed; first: {first['error']} in `{where}`",
+                    'test_failed')
+
 # %% ../../nbs/05d_code.ipynb #a7d604c9
 def split_feedback(run:SplitRun, timeout:float, memory_mb:int) -> Feedback:
     "The `Feedback` of a `run_split` run: the units and verdict from the tests' report, the causes from either process."
     rt, rc = run.tests, run.candidate
     total, passed, fails = _unit_tally(rt.report)
-    gone = next((x['gone'] for x in rt.report if 'gone' in x), None)
-    gone = gone and f'{gone} (exit code {rc.returncode})'
+    gone = _gone_why(rt, rc)
     score = passed / total if total else 0.0
-    crash = lambda score, why: Feedback('error', score, why, 'runtime_error')
     if 'timeout' in (rt.status, rc.status):
         return Feedback('timeout', score, f'timeout after {timeout} s ({passed}/{total or "?"} asserts passed)')
     if 'memory' in (rc.status, rt.status):
         r = rc if rc.status == 'memory' else rt
-        return crash(score, f'memory limit ({memory_mb} MB) exceeded: {error_summary(r.stderr)}')
-    if total is None and not rt.ok:
-        return crash(0.0, 'the tests failed: ' + (error_summary(rt.stderr) or f'exit code {rt.returncode}'))
-    if total is None:
-        ran = f'program exited with code {rc.returncode} before the tests ran'
-        return crash(0.0, error_summary(rc.stderr) or gone or ran)
+        return _crash(score, f'memory limit ({memory_mb} MB) exceeded: {error_summary(r.stderr)}')
+    if total is None: return _unran(rt, rc, gone)
     if total == 0: return Feedback('error', 0.0, 'the tests hold no assertion: nothing can pass them', 'env_error')
-    if fails:
-        first = fails[0]
-        where = run.units[first['unit']]
-        return Feedback('failure', score, f"{len(fails)}/{total} asserts failed; first: {first['error']} in `{where}`",
-                        'test_failed')
+    if fails: return _failed(run, fails, total, score)
     if gone or not (rt.ok and rc.ok) or not any('end' in x for x in rt.report):
         why = error_summary(rc.stderr) or gone or error_summary(rt.stderr) or f'exit code {rt.returncode}'
-        return crash(score, 'crashed during the tests: ' + why)
+        return _crash(score, 'crashed during the tests: ' + why)
     return Feedback('success', 1.0, f'all {total} asserts passed' if total else 'tests passed')
 
 # %% ../../nbs/05d_code.ipynb #5b4bbac6
@@ -528,21 +555,27 @@ def _asserts(n:ast.AST) -> bool:
     name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ''
     return name.startswith(('assert', 'fail'))
 
-# %% ../../nbs/05d_code.ipynb #b7a72eba
+# %% ../../nbs/05d_code.ipynb #8d140577
 FUNCTION_INSTRUCTIONS = (
     "Write Python code. Reply with the complete function (signature and body) in one ```python code block```."
 )
 
+# %% ../../nbs/05d_code.ipynb #671cc7b7
+def _check_function(test:str) -> ast.FunctionDef:
+    "The `check()` of HumanEval-format `test`, which must hold an assertion."
+    chk = next((n for n in _parsed_tests(test).body if isinstance(n, ast.FunctionDef) and n.name == 'check'), None)
+    if chk is None: raise ValueError('test has no check()')
+    if not any(isinstance(n, ast.Assert) for n in ast.walk(chk)): raise ValueError('the tests hold no assertion')
+    return chk
+
+# %% ../../nbs/05d_code.ipynb #b7a72eba
 def parse_function_row(r:dict, source:str) -> Task:
     "A HumanEval-format row (`task_id, prompt, entry_point, test`, optional `canonical_solution`) as a `Task`."
     tid, prompt, ep, test = (r[k] for k in ('task_id', 'prompt', 'entry_point', 'test'))
     for k, v in (('task_id', tid), ('prompt', prompt), ('entry_point', ep), ('test', test)):
         if not isinstance(v, str) or not v.strip(): raise ValueError(f'empty or non-string {k!r}')
     if not defines(prompt, ep): raise ValueError(f'prompt does not define {ep!r}')
-    mod = _parsed_tests(test)
-    chk = next((n for n in mod.body if isinstance(n, ast.FunctionDef) and n.name == 'check'), None)
-    if chk is None: raise ValueError('test has no check()')
-    if not any(isinstance(n, ast.Assert) for n in ast.walk(chk)): raise ValueError('the tests hold no assertion')
+    _check_function(test)
     sol = r.get('canonical_solution')
     return Task(tid, 'code', hash_split(tid, 4), f"Complete this Python function:\n```python\n{prompt.rstrip()}\n```",
                 payload={'prompt': prompt, 'test': test, 'entry_point': ep},
