@@ -154,6 +154,12 @@ def _first_failure(tests:list[dict], passed:int, i:int, r, exp, timeout:float, m
         return Feedback('failure', passed / n, head + got, 'test_failed')
     return Feedback('error', passed / n, head + why, 'runtime_error')
 
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #d70f4913
+def _ends_tests(r:SandboxResult) -> bool:
+    "Whether a failed test run ends the others: a timeout, the memory limit, or code that does not compile."
+    return r.status in ('timeout', 'memory') or bool(re.search(r'^(SyntaxError|IndentationError|TabError)', r.stderr,
+                                                               re.M))
+
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #46ceef2d
 def run_io_tests(
     code:str,
@@ -172,8 +178,7 @@ def run_io_tests(
             passed += 1
             continue
         if first is None: first = (i, r, exp)
-        if r.status in ('timeout', 'memory') or re.search(r'^(SyntaxError|IndentationError|TabError)', r.stderr, re.M):
-            break
+        if _ends_tests(r): break
     if first is None: return Feedback('success', 1.0, f'all {len(tests)} tests passed')
     return _first_failure(tests, passed, *first, timeout, memory_mb)
 
@@ -197,15 +202,20 @@ def _apps_prompt(desc:str, starter:str, sample:list[dict]) -> str:
         )
     return '\n\n'.join(parts)
 
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #2546acf5
+def _check_apps_tests(tests:list):
+    "A `ValueError` unless APPS `tests` are there, each with a str input and a non-empty output list."
+    if not tests or not all(
+        isinstance(t.get('input'), str) and isinstance(t.get('output'), list) and t['output'] for t in tests
+    ):
+        raise ValueError('no tests, or a test without str input / non-empty output list')
+
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #5fe34076
 def parse_apps_row(r:dict) -> Task:
     "An APPS row (MapCoder format) as a `Task` with its tests in the payload."
     tid, desc, tests = f"apps/{r['id']}", r['description'], r['test_list']
     if not isinstance(desc, str) or not desc.strip(): raise ValueError('empty description')
-    if not tests or not all(
-        isinstance(t.get('input'), str) and isinstance(t.get('output'), list) and t['output'] for t in tests
-    ):
-        raise ValueError('no tests, or a test without str input / non-empty output list')
+    _check_apps_tests(tests)
     starter = r.get('starter_code') or ''
     fn, k = starter_signature(starter) if starter.strip() else (None, 0)
     sample = [t for t in (r.get('sample_io') or []) if isinstance(t.get('input'), str) and t.get('output')]
@@ -218,32 +228,54 @@ def parse_apps_row(r:dict) -> Task:
 class APPSEnv(_FolderEnv):
     "APPS (MapCoder subset): stdin/stdout and call-based problems; no reference solutions in the data."
     folder, feedback_is_full = 'apps', False
-    def parse(self, r) -> Task: return parse_apps_row(r)
-    def instructions(self, task:Task) -> str: return apps_instructions(task.payload['entry_point'])
-    def run(self, task:Task, code:str, tests=None) -> Feedback:
-        p = task.payload
-        return run_io_tests(code, tests or p['tests'], self.timeout, self.memory_mb, p['entry_point'], p['n_params'])
-    def run_visible(self, task:Task, code:str) -> Feedback:
-        return self.run(task, code, task.payload['sample_io'] or None)
-    def reference(self, task:Task) -> None: return None
+
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #9fd04dae
+@patch
+def parse(self:APPSEnv, r) -> Task: return parse_apps_row(r)
+@patch
+def instructions(self:APPSEnv, task:Task) -> str: return apps_instructions(task.payload['entry_point'])
+@patch
+def reference(self:APPSEnv, task:Task) -> None: return None
+
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #c8f2867a
+@patch
+def run(self:APPSEnv, task:Task, code:str, tests=None) -> Feedback:
+    p = task.payload
+    return run_io_tests(code, tests or p['tests'], self.timeout, self.memory_mb, p['entry_point'], p['n_params'])
+
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #99ff66b0
+@patch
+def run_visible(self:APPSEnv, task:Task, code:str) -> Feedback:
+    return self.run(task, code, task.payload['sample_io'] or None)
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #267c4e61
 BCB_INSTRUCTIONS = ("Write self-contained Python code: the imports and the function the task names. "
                     "Reply with the complete program in one ```python code block```.")
 _BCB_KEYS = ('task_id', 'instruct_prompt', 'complete_prompt', 'canonical_solution', 'test', 'entry_point')
 
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #7ce3d1d3
+def _check_bcb_tests(test:str):
+    "A `ValueError` unless BigCodeBench `test` holds a `TestCases` class and an assertion."
+    mod = _parsed_tests(test)
+    if not any(isinstance(n, ast.ClassDef) and n.name == 'TestCases' for n in mod.body):
+        raise ValueError('test has no TestCases class')
+    if not any(_asserts(n) for n in ast.walk(mod)): raise ValueError('the tests hold no assertion')
+
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #4341932e
+def _bcb_libs(r:dict) -> list[str]:
+    "The libraries BigCodeBench row `r` names in `libs` (a list, or its Python literal)."
+    libs = ast.literal_eval(r['libs']) if isinstance(r.get('libs'), str) else r.get('libs')
+    if not isinstance(libs, (list, tuple)) or not all(isinstance(l, str) for l in libs):
+        raise ValueError(f"bad libs {r.get('libs')!r}")
+    return libs
+
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #b80d2e7a
 def parse_bcb_row(r:dict) -> Task:
     "A BigCodeBench row (`_BCB_KEYS` and `libs`) as a `Task`; its reference is `complete_prompt + canonical_solution`."
     for k in _BCB_KEYS:
         if not isinstance(r.get(k), str) or not r[k].strip(): raise ValueError(f'empty or non-string {k!r}')
-    mod = _parsed_tests(r['test'])
-    if not any(isinstance(n, ast.ClassDef) and n.name == 'TestCases' for n in mod.body):
-        raise ValueError('test has no TestCases class')
-    if not any(_asserts(n) for n in ast.walk(mod)): raise ValueError('the tests hold no assertion')
-    libs = ast.literal_eval(r['libs']) if isinstance(r.get('libs'), str) else r.get('libs')
-    if not isinstance(libs, (list, tuple)) or not all(isinstance(l, str) for l in libs):
-        raise ValueError(f"bad libs {r.get('libs')!r}")
+    _check_bcb_tests(r['test'])
+    libs = _bcb_libs(r)
     ref = r['complete_prompt'].rstrip('\n') + '\n' + r['canonical_solution']
     return Task(r['task_id'], 'code', hash_split(r['task_id'], 4), r['instruct_prompt'],
                 payload={'test': r['test'], 'entry_point': r['entry_point'], 'libs': sorted(set(libs))},
@@ -371,28 +403,45 @@ def unittest_program(solution:str, test:str) -> str:
                     _bcb_main)
     return code + f'_bcb_main({solution!r}, {test!r})\n'
 
-# %% ../../nbs/05d_code_c_benchmarks.ipynb #858d044c
-def unittest_feedback(r:SandboxResult, nonce:str, timeout:float, memory_mb:int) -> Feedback:
-    """The `Feedback` of one `unittest_program` run: all tests passed, the first failure or error, tampering, or why no
-    report came."""
-    crash = lambda why: Feedback('error', 0.0, why, 'runtime_error')
-    tampered = lambda why: Feedback('error', 0.0, f'tampered: {why}', 'tampered')
-    if r.status == 'timeout': return Feedback('timeout', 0.0, f'timeout after {timeout} s')
-    if r.status == 'memory': return crash(f'memory limit ({memory_mb} MB) exceeded: {error_summary(r.stderr)}')
-    recs = [x for x in r.report if isinstance(x, dict) and x.get('nonce') == nonce]
-    if len(recs) > 1: return tampered('conflicting test reports (the answer wrote one)')
-    if not recs and r.returncode == 0: return tampered("the program exited (code 0) before the tests' runner ended")
-    if not recs: return crash('no test report: ' + (error_summary(r.stderr) or f'exit code {r.returncode}'))
-    rec = recs[0]
-    if 'tampered' in rec: return tampered(rec['tampered'])
-    if 'load_error' in rec: return crash(f"the program did not run: {rec['load_error']}")
-    if 'run_error' in rec: return crash(f"the tests' runner stopped: {rec['run_error']}")
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #33eaa6f7
+def _crashed(why:str) -> Feedback:
+    "The `Feedback` of a run that crashed: an `error` scoring 0, cause `runtime_error`."
+    return Feedback('error', 0.0, why, 'runtime_error')
+
+def _tampered(why:str) -> Feedback:
+    "The `Feedback` of a run whose answer tampered with the tests' runner or its report."
+    return Feedback('error', 0.0, f'tampered: {why}', 'tampered')
+
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #0dc47a0e
+def _no_report(r:SandboxResult, recs:list) -> Feedback:
+    "The `Feedback` of a run without one runner report in `recs`: tampering or a crash."
+    if len(recs) > 1: return _tampered('conflicting test reports (the answer wrote one)')
+    if r.returncode == 0: return _tampered("the program exited (code 0) before the tests' runner ended")
+    return _crashed('no test report: ' + (error_summary(r.stderr) or f'exit code {r.returncode}'))
+
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #4b3dd11e
+def _tally(rec:dict) -> Feedback:
+    "The `Feedback` of the runner's report `rec` of `n > 0` tests: all passed, or the first failure or error."
     n, bad = rec['n'], rec['failures'] + rec['errors']
-    if n == 0: return Feedback('failure', 0.0, 'no test ran', 'test_failed')
     if not bad: return Feedback('success', 1.0, f'all {n} tests passed')
     name, why = bad[0]
     msg = f'{len(bad)}/{n} tests failed; first: {why} in `{name}`'
     return Feedback('failure', (n - len(bad)) / n, msg, 'test_failed')
+
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #858d044c
+def unittest_feedback(r:SandboxResult, nonce:str, timeout:float, memory_mb:int) -> Feedback:
+    """The `Feedback` of one `unittest_program` run: all tests passed, the first failure or error, tampering, or why no
+    report came."""
+    if r.status == 'timeout': return Feedback('timeout', 0.0, f'timeout after {timeout} s')
+    if r.status == 'memory': return _crashed(f'memory limit ({memory_mb} MB) exceeded: {error_summary(r.stderr)}')
+    recs = [x for x in r.report if isinstance(x, dict) and x.get('nonce') == nonce]
+    if len(recs) != 1: return _no_report(r, recs)
+    rec = recs[0]
+    if 'tampered' in rec: return _tampered(rec['tampered'])
+    if 'load_error' in rec: return _crashed(f"the program did not run: {rec['load_error']}")
+    if 'run_error' in rec: return _crashed(f"the tests' runner stopped: {rec['run_error']}")
+    if rec['n'] == 0: return Feedback('failure', 0.0, 'no test ran', 'test_failed')
+    return _tally(rec)
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #f3545ff9
 def _imported(src:str) -> list[str]:
@@ -445,12 +494,23 @@ class BigCodeBenchEnv(_FolderEnv):
         super().__init__(data_dir, max_turns, timeout, memory_mb)
         self.guard = os.geteuid() != 0 if guard is None else guard
         self.workers, self.unavailable, self._causes, self._checked = workers, {}, {}, set()
-    def parse(self, r) -> Task: return parse_bcb_row(r)
-    def instructions(self, task:Task) -> str: return BCB_INSTRUCTIONS
-    def run(self, task:Task, code:str) -> Feedback:
-        p = task.payload
-        return run_unittest(code, p['test'], self.timeout, self.memory_mb, self.guard, tuple(p['libs']))
-    def reference(self, task:Task) -> list[str]: return [f"```python\n{task.meta['reference_program'].rstrip()}\n```"]
+
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #fa2e1a80
+@patch
+def parse(self:BigCodeBenchEnv, r) -> Task: return parse_bcb_row(r)
+@patch
+def instructions(self:BigCodeBenchEnv, task:Task) -> str: return BCB_INSTRUCTIONS
+
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #be948c5a
+@patch
+def run(self:BigCodeBenchEnv, task:Task, code:str) -> Feedback:
+    p = task.payload
+    return run_unittest(code, p['test'], self.timeout, self.memory_mb, self.guard, tuple(p['libs']))
+
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #520792ee
+@patch
+def reference(self:BigCodeBenchEnv, task:Task) -> list[str]:
+    return [f"```python\n{task.meta['reference_program'].rstrip()}\n```"]
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #0b5f07f0
 @patch
@@ -523,13 +583,18 @@ def check_references(self:BigCodeBenchEnv, tasks:list[Task]):
         n = f'{len(bad)} of {len(todo)}'
         _log.warning(f'code:bigcodebench: {n} references checked fail here ({ids}); {self.unavailable_summary()}')
 
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #4faf0b2b
+def _shuffled(pool:list, split:str, seed:int) -> list:
+    "`pool` in the seeded order of `split` and `seed`."
+    return [pool[k] for k in random.Random(split_seed(split, seed)).sample(range(len(pool)), len(pool))]
+
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #3eec2bc1
 @patch
 def tasks(self:BigCodeBenchEnv, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
     "The `split` tasks whose libraries import and whose reference passes here: all, or a seeded `n` (in data order)."
     self.check_split(split)
     pool = sample_split(self.load(), split)
-    order = [pool[k] for k in random.Random(split_seed(split, seed)).sample(range(len(pool)), len(pool))]
+    order = _shuffled(pool, split, seed)
     ok, i = [], 0
     while i < len(order) and (n is None or len(ok) < n):
         batch = order[i:] if n is None else order[i:i + n - len(ok)]
