@@ -6,6 +6,7 @@
 from __future__ import annotations
 import random
 from pathlib import Path
+from fastcore.basics import patch
 from ..core import Task
 from .base import register_env, split_seed, hash_split
 from .code import DIFFICULTIES, FunctionTestsEnv, HumanEvalEnv
@@ -618,8 +619,14 @@ class HumanEvalDefault(HumanEvalEnv):
         self.difficulty = difficulty
         if difficulty < 2: self.splits = ('train', 'test')
 
-    def available(self) -> tuple[bool, str]: return (True, '') if self.difficulty < 2 else super().available()
-    def tasks(self, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
-        if self.difficulty == 2: return super().tasks(split, n, seed)
-        self.check_split(split)
-        return basic_code_tasks(split, n, seed, self.difficulty)
+# %% ../../nbs/05d_code_b_levels.ipynb #6e2bf3e8
+@patch
+def available(self:HumanEvalDefault) -> tuple[bool, str]:
+    return (True, '') if self.difficulty < 2 else super(HumanEvalDefault, self).available()
+
+# %% ../../nbs/05d_code_b_levels.ipynb #c6e3247d
+@patch
+def tasks(self:HumanEvalDefault, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
+    if self.difficulty == 2: return super(HumanEvalDefault, self).tasks(split, n, seed)
+    self.check_split(split)
+    return basic_code_tasks(split, n, seed, self.difficulty)
