@@ -414,6 +414,13 @@ def _draw_problem(r:random.Random, templates:dict, split:str) -> tuple:
         q, steps, ans = templates[kind](r)
         if hash_split(q) == split: return kind, q, steps, ans
 
+# %% ../../nbs/05c_math.ipynb #a9406e07
+def _arith_task(tid:str, split:str, q:str, ans, kind:str, steps:list[str], d:int) -> Task:
+    "One arithmetic `Task`: question `q` with answer `ans`, its worked `steps` as the reference."
+    meta = dict(source='embedded', template=kind, steps=len(steps), reference='\n'.join(steps) + f'\nAnswer: {ans}',
+                difficulty=d)
+    return Task(tid, 'math', split, q, target=str(ans), meta=meta)
+
 # %% ../../nbs/05c_math.ipynb #48c5a88b
 @patch
 def tasks(self:ArithmeticEnv, split:str='train', n:int|None=None, seed:int=0) -> list[Task]:
@@ -425,22 +432,7 @@ def tasks(self:ArithmeticEnv, split:str='train', n:int|None=None, seed:int=0) ->
     for i in range(self.sizes[split] if n is None else n):
         r = random.Random(f'{base}:{i}')
         kind, q, steps, ans = _draw_problem(r, templates, split)
-        out.append(
-            Task(
-                f'{pre}-{split}-{seed}-{i}',
-                'math',
-                split,
-                q,
-                target=str(ans),
-                meta=dict(
-                    source='embedded',
-                    template=kind,
-                    steps=len(steps),
-                    reference='\n'.join(steps) + f'\nAnswer: {ans}',
-                    difficulty=d,
-                ),
-            )
-        )
+        out.append(_arith_task(f'{pre}-{split}-{seed}-{i}', split, q, ans, kind, steps, d))
     return out
 
 # %% ../../nbs/05c_math.ipynb #826ac43a
