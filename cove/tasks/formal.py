@@ -227,10 +227,15 @@ class MiniF2FEnv(LoadedTasks, Environment):
         self.lean_project = lean_project or os.environ.get('COVE_LEAN_PROJECT')
         self._tasks, self.report = None, None
 
-    def toolchain(self) -> LeanToolchain|None: return find_lean(self.lean_project)
+# %% ../../nbs/05e_formal.ipynb #2ef7ea07
+@patch
+def toolchain(self:MiniF2FEnv) -> LeanToolchain|None: return find_lean(self.lean_project)
 
-    def instructions(self, task:Task) -> str: return FORMAL_INSTRUCTIONS
-    def reference(self, task:Task) -> None: return None
+# %% ../../nbs/05e_formal.ipynb #46012e70
+@patch
+def instructions(self:MiniF2FEnv, task:Task) -> str: return FORMAL_INSTRUCTIONS
+@patch
+def reference(self:MiniF2FEnv, task:Task) -> None: return None
 
 # %% ../../nbs/05e_formal.ipynb #b101b3cc
 @patch
