@@ -116,11 +116,17 @@ class PrefixCache:
         # rows: (key, ids as an int64 array, [(k, v) per layer] with k, v: heads x tokens x dim)
         self.max_tokens, self.rows = max_tokens, []
         self.stats = dict(lookups=0, hits=0, reused_tokens=0, prompt_tokens=0)
-    @property
-    def tokens(self) -> int: return sum(len(r[1]) for r in self.rows)
-    def clear(self): self.rows = []
-    def __repr__(self):
-        return f"PrefixCache({len(self.rows)} rows, {self.tokens}/{self.max_tokens} tokens, {self.stats})"
+
+# %% ../nbs/02_llm.ipynb #a51a221a
+@patch(as_prop=True)
+def tokens(self:PrefixCache) -> int: return sum(len(r[1]) for r in self.rows)
+@patch
+def clear(self:PrefixCache): self.rows = []
+
+# %% ../nbs/02_llm.ipynb #54f66b79
+@patch
+def __repr__(self:PrefixCache):
+    return f"PrefixCache({len(self.rows)} rows, {self.tokens}/{self.max_tokens} tokens, {self.stats})"
 
 # %% ../nbs/02_llm.ipynb #b114940d
 @patch
@@ -133,6 +139,13 @@ def add(self:PrefixCache, key, ids:list[int], kv:list):
     self.rows.append((key, np.asarray(ids, dtype=np.int64), kv))
     while self.tokens > self.max_tokens: self.rows.pop(0)
 
+# %% ../nbs/02_llm.ipynb #0cb29e55
+def _prefix_len(kept:np.ndarray, a:np.ndarray) -> int:
+    "How many tokens `kept` shares with `a` from the start, at most `len(a) - 1` (one is left to run)."
+    m = min(len(kept), len(a) - 1)
+    eq = kept[:m] == a[:m]
+    return m if eq.all() else int(eq.argmin())
+
 # %% ../nbs/02_llm.ipynb #c723ffd3
 @patch
 def lookup(self:PrefixCache, key, ids:list[int]) -> tuple[list|None, int]:
@@ -141,9 +154,7 @@ def lookup(self:PrefixCache, key, ids:list[int]) -> tuple[list|None, int]:
     a, best, n = np.asarray(ids, dtype=np.int64), None, 0
     for j, r in enumerate(self.rows):
         if r[0] != key: continue
-        m = min(len(r[1]), len(a) - 1)
-        eq = r[1][:m] == a[:m]
-        k = m if eq.all() else int(eq.argmin())
+        k = _prefix_len(r[1], a)
         if k > n: best, n = j, k
     self.stats['lookups'] += 1
     self.stats['prompt_tokens'] += len(ids)
@@ -176,14 +187,16 @@ class HFPolicy(TokenizerPolicy):
         self.eos_ids = {tokenizer.eos_token_id, *(eos if isinstance(eos, list) else [eos])} - {None}
         self.prefix_cache = PrefixCache(prefix_cache_tokens)
 
-    @property
-    def device(self) -> torch.device:
-        return next(self.model.parameters()).device
-    @property
-    def dtype(self) -> torch.dtype:
-        return next(self.model.parameters()).dtype
-    def __repr__(self):
-        return f"HFPolicy({self.name!r}, dtype={self.dtype}, batch_size={self.batch_size}, adapter={self.active_adapter!r})"
+# %% ../nbs/02_llm_b_hf.ipynb #065bfa61
+@patch(as_prop=True)
+def device(self:HFPolicy) -> torch.device: return next(self.model.parameters()).device
+@patch(as_prop=True)
+def dtype(self:HFPolicy) -> torch.dtype: return next(self.model.parameters()).dtype
+
+# %% ../nbs/02_llm_b_hf.ipynb #befa3621
+@patch
+def __repr__(self:HFPolicy):
+    return f"HFPolicy({self.name!r}, dtype={self.dtype}, batch_size={self.batch_size}, adapter={self.active_adapter!r})"
 
 # %% ../nbs/02_llm_b_hf.ipynb #2c93f632
 @patch(cls_method=True)
@@ -259,16 +272,20 @@ def _adapter_ctx(self:HFPolicy):
     "The base model when no adapter is active, else the active adapter."
     return self.model.disable_adapter() if self._active is None and self.adapters else contextlib.nullcontext()
 
+# %% ../nbs/02_llm_b_hf.ipynb #0812cf94
+@patch
+def _chat_ids(self:HFPolicy, batch:list) -> list[list[int]]:
+    "The token ids of each conversation's chat prompt in `batch` (the template adds the special tokens)."
+    return [self.tokenizer(render_chat(self.tokenizer, m, **self.template_kw), add_special_tokens=False)['input_ids']
+            for m in batch]
+
 # %% ../nbs/02_llm_b_hf.ipynb #f204aa87
 @patch
 def generate(self:HFPolicy, batch:list, max_new_tokens:int=128, temperature:float=0.0, top_p:float=1.0,
              stop:list|None=None, seed:int|None=None, min_new_tokens:int=0) -> list[Generation]:
     """Complete each conversation in `batch`, `batch_size` rows at a time (greedy when `temperature == 0`); `stop` holds
     strings and/or compiled patterns."""
-    toks = [
-        self.tokenizer(render_chat(self.tokenizer, m, **self.template_kw), add_special_tokens=False)['input_ids']
-        for m in batch
-    ]
+    toks = self._chat_ids(batch)
     cfg = self._gen_config(max_new_tokens, temperature, top_p, stop, min_new_tokens)
     out = [None]*len(toks)
     with self._adapter_ctx(), torch.inference_mode(), _seeded(seed):
@@ -284,6 +301,11 @@ def generate(self:HFPolicy, batch:list, max_new_tokens:int=128, temperature:floa
     )
     return out
 
+# %% ../nbs/02_llm_b_hf.ipynb #a705ede1
+def _shared_len(toks:list[list[int]]) -> int:
+    "How many leading tokens all prompts `toks` share, leaving each one to run (0 for a single prompt)."
+    return min(min(map(len, toks)) - 1, _common_prefix(toks)) if len(toks) > 1 else 0
+
 # %% ../nbs/02_llm_b_hf.ipynb #9af55db3
 @patch
 def _cache_hits(self:HFPolicy, toks:list[list[int]]) -> list[tuple[list|None, int]]:
@@ -292,7 +314,7 @@ def _cache_hits(self:HFPolicy, toks:list[list[int]]) -> list[tuple[list|None, in
     pc, key = self.prefix_cache, self._active
     if not pc.max_tokens: return [(None, 0)]*len(toks)
     hits = [pc.lookup(key, t) for t in toks]
-    shared = min(min(map(len, toks)) - 1, _common_prefix(toks)) if len(toks) > 1 else 0
+    shared = _shared_len(toks)
     if shared >= 16 and any(n < shared for _, n in hits):
         ids = toks[0][:shared]
         o = self.model(input_ids=torch.tensor([ids], device=self.device), use_cache=True, logits_to_keep=1)
@@ -301,6 +323,15 @@ def _cache_hits(self:HFPolicy, toks:list[list[int]]) -> list[tuple[list|None, in
             hits = [(kv[0], shared) if n < shared else (h, n) for h, n in hits]
     return hits
 
+# %% ../nbs/02_llm_b_hf.ipynb #fafc205a
+@patch
+def _cache_off(self:HFPolicy, cache, layers):
+    "Turn the prefix cache off, saying why: `cache` (with `layers`) is not plain per-layer KV."
+    kinds = sorted({type(l).__name__ for l in layers or []})
+    _log.warning(f"prefix cache off: {type(cache).__name__} with layers {kinds} is not plain per-layer KV")
+    self.prefix_cache.max_tokens = 0
+    self.prefix_cache.clear()
+
 # %% ../nbs/02_llm_b_hf.ipynb #64244e0d
 @patch
 def _kv_rows(self:HFPolicy, cache, rows:list[tuple[int, list[int]]]) -> list[list]|None:
@@ -308,11 +339,7 @@ def _kv_rows(self:HFPolicy, cache, rows:list[tuple[int, list[int]]]) -> list[lis
     for caches other than plain per-layer KV."""
     layers = getattr(cache, 'layers', None)
     if not layers or any(type(l).__name__ != 'DynamicLayer' for l in layers):
-        _log.warning(
-            f"prefix cache off: {type(cache).__name__} with layers {sorted({type(l).__name__ for l in layers or []})} is not plain per-layer KV"
-        )
-        self.prefix_cache.max_tokens = 0
-        self.prefix_cache.clear()
+        self._cache_off(cache, layers)
         return None
     out = []
     for b, pos in rows:
@@ -358,24 +385,28 @@ def _keep_rows(self:HFPolicy, toks:list[list[int]], new:list[list[int]], gens:li
     for t, row, k, kv in zip(toks, new, keep, self._kv_rows(cache, pos) or []):
         self.prefix_cache.add(self._active, t + row[:k], kv)
 
+# %% ../nbs/02_llm_b_hf.ipynb #27edd448
+@patch
+def _stopping(self:HFPolicy, stop, start:int):
+    "`generate`'s stopping criteria for the compiled patterns in `stop` (None where it holds none)."
+    from transformers import StoppingCriteriaList
+    if not stop_patterns(stop): return None
+    return StoppingCriteriaList([PatternStop(self.tokenizer, stop_patterns(stop), start)])
+
 # %% ../nbs/02_llm_b_hf.ipynb #ccc2243f
 @patch
 def _generate_rows(self:HFPolicy, toks:list[list[int]], hits:list, cfg, stop) -> list[Generation]:
     "Generate one chunk of rows, reusing each row's cached prefix, and keep each row's KV for the next turn."
-    from transformers import StoppingCriteriaList
     cs = [n for _, n in hits]
     ids, mask = _chunk_layout(toks, cs, self.tokenizer.pad_token_id)
     kw = {'cache': _reused_cache(hits, max(cs))} if max(cs) else {}
     ids, mask, start = ids.to(self.device), mask.to(self.device), ids.shape[1]
-    crit = (
-        StoppingCriteriaList([PatternStop(self.tokenizer, stop_patterns(stop), start)]) if stop_patterns(stop) else None
-    )
     res = self.model.generate(
         input_ids=ids,
         attention_mask=mask,
         generation_config=cfg,
         tokenizer=self.tokenizer if stop_strings(stop) else None,
-        stopping_criteria=crit,
+        stopping_criteria=self._stopping(stop, start),
         **kw
     )
     new = res.sequences[:, start:].tolist()
@@ -384,6 +415,20 @@ def _generate_rows(self:HFPolicy, toks:list[list[int]], hits:list, cfg, stop) ->
         self._keep_rows(toks, new, gens, res.get('cache') or res.get('past_key_values'), mask, start)
     return gens
 
+# %% ../nbs/02_llm_b_hf.ipynb #596ac409
+def _suffix_batch(spans, P:int, pad:int, device) -> tuple:
+    "The spans' ids past their shared `P`-token prefix, padded with `pad`, and their masks (prefix included)."
+    S = max(len(ids) for ids, _ in spans) - P
+    suf = torch.tensor([ids[P:] + [pad]*(S - len(ids) + P) for ids, _ in spans], device=device)
+    mask = torch.tensor([[1]*len(ids) + [0]*(S + P - len(ids)) for ids, _ in spans], device=device)
+    return suf, mask
+
+# %% ../nbs/02_llm_b_hf.ipynb #1a7148bb
+def _span_logps(logp:torch.Tensor, spans, P:int) -> list[float]:
+    "Each span's summed log-prob of its choice tokens, where `logp[b, j]` is row `b`'s distribution at `P + j`."
+    return [logp[b, st-P:len(x)-P].gather(-1, torch.tensor(x[st:], device=logp.device)[:, None]).sum().item()
+            for b, (x, st) in enumerate(spans)]
+
 # %% ../nbs/02_llm_b_hf.ipynb #e4bef7a6
 @patch
 def _score_spans(self:HFPolicy, spans) -> list[float]:
@@ -391,18 +436,15 @@ def _score_spans(self:HFPolicy, spans) -> list[float]:
     P = min(min(st for _, st in spans), _common_prefix([ids for ids, _ in spans]))
     if P < 1: return self._score_full(spans)
     pre = self.model(input_ids=torch.tensor([spans[0][0][:P]], device=self.device), use_cache=True)
-    B, S, pad = len(spans), max(len(ids) for ids, _ in spans) - P, self.tokenizer.pad_token_id
-    suf = torch.tensor([ids[P:] + [pad]*(S - len(ids) + P) for ids, _ in spans], device=self.device)
-    mask = torch.tensor([[1]*len(ids) + [0]*(S + P - len(ids)) for ids, _ in spans], device=self.device)
+    B = len(spans)
+    suf, mask = _suffix_batch(spans, P, self.tokenizer.pad_token_id, self.device)
     cache = pre.get('cache') or pre.get('past_key_values')
     cache.batch_repeat_interleave(B)
     out = self.model(input_ids=suf, attention_mask=mask, use_cache=True, **{self._cache_arg: cache})
     logp = torch.log_softmax(
         torch.cat([pre.logits[:, -1:].float().expand(B, 1, -1), out.logits[:, :-1].float()], 1), -1
     )
-    # logp[:, j] is the distribution of the token at position P + j
-    return [logp[b, st-P:len(x)-P].gather(-1, torch.tensor(x[st:], device=self.device)[:, None]).sum().item()
-            for b, (x, st) in enumerate(spans)]
+    return _span_logps(logp, spans, P)   # logp[:, j] is the distribution of the token at position P + j
 
 # %% ../nbs/02_llm_b_hf.ipynb #f13def3f
 @patch(as_prop=True)
@@ -466,14 +508,20 @@ def set_adapter(self:HFPolicy, name:str|None):
         self.model.set_adapter(name)
     self._active = name
 
+# %% ../nbs/02_llm_b_hf.ipynb #8b1be0f2
+def _adapter_folder(path:str|Path) -> Path:
+    "`path` as a folder holding a LoRA adapter, else a `FileNotFoundError`."
+    path = Path(path)
+    if not (path / 'adapter_config.json').exists():
+        raise FileNotFoundError(f"no LoRA adapter (adapter_config.json) in {path}")
+    return path
+
 # %% ../nbs/02_llm_b_hf.ipynb #f02ada38
 @patch
 def load_adapter(self:HFPolicy, path:str|Path, name:str|None=None) -> str:
     "Load the LoRA adapter saved in `path` under `name` (default: the folder name); returns the name."
     from peft import PeftModel
-    path = Path(path)
-    if not (path / 'adapter_config.json').exists():
-        raise FileNotFoundError(f"no LoRA adapter (adapter_config.json) in {path}")
+    path = _adapter_folder(path)
     name = name or path.name
     self.prefix_cache.clear()   # kept KV was computed with the weights before this load
     with warnings.catch_warnings():
