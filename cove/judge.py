@@ -104,6 +104,11 @@ def _prompts(prompt:str, content, content_free_prompt, calibrate:bool, content_f
         )
     return text, fill(prompt, content_free)
 
+# %% ../nbs/02b_judge.ipynb #d6414873
+def _best(options:list[str], scores:list[float]) -> str:
+    "The option of the highest score (the first of a tie)."
+    return options[max(range(len(options)), key=scores.__getitem__)]
+
 # %% ../nbs/02b_judge.ipynb #2a131645
 @patch
 def choose(self:Judge, prompt:str, options:list[str], calibrate:bool=True,
@@ -115,8 +120,7 @@ def choose(self:Judge, prompt:str, options:list[str], calibrate:bool=True,
     scores = self.policy.score_choices(self._messages(text), opts)
     cf_scores = self._content_free_scores(cf, opts) if calibrate else None
     cal = [s - c for s, c in zip(scores, cf_scores)] if calibrate else None
-    decide = cal if calibrate else scores
-    ch = Choice(opts[max(range(len(opts)), key=decide.__getitem__)], scores, cal, opts)
+    ch = Choice(_best(opts, cal if calibrate else scores), scores, cal, opts)
     self.stats['choose'] += 1
     self._record({'kind': 'choose', 'prompt': text, 'options': opts, 'scores': scores, 'content_free_prompt': cf,
                   'content_free_scores': cf_scores, 'calibrated_scores': cal, 'option': ch.option})
@@ -199,6 +203,12 @@ def _summary(golds:list, preds:list, labels:list) -> dict:
         'predictions': preds,
     }
 
+# %% ../nbs/02b_judge.ipynb #b784f388
+def _check_case(i:int, c:dict):
+    "A `ValueError` unless the `gold` of agreement case `i` is among its `options`."
+    if c.get('gold') not in c.get('options', []):
+        raise ValueError(f"case {i}: gold {c.get('gold')!r} not among options {c.get('options')}")
+
 # %% ../nbs/02b_judge.ipynb #8f0760dd
 @patch
 def agreement(self:Judge, cases:list[dict], # each: `prompt` (a template if `content` is given), `options`, `gold`
@@ -208,16 +218,12 @@ def agreement(self:Judge, cases:list[dict], # each: `prompt` (a template if `con
     if not cases: raise ValueError("agreement needs at least one case")
     labels, chs = [], []
     for i, c in enumerate(cases):
-        if c.get('gold') not in c.get('options', []):
-            raise ValueError(f"case {i}: gold {c.get('gold')!r} not among options {c.get('options')}")
+        _check_case(i, c)
         labels += [o for o in c['options'] if o not in labels]
         chs.append(self.choose(c['prompt'], c['options'], calibrate, c.get('content'), c.get('content_free_prompt')))
     golds = [c['gold'] for c in cases]
     out = _summary(golds, [ch.option for ch in chs], labels)
-    if calibrate:
-        out['raw'] = _summary(
-            golds, [ch.options[max(range(len(ch.options)), key=ch.scores.__getitem__)] for ch in chs], labels
-        )
+    if calibrate: out['raw'] = _summary(golds, [_best(ch.options, ch.scores) for ch in chs], labels)
     return out
 
 # %% ../nbs/02b_judge.ipynb #05f931f3
