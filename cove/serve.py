@@ -111,16 +111,23 @@ class VLLMServer:
                  venv:str|Path|None=None, timeout:float=300.0, log:str|Path|None=None, extra:tuple=(),
                  dev_mode:bool=False): # vLLM's dev routes on: a merged adapter is pushed with `reload_weights`
         self.model, self.port, self.threads, self.kv_gib, self.dtype = model, port, threads, kv_gib, dtype
-        self.max_lora_rank, self.device, self.venv, self.timeout, self.extra = max_lora_rank, device, venv, timeout, extra
+        self.max_lora_rank, self.device, self.venv = max_lora_rank, device, venv
+        self.timeout, self.extra = timeout, extra
         self.log, self.proc, self.ready_s, self.dev_mode = Path(log) if log else None, None, None, dev_mode
 
-    @property
-    def url(self) -> str: return f"http://127.0.0.1:{self.port}"
-    @property
-    def base_url(self) -> str: return self.url + '/v1'
-    def __repr__(self): return f"VLLMServer({self.model!r}, {'running' if self.running else 'stopped'})"
-    @property
-    def running(self) -> bool: return self.proc is not None and self.proc.poll() is None
+# %% ../nbs/02_llm_d_vllm.ipynb #bd9a6555
+@patch(as_prop=True)
+def url(self:VLLMServer) -> str: return f"http://127.0.0.1:{self.port}"
+@patch(as_prop=True)
+def base_url(self:VLLMServer) -> str: return self.url + '/v1'
+
+# %% ../nbs/02_llm_d_vllm.ipynb #f8610b17
+@patch(as_prop=True)
+def running(self:VLLMServer) -> bool: return self.proc is not None and self.proc.poll() is None
+
+# %% ../nbs/02_llm_d_vllm.ipynb #28cba853
+@patch
+def __repr__(self:VLLMServer): return f"VLLMServer({self.model!r}, {'running' if self.running else 'stopped'})"
 
 # %% ../nbs/02_llm_d_vllm.ipynb #755ddb6c
 @patch
