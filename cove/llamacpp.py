@@ -353,6 +353,26 @@ def _fill(self:LlamaCppPolicy, rows:list[_Row]) -> list[tuple[_Row, int, list[bo
         fed.append((r, k, outs))
     return fed
 
+# %% ../nbs/02c_llamacpp.ipynb #92c5b556
+@patch
+def _drop_gaps(self:LlamaCppPolicy, rows:list[_Row]):
+    "Drop the throw-away tokens decoded in the idle slots between the busy ones."
+    busy = {r.slot for r in rows}
+    for s in set(range(min(busy), max(busy))) - busy:
+        self.L.llama_memory_seq_rm(self.mem, s, len(self.held[s]), -1)
+
+# %% ../nbs/02c_llamacpp.ipynb #6553b601
+@patch
+def _advance(self:LlamaCppPolicy, fed:list, lg) -> list:
+    "Keep decoded tokens in the rows' slots; `(row, position, logits)` per wanted output."
+    res, lgs = [], iter(() if lg is None else lg)
+    for r, k, outs in fed:
+        p0 = len(self.held[r.slot])
+        self.held[r.slot] += r.pending[:k]
+        r.pending = r.pending[k:]
+        res += [(r, p, next(lgs)) for p, o in zip(range(p0, p0 + k), outs) if o]
+    return res
+
 # %% ../nbs/02c_llamacpp.ipynb #b1f5c397
 @patch
 def _step(self:LlamaCppPolicy, rows:list[_Row]) -> list[tuple[_Row, int, np.ndarray]]:
@@ -361,21 +381,10 @@ def _step(self:LlamaCppPolicy, rows:list[_Row]) -> list[tuple[_Row, int, np.ndar
     if (rc := self.L.llama_decode(self.ctx, self.batch.b)) != 0:
         raise RuntimeError(f"llama_decode returned {rc} for {len(self.batch)} tokens")
     self.stats['decodes'] += 1
-    busy = {r.slot for r in rows}
-    for s in set(range(min(busy), max(busy))) - busy:   # drop the gaps' throw-away tokens
-        self.L.llama_memory_seq_rm(self.mem, s, len(self.held[s]), -1)
+    self._drop_gaps(rows)
     n_out = sum(sum(o) for _, _, o in fed)
     lg = np.ctypeslib.as_array(self.L.llama_get_logits(self.ctx), (n_out, self.n_vocab)) if n_out else None
-    res, j = [], 0
-    for r, k, outs in fed:
-        p0 = len(self.held[r.slot])
-        self.held[r.slot] += r.pending[:k]
-        r.pending = r.pending[k:]
-        for p, o in zip(range(p0, p0 + k), outs):
-            if not o: continue
-            res.append((r, p, lg[j]))
-            j += 1
-    return res
+    return self._advance(fed, lg)
 
 # %% ../nbs/02c_llamacpp.ipynb #2e5c2d54
 def shared_prefixes(toks:list[list[int]], min_share:int=64) -> list[list[int]]:
