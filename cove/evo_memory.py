@@ -44,6 +44,20 @@ FUNCTION_WORDS = frozenset(
 if not no so but use used should next time when first each into answer'''.split()
 )
 
+# %% ../nbs/17_evo_memory.ipynb #8606c07b
+def _not_language(words:list[str]) -> str|None:
+    "Why a summary's `words` read as no language (repetitive, or too few function words), or `None`."
+    if len(words) >= 8 and len({w.lower() for w in words}) < 0.35 * len(words): return 'repetitive'
+    # English has ~40% function words; token soup ~0
+    if sum(w.lower() in FUNCTION_WORDS for w in words) < 0.15 * len(words): return 'not language'
+    return None
+
+# %% ../nbs/17_evo_memory.ipynb #daa1ca4b
+def _echoes(words:list[str], task:Task) -> bool:
+    "Whether a summary's `words` add fewer than two words to `task`'s prompt."
+    seen = {w.lower() for w in re.findall(r"[A-Za-z][A-Za-z'-]+", task.prompt)}
+    return sum(w.lower() not in seen for w in words) < 2
+
 # %% ../nbs/17_evo_memory.ipynb #0e99d9ea
 def clean_summary(text:str|None, task:Task|None=None, max_chars:int=400) -> tuple[str|None, str]:
     "`(summary, 'ok')`, or `(None, reason)` for an unusable policy summary."
@@ -52,12 +66,8 @@ def clean_summary(text:str|None, task:Task|None=None, max_chars:int=400) -> tupl
     words = re.findall(r"[A-Za-z][A-Za-z'-]*", s)
     if len(words) < 4: return None, 'too short'
     if sum(c.isalpha() for c in s) < 0.5 * len(s.replace(' ', '')): return None, 'not text'
-    if len(words) >= 8 and len({w.lower() for w in words}) < 0.35 * len(words): return None, 'repetitive'
-    # English has ~40% function words; token soup ~0
-    if sum(w.lower() in FUNCTION_WORDS for w in words) < 0.15 * len(words): return None, 'not language'
-    if task is not None:
-        seen = {w.lower() for w in re.findall(r"[A-Za-z][A-Za-z'-]+", task.prompt)}
-        if sum(w.lower() not in seen for w in words) < 2: return None, 'echoes the task'
+    if (why := _not_language(words)): return None, why
+    if task is not None and _echoes(words, task): return None, 'echoes the task'
     return squash(s, max_chars), 'ok'
 
 # %% ../nbs/17_evo_memory.ipynb #43bc788a
@@ -83,12 +93,22 @@ class ExperienceMemory:
     def __init__(self, path, embedder, hnsw_threshold:int=4096):
         self.kb = KnowledgeBase(path, embedder=embedder, hnsw_threshold=hnsw_threshold)
     def __len__(self): return len(self.kb)
-    def max_id(self) -> int: return self.kb.conn.execute('SELECT COALESCE(MAX(id), 0) FROM entries').fetchone()[0]
-    def key_vectors(self, tasks:list): return self.kb.embedder.encode([task_gist(t) for t in tasks])
-    def find(self, key:str) -> int|None:
-        "The entry already written for episode `key`, if any."
-        row = self.kb.conn.execute('SELECT id FROM entries WHERE source_task=? ORDER BY id LIMIT 1', (key,)).fetchone()
-        return row[0] if row else None
+
+# %% ../nbs/17_evo_memory.ipynb #b40969a6
+@patch
+def max_id(self:ExperienceMemory) -> int:
+    return self.kb.conn.execute('SELECT COALESCE(MAX(id), 0) FROM entries').fetchone()[0]
+
+# %% ../nbs/17_evo_memory.ipynb #b85e9831
+@patch
+def key_vectors(self:ExperienceMemory, tasks:list): return self.kb.embedder.encode([task_gist(t) for t in tasks])
+
+# %% ../nbs/17_evo_memory.ipynb #88e3dc75
+@patch
+def find(self:ExperienceMemory, key:str) -> int|None:
+    "The entry already written for episode `key`, if any."
+    row = self.kb.conn.execute('SELECT id FROM entries WHERE source_task=? ORDER BY id LIMIT 1', (key,)).fetchone()
+    return row[0] if row else None
 
 # %% ../nbs/17_evo_memory.ipynb #8a3dc010
 @patch
@@ -112,10 +132,11 @@ def retrieve(self:ExperienceMemory, vecs, k:int, limit:int|None=None) -> list[li
         out.append([h for h in hits if limit is None or h.entry.id <= limit][:k])
     return out
 
-# %% ../nbs/17_evo_memory.ipynb #dcdf86ae
+# %% ../nbs/17_evo_memory.ipynb #db647b48
 SUMMARY_SYSTEM = ("You write the memory of an agent. Summarise the attempt below in one or two short sentences: "
                   "what the agent did and what to do next time on a similar task.")
 
+# %% ../nbs/17_evo_memory.ipynb #dcdf86ae
 def summary_messages(res:EpisodeResult) -> list[dict]:
     "The prompt asking the policy to summarise an episode."
     acts = [m['content'] for m in res.messages if m.get('role') == 'assistant'][:3]
@@ -141,31 +162,57 @@ class EvoMemory(Method):
         self.applied = {}
         self.load_state()
 
-    def state_dict(self) -> dict: return dict(applied=self.applied)
-    def load_state_dict(self, s:dict):
-        self.applied = s['applied']
-        _log.info(f"resumed evo_memory: {len(self.applied)} experiences applied, memory of {len(self.memory)}")
+# %% ../nbs/17_evo_memory.ipynb #fee0be23
+@patch
+def state_dict(self:EvoMemory) -> dict: return dict(applied=self.applied)
+
+# %% ../nbs/17_evo_memory.ipynb #e260b98f
+@patch
+def load_state_dict(self:EvoMemory, s:dict):
+    self.applied = s['applied']
+    _log.info(f"resumed evo_memory: {len(self.applied)} experiences applied, memory of {len(self.memory)}")
+
+# %% ../nbs/17_evo_memory.ipynb #acccc6b7
+def _summary_of(r:EpisodeResult, g, err) -> tuple[str, str, str, int]:
+    "`(summary, source, reason, tokens)` of `r` from the policy's generation `g`, or the digest if unusable."
+    s, why = clean_summary(g.text, r.task) if g else (None, f'policy error: {err}'[:120])
+    tok = (g.prompt_tokens + g.completion_tokens) if g else 0
+    return (s, 'policy', why, tok) if s else (trace_digest(r), 'digest', why, tok)
 
 # %% ../nbs/17_evo_memory.ipynb #9df72e44
 @patch
 def summarise(self:EvoMemory, results:list) -> list[tuple[str, str, str, int]]:
     "`(summary, source, reason, tokens)` per episode; source is `policy` or `digest`."
     if not results: return []
-    gens, err = safe_call(
-        self.policy.generate,
-        [summary_messages(r) for r in results],
-        max_new_tokens=self.cfg['evo_memory.summary_tokens'],
-        temperature=0.0,
-        seed=self.cfg['run.seed'],
-    )
+    gens, err = safe_call(self.policy.generate, [summary_messages(r) for r in results], temperature=0.0,
+                          max_new_tokens=self.cfg['evo_memory.summary_tokens'], seed=self.cfg['run.seed'])
     if err: _log.warning(f"summary generation failed: {err}")
-    out = []
-    for i, r in enumerate(results):
-        g = gens[i] if gens else None
-        s, why = clean_summary(g.text, r.task) if g else (None, f'policy error: {err}'[:120])
-        tok = (g.prompt_tokens + g.completion_tokens) if g else 0
-        out.append((s, 'policy', why, tok) if s else (trace_digest(r), 'digest', why, tok))
-    return out
+    return [_summary_of(r, gens[i] if gens else None, err) for i, r in enumerate(results)]
+
+# %% ../nbs/17_evo_memory.ipynb #c2cc3d6e
+@patch
+def _limits(self:EvoMemory, keys:list) -> list[int]:
+    "The last memory entry each episode may see: a replay its first play's, a new episode the newest."
+    now = self.memory.max_id()
+    return [self.applied[k]['memory_at_play'] if k in self.applied else now for k in keys]
+
+# %% ../nbs/17_evo_memory.ipynb #82dbf74d
+@patch
+def _record_new(self:EvoMemory, keys:list, limits:list):
+    "Record what each new episode saw, before anything is written."
+    new = {k: dict(memory_at_play=lim, entry=None) for k, lim in zip(keys, limits) if k not in self.applied}
+    if new:
+        self.applied.update(new)
+        self.save_state()
+
+# %% ../nbs/17_evo_memory.ipynb #172b70ef
+@patch
+def _store(self:EvoMemory, todo):
+    "Write the summarised experiences of `todo`, saving the state after each."
+    for (r, k, v), (s, src, why, tok) in zip(todo, self.summarise([t[0] for t in todo])):
+        eid = self.memory.write(k, r.task, experience_text(r.task, s, r.feedback), v)
+        self.applied[k].update(entry=eid, summary=src, reason=why, summary_tokens=tok, retrieved=len(r.retrieved))
+        self.save_state()
 
 # %% ../nbs/17_evo_memory.ipynb #13a2a900
 @patch
@@ -173,21 +220,13 @@ def run_batch(self:EvoMemory, env, tasks):
     "Retrieve, play, summarise and store the experiences of a batch of one family."
     c = self.cfg
     if self.policy is None: raise ValueError("method 'evo_memory' needs a policy to play episodes")
-    keys, vecs, now = self.keys.keys(tasks), self.memory.key_vectors(tasks), self.memory.max_id()
-    # a replay sees its first play's memory
-    limits = [self.applied[k]['memory_at_play'] if k in self.applied else now for k in keys]
+    keys, vecs = self.keys.keys(tasks), self.memory.key_vectors(tasks)
+    limits = self._limits(keys)   # a replay sees its first play's memory
     hits = [self.memory.retrieve(vecs[i:i+1], c['evo_memory.k'], lim)[0] for i, lim in enumerate(limits)]
     results = self.agent().run(env, tasks, entries=[[h.entry for h in hs] for hs in hits])
     self.keys.commit(tasks)
-    new = {k: dict(memory_at_play=lim, entry=None) for k, lim in zip(keys, limits) if k not in self.applied}
-    if new:
-        self.applied.update(new)
-        self.save_state()  # what each episode saw is recorded before anything is written
-    todo = [(r, k, v) for r, k, v in zip(results, keys, vecs) if self.applied[k]['entry'] is None]
-    for (r, k, v), (s, src, why, tok) in zip(todo, self.summarise([t[0] for t in todo])):
-        eid = self.memory.write(k, r.task, experience_text(r.task, s, r.feedback), v)
-        self.applied[k].update(entry=eid, summary=src, reason=why, summary_tokens=tok, retrieved=len(r.retrieved))
-        self.save_state()
+    self._record_new(keys, limits)   # what each episode saw is recorded before anything is written
+    self._store([(r, k, v) for r, k, v in zip(results, keys, vecs) if self.applied[k]['entry'] is None])
     for r, k in zip(results, keys): r.key = k   # read by `extra`
     return results
 
