@@ -62,17 +62,14 @@ class Judge:
     def __init__(self, policy:Policy, log_path:str|Path|None=None, # JSON-lines file every call is appended to
                  system:str|None=None, # optional system message before every prompt
                  content_free:str=CONTENT_FREE, max_new_tokens:int=64):
-        self.policy, self.log_path, self.system, self.content_free, self.max_new_tokens = (
-            policy,
-            log_path,
-            system,
-            content_free,
-            max_new_tokens,
-        )
+        self.policy, self.log_path, self.system = policy, log_path, system
+        self.content_free, self.max_new_tokens = content_free, max_new_tokens
         self.log, self.stats, self._cf_cache = [], Counter(), {}
 
-    def _messages(self, prompt:str) -> list[dict]:
-        return ([msg('system', self.system)] if self.system else []) + [msg('user', prompt)]
+# %% ../nbs/02b_judge.ipynb #4ec73729
+@patch
+def _messages(self:Judge, prompt:str) -> list[dict]:
+    return ([msg('system', self.system)] if self.system else []) + [msg('user', prompt)]
 
 # %% ../nbs/02b_judge.ipynb #7ad6b1dc
 @patch
@@ -233,15 +230,20 @@ def agreement_row(name:str, ag:dict) -> str:
         f"{name:<28} {ag['agree']:>3}/{ag['n']:<3} {rate_ci(ag['agree'], ag['n'])}  majority {ag['majority_rate']:.3f}"
     )
 
+# %% ../nbs/02b_judge.ipynb #527fff59
+def _check_slots(template:str, shots:list):
+    "A `ValueError` unless `template` has one `{content}` slot and no worked example in `shots` has one."
+    if template.count('{content}') != 1:
+        raise ValueError(f"template needs exactly one {{content}} slot: {template[:80]!r}")
+    if any('{content}' in str(c) for c, _ in shots): raise ValueError("a worked example contains a {content} slot")
+
 # %% ../nbs/02b_judge.ipynb #d63b4eb0
 def few_shot(template:str, shots:list, # worked examples: `(content, label)` pairs, written by hand
              answer:str='Answer: {label}', # how an example's label reads
              intro:str='Worked examples:', outro:str='Now the case to decide:') -> str:
     "`template` with `shots` written before the line of its single `{content}` slot, which stays for the case."
-    if template.count('{content}') != 1:
-        raise ValueError(f"template needs exactly one {{content}} slot: {template[:80]!r}")
+    _check_slots(template, shots)
     if not shots: return template
-    if any('{content}' in str(c) for c, _ in shots): raise ValueError("a worked example contains a {content} slot")
     head, tail = template.split('{content}')
     i = head.rfind('\n') + 1
     lead = head[i:]   # what precedes the slot on its line, e.g. 'Knowledge: '
