@@ -165,6 +165,12 @@ def lean_feedback(r:SandboxResult, timeout:float, offset:int=0) -> Feedback:
         return Feedback('error', 0.0, f'Lean exited with code {r.returncode}: {out[-300:]}', 'env_error')   # unreadable
     return _axioms_feedback(out)
 
+# %% ../../nbs/05e_formal.ipynb #9000ba82
+def _lean_reads(toolchain:LeanToolchain) -> tuple[str, ...]:
+    "The folders Lean reads besides its work folder: the toolchain and Mathlib."
+    reads = (str(Path(toolchain.lean).resolve().parents[1]), *(toolchain.lean_path or '').split(os.pathsep))
+    return tuple(p for p in reads if p)
+
 # %% ../../nbs/05e_formal.ipynb #c9655423
 def verify_lean(
     header:str, statement:str, proof:str, name:str, toolchain:LeanToolchain, timeout:float=300.0
@@ -172,8 +178,6 @@ def verify_lean(
     "Check `proof` of `statement` with Lean in the sandbox."
     src, offset = lean_file(header, statement, proof, name)
     env = {'LEAN_PATH': toolchain.lean_path} if toolchain.lean_path else None
-    # the toolchain and Mathlib
-    reads = (str(Path(toolchain.lean).resolve().parents[1]), *(toolchain.lean_path or '').split(os.pathsep))
     r = run_command_sandboxed(
         [toolchain.lean, 'Main.lean'],
         files={'Main.lean': src},
@@ -182,7 +186,7 @@ def verify_lean(
         cpu_s=int(timeout * (os.cpu_count() or 1)) + 1,
         env=env,
         max_procs=4 * (os.cpu_count() or 1) + 64,
-        reads=tuple(p for p in reads if p),
+        reads=_lean_reads(toolchain),
     )
     return lean_feedback(r, timeout, offset)
 
