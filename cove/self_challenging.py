@@ -273,32 +273,26 @@ def challenger_messages(env, seed:Task) -> list[dict]:
         msg('user', f"{shown}\n\n{SC_ASK[fam]}"),
     ]
 
+# %% ../nbs/17b_self_challenging.ipynb #c6e8abb7
+def _table_prompt(g:GeneratedTask) -> str:
+    "The solver's prompt of a generated `tableqa` task: the table's name, size and columns, then the question."
+    t = g.context['table']
+    cols = ', '.join(map(str, t['columns']))
+    return f"Table '{t.get('name', 'table')}' ({len(t['rows'])} rows) with columns: {cols}.\nQuestion: {g.question}"
+
 # %% ../nbs/17b_self_challenging.ipynb #5922f3ef
 def solver_task(g:GeneratedTask) -> Task:
     "The episode task of a generated task, as its family's environment expects it."
-    meta = dict(source='self_challenging', generated=True, seed_task=g.seed_task)
+    meta, ctx = dict(source='self_challenging', generated=True, seed_task=g.seed_task), g.context
     if g.family == 'multihop':
-        return Task(
-            g.id,
-            'multihop',
-            'generated',
-            qa_prompt(g.context['paragraphs'], g.question),
-            dict(question=g.question, paragraphs=g.context['paragraphs']),
-            meta=meta,
-        )
+        return Task(g.id, 'multihop', 'generated', qa_prompt(ctx['paragraphs'], g.question),
+                    dict(question=g.question, paragraphs=ctx['paragraphs']), meta=meta)
     if g.family == 'tableqa':
-        t = g.context['table']
-        prompt = f"Table '{t.get('name', 'table')}' ({len(t['rows'])} rows) with columns: {', '.join(map(str, t['columns']))}.\nQuestion: {g.question}"
-        return Task(g.id, 'tableqa', 'generated', prompt, dict(table=t, surface=g.context['surface']), meta=meta)
+        return Task(g.id, 'tableqa', 'generated', _table_prompt(g), dict(table=ctx['table'], surface=ctx['surface']),
+                    meta=meta)
     if g.family == 'code':
-        return Task(
-            g.id,
-            'code',
-            'generated',
-            f"{g.question}\nName the function `{g.entry_point}`.",
-            dict(entry_point=g.entry_point),
-            meta=meta,
-        )
+        return Task(g.id, 'code', 'generated', f"{g.question}\nName the function `{g.entry_point}`.",
+                    dict(entry_point=g.entry_point), meta=meta)
     return Task(g.id, g.family, 'generated', g.question, meta=meta)
 
 # %% ../nbs/17b_self_challenging.ipynb #78f1d598
@@ -457,27 +451,23 @@ def run_round(self:SelfChallenging, env, spec:str, rnd:int, replies:list[str]|No
     _log.info(f"self-challenging round {rnd} ({spec}): {round_summary(rec)}")
     return round_summary(rec) | dict(file=f.name)
 
+# %% ../nbs/17b_self_challenging.ipynb #9c34d53c
+def _task_counts(gs:list[dict]) -> dict:
+    "A round's generated, parsed, valid and solved tasks, its attempts and its verified attempts."
+    return dict(generated=len(gs), parsed=sum(g['parsed'] for g in gs), valid=sum(g['valid'] for g in gs),
+                solved=sum(g['solved'] for g in gs), attempts=sum(len(g['attempts']) for g in gs),
+                verified=sum(a['verified'] for g in gs for a in g['attempts']))
+
 # %% ../nbs/17b_self_challenging.ipynb #7be04984
 def round_summary(rec:dict) -> dict:
     "Counts of a round: generated, parsed, valid, solved tasks; attempts; the update or why it was skipped."
     gs, u = rec['generated'], rec.get('update') or {}
-    return dict(
-        round=rec['round'],
-        family=rec['family'],
-        generated=len(gs),
-        parsed=sum(g['parsed'] for g in gs),
-        valid=sum(g['valid'] for g in gs),
-        solved=sum(g['solved'] for g in gs),
-        attempts=sum(len(g['attempts']) for g in gs),
-        verified=sum(a['verified'] for g in gs for a in g['attempts']),
-        invalid_reasons=dict(Counter(g['reason'] for g in gs if not g['valid'])),
-        challenger_tokens=rec.get('challenger_tokens', 0),
-        solver_tokens=rec.get('solver_tokens', 0),
-        skipped=rec.get('skipped') or u.get('skipped'),
-        adapter=u.get('adapter'),
-        train_tokens=u.get('train_tokens', 0),
-        modelled_train_tokens=(u.get('modelled') or {}).get('train_tokens', 0),
-    )
+    return dict(round=rec['round'], family=rec['family'], **_task_counts(gs),
+                invalid_reasons=dict(Counter(g['reason'] for g in gs if not g['valid'])),
+                challenger_tokens=rec.get('challenger_tokens', 0), solver_tokens=rec.get('solver_tokens', 0),
+                skipped=rec.get('skipped') or u.get('skipped'), adapter=u.get('adapter'),
+                train_tokens=u.get('train_tokens', 0),
+                modelled_train_tokens=(u.get('modelled') or {}).get('train_tokens', 0))
 
 # %% ../nbs/17b_self_challenging.ipynb #92314d24
 def _vet_reply(env, seed:Task, text:str|None, j:int, rnd:int, timeout:float) -> tuple[dict, GeneratedTask|None]:
