@@ -41,16 +41,24 @@ class Policy:
     name = 'policy'
     def __init__(self): self.ledger, self._active = TokenLedger(), None
 
-    def generate(self, batch:list, max_new_tokens:int=128, temperature:float=0.0, top_p:float=1.0,
-                 stop:list[str]|None=None, seed:int|None=None, min_new_tokens:int=0) -> list[Generation]:
-        "Complete each conversation in `batch` (greedy when `temperature == 0`)."
-        raise NotImplementedError(f"{type(self).__name__}.generate")
-    def score_choices(self, messages, choices:list[str], end:bool=True) -> list[float]:
-        "Total log-likelihood of each choice as the whole assistant reply to `messages`."
-        raise NotImplementedError(f"{type(self).__name__} cannot score choices")
-    def count_tokens(self, x) -> int:
-        "Exact token count of a text, or of chat messages as the prompt `generate` would send."
-        raise NotImplementedError(f"{type(self).__name__} cannot count tokens")
+# %% ../nbs/01e_policy.ipynb #6746f1f5
+@patch
+def generate(self:Policy, batch:list, max_new_tokens:int=128, temperature:float=0.0, top_p:float=1.0,
+             stop:list[str]|None=None, seed:int|None=None, min_new_tokens:int=0) -> list[Generation]:
+    "Complete each conversation in `batch` (greedy when `temperature == 0`)."
+    raise NotImplementedError(f"{type(self).__name__}.generate")
+
+# %% ../nbs/01e_policy.ipynb #8789399a
+@patch
+def score_choices(self:Policy, messages, choices:list[str], end:bool=True) -> list[float]:
+    "Total log-likelihood of each choice as the whole assistant reply to `messages`."
+    raise NotImplementedError(f"{type(self).__name__} cannot score choices")
+
+# %% ../nbs/01e_policy.ipynb #97629932
+@patch
+def count_tokens(self:Policy, x) -> int:
+    "Exact token count of a text, or of chat messages as the prompt `generate` would send."
+    raise NotImplementedError(f"{type(self).__name__} cannot count tokens")
 
 # %% ../nbs/01e_policy.ipynb #67f6c7fa
 @patch
