@@ -96,21 +96,27 @@ def load_own(name:str|None=None) -> list[str]:
     "Import cove's own method modules (registering the methods and declaring their config keys), or method `name`'s."
     return list(dict.fromkeys(ep.load().__module__ for ep in _own() if name in (None, ep.name)))
 
-# %% ../nbs/01c_plugins.ipynb #1e03ba42
+# %% ../nbs/01c_plugins.ipynb #edf6e84e
 _SCANNED = False   # whether the entry points were loaded in this process
 
+# %% ../nbs/01c_plugins.ipynb #b01b133c
+def _scan_once():
+    "Load the entry points, the first time only."
+    global _SCANNED
+    if _SCANNED: return
+    _SCANNED = True   # first: a plugin that reads a registry while it loads does not scan again
+    try: load_entry_points()
+    except PluginError:
+        _SCANNED = False   # a broken entry point stops every later call as well, never only the first
+        raise
+
+# %% ../nbs/01c_plugins.ipynb #1e03ba42
 def load_plugins(names=None, # modules to load besides the entry points and `$COVE_PLUGINS` (a list or a comma list)
                  via:str='plugins', # how `names` were given, for `loaded_plugins` and the messages
                  env:dict|None=None, # the environment whose `COVE_PLUGINS` is read (default `os.environ`)
                 ) -> list[str]:
     "Load the entry points (once), then `$COVE_PLUGINS`, then `names`; the plugins loaded so far (`loaded_plugins`)."
-    global _SCANNED
-    if not _SCANNED:
-        _SCANNED = True   # first: a plugin that reads a registry while it loads does not scan again
-        try: load_entry_points()
-        except PluginError:
-            _SCANNED = False   # a broken entry point stops every later call as well, never only the first
-            raise
+    _scan_once()
     env = os.environ if env is None else env
     for how, given in (('COVE_PLUGINS', env.get('COVE_PLUGINS')), (via, names)):
         for n in plugin_names(given, how):
