@@ -72,13 +72,17 @@ def _strip_units(s:str) -> str:
     if m: s = m[1]
     return re.sub(_TEXT, r'\1', s)
 
+# %% ../../nbs/05c_math.ipynb #2b029421
+# `strip_math`'s replacements, in order: spacing, dollars, fraction styles, degrees, percent, braced thousands commas
+_MATH_SUBS = [('\\!', ''), ('\\,', ''), ('\\;', ''), ('\\:', ''), ('\\ ', ' '), ('\\$', ''), ('$', ''),
+              ('tfrac', 'frac'), ('dfrac', 'frac'), ('cfrac', 'frac'), ('\\displaystyle', ''), ('^{\\circ}', ''),
+              ('^\\circ', ''), ('°', ''), ('\\%', ''), ('%', ''), ('{,}', ',')]
+
 # %% ../../nbs/05c_math.ipynb #f94ec45c
 def strip_math(s:str) -> str:
     "A MATH answer normalised for comparison (Hendrycks' `_strip_string`, extended)."
     s = str(s).replace('\n', '').strip()
-    for a, b in [('\\!', ''), ('\\,', ''), ('\\;', ''), ('\\:', ''), ('\\ ', ' '), ('\\$', ''), ('$', ''),
-                 ('tfrac', 'frac'), ('dfrac', 'frac'), ('cfrac', 'frac'), ('\\displaystyle', ''), ('^{\\circ}', ''),
-                 ('^\\circ', ''), ('°', ''), ('\\%', ''), ('%', ''), ('{,}', ',')]: s = s.replace(a, b)
+    for a, b in _MATH_SUBS: s = s.replace(a, b)
     s = re.sub(r'\\(?:left|right)(?![A-Za-z])', '', s).strip()
     s = re.sub(r'^\\approx\s*', '', s).rstrip('.').rstrip()
     s = _strip_units(s).strip()
