@@ -213,6 +213,17 @@ def _openai_client(root:str, api_key:str|None, timeout:float, max_retries:int):
 # %% ../nbs/02_llm_c_served.ipynb #70074c17
 LORA_SERVING = ('runtime', 'merged')   # how a served policy serves a LoRA adapter
 
+# %% ../nbs/02_llm_c_served.ipynb #3419be66
+def _api_root(base_url:str) -> str:
+    "The server's root URL: `base_url` without a trailing `/` or `/v1`."
+    root = base_url.rstrip('/')
+    return root[:-3] if root.endswith('/v1') else root
+
+# %% ../nbs/02_llm_c_served.ipynb #3e2b3bfb
+def _own_tokenizer(tokenizer):
+    "`tokenizer`, or a copy of its own of the one loaded from folder `tokenizer`."
+    return copy.deepcopy(load_tokenizer(str(tokenizer))) if isinstance(tokenizer, (str, Path)) else tokenizer
+
 # %% ../nbs/02_llm_c_served.ipynb #8a19c5fd
 class OpenAIPolicy(Policy):
     "An OpenAI-compatible HTTP endpoint as a `Policy` (chat generation; scoring and counting where the server allows)."
@@ -229,13 +240,10 @@ class OpenAIPolicy(Policy):
         lora_serving:str='runtime',  # `runtime`: adapters by name (vLLM runtime LoRA); `merged`: `merge_adapter`'s weights
     ):
         super().__init__()
-        root = base_url.rstrip('/')
-        self.root = root[:-3] if root.endswith('/v1') else root
+        self.root = _api_root(base_url)
         self.name, self.model, self.batch_size, self.timeout = model, model, batch_size, timeout
         self.headers = {'Authorization': f'Bearer {api_key}'} if api_key else {}
-        self.tokenizer = (
-            copy.deepcopy(load_tokenizer(str(tokenizer))) if isinstance(tokenizer, (str, Path)) else tokenizer
-        )
+        self.tokenizer = _own_tokenizer(tokenizer)
         self.template_kw, self._loras = template_kw or {}, {}
         if lora_serving not in LORA_SERVING: raise ValueError(f"lora_serving={lora_serving!r} not in {LORA_SERVING}")
         self.lora_serving = lora_serving
