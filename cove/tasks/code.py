@@ -494,17 +494,16 @@ class CodeEnv(LoadedTasks, Environment):
     def __init__(self, max_turns:int=1, # >1: failing answers get test feedback and another turn
                  timeout:float=5.0,     # seconds per sandboxed run
                  memory_mb:int=512):    # memory limit per run
-        self.max_turns, self.timeout, self.memory_mb, self._tasks, self.report = (
-            max_turns,
-            timeout,
-            memory_mb,
-            None,
-            None,
-        )
+        self.max_turns, self.timeout, self.memory_mb = max_turns, timeout, memory_mb
+        self._tasks, self.report = None, None
 
-    def run(self, task:Task, code:str) -> Feedback: raise NotImplementedError
-    def run_visible(self, task:Task, code:str) -> Feedback: return self.run(task, code)
-    def entry_point(self, task:Task) -> str|None: return task.payload.get('entry_point')
+# %% ../../nbs/05d_code.ipynb #8fe603bb
+@patch
+def run(self:CodeEnv, task:Task, code:str) -> Feedback: raise NotImplementedError
+@patch
+def run_visible(self:CodeEnv, task:Task, code:str) -> Feedback: return self.run(task, code)
+@patch
+def entry_point(self:CodeEnv, task:Task) -> str|None: return task.payload.get('entry_point')
 
 # %% ../../nbs/05d_code.ipynb #b887aa53
 @patch
