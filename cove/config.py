@@ -14,8 +14,9 @@ from .registry import BACKEND_MODULES
 from .plugins import load_own, load_plugins, own_methods, plugins_hint
 
 # %% auto #0
-__all__ = ['SCHEMA', 'RANGES', 'CPU_FLAGS', 'Key', 'ConfigError', 'check_range', 'declared', 'coerce', 'declare_key', 'env_name',
-           'parse_sets', 'read_profiles', 'Config', 'load_config', 'describe', 'cpu_info', 'runtime_info']
+__all__ = ['SCHEMA', 'RANGES', 'OWN_SECTIONS', 'CPU_FLAGS', 'Key', 'ConfigError', 'check_range', 'declared', 'coerce',
+           'declare_key', 'env_name', 'parse_sets', 'read_profiles', 'Config', 'load_config', 'describe', 'cpu_info',
+           'runtime_info']
 
 # %% ../nbs/01_config.ipynb #d4d8657d
 @dataclass(frozen=True)
@@ -221,55 +222,6 @@ _declare(
     Key('train.grpo_vllm_url', str, '', 'base URL of `trl vllm-serve` in server mode, e.g. http://127.0.0.1:8000'),
 )
 
-# %% ../nbs/01_config.ipynb #fc658328
-_declare(
-    Key('trigger.w', int, 20, 'plateau window (episodes)'),
-    Key('trigger.eps', float, 0.01, 'plateau threshold on the change of mean success'),
-    Key('trigger.N', int, 64, 'high-quality trajectories that make data sufficient'),
-    Key('trigger.q_min', float, 1.0, 'score a trajectory needs to count as high quality'),
-    Key('trigger.k', int, 16, 'cold-start window: first k episodes of a family'),
-    Key('trigger.tau_c', float, 0.05, 'cold-start failure: success rate below this'),
-    Key('trigger.every', int, 40, 'episodes between updates for the fixed-interval ablation'),
-    Key('kpo.extractor', str, 'rules', 'KnowledgePO candidate extraction', ('rules', 'judge', 'both')),
-    Key('kpo.R', int, 2, 'revisions after which a non-volatile entry is promoted to volatile'),
-    Key('kpo.lam', float, 0.5, 'anti-recitation penalty λ for stale or unobserved volatile names'),
-    Key(
-        'kpo.observe_references',
-        bool,
-        True,
-        'KnowledgePO also extracts knowledge from the cold-start reference replays of each update',
-    ),
-    Key('router.signals', bool, False, "COVE's router writes signals per decision (only logs hold them)"),
-    Key('router.reason', bool, False, "COVE's router writes a one-sentence reason per decision (nothing reads it)"),
-    Key('router.judge', bool, False, "route with the constrained LLM judge (`Router`) instead of the feedback router"),
-    Key('router.window', int, 8, "feedback router: a family's last episodes it reads (this one included)"),
-    Key('router.harness_share', float, 0.25, 'feedback router: share of interface errors that signals harness'),
-    Key('router.param_share', float, 0.5, 'feedback router: share of recurring task errors that signals parametric'),
-    Key('router.flat_eps', float, 0.05, 'feedback router: a success trend below this is flat (or falling)'),
-    Key('router.min_episodes', int, 4, "feedback router: a family's episodes before it routes anything but harness"),
-    Key('release.heldout', int, 16, 'held-out tasks per family for the memory-release A/B (paired; fewer than '
-        'release.min_tasks decide nothing)'),
-    Key(
-        'release.threshold',
-        float,
-        0.0,
-        'a stable entry useful before training (delta_pre > 0) with A/B delta_post at or below this is internalized (§4.4.2)',
-    ),
-    Key(
-        'release.min_tasks',
-        int,
-        16,
-        'paired held-out tasks an A/B needs to internalize or discard an entry (fewer: every entry kept; an '
-        'entry never A/B-tested is kept too)',
-    ),
-    Key(
-        'release.max_entries',
-        int,
-        8,
-        'stable entries A/B-tested per update, most successful first (0 = all; each costs release.heldout episodes)',
-    ),
-)
-
 # %% ../nbs/01_config.ipynb #efcc2194
 _declare(
     Key('data.dir', str, '../shared/datasets', 'real benchmark data (relative paths are from the repo root)'),
@@ -336,12 +288,11 @@ def _ranges(lo, hi, *keys:str, closed:bool=True):
 # %% ../nbs/01_config.ipynb #a80d662f
 _ranges(1, None, 'model.batch_size', 'model.max_new_tokens', 'embed.batch_size', 'train.batch_size',
         'train.micro_batch', 'train.lora_r', 'train.max_steps', 'train.max_length', 'train.grpo_generations',
-        'trigger.w', 'trigger.k', 'router.window', 'router.min_episodes', 'run.epochs')
+        'run.epochs')
 _ranges(0, None, 'train.lr', 'train.grpo_lr', 'train.epochs', closed=False)   # 0 trains nothing
 _ranges(0, None, 'model.timeout', closed=False)
-_ranges(0, 1, 'trigger.tau_c', 'trigger.q_min', 'router.harness_share', 'router.param_share', 'router.flat_eps')
 _ranges(0, 1, 'train.grpo_vllm_memory', closed=False)   # a fraction of the GPU
-_ranges(None, None, 'run.seed', 'release.threshold')
+_ranges(None, None, 'run.seed')
 _ranges(0, 3, 'tableqa.difficulty')
 _ranges(0, 2, 'multihop.difficulty', 'math.difficulty', 'code.difficulty')
 
@@ -357,10 +308,17 @@ def check_range(key:str, v):
         )
     if hi is not None and v > hi: raise ConfigError(f"{key}={v!r}: must be <= {hi}")
 
+# %% ../nbs/01_config.ipynb #cf82b564
+# config sections declared by the components of one of cove's own methods -> that method (`load_own` loads it)
+OWN_SECTIONS = {'router': 'cove', 'trigger': 'cove', 'kpo': 'cove', 'release': 'cove'}
+
 # %% ../nbs/01_config.ipynb #dd003588
 def declared(key:str) -> bool:
-    "Whether config `key` is declared, once the cove method its section names (`memrl.k1`: memrl) has loaded its keys."
-    if key not in SCHEMA: load_own(str(key).split('.')[0])
+    """Whether config `key` is declared, once the cove method its section names (`memrl.k1`: memrl) or whose component
+    declares it (`trigger.N`: cove, `OWN_SECTIONS`) has loaded its keys."""
+    if key not in SCHEMA:
+        sec = str(key).split('.')[0]
+        load_own(OWN_SECTIONS.get(sec, sec))
     return key in SCHEMA
 
 # %% ../nbs/01_config.ipynb #70983c78
@@ -463,9 +421,9 @@ class Config:
 
 # %% ../nbs/01_config.ipynb #a207c7be
 @patch
-def __getitem__(self:Config, k):   # a key declared after this config was loaded (a plugin's) has its default
+def __getitem__(self:Config, k):   # a key declared after this config was loaded (a method's, a plugin's): its default
     if k in self.values: return self.values[k]
-    if k in SCHEMA: return SCHEMA[k].default
+    if declared(k): return SCHEMA[k].default
     raise _unknown_key(k)
 
 # %% ../nbs/01_config.ipynb #484ff691
@@ -483,8 +441,9 @@ def __repr__(self:Config): return f"Config(profile={self.profile!r}, {len(self.v
 # %% ../nbs/01_config.ipynb #ddeac857
 @patch
 def section(self:Config, name:str) -> dict:
-    "The keys of `name` without their prefix."
-    return {k.split('.', 1)[1]: v for k, v in self.values.items() if k.split('.', 1)[0] == name}
+    "The keys of `name` without their prefix (one declared after this config was loaded: its default)."
+    keys = dict.fromkeys(k for k in [*self.values, *SCHEMA] if k.split('.', 1)[0] == name)
+    return {k.split('.', 1)[1]: self[k] for k in keys}
 
 # %% ../nbs/01_config.ipynb #3b168554
 @patch
@@ -504,8 +463,8 @@ def _profile_layers(profile:str, overrides, path) -> list:
 # %% ../nbs/01_config.ipynb #8da6e096
 def _env_layer(env) -> tuple[str, dict]:
     "The `COVE_*` variables of `env` as a layer, once the cove methods they name have declared their keys."
-    for s in own_methods():
-        if any(n.startswith(env_name(s) + '_') for n in env): load_own(s)   # COVE_MEMRL_K1 sets memrl.k1
+    for s in [*own_methods(), *OWN_SECTIONS]:   # COVE_MEMRL_K1 sets memrl.k1, COVE_TRIGGER_N trigger.N
+        if any(n.startswith(env_name(s) + '_') for n in env): load_own(OWN_SECTIONS.get(s, s))
     return ('env', {k: env[env_name(k)] for k in SCHEMA if env_name(k) in env})
 
 # %% ../nbs/01_config.ipynb #3efbb4cc

@@ -20,9 +20,17 @@ from .tasks.surface import Surface, rename, with_surface, find_calls, split_call
 from .tasks.surface import called_names
 from .core import fmt_num
 from .train import trajectories_to_sft, make_task_reward, prompt_dataset
+from .config import declare_key
 
 # %% auto #0
 __all__ = ['ORIGINS', 'NO_CALL_HINT', 'FEEDBACK_HINTS', 'EXTRACT_PROMPTS', 'EXTRACTORS', 'VOLATILITY_PROMPT', 'LABEL_MODES', 'VOLATILITY_SHOTS', 'VOLATILITY_CASES', 'KPOStats', 'Candidate', 'surface_names', 'symbol_spans', 'names_in', 'symbol_names', 'question_of', 'generalise', 'hint_for', 'op_purpose', 'rule_candidates', 'uninformative', 'episode_text', 'judge_texts', 'judge_candidates', 'extract_candidates', 'volatility_prompt', 'label_candidate', 'label_candidates', 'volatility_agreement', 'KB_OPS', 'KB_OP_PROMPT', 'KB_OP_SHOTS', 'KB_OP_CASES', 'kb_op_content', 'kb_op_prompt', 'KBOp', 'neighbour', 'update_kb', 'kb_op_agreement', 'revision_counts', 'promote_revised', 'RENAME_SEED', 'rename_names', 'resurface', 'rename_volatile', 'legal_names', 'observed_names', 'RolloutPrompt', 'memory_aware_prompt', 'recitation_violations', 'anti_recitation_reward', 'rename_trace', 'anti_recitation_sft', 'rename_rollout', 'update_seed', 'rollout_grpo_rows', 'stale_name_penalty', 'memory_aware_rows', 'anti_recitation_grpo', 'had_utility', 'ab_deltas', 'ab_order', 'measure_utility', 'release', 'HeldoutEval', 'KnowledgePO']
+
+# %% ../nbs/12_knowledgepo.ipynb #e7681307
+declare_key('kpo.extractor', str, 'rules', 'KnowledgePO candidate extraction', ('rules', 'judge', 'both'))
+declare_key('kpo.R', int, 2, 'revisions after which a non-volatile entry is promoted to volatile')
+declare_key('kpo.lam', float, 0.5, 'anti-recitation penalty λ for stale or unobserved volatile names')
+declare_key('kpo.observe_references', bool, True,
+            'KnowledgePO also extracts knowledge from the cold-start reference replays of each update')
 
 # %% ../nbs/12_knowledgepo.ipynb #9d8e79e0
 @dataclass
@@ -1000,6 +1008,16 @@ def anti_recitation_grpo(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybr
         if not legal: return 0.0   # no volatile names in this family
         return lam * bool(recitation_violations(called_names(completion), legal, observed))
     return prompt_dataset(rows), make_task_reward(env, by_id, penalty_fn=penalty, step_credit=step_credit)
+
+# %% ../nbs/12_knowledgepo_d_release.ipynb #cff52945
+declare_key('release.heldout', int, 16, 'held-out tasks per family for the memory-release A/B (paired; fewer than '
+            'release.min_tasks decide nothing)')
+declare_key('release.threshold', float, 0.0, 'a stable entry useful before training (delta_pre > 0) with A/B '
+            'delta_post at or below this is internalized (§4.4.2)', range=(None, None))
+declare_key('release.min_tasks', int, 16, 'paired held-out tasks an A/B needs to internalize or discard an entry '
+            '(fewer: every entry kept; an entry never A/B-tested is kept too)')
+declare_key('release.max_entries', int, 8, 'stable entries A/B-tested per update, most successful first (0 = all; '
+            'each costs release.heldout episodes)')
 
 # %% ../nbs/12_knowledgepo_d_release.ipynb #c500334a
 def had_utility(e:Entry) -> bool:

@@ -11,6 +11,7 @@ from pathlib import Path
 from fastcore.basics import patch
 from .core import Feedback, Task, append_jsonl
 from .stats import wilson
+from .config import declare_key
 
 # %% auto #0
 __all__ = ['CHANNELS', 'PARAMETRIC_CHANNELS', 'CHANNEL_DOCS', 'ROUTE_TEMPLATE', 'SIGNALS_PROMPT', 'REASON_PROMPT', 'ROUTE_SHOTS',
@@ -19,6 +20,21 @@ __all__ = ['CHANNELS', 'PARAMETRIC_CHANNELS', 'CHANNEL_DOCS', 'ROUTE_TEMPLATE', 
            'route_content', 'route_template', 'signal_items', 'parse_signals', 'first_sentence', 'valid_reason',
            'BaseRouter', 'FixedRoute', 'AlwaysBoth', 'RandomRoute', 'Router', 'window_evidence', 'feedback_channel',
            'FeedbackRouter', 'make_router', 'routing_judge_cases', 'router_agreement']
+
+# %% ../nbs/10_router.ipynb #fb3c7387
+declare_key('router.signals', bool, False, "COVE's router writes signals per decision (only logs hold them)")
+declare_key('router.reason', bool, False, "COVE's router writes a one-sentence reason per decision (nothing reads it)")
+declare_key('router.judge', bool, False, "route with the constrained LLM judge (`Router`) instead of the feedback router")
+declare_key('router.window', int, 8, "feedback router: a family's last episodes it reads (this one included)",
+            range=(1, None))
+declare_key('router.harness_share', float, 0.25, 'feedback router: share of interface errors that signals harness',
+            range=(0, 1))
+declare_key('router.param_share', float, 0.5, 'feedback router: share of recurring task errors that signals parametric',
+            range=(0, 1))
+declare_key('router.flat_eps', float, 0.05, 'feedback router: a success trend below this is flat (or falling)',
+            range=(0, 1))
+declare_key('router.min_episodes', int, 4, "feedback router: a family's episodes before it routes anything but harness",
+            range=(1, None))
 
 # %% ../nbs/10_router.ipynb #f8a0e86a
 CHANNELS = ('harness_only', 'parametric_candidate', 'hybrid')

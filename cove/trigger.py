@@ -11,10 +11,20 @@ from pathlib import Path
 from fastcore.basics import patch
 from .core import append_jsonl
 from .router import CHANNELS, PARAMETRIC_CHANNELS, check_channel
+from .config import declare_key
 
 # %% auto #0
 __all__ = ['CONDITIONS', 'TRIGGER_KEYS', 'TRIGGERS', 'TriggerEvent', 'FamilyState', 'BaseTrigger', 'Trigger', 'NoTrigger',
            'FixedInterval', 'make_trigger']
+
+# %% ../nbs/11_trigger.ipynb #26b6f0a6
+declare_key('trigger.w', int, 20, 'plateau window (episodes)', range=(1, None))
+declare_key('trigger.eps', float, 0.01, 'plateau threshold on the change of mean success')
+declare_key('trigger.N', int, 64, 'high-quality trajectories that make data sufficient')
+declare_key('trigger.q_min', float, 1.0, 'score a trajectory needs to count as high quality', range=(0, 1))
+declare_key('trigger.k', int, 16, 'cold-start window: first k episodes of a family', range=(1, None))
+declare_key('trigger.tau_c', float, 0.05, 'cold-start failure: success rate below this', range=(0, 1))
+declare_key('trigger.every', int, 40, 'episodes between updates for the fixed-interval ablation')
 
 # %% ../nbs/11_trigger.ipynb #a83906c1
 # priority order: the first that holds names the event
