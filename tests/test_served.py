@@ -105,7 +105,8 @@ def test_stop_strings(server, tok):
 
 def test_what_this_server_lacks_fails_clearly(server, tok):
     "No /tokenize, no echoed prompt logprobs, no LoRA by name, one pinned model name: each a one-line error."
-    from cove.served import HTTPError, make_policy
+    from cove.policy import make_policy
+    from cove.served import HTTPError
     pol = _policy(server)
     with pytest.raises(NotImplementedError, match='no /tokenize route; pass tokenizer='):
         pol.count_tokens('hello')

@@ -139,7 +139,8 @@ def test_merged_adapter_equals_transformers_peft(served, hf32, episodes, adapter
     """The adapter merged into fp32 weights and pushed into the server in place (`lora_serving='merged'`) gives the
     completions transformers + peft give with it, unmerged; `set_adapter(None)` gives back the base completions exactly;
     each reload takes a bounded time."""
-    from cove.served import make_policy, merged_folder
+    from cove.policy import make_policy
+    from cove.served import merged_folder
     from cove.train import hot_swap
     prompts, stop, max_new = episodes
     merged = make_policy('openai', 'smollm2-135m', base_url=served.root, batch_size=16, tokenizer=served.tokenizer,

@@ -11,7 +11,8 @@ the rounds.
 import argparse, os, shutil, time
 from cove.agent import build_messages
 from cove.config import load_config
-from cove.served import make_policy, merge_adapter, merged_folder
+from cove.policy import make_policy
+from cove.served import merge_adapter, merged_folder
 from cove.models import resolve_model
 from cove.serve import served_policy
 from cove.spec import open_envs
