@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_core.ipynb #52872cde
 from __future__ import annotations
-import contextlib, errno, json, logging, math, os, re, sqlite3, stat, time
+import contextlib, errno, importlib.resources, json, logging, math, os, re, sqlite3, stat, time
 from collections import Counter
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
@@ -16,7 +16,8 @@ __all__ = ['FEEDBACK_KINDS', 'STATUSES', 'ROLES', 'DISK_FULL', 'SQLITE_FULL', 'S
            'redact_expected', 'Task', 'msg', 'repo_root', 'CorruptFile', 'WriteFailed', 'InfraError', 'writing',
            'write_all', 'NotRegularFile', 'open_regular', 'read_regular', 'safe_path', 'write_failure', 'write_atomic',
            'one_line', 'read_json', 'write_json', 'get_logger', 'phase', 'repair_tail', 'append_jsonl', 'read_jsonl',
-           'task_key', 'record_task_key', 'EpisodeKeys', 'fmt_num', 'TokenLedger', 'write_tx', 'import_optional']
+           'task_key', 'record_task_key', 'EpisodeKeys', 'fmt_num', 'TokenLedger', 'write_tx', 'import_optional',
+           'read_cases']
 
 # %% ../nbs/00_core.ipynb #24c123c3
 FEEDBACK_KINDS = {   # what went wrong, in one word a method can act on: kind -> its meaning
@@ -490,4 +491,16 @@ def import_optional(package:str, names) -> list[str]:
             out.append(m)
         except ModuleNotFoundError as e:
             if e.name != f'{package}.{m}': raise
+    return out
+
+# %% ../nbs/00_core.ipynb #bdee4ced
+def read_cases(name:str) -> list[dict]:
+    "The records of `cove/data/{name}.jsonl`, in order; a line that is not a JSON object: a `ValueError` naming it."
+    p = importlib.resources.files('cove').joinpath('data', f'{name}.jsonl')
+    out = []
+    for i, line in enumerate(p.read_text(encoding='utf-8').splitlines(), 1):
+        try: rec = json.loads(line)
+        except json.JSONDecodeError as e: raise ValueError(f"cove/data/{name}.jsonl:{i}: not JSON ({e.msg})") from None
+        if not isinstance(rec, dict): raise ValueError(f"cove/data/{name}.jsonl:{i}: not a JSON object")
+        out.append(rec)
     return out

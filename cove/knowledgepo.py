@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Callable
 from fastcore.basics import patch
-from .core import Task, get_logger, redact_expected
+from .core import Task, get_logger, read_cases, redact_expected
 from .stats import wilson
 from .store import Entry, KINDS, LABELS
 from .judge import Judge, JudgeParseError, few_shot
@@ -637,138 +637,7 @@ def update_kb(kb, candidate:Candidate, judge:Judge|None=None, # decides ambiguou
     return op
 
 # %% ../nbs/12_knowledgepo_b_update.ipynb #d9aaaa48
-KB_OP_CASES = [
-    ("Finish with a line 'Answer: <answer>'.", "Always end the reply with a final 'Answer: <answer>' line.", 'merge'),
-    (
-        "To count rows, count those matching the condition.",
-        "Count the rows that match the condition to answer count questions.",
-        'merge',
-    ),
-    (
-        "The players table lists points per game.",
-        "Correction: the players table lists total points, not points per game.",
-        'revise',
-    ),
-    (
-        "Sum questions need the where column first.",
-        "Sum questions need the summed column first, then the where column and value.",
-        'revise',
-    ),
-    ("To count rows, count those matching the condition.", "Compare two values as numbers, not as text.", 'insert'),
-    ("Finish with a line 'Answer: <answer>'.", "When a tool call fails, read the list of available tools.", 'insert'),
-]
-
-# %% ../nbs/12_knowledgepo_b_update.ipynb #c4034a83
-KB_OP_CASES += [
-    (
-        "Compare numbers as numbers, not as strings.",
-        "When comparing two values, convert them to numbers first instead of comparing their text.",
-        'merge',
-    ),
-    (
-        "Call a tool to read the table before answering.",
-        "Read the table with a tool call before giving any answer.",
-        'merge',
-    ),
-    (
-        "For two-hop questions, find the bridge entity first.",
-        "First identify the intermediate entity, then answer the question about it.",
-        'merge',
-    ),
-    (
-        "Percent of a number: multiply by the percent and divide by 100.",
-        "To take p% of x, compute x times p over 100.",
-        'merge',
-    ),
-    (
-        "Iterate instead of recursing for Fibonacci numbers.",
-        "Compute Fibonacci numbers with a loop, not with naive recursion.",
-        'merge',
-    ),
-    (
-        "Test the function on the docstring examples before submitting.",
-        "Before submitting code, run it on the examples given in the docstring.",
-        'merge',
-    ),
-    (
-        "The perimeter of a rectangle is 2 times length plus width.",
-        "A rectangle's perimeter is twice the sum of its length and width.",
-        'merge',
-    ),
-    (
-        "Trust the given paragraphs over remembered facts.",
-        "When the context contradicts what you remember, answer from the context.",
-        'merge',
-    ),
-    (
-        "The lookup tool is called lookup on surface v2.",
-        "Update: on surface v3 the lookup tool is called get, not lookup.",
-        'revise',
-    ),
-    (
-        "Use db.select to read the users.",
-        "db.select was removed in v2; read the users with db.query_rows(sql) instead.",
-        'revise',
-    ),
-    (
-        "The teams table has a column country.",
-        "Correction: the country column of the teams table is named ctry.",
-        'revise',
-    ),
-    (
-        "Call parse_date with just the date string.",
-        "Since v3 parse_date requires the format string as its second argument.",
-        'revise',
-    ),
-    (
-        "Answer math questions with the number only.",
-        "Correction: end a math answer with a line 'Answer: <number>' or a boxed number, not a bare number.",
-        'revise',
-    ),
-    (
-        "Count rows with count(col, value).",
-        "The count tool was renamed: on surface v2 use tbl_tally(col, value).",
-        'revise',
-    ),
-    (
-        "A rectangle's perimeter is its length times its width.",
-        "Correction: length times width is the area; the perimeter is twice length plus width.",
-        'revise',
-    ),
-    (
-        "The calculator tool is compute(expr).",
-        "On surface v2 the calculator is calc(expr); compute no longer exists.",
-        'revise',
-    ),
-    ("Read the table with a tool call before answering.", "Compare numbers as numbers, not as text.", 'insert'),
-    (
-        "Percent of a number: multiply by the percent and divide by 100.",
-        "The perimeter of a rectangle is twice the sum of its sides.",
-        'insert',
-    ),
-    (
-        "Test the function on the docstring examples before submitting.",
-        "Use a loop instead of recursion for Fibonacci numbers.",
-        'insert',
-    ),
-    (
-        "For two-hop questions, find the bridge entity first.",
-        "Copy names exactly as they are written in the paragraph.",
-        'insert',
-    ),
-    ("The lookup tool is called get on surface v3.", "The filter tool is called keep_rows on surface v3.", 'insert'),
-    (
-        "When a code solution times out, look for a faster algorithm.",
-        "Strip whitespace from each input line before parsing it.",
-        'insert',
-    ),
-    (
-        "An average is the sum divided by the count.",
-        "Round money amounts down only when the task asks for whole units.",
-        'insert',
-    ),
-    ("Finish with a line 'Answer: <answer>'.", "Skip cells that are not numbers when summing a column.", 'insert'),
-]
+KB_OP_CASES = [(r['existing'], r['new'], r['gold']) for r in read_cases('kb_op_cases')]   # (existing, new, operation)
 
 # %% ../nbs/12_knowledgepo_b_update.ipynb #76d550da
 def kb_op_agreement(judge:Judge, cases:list=KB_OP_CASES, calibrate:bool=True,

@@ -16,14 +16,17 @@ def test_wheel_holds_and_imports_every_module(tmp_path):
     whl, = (tmp_path/'dist').glob('cove-*.whl')
     names = set(zipfile.ZipFile(whl).namelist())
     want = {p.relative_to(ROOT).as_posix() for p in (ROOT/'cove').rglob('*.py')}
+    data = {p.relative_to(ROOT).as_posix() for p in (ROOT/'cove'/'data').glob('*.jsonl')}   # the hand-labelled cases
     # before: every file of cove/tasks/
-    assert want - names == set(), f"missing from the wheel: {sorted(want - names)}"
+    assert data and (want | data) - names == set(), f"missing from the wheel: {sorted((want | data) - names)}"
     site = tmp_path/'site'; zipfile.ZipFile(whl).extractall(site)
     mods = sorted(n[:-3].replace('/', '.').removesuffix('.__init__') for n in want)
     code = (f"import importlib, sys; sys.path.insert(0, {str(site)!r})\n"
             f"for m in {mods!r}:\n"
             f"    mod = importlib.import_module(m)\n"
             f"    assert mod.__file__.startswith({str(site)!r}), (m, mod.__file__)\n"
+            f"from cove.core import read_cases\n"
+            f"assert len(read_cases('routing_cases')) == 30\n"
             f"print(len({mods!r}))")
     # cwd: not the repository
     r = subprocess.run([sys.executable, '-c', code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
