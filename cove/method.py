@@ -12,10 +12,10 @@ from .config import Config
 from .plugins import PluginError, load_own, load_plugins
 from .registry import METHODS, declare_kind, register_method
 from .agent import HarnessAgent
-from .tasks.base import Environment, EpisodeResult, replay_reference
+from .tasks.base import Environment, EpisodeResult
 
 # %% auto #0
-__all__ = ['import_methods', 'Method', 'Base', 'Oracle', 'state_advice', 'adapter_advice', 'METHODS', 'register_method']
+__all__ = ['import_methods', 'Method', 'state_advice', 'adapter_advice', 'METHODS', 'register_method']
 
 # %% ../nbs/07b_method.ipynb #b84f6c4e
 _all_ = ['METHODS', 'register_method']   # importable from here as before; they live in `cove.registry`
@@ -49,22 +49,6 @@ class Method:
         pass  # restore `state_dict()`'s fields from a saved state (`load_state` calls it)
 
 declare_kind('cove.methods', Method)   # an entry point naming a subclass of it registers the class
-
-# %% ../nbs/07b_method.ipynb #db10c241
-@register_method('base')
-class Base(Method):
-    "The policy alone: no memory, no training."
-    def run_chunk(self, pairs:list[tuple]) -> list[EpisodeResult]:
-        "`[(env, task), ...]` of any families, played as one batch."
-        return self.agent().run([e for e, _ in pairs], [t for _, t in pairs])
-    def run_batch(self, env, tasks): return self.run_chunk([(env, t) for t in tasks])
-
-# %% ../nbs/07b_method.ipynb #cf7ae8b2
-@register_method('oracle')
-class Oracle(Method):
-    "Reference solutions replayed through the environment."
-    needs_policy = False
-    def run_batch(self, env, tasks): return [replay_reference(env, t) for t in tasks]
 
 # %% ../nbs/07b_method.ipynb #985e6fc5
 @patch
