@@ -15,8 +15,8 @@ from .stats import rate_ci, wilson
 from .llm import Policy
 
 # %% auto #0
-__all__ = ['CONTENT_FREE', 'fill', 'check_options', 'Choice', 'Judge', 'JudgeParseError', 'parse_free_text', 'agreement_row',
-           'few_shot']
+__all__ = ['CONTENT_FREE', 'fill', 'check_options', 'Choice', 'Judge', 'JudgeParseError', 'parse_free_text', 'agreement_summary',
+           'agreement_row', 'few_shot']
 
 # %% ../nbs/02b_judge.ipynb #ccc0eac6
 CONTENT_FREE = 'N/A'  # what replaces `{content}` in the content-free prompt
@@ -183,7 +183,7 @@ def text(self:Judge, prompt:str, max_chars:int=200, pattern:str|None=None, valid
     return out
 
 # %% ../nbs/02b_judge.ipynb #b0e2d09b
-def _summary(golds:list, preds:list, labels:list) -> dict:
+def agreement_summary(golds:list, preds:list, labels:list) -> dict:
     """`n`, `agree`, `rate`, its Wilson 95% `ci`, `confusion` (gold -> predicted -> count), `majority_rate`,
     `predictions`."""
     confusion = {
@@ -210,7 +210,7 @@ def _check_case(i:int, c:dict):
 @patch
 def agreement(self:Judge, cases:list[dict], # each: `prompt` (a template if `content` is given), `options`, `gold`
               calibrate:bool=True) -> dict:
-    """Agreement of `choose` with hand labels (see `_summary`); when calibrated, `raw` is the same summary from the same
+    """Agreement of `choose` with hand labels (see `agreement_summary`); when calibrated, `raw` is the same summary from the same
     scores uncalibrated."""
     if not cases: raise ValueError("agreement needs at least one case")
     labels, chs = [], []
@@ -219,8 +219,8 @@ def agreement(self:Judge, cases:list[dict], # each: `prompt` (a template if `con
         labels += [o for o in c['options'] if o not in labels]
         chs.append(self.choose(c['prompt'], c['options'], calibrate, c.get('content'), c.get('content_free_prompt')))
     golds = [c['gold'] for c in cases]
-    out = _summary(golds, [ch.option for ch in chs], labels)
-    if calibrate: out['raw'] = _summary(golds, [_best(ch.options, ch.scores) for ch in chs], labels)
+    out = agreement_summary(golds, [ch.option for ch in chs], labels)
+    if calibrate: out['raw'] = agreement_summary(golds, [_best(ch.options, ch.scores) for ch in chs], labels)
     return out
 
 # %% ../nbs/02b_judge.ipynb #05f931f3

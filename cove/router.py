@@ -10,7 +10,6 @@ from dataclasses import dataclass, asdict, replace
 from pathlib import Path
 from fastcore.basics import patch
 from .core import Feedback, Task, append_jsonl, read_cases
-from .stats import wilson
 from .config import declare_key
 
 # %% auto #0
@@ -601,21 +600,13 @@ def _case_pick(router:BaseRouter, c:dict) -> str:
     if isinstance(router, FeedbackRouter): return router.case_channel(c['feedback'], c['history'])
     return router._pick(c['task'], c['feedback'])
 
-# %% ../nbs/10_router.ipynb #bd6a3b05
-def _confusion(golds:list[str], preds:list[str]) -> dict:
-    "`{gold: {predicted: count}}` over the channels, for the gold channels present."
-    return {g: {p: sum((x, y) == (g, p) for x, y in zip(golds, preds)) for p in CHANNELS}
-            for g in CHANNELS if g in golds}
-
 # %% ../nbs/10_router.ipynb #22728c49
 def router_agreement(router:BaseRouter, cases:list[dict]|None=None) -> dict:
-    """Agreement of `router`'s channel with the hand labels: `n`, `agree`, `rate`, `confusion`, `majority_rate`,
-    `predictions`."""
+    """Agreement of `router`'s channel with the hand labels (`cove.judge.agreement_summary`): `n`, `agree`, `rate`, its
+    `ci`, `confusion`, `majority_rate`, `predictions`."""
     cases = ROUTING_CASES if cases is None else cases
     if isinstance(router, Router):
         return router.judge.agreement(routing_judge_cases(cases, router.shots), calibrate=router.calibrate)
-    golds, preds = [c['gold'] for c in cases], [_case_pick(router, c) for c in cases]
-    agree, n = sum(g == p for g, p in zip(golds, preds)), len(cases)
-    return {'n': n, 'agree': agree, 'rate': agree / n, 'ci': wilson(agree, n),
-            'majority_rate': Counter(golds).most_common(1)[0][1] / n, 'confusion': _confusion(golds, preds),
-            'predictions': preds}
+    from cove.judge import agreement_summary   # here, so that importing the router stays free of torch
+    golds = [c['gold'] for c in cases]
+    return agreement_summary(golds, [_case_pick(router, c) for c in cases], list(CHANNELS))
