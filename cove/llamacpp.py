@@ -13,7 +13,7 @@ from fastcore.basics import patch
 from .models import (EMBEDDED_ALIASES, EMBEDDED_DIR, embedded_model_path, ensure_embedded_model, file_lock,
                          model_cache_dir)
 from .policy import (Generation, TokenizerPolicy, choice_token_spans, count_tokens_with, cpu_has_native_bf16,
-                         cut_at_stop, render_chat, smollm2_tokenizer)   # what `cove.llm` builds on too
+                         cut_at_stop, render_chat, smollm2_tokenizer, adapter_folder)   # what `cove.llm` builds on too
 from .registry import register_backend
 
 # %% auto #0
@@ -158,7 +158,7 @@ class LlamaCppPolicy(TokenizerPolicy):
                  name:str|None=None, template_kw:dict|None=None, eos_ids=(), # end-of-turn ids besides the tokenizer's
                  flash_attn:int=-1): # llama.cpp's `flash_attn_type`: -1 auto, 0 off, 1 on
         super().__init__()
-        L = self.L = require_llama_cpp()
+        self.L = require_llama_cpp()
         self.gguf, self.tokenizer, self.batch_size = Path(gguf), tokenizer, batch_size
         self.slots = max(slots, batch_size)
         self.name, self.template_kw, self.ctx_per_seq = name or self.gguf.stem, template_kw or {}, ctx_per_seq
@@ -572,9 +572,7 @@ def adapters(self:LlamaCppPolicy) -> list[str]: return list(self._loras)
 @patch
 def load_adapter(self:LlamaCppPolicy, path:str|Path, name:str|None=None) -> str:
     "Convert the peft LoRA adapter in `path` to GGUF (in this policy's own folder) and load it under `name`, inactive."
-    path = Path(path)
-    if not (path/'adapter_config.json').exists():
-        raise FileNotFoundError(f"no LoRA adapter (adapter_config.json) in {path}")
+    path = adapter_folder(path)
     name = name or path.name
     if not getattr(self, '_lora_dir', None): self._lora_dir = tempfile.mkdtemp(prefix='cove-lora-')
     dst = write_lora_gguf(path, self.gguf, Path(self._lora_dir)/f'{len(os.listdir(self._lora_dir))}.gguf')

@@ -12,7 +12,7 @@ from fastcore.basics import patch
 from .core import get_logger
 from .models import EMBEDDED_NAME, resolve_model, available_cores   # no torch there
 from .policy import (Generation, Policy, TokenizerPolicy, as_messages, choice_token_spans, count_tokens_with,
-                         cpu_has_native_bf16, cut_at_stop, render_chat, smollm2_tokenizer,
+                         adapter_folder, cpu_has_native_bf16, cut_at_stop, render_chat, smollm2_tokenizer,
                          stop_patterns, stop_strings, make_policy)
 from .registry import BACKENDS, register_backend
 
@@ -508,20 +508,12 @@ def set_adapter(self:HFPolicy, name:str|None):
         self.model.set_adapter(name)
     self._active = name
 
-# %% ../nbs/02_llm_b_hf.ipynb #8b1be0f2
-def _adapter_folder(path:str|Path) -> Path:
-    "`path` as a folder holding a LoRA adapter, else a `FileNotFoundError`."
-    path = Path(path)
-    if not (path / 'adapter_config.json').exists():
-        raise FileNotFoundError(f"no LoRA adapter (adapter_config.json) in {path}")
-    return path
-
 # %% ../nbs/02_llm_b_hf.ipynb #f02ada38
 @patch
 def load_adapter(self:HFPolicy, path:str|Path, name:str|None=None) -> str:
     "Load the LoRA adapter saved in `path` under `name` (default: the folder name); returns the name."
     from peft import PeftModel
-    path = _adapter_folder(path)
+    path = adapter_folder(path)
     name = name or path.name
     self.prefix_cache.clear()   # kept KV was computed with the weights before this load
     with warnings.catch_warnings():

@@ -14,8 +14,8 @@ from .models import EMBEDDED_NAME, ensure_embedded_model   # no torch there
 from .registry import backend_factory
 
 # %% auto #0
-__all__ = ['Generation', 'as_messages', 'Policy', 'load_tokenizer', 'smollm2_tokenizer', 'render_chat', 'count_tokens_with',
-           'choice_token_spans', 'stop_strings', 'stop_patterns', 'cut_at_stop', 'TokenizerPolicy',
+__all__ = ['Generation', 'as_messages', 'Policy', 'adapter_folder', 'load_tokenizer', 'smollm2_tokenizer', 'render_chat',
+           'count_tokens_with', 'choice_token_spans', 'stop_strings', 'stop_patterns', 'cut_at_stop', 'TokenizerPolicy',
            'cpu_has_native_bf16', 'make_policy']
 
 # %% ../nbs/01e_policy.ipynb #23d70336
@@ -79,6 +79,14 @@ def adapters(self:Policy) -> list[str]: return []
 # %% ../nbs/01e_policy.ipynb #ee400018
 @patch(as_prop=True)
 def active_adapter(self:Policy) -> str|None: return self._active
+
+# %% ../nbs/01e_policy.ipynb #5fa39638
+def adapter_folder(path:str|Path) -> Path:
+    "`path` as a folder holding a LoRA adapter, else a `FileNotFoundError`."
+    path = Path(path)
+    if not (path / 'adapter_config.json').exists():
+        raise FileNotFoundError(f"no LoRA adapter (adapter_config.json) in {path}")
+    return path
 
 # %% ../nbs/01e_policy.ipynb #6c8f6e54
 @patch

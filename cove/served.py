@@ -11,8 +11,8 @@ import torch
 from fastcore.basics import patch
 from .core import get_logger
 from .models import EMBEDDED_NAME, resolve_model   # no torch there
-from .policy import (Generation, Policy, as_messages, choice_token_spans, count_tokens_with, load_tokenizer,
-                         render_chat, stop_strings)
+from .policy import (Generation, Policy, adapter_folder, as_messages, choice_token_spans, count_tokens_with,
+                         load_tokenizer, render_chat, stop_strings)
 from .registry import register_backend
 from .llm import client_stop
 
@@ -117,9 +117,7 @@ def score_choices(self:VLLMPolicy, messages, choices:list[str], end:bool=True) -
 def load_adapter(self:VLLMPolicy, path:str|Path, name:str|None=None) -> str:
     "Register the LoRA adapter in `path` under `name`; vLLM loads it on first use."
     from vllm.lora.request import LoRARequest
-    path = Path(path)
-    if not (path / 'adapter_config.json').exists():
-        raise FileNotFoundError(f"no LoRA adapter (adapter_config.json) in {path}")
+    path = adapter_folder(path)
     name = name or path.name
     ids = [r.lora_int_id for r in self._loras.values()]
     # a fresh id: a retrained adapter reloads
