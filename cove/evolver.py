@@ -1168,12 +1168,6 @@ def update(self:EvolverMethod, key:str):
     except ValueError as e: why = f'{type(e).__name__}: {e}'   # e.g. every conversation longer than train.max_length
     self._record_update(key, n, res, why, algo=algo, examples=len(rows), **extra)
 
-# %% ../nbs/16_evolver_c_method.ipynb #50adb71d
-def _train_detail(res) -> dict:
-    "What a finished training run `res` cost: tokens, steps, loss, seconds, and whether it was modelled."
-    return dict(train_tokens=res.train_tokens, steps=res.steps, loss=res.loss, seconds=res.seconds,
-                modelled=res.modelled)
-
 # %% ../nbs/16_evolver_c_method.ipynb #ced8fa7c
 @patch
 def _store_update(self:EvolverMethod, key:str, n:int, name:str|None, detail:dict, uses:list|None):
@@ -1192,7 +1186,7 @@ def _record_update(self:EvolverMethod, key:str, n:int, res, why:str|None, **deta
     if res:
         hot_swap(self.policy, res)
         self.adapter = name
-        detail |= _train_detail(res)
+        detail |= res.cost()
     else:
         _log.warning(f"update {key} skipped: {why}")
         detail['skipped'] = why

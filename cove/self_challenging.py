@@ -616,8 +616,7 @@ def update(self:SelfChallenging, rec:dict, rnd:int) -> dict:
         why = f'no verified solution fits train.max_length={self.cfg["train.max_length"]}'
         return dict(trained=False, skipped=why, adapter=None)
     self._swap_adapter(name, init)
-    return dict(trained=True, adapter=name, init_adapter=init, examples=res.examples, train_tokens=res.train_tokens,
-                modelled=res.modelled, steps=res.steps, loss=res.loss, seconds=res.seconds)
+    return dict(trained=True, adapter=name, init_adapter=init, examples=res.examples, **res.cost())
 
 # %% ../nbs/17b_self_challenging.ipynb #7fba5688
 @patch

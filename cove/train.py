@@ -159,6 +159,10 @@ class UpdateResult:
     @property
     def seconds_per_step(self) -> float: return self.seconds / max(1, self.steps)
     def to_dict(self) -> dict: return asdict(self)
+    def cost(self) -> dict:
+        "What the update cost, as every method records it: exact tokens, the modelled cost, steps, loss, seconds."
+        return dict(train_tokens=self.train_tokens, modelled=self.modelled, steps=self.steps, loss=self.loss,
+                    seconds=self.seconds)
 
 # %% ../nbs/07_train.ipynb #9a9aa983
 LORA_TARGETS = ('q_proj', 'k_proj', 'v_proj', 'o_proj')

@@ -351,8 +351,7 @@ def _n_param(self:CoveMethod, family:str) -> int:
 def _update_record(self:CoveMethod, family:str, res, cold:bool, n_param:int, memory_aware:bool, pre, rel) -> dict:
     "What `updates` keeps of one update: its adapter, data, cost, and the utilities and release around it."
     return dict(family=family, adapter=res.adapter_path, name=Path(res.adapter_path).name, algo=res.method,
-                cold_start=cold, rows=self.last_rows, n_param=n_param, train_tokens=res.train_tokens,
-                modelled=res.modelled, steps=res.steps, loss=res.loss, seconds=res.seconds, examples=res.examples,
+                cold_start=cold, rows=self.last_rows, n_param=n_param, **res.cost(), examples=res.examples,
                 memory_aware=memory_aware, utility_pre=pre, release=rel, ts=time.time())
 
 # %% ../nbs/13_workflow.ipynb #25d16048
