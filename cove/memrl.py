@@ -640,7 +640,6 @@ def _summaries_at(self:MemRL, results:list, learn:list[int]) -> dict:
 # %% ../nbs/14_memrl.ipynb #cd6f2206
 @patch
 def _play(self:MemRL, env, tasks):
-    c, p = self.cfg, self.p
     keys = self.keys.keys(tasks)
     self.keys.commit(tasks)
     # the intent is the question (HotpotQA's follows ten paragraphs)
