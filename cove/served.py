@@ -4,7 +4,7 @@
 
 # %% ../nbs/02_llm_c_served.ipynb #250a5354
 from __future__ import annotations
-import contextlib, copy, json, os, shutil, time, urllib.error, urllib.request
+import contextlib, copy, json, os, shutil, threading, time, urllib.error, urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import torch
@@ -466,13 +466,49 @@ def merged_folder(adapter:str|Path) -> Path:
     p = Path(adapter).expanduser().resolve()
     return safe_path(p.parent, p.name + '.merged', 'dir')
 
+# %% ../nbs/02_llm_c_served.ipynb #f0201047
+_BASES, _BASE_LOCK = {}, threading.RLock()   # (folder, dtype) -> (its files' stamp, the loaded model); merges one at a time
+
+def _stamp(folder:Path) -> tuple:
+    "Size and mtime of each file in `folder`: a base rewritten on disk is loaded again."
+    return tuple(sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir() if p.is_file()))
+
+def _cached_base(base:str|Path, # the base model's folder
+                 dtype:torch.dtype=torch.float32):
+    "The model in `base`, loaded once per (folder, dtype) in this process and kept for the next merge."
+    folder = Path(base).expanduser().resolve()
+    key, stamp = (str(folder), str(dtype)), _stamp(folder)
+    with _BASE_LOCK:
+        if key not in _BASES or _BASES[key][0] != stamp:
+            from transformers import AutoModelForCausalLM
+            _BASES[key] = (stamp, AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype).eval())
+        return _BASES[key][1]
+
+# %% ../nbs/02_llm_c_served.ipynb #a4f7d798
+def _restore(model, modules:dict, kept:list):
+    """Put `model` back as it was before an adapter was applied: each of its `modules` (name -> module) at its place
+    and the weights in `kept` (`(parameter, copy)`) copied back, bit for bit."""
+    for p, w in kept: p.data.copy_(w)
+    for name, m in modules.items():
+        parent, _, child = name.rpartition('.')
+        if name and getattr(modules[parent], child, None) is not m: setattr(modules[parent], child, m)
+    if hasattr(model, 'peft_config'): del model.peft_config
+
 # %% ../nbs/02_llm_c_served.ipynb #09149bfa
 def _save_merged(adapter:str|Path, base:str|Path, tmp:Path):
-    "Merge `adapter` into an fp32 copy of `base` and save it as safetensors in `tmp`."
-    from transformers import AutoModelForCausalLM
+    """Merge `adapter` into the cached fp32 `base` (`_cached_base`) and save it as safetensors in `tmp`; the base's
+    weights the merge changed are copied back (`_restore`), so the next merge starts from the weights on disk."""
     from peft import PeftModel
-    model = AutoModelForCausalLM.from_pretrained(str(base), dtype=torch.float32)
-    PeftModel.from_pretrained(model, str(adapter)).merge_and_unload().save_pretrained(tmp, safe_serialization=True)
+    from peft.tuners.tuners_utils import BaseTunerLayer
+    with _BASE_LOCK:
+        model = _cached_base(base)
+        modules, kept = dict(model.named_modules()), []
+        try:
+            lora = PeftModel.from_pretrained(model, str(adapter))
+            kept = [(p, p.detach().clone()) for m in lora.modules() if isinstance(m, BaseTunerLayer)
+                    for p in m.get_base_layer().parameters()]
+            lora.merge_and_unload().save_pretrained(tmp, safe_serialization=True)
+        finally: _restore(model, modules, kept)
 
 # %% ../nbs/02_llm_c_served.ipynb #a7ae3604
 def merge_adapter(adapter:str|Path, # a LoRA adapter folder (`adapter_config.json`, `adapter_model.safetensors`)

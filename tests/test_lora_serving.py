@@ -45,3 +45,35 @@ def test_merge_writes_the_base_names(tmp_path):
         got = AutoModelForCausalLM.from_pretrained(out).eval()(ids).logits
         ref = lora.eval()(ids).logits
     assert torch.allclose(got, ref, atol=1e-4)
+
+
+def test_merges_reuse_one_cached_base(tmp_path, monkeypatch):
+    """Two merges load the base once (`cove.served._BASES`), each gives the weights a fresh load + peft merge gives, and
+    the cached base keeps the weights on disk; a base rewritten on disk is loaded again."""
+    from peft import LoraConfig, PeftModel, get_peft_model
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+    from cove.llm import tiny_llama
+    from cove import served
+    tiny, _ = tiny_llama()
+    tiny.save_pretrained(tmp_path/'base')
+    for i, mods in enumerate((['q_proj', 'v_proj'], ['up_proj', 'o_proj'])):
+        torch.manual_seed(i)
+        lora = get_peft_model(copy.deepcopy(tiny), LoraConfig(r=4, target_modules=mods, init_lora_weights=False))
+        lora.save_pretrained(tmp_path/f'a{i}')
+    loads, load = [], AutoModelForCausalLM.from_pretrained.__func__
+    monkeypatch.setattr(AutoModelForCausalLM, 'from_pretrained',
+                        classmethod(lambda cls, *a, **k: loads.append(a[0]) or load(cls, *a, **k)))
+    outs = [served.merge_adapter(tmp_path/a, tmp_path/'base') for a in ('a0', 'a1', 'a0')]
+    assert len(loads) == 1
+    monkeypatch.undo()
+    for a, out in zip(('a0', 'a1', 'a0'), outs):
+        ref = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tmp_path/'base', dtype=torch.float32),
+                                        str(tmp_path/a)).merge_and_unload().state_dict()
+        got = load_file(out/'model.safetensors')
+        assert got and all(torch.equal(v, ref[k]) for k, v in got.items()), a
+    base = served._cached_base(tmp_path/'base')
+    assert all(torch.equal(v, tiny.state_dict()[k]) for k, v in base.state_dict().items())
+    torch.manual_seed(9)
+    tiny_llama()[0].save_pretrained(tmp_path/'base')   # another base in the same folder
+    assert served._cached_base(tmp_path/'base') is not base
