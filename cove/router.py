@@ -18,7 +18,8 @@ __all__ = ['CHANNELS', 'PARAMETRIC_CHANNELS', 'CHANNEL_DOCS', 'ROUTE_TEMPLATE', 
            'ROUTING_CASES', 'ROUTING_KINDS', 'check_channel', 'RouteDecision', 'clip', 'render_retrieved',
            'route_content', 'route_template', 'signal_items', 'parse_signals', 'first_sentence', 'valid_reason',
            'BaseRouter', 'FixedRoute', 'AlwaysBoth', 'RandomRoute', 'Router', 'window_evidence', 'feedback_channel',
-           'FeedbackRouter', 'make_router', 'routing_judge_cases', 'router_agreement']
+           'memory_evidence', 'instance_channel', 'FeedbackRouter', 'make_router', 'routing_judge_cases',
+           'router_agreement']
 
 # %% ../nbs/10_router.ipynb #fb3c7387
 declare_key('router.signals', bool, False, "COVE's router writes signals per decision (only logs hold them)")
@@ -34,6 +35,8 @@ declare_key('router.flat_eps', float, 0.05, 'feedback router: a success trend be
             range=(0, 1))
 declare_key('router.min_episodes', int, 4, "feedback router: a family's episodes before it routes anything but harness",
             range=(1, None))
+declare_key('router.u_min', float, 0.5, 'feedback router: success rate over its uses that makes a retrieved entry useful',
+            range=(0, 1))
 
 # %% ../nbs/10_router.ipynb #f8a0e86a
 CHANNELS = ('harness_only', 'parametric_candidate', 'hybrid')
@@ -456,21 +459,53 @@ def feedback_channel(ev:dict, # `window_evidence` output
     if harness and param: return 'hybrid'
     return 'parametric_candidate' if param else 'harness_only'
 
+# %% ../nbs/10_router.ipynb #81bc7fa1
+def _field(e, k:str):
+    "Field `k` of a retrieved entry (a dict or an object), or None."
+    return e.get(k) if isinstance(e, dict) else getattr(e, k, None)
+
+def memory_evidence(retrieved:list|None, # the entries retrieved into the episode (`Entry`s or dicts)
+                    success:bool, # the episode's outcome
+                    u_min:float=0.5) -> dict: # success rate over its earlier uses that makes an entry useful
+    "What K_r says about one episode: entries retrieved, volatile among them, useful, volatile in a failed episode."
+    es = list(retrieved or [])
+    vol = sum(_label(e) == 'volatile' for e in es)
+    rate = lambda e: (_field(e, 'successes') or 0) / _field(e, 'uses') if _field(e, 'uses') else 0.0
+    useful = sum(rate(e) >= u_min and bool(_field(e, 'uses')) for e in es)
+    return {'n': len(es), 'volatile': vol, 'useful': useful, 'volatile_failed': 0 if success else vol}
+
+# %% ../nbs/10_router.ipynb #b584df11
+def instance_channel(ev:dict, # the family window's `window_evidence`
+                     kind:str, # this episode's feedback kind
+                     mem:dict, # this episode's `memory_evidence`
+                     harness_share:float=0.25, # window interface-error share that signals harness
+                     param_share:float=0.5, # window task-error share that signals a capability gap...
+                     flat_eps:float=0.05) -> str: # ...while the success trend stays below this
+    "Route(τ_i, f_i, history, K_r): `hybrid` when memory and capability are both short, else the one that is."
+    if kind in NOT_AGENT_KINDS: return 'harness_only'   # the episode says nothing about the agent's knowledge
+    window_interface = ev['interface'] >= harness_share and not mem['useful']
+    memory_short = kind in INTERFACE_KINDS or mem['volatile_failed'] > 0 or window_interface
+    capability_short = ev['task_error'] >= param_share and ev['trend'] < flat_eps
+    if memory_short and capability_short: return 'hybrid'
+    return 'parametric_candidate' if capability_short else 'harness_only'
+
 # %% ../nbs/10_router.ipynb #8f24df81
 class FeedbackRouter(BaseRouter):
-    "§4.2's channel from a family's recent execution feedback (interface vs task errors, success trend); no model."
+    """§4.2's channel per episode from execution feedback: the episode's own kind and retrieved entries, and its
+    family's recent window (interface vs task errors, success trend); no model."""
     name = 'feedback'
     def __init__(self, window:int=8, # a family's last episodes read (this one included)
                  harness_share:float=0.25, # interface-error share that signals harness
                  param_share:float=0.5, # recurring task-error share that signals parametric
                  flat_eps:float=0.05, # a success trend below this is flat (or falling)
                  min_episodes:int=4, # a family's episodes before anything but `harness_only`
+                 u_min:float=0.5, # success rate over its uses that makes a retrieved entry useful
                  log_path:str|Path|None=None):
         if not 1 <= min_episodes <= window:
             raise ValueError(f"need 1 <= min_episodes={min_episodes} <= window={window}")
         super().__init__(log_path)
         self.window, self.harness_share, self.param_share = window, harness_share, param_share
-        self.flat_eps, self.min_episodes = flat_eps, min_episodes
+        self.flat_eps, self.min_episodes, self.u_min = flat_eps, min_episodes, u_min
         self.episodes = {}   # family -> its last `window` episodes as [kind, success]
         self.seen = Counter()   # family -> episodes routed
 
@@ -486,15 +521,24 @@ def _window_signals(ev:dict, word:str) -> list[str]:
             + [f'{k} {c} left out' for k, c in sorted(ev['left_out'].items())] + [f"{word} success {ev['trend']:+.2f}"])
 
 # %% ../nbs/10_router.ipynb #53d33138
+def _instance_signals(kind:str, mem:dict) -> list[str]:
+    "The episode's own signals: its kind, then what its retrieved entries showed."
+    out = [f"this episode {kind or 'unclassified'}"]
+    if mem['n']: out.append(f"retrieved {mem['n']}: {mem['useful']} useful, {mem['volatile']} volatile")
+    if mem['volatile_failed']: out.append(f"{mem['volatile_failed']} volatile retrieved, failed")
+    return out
+
 @patch
-def _explain(self:FeedbackRouter, family:str, ev:dict, channel:str) -> tuple[list[str], str]:
-    "Signals and a one-sentence reason for `channel`, from the window evidence `ev`."
+def _explain(self:FeedbackRouter, family:str, ev:dict, channel:str, kind:str='ok',
+             mem:dict|None=None) -> tuple[list[str], str]:
+    "Signals and a one-sentence reason for `channel`, from the window evidence `ev` and the episode's own `mem`."
+    mem = mem or memory_evidence([], kind == 'ok')
     n, word = ev['n'], _trend_word(ev['trend'], self.flat_eps)
     part = lambda v, t: f"{round(v * n)}/{n} ({'≥' if v >= t else '<'} {t:.2f})"
-    reason = (f"In {family}'s last {n} counted episodes, interface errors {part(ev['interface'], self.harness_share)} "
-              f"and task errors {part(ev['task_error'], self.param_share)} at {word} success ({ev['trend']:+.2f}): "
-              f"{channel}.")
-    return _window_signals(ev, word), reason
+    reason = (f"This episode {kind} with {mem['useful']} useful of {mem['n']} retrieved; in {family}'s last {n} "
+              f"counted episodes, interface errors {part(ev['interface'], self.harness_share)} and task errors "
+              f"{part(ev['task_error'], self.param_share)} at {word} success ({ev['trend']:+.2f}): {channel}.")
+    return _instance_signals(kind, mem) + _window_signals(ev, word), reason
 
 # %% ../nbs/10_router.ipynb #8f32361e
 @patch
@@ -508,15 +552,18 @@ def _observe(self:FeedbackRouter, fam:str, feedback:Feedback) -> dict:
 @patch
 def decide(self:FeedbackRouter, task:Task, feedback:Feedback, history:dict|None=None, retrieved:list|None=None,
            defer:bool=False) -> RouteDecision:
-    "Route episode `(τ_i, f_i)` from its family's last `window` feedback kinds and success trend."
+    "Route episode `(τ_i, f_i, K_r)` from its own kind and `retrieved` entries and its family's last `window` episodes."
     fam = task.family
     ev = self._observe(fam, feedback)
-    scores = {'interface': round(ev['interface'], 4), 'task_error': round(ev['task_error'], 4), 'trend': ev['trend']}
+    mem = memory_evidence(retrieved, feedback.success, self.u_min)
+    scores = {'interface': round(ev['interface'], 4), 'task_error': round(ev['task_error'], 4), 'trend': ev['trend'],
+              'useful': mem['useful'], 'volatile_failed': mem['volatile_failed']}
     if self.seen[fam] < self.min_episodes:
         why = f"{fam} has {self.seen[fam]} of the {self.min_episodes} episodes the router needs: memory first."
         return self._record(task, feedback, RouteDecision('harness_only', [], why, scores, self.name))
-    ch = feedback_channel(ev, self.harness_share, self.param_share, self.flat_eps)
-    return self._record(task, feedback, RouteDecision(ch, *self._explain(fam, ev, ch), scores, self.name))
+    ch = instance_channel(ev, feedback.kind, mem, self.harness_share, self.param_share, self.flat_eps)
+    d = RouteDecision(ch, *self._explain(fam, ev, ch, feedback.kind, mem), scores, self.name)
+    return self._record(task, feedback, d)
 
 # %% ../nbs/10_router.ipynb #75899d0d
 @patch
@@ -535,7 +582,7 @@ def load_state_dict(self:FeedbackRouter, state:dict):
     return self
 
 # %% ../nbs/10_router.ipynb #cac26920
-FEEDBACK_KEYS = ('window', 'harness_share', 'param_share', 'flat_eps', 'min_episodes')
+FEEDBACK_KEYS = ('window', 'harness_share', 'param_share', 'flat_eps', 'min_episodes', 'u_min')
 
 # %% ../nbs/10_router.ipynb #d80ee128
 @patch(cls_method=True)
@@ -586,13 +633,15 @@ for _c, _k in zip(ROUTING_CASES, ROUTING_KINDS): _c['feedback'] = replace(_c['fe
 # %% ../nbs/10_router.ipynb #bba0b3a7
 @patch
 def case_channel(self:FeedbackRouter, feedback:Feedback, history:dict|None=None) -> str:
-    "The channel for one labelled episode: its kind for every failure of a family succeeding at `history`'s rate."
+    """The channel for one labelled episode, with nothing retrieved: its kind for every failure of a family succeeding
+    at `history`'s rate."""
     hist = history or {}
     if hist.get('episodes', self.min_episodes) < self.min_episodes: return 'harness_only'
     failed = 0.0 if feedback.success or feedback.kind in NOT_AGENT_KINDS else 1 - hist.get('success_rate', 0.0)
     ev = {'interface': failed * (feedback.kind in INTERFACE_KINDS),
           'task_error': failed * (feedback.kind in TASK_ERROR_KINDS), 'trend': 0.0}
-    return feedback_channel(ev, self.harness_share, self.param_share, self.flat_eps)
+    mem = memory_evidence([], feedback.success, self.u_min)
+    return instance_channel(ev, feedback.kind, mem, self.harness_share, self.param_share, self.flat_eps)
 
 # %% ../nbs/10_router.ipynb #817d5db3
 def _case_pick(router:BaseRouter, c:dict) -> str:
