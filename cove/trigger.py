@@ -14,8 +14,8 @@ from .router import CHANNELS, PARAMETRIC_CHANNELS, check_channel
 from .config import declare_key
 
 # %% auto #0
-__all__ = ['CONDITIONS', 'TRIGGER_KEYS', 'TRIGGERS', 'TriggerEvent', 'FamilyState', 'BaseTrigger', 'Trigger', 'NoTrigger',
-           'FixedInterval', 'make_trigger']
+__all__ = ['CONDITIONS', 'ARMED', 'TRIGGER_KEYS', 'TRIGGERS', 'TriggerEvent', 'FamilyState', 'BaseTrigger', 'Trigger',
+           'NoTrigger', 'FixedInterval', 'make_trigger']
 
 # %% ../nbs/11_trigger.ipynb #26b6f0a6
 declare_key('trigger.w', int, 20, 'plateau window (episodes)', range=(1, None))
@@ -56,27 +56,33 @@ class FamilyState:
     episodes: int = 0          # episodes observed in total
     since_update: int = 0      # episodes since the last update (or since the start)
     recent: list = field(default_factory=list)   # plateau values since its window last started, at most the last 2w
-    n_hq: int = 0              # |D_q|: high-quality trajectories (score >= q_min) since the count last started
+    n_hq: int = 0              # high-quality episodes (score >= q_min) since the last update, whatever their channel
     first_k: list = field(default_factory=list)  # success (0/1) of the family's first k episodes
     updates: int = 0           # parametric updates so far
     last_update_episode: int|None = None
     channels: list = field(default_factory=list) # the channels of the family's last w episodes (the router's m_i)
     since_plateau: int = 0     # episodes since the plateau's windows started (an update, or a suppressed plateau)
+    n_trainable: int = 0       # |D_q|: high-quality episodes routed to a parametric channel since the last update
+    suppressed: list = field(default_factory=list)  # armed conditions logged as suppressed since the last update
 
 # %% ../nbs/11_trigger.ipynb #3b327fe9
 class BaseTrigger:
     """Shared by `Trigger` and its ablations: per-family state, `observe`, `events`, `stats`, `reset_after_update`,
-    resumable state."""
+    the count of trainable episodes not yet trained, resumable state."""
     name, k, window = 'base', 0, 1   # first-k successes kept; plateau values kept since the last update
     channel_window = 1               # the family's last channels the gate reads (`family_channel`)
-    def __init__(self, log_path:str|Path|None=None): # JSON-lines file every event and reset is appended to
-        self.log_path, self.families, self.events, self.stats = log_path, {}, [], Counter()
+    added_params = {'q_min': 1.0}    # parameters added after states were written, with the value such a state implies
+    def __init__(self, log_path:str|Path|None=None, # JSON-lines file every event and reset is appended to
+                 q_min:float=1.0): # score an episode needs to be high quality (trainable when routed parametric)
+        if not isinstance(q_min, (int, float)) or not 0 <= q_min <= 1:
+            raise ValueError(f"q_min={q_min!r} must be a number in [0, 1]")
+        self.log_path, self.q_min, self.families, self.events, self.stats = log_path, q_min, {}, [], Counter()
 
     @property
-    def params(self) -> dict: return {}
+    def params(self) -> dict: return {'q_min': self.q_min}
     def conditions(self, family:str) -> dict: return {}   # condition -> numbers, for those that hold, in priority order
     def plateau_value(self, success:bool, score:float) -> float: return float(success)
-    def high_quality(self, score:float) -> bool: return False
+    def high_quality(self, score:float) -> bool: return score >= self.q_min
 
 # %% ../nbs/11_trigger.ipynb #8cca5c2e
 @patch
@@ -91,23 +97,34 @@ def _log(self:BaseTrigger, rec:dict):
 
 # %% ../nbs/11_trigger.ipynb #910df2a1
 @patch
-def _count_episode(self:BaseTrigger, family:str, success:bool, score:float) -> FamilyState:
-    "Add one episode's outcome to `family`'s counters and windows; returns its state."
+def _count_episode(self:BaseTrigger, family:str, success:bool, score:float, channel:str) -> FamilyState:
+    "Add one episode's outcome and channel to `family`'s counters and windows; returns its state."
     st = self.state(family)
     st.episodes += 1
     st.since_update += 1
     st.since_plateau += 1
     st.recent = (st.recent + [self.plateau_value(success, score)])[-self.window:]
     st.n_hq += self.high_quality(score)
+    st.n_trainable += self.trainable(score, channel)
+    st.channels = (st.channels + [channel])[-self.channel_window:]
     if len(st.first_k) < self.k: st.first_k.append(int(success))
     self.stats['observed'] += 1
     return st
+
+# %% ../nbs/11_trigger.ipynb #c30c1399
+@patch
+def trainable(self:BaseTrigger, score:float, channel:str) -> bool:
+    "What the update's data rule takes: a high-quality episode (score >= `q_min`) routed to a parametric channel."
+    return self.high_quality(score) and channel in PARAMETRIC_CHANNELS
 
 # %% ../nbs/11_trigger.ipynb #5f3a2b22
 def _check_score(score):
     "Raise unless `score` is a finite number."
     if not isinstance(score, (int, float)) or not math.isfinite(score):
         raise ValueError(f"score {score!r} must be a finite number")
+
+# hold until an update once they hold: a suppressed one is logged once per update, not at every episode
+ARMED = ('cold_start_failure', 'data_sufficient')
 
 # %% ../nbs/11_trigger.ipynb #87b3447f
 @patch
@@ -120,7 +137,7 @@ def _event(self:BaseTrigger, family:str, held:dict, channel:str) -> TriggerEvent
 # %% ../nbs/11_trigger.ipynb #eb226617
 @patch
 def _record(self:BaseTrigger, ev:TriggerEvent, held:dict):
-    "Keep, count and log `ev`; a suppressed event restarts the counters of the conditions it held."
+    "Keep, count and log `ev`; a suppressed event restarts the plateau and marks the armed conditions logged."
     kind = 'fired' if ev.fired else 'suppressed'
     self.events.append(ev)
     self.stats[kind] += 1
@@ -133,16 +150,23 @@ def _record(self:BaseTrigger, ev:TriggerEvent, held:dict):
 def observe(self:BaseTrigger, family:str, success:bool, score:float, # the episode's outcome
             channel:str) -> TriggerEvent|None: # this episode's channel (one of `CHANNELS`)
     """Update `family` after one episode; return the event if the trigger fires (None if nothing holds or the family's
-    channel suppresses it)."""
+    channel suppresses it; a suppression with no new reason is counted, not recorded)."""
     check_channel(channel)
     _check_score(score)
-    st = self._count_episode(family, bool(success), float(score))
-    st.channels = (st.channels + [channel])[-self.channel_window:]
+    self._count_episode(family, bool(success), float(score), channel)
     held = self.conditions(family)
     if not held: return None
     ev = self._event(family, held, channel)
+    if ev.suppressed and set(held) <= set(self.state(family).suppressed): return self._suppressed_again(ev)
     self._record(ev, held)
     return ev if ev.fired else None
+
+# %% ../nbs/11_trigger.ipynb #f620463d
+@patch
+def _suppressed_again(self:BaseTrigger, ev:TriggerEvent) -> None:
+    "Count a suppression whose conditions were all logged as suppressed since the family's last update."
+    self.stats['suppressed_again'] += 1
+    self.stats[f"suppressed_again:{ev.condition}"] += 1
 
 # %% ../nbs/11_trigger.ipynb #132e5c2d
 @patch
@@ -164,13 +188,24 @@ def family_channel(self:BaseTrigger, family:str) -> str:
 def reset_after_update(self:BaseTrigger, family:str):
     "A parametric update of `family` happened: start the windows and counters since the last update anew."
     st = self.state(family)
-    st.since_update, st.since_plateau, st.recent, st.n_hq = 0, 0, [], 0
+    st.since_update, st.since_plateau, st.recent, st.n_hq, st.n_trainable, st.suppressed = 0, 0, [], 0, 0, []
     st.updates += 1
     st.last_update_episode = st.episodes
     self.stats['updates'] += 1
     self._log(
         {'kind': 'reset', 'family': family, 'episode': st.episodes, 'updates': st.updates, 'ts': round(time.time(), 3)}
     )
+
+# %% ../nbs/11_trigger.ipynb #72a0470b
+@patch
+def untrained(self:BaseTrigger, family:str) -> int:
+    "Trainable episodes of `family` (high quality, routed parametric) since its last update: none has trained yet."
+    return self.families[family].n_trainable if family in self.families else 0
+
+@patch
+def untrained_counts(self:BaseTrigger) -> dict:
+    "`untrained` of every family seen, by family."
+    return {f: st.n_trainable for f, st in self.families.items()}
 
 # %% ../nbs/11_trigger.ipynb #fde64bd3
 @patch
@@ -182,16 +217,16 @@ def state_dict(self:BaseTrigger) -> dict:
 # %% ../nbs/11_trigger.ipynb #8175cfce
 @patch
 def _check_same(self:BaseTrigger, state:dict):
-    "Raise unless `state` is of this kind of trigger, with the same parameters."
+    "Raise unless `state` is of this kind of trigger, with the same parameters (an older state: `added_params` filled)."
     if state.get('name') != self.name: raise ValueError(f"state is of trigger {state.get('name')!r}, not {self.name!r}")
-    if state.get('params') != self.params:
-        raise ValueError(f"state has parameters {state.get('params')}, this trigger {self.params}")
+    saved = {**{k: v for k, v in self.added_params.items() if k in self.params}, **state.get('params', {})}
+    if saved != self.params: raise ValueError(f"state has parameters {state.get('params')}, this trigger {self.params}")
 
 # %% ../nbs/11_trigger.ipynb #dfc8d9d4
 @patch
 def load_state_dict(self:BaseTrigger, state:dict):
-    """Restore `state_dict()` output of the same kind of trigger with the same parameters (a state written before
-    `channels` and `since_plateau` existed loads with no channels and the plateau counted since the update)."""
+    """Restore `state_dict()` output of the same kind of trigger with the same parameters (a state written before a
+    field existed loads with its default; before `since_plateau`: the plateau counted since the update)."""
     self._check_same(state)
     self.families = {f: FamilyState(**{'since_plateau': s.get('since_update', 0), **s})
                      for f, s in state['families'].items()}
@@ -235,10 +270,6 @@ def params(self:Trigger) -> dict:
 @patch
 def plateau_value(self:Trigger, success, score): return float(success) if self.plateau_on == 'success' else float(score)
 
-# %% ../nbs/11_trigger.ipynb #99cbb6cb
-@patch
-def high_quality(self:Trigger, score): return score >= self.q_min
-
 # %% ../nbs/11_trigger.ipynb #8e59fc62
 @patch
 def __repr__(self:Trigger): return f"Trigger({', '.join(f'{k}={v!r}' for k, v in self.params.items())})"
@@ -256,10 +287,11 @@ def plateau(self:Trigger, family:str) -> dict:
 # %% ../nbs/11_trigger.ipynb #d9af0d17
 @patch
 def data_sufficient(self:Trigger, family:str) -> dict:
-    "DataSufficient for `family`: `holds`, |D_q| since the last update, `N`, `q_min`."
+    "DataSufficient for `family`: `holds`, |D_q| (trainable since the last update), high-quality ones, `N`, `q_min`."
     st = self.state(family)
     return {
-        'holds': st.n_hq >= self.N,
+        'holds': st.n_trainable >= self.N,
+        'n_trainable': st.n_trainable,
         'n_hq': st.n_hq,
         'N': self.N,
         'q_min': self.q_min,
@@ -269,11 +301,11 @@ def data_sufficient(self:Trigger, family:str) -> dict:
 # %% ../nbs/11_trigger.ipynb #36f3a4dc
 @patch
 def cold_start_failure(self:Trigger, family:str) -> dict:
-    """ColdStartFailure for `family`: holds only at its k-th episode, with no update yet and first-k success rate <
-    `tau_c`."""
+    """ColdStartFailure for `family`: armed from its k-th episode while it has had no update, holds when its first-k
+    success rate is < `tau_c`."""
     st = self.state(family)
     rate = sum(st.first_k)/len(st.first_k) if st.first_k else None
-    return {'holds': st.episodes == self.k and st.updates == 0 and rate < self.tau_c,
+    return {'holds': st.episodes >= self.k and st.updates == 0 and rate < self.tau_c,
             'episode': st.episodes, 'k': self.k, 'rate': rate, 'tau_c': self.tau_c, 'updates': st.updates}
 
 # %% ../nbs/11_trigger.ipynb #e0c72d9d
@@ -286,11 +318,12 @@ def conditions(self:Trigger, family:str) -> dict:
 # %% ../nbs/11_trigger.ipynb #64d0bf54
 @patch
 def _restart(self:BaseTrigger, family:str, held:dict):
-    "After a suppressed event: restart the counters of the conditions in `held`, to hold again on fresh episodes."
+    "After a suppressed event: the plateau's windows restart; the armed conditions in `held` are marked logged."
     st = self.state(family)
-    if 'data_sufficient' in held: st.n_hq = 0
-    if 'plateau' in held: st.recent, st.since_plateau = [], 0
-    self.stats['restarted'] += 1
+    if 'plateau' in held:
+        st.recent, st.since_plateau = [], 0
+        self.stats['restarted'] += 1
+    st.suppressed += [c for c in held if c in ARMED and c not in st.suppressed]
 
 # %% ../nbs/11_trigger.ipynb #36664c9c
 TRIGGER_KEYS = ('w', 'eps', 'N', 'q_min', 'k', 'tau_c')
@@ -313,13 +346,14 @@ class FixedInterval(BaseTrigger):
     "Ablation: fires every `every` episodes since the last update, for parametric channels."
     name = 'fixed_interval'
     def __init__(self, every:int=40, # episodes between updates
-                 log_path:str|Path|None=None):
+                 log_path:str|Path|None=None,
+                 q_min:float=1.0): # score an episode needs to count as trainable (for `untrained`)
         if not isinstance(every, int) or every < 1: raise ValueError(f"every={every!r} must be an integer >= 1")
-        super().__init__(log_path)
+        super().__init__(log_path, q_min)
         self.every = self.channel_window = every
     @property
     def params(self) -> dict:
-        return {'every': self.every}
+        return {'every': self.every, 'q_min': self.q_min}
 
 # %% ../nbs/11_trigger.ipynb #fccaf219
 @patch
@@ -339,8 +373,9 @@ def make_trigger(name:str, # one of `TRIGGERS`
                  cfg=None, # a `Config` (or dict of `trigger` keys) for the thresholds; None: the `trigger.*` defaults
                  every:int|None=None, # fixed-interval period; default 2·`trigger.w`
                  log_path:str|Path|None=None) -> BaseTrigger:
-    "A trigger by name."
-    if name == 'cove': return Trigger.from_config(cfg or {}, log_path=log_path)
-    if name == 'no_trigger': return NoTrigger(log_path)
-    if name == 'fixed_interval': return FixedInterval(every or 2*Trigger.from_config(cfg or {}).w, log_path)
-    raise ValueError(f"unknown trigger {name!r}; choose from {TRIGGERS}")
+    "A trigger by name (the ablations with the configured `q_min`, for `untrained`)."
+    if name not in TRIGGERS: raise ValueError(f"unknown trigger {name!r}; choose from {TRIGGERS}")
+    cove = Trigger.from_config(cfg or {}, log_path=log_path)
+    if name == 'cove': return cove
+    if name == 'no_trigger': return NoTrigger(log_path, cove.q_min)
+    return FixedInterval(every or 2*cove.w, log_path, cove.q_min)

@@ -9,29 +9,37 @@ from cove.trigger import CONDITIONS, Trigger, FixedInterval, NoTrigger, make_tri
 
 def reference_events(stream, w, eps, N, q_min, k, tau_c):
     """The trigger of paper §4.3 recomputed from each family's whole history with exact fractions (issue 40: the gate
-    is the family's channel over its last w episodes; a suppressed condition restarts its count); the caller resets
-    after every fired event."""
-    hist, chans, data_from, plateau_from, updates, out = {}, {}, {}, {}, {}, []
+    is the family's channel over its last w episodes; a suppressed plateau restarts its windows. Issue 53: |D_q| counts
+    high-quality parametric-routed episodes since the update; ColdStartFailure is armed from the k-th episode until an
+    update; a suppression whose conditions were all logged suppressed since the update is not logged again); the
+    caller resets after every fired event. Returns the events and, per family, the trainable episodes left over."""
+    hist, plateau_from, update_at, updates, logged, out = {}, {}, {}, {}, {}, []
+    trainable = lambda q, ch: q >= q_min and ch in PARAMETRIC_CHANNELS
     for fam, s, q, ch in stream:
-        h = hist.setdefault(fam, []); h.append((int(s), q))
-        c = chans.setdefault(fam, []); c.append(ch)
+        h = hist.setdefault(fam, []); h.append((int(s), q, ch))
         held = []
-        if len(h) == k and updates.get(fam, 0) == 0 and Fraction(sum(x for x, _ in h[:k]),
-                                                                 k) < Fraction(tau_c).limit_denominator(10**6):
-            held.append('cold_start_failure')
-        if sum(q_ >= q_min for _, q_ in h[data_from.get(fam, 0):]) >= N: held.append('data_sufficient')
+        first = [x for x, _, _ in h[:k]]
+        cold = Fraction(sum(first), k) < Fraction(tau_c).limit_denominator(10**6)
+        if len(h) >= k and updates.get(fam, 0) == 0 and cold: held.append('cold_start_failure')
+        if sum(trainable(q_, ch_) for _, q_, ch_ in h[update_at.get(fam, 0):]) >= N: held.append('data_sufficient')
         since = h[plateau_from.get(fam, 0):]
         if len(since) >= 2*w:
-            vals = [x for x, _ in since]
+            vals = [x for x, _, _ in since]
             if Fraction(sum(vals[-w:]) - sum(vals[-2*w:-w]), w) < Fraction(eps).limit_denominator(10**6):
                 held.append('plateau')
-        if held:
-            fired = 2 * sum(x in PARAMETRIC_CHANNELS for x in c[-w:]) >= len(c[-w:])
-            out.append((fam, len(h), tuple(held), fired))
-            if fired: data_from[fam], plateau_from[fam], updates[fam] = len(h), len(h), updates.get(fam, 0) + 1
-            if not fired and 'data_sufficient' in held: data_from[fam] = len(h)
-            if not fired and 'plateau' in held: plateau_from[fam] = len(h)
-    return out
+        if not held: continue
+        chans = [c for _, _, c in h[-w:]]
+        fired = 2 * sum(c in PARAMETRIC_CHANNELS for c in chans) >= len(chans)
+        seen = logged.setdefault(fam, set())
+        if fired or not set(held) <= seen: out.append((fam, len(h), tuple(held), fired))
+        if fired:
+            update_at[fam], plateau_from[fam], logged[fam] = len(h), len(h), set()
+            updates[fam] = updates.get(fam, 0) + 1
+        else:
+            seen |= {c for c in held if c != 'plateau'}
+            if 'plateau' in held: plateau_from[fam] = len(h)
+    left = {f: sum(trainable(q, ch) for _, q, ch in h[update_at.get(f, 0):]) for f, h in hist.items()}
+    return out, left
 
 
 @pytest.mark.parametrize('seed', range(40))
@@ -54,7 +62,8 @@ def test_trigger_matches_reference(seed):
             got.append((fam, e.episode, tuple(e.conditions), e.fired))
         else: assert ev is None
         if ev is not None: trig.reset_after_update(fam)
-    assert got == reference_events(stream, **params)
+    events, left = reference_events(stream, **params)
+    assert got == events and trig.untrained_counts() == left
 
 
 def test_resume_mid_stream_from_json():
@@ -98,19 +107,69 @@ def test_one_parametric_episode_in_a_harness_family_does_not_fire():
     ev = t.events[-1]
     assert (ev.episode, ev.channel) == (4, 'parametric_candidate')
     assert (ev.family_channel, ev.parametric_share) == ('harness_only', 0.25)
-    assert t.stats['suppressed'] == 4 and t.stats['fired'] == 0
+    assert t.stats['suppressed'] == 1 and t.stats['fired'] == 0     # harness-routed successes are not trainable
     assert _play(t, 'tableqa', [(True, 1.0, 'hybrid')]) == [1]        # 2 of the last 4: the family is parametric now
     assert t.events[-1].family_channel == 'hybrid'
 
-def test_suppressed_data_sufficient_needs_fresh_trajectories():
-    "Issue 40: a suppressed DataSufficient restarts |D_q|; it does not stay live until the next parametric episode."
-    t = Trigger(w=2, eps=-1.0, N=3, q_min=1.0, k=10**6)
-    assert _play(t, 'math', [(True, 1.0, 'harness_only')] * 4) == []
-    assert [(e.episode, e.fired) for e in t.events] == [(3, False)]   # not again at the 4th
-    assert t.state('math').n_hq == 1 and t.state('math').since_update == 4
-    fired = _play(t, 'math', [(True, 1.0, 'parametric_candidate')] * 2)
-    assert fired == [2] and t.events[-1].episode == 6                  # 3 fresh ones (4th, 5th, 6th), family parametric
-    assert t.events[-1].numbers['data_sufficient']['n_hq'] == 3
+def test_suppressed_data_sufficient_stays_armed_and_is_logged_once():
+    "Issue 53: |D_q| are rows the workflow still holds; suppressed, DataSufficient is logged once and fires later."
+    t = Trigger(w=4, eps=-1.0, N=2, q_min=1.0, k=10**6)
+    items = [(True, 1.0, 'hybrid')] + [(False, 0.0, 'harness_only')] * 3 + [(True, 1.0, 'hybrid'),
+                                                                            (True, 1.0, 'harness_only')]
+    assert _play(t, 'math', items) == []
+    assert [(e.episode, e.condition, e.fired) for e in t.events] == [(5, 'data_sufficient', False)]   # not at the 6th
+    assert t.stats['suppressed_again'] == 1 and t.state('math').suppressed == ['data_sufficient']
+    assert _play(t, 'math', [(False, 0.0, 'parametric_candidate')]) == [1]         # 7th: 2 of the last 4 parametric
+    assert (t.events[-1].episode, t.events[-1].numbers['data_sufficient']['n_trainable']) == (7, 2)
+    t.reset_after_update('math')
+    assert (t.untrained('math'), t.state('math').suppressed) == (0, [])
+
+def test_data_sufficient_counts_only_parametric_routed_successes():
+    "Issue 53: tableqa's event counted 13 high-quality episodes when 1 was trainable."
+    t = Trigger(w=4, eps=-1.0, N=2, q_min=1.0, k=10**6)
+    items = [(True, 1.0, 'harness_only')] * 13 + [(True, 1.0, 'parametric_candidate'), (True, 0.5, 'hybrid'),
+                                                  (False, 0.0, 'hybrid')]
+    assert _play(t, 'tableqa', items) == [] and t.events == []
+    ds = t.data_sufficient('tableqa')
+    assert (ds['holds'], ds['n_trainable'], ds['n_hq']) == (False, 1, 14) and t.untrained('tableqa') == 1
+    assert _play(t, 'tableqa', [(True, 1.0, 'hybrid')]) == [1]
+    assert t.events[-1].condition == 'data_sufficient' and t.events[-1].numbers['data_sufficient']['n_trainable'] == 2
+
+@pytest.mark.parametrize('warmup', range(0, 9))
+def test_cold_start_reachable_behind_the_router_warmup(warmup):
+    "Issue 53: the router sends a family's first `warmup` episodes to memory; with k=3 the cold start still fires."
+    t = Trigger(w=4, eps=-1.0, N=10**6, k=3, tau_c=0.05)
+    chans = ['harness_only'] * warmup + ['parametric_candidate'] * 6
+    fired = _play(t, 'code', [(False, 0.0, ch) for ch in chans])
+    first_parametric = next(i + 1 for i in range(len(chans))         # the family's window is half parametric
+                            if i + 1 >= 3 and 2 * sum(c != 'harness_only' for c in chans[max(0, i - 3):i + 1])
+                            >= len(chans[max(0, i - 3):i + 1]))
+    assert fired[:1] == [first_parametric] and t.events[-1].condition == 'cold_start_failure'
+    assert sum(e.suppressed for e in t.events) == (1 if first_parametric > 3 else 0)   # logged once, not per episode
+    t.reset_after_update('code')
+    assert _play(t, 'code', [(False, 0.0, 'hybrid')] * 5) == []                    # the update disarms it
+
+def test_demo_case_k3_after_four_harness_episodes():
+    t = Trigger(w=4, eps=-1.0, N=10**6, k=3, tau_c=0.05)
+    assert _play(t, 'code', [(False, 0.0, 'harness_only')] * 4 + [(False, 0.0, 'parametric_candidate')] * 2) == [6]
+    assert [(e.episode, e.fired) for e in t.events] == [(3, False), (6, True)]
+    assert t.stats['suppressed_again:cold_start_failure'] == 2
+    ok = Trigger(w=4, eps=-1.0, N=10**6, k=3, tau_c=0.05)                           # a family that succeeds early
+    assert _play(ok, 'code', [(True, 1.0, 'harness_only')] * 4 + [(False, 0.0, 'hybrid')] * 4) == []
+
+def test_leftover_count_per_family():
+    t = Trigger(w=3, eps=-1.0, N=3, q_min=1.0, k=10**6)
+    _play(t, 'math', [(True, 1.0, 'hybrid')] * 3 + [(True, 1.0, 'hybrid'), (True, 1.0, 'harness_only')])
+    _play(t, 'code', [(True, 1.0, 'harness_only')] * 4)
+    assert t.untrained_counts() == {'math': 4, 'code': 0}         # nothing reset: 4 hybrid successes left over
+    t.reset_after_update('math')
+    _play(t, 'math', [(True, 1.0, 'parametric_candidate'), (True, 1.0, 'harness_only')])
+    assert (t.untrained('math'), t.untrained('unseen')) == (1, 0)
+    assert all(v < t.w for v in t.untrained_counts().values())
+    nt = make_trigger('no_trigger', {'q_min': 0.5})
+    _play(nt, 'math', [(False, 0.5, 'hybrid'), (False, 0.4, 'hybrid')])
+    assert nt.untrained('math') == 1
+
 
 def test_suppressed_plateau_restarts_its_windows_not_since_update():
     t = Trigger(w=2, eps=0.01, N=10**6, k=10**6)
@@ -136,8 +195,27 @@ def test_a_state_without_channels_loads():
     t = Trigger(w=2, N=10**6, k=10**6)
     _play(t, 'f', [(True, 1.0, 'hybrid'), (False, 0.0, 'hybrid'), (True, 1.0, 'hybrid')])
     old = json.loads(json.dumps(t.state_dict()))
-    for f in old['families'].values(): del f['channels'], f['since_plateau']
+    for f in old['families'].values(): del f['channels'], f['since_plateau'], f['n_trainable'], f['suppressed']
     for e in old['events']: del e['family_channel'], e['parametric_share']
     back = Trigger(w=2, N=10**6, k=10**6).load_state_dict(old)
     assert back.state('f').since_plateau == 3 and back.state('f').channels == []
     assert back.observe('f', False, 0.0, 'hybrid').condition == 'plateau'
+    assert (back.state('f').n_trainable, back.state('f').suppressed) == (0, [])
+
+def test_state_round_trip_of_the_new_fields():
+    "n_trainable, suppressed and suppressed_again survive JSON; the ablations' states before `q_min` load."
+    t = Trigger(w=4, eps=-1.0, N=2, k=3)
+    _play(t, 'f', [(False, 0.0, 'harness_only')] * 4 + [(True, 1.0, 'hybrid')])
+    sd = json.loads(json.dumps(t.state_dict()))
+    assert sd['families']['f']['suppressed'] == ['cold_start_failure'] and sd['families']['f']['n_trainable'] == 1
+    back = Trigger(w=4, eps=-1.0, N=2, k=3).load_state_dict(sd)
+    assert back.state_dict() == t.state_dict()
+    rest = [(True, 1.0, 'hybrid'), (False, 0.0, 'parametric_candidate')]
+    assert _play(back, 'f', rest) == _play(t, 'f', rest) == [1, 2]     # no reset here: it holds again at the 7th
+    assert back.state_dict() == t.state_dict()
+    fi = FixedInterval(every=3)
+    _play(fi, 'f', [(True, 1.0, 'hybrid')] * 4)
+    old = {**json.loads(json.dumps(fi.state_dict())), 'params': {'every': 3}}
+    for f in old['families'].values(): del f['n_trainable'], f['suppressed']
+    assert FixedInterval(3).load_state_dict(old).untrained('f') == 0
+    with pytest.raises(ValueError, match='parameters'): FixedInterval(3, q_min=0.5).load_state_dict(old)
