@@ -4,15 +4,15 @@
 
 # %% ../nbs/02_llm_d_vllm.ipynb #1c501f2c
 from __future__ import annotations
-import contextlib, os, signal, socket, subprocess, tempfile, time, urllib.request
+import atexit, contextlib, os, signal, socket, subprocess, sys, tempfile, threading, time, urllib.request
 from pathlib import Path
 from fastcore.basics import patch
 from .core import repo_root, get_logger
 from .models import resolve_model, available_cores
 
 # %% auto #0
-__all__ = ['ServeError', 'vllm_python', 'vllm_command', 'vllm_env', 'free_port', 'answers', 'stop_process', 'wait_ready',
-           'VLLMServer', 'served_dtype', 'unservable', 'vllm_server', 'served_config', 'served_policy']
+__all__ = ['GUARDED', 'ServeError', 'vllm_python', 'vllm_command', 'vllm_env', 'free_port', 'answers', 'stop_process',
+           'wait_ready', 'VLLMServer', 'served_dtype', 'unservable', 'vllm_server', 'served_config', 'served_policy']
 
 # %% ../nbs/02_llm_d_vllm.ipynb #df47b3c8
 class ServeError(RuntimeError):
@@ -80,13 +80,13 @@ def _last_error(log:Path) -> str:
 
 # %% ../nbs/02_llm_d_vllm.ipynb #0dfc4088
 def stop_process(proc:subprocess.Popen, grace:float=20.0):
-    "Stop `proc` and its process group: SIGTERM, then SIGKILL after `grace` seconds."
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError): os.killpg(proc.pid, signal.SIGTERM)
+    """Stop `proc` and its process group (it leads one: `start_new_session`): SIGTERM, then SIGKILL after `grace`
+    seconds. The group is signalled even if its leader has exited: its workers may not have."""
+    with contextlib.suppress(ProcessLookupError): os.killpg(proc.pid, signal.SIGTERM)
     try: proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError): os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    except subprocess.TimeoutExpired: pass
+    with contextlib.suppress(ProcessLookupError): os.killpg(proc.pid, signal.SIGKILL)   # what is left of the group
+    proc.wait()
 
 # %% ../nbs/02_llm_d_vllm.ipynb #4e3c7b5e
 def wait_ready(proc:subprocess.Popen, url:str, log:Path, timeout:float=300.0) -> float:
@@ -129,10 +129,45 @@ def running(self:VLLMServer) -> bool: return self.proc is not None and self.proc
 @patch
 def __repr__(self:VLLMServer): return f"VLLMServer({self.model!r}, {'running' if self.running else 'stopped'})"
 
+# %% ../nbs/02_llm_d_vllm.ipynb #de0b2fa7
+_LIVE, _PREVIOUS = {}, {}   # pid -> the running VLLMServer this process started; signal -> its handler before cove's
+GUARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+def _stop_live():
+    "Stop every server this process started and has not stopped; their pids."
+    pids = list(_LIVE)
+    for s in list(_LIVE.values()): s.stop()
+    return pids
+
+# %% ../nbs/02_llm_d_vllm.ipynb #4b7610d8
+def _on_signal(sig, frame):
+    "Stop the servers this process started, say so in one line, then do what `sig` did before cove's handler."
+    if pids := _stop_live():
+        print(f"cove: {signal.Signals(sig).name}: stopped the vLLM server(s) this process started (pid "
+              f"{', '.join(map(str, pids))})", file=sys.stderr, flush=True)
+    prev = _PREVIOUS.get(sig, signal.SIG_DFL)
+    if callable(prev): return prev(sig, frame)
+    if prev == signal.SIG_IGN: return
+    signal.signal(sig, signal.SIG_DFL)   # the default: the process ends by this signal, as it would have
+    os.kill(os.getpid(), sig)
+
+# %% ../nbs/02_llm_d_vllm.ipynb #b8df25c6
+def _guard(server):
+    "List `server` in `_LIVE`; from the main thread, put `_on_signal` before the handlers of `GUARDED` (once)."
+    _LIVE[server.proc.pid] = server
+    if threading.current_thread() is not threading.main_thread(): return
+    for sig in GUARDED:
+        cur = signal.getsignal(sig)
+        if cur is _on_signal or cur is None: continue   # ours already; or set from C, which cove cannot chain to
+        _PREVIOUS[sig] = cur
+        signal.signal(sig, _on_signal)
+
+atexit.register(_stop_live)
+
 # %% ../nbs/02_llm_d_vllm.ipynb #755ddb6c
 @patch
 def start(self:VLLMServer) -> VLLMServer:
-    "Start the server and wait until it answers (a one-line `ServeError` if it cannot)."
+    "Start the server and wait until it answers (a one-line `ServeError` if it cannot); stopped on any exception."
     python, ref = vllm_python(self.venv), resolve_model(self.model)
     if ref.kind == 'tiny': raise ServeError("the tiny test model lives in memory; vLLM needs a model folder")
     self.port = self.port or free_port()
@@ -142,15 +177,21 @@ def start(self:VLLMServer) -> VLLMServer:
     with open(self.log, 'wb') as f:
         self.proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True,
                                      env=vllm_env(self.threads, self.kv_gib, self.device, dev_mode=self.dev_mode))
-    self.ready_s = wait_ready(self.proc, self.url, self.log, self.timeout)
+    _guard(self)
+    try: self.ready_s = wait_ready(self.proc, self.url, self.log, self.timeout)
+    except BaseException:
+        self.stop()
+        raise
     _log.info(f"vLLM serves {self.model} at {self.base_url} ({self.ready_s:.0f} s to start; log {self.log})")
     return self
 
 # %% ../nbs/02_llm_d_vllm.ipynb #f9b82152
 @patch
 def stop(self:VLLMServer):
-    "Stop the server (its whole process group)."
-    if self.proc is not None: stop_process(self.proc)
+    "Stop the server (its whole process group), once."
+    if self.proc is None or self.proc.pid not in _LIVE: return
+    stop_process(self.proc)
+    _LIVE.pop(self.proc.pid, None)
 
 # %% ../nbs/02_llm_d_vllm.ipynb #dcd8f2ad
 @patch

@@ -467,7 +467,7 @@ def merged_folder(adapter:str|Path) -> Path:
     return safe_path(p.parent, p.name + '.merged', 'dir')
 
 # %% ../nbs/02_llm_c_served.ipynb #f0201047
-_BASES, _BASE_LOCK = {}, threading.RLock()   # (folder, dtype) -> (its files' stamp, the loaded model); merges one at a time
+_BASES, _BASE_LOCK = {}, threading.RLock()   # (folder, dtype) -> (its files' stamp, the model); one merge at a time
 
 def _stamp(folder:Path) -> tuple:
     "Size and mtime of each file in `folder`: a base rewritten on disk is loaded again."
