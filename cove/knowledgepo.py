@@ -5,6 +5,7 @@
 # %% ../nbs/12_knowledgepo.ipynb #68930d0d
 from __future__ import annotations
 import json, re
+from pathlib import Path
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Callable
@@ -17,13 +18,13 @@ from .agent import build_messages, own_sources
 from .tasks.base import EpisodeResult, replay_reference
 from .tasks.base import family_hints
 from .tasks.surface import Surface, rename, with_surface, find_calls, split_call, toolset_of, surface_of
-from .tasks.surface import called_names
+from .tasks.surface import called_names, renames_in
 from .core import fmt_num
 from .train import trajectories_to_sft, make_task_reward, prompt_dataset
 from .config import declare_key
 
 # %% auto #0
-__all__ = ['ORIGINS', 'NO_CALL_HINT', 'FEEDBACK_HINTS', 'EXTRACT_PROMPTS', 'EXTRACTORS', 'VOLATILITY_PROMPT', 'LABEL_MODES', 'VOLATILITY_SHOTS', 'VOLATILITY_CASES', 'KPOStats', 'Candidate', 'surface_names', 'symbol_spans', 'names_in', 'symbol_names', 'question_of', 'generalise', 'hint_for', 'op_purpose', 'rule_candidates', 'uninformative', 'episode_text', 'judge_texts', 'judge_candidates', 'extract_candidates', 'volatility_prompt', 'label_candidate', 'label_candidates', 'volatility_agreement', 'KB_OPS', 'KB_OP_PROMPT', 'KB_OP_SHOTS', 'KB_OP_CASES', 'kb_op_content', 'kb_op_prompt', 'KBOp', 'neighbour', 'update_kb', 'kb_op_agreement', 'revision_counts', 'promote_revised', 'RENAME_SEED', 'rename_names', 'resurface', 'rename_volatile', 'legal_names', 'observed_names', 'RolloutPrompt', 'memory_aware_prompt', 'recitation_violations', 'anti_recitation_reward', 'rename_trace', 'anti_recitation_sft', 'rename_rollout', 'update_seed', 'rollout_grpo_rows', 'stale_name_penalty', 'memory_aware_rows', 'anti_recitation_grpo', 'had_utility', 'ab_deltas', 'ab_order', 'measure_utility', 'release', 'HeldoutEval', 'KnowledgePO']
+__all__ = ['ORIGINS', 'NO_CALL_HINT', 'FEEDBACK_HINTS', 'EXTRACT_PROMPTS', 'EXTRACTORS', 'VOLATILITY_PROMPT', 'LABEL_MODES', 'VOLATILITY_SHOTS', 'VOLATILITY_CASES', 'KPOStats', 'Candidate', 'surface_names', 'symbol_spans', 'names_in', 'symbol_names', 'question_of', 'generalise', 'hint_for', 'op_purpose', 'rule_candidates', 'uninformative', 'episode_text', 'judge_texts', 'judge_candidates', 'extract_candidates', 'volatility_prompt', 'label_candidate', 'label_candidates', 'volatility_agreement', 'KB_OPS', 'KB_OP_PROMPT', 'KB_OP_SHOTS', 'KB_OP_CASES', 'kb_op_content', 'kb_op_prompt', 'KBOp', 'neighbour', 'update_kb', 'kb_op_agreement', 'revision_counts', 'promote_revised', 'feedback_renames', 'revise_from_feedback', 'shown_tools', 'episodes_to_relearn', 'RENAME_SEED', 'rename_names', 'resurface', 'rename_volatile', 'legal_names', 'observed_names', 'RolloutPrompt', 'memory_aware_prompt', 'recitation_violations', 'anti_recitation_reward', 'rename_trace', 'anti_recitation_sft', 'rename_rollout', 'update_seed', 'rollout_grpo_rows', 'stale_name_penalty', 'memory_aware_rows', 'anti_recitation_grpo', 'had_utility', 'ab_deltas', 'ab_order', 'measure_utility', 'release', 'HeldoutEval', 'KnowledgePO']
 
 # %% ../nbs/12_knowledgepo.ipynb #e7681307
 declare_key('kpo.extractor', str, 'rules', 'KnowledgePO candidate extraction', ('rules', 'judge', 'both'))
@@ -46,6 +47,9 @@ class KPOStats:
     releases: Counter = field(default_factory=Counter)    # internalized / discarded / kept / protected
     renamed: int = 0          # episodes whose volatile names were renamed
     penalties: int = 0        # anti-recitation penalties given
+    observed: int = 0         # episodes observed (`KnowledgePO.observe`)
+    # revisions made from a deprecation notice the agent saw: {episode, task, entry, renamed: {old: new}}
+    feedback_revisions: list = field(default_factory=list)
 
 # %% ../nbs/12_knowledgepo.ipynb #f2bfa921
 @patch
@@ -663,6 +667,84 @@ def promote_revised(kb, R:int=2, # revisions that make a non-volatile entry vola
     if stats is not None: stats.promotions += len(out)
     return out
 
+# %% ../nbs/12_knowledgepo_b_update.ipynb #c2988cb9
+def feedback_renames(result:EpisodeResult) -> dict[str, str]:
+    "`{old: new}` from the deprecation notices in `result`'s observations (only what the agent saw)."
+    return renames_in('\n'.join(result.state.observations))
+
+def _naming(e:Entry, old:list[str]) -> list[str]:
+    "The names of `old` that entry `e` carries (its `names` or a symbol occurrence in its content)."
+    return [n for n in old if n in e.names or symbol_spans(e.content, [n])]
+
+def revise_from_feedback(kb, mapping:dict, # old -> new tool names, from `feedback_renames`
+                         family:str|None=None, # only this family's entries
+                         stats:KPOStats|None=None,
+                         episode:int|None=None, # the episode the notice came from (recorded)
+                         source:str|None=None) -> list[KBOp]: # its task id
+    "Revise every online entry naming an old name of `mapping` to the new names (one versioned `revise` each)."
+    out = []
+    for e in kb.entries(status='online', family=family) if mapping else []:
+        hit = _naming(e, list(mapping))
+        if not hit: continue
+        ren = {o: mapping[o] for o in hit}
+        names = list(dict.fromkeys(mapping.get(n, n) for n in e.names)) or list(ren.values())
+        why = f"tool renamed ({', '.join(f'{o} -> {n}' for o, n in ren.items())}): notice in {source}"
+        kb.revise(e.id, rename_names(e.content, mapping), reason=why, names=names, label='volatile')
+        out.append(KBOp('revise', e.id, 'tool renamed (feedback)'))
+        if stats is not None:
+            stats.ops['revise'] += 1
+            stats.feedback_revisions.append(dict(episode=episode, task=source, entry=e.id, renamed=ren))
+    return out
+
+# %% ../nbs/12_knowledgepo_b_update.ipynb #f7812a62
+_DOC_HEAD = re.compile(r'^Tools \(surface v(\d+)\):\s*$')
+_DOC_LINE = re.compile(r'^- ([A-Za-z_][\w.]*)\(')
+
+def shown_tools(system:str) -> tuple[int|None, list[str], str]:
+    "`(version, tool names, memory text)` of a first system message: its tool list, and the rest of the text."
+    version, names, rest, in_doc = None, [], [], False
+    for line in (system or '').splitlines():
+        head, m = _DOC_HEAD.match(line), _DOC_LINE.match(line)
+        if head: version, in_doc = int(head.group(1)), True
+        elif in_doc and m: names.append(m.group(1))
+        else:
+            in_doc = False
+            rest.append(line)
+    return version, names, '\n'.join(rest)
+
+# %% ../nbs/12_knowledgepo_b_update.ipynb #139162b7
+def _records(src) -> list[dict]:
+    "Episode records from a run folder, an `episodes.jsonl` path or a list of dicts."
+    if isinstance(src, (list, tuple)): return list(src)
+    p = Path(src)
+    p = p/'episodes.jsonl' if p.is_dir() else p
+    return [json.loads(l) for l in p.read_text().splitlines() if l.strip()]
+
+def _system(rec:dict) -> str:
+    "The first system message of an episode record's trace ('' if none)."
+    return next((m.get('content') or '' for m in rec.get('trace') or [] if m.get('role') == 'system'), '')
+
+def episodes_to_relearn(records, # a run folder, its `episodes.jsonl`, or the episode records (dicts)
+                        family:str='tableqa') -> dict: # the drifted family
+    """`{drift, relearned, episodes, old, new, stale}` for `family`: the episode (stream index) of the rename, the first
+    episode from it whose shown memory names a new tool and no old one (None: never), the episodes between them (None:
+    never; 0: at once), the names the tool list lost and gained, and the episodes from the drift whose memory named an
+    old tool. Without a drift in the records, `drift` is None."""
+    recs = sorted((r for r in _records(records) if r.get('family') == family), key=lambda r: r.get('episode', 0))
+    seen = [(r.get('episode', i), *shown_tools(_system(r))) for i, r in enumerate(recs)]
+    first = seen[0][2] if seen else []
+    cut = next((k for k, s in enumerate(seen) if set(s[2]) != set(first)), None)
+    out = dict(drift=None, relearned=None, episodes=None, old=[], new=[], stale=[])
+    if cut is None: return out
+    old, new = sorted(set(first) - set(seen[cut][2])), sorted(set(seen[cut][2]) - set(first))
+    out.update(drift=seen[cut][0], old=old, new=new)
+    for ep, _, _, mem in seen[cut:]:
+        named = set(names_in(mem, old + new))
+        if named & set(old): out['stale'].append(ep)
+        elif named & set(new) and out['relearned'] is None: out['relearned'] = ep
+    if out['relearned'] is not None: out['episodes'] = out['relearned'] - out['drift']
+    return out
+
 # %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #2e41074b
 def rename_names(text:str, mapping:dict) -> str:
     "`text` with each symbol occurrence (see `names_in`) of a key of `mapping` replaced by its value."
@@ -1043,8 +1125,14 @@ def prefetch(self:KnowledgePO, results:list[EpisodeResult]) -> int:
 
 # %% ../nbs/12_knowledgepo_d_release.ipynb #eb2f6870
 @patch
-def observe(self:KnowledgePO, result:EpisodeResult) -> list[KBOp]:
-    "Harness-side update after one episode: extract candidates (judge texts from `prefetch`), label, update, promote."
+def observe(self:KnowledgePO, result:EpisodeResult,
+            episode:int|None=None) -> list[KBOp]: # its index in the stream (default: episodes observed so far)
+    """Harness-side update after one episode: revise entries a deprecation notice made stale (`revise_from_feedback`),
+    extract candidates (judge texts from `prefetch`), label, update, promote."""
+    episode = self.stats.observed if episode is None else episode
+    self.stats.observed += 1
+    fixed = revise_from_feedback(self.kb, feedback_renames(result), result.task.family, self.stats, episode,
+                                 result.task.id)
     task, (r, texts) = result.task, self._texts.pop(id(result), (None, None))
     texts = texts if r is result else None
     cands = extract_candidates(self.judge, task, result, self.max_candidates, self.extractor, self.stats, texts=texts)
@@ -1056,7 +1144,7 @@ def observe(self:KnowledgePO, result:EpisodeResult) -> list[KBOp]:
         for c in cands
     ]
     promote_revised(self.kb, self.R, self.stats)
-    return ops
+    return fixed + ops
 
 # %% ../nbs/12_knowledgepo_d_release.ipynb #8f582c8b
 @patch

@@ -255,3 +255,28 @@ def test_knowledgepo_labels_with_the_six_shot_prompt(emb):
                           **({} if shots is None else {'label_shots': shots}))
         kpo.observe(replay_reference(ENV, TASKS[3]))
         assert j.prompts and set(j.prompts) == {want}
+
+
+def test_observe_revises_entries_from_the_deprecation_notice(emb):
+    """An episode whose observation carries a deprecation notice revises the entry naming the old tool (a versioned
+    revise, counted with its episode); retrieval then shows the current name. A never-existing name revises nothing."""
+    from cove.knowledgepo import episodes_to_relearn, feedback_renames
+    kpo = KnowledgePO(KnowledgeBase(embedder=emb), extractor='rules', label_mode='rules')
+    eid = kpo.kb.insert(Entry("To count the rows of a team, call count(team, value) first.", 'memory', 'volatile',
+                              names=['count'], family='tableqa'))
+    t = ENV.tasks('renamed', 1)[0]
+    new = ENV.surface(t).name('count')
+    st, fb = replay(ENV, t, ['Action: nothing_like_it(team)', 'Answer: 3'])
+    kpo.observe(EpisodeResult(t, st, fb))
+    assert kpo.kb.get(eid).revisions == 0 and kpo.stats.feedback_revisions == []
+    st, fb = replay(ENV, t, ['Action: count(team, "Hawks")', 'Answer: 3'])
+    r = EpisodeResult(t, st, fb)
+    assert feedback_renames(r) == {'count': new}
+    kpo.observe(r, episode=11)
+    e = kpo.kb.get(eid)
+    assert (e.names, e.revisions, e.label) == ([new], 1, 'volatile') and f'{new}(team, value)' in e.content
+    assert kpo.stats.feedback_revisions == [dict(episode=11, task=t.id, entry=eid, renamed={'count': new})]
+    assert 'revise' in [a['op'] for a in kpo.kb.audit_log(eid)]
+    hit = kpo.kb.retrieve('count the rows of a team', k=1, family='tableqa')[0].entry
+    assert hit.id == eid and new in hit.content and not names_in(hit.content, ['count'])
+    assert KPOStats.from_dict(json.loads(json.dumps(kpo.stats.to_dict()))) == kpo.stats

@@ -219,3 +219,25 @@ def test_wtq_real_gold(capsys):
     assert 'Error' not in obs
     same, ren = env.tasks('same', 50), env.tasks('renamed', 50)
     assert [t.prompt for t in same] == [t.prompt for t in ren] == [t.prompt for t in ts[:50]]
+
+
+# --- feedback after a rename -----------------------------------------------------------------
+def test_old_name_gets_a_deprecation_notice_computed_by_the_environment(env):
+    """After the rename an old name is answered as a real API would (the successor named); a name that never existed
+    keeps the unknown-tool error; the previous surface is nowhere in the task."""
+    from cove.tasks.surface import renames_in
+    t = env.tasks('renamed', 1)[0]
+    s, v1 = env.surface(t), default_surface()
+    st = EpisodeState(t)
+    obs = env.step(st, 'Action: count()\nAction: never_a_tool()')
+    assert renames_in(obs) == {'count': s.name('count')}
+    assert f"Error: tool 'count' was renamed to {s.name('count')!r} in surface v{s.version}; available tools" in obs
+    assert "Error: unknown tool 'never_a_tool' — available tools" in obs
+    assert [c.legal for c in st.calls] == [False, False]
+    fb = env.evaluate(st)
+    assert fb.kind == 'tool_error' and f"unknown tool 'count' (renamed to {s.name('count')!r}), 'never_a_tool'" in fb.message
+    # the task carries the current surface only: no old name appears among its tool names
+    assert not set(v1.names.values()) & set(s.names.values())
+    assert set(t.payload) == {'table', 'surface', 'plan', 'qtype'} and set(t.payload['surface']) == {'version', 'names'}
+    same = env.tasks('test', 1)[0]
+    assert renames_in(env.step(EpisodeState(same), 'Action: tally()')) == {}   # v1 has no previous surface

@@ -10,7 +10,8 @@ from ..core import Task
 
 # %% auto #0
 __all__ = ['TOOLSETS', 'ToolError', 'Toolset', 'register_toolset', 'Surface', 'toolset_of', 'surface_of', 'rename',
-           'with_surface', 'find_calls', 'parse_args', 'split_call', 'called_names', 'parse_call']
+           'with_surface', 'rename_notice', 'renames_in', 'find_calls', 'parse_args', 'split_call', 'called_names',
+           'parse_call']
 
 # %% ../../nbs/05s_surface.ipynb #8159c9ad
 class ToolError(ValueError):
@@ -98,6 +99,17 @@ def with_surface(task:Task, surface:Surface, split:str|None=None) -> Task:
     tid = task.id if split == task.split else f"{task.id}@{split}"
     return replace(task, id=tid, split=split, payload={**task.payload, 'surface': surface.to_dict()},
                    meta={**task.meta, 'surface_version': surface.version})
+
+# %% ../../nbs/05s_surface.ipynb #e8fa7762
+_NOTICE_RE = re.compile(r"tool '([A-Za-z_][\w.]*)' was renamed to '([A-Za-z_][\w.]*)'")
+
+def rename_notice(old:str, new:str, version:int) -> str:
+    "The deprecation notice a call to `old` gets after the surface of `version` renamed it to `new`."
+    return f"tool {old!r} was renamed to {new!r} in surface v{version}"
+
+def renames_in(text:str) -> dict[str, str]:
+    "`{old: new}` from the deprecation notices in `text` (what the agent saw); the last notice of a name wins."
+    return {o: n for o, n in _NOTICE_RE.findall(text or '') if o != n}
 
 # %% ../../nbs/05s_surface.ipynb #853a0f56
 _ACTION_RE = re.compile(r'^[\s*`>#-]*action[\s*`]*[:：][\s*]*(.*)$', re.I | re.M)

@@ -12,7 +12,7 @@ from pathlib import Path
 from fastcore.basics import patch
 from ..core import Feedback, Task, get_logger, fmt_num
 from .surface import ToolError, Toolset, Surface, register_toolset, rename, with_surface
-from .surface import find_calls, parse_call
+from .surface import find_calls, parse_call, rename_notice, renames_in
 from .base import (Environment, EpisodeState, ToolCall, LoadReport, parse_answer, register_env,
                              data_path, split_seed, DataUnavailable)
 from .base import text_lines, ANSWER_HINT
@@ -238,9 +238,11 @@ def doc(self:Surface) -> str:
     return f'Tools (surface v{self.version}):\n' + '\n'.join(lines)
 
 # %% ../../nbs/05a_tableqa.ipynb #092b3c90
+_V1_OPS = tuple(OPS)   # the operations of surface v1, fixed when the family is defined
+
 def default_surface() -> Surface:
     "Surface v1: every operation under its canonical name (the names seen in training)."
-    return Surface(1, {op: op for op in OPS})
+    return Surface(1, {op: op for op in _V1_OPS})
 
 # %% ../../nbs/05a_tableqa.ipynb #46c8b739
 SYNONYMS = {
@@ -268,14 +270,34 @@ def _execute(op:str, name:str, shown:list, bound:inspect.BoundArguments, text:st
         get_logger('tableqa').warning(f'tool {op} failed on {text!r}: {type(e).__name__}: {e}')
         return ToolCall(name, shown, True, f'Error: {op} failed ({type(e).__name__}: {e})')
 
+# %% ../../nbs/05a_tableqa.ipynb #7db716f9
+def _previous_surface(surface:Surface) -> Surface|None:
+    """The surface `surface` replaced, known to the environment alone: every renamed surface of this family derives
+    from v1 (`renamed_surface`). Never in a task's payload, so no method can read it."""
+    return default_surface() if surface.version > 1 else None
+
+def _successor(name:str, surface:Surface, previous:Surface|None) -> str|None:
+    "The current name of the operation `previous` called `name` (same implementation), or None."
+    old = previous.canonical(name) if previous is not None else None
+    if old is None or old not in OPS: return None
+    return next((n for op, n in surface.names.items() if OPS.get(op) is OPS[old]), None)
+
 # %% ../../nbs/05a_tableqa.ipynb #0e1127c2
-def run_call(table:Table, surface:Surface, text:str) -> ToolCall:
+def _unknown_tool(name:str, surface:Surface, previous:Surface|None) -> str:
+    """What a real API answers to a name `surface` lacks: a deprecation naming the successor when the previous surface
+    had the name (as ToolEVO's renamed APIs do), else an unknown-tool error; both list the current tools."""
+    tools = f"available tools (surface v{surface.version}): {', '.join(surface.names.values())}"
+    new = _successor(name, surface, previous)
+    if new is not None: return f"Error: {rename_notice(name, new, surface.version)}; {tools}"
+    return f"Error: unknown tool {name!r} — {tools}"
+
+def run_call(table:Table, surface:Surface, text:str,
+             previous:Surface|None=None) -> ToolCall: # the surface `surface` replaced (the environment's own)
     "Parse and execute one call; the `ToolCall` records the name, arguments, legality and result."
     m = re.match(r'[`\s]*([A-Za-z_][\w.]*)\s*\(', text)
     name = m.group(1) if m else text.strip()[:60]
     op = surface.canonical(name)
-    if op is None:
-        return ToolCall(name, [], False, f"Error: unknown tool {name!r} — available tools (surface v{surface.version}): {', '.join(surface.names.values())}")
+    if op is None: return ToolCall(name, [], False, _unknown_tool(name, surface, previous))
     try:
         _, args, kw = parse_call(text)
         bound = inspect.signature(OPS[op]).bind(table, *args, **kw)
@@ -349,7 +371,7 @@ def _run_calls(state:EpisodeState, table:Table, surface:Surface, calls:list[str]
     "Run the first `max_calls` of `calls`, recording each in `state.calls`; returns what the agent sees of each."
     obs = []
     for c in calls[:max_calls]:
-        tc = run_call(table, surface, c)
+        tc = run_call(table, surface, c, _previous_surface(surface))
         state.calls.append(tc)
         obs.append(
             tc.result
@@ -378,11 +400,13 @@ def step(self:TableQA, state:EpisodeState, action:str) -> str|None:
 
 # %% ../../nbs/05a_tableqa.ipynb #44aa399b
 def api_error_text(state:EpisodeState) -> str:
-    "`'API error: unknown tool ...'` for the illegal calls of an episode, or ''."
-    bad = [c.name for c in state.calls if not c.legal]
+    """`'API error: unknown tool ...'` for the illegal calls of an episode, or '': a renamed name with the successor
+    its deprecation notice gave (`'count' (renamed to 'tally')`)."""
+    bad = {c.name: renames_in(c.result).get(c.name) for c in state.calls if not c.legal}
     if not bad: return ''
     v = state.task.payload.get('surface', {}).get('version', '?')
-    return f"API error: unknown tool {', '.join(map(repr, dict.fromkeys(bad)))} (surface v{v})"
+    named = [f"{n!r} (renamed to {new!r})" if new else repr(n) for n, new in bad.items()]
+    return f"API error: unknown tool {', '.join(named)} (surface v{v})"
 
 # %% ../../nbs/05a_tableqa.ipynb #399d1ec0
 @patch
