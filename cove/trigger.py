@@ -129,10 +129,12 @@ ARMED = ('cold_start_failure', 'data_sufficient')
 # %% ../nbs/11_trigger.ipynb #87b3447f
 @patch
 def _event(self:BaseTrigger, family:str, held:dict, channel:str) -> TriggerEvent:
-    "The event of conditions `held` for `family`: fired if its channel is parametric."
+    """The event of conditions `held` for `family`: fired if its channel is parametric, or if DataSufficient holds (each
+    episode it counts was itself routed parametric: the router decided per instance)."""
     fam, share = self.family_channel(family), round(self.parametric_share(family), 4)
+    fired = fam in PARAMETRIC_CHANNELS or 'data_sufficient' in held
     return TriggerEvent(family, next(iter(held)), list(held), self.state(family).episodes, channel,
-                        fam in PARAMETRIC_CHANNELS, held, family_channel=fam, parametric_share=share)
+                        fired, held, family_channel=fam, parametric_share=share)
 
 # %% ../nbs/11_trigger.ipynb #eb226617
 @patch

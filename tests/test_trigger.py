@@ -11,7 +11,8 @@ def reference_events(stream, w, eps, N, q_min, k, tau_c):
     """The trigger of paper §4.3 recomputed from each family's whole history with exact fractions (issue 40: the gate
     is the family's channel over its last w episodes; a suppressed plateau restarts its windows. Issue 53: |D_q| counts
     high-quality parametric-routed episodes since the update; ColdStartFailure is armed from the k-th episode until an
-    update; a suppression whose conditions were all logged suppressed since the update is not logged again); the
+    update; a suppression whose conditions were all logged suppressed since the update is not logged again;
+    DataSufficient passes the family gate, its episodes each routed parametric); the
     caller resets after every fired event. Returns the events and, per family, the trainable episodes left over."""
     hist, plateau_from, update_at, updates, logged, out = {}, {}, {}, {}, {}, []
     trainable = lambda q, ch: q >= q_min and ch in PARAMETRIC_CHANNELS
@@ -29,7 +30,7 @@ def reference_events(stream, w, eps, N, q_min, k, tau_c):
                 held.append('plateau')
         if not held: continue
         chans = [c for _, _, c in h[-w:]]
-        fired = 2 * sum(c in PARAMETRIC_CHANNELS for c in chans) >= len(chans)
+        fired = 2 * sum(c in PARAMETRIC_CHANNELS for c in chans) >= len(chans) or 'data_sufficient' in held
         seen = logged.setdefault(fam, set())
         if fired or not set(held) <= seen: out.append((fam, len(h), tuple(held), fired))
         if fired:
@@ -101,26 +102,22 @@ def _play(trig, family, items):
 
 def test_one_parametric_episode_in_a_harness_family_does_not_fire():
     "Issue 40: the gate is the family's routing over its last w episodes, not one episode's channel."
-    t = Trigger(w=4, eps=-1.0, N=1, q_min=1.0, k=10**6)       # eps = -1: no plateau; every 1.0 is data sufficient
-    harness = [(True, 1.0, 'harness_only')] * 3
-    assert _play(t, 'tableqa', harness + [(True, 1.0, 'parametric_candidate')]) == []
-    ev = t.events[-1]
-    assert (ev.episode, ev.channel) == (4, 'parametric_candidate')
-    assert (ev.family_channel, ev.parametric_share) == ('harness_only', 0.25)
-    assert t.stats['suppressed'] == 1 and t.stats['fired'] == 0     # harness-routed successes are not trainable
-    assert _play(t, 'tableqa', [(True, 1.0, 'hybrid')]) == [1]        # 2 of the last 4: the family is parametric now
-    assert t.events[-1].family_channel == 'hybrid'
+    t = Trigger(w=4, eps=-1.0, N=10**6, q_min=1.0, k=1, tau_c=0.5)   # only ColdStartFailure, armed from episode 1
+    harness = [(False, 0.0, 'harness_only')] * 3
+    assert _play(t, 'tableqa', harness + [(False, 0.0, 'parametric_candidate')]) == []
+    assert [(e.episode, e.condition, e.fired) for e in t.events] == [(1, 'cold_start_failure', False)]
+    assert t.stats['suppressed_again'] == 3                          # held at 2-4, logged once
+    assert _play(t, 'tableqa', [(False, 0.0, 'hybrid')]) == [1]      # 2 of the last 4: the family is parametric now
+    assert (t.events[-1].family_channel, t.events[-1].parametric_share) == ('hybrid', 0.5)
 
-def test_suppressed_data_sufficient_stays_armed_and_is_logged_once():
-    "Issue 53: |D_q| are rows the workflow still holds; suppressed, DataSufficient is logged once and fires later."
+def test_data_sufficient_passes_the_family_gate():
+    "Issue 53: every episode DataSufficient counts was routed parametric itself, so a mostly-harness family trains them."
     t = Trigger(w=4, eps=-1.0, N=2, q_min=1.0, k=10**6)
-    items = [(True, 1.0, 'hybrid')] + [(False, 0.0, 'harness_only')] * 3 + [(True, 1.0, 'hybrid'),
-                                                                            (True, 1.0, 'harness_only')]
-    assert _play(t, 'math', items) == []
-    assert [(e.episode, e.condition, e.fired) for e in t.events] == [(5, 'data_sufficient', False)]   # not at the 6th
-    assert t.stats['suppressed_again'] == 1 and t.state('math').suppressed == ['data_sufficient']
-    assert _play(t, 'math', [(False, 0.0, 'parametric_candidate')]) == [1]         # 7th: 2 of the last 4 parametric
-    assert (t.events[-1].episode, t.events[-1].numbers['data_sufficient']['n_trainable']) == (7, 2)
+    items = [(True, 1.0, 'hybrid')] + [(False, 0.0, 'harness_only')] * 3 + [(True, 1.0, 'hybrid')]
+    assert _play(t, 'math', items) == [5]
+    ev = t.events[-1]
+    assert (ev.condition, ev.family_channel, ev.numbers['data_sufficient']['n_trainable']) == (
+        'data_sufficient', 'harness_only', 2)
     t.reset_after_update('math')
     assert (t.untrained('math'), t.state('math').suppressed) == (0, [])
 
