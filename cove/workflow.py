@@ -12,14 +12,14 @@ from pathlib import Path
 from fastcore.basics import patch
 from .core import get_logger, Task, safe_path, phase
 from .agent import knowledge_block
-from .tasks.surface import surface_of
+from .tasks.surface import called_names
 from .method import Method, register_method
 from .tasks.base import replay_reference
-from .router import make_router, Router, PARAMETRIC_CHANNELS
+from .router import make_router, Router, PARAMETRIC_CHANNELS, FEEDBACK_KEYS
 from .trigger import make_trigger
 from .knowledgepo import (KnowledgePO, KPOStats, anti_recitation_sft, rename_rollout, memory_aware_rows,
                               RENAME_SEED, update_seed, rollout_grpo_rows, stale_name_penalty,
-                              HeldoutEval, rename_names)
+                              HeldoutEval, anti_recitation_reward)
 from .judge import Judge
 from .store import KnowledgeBase
 from .embed import Embedder
@@ -28,9 +28,9 @@ from .train import (hot_swap, reference_sft, trajectories_to_sft, train_grpo, gr
 from .llm import HFPolicy
 
 # %% auto #0
-__all__ = ['VARIANTS', 'SWITCHES', 'FEEDBACK_KEYS', 'KNOWLEDGE_HEAD', 'CoveMethod', 'update_steps', 'fit_knowledge',
-           'HarnessOnly', 'ParametricOnly', 'AlwaysBothMethod', 'RandomRouteMethod', 'NoTriggerMethod',
-           'NoAntiRecitationMethod', 'NoReleaseMethod']
+__all__ = ['VARIANTS', 'SWITCHES', 'KNOWLEDGE_HEAD', 'CoveMethod', 'update_steps', 'fit_knowledge', 'HarnessOnly',
+           'ParametricOnly', 'AlwaysBothMethod', 'RandomRouteMethod', 'NoTriggerMethod', 'NoAntiRecitationMethod',
+           'NoReleaseMethod']
 
 # %% ../nbs/13_workflow.ipynb #4b6ea052
 VARIANTS = {  # method -> (router, memory on, trigger)
@@ -64,7 +64,6 @@ class CoveMethod(Method):
         self.kpo = self._kpo() if self.memory else None
         self.applied, self.updates, self.trajectories, self.released, self.pending = {}, [], {}, [], {}
         self.references_seen = []   # train tasks whose reference replay KnowledgePO has observed
-        self.names_seen = {}        # tool name -> canonical operation, over every surface a played task showed
         self.last_rows = {}         # the rows of the latest update by source (channel, reference) and lines cut
         self.adapter = None
         self.phase_s = Counter()   # this process's seconds per phase (`timed`)
@@ -105,8 +104,6 @@ def _kpo(self:CoveMethod):
     )
 
 # %% ../nbs/13_workflow.ipynb #3b0c101a
-FEEDBACK_KEYS = ('window', 'harness_share', 'param_share', 'flat_eps', 'min_episodes')   # `router.*` keys
-
 @patch
 def _router(self:CoveMethod):
     "The variant's router: COVE's feedback router (the LLM judge with `router.judge`), else the ablation's fixed rule."
@@ -141,7 +138,7 @@ def state_dict(self:CoveMethod) -> dict:
     return dict(trigger=self.trigger.state_dict(), router=self.router.state_dict(),
                 kpo=self.kpo.stats.to_dict() if self.kpo else None, updates=self.updates, adapter=self.adapter,
                 trajectories=self.trajectories, applied=self.applied, released=self.released, pending=self.pending,
-                references_seen=self.references_seen, names_seen=self.names_seen)
+                references_seen=self.references_seen)
 
 # %% ../nbs/13_workflow.ipynb #74abed75
 @patch
@@ -163,7 +160,6 @@ def load_state_dict(self:CoveMethod, s:dict):
         f: old(k) for f, k in self.pending.items()
     }
     self.references_seen = s.get('references_seen', [])
-    self.names_seen = s.get('names_seen', {})
     # the latest update's adapter
     if s.get('adapter') and self.policy is not None:
         hot_swap(self.policy, self.adapter_dir / s['adapter'])
@@ -190,23 +186,12 @@ def run_chunk(self:CoveMethod, pairs:list[tuple]):
     env_of = {t.family: e for e, t in pairs}
     for fam, e in env_of.items(): self.run_pending(e, fam)   # an update a kill interrupted
     keys = self.keys.keys([t for _, t in pairs])
-    agent = self.agent(kb=self.kb, scope=True, remap=self.remap_volatile)   # own family, never itself
+    agent = self.agent(kb=self.kb, scope=True)   # own family, never itself
     with self.timed('answer'): results = agent.run([e for e, _ in pairs], [t for _, t in pairs])  # 2-4
     for r, key in zip(results, keys): r.key = key
     self.learn_many([(env_of[r.task.family], r, key) for r, key in zip(results, keys) if key not in self.applied])
     self.keys.commit([t for _, t in pairs])
     return results
-
-# %% ../nbs/13_workflow.ipynb #94c5af69
-@patch
-def remap_volatile(self:CoveMethod, task:Task, entries:list) -> list:
-    "`entries` with each volatile entry's names from an earlier tool surface re-mapped to `task`'s current one."
-    s = surface_of(task)
-    if s is None: return entries
-    self.names_seen.update({n: op for op, n in s.names.items()})
-    mp = {n: s.names[op] for n, op in self.names_seen.items() if op in s.names and s.names[op] != n}
-    remap = lambda e: replace(e, content=rename_names(e.content, mp), names=[mp.get(n, n) for n in e.names])
-    return [remap(e) if e.label == 'volatile' and set(e.names) & set(mp) else e for e in entries]
 
 # %% ../nbs/13_workflow.ipynb #a18c6e55
 @patch
@@ -426,18 +411,37 @@ def _reference_sft(self:CoveMethod, env, family:str, memory_aware:bool=True):
     except Exception as e:
         _log.warning(f"no reference data for {family}: {type(e).__name__}: {e}")
 
+# %% ../nbs/13_workflow.ipynb #920f8611
+@patch
+def _own_rows(self:CoveMethod, family:str) -> tuple[list[dict], int]:
+    """`family`'s kept trajectories, each renamed for the update and scored by the anti-recitation reward (Algorithm 1
+    line 18, R = R_task − λ·1[a call to a name its surface lacks]): `(trajectories with that score, rows it took
+    under trigger.q_min)`. λ is `kpo.lam`, 0 without KnowledgePO or with anti-recitation switched off."""
+    lam = self.cfg['kpo.lam'] if self.kpo and self.anti_recitation else 0.0
+    q, out, dropped = self.cfg['trigger.q_min'], [], 0
+    for i, t in enumerate(self.trajectories.get(family, [])):
+        trace, surface = self._renamed(i, t)
+        legal = set((surface or {}).get('names', {}).values())
+        calls = [n for m in trace if m['role'] == 'assistant' for n in called_names(str(m['content']))]
+        score = anti_recitation_reward(t['score'], calls, legal, legal, lam, self.kpo.stats if self.kpo else None)
+        score = score if legal else t['score']   # no tool surface: no volatile name to recite
+        dropped += t['score'] >= q > score
+        out.append(dict(t, trace=trace, score=score))
+    return out, dropped
+
 # %% ../nbs/13_workflow.ipynb #816e42cf
 @patch
 def _sft_data(self:CoveMethod, env, family:str, memory_aware:bool=True, cold:bool=False):
-    """The parametric-routed successful trajectories of `family` (+ the passing reference solutions of a few train tasks
-    at cold start); with KnowledgePO, both renamed per episode. Row counts by source go to `last_rows`."""
+    """The parametric-routed successful trajectories of `family` that keep their score under the anti-recitation reward
+    (`_own_rows`), + the passing reference solutions of a few train tasks at cold start; with KnowledgePO, both renamed
+    per episode. Row counts by source (and the rows a stale call dropped) go to `last_rows`."""
     from datasets import concatenate_datasets
-    kept = self.trajectories.get(family, [])
-    trajs = [dict(t, trace=self._renamed(i, t)[0]) for i, t in enumerate(kept)]
-    own = trajectories_to_sft(trajs, min_score=self.cfg['trigger.q_min'])
+    q = self.cfg['trigger.q_min']
+    trajs, stale = self._own_rows(family)
+    own = trajectories_to_sft(trajs, min_score=q)
     refs = self._reference_sft(env, family, memory_aware) if cold else None
-    self.last_rows = dict(Counter(t['channel'] for t in kept if t['score'] >= self.cfg['trigger.q_min']),
-                          reference=len(refs) if refs is not None else 0)
+    self.last_rows = dict(Counter(t['channel'] for t in trajs if t['score'] >= q),
+                          reference=len(refs) if refs is not None else 0, stale_dropped=stale)
     parts = [p for p in (own, refs) if p is not None and len(p)]
     return concatenate_datasets(parts) if parts else None
 

@@ -28,7 +28,7 @@ def test_harness_routed_episodes_never_train(cove):
     env = open_envs(['math'], cove.cfg)['math']
     data = cove._sft_data(env, 'math', memory_aware=False)
     assert sorted(data['task_id']) == ['t2', 't3']
-    assert cove.last_rows == {'parametric_candidate': 1, 'hybrid': 1, 'reference': 0}
+    assert cove.last_rows == {'parametric_candidate': 1, 'hybrid': 1, 'reference': 0, 'stale_dropped': 0}
 
 def test_references_only_at_cold_start(cove):
     env = open_envs(['math'], cove.cfg)['math']
@@ -76,13 +76,25 @@ def test_no_self_and_no_cross_family_retrieval():
     assert [e.content for e in agent.retrieve(Task('train-2', 'math', 'train', 'q'))] == ['solved example of train-1']
     assert agent.retrieve(Task('c-1', 'code', 'test', 'q')) == []                 # code has none of its own
 
-def test_volatile_entries_follow_the_surface(cove):
-    from cove.tasks.surface import Surface, with_surface
-    t = Task('t1', 'tableqa', 'test', 'How many?')
-    old = Entry('Use lookup_v1(row, col) for a cell.', 'skill', 'volatile', names=['lookup_v1'])
-    cove.remap_volatile(with_surface(t, Surface(1, {'lookup': 'lookup_v1'})), [old])
-    new = cove.remap_volatile(with_surface(t, Surface(2, {'lookup': 'cell_at'}), 'renamed'), [old])
-    assert new[0].content == 'Use cell_at(row, col) for a cell.' and new[0].names == ['cell_at']
+def test_memory_is_not_remapped_from_the_environment(cove):
+    "Issue 53 item 1: entries reach the prompt as stored; no method re-maps names from the environment's surfaces."
+    assert not hasattr(cove, 'remap_volatile') and not hasattr(cove, 'names_seen')
+    assert 'names_seen' not in cove.state_dict()
+
+def _tool_episode(tid, *actions, names=None):
+    msgs = [dict(role='user', content=f'task {tid}')] + [dict(role='assistant', content=a) for a in actions]
+    task = Task(tid, 'tableqa', 'test', f'task {tid}', payload=dict(surface=dict(version=2, names=names)))
+    return NS(messages=msgs, feedback=NS(score=1.0), task=task)
+
+def test_stale_rows_never_train(cove):
+    "Issue 53 item 4: a kept success that called a name its surface lacks loses lambda and, under q_min, is not trained."
+    names = {'count': 'tally'}
+    cove.keep_trajectory(_tool_episode('t1', 'Action: count("a", 1)', 'Action: tally("a", 1)', 'Answer: 2',
+                                       names=names), 'parametric_candidate')
+    cove.keep_trajectory(_tool_episode('t2', 'Action: tally("a", 1)', 'Answer: 2', names=names), 'hybrid')
+    data = cove._sft_data(None, 'tableqa', memory_aware=False)
+    assert data.num_rows == 1 and cove.last_rows['stale_dropped'] == 1
+    assert cove.kpo.stats.penalties >= 1
 
 def test_cove_ablations_switch_one_thing_each(tmp_path):
     from cove.method import METHODS
