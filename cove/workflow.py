@@ -28,9 +28,9 @@ from .train import (hot_swap, reference_sft, trajectories_to_sft, train_grpo, gr
 from .llm import HFPolicy
 
 # %% auto #0
-__all__ = ['VARIANTS', 'SWITCHES', 'KNOWLEDGE_HEAD', 'CoveMethod', 'update_steps', 'fit_knowledge', 'HarnessOnly',
-           'ParametricOnly', 'AlwaysBothMethod', 'RandomRouteMethod', 'NoTriggerMethod', 'NoAntiRecitationMethod',
-           'NoReleaseMethod']
+__all__ = ['VARIANTS', 'SWITCHES', 'KNOWLEDGE_HEAD', 'RELEASE_OUTCOMES', 'CoveMethod', 'update_steps', 'fit_knowledge',
+           'HarnessOnly', 'ParametricOnly', 'AlwaysBothMethod', 'RandomRouteMethod', 'NoTriggerMethod',
+           'NoAntiRecitationMethod', 'NoReleaseMethod']
 
 # %% ../nbs/13_workflow.ipynb #4b6ea052
 VARIANTS = {  # method -> (router, memory on, trigger)
@@ -594,9 +594,30 @@ def release_memory(self:CoveMethod, env, family:str) -> dict:
     return out | {'baseline': None if base != base else base, 'deltas': {str(k): v for k, v in out['deltas'].items()}}
 
 # %% ../nbs/13_workflow.ipynb #0ff88ee4
+RELEASE_OUTCOMES = ('internalized', 'discarded', 'kept', 'untested')
+
+def _distinct_entries(ups:list[dict]) -> dict:
+    "Distinct entry ids per release outcome over updates `ups` (an entry A/B'd twice counts once, at its last outcome)."
+    last = {}
+    for u in ups:
+        for k in RELEASE_OUTCOMES:
+            for i in (u.get('release') or {}).get(k, []): last[i] = k
+    return dict(Counter(last.values()))
+
+@patch
+def _trigger_events(self:CoveMethod, family:str) -> dict:
+    "`family`'s trigger events: fired and suppressed by condition, each suppression with its reason (the family gate)."
+    evs = [e for e in self.trigger.events if e.family == family]
+    why = lambda e: f"episode {e.episode}: {'+'.join(e.conditions)} held, family {e.family_channel} ({e.parametric_share})"
+    return dict(fired=dict(Counter(e.condition for e in evs if e.fired)),
+                suppressed=dict(Counter(e.condition for e in evs if not e.fired)),
+                suppressed_why=[why(e) for e in evs if not e.fired])
+
 @patch
 def mechanism(self:CoveMethod) -> dict:
-    "Per family: routing shares, rows trained by source, updates, steps, exact and modelled tokens, KB labels, releases."
+    """Per family: routing shares, rows trained by source, updates, their actual steps, exact and modelled tokens, KB
+    labels, releases with the distinct entries per outcome, trigger events with the reasons of the suppressed ones,
+    and the trainable episodes left untrained."""
     fams = dict.fromkeys([r['family'] for r in self.router.log] + [u['family'] for u in self.updates])
     out = {}
     for f in fams:
@@ -611,6 +632,7 @@ def mechanism(self:CoveMethod) -> dict:
             train_tokens_modelled=sum(u['modelled']['train_tokens'] for u in ups), kb=dict(kb),
             releases=[dict(n=u['release']['n'], deltas=u['release']['deltas'], internalized=len(u['release']['internalized']))
                       for u in ups if u.get('release')],
+            entries=_distinct_entries(ups), trigger=self._trigger_events(f), untrained=self.trigger.untrained(f),
         )
     return out
 
@@ -627,6 +649,9 @@ def metrics(self:CoveMethod) -> dict:
         updates_skipped=len(self.updates) - len(done),
         trigger_events=dict(ev),
         trigger_suppressed=int(self.trigger.stats.get('suppressed', 0)),
+        trigger_suppressed_again=int(self.trigger.stats.get('suppressed_again', 0)),
+        untrained=self.trigger.untrained_counts(),   # trainable episodes no update took, per family
+        untrained_window=self.cfg['trigger.w'],      # the bound they are reported against
         kb=self.kb.counts() if self.kb is not None else None,
         released=len(self.released),
         release=(
