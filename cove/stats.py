@@ -5,15 +5,16 @@
 # %% ../nbs/00b_stats.ipynb #75a32025
 from __future__ import annotations
 import math
+import numpy as np
 from collections import Counter
 from dataclasses import dataclass, asdict
 from pathlib import Path
 from .core import read_jsonl
 
 # %% auto #0
-__all__ = ['ALIGN_KEYS', 'wilson', 'rate_ci', 'newcombe_paired', 'mcnemar_p', 'mde', 'Paired', 'paired', 'episode_records',
-           'align', 'paired_rows', 'paired_or_reason', 'runs_of', 'paired_verdict', 'solved_once', 'summarise',
-           'run_metrics']
+__all__ = ['ALIGN_KEYS', 'wilson', 'rate_ci', 'newcombe_paired', 'mcnemar_p', 'mde', 'Paired', 'paired_counts', 'paired',
+           'episode_records', 'align', 'paired_rows', 'paired_or_reason', 'runs_of', 'paired_verdict', 'solved_once',
+           'pooled_paired', 'iqm', 'prob_improvement', 'summarise', 'run_metrics']
 
 # %% ../nbs/00b_stats.ipynb #7affe6e4
 def wilson(k:int, # successes
@@ -94,6 +95,13 @@ def _outcomes(xs, name:str) -> list[int]:
     return [int(x) for x in xs]
 
 # %% ../nbs/00b_stats.ipynb #693c7e56
+def paired_counts(both:int, a_only:int, b_only:int, neither:int, alpha:float=0.05, power:float=0.8) -> Paired:
+    "The `Paired` of a 2×2 table of pairs: both solved, only a, only b, neither."
+    n = both + a_only + b_only + neither
+    return Paired(n, (both + a_only) / n, (both + b_only) / n, (a_only - b_only) / n,
+                  newcombe_paired(both, a_only, b_only, neither, alpha), mcnemar_p(both, a_only, b_only, neither),
+                  a_only, b_only, both, neither, mde(n, (a_only + b_only) / n, alpha, power))
+
 def paired(a, # the method's outcomes, 0/1 per task
            b, # the reference's, on the same tasks in the same order
            alpha:float=0.05, power:float=0.8) -> Paired:
@@ -101,10 +109,8 @@ def paired(a, # the method's outcomes, 0/1 per task
     a, b = _outcomes(a, 'a'), _outcomes(b, 'b')
     if len(a) != len(b): raise ValueError(f"paired outcomes need equal lengths, got {len(a)} and {len(b)}")
     if not a: raise ValueError("paired outcomes need at least one pair")
-    c, n = Counter(zip(a, b)), len(a)
-    t = c[1, 1], c[1, 0], c[0, 1], c[0, 0]
-    return Paired(n, (t[0] + t[1]) / n, (t[0] + t[2]) / n, (t[1] - t[2]) / n, newcombe_paired(*t, alpha), mcnemar_p(*t),
-                  t[1], t[2], t[0], t[3], mde(n, (t[1] + t[2]) / n, alpha, power))
+    c = Counter(zip(a, b))
+    return paired_counts(c[1, 1], c[1, 0], c[0, 1], c[0, 0], alpha, power)
 
 # %% ../nbs/00b_stats.ipynb #ce158742
 ALIGN_KEYS = ('episode', 'family_spec', 'split', 'task_id')   # what two runs must agree on, episode by episode
@@ -204,6 +210,31 @@ def solved_once(recs:list[dict]) -> list[dict]:
         first.setdefault(k, r)
         if r['status'] == 'success': won.add(k)
     return [r | {'status': 'success'} if k in won else r for k, r in first.items()]
+
+# %% ../nbs/00b_stats.ipynb #994b490e
+def pooled_paired(by_seed:dict, # seed -> (a outcomes, b outcomes), each on that seed's own tasks in the same order
+                  alpha:float=0.05, power:float=0.8) -> dict:
+    """Each seed's `Paired` and the pooled one (the seeds' 2×2 tables summed), with the seeds and the between-seed
+    standard deviation of the difference (None for one seed)."""
+    if not by_seed: raise ValueError("pooled_paired needs at least one seed")
+    per = {s: paired(a, b, alpha, power) for s, (a, b) in by_seed.items()}
+    tab = [sum(getattr(p, k) for p in per.values()) for k in ('both', 'a_only', 'b_only', 'neither')]
+    sd = float(np.std([p.diff for p in per.values()], ddof=1)) if len(per) > 1 else None
+    return dict(seeds=list(per), per_seed=per, pooled=paired_counts(*tab, alpha, power), seed_sd=sd)
+
+# %% ../nbs/00b_stats.ipynb #3fd56756
+def iqm(scores) -> float:
+    "Interquartile mean of `scores` (any shape, e.g. seeds × families): scipy's `trim_mean` cutting a quarter each side."
+    from scipy.stats import trim_mean
+    return float(trim_mean(np.ravel(scores), 0.25))
+
+def prob_improvement(x, # seeds × families scores of the method
+                     y) -> float: # seeds × families scores of the reference
+    "P(X > Y) + ½P(X = Y) per family (column) from the Mann–Whitney U, averaged over families."
+    from scipy.stats import mannwhitneyu
+    x, y = np.atleast_2d(np.asarray(x, float)), np.atleast_2d(np.asarray(y, float))
+    if x.shape[1] != y.shape[1]: raise ValueError(f"need the same families (columns), got {x.shape} and {y.shape}")
+    return float(np.mean([mannwhitneyu(x[:, j], y[:, j]).statistic / (len(x) * len(y)) for j in range(x.shape[1])]))
 
 # %% ../nbs/00b_stats.ipynb #7cddf26c
 def _error_kind(r:dict) -> str:
