@@ -4,9 +4,12 @@
 
 # %% ../nbs/09_bench.ipynb #bcb35414
 from __future__ import annotations
-import contextlib, importlib.util, json, platform, tempfile, time
+import contextlib, importlib.util, json, platform, sys, tempfile, time
+from collections import Counter
+from typing import Iterator
 import torch
 from pathlib import Path
+from fastcore.basics import patch
 from .config import Config
 from .llm import bench_load, bench_generation, pick_dtype
 from .models import EMBEDDED_ALIASES, resolve_model
@@ -17,8 +20,10 @@ from .train import bench_train, SFT_TRL_ALL_LAYERS_5E4
 from .store import bench_retrieval
 
 # %% auto #0
-__all__ = ['TARGETS', 'BENCH_FAMILIES', 'ROLLOUT_FAMILIES', 'check_target', 'machine_peaks', 'roofline', 'policy_records',
-           'episode_records', 'rollout_backends', 'rollout_records', 'train_records', 'cold_load', 'run_bench']
+__all__ = ['TARGETS', 'PREFILL_ROWS', 'BENCH_FAMILIES', 'ROLLOUT_FAMILIES', 'check_target', 'machine_peaks', 'roofline',
+           'linear_shapes', 'token_flops', 'gemm_gflops', 'bound_s', 'Breakdown', 'policy_records', 'episode_records',
+           'rollout_backends', 'rollout_bound', 'iter_rollout_records', 'rollout_records', 'train_records', 'cold_load',
+           'run_bench']
 
 # %% ../nbs/09_bench.ipynb #2f11099b
 TARGETS = {
@@ -72,51 +77,153 @@ def roofline(n_params:int, bytes_per_param:int, batch:int, peaks:dict) -> float:
     memory = batch * peaks['gbps'] * 1e9 / (n_params * bytes_per_param)
     return round(min(compute, memory), 1)
 
+# %% ../nbs/09_bench.ipynb #5f7a52a9
+def linear_shapes(model) -> Counter:
+    "`(out, in)` of the model's `Linear` weights, with how many of each: the GEMMs every token goes through."
+    return Counter(tuple(m.weight.shape) for m in model.modules() if isinstance(m, torch.nn.Linear))
+
+def token_flops(model) -> dict:
+    "FLOPs per token of `model`: `dense` (2 · Linear weights), `attn_per_ctx` (4 · layers · width, per past token)."
+    c = model.config
+    width = getattr(c, 'head_dim', None) or c.hidden_size // c.num_attention_heads
+    return dict(dense=2 * sum(n * o * i for (o, i), n in linear_shapes(model).items()),
+                attn_per_ctx=4 * c.num_hidden_layers * c.num_attention_heads * width)
+
+# %% ../nbs/09_bench.ipynb #29010b55
+PREFILL_ROWS = 512   # tokens per prefill GEMM in the bound: a batch of prompts, as a prefill runs them
+
+def gemm_gflops(shapes:Counter, # `(out, in)` -> count, from `linear_shapes`
+                rows:int, # tokens per GEMM
+                dtype:torch.dtype=torch.float32, repeat:int=3) -> float:
+    "GFLOP/s of one pass through `shapes` (each timed best of `repeat`, times its count) at `rows`, in `dtype`."
+    flops = secs = 0.0
+    for (o, i), n in shapes.items():
+        x, w = torch.randn(rows, i, dtype=dtype), torch.randn(o, i, dtype=dtype)
+        best = float('inf')
+        for _ in range(repeat + 1):   # the first call warms up
+            t = time.perf_counter()
+            torch.nn.functional.linear(x, w)
+            best = min(best, time.perf_counter() - t)
+        flops, secs = flops + n * 2 * rows * o * i, secs + n * best
+    return round(flops / secs / 1e9, 1)
+
+# %% ../nbs/09_bench.ipynb #578cc74b
+def bound_s(gens:list, # `(prompt_tokens, completion_tokens)` of each generation
+            flops:dict, # `token_flops`
+            prefill_gflops:float, decode_gflops:float) -> float:
+    "Seconds the generations cannot take less than: prefill at `prefill_gflops`, decode at `decode_gflops`."
+    d, a = flops['dense'], flops['attn_per_ctx']
+    pre = sum(p * d + a * p * p / 2 for p, _ in gens)
+    dec = sum(n * d + a * (p * n + n * n / 2) for p, n in gens)
+    return pre / prefill_gflops / 1e9 + dec / decode_gflops / 1e9
+
+# %% ../nbs/09_bench.ipynb #9662db54
+class Breakdown:
+    """Timers for a `with` block around a policy's play: the model's forward passes split into prefill (more than one
+    new token) and decode, `generate`/`score_choices` wall, embedding (`Embedder.encode`), the sandbox, and the
+    generations' token counts. Nothing is timed twice: a forward pass is inside `generate` or `score_choices`."""
+    def __init__(self, policy):
+        self.policy, self.s, self.gens, self.calls, self.seqs = policy, Counter(), [], 0, 0
+
+# %% ../nbs/09_bench.ipynb #2d76d386
+@patch
+def _timed(self:Breakdown, key:str, fn):
+    "`fn` with its wall seconds added to `self.s[key]`."
+    def f(*a, **k):
+        t = time.perf_counter()
+        try: return fn(*a, **k)
+        finally: self.s[key] += time.perf_counter() - t
+    return f
+
+@patch
+def _generate(self:Breakdown, fn):
+    "`generate` timed, its generations' token counts and batch size recorded."
+    def f(batch, *a, **k):
+        gens = fn(batch, *a, **k)
+        self.gens += [(g.prompt_tokens, g.completion_tokens) for g in gens]
+        self.calls, self.seqs = self.calls + 1, self.seqs + len(batch)
+        return gens
+    return self._timed('generate', f)
+
+# %% ../nbs/09_bench.ipynb #3112def7
+@patch
+def _hooks(self:Breakdown, model) -> list:
+    "Forward hooks on `model` adding each pass's seconds to `prefill` or `decode` (one new token per sequence)."
+    t0 = {}
+    def pre(mod, args, kw):
+        ids = kw.get('input_ids', args[0] if args else None)
+        t0['kind'] = 'decode' if ids is not None and ids.shape[-1] == 1 else 'prefill'
+        t0['t'] = time.perf_counter()
+    def post(mod, args, out): self.s[t0['kind']] += time.perf_counter() - t0['t']
+    return [model.register_forward_pre_hook(pre, with_kwargs=True), model.register_forward_hook(post)]
+
+# %% ../nbs/09_bench.ipynb #552b80d9
+@patch
+def __enter__(self:Breakdown):
+    import cove.sandbox
+    p, self.undo = self.policy, []
+    p.generate, p.score_choices = self._generate(p.generate), self._timed('score', p.score_choices)
+    self.undo.append(lambda: [p.__dict__.pop(k) for k in ('generate', 'score_choices')])
+    enc, sbx = Embedder.encode, cove.sandbox._sandbox
+    Embedder.encode, cove.sandbox._sandbox = self._timed('embedding', enc), self._timed('sandbox', sbx)
+    self.undo.append(lambda: (setattr(Embedder, 'encode', enc), setattr(cove.sandbox, '_sandbox', sbx)))
+    if isinstance(getattr(p, 'model', None), torch.nn.Module):
+        hs = self._hooks(p.model)
+        self.undo.append(lambda: [h.remove() for h in hs])
+    self.t = time.perf_counter()
+    return self
+
+@patch
+def __exit__(self:Breakdown, *exc):
+    self.s['wall'] = time.perf_counter() - self.t
+    for u in reversed(self.undo): u()
+
+# %% ../nbs/09_bench.ipynb #c8df58f8
+@patch
+def parts(self:Breakdown) -> dict:
+    "Seconds per part of the block's wall time (None: not measured here), each part's share, and what is not split."
+    s, fwd = self.s, 'prefill' in self.s or 'decode' in self.s
+    gen = s['generate'] + s['score']
+    parts = {'prefill': s['prefill'] if fwd else None, 'decode': s['decode'] if fwd else None,
+             'policy_other': gen - s['prefill'] - s['decode'], 'embedding': s['embedding'], 'sandbox': s['sandbox']}
+    parts['rest'] = s['wall'] - gen - s['embedding'] - s['sandbox']
+    return dict(wall_s=round(s['wall'], 3), parts_s={k: v if v is None else round(v, 3) for k, v in parts.items()},
+                share={k: round(v / s['wall'], 3) for k, v in parts.items() if v is not None},
+                mean_batch=round(self.seqs / max(1, self.calls), 2),
+                not_measured={
+                    'prefill/decode': None if fwd else 'the model runs in another process (a server): in policy_other',
+                    'policy_other': 'tokenisation, prompt rendering, sampling, stop checks, HTTP waits: not split',
+                    'rest': 'the agent loop, retrieval index search, task checking, record writing: not split',
+                    'training': 'Base rollouts train nothing; COVE\'s updates: cove_phase_s of its episode record',
+                    'idle_waits': 'in-process: none; turns waiting on each other show as mean_batch below the '
+                                  'batch size'})
+
 # %% ../nbs/09_bench.ipynb #e3d9d994
-def policy_records(cfg:Config, batch_sizes=(1, 16, 32), quick:bool=False) -> list[dict]:
+def policy_records(cfg:Config, batch_sizes=(1, 16, 32), quick:bool=False) -> Iterator[dict]:
     """Load time (fresh process, and warm), generation speed per batch size (tok/s, of roofline), COVE's episode time,
-    rollouts."""
+    rollouts: each record as soon as it is measured, with a progress line before each."""
     name, dt = cfg['model.name'], cfg['model.dtype']
+    _say(f"policy load of {name} ({dt}) in a fresh process")
     phases = cold_load(name, dt)
+    yield {'name': 'policy_load_s', 'value': round(sum(phases.values()), 2), 'unit': 's', 'model': name,
+           'phases': phases, 'note': 'fresh process, imports included'}
     warm, pol = bench_load(name, dtype=dt, batch_size=max(batch_sizes))
-    recs = [
-        {
-            'name': 'policy_load_s',
-            'value': round(sum(phases.values()), 2),
-            'unit': 's',
-            'model': name,
-            'phases': phases,
-            'note': 'fresh process, imports included',
-        },
-        {
-            'name': 'policy_load_warm_s',
-            'value': warm,
-            'unit': 's',
-            'model': name,
-            'note': 'transformers already imported',
-        },
-    ]
+    yield {'name': 'policy_load_warm_s', 'value': warm, 'unit': 's', 'model': name,
+           'note': 'transformers already imported'}
     ps = list(pol.model.parameters())
     n, width = sum(p.numel() for p in ps), ps[0].element_size()
+    _say(f"generation at batch sizes {list(batch_sizes)}, then fp32 GEMM and copy peaks")
     g, peaks = bench_generation(pol, batch_sizes=batch_sizes), machine_peaks()
     for b in batch_sizes:
         roof = roofline(n, width, b, peaks)
-        recs.append(
-            {
-                'name': f'gen_tok_s_b{b}',
-                'value': round(g[b], 2),
-                'unit': 'tok/s',
-                'model': name,
-                'dtype': g.get('dtype'),
-                'roofline_tok_s': roof,
-                'of_roofline': round(g[b] / roof, 3),
-                'peaks': peaks,
-                'params': n,
-            }
-        )
-    recs += [{'name': f'gen_speedup_b{b}_over_b1', 'value': round(g[b] / g[1], 2), 'unit': 'x'}
-             for b in batch_sizes[1:]]
-    return recs + episode_records(cfg, pol, quick) + rollout_records(cfg, quick)
+        yield {'name': f'gen_tok_s_b{b}', 'value': round(g[b], 2), 'unit': 'tok/s', 'model': name,
+               'dtype': g.get('dtype'), 'roofline_tok_s': roof, 'of_roofline': round(g[b] / roof, 3),
+               'peaks': peaks, 'params': n}
+    for b in batch_sizes[1:]: yield {'name': f'gen_speedup_b{b}_over_b1', 'value': round(g[b] / g[1], 2), 'unit': 'x'}
+    _say(f"Base and COVE episodes on {list(BENCH_FAMILIES)} ({8 if quick else 12} per family each, after a warm-up)")
+    yield from episode_records(cfg, pol, quick)
+    del pol
+    yield from iter_rollout_records(cfg, quick)
 
 # %% ../nbs/09_bench.ipynb #20f8e407
 BENCH_FAMILIES = ('tableqa', 'math')
@@ -202,32 +309,55 @@ def _speedup(rates:dict, missing:dict) -> dict:
 # %% ../nbs/09_bench.ipynb #e3a1bceb
 def _same(a:list, b:list) -> float: return round(sum(x == y for x, y in zip(a, b)) / max(1, len(a)), 3)
 
+# %% ../nbs/09_bench.ipynb #9afe733c
+def _say(msg:str):
+    "A progress line on stderr (the records go to stdout)."
+    print(f"cove bench [{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+def rollout_bound(pol, bd:Breakdown) -> dict:
+    "The bound of the generations `bd` timed on `pol`'s model, at GEMMs measured here in its dtype, and `of_roofline`."
+    model = getattr(pol, 'model', None)
+    if not isinstance(model, torch.nn.Module):
+        return {'of_roofline': None, 'bound_note': 'the model runs in a server: its shapes are not timed here'}
+    sh, dt, b = linear_shapes(model), next(model.parameters()).dtype, max(1, round(bd.seqs / max(1, bd.calls)))
+    pre, dec = gemm_gflops(sh, PREFILL_ROWS, dt), gemm_gflops(sh, b, dt)
+    s = bound_s(bd.gens, token_flops(model), pre, dec)
+    return dict(bound_s=round(s, 3), of_roofline=round(s / bd.s['wall'], 4), gemm_dtype=str(dt).removeprefix('torch.'),
+                prefill_gflops=pre, decode_gflops=dec, decode_rows=b, threads=torch.get_num_threads(),
+                prompt_tokens=sum(p for p, _ in bd.gens), completion_tokens=sum(n for _, n in bd.gens))
+
 # %% ../nbs/09_bench.ipynb #704ba989
-def rollout_records(cfg:Config, quick:bool=False,
-                    episodes:int|None=None) -> list[dict]: # per family; default 8 with `quick`, else 16
-    """Base's episodes per minute through each backend on the same stream, its transcripts against hf's (and hf fp32's),
-    and the best speedup over hf."""
-    n, recs, rates, traces = episodes or (8 if quick else 16), [], {}, {}
+def iter_rollout_records(cfg:Config, quick:bool=False,
+                         episodes:int|None=None) -> Iterator[dict]: # per family; default 8 with `quick`, else 16
+    """Base's episodes per minute through each backend on the same stream, where its time went (`Breakdown`), its
+    bound and `of_roofline`, its transcripts against hf's (and hf fp32's); then the best speedup over hf. Each record
+    as soon as it is measured."""
+    n, rates, traces = episodes or (8 if quick else 16), {}, {}
     backends = rollout_backends(cfg)
     if any(w is None for b, w in backends.items() if b != 'hf') and pick_dtype(cfg['model.dtype']) != torch.float32:
         backends = {'hf': None, 'hf_fp32': None, **{b: w for b, w in backends.items() if b != 'hf'}}   # the reference
         if backends['vllm'] is None: backends['vllm_fp32'] = None   # its transcripts against hf fp32's
     with tempfile.TemporaryDirectory() as d:
         for b in [b for b, why in backends.items() if why is None]:
+            _say(f"rollouts on {b}: Base, {n} episodes x {len(ROLLOUT_FAMILIES)} families (after 1 each to warm up)")
             with _backend_policy(cfg, b) as (c, pol, dtype):
-                # first-call costs land on neither
-                _play_timed(c, pol, 'base', 1, Path(d)/f'{b}-warm-up', ROLLOUT_FAMILIES)
-                m, s = _play_timed(c, pol, 'base', n, Path(d)/b, ROLLOUT_FAMILIES)
+                _play_timed(c, pol, 'base', 1, Path(d)/f'{b}-warm-up', ROLLOUT_FAMILIES)   # first-call costs
+                with Breakdown(pol) as bd: m, s = _play_timed(c, pol, 'base', n, Path(d)/b, ROLLOUT_FAMILIES)
+                bound = rollout_bound(pol, bd)
             traces[b] = [json.dumps(r['trace']) for r in episode_records_of(Path(d)/b/'episodes.jsonl')]
             rates[b] = 60 / s
             fp32 = traces.get('hf_fp32', traces['hf'] if 'hf_fp32' not in backends else None)
-            recs.append({'name': f'rollout_episodes_per_min_{b}', 'value': round(rates[b], 2), 'unit': 'episodes/min',
-                         'model': cfg['model.name'], 'dtype': dtype, 'episodes': m['overall']['n'],
-                         'families': list(ROLLOUT_FAMILIES), 'batch_size': cfg['model.batch_size'],
-                         'success': m['overall']['success_rate'],
-                         'same_transcripts_as_hf': _same(traces[b], traces['hf']),
-                         **({'same_transcripts_as_hf_fp32': _same(traces[b], fp32)} if fp32 else {})})
-    return recs + [_speedup(rates, {b: why for b, why in backends.items() if why})]
+            yield {'name': f'rollout_episodes_per_min_{b}', 'value': round(rates[b], 2), 'unit': 'episodes/min',
+                   'model': cfg['model.name'], 'dtype': dtype, 'episodes': m['overall']['n'],
+                   'families': list(ROLLOUT_FAMILIES), 'batch_size': cfg['model.batch_size'],
+                   'success': m['overall']['success_rate'], **bound, 'breakdown': bd.parts(),
+                   'same_transcripts_as_hf': _same(traces[b], traces['hf']),
+                   **({'same_transcripts_as_hf_fp32': _same(traces[b], fp32)} if fp32 else {})}
+    yield _speedup(rates, {b: why for b, why in backends.items() if why})
+
+def rollout_records(cfg:Config, quick:bool=False, episodes:int|None=None) -> list[dict]:
+    "`iter_rollout_records`, as a list."
+    return list(iter_rollout_records(cfg, quick, episodes))
 
 # %% ../nbs/09_bench.ipynb #2231f604
 def train_records(
@@ -302,22 +432,26 @@ def run_bench(cfg:Config, # profile: model, dtype, batch size
               out:Path|str='.', # folder for bench.json
               parts:tuple=('retrieval', 'embed', 'policy', 'train'), # which benchmarks to run
              ) -> list[dict]:
-    "Run the benchmarks, print JSON lines, write `out/bench.json`."
+    """Run the benchmarks: each record printed as a JSON line as soon as it is measured, with progress lines on
+    stderr, and `out/bench.json` rewritten after each (`complete` false until the last), so a stopped run keeps them."""
     unknown = set(parts) - {'retrieval', 'embed', 'policy', 'train'}
     if unknown:
         raise ValueError(f"unknown benchmark part(s) {sorted(unknown)}; choose from retrieval, embed, policy, train")
-    recs = []
-    if 'retrieval' in parts:
-        for r in bench_retrieval(include_1m=not quick): _emit(r, recs)
-    if 'embed' in parts:
-        _emit(bench_embed(), recs)
-    if 'policy' in parts:
-        for r in policy_records(cfg, quick=quick): _emit(r, recs)
-    if 'train' in parts:
-        for r in train_records(cfg, quick): _emit(r, recs)
-    out = Path(out)
+    out, recs, t0 = Path(out), [], time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
-    (out / 'bench.json').write_text(
-        json.dumps(dict(machine=platform.platform(), when=time.strftime('%Y-%m-%dT%H:%M:%S'), records=recs), indent=2)
-    )
+    head = dict(machine=platform.platform(), cpu=platform.processor() or platform.machine(),
+                threads=torch.get_num_threads(), when=time.strftime('%Y-%m-%dT%H:%M:%S'), parts=list(parts))
+    def save(done:bool):
+        tmp = out/'.bench.json.tmp'
+        tmp.write_text(json.dumps(dict(head, complete=done, records=recs), indent=2))
+        tmp.replace(out/'bench.json')
+    gens = {'retrieval': lambda: bench_retrieval(include_1m=not quick), 'embed': lambda: [bench_embed()],
+            'policy': lambda: policy_records(cfg, quick=quick), 'train': lambda: train_records(cfg, quick)}
+    for p in [p for p in ('retrieval', 'embed', 'policy', 'train') if p in parts]:
+        _say(f"part {p}")
+        for r in gens[p]():
+            _emit(r, recs)
+            save(False)
+            _say(f"{len(recs)} record(s), {time.perf_counter() - t0:.0f} s: {r['name']} = {r.get('value')}")
+    save(True)
     return recs
