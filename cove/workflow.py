@@ -203,7 +203,7 @@ def update_knowledge(self:CoveMethod, r):
     "Lines 5–9 for one episode: use statistics of the retrieved entries, then KnowledgePO's extract / update / promote."
     if self.kb is not None and r.retrieved:
         self.kb.record_use([i for i in r.retrieved if i is not None], r.success, reason=f'used in {r.task.id}')
-    if self.kpo: self.kpo.observe(r)
+    if self.kpo: self.kpo.observe(r, episode=len(self.applied))   # its index in this method's stream
 
 # %% ../nbs/13_workflow.ipynb #3bf59ad2
 @patch
