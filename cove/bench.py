@@ -193,7 +193,8 @@ def parts(self:Breakdown) -> dict:
                 not_measured={
                     'prefill/decode': None if fwd else 'the model runs in another process (a server): in policy_other',
                     'policy_other': 'tokenisation, prompt rendering, sampling, stop checks, HTTP waits: not split',
-                    'rest': 'the agent loop, retrieval index search, task checking, record writing: not split',
+                    'rest': 'the agent loop, retrieval index search, task checking, record writing: not split; '
+                            'negative where parts ran at once (a sandbox in a thread beside generation)',
                     'training': 'Base rollouts train nothing; COVE\'s updates: cove_phase_s of its episode record',
                     'idle_waits': 'in-process: none; turns waiting on each other show as mean_batch below the '
                                   'batch size'})
