@@ -4,7 +4,7 @@
 
 # %% ../nbs/19_demo.ipynb #6b17f1cc
 from __future__ import annotations
-import contextlib, json, logging, time
+import contextlib, functools, json, logging, time
 from pathlib import Path
 from .core import get_logger, read_jsonl
 from .config import Config, load_config, parse_sets
@@ -17,13 +17,15 @@ from .stats import paired_rows, episode_records, summarise
 from .spec import open_envs
 from .tasks.surface import surface_of, called_names
 from .serve import vllm_python, served_policy, served_dtype, unservable, ServeError
+from .llm import HFPolicy
+from .batching import play_streams
 
 # %% auto #0
 __all__ = ['DEMO_METHODS', 'DEMO_FAMILIES', 'DEMO_EPISODES', 'FULL_EPISODES', 'TRIGGER_DEFAULTS', 'DEMO_TRAIN', 'FULL_TRAIN',
            'DRIFT_FAMILIES', 'DRIFT_TRAIN', 'DEMO_OVERRIDES', 'DEMO_ENGINES', 'NO_PAIRS', 'demo_trigger',
            'demo_overrides', 'demo_config', 'comparison_rows', 'token_reduction', 'success_curves', 'plot_success',
-           'demo_engine', 'drift_segments', 'segment_families', 'stale_calls', 'drift_rows', 'mechanism_rows',
-           'token_factors', 'run_demo']
+           'demo_engine', 'demo_streams', 'drift_segments', 'segment_families', 'stale_calls', 'drift_rows',
+           'mechanism_rows', 'token_factors', 'run_demo']
 
 # %% ../nbs/19_demo.ipynb #2bac9cee
 DEMO_METHODS = ['base', 'harness_only', 'parametric_only', 'cove']
@@ -170,19 +172,37 @@ def _log_to(path:Path) -> logging.Handler:
     if root.level > logging.INFO or root.level == logging.NOTSET: root.setLevel(logging.INFO)
     return fh
 
+# %% ../nbs/19_demo.ipynb #ff1b1409
+def demo_streams(cfg:Config, policy, runs:int) -> int:
+    """How many of the demo's `runs` play at once: `run.streams` (0: all) through one batching engine
+    (`cove.batching`) on an `HFPolicy`; on another policy one after the other, said in the log."""
+    n = min(cfg['run.streams'] or runs, runs)
+    if n > 1 and not isinstance(policy, HFPolicy):
+        get_logger('demo').warning(f"run.streams={cfg['run.streams']}: the runs play one after the other: the batching "
+                                   f"engine runs an hf policy, not a {type(policy).__name__}")
+        return 1
+    return max(1, n)
+
 # %% ../nbs/19_demo.ipynb #d2c4a191
 def _play_methods(cfg:Config, out:Path, policy, methods:list[str], families:list[str], episodes:int, progress:bool,
-                  set_aside_corrupt:bool=False) -> tuple[dict, dict]:
+                  set_aside_corrupt:bool=False, streams:int=1) -> tuple[dict, dict]:
     """Each method's run on the same stream into `out/<method>` (`play_fresh`: from the base weights and a fresh token
-    ledger; a failure ends the demo): `(metrics with wall_s, folders)`."""
-    log, metrics, runs = get_logger('demo'), {}, {}
-    for meth in methods:
-        runs[meth] = out/meth
+    ledger), `streams` of them at once through one batching engine (`play_streams`); a failure ends the demo (with
+    streams, once the runs playing beside it are done): `(metrics with wall_s, folders)`."""
+    log, runs = get_logger('demo'), {meth: out/meth for meth in methods}
+    def play(meth, pol):
         spec = RunSpec(meth, families, episodes, 'test', cfg['run.seed'])
-        m = metrics[meth] = play_fresh(policy, spec, cfg, runs[meth], progress=progress,
-                                       set_aside_corrupt=set_aside_corrupt, failures='raise')
+        m = play_fresh(pol, spec, cfg, runs[meth], progress=progress, set_aside_corrupt=set_aside_corrupt,
+                       failures='raise')
         log.info(f"{meth}: success {m['overall']['success_rate']}, train tokens {m.get('train_tokens', 0)}, "
                  f"{m['wall_s']:.0f} s")
+        return m
+    if streams <= 1: return {meth: play(meth, policy) for meth in methods}, runs
+    metrics = play_streams(policy, {meth: functools.partial(play, meth) for meth in methods}, streams,
+                           cfg['run.stream_wait'])
+    if failed := [meth for meth, m in metrics.items() if isinstance(m, BaseException)]:
+        log.error('failed: ' + ', '.join(f'{m} ({type(metrics[m]).__name__}: {metrics[m]})' for m in failed))
+        raise metrics[failed[0]]
     return metrics, runs
 
 # %% ../nbs/19_demo.ipynb #d2e5d2be
@@ -361,7 +381,9 @@ def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[
                 get_logger('demo').warning(f"vLLM did not start, so the rollouts run on hf: {e}")
                 engine, note = 'hf', 'vLLM did not start: vllm.log'
         policy = policy or load_policy(cfg)
-        metrics, runs = _play_methods(cfg, out, policy, methods, families, episodes, progress, set_aside_corrupt)
+        streams = demo_streams(cfg, policy, len(methods))
+        metrics, runs = _play_methods(cfg, out, policy, methods, families, episodes, progress, set_aside_corrupt,
+                                      streams)
         rows, red = _write_table(cfg, out, metrics, methods, families, episodes, engine, dtype, note)
         drift = parse_drift(cfg['run.drift'])
         paired = _write_paired(out, runs, methods, families, drift)
@@ -380,6 +402,7 @@ def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[
             mechanism=mechanism,
             runtime=metrics[methods[0]].get('runtime'),
             engine=engine,
+            streams=streams,   # runs played at once through one batching engine (`run.streams`)
             engine_note=note or None,   # why the rollouts did not run on the engine chosen
             served_dtype=dtype if engine == 'vllm' else None,
             token_reduction=red,

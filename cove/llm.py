@@ -287,18 +287,29 @@ def generate(self:HFPolicy, batch:list, max_new_tokens:int=128, temperature:floa
     strings and/or compiled patterns."""
     toks = self._chat_ids(batch)
     cfg = self._gen_config(max_new_tokens, temperature, top_p, stop, min_new_tokens)
-    out = [None]*len(toks)
     with self._adapter_ctx(), torch.inference_mode(), _seeded(seed):
-        hits = self._cache_hits(toks)
-        # similar work to prefill in a chunk
-        order = sorted(range(len(toks)), key=lambda i: -(len(toks[i]) - hits[i][1]))
-        for s in range(0, len(order), self.batch_size):
-            idx = order[s:s+self.batch_size]
-            for i, g in zip(idx, self._generate_rows([toks[i] for i in idx], [hits[i] for i in idx], cfg, stop)):
-                out[i] = g
+        out = self._generate_toks(toks, cfg, stop, [self._active]*len(toks))
     self.ledger.add(
         'generate', sum(g.prompt_tokens for g in out), sum(g.completion_tokens for g in out), calls=len(out)
     )
+    return out
+
+# %% ../nbs/02_llm_b_hf.ipynb #a60b6ab8
+@patch
+def _generate_toks(self:HFPolicy, toks:list[list[int]], cfg, stop,
+                   keys:list, # each row's prefix-cache key: the adapter it runs under (None: the base)
+                   adapter_names:list[str]|None=None, # each row's peft adapter (`'__base__'`): one batch, mixed
+                  ) -> list[Generation]:
+    "Complete prompts `toks` (token ids) in chunks of `batch_size`, rows of similar work to prefill together."
+    out = [None]*len(toks)
+    hits = self._cache_hits(toks, keys)
+    order = sorted(range(len(toks)), key=lambda i: -(len(toks[i]) - hits[i][1]))
+    for s in range(0, len(order), self.batch_size):
+        idx = order[s:s+self.batch_size]
+        names = [adapter_names[i] for i in idx] if adapter_names else None
+        rows = self._generate_rows([toks[i] for i in idx], [hits[i] for i in idx], cfg, stop, [keys[i] for i in idx],
+                                   names)
+        for i, g in zip(idx, rows): out[i] = g
     return out
 
 # %% ../nbs/02_llm_b_hf.ipynb #a705ede1
@@ -308,18 +319,18 @@ def _shared_len(toks:list[list[int]]) -> int:
 
 # %% ../nbs/02_llm_b_hf.ipynb #9af55db3
 @patch
-def _cache_hits(self:HFPolicy, toks:list[list[int]]) -> list[tuple[list|None, int]]:
-    """For each prompt, the kept KV and the length of the prefix it covers; a prefix shared by all prompts is prefilled
-    once first."""
-    pc, key = self.prefix_cache, self._active
+def _cache_hits(self:HFPolicy, toks:list[list[int]], keys:list|None=None) -> list[tuple[list|None, int]]:
+    """For each prompt, the kept KV (under its key in `keys`, default the active adapter) and the length of the prefix
+    it covers; a prefix shared by all prompts of one key is prefilled once first."""
+    pc, keys = self.prefix_cache, keys or [self._active]*len(toks)
     if not pc.max_tokens: return [(None, 0)]*len(toks)
-    hits = [pc.lookup(key, t) for t in toks]
-    shared = _shared_len(toks)
+    hits = [pc.lookup(k, t) for k, t in zip(keys, toks)]
+    shared = _shared_len(toks) if len(set(keys)) == 1 else 0   # a mixed batch has no one model state to prefill with
     if shared >= 16 and any(n < shared for _, n in hits):
         ids = toks[0][:shared]
         o = self.model(input_ids=torch.tensor([ids], device=self.device), use_cache=True, logits_to_keep=1)
         if kv := self._kv_rows(o.get('cache') or o.get('past_key_values'), [(0, list(range(shared)))]):
-            pc.add(key, ids, kv[0])
+            pc.add(keys[0], ids, kv[0])
             hits = [(kv[0], shared) if n < shared else (h, n) for h, n in hits]
     return hits
 
@@ -375,15 +386,17 @@ def _reused_cache(hits:list, C:int):
 
 # %% ../nbs/02_llm_b_hf.ipynb #59417330
 @patch
-def _keep_rows(self:HFPolicy, toks:list[list[int]], new:list[list[int]], gens:list[Generation], cache, mask, start:int):
+def _keep_rows(self:HFPolicy, toks:list[list[int]], new:list[list[int]], gens:list[Generation], cache, mask, start:int,
+               keys:list|None=None): # each row's prefix-cache key (default: the active adapter)
     """Put each row's prompt and completion (up to its stop, as far as its KV exists) into the prefix cache for the next
     turn."""
     # completion tokens whose KV exists (the last one sampled was never fed)
     fed = cache.get_seq_length() - start if cache is not None else 0
     keep = [min(g.completion_tokens, fed) for g in gens]
     pos = [(b, mask[b].nonzero().squeeze(1).tolist() + list(range(start, start + k))) for b, k in enumerate(keep)]
-    for t, row, k, kv in zip(toks, new, keep, self._kv_rows(cache, pos) or []):
-        self.prefix_cache.add(self._active, t + row[:k], kv)
+    keys = keys or [self._active]*len(toks)
+    for t, row, k, kv, key in zip(toks, new, keep, self._kv_rows(cache, pos) or [], keys):
+        self.prefix_cache.add(key, t + row[:k], kv)
 
 # %% ../nbs/02_llm_b_hf.ipynb #27edd448
 @patch
@@ -395,11 +408,14 @@ def _stopping(self:HFPolicy, stop, start:int):
 
 # %% ../nbs/02_llm_b_hf.ipynb #ccc2243f
 @patch
-def _generate_rows(self:HFPolicy, toks:list[list[int]], hits:list, cfg, stop) -> list[Generation]:
-    "Generate one chunk of rows, reusing each row's cached prefix, and keep each row's KV for the next turn."
+def _generate_rows(self:HFPolicy, toks:list[list[int]], hits:list, cfg, stop, keys:list|None=None,
+                   adapter_names:list[str]|None=None) -> list[Generation]:
+    """Generate one chunk of rows, reusing each row's cached prefix (`keys`: each row's cache key), and keep each row's
+    KV for the next turn; `adapter_names`: each row's peft adapter, for a batch of mixed adapters."""
     cs = [n for _, n in hits]
     ids, mask = _chunk_layout(toks, cs, self.tokenizer.pad_token_id)
     kw = {'cache': _reused_cache(hits, max(cs))} if max(cs) else {}
+    if adapter_names: kw['adapter_names'] = adapter_names
     ids, mask, start = ids.to(self.device), mask.to(self.device), ids.shape[1]
     res = self.model.generate(
         input_ids=ids,
@@ -412,7 +428,7 @@ def _generate_rows(self:HFPolicy, toks:list[list[int]], hits:list, cfg, stop) ->
     new = res.sequences[:, start:].tolist()
     gens = [self._finish(row, len(t), stop) for t, row in zip(toks, new)]
     if self.prefix_cache.max_tokens:   # no cache back from `generate`: `_kv_rows` warns and turns the prefix cache off
-        self._keep_rows(toks, new, gens, res.get('cache') or res.get('past_key_values'), mask, start)
+        self._keep_rows(toks, new, gens, res.get('cache') or res.get('past_key_values'), mask, start, keys)
     return gens
 
 # %% ../nbs/02_llm_b_hf.ipynb #596ac409
