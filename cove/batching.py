@@ -16,7 +16,7 @@ from .llm import HFPolicy, _seeded
 _log = get_logger('batching')
 
 # %% auto #0
-__all__ = ['Request', 'gen_key', 'BatchEngine', 'StreamPolicy', 'play_streams']
+__all__ = ['Request', 'gen_key', 'BatchEngine', 'StreamPolicy', 'serial_ast', 'play_streams']
 
 # %% ../nbs/02_llm_e_batching.ipynb #db107cce
 declare_key('run.streams', int, 0, 'runs played at once through one batching engine (`hf` backend): 1 = one after the '
@@ -311,6 +311,20 @@ def close(self:StreamPolicy):
         for a in self.adapters: self.unload_adapter(a)
     finally: self.engine._leave(self)
 
+# %% ../nbs/02_llm_e_batching.ipynb #6a7c6cfd
+_AST_LOCK = threading.Lock()
+
+@contextlib.contextmanager
+def serial_ast():
+    "Within the block, `ast.parse` runs in one thread at a time (CPython 3.11's gh-106905); the original after."
+    import ast
+    orig = ast.parse
+    def parse(*a, **kw):
+        with _AST_LOCK: return orig(*a, **kw)
+    ast.parse = parse
+    try: yield
+    finally: ast.parse = orig
+
 # %% ../nbs/02_llm_e_batching.ipynb #b9acb859
 def play_streams(policy:HFPolicy, jobs:dict, # tag -> `f(policy)`: one run, given its `StreamPolicy`
                  streams:int=0, # jobs playing at once (0: all)
@@ -331,9 +345,10 @@ def play_streams(policy:HFPolicy, jobs:dict, # tag -> `f(policy)`: one run, give
     threads = [threading.Thread(target=play, args=(t, f), name=f'cove-stream-{t}', daemon=True)
                for t, f in jobs.items()]
     try:
-        for th in threads: th.start()
-        for th in threads:
-            while th.is_alive(): th.join(0.5)   # (short joins: Ctrl-C reaches this thread)
+        with serial_ast():
+            for th in threads: th.start()
+            for th in threads:
+                while th.is_alive(): th.join(0.5)   # (short joins: Ctrl-C reaches this thread)
     finally: eng.close()
     _log.info(f"streams {list(jobs)}: {eng.stats}")
     return {t: res[t] for t in jobs}

@@ -4,7 +4,7 @@
 
 # %% ../nbs/03_embed.ipynb #99f62ed3
 from __future__ import annotations
-import contextlib, os, re, time
+import contextlib, os, re, threading, time
 from pathlib import Path
 import numpy as np
 import faiss
@@ -35,6 +35,7 @@ def tokenize(text:str, stopwords:bool=True) -> list[str]:
 
 # %% ../nbs/03_embed.ipynb #d7ee3f8e
 MODEL_DIMS = {'minilm': 384}  # known dimensions, so `dim` needs no model load
+_ENCODE_LOCK = threading.RLock()   # a fast tokenizer refuses two threads at once ('Already borrowed')
 _MODELS = {}  # (path, device) -> loaded SentenceTransformer, shared by all embedders in a process
 
 def minilm_path() -> Path:
@@ -93,8 +94,9 @@ def encode(self:Embedder, texts:str|list[str]) -> np.ndarray:
     if isinstance(texts, str): texts = [texts]
     texts = list(texts)
     if not texts: return np.zeros((0, self.dim), dtype=np.float32)
-    v = self._load().encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
-                            convert_to_numpy=True, show_progress_bar=len(texts) > 10*self.batch_size)
+    with _ENCODE_LOCK:   # one model serves every embedder of the process, and runs may play in threads
+        v = self._load().encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
+                                convert_to_numpy=True, show_progress_bar=len(texts) > 10*self.batch_size)
     if v.shape[1] != self.dim: raise RuntimeError(f"{self.model} gave {v.shape[1]}-d vectors, expected {self.dim}")
     return np.ascontiguousarray(v, dtype=np.float32)
 
