@@ -728,9 +728,9 @@ def _system(rec:dict) -> str:
 def episodes_to_relearn(records, # a run folder, its `episodes.jsonl`, or the episode records (dicts)
                         family:str='tableqa') -> dict: # the drifted family
     """`{drift, relearned, episodes, old, new, stale}` for `family`: the episode (stream index) of the rename, the first
-    episode from it whose shown memory names a new tool and no old one (None: never), the episodes between them (None:
-    never; 0: at once), the names the tool list lost and gained, and the episodes from the drift whose memory named an
-    old tool. Without a drift in the records, `drift` is None."""
+    episode from it whose shown memory names a new tool and no old one (None: never), the family's own episodes between
+    them (None: never; 0: at once; other families' episodes in the stream are not counted), the names the tool list lost
+    and gained, and the episodes from the drift whose memory named an old tool. Without a drift, `drift` is None."""
     recs = sorted((r for r in _records(records) if r.get('family') == family), key=lambda r: r.get('episode', 0))
     seen = [(r.get('episode', i), *shown_tools(_system(r))) for i, r in enumerate(recs)]
     first = seen[0][2] if seen else []
@@ -739,11 +739,10 @@ def episodes_to_relearn(records, # a run folder, its `episodes.jsonl`, or the ep
     if cut is None: return out
     old, new = sorted(set(first) - set(seen[cut][2])), sorted(set(seen[cut][2]) - set(first))
     out.update(drift=seen[cut][0], old=old, new=new)
-    for ep, _, _, mem in seen[cut:]:
+    for k, (ep, _, _, mem) in enumerate(seen[cut:]):
         named = set(names_in(mem, old + new))
         if named & set(old): out['stale'].append(ep)
-        elif named & set(new) and out['relearned'] is None: out['relearned'] = ep
-    if out['relearned'] is not None: out['episodes'] = out['relearned'] - out['drift']
+        elif named & set(new) and out['relearned'] is None: out.update(relearned=ep, episodes=k)
     return out
 
 # %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #2e41074b
