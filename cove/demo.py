@@ -19,13 +19,15 @@ from .tasks.surface import surface_of, called_names
 from .serve import vllm_python, served_policy, served_dtype, unservable, ServeError
 from .llm import HFPolicy
 from .batching import play_streams
+from .knowledgepo import episodes_to_relearn, _system
+from .workflow import KNOWLEDGE_HEAD
 
 # %% auto #0
 __all__ = ['DEMO_METHODS', 'DEMO_FAMILIES', 'DEMO_EPISODES', 'FULL_EPISODES', 'TRIGGER_DEFAULTS', 'DEMO_TRAIN', 'FULL_TRAIN',
            'DRIFT_FAMILIES', 'DRIFT_TRAIN', 'DEMO_OVERRIDES', 'DEMO_ENGINES', 'NO_PAIRS', 'demo_trigger',
            'demo_overrides', 'demo_config', 'comparison_rows', 'token_reduction', 'success_curves', 'plot_success',
-           'demo_engine', 'demo_streams', 'drift_segments', 'segment_families', 'stale_calls', 'drift_rows',
-           'mechanism_rows', 'token_factors', 'run_demo']
+           'demo_engine', 'demo_streams', 'drift_segments', 'segment_families', 'stale_calls', 'relearn_text',
+           'drift_rows', 'mechanism_rows', 'token_factors', 'run_demo']
 
 # %% ../nbs/19_demo.ipynb #2bac9cee
 DEMO_METHODS = ['base', 'harness_only', 'parametric_only', 'cove']
@@ -36,8 +38,11 @@ TRIGGER_DEFAULTS = {'w': 20, 'N': 64, 'k': 16}   # the trigger's defaults, meant
 
 # %% ../nbs/19_demo.ipynb #b94cd931
 def demo_trigger(episodes:int) -> dict:
-    "The trigger's defaults scaled to `episodes` per family (× episodes / 160, each at least 2)."
-    return {f'trigger.{k}': max(2, round(v * episodes / 160)) for k, v in TRIGGER_DEFAULTS.items()}
+    """The trigger's defaults scaled to `episodes` per family (× episodes / 160, each at least 2), with N one window:
+    DataSufficient fires whenever w parametric-routed successes wait, so fewer than w are left untrained at the end of
+    the stream (the paper's N = 64 at w = 20 assumes an 8B model's success rate, out of reach at 32 episodes)."""
+    t = {f'trigger.{k}': max(2, round(v * episodes / 160)) for k, v in TRIGGER_DEFAULTS.items()}
+    return t | {'trigger.N': t['trigger.w']}
 
 # %% ../nbs/19_demo.ipynb #906f6eef
 DEMO_TRAIN = {'train.max_steps': 16, 'train.epochs': 2.0}   # two passes over an update's rows: fits 20 minutes
@@ -211,6 +216,7 @@ def _write_table(
     engine:str|None=None, # what played the rollouts: `hf`, `vllm` or `given` (a policy passed in)
     served:str|None=None, # the dtype the vLLM server was started in
     note:str='', # why the engine is not the one chosen, e.g. vLLM did not start
+    streams:int=1, # methods played at once through one batching engine
 ) -> tuple[list[dict], dict]:
     """Write `table.csv` and `table.md` (the setting, the table, COVE's training-token ratio); returns the rows and the
     token reduction."""
@@ -224,10 +230,14 @@ def _write_table(
     drift = f" Drift: {cfg['run.drift']}." if cfg['run.drift'] else ''
     served = f' (a vLLM server in {served}; training in transformers)' if engine == 'vllm' else ''
     ran += f" Rollouts on {engine}{served}" + (f" ({note})" if note else '') + "." if engine else ''
+    ran += (f" The {streams} methods played at once through one batching engine (`run.streams`)." if streams > 1
+            else " The methods played one after the other.")
     head = (
         f"Model {cfg['model.name']} ({cfg.profile} profile), {episodes} episodes per family, seed {cfg['run.seed']}, "
-        f"split test; trigger k={cfg['trigger.k']} N={cfg['trigger.N']} w={cfg['trigger.w']}, "
-        f"{cfg['train.max_steps']} LoRA steps per update.{drift}{ran}"
+        f"split test; trigger k={cfg['trigger.k']} N={cfg['trigger.N']} w={cfg['trigger.w']}; an update takes "
+        f"{cfg['train.epochs']:g} passes over its rows, at most {cfg['train.max_steps']} LoRA steps (the steps each "
+        f"took: below). Every method's prompt holds the same {cfg['agent.shots']} worked examples from the train split, "
+        f"stated as such: the only gold any memory gets.{drift}{ran}"
     )
     red_txt = (
         f"Training tokens of COVE / Parametric-only (the paper reports 0.14): exact {red['train_tokens_ratio']}, "
@@ -257,9 +267,18 @@ def stale_calls(rec:dict, old:set) -> int:
     return sum(n in old for t in turns for n in called_names(t))
 
 # %% ../nbs/19_demo.ipynb #f72dff82
+def relearn_text(rs:list[dict], family:str) -> str:
+    """The episodes of `family` from the rename until a method's shown memory named the new tools
+    (`cove.knowledgepo.episodes_to_relearn`): `'3'`, `'never (5 stale)'`, or `'no memory shown'`."""
+    rl = episodes_to_relearn(rs, family)
+    if rl['drift'] is None: return 'no rename'
+    if rl['episodes'] is not None: return str(rl['episodes'])
+    shown = any(KNOWLEDGE_HEAD in _system(r) for r in rs if r.get('family') == family)
+    return f"never ({len(rl['stale'])} stale)" if shown else 'no memory shown'
+
 def drift_rows(recs:dict[str, list[dict]], drift, old_names:set|None=None) -> list[dict]:
-    """Per method: success and API-call correctness of the drifted family before and after the drift, with n, and the
-    calls to a pre-drift name after it (`old_names`: stale-name calls)."""
+    """Per method: success and API-call correctness of the drifted family before and after the drift, with n, the
+    calls to a pre-drift name after it (`old_names`: stale-name calls), and the episodes until memory relearned."""
     rows = []
     for meth, rs in recs.items():
         segs = {k: [r for r in drift_segments(rs) if r['family_spec'] == f]
@@ -277,6 +296,7 @@ def drift_rows(recs:dict[str, list[dict]], drift, old_names:set|None=None) -> li
                 **{f"n {w}": s['n'] for w, s in seg.items()},
                 **({'stale-name calls after': sum(stale), 'episodes with one': sum(x > 0 for x in stale)}
                    if old_names else {}),
+                **{'episodes to relearn': relearn_text(rs, drift.family)},
             )
         )
     return rows
@@ -289,19 +309,33 @@ def _releases(rs:list[dict]) -> str:
     return '; '.join(fmt(r) for r in rs if r['deltas'])
 
 # %% ../nbs/19_demo.ipynb #8a2ece45
+def _counted(c:dict) -> str:
+    "`'plateau 2, cold_start_failure 1'`: a count by name, or '' when empty."
+    return ', '.join(f'{k} {v}' for k, v in c.items())
+
 def mechanism_rows(metrics:dict[str, dict], methods:list[str]) -> list[dict]:
-    """Per method and family (methods with a mechanism): routing shares, rows trained by source, updates, steps, exact
-    and modelled tokens, online KB entries by label, release A/Bs."""
+    """Per method and family (methods with a mechanism): routing shares, rows trained by source (and those a stale
+    call dropped), updates with the steps each took, exact and modelled tokens, trigger events fired and suppressed,
+    trainable episodes left untrained against one window, online KB entries by label, the distinct entries each release
+    outcome reached, release A/Bs."""
     rows = []
     for meth in methods:
+        w = metrics[meth].get('untrained_window')
         for fam, x in (metrics[meth].get('mechanism') or {}).items():
-            sh, rw, kb = x['shares'], x['rows'], x['kb']
+            sh, rw, kb, ent, tr = x['shares'], x['rows'], x['kb'], x.get('entries', {}), x.get('trigger', {})
+            left = x.get('untrained', 0)
             rows.append(dict(
                 method=meth, family=fam, **{f'routed {c}': sh.get(c) for c in ('harness_only', 'parametric_candidate', 'hybrid')},
                 **{f'rows {c}': rw.get(c, 0) for c in ('harness_only', 'parametric_candidate', 'hybrid', 'reference')},
-                updates=x['updates'], skipped=x['skipped'], steps=sum(x['steps']), train_tokens=x['train_tokens'],
-                train_tokens_modelled=x['train_tokens_modelled'],
-                kb='/'.join(str(kb.get(l, 0)) for l in ('volatile', 'stable', 'strategic')), releases=_releases(x['releases'])))
+                **{'rows stale dropped': rw.get('stale_dropped', 0)},
+                updates=x['updates'], skipped=x['skipped'], steps=' '.join(map(str, x['steps'])) or '—',
+                train_tokens=x['train_tokens'], train_tokens_modelled=x['train_tokens_modelled'],
+                fired=_counted(tr.get('fired', {})), suppressed=_counted(tr.get('suppressed', {})),
+                untrained=f"{left} ({'<' if w is None or left < w else '≥'} w={w})",
+                kb='/'.join(str(kb.get(l, 0)) for l in ('volatile', 'stable', 'strategic')),
+                **{'entries kept/released/discarded': '/'.join(str(ent.get(k, 0))
+                                                               for k in ('kept', 'internalized', 'discarded'))},
+                releases=_releases(x['releases'])))
     return rows
 
 # %% ../nbs/19_demo.ipynb #88fa8893
@@ -315,14 +349,29 @@ def token_factors(metrics:dict[str, dict], a:str='cove', b:str='parametric_only'
             f"({(ta / ua) / (tb / ub):.3f}) = rows {ra}/{rb} ({ra / rb:.3f}) × tokens per row ({(ta / ra) / (tb / rb):.3f})")
 
 # %% ../nbs/19_demo.ipynb #e964178b
+def _suppressed_lines(metrics:dict, methods:list[str]) -> list[str]:
+    "One line per method and family whose trigger events were suppressed: each event's episode, conditions and gate."
+    out = []
+    for meth in methods:
+        for fam, x in (metrics[meth].get('mechanism') or {}).items():
+            why = (x.get('trigger') or {}).get('suppressed_why') or []
+            if why: out.append(f"- {meth}, {fam}: " + '; '.join(why))
+    return out
+
 def _write_mechanism(out:Path, metrics:dict, methods:list[str]) -> list[dict]:
-    "Append the per-family mechanism table and the token factors to `table.md`; its rows."
+    "Append the per-family mechanism table, the suppressed trigger events and the token factors to `table.md`; its rows."
     rows = mechanism_rows(metrics, methods)
     if not rows: return []
     head = ("What each method did, per family: routing shares, rows trained by the channel that routed them (gold "
-            "references only at cold start), updates, LoRA steps, training tokens (exact, modelled), online KB "
-            "entries (volatile/stable/strategic) and each release A/B with its n and Δ.")
-    with open(safe_path(out, 'table.md'), 'a') as f: f.write(f"\n{head}\n\n{markdown_table(rows)}\n\n{token_factors(metrics)}\n")
+            "references only at cold start; rows a stale tool call dropped under anti-recitation), updates and the "
+            "LoRA steps each took, training tokens (exact, modelled), trigger events fired and suppressed, trainable "
+            "episodes left untrained at the end against one window w, online KB entries (volatile/stable/strategic), "
+            "the distinct entries release kept/released/discarded, and each release A/B with its n and Δ.")
+    sup = _suppressed_lines(metrics, methods)
+    why = ("\n\nSuppressed trigger events (a condition held while the family's last w episodes were mostly routed to "
+           "memory):\n" + '\n'.join(sup)) if sup else ''
+    with open(safe_path(out, 'table.md'), 'a') as f:
+        f.write(f"\n{head}\n\n{markdown_table(rows)}{why}\n\n{token_factors(metrics)}\n")
     return rows
 
 # %% ../nbs/19_demo.ipynb #d447ac2f
@@ -384,7 +433,7 @@ def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[
         streams = demo_streams(cfg, policy, len(methods))
         metrics, runs = _play_methods(cfg, out, policy, methods, families, episodes, progress, set_aside_corrupt,
                                       streams)
-        rows, red = _write_table(cfg, out, metrics, methods, families, episodes, engine, dtype, note)
+        rows, red = _write_table(cfg, out, metrics, methods, families, episodes, engine, dtype, note, streams)
         drift = parse_drift(cfg['run.drift'])
         paired = _write_paired(out, runs, methods, families, drift)
         drifted = _write_drift(out, runs, drift, _pre_drift_names(cfg, drift))
