@@ -5,7 +5,7 @@
 # %% ../nbs/01c_plugins.ipynb #2305b6df
 from __future__ import annotations
 import functools, importlib, importlib.metadata, os, re, sys
-from .registry import register_entry
+from .registry import NameTaken, register_entry
 
 # %% auto #0
 __all__ = ['GROUPS', 'PluginError', 'plugin_names', 'import_plugin', 'load_entry_points', 'own_methods', 'load_own',
@@ -74,7 +74,8 @@ def load_entry_points() -> list[str]:
             try: obj = ep.load()
             except (Exception, SystemExit) as e:
                 raise PluginError(f"plugin {ep.module!r} ({via}) does not load: {_why(e)}") from None
-            register_entry(group, ep.name, obj)   # a class its module did not register
+            try: register_entry(group, ep.name, obj)   # a class its module did not register
+            except NameTaken as e: raise PluginError(f"plugin {ep.module!r} ({via}): {e}") from None
             _LOADED.setdefault(ep.module, f"entry point {group} of {dist}")
             out.append(ep.module)
     return list(dict.fromkeys(out))

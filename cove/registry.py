@@ -4,19 +4,45 @@
 
 # %% ../nbs/01d_registry.ipynb #53b2bad3
 from __future__ import annotations
-import importlib
+import importlib, os
 from typing import Callable
 
 # %% auto #0
-__all__ = ['FAMILIES', 'METHODS', 'KINDS', 'BACKENDS', 'BACKEND_MODULES', 'register_env', 'register_method', 'declare_kind',
-           'register_entry', 'register_backend', 'backend_factory']
+__all__ = ['FAMILIES', 'METHODS', 'KINDS', 'BACKENDS', 'BACKEND_MODULES', 'NameTaken', 'register_env', 'register_method',
+           'declare_kind', 'register_entry', 'register_backend', 'backend_factory']
+
+# %% ../nbs/01d_registry.ipynb #fdc034d4
+class NameTaken(ValueError):
+    "A plugin's class registered under a name of cove's own, without the override: the one line names both."
+    def _render_traceback_(self) -> list[str]: return [f"{type(self).__name__}: {self}"]   # what IPython shows
+
+def _own_class(cls) -> bool:
+    "Whether `cls` is cove's: of a module of `cove`, or of `__main__` (a notebook running a module's cells)."
+    return (getattr(cls, '__module__', '') or '').split('.')[0] in ('cove', '__main__')
+
+def _overrides(env:dict|None=None) -> set[str]:
+    "The names `plugins.override` lets a plugin replace: `$COVE_PLUGINS_OVERRIDE`, a comma list (`*`: any)."
+    v = (os.environ if env is None else env).get('COVE_PLUGINS_OVERRIDE', '')
+    return {x.strip() for x in v.split(',') if x.strip()}
+
+def _check_replace(what:str, # 'method' or 'family'
+                   name:str, # the name, e.g. `base` or `math:embedded`
+                   old, new, env:dict|None=None):
+    "A `NameTaken` when `new` would replace `old` under `name` and one is cove's own, the other not (no override)."
+    if old is None or old is new or _own_class(old) == _own_class(new): return
+    ok = _overrides(env)
+    if {'*', name, name.split(':')[0]} & ok: return
+    plugin = new if _own_class(old) else old
+    raise NameTaken(f"plugin {plugin.__module__!r} registers {what} {name!r}, one of cove's own names; rename it, or "
+                    f"set plugins.override (COVE_PLUGINS_OVERRIDE={name.split(':')[0]}) to replace cove's")
 
 # %% ../nbs/01d_registry.ipynb #51531e42
 FAMILIES: dict[str, dict[str, type]] = {}   # family -> source -> its Environment class
 
 def register_env(family:str, source:str='embedded'):
-    "Class decorator registering an `Environment` for `family:source`."
+    "Class decorator registering an `Environment` for `family:source` (one of cove's own: `_check_replace`)."
     def deco(cls):
+        _check_replace('family', f'{family}:{source}', FAMILIES.get(family, {}).get(source), cls)
         cls.family, cls.source = family, source
         FAMILIES.setdefault(family, {})[source] = cls
         return cls
@@ -26,8 +52,9 @@ def register_env(family:str, source:str='embedded'):
 METHODS: dict[str, type] = {}   # method name -> its Method class
 
 def register_method(name:str):
-    "Class decorator registering a run method under `name`."
+    "Class decorator registering a run method under `name` (one of cove's own: `_check_replace`)."
     def deco(cls):
+        _check_replace('method', name, METHODS.get(name), cls)
         cls.name = name
         METHODS[name] = cls
         return cls
