@@ -24,9 +24,10 @@ from cove.tasks.base import (
 from .base import check_gold, dataset_dir, hash_split, ANSWER_HINT, read_data, text_field
 
 # %% auto #0
-__all__ = ['ARITH_TEMPLATES', 'ONE_STEP_TEMPLATES', 'TWO_STEP_TEMPLATES', 'DIFFICULTIES', 'ARITH_LEVELS', 'extract_math_answer',
-           'strip_math', 'to_number', 'numbers_equal', 'math_equiv', 'numeric_answer', 'math_feedback', 'MathEnv',
-           'ArithmeticEnv', 'DataMathEnv', 'gsm8k_reference', 'GSM8KEnv', 'MATHEnv']
+__all__ = ['MAX_NUMBER_DIGITS', 'MAX_EXPONENT', 'ARITH_TEMPLATES', 'ONE_STEP_TEMPLATES', 'TWO_STEP_TEMPLATES', 'DIFFICULTIES',
+           'ARITH_LEVELS', 'extract_math_answer', 'strip_math', 'NumberTooLarge', 'check_number_size', 'to_number',
+           'numbers_equal', 'math_equiv', 'numeric_answer', 'math_feedback', 'MathEnv', 'ArithmeticEnv', 'DataMathEnv',
+           'gsm8k_reference', 'GSM8KEnv', 'MATHEnv']
 
 # %% ../../nbs/05c_math.ipynb #f2f892b6
 def extract_math_answer(text:str|None) -> str|None:
@@ -62,13 +63,28 @@ def _fix_a_slash_b(s:str) -> str:
 
 # %% ../../nbs/05c_math.ipynb #f25fd718
 _TEXT = r'\\(?:text|textbf|textrm|mbox|mathrm)\{([^{}]*)\}'
+# `\text{ and }` / `\text{, or}` between the items of a list; `\s*(?:,\s*)?` where `\s*,?\s*` would backtrack
+_AND_OR = re.compile(r'\\text\{\s*(?:,\s*)?(?:and|or)\s*\}')
+# a number and its unit words (`14 inches`, `5 sq. ft`, `3 cm^2`): each word a whole run of letters (`(?![A-Za-z])`),
+# so that a run of letters splits into words one way only and a failed match is linear, not exponential
+_UNIT_WORDS = re.compile(r'([-+]?[\d.,]*\d)\s+(?:[A-Za-z]{2,}(?![A-Za-z])\.?\s*)+(?:\^\d)?')
+
+def _and_or_commas(s:str) -> str:
+    "`2, 3, \\text{ and } 4` -> `2, 3,4`: each `\\text{and}` / `\\text{or}` with the comma and spaces around it a comma."
+    parts = _AND_OR.split(s)
+    for i in range(len(parts)):
+        if i > 0: parts[i] = parts[i].lstrip()
+        if i < len(parts) - 1:
+            p = parts[i].rstrip()
+            parts[i] = p[:-1] if p.endswith(',') else p
+    return ','.join(parts)
 
 def _strip_units(s:str) -> str:
     "Drop a trailing unit: `5\\text{ cm}^2` -> `5`, `14 inches` -> `14`; unwrap a lone `\\text{Friday}`."
-    s = re.sub(r',?\s*\\text\{\s*,?\s*(?:and|or)\s*\}\s*', ',', s)   # `2, 3, \text{ and } 4` -> a list
+    s = _and_or_commas(s)
     m = re.fullmatch(r'(.*?\S)\s*' + _TEXT + r'(?:\^\{?\d\}?)?', s)
     if m and re.search(r'[\d}]\s*$', m[1]): s = m[1]
-    m = re.fullmatch(r'([-+]?[\d.,]*\d)\s+(?:[A-Za-z]{2,}\.?\s*)+(?:\^\d)?', s)
+    m = _UNIT_WORDS.fullmatch(s)
     if m: s = m[1]
     return re.sub(_TEXT, r'\1', s)
 
@@ -95,9 +111,31 @@ def strip_math(s:str) -> str:
     s = re.sub(r'^\(([A-Za-z])\)$', r'\1', s)
     return _fix_a_slash_b(s)
 
+# %% ../../nbs/05c_math.ipynb #9e4bb4b8
+MAX_NUMBER_DIGITS = 1000   # digits (and dots) in a row that grading reads as one number
+MAX_EXPONENT = 1000        # the largest |exponent| of `1e…` that grading reads
+
+class NumberTooLarge(ValueError):
+    "A number with over `MAX_NUMBER_DIGITS` digits or an exponent beyond `MAX_EXPONENT`."
+
+def check_number_size(s:str) -> str:
+    "`s` when every number in it is within `MAX_NUMBER_DIGITS` digits and `MAX_EXPONENT`, else `NumberTooLarge`."
+    for m in re.finditer(r'[\d.]+', s):
+        if len(m[0]) > MAX_NUMBER_DIGITS:
+            raise NumberTooLarge(f'number too large to grade: {len(m[0])} digits (at most {MAX_NUMBER_DIGITS}) '
+                                 f'in {s[:40]!r}…')
+    for m in re.finditer(r'(?<=[\d.])[eE][-+]?0*(\d+)', s):
+        if len(m[1]) > len(str(MAX_EXPONENT)) or int(m[1]) > MAX_EXPONENT:
+            raise NumberTooLarge(f'number too large to grade: exponent {m[0][:20]!r} (at most {MAX_EXPONENT}) '
+                                 f'in {s[:40]!r}')
+    return s
+
 # %% ../../nbs/05c_math.ipynb #4e4f1ed4
 def to_number(s:str) -> Fraction|None:
-    "The exact value of a normalised numeric answer (`5`, `-0.25`, `3/4`, `\\frac{3}{4}`, `2\\frac{1}{2}`), else None."
+    """The exact value of a normalised numeric answer (`5`, `-0.25`, `3/4`, `\\frac{3}{4}`, `2\\frac{1}{2}`), else None
+    (as for a number past `check_number_size`)."""
+    try: check_number_size(s)
+    except NumberTooLarge: return None
     m = re.fullmatch(r'([-+]?)\\frac\{([-+]?\d+(?:\.\d+)?)\}\{([-+]?\d+(?:\.\d+)?)\}', s)
     if m: return None if Fraction(m[3]) == 0 else (-1 if m[1] == '-' else 1) * Fraction(m[2]) / Fraction(m[3])
     m = re.fullmatch(r'([-+]?)(\d+)\\frac\{(\d+)\}\{(\d+)\}', s)
@@ -466,7 +504,7 @@ def load(self:DataMathEnv) -> list[Task]:
 def gsm8k_reference(solution:str) -> tuple[str, str]:
     "`(reference, final answer)` of a GSM8K solution: annotations stripped, `#### n` -> `Answer: n`."
     work, sep, final = str(solution).rpartition('####')
-    final = final.strip().replace(',', '')
+    final = check_number_size(final.strip().replace(',', ''))
     if not sep or to_number(final) is None: raise ValueError(f'no numeric final answer after ####: {_short(final)!r}')
     work = re.sub(r'<<[^>]*>>', '', work).strip()
     return (work + '\n' if work else '') + f'Answer: {final}', final
@@ -514,7 +552,7 @@ def parse(self:MATHEnv, ir) -> Task:
     prob, ans = text_field(r, 'problem'), r['answer']
     if ans is None or not str(ans).strip(): raise ValueError('no answer')
     if not prob: raise ValueError('empty problem')
-    ans = str(ans).strip()
+    ans = check_number_size(str(ans).strip())   # a gold of `1e999999999` is a bad row, not a stalled grader
     return Task(
         f'math-{i:05d}',
         'math',
