@@ -4,7 +4,9 @@
 
 # %% ../nbs/04b_sandbox.ipynb #5e4ffc61
 from __future__ import annotations
-import itertools, json, math, os, random, re, selectors, shutil, signal, subprocess, sys, tempfile, time
+import fcntl, functools, itertools, json, math, os, random, re, selectors, shutil, signal, subprocess, sys, tempfile
+import threading, time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -335,8 +337,20 @@ def _sbx_main():
         traceback.print_exception(type(e), e, e.__traceback__.tb_next)
         sys.exit(1)
 
+# %% ../nbs/04b_sandbox.ipynb #e99d4a3e
+def _once(fn):
+    "`fn()` computed once per process under a lock: concurrent first callers wait for the one value."
+    lock, box = threading.Lock(), []
+    @functools.wraps(fn)
+    def once():
+        if not box:
+            with lock:
+                if not box: box.append(fn())
+        return box[0]
+    return once
+
 # %% ../nbs/04b_sandbox.ipynb #be3a0bc8
-@lru_cache(None)
+@_once
 def _runner_source() -> str:
     "The child-side launcher, as source for `python -I -c`."
     import inspect
@@ -589,7 +603,7 @@ def _cg_try(parents:dict, files:dict) -> str:
     made = []
     try:
         for c, p in parents.items():
-            d = os.path.join(p, f'cove-sbx-probe-{os.getpid()}')
+            d = os.path.join(p, f'cove-sbx-probe-{os.getpid()}-{threading.get_ident()}')
             if d not in made: os.mkdir(d); made.append(d)
             for f, v in files.items():
                 if f.startswith(c): Path(d, f).write_text(str(v))
@@ -601,10 +615,22 @@ def _cg_try(parents:dict, files:dict) -> str:
             except OSError: pass
 
 # %% ../nbs/04b_sandbox.ipynb #7bdae325
-@lru_cache(None)
+@contextmanager
+def _machine_lock(name:str):
+    "An exclusive lock on this machine (`fcntl.flock` on `<tmp>/<name>.lock`), held for the `with` block."
+    with open(os.path.join(tempfile.gettempdir(), f'{name}.lock'), 'a') as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try: yield
+        finally: fcntl.flock(f, fcntl.LOCK_UN)
+
+@_once
 def _cgroup_plan() -> tuple[str, dict, str]:
-    "Where runs' cgroups go: ('v2' or 'v1', {'memory': folder, 'pids': folder}, '') or ('', {}, why there are none)."
+    "Where runs' cgroups go, worked out once per process, one process of the machine at a time (`_cgroup_probe`)."
     if os.geteuid() != 0: return '', {}, 'not root'
+    with _machine_lock('cove-sandbox-cgroups'): return _cgroup_probe()
+
+def _cgroup_probe() -> tuple[str, dict, str]:
+    "Where runs' cgroups go: ('v2' or 'v1', {'memory': folder, 'pids': folder}, '') or ('', {}, why there are none)."
     try: dirs = _cg_dirs(Path('/proc/self/mountinfo').read_text(), Path('/proc/self/cgroup').read_text())
     except (OSError, ValueError) as e: return '', {}, f'cannot read /proc/self/cgroup: {e}'
     why = []

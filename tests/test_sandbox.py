@@ -1,5 +1,5 @@
 "Hostile-code tests of `cove.sandbox.run_sandboxed`: every run must return, contained, and the test process must go on."
-import logging, os, re, socket, subprocess, sys, tempfile, threading, time
+import json, logging, os, re, socket, subprocess, sys, tempfile, threading, time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import pytest
@@ -365,3 +365,35 @@ def test_protections_name_the_totals(monkeypatch, caplog):
         assert not {'disk-quota', 'memory-total', 'pids-total'} & set(r.protections), r
     warned = [r.getMessage() for r in caplog.records if r.name == 'cove.sandbox']
     assert len(warned) == 2 and 'no disk quota' in warned[0] and 'cgroups off for this test' in warned[1], warned
+
+FIRST_CALLERS = '''
+import json, os, sys, threading, time
+_mkdir = os.mkdir
+def slow_mkdir(p, *a, **k):   # widens the window in which first callers of the cgroup plan meet
+    _mkdir(p, *a, **k)
+    if 'cove-sbx-probe' in str(p): time.sleep(0.3)
+os.mkdir = slow_mkdir
+from cove.sandbox import run_sandboxed
+out, barrier = [], threading.Barrier(3)
+def go():
+    barrier.wait()
+    try: out.append(sorted(set(run_sandboxed("print(1)", timeout=30).protections) & {"memory-total", "pids-total"}))
+    except Exception as e: out.append(f"{type(e).__name__}: {e}")
+ts = [threading.Thread(target=go) for _ in range(3)]
+for t in ts: t.start()
+for t in ts: t.join()
+print(json.dumps(out))
+'''
+
+@pytest.mark.skipif(not CG_KIND, reason=f'no cgroup totals here ({CG_WHY})')
+def test_cgroup_plan_made_once_under_a_lock():
+    """Issue 55: 8 fresh processes, 3 threads each, all first callers at once (the probe slowed): every run has its
+    memory and process totals, and none fails to start (the launcher's source is made once too)."""
+    code = [sys.executable, '-c', FIRST_CALLERS]
+    env = {**os.environ, 'OMP_NUM_THREADS': '1'}
+    ps = [subprocess.Popen(code, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(8)]
+    outs = [p.communicate(timeout=300) for p in ps]
+    runs = [run for o, _ in outs for run in (json.loads(o) if o.strip() else ['no output'])]
+    want = sorted({'memory-total', 'pids-total'} & {f'{c}-total' for c in CG_PARENTS})
+    bad = [r for r in runs if r != want]
+    assert len(runs) == 24 and not bad, (len(bad), bad[:3], [e[-300:] for _, e in outs if e][:2])
