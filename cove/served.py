@@ -153,18 +153,77 @@ def bounded_chunks(chunks, deadline:float, url, limit:int=MAX_ANSWER_BYTES, time
         yield chunk
 
 # %% ../nbs/02_llm_c_served.ipynb #a1987d3a
+import contextvars
+_REQUEST_END = contextvars.ContextVar('cove_request_end', default=None)   # the monotonic deadline of this request
+
+def _time_left(timeout:float|None, exc) -> float|None:
+    "A socket timeout for one step of a request: `timeout`, cut to the time left before its deadline (none: `exc`)."
+    end = _REQUEST_END.get()
+    if end is None: return timeout
+    left = end - time.monotonic()
+    if left <= 0: raise exc("the server sent no whole answer within the request's deadline")
+    return left if timeout is None else min(timeout, left)
+
+def _step(call, timeout:float|None, exc):
+    "`call(t)`, `t` the socket timeout `timeout` cut to the request's deadline; a timeout at the deadline says so."
+    try: return call(_time_left(timeout, exc))
+    except exc:
+        _time_left(None, exc)   # past the deadline: raise its own message
+        raise
+
+def _deadline_backend():
+    """An `httpcore` network backend whose connects, reads and writes each end by the request's deadline: a server
+    that drips its headers (or its TLS handshake) is ended there, not one read timeout after its last byte."""
+    import httpcore
+    class _Stream(httpcore.NetworkStream):
+        def __init__(self, s): self.s = s
+        def read(self, max_bytes, timeout=None):
+            return _step(lambda t: self.s.read(max_bytes, t), timeout, httpcore.ReadTimeout)
+        def write(self, buffer, timeout=None):
+            return _step(lambda t: self.s.write(buffer, t), timeout, httpcore.WriteTimeout)
+        def close(self): self.s.close()
+        def get_extra_info(self, info): return self.s.get_extra_info(info)
+        def start_tls(self, ssl_context, server_hostname=None, timeout=None):
+            tls = lambda t: self.s.start_tls(ssl_context, server_hostname, t)
+            return _Stream(_step(tls, timeout, httpcore.ConnectTimeout))
+    class _Backend(httpcore.SyncBackend):
+        def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+            tcp = lambda t: super(_Backend, self).connect_tcp(host, port, t, local_address, socket_options)
+            return _Stream(_step(tcp, timeout, httpcore.ConnectTimeout))
+    return _Backend()
+
+def _under_deadline(chunks, end:float):
+    "The body's `chunks`, each read with `end` as the request's deadline."
+    it = iter(chunks)
+    while True:
+        token = _REQUEST_END.set(end)
+        try: chunk = next(it)
+        except StopIteration: return
+        finally: _REQUEST_END.reset(token)
+        yield chunk
+
 def bounded_transport(deadline:float, limit:int=MAX_ANSWER_BYTES):
-    """An `httpx` transport under which every request ends within `deadline` seconds with at most `limit` bytes. A read
-    timeout alone never ends a server that sends its headers and then one byte every few seconds."""
+    """An `httpx` transport under which every request ends within `deadline` seconds (connect, headers and body) with
+    at most `limit` bytes. A read timeout alone never ends a server that sends its headers, or its body, one byte every
+    few seconds."""
     import httpx
     class _Body(httpx.SyncByteStream):
         def __init__(self, stream, end, url): self.stream, self.end, self.url = stream, end, url
-        def __iter__(self): yield from bounded_chunks(self.stream, self.end, self.url, limit, httpx.ReadTimeout)
+        def __iter__(self):
+            chunks = _under_deadline(self.stream, self.end)
+            yield from bounded_chunks(chunks, self.end, self.url, limit, httpx.ReadTimeout)
         def close(self): self.stream.close()
     class _Transport(httpx.HTTPTransport):
+        def __init__(self):
+            super().__init__()
+            if not hasattr(self._pool, '_network_backend'):
+                raise RuntimeError("this httpcore's pool has no `_network_backend`: cove's request deadline needs one")
+            self._pool._network_backend = _deadline_backend()
         def handle_request(self, request):
             end = time.monotonic() + deadline
-            r = super().handle_request(request)
+            token = _REQUEST_END.set(end)
+            try: r = super().handle_request(request)
+            finally: _REQUEST_END.reset(token)
             return httpx.Response(r.status_code, headers=r.headers, stream=_Body(r.stream, end, request.url),
                                   extensions=r.extensions, request=request)
     return _Transport()
