@@ -781,6 +781,40 @@ def replay(env:Environment, task:Task, turns:list[str]) -> tuple[EpisodeState, F
     return st, env.evaluate(st)
 
 # %% ../../nbs/05a_tableqa_b_generator.ipynb #eb2e77d0
+_CITE_MARKS = set('•♦†‡*#+')
+
+def _trailing(x:str, token_end, first:int=0) -> int:
+    """The start (from `first` on) of the longest tail of `x` made of tokens, `token_end(i)` being the end of the
+    token that starts at `i` (or None): right to left, each position once, where a regex `(token)*$` backtracks (the
+    official script's `((?<!^)\\[[^\\]]*\\]|\\[\\d+\\]|...)*$` tries every way of reading `[1][1]…[1]x`: 2^n)."""
+    ok, start = [False] * len(x) + [True], len(x)
+    for i in range(len(x) - 1, first - 1, -1):
+        e = token_end(i)
+        ok[i] = e is not None and ok[e]
+        if ok[i]: start = i
+    return start
+
+def _strip_citations(x:str) -> str:
+    "`x` without trailing citations: `[...]` (at the very start only `[digits]`) and the marks `•♦†‡*#+`."
+    close, closes = len(x), [None] * len(x)   # close: the first `]` after each position
+    for i in range(len(x) - 1, -1, -1):
+        closes[i] = close
+        if x[i] == ']': close = i
+    def end(i):
+        if x[i] in _CITE_MARKS: return i + 1
+        if x[i] != '[' or closes[i] == len(x): return None
+        return closes[i] + 1 if i > 0 or x[1:closes[i]].isdecimal() else None
+    return x[:_trailing(x, end)]
+
+def _strip_details(x:str) -> str:
+    "`x` without trailing ` (...)` details (not from its very start), as `(?<!^)( \\([^)]*\\))*$` in linear time."
+    close, closes = len(x), [None] * len(x)   # close: the first `)` after each position
+    for i in range(len(x) - 1, -1, -1):
+        closes[i] = close
+        if x[i] == ')': close = i
+    end = lambda i: closes[i] + 1 if x.startswith(' (', i) and closes[i] < len(x) else None
+    return x[:_trailing(x, end, first=1)]
+
 def wtq_normalize(x:str) -> str:
     "The official WTQ string normalisation."
     x = ''.join(c for c in unicodedata.normalize('NFKD', str(x)) if unicodedata.category(c) != 'Mn')
@@ -789,8 +823,8 @@ def wtq_normalize(x:str) -> str:
     x = re.sub(r"[‐‑‒–—−]", "-", x)
     while True:
         old = x
-        x = re.sub(r"((?<!^)\[[^\]]*\]|\[\d+\]|[•♦†‡*#+])*$", "", x.strip())   # citations
-        x = re.sub(r"(?<!^)( \([^)]*\))*$", "", x.strip())                      # details in parentheses
+        x = _strip_citations(x.strip())                                         # citations
+        x = _strip_details(x.strip())                                           # details in parentheses
         x = re.sub(r'^"([^"]*)"$', r'\1', x.strip())                            # outer quotes
         if x == old: break
     if x and x[-1] == '.': x = x[:-1]
