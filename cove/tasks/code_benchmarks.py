@@ -544,6 +544,8 @@ def load(self:BigCodeBenchEnv) -> list[Task]:
         d = dataset_dir(self.folder, self.data_dir)
         files = sorted(d.glob('*.jsonl.gz')) + sorted(d.glob('*.jsonl'))
         if not files: raise DataUnavailable(f'no *.jsonl.gz or *.jsonl file in {d}')
+        if odd := [f for f in files if not f.is_file()]:   # reading a FIFO would wait for a writer for ever
+            raise ValueError(f'{odd[0]} is not a regular file (a folder, FIFO or device): give the dataset file there')
         tasks, self.report = load_rows((row for f in files for row in read_jsonl_any(f)), self.parse, self.folder)
         libs = {l for t in tasks for l in t.payload['libs']}
         bad = lib_problems(libs, self.guard, memory_mb=self.memory_mb, workers=self.workers)
