@@ -9,9 +9,9 @@ from pathlib import Path
 from .config import load_config, describe, ConfigError, SCHEMA, declared, parse_sets, runtime_info
 from .plugins import load_plugins, loaded_plugins, plugins_hint
 from .run import Run
-from .spec import RunSpec, parse_tasks, check_spec
+from .spec import RunSpec, parse_tasks, check_spec, parse_drift
 from .demo import (DEMO_FAMILIES, run_demo, demo_config, DEMO_EPISODES, DEMO_METHODS, FULL_EPISODES,
-                       DRIFT_FAMILIES)
+                       DRIFT_FAMILIES, demo_seeds)
 from .check import check_run, RunLocked
 from .method import import_methods, METHODS
 from .tasks.base import FAMILIES, parse_spec
@@ -156,6 +156,13 @@ def _demo_set_aside_option(p):
                    help='as for run: move a corrupt state file, adapter or store aside and start that state fresh '
                         '(default: name it and stop)')
 
+# %% ../nbs/90_cli.ipynb #c9fbd53c
+def _demo_seeds_option(p):
+    "`cove demo --seeds K`: K seeded streams, their tables pooled."
+    p.add_argument('--seeds', type=int, default=1,
+                   help='streams seeded run.seed, run.seed + 1, ...; every seed\'s tables and the pooled comparison '
+                        '(docs/demo.md; default: %(default)s)')
+
 # %% ../nbs/90_cli.ipynb #2ecfa51e
 def _add_demo(sub):
     "The `cove demo` subcommand and its options."
@@ -167,6 +174,7 @@ def _add_demo(sub):
     _demo_where_options(p)
     _demo_what_options(p)
     _demo_set_aside_option(p)
+    _demo_seeds_option(p)
 
 # %% ../nbs/90_cli.ipynb #4a16dc29
 def _serve_where_options(p):
@@ -369,12 +377,16 @@ def cmd_demo(args) -> int:
     if args.out is not None and not args.out.strip():
         raise ValueError("--out '' names no folder (leave it out for outputs/demo/<run_id>)")
     out = Path(args.out) if args.out else cfg.path('output.dir')/'demo'/time.strftime('%Y%m%d-%H%M%S')
-    methods = [m.strip() for m in args.methods.split(',') if m.strip()] if args.methods else DEMO_METHODS
-    families = [f.strip() for f in args.families.split(',') if f.strip()] if args.families else \
+    methods = [m.strip() for m in args.methods.split(',') if m.strip()] if args.methods is not None else DEMO_METHODS
+    families = [f.strip() for f in args.families.split(',') if f.strip()] if args.families is not None else \
         DRIFT_FAMILIES if args.drift else DEMO_FAMILIES
+    drift = parse_drift(cfg['run.drift'])
+    if drift and drift.family not in families and 'run.drift' not in parse_sets(sets):   # no drift to play
+        cfg = demo_config(args.profile, sets + ['run.drift='], episodes=episodes, full=args.full, drift=args.drift)
     _check_demo(cfg, methods, episodes, families)
+    demo_seeds(cfg, args.seeds)   # a bad --seeds stops here, before the folder is made
     s = run_demo(cfg, out, episodes=episodes, methods=methods, families=families,
-                 set_aside_corrupt=args.set_aside_corrupt, engine=args.engine)
+                 set_aside_corrupt=args.set_aside_corrupt, engine=args.engine, seeds=args.seeds)
     print((out / 'table.md').read_text())
     print(f"written to {out} in {s['wall_s'] / 60:.1f} min")
     return 0

@@ -13,7 +13,8 @@ from .check import RunLock
 from .core import write_json, safe_path
 from .experiment import (
     play_fresh, markdown_table, comparison_pairs, paired_markdown, PAIRED_NOTE, save_fig, running_success_fig)
-from .stats import paired_rows, episode_records, summarise
+import numpy as np
+from .stats import paired_rows, episode_records, summarise, align, pooled_paired, iqm, prob_improvement
 from .spec import open_envs
 from .tasks.surface import surface_of, called_names
 from .serve import vllm_python, served_policy, served_dtype, unservable, ServeError
@@ -24,10 +25,11 @@ from .workflow import KNOWLEDGE_HEAD
 
 # %% auto #0
 __all__ = ['DEMO_METHODS', 'DEMO_FAMILIES', 'DEMO_EPISODES', 'FULL_EPISODES', 'TRIGGER_DEFAULTS', 'DEMO_TRAIN', 'FULL_TRAIN',
-           'DRIFT_FAMILIES', 'DRIFT_TRAIN', 'DEMO_OVERRIDES', 'DEMO_ENGINES', 'NO_PAIRS', 'demo_trigger',
-           'demo_overrides', 'demo_config', 'comparison_rows', 'token_reduction', 'success_curves', 'plot_success',
-           'demo_engine', 'demo_streams', 'drift_segments', 'segment_families', 'stale_calls', 'relearn_text',
-           'drift_rows', 'mechanism_rows', 'token_factors', 'run_demo']
+           'DRIFT_FAMILIES', 'DRIFT_TRAIN', 'DEMO_OVERRIDES', 'DEMO_ENGINES', 'NO_PAIRS', 'POOLED_NOTE', 'SEEDS_NOTE',
+           'demo_trigger', 'demo_overrides', 'demo_config', 'comparison_rows', 'token_reduction', 'success_curves',
+           'plot_success', 'demo_engine', 'demo_streams', 'drift_segments', 'segment_families', 'stale_calls',
+           'relearn_text', 'drift_rows', 'mechanism_rows', 'token_factors', 'seeded', 'demo_seeds', 'pooled_rows',
+           'across_seeds', 'pooled_markdown', 'run_demo']
 
 # %% ../nbs/19_demo.ipynb #2bac9cee
 DEMO_METHODS = ['base', 'harness_only', 'parametric_only', 'cove']
@@ -189,26 +191,35 @@ def demo_streams(cfg:Config, policy, runs:int) -> int:
     return max(1, n)
 
 # %% ../nbs/19_demo.ipynb #d2c4a191
+def _method_job(cfg:Config, folder:Path, meth:str, families:list[str], episodes:int, progress:bool,
+                set_aside_corrupt:bool=False):
+    "One method's run on `cfg`'s stream into `folder`, as a job `f(policy) -> metrics with wall_s` (a failure raises)."
+    def play(pol):
+        spec = RunSpec(meth, families, episodes, 'test', cfg['run.seed'])
+        m = play_fresh(pol, spec, cfg, folder, progress=progress, set_aside_corrupt=set_aside_corrupt, failures='raise')
+        get_logger('demo').info(f"{meth} (seed {cfg['run.seed']}): success {m['overall']['success_rate']}, train "
+                                f"tokens {m.get('train_tokens', 0)}, {m['wall_s']:.0f} s")
+        return m
+    return play
+
+def _play_jobs(jobs:dict, policy, streams:int=1, wait:float=0.5) -> dict:
+    """`{tag: metrics}` of `jobs` (`tag -> f(policy)`), `streams` at once through one batching engine (`play_streams`);
+    a failure ends the demo, with streams once the runs playing beside it are done."""
+    if streams <= 1: return {tag: f(policy) for tag, f in jobs.items()}
+    metrics = play_streams(policy, jobs, streams, wait)
+    if failed := [t for t, m in metrics.items() if isinstance(m, BaseException)]:
+        get_logger('demo').error('failed: ' + ', '.join(f'{t} ({type(metrics[t]).__name__}: {metrics[t]})'
+                                                         for t in failed))
+        raise metrics[failed[0]]
+    return metrics
+
 def _play_methods(cfg:Config, out:Path, policy, methods:list[str], families:list[str], episodes:int, progress:bool,
                   set_aside_corrupt:bool=False, streams:int=1) -> tuple[dict, dict]:
     """Each method's run on the same stream into `out/<method>` (`play_fresh`: from the base weights and a fresh token
-    ledger), `streams` of them at once through one batching engine (`play_streams`); a failure ends the demo (with
-    streams, once the runs playing beside it are done): `(metrics with wall_s, folders)`."""
-    log, runs = get_logger('demo'), {meth: out/meth for meth in methods}
-    def play(meth, pol):
-        spec = RunSpec(meth, families, episodes, 'test', cfg['run.seed'])
-        m = play_fresh(pol, spec, cfg, runs[meth], progress=progress, set_aside_corrupt=set_aside_corrupt,
-                       failures='raise')
-        log.info(f"{meth}: success {m['overall']['success_rate']}, train tokens {m.get('train_tokens', 0)}, "
-                 f"{m['wall_s']:.0f} s")
-        return m
-    if streams <= 1: return {meth: play(meth, policy) for meth in methods}, runs
-    metrics = play_streams(policy, {meth: functools.partial(play, meth) for meth in methods}, streams,
-                           cfg['run.stream_wait'])
-    if failed := [meth for meth, m in metrics.items() if isinstance(m, BaseException)]:
-        log.error('failed: ' + ', '.join(f'{m} ({type(metrics[m]).__name__}: {metrics[m]})' for m in failed))
-        raise metrics[failed[0]]
-    return metrics, runs
+    ledger), `streams` of them at once: `(metrics with wall_s, folders)`."""
+    runs = {meth: out/meth for meth in methods}
+    jobs = {m: _method_job(cfg, runs[m], m, families, episodes, progress, set_aside_corrupt) for m in methods}
+    return _play_jobs(jobs, policy, streams, cfg['run.stream_wait']), runs
 
 # %% ../nbs/19_demo.ipynb #d2e5d2be
 def _write_table(
@@ -407,15 +418,130 @@ def _pre_drift_names(cfg:Config, drift) -> set|None:
     s = surface_of(open_envs([drift.family], cfg)[drift.family].tasks('test', 1, cfg['run.seed'])[0])
     return set(s.names.values()) if s else None
 
+# %% ../nbs/19_demo.ipynb #d8de8e10
+def _write_results(cfg:Config, out:Path, metrics:dict, runs:dict, methods:list[str], families:list[str],
+                   episodes:int, engine:str, dtype, note:str, streams:int) -> dict:
+    "One seed's tables, figure and `summary.json` in `out` (its runs in `runs`); the summary."
+    rows, red = _write_table(cfg, out, metrics, methods, families, episodes, engine, dtype, note, streams)
+    drift = parse_drift(cfg['run.drift'])
+    paired = _write_paired(out, runs, methods, families, drift)
+    drifted = _write_drift(out, runs, drift, _pre_drift_names(cfg, drift))
+    mechanism = _write_mechanism(out, metrics, methods)
+    plot_success(success_curves(runs), safe_path(out, 'success_over_episodes.png'))
+    keys = ('trigger_events', 'kb', 'release', 'released', 'promoted', 'router_shares', 'per_family', 'rows_by_source',
+            'mechanism', 'untrained', 'untrained_window', 'overall')
+    summary = dict(config=cfg.values, profile=cfg.profile, seed=cfg['run.seed'], episodes=episodes, families=families,
+                   methods=methods, rows=rows, paired=paired, drift=drifted, mechanism=mechanism,
+                   runtime=metrics[methods[0]].get('runtime'), engine=engine,
+                   streams=streams,   # runs played at once through one batching engine (`run.streams`)
+                   engine_note=note or None,   # why the rollouts did not run on the engine chosen
+                   served_dtype=dtype if engine == 'vllm' else None, token_reduction=red,
+                   details={m: {k: metrics[m].get(k) for k in keys} for m in methods})
+    write_json(safe_path(out, 'summary.json'), summary)
+    return summary
+
+# %% ../nbs/19_demo.ipynb #e181fc1f
+def seeded(cfg:Config, seed:int) -> Config:
+    "`cfg` with `run.seed` = `seed`: another task stream and other training randomness."
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
+        raise ValueError(f"run.seed={seed!r} must be an integer in [0, 2**31)")
+    src = {**cfg.sources, 'run.seed': 'cove demo --seeds'}
+    return Config({**cfg.values, 'run.seed': seed}, src, cfg.profile, cfg.root)
+
+def demo_seeds(cfg:Config, k:int) -> list[int]:
+    "The seeds of `cove demo --seeds k`: `run.seed`, `run.seed + 1`, ..., `k` of them."
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 16:
+        raise ValueError(f"--seeds {k!r}: need an integer from 1 to 16")
+    return [cfg['run.seed'] + i for i in range(k)]
+
+# %% ../nbs/19_demo.ipynb #cf9df85e
+def pooled_rows(recs:dict, # seed -> method -> that run's episode records (`family_spec` per drift segment)
+                pairs:list[tuple[str, str]], # (method, reference)
+                families:list[str]) -> list[dict]: # family specs in table order
+    """Per (method, reference, family) and overall, pooled over the seeds (`cove.stats.pooled_paired`), with each seed's
+    difference and their standard deviation."""
+    rows = []
+    for a, b in pairs:
+        al = {s: align(r[a], r[b], (a, b)) for s, r in recs.items()}
+        for f in [*families, 'overall']:
+            sel = {s: [(x, y) for x, y in p if f == 'overall' or x['family_spec'] == f] for s, p in al.items()}
+            by = {s: ([x['status'] == 'success' for x, _ in v], [y['status'] == 'success' for _, y in v])
+                  for s, v in sel.items() if v}
+            if not by: continue
+            pp = pooled_paired(by)
+            p = pp['pooled']
+            rows.append(dict(method=a, reference=b, family=f, n=p.n, seeds=len(by), a_rate=p.a_rate, b_rate=p.b_rate,
+                             diff=p.diff, ci_lo=p.ci[0], ci_hi=p.ci[1], p=p.p, a_only=p.a_only, b_only=p.b_only,
+                             mde=p.mde, seed_sd=pp['seed_sd'],
+                             per_seed=' '.join(f"{s}: {x.diff:+.3f}" for s, x in pp['per_seed'].items())))
+    return rows
+
+# %% ../nbs/19_demo.ipynb #ee842218
+def across_seeds(metrics:dict, # seed -> method -> its metrics (`per_family` success rates)
+                 methods:list[str], families:list[str], ref:str='base', focus:str='cove') -> list[dict]:
+    """Per method: the interquartile mean of its seed × family success rates and its probability of improvement over
+    `ref` and over `focus` (rliable's summaries, `cove.stats.iqm` / `prob_improvement`), each seed's overall rate."""
+    sc = {m: np.array([[metrics[s][m]['per_family'][f]['success_rate'] for f in families] for s in metrics])
+          for m in methods}
+    rows = []
+    for m in methods:
+        row = dict(method=m, IQM=round(iqm(sc[m]), 4))
+        row |= {f'P(better than {r})': None if r == m else round(prob_improvement(sc[m], sc[r]), 3)
+                for r in (ref, focus) if r in sc}
+        rows.append(row | {'overall per seed': ' '.join(f"{metrics[s][m]['overall']['success_rate']:.3f}"
+                                                        for s in metrics)})
+    return rows
+
+# %% ../nbs/19_demo.ipynb #00fd5569
+POOLED_NOTE = ("Each comparison pools the seeds' pairs (in each seed both runs played the same tasks in the same order): "
+               "diff with Newcombe's method-10 interval on the pooled 2×2 table, McNemar's exact p on the pooled "
+               "discordant pairs (only / only vs), the MDE at the pooled n; per seed, each seed's own difference, and "
+               "sd, their standard deviation.")
+SEEDS_NOTE = ("Across seeds (rliable's summaries, computed with scipy): the interquartile mean of each method's seed × "
+              "family success rates, and the probability that the method's rate on a family in one seed beats the "
+              "reference's in another (ties count half), averaged over families.")
+
+def pooled_markdown(rows:list[dict]) -> str:
+    "The rows of `pooled_rows` as a Markdown table."
+    f = lambda v: 'n/a' if v is None else f'{v:.3f}'
+    return markdown_table([{'method': r['method'], 'vs': r['reference'], 'family': r['family'], 'seeds': r['seeds'],
+                            'n': r['n'], 'diff [95% CI]': f"{r['diff']:+.3f} [{r['ci_lo']:+.3f}, {r['ci_hi']:+.3f}]",
+                            'McNemar p (only / only vs)': f"{r['p']:.3f} ({r['a_only']}/{r['b_only']})",
+                            'MDE': f(r['mde']), 'per seed': r['per_seed'], 'sd': f(r['seed_sd'])} for r in rows])
+
+# %% ../nbs/19_demo.ipynb #5fe77d4d
+def _write_pooled(out:Path, per:dict, runs:dict, methods:list[str], families:list[str], cfg:Config) -> dict:
+    """The front `table.md`, `pooled.csv` and `seeds.csv` of a demo over several seeds (`per`: seed -> its summary;
+    `runs`: seed -> method -> folder); the pooled summary, each seed's beside it."""
+    import pandas as pd
+    drift = parse_drift(cfg['run.drift'])
+    recs = {s: {m: drift_segments(episode_records(d)) for m, d in r.items()} for s, r in runs.items()}
+    played = {x['family_spec'] for r in recs.values() for rs in r.values() for x in rs}
+    fams = [f for f in segment_families(families, drift) if f in played]
+    rows = pooled_rows(recs, comparison_pairs(methods), fams)
+    pd.DataFrame(rows).round(4).to_csv(safe_path(out, 'pooled.csv'), index=False)
+    metrics = {s: {m: per[s]['details'][m] for m in methods} for s in per}
+    seeds = across_seeds(metrics, methods, families)
+    pd.DataFrame(seeds).to_csv(safe_path(out, 'seeds.csv'), index=False)
+    head = (f"Pooled over seeds {', '.join(map(str, per))} ({len(per)} streams of {per[next(iter(per))]['episodes']} "
+            f"episodes per family; each seed's own tables: " + ', '.join(f'[seed {s}](seed{s}/table.md)' for s in per)
+            + f"). {POOLED_NOTE}")
+    safe_path(out, 'table.md').write_text(f"{head}\n\n{pooled_markdown(rows)}\n\n{SEEDS_NOTE}\n\n"
+                                          f"{markdown_table(seeds)}\n")
+    return dict(seeds=list(per), pooled=rows, across_seeds=seeds, per_seed=per)
+
 # %% ../nbs/19_demo.ipynb #fa28d7b2
 def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[str]=DEMO_METHODS,
              families:list[str]=DEMO_FAMILIES, policy=None, progress:bool=True,
              set_aside_corrupt:bool=False, # `--set-aside-corrupt`, for each method's run
-            engine:str|None=None, # rollouts on `hf` or a `vllm` server (`demo_engine`: vLLM where installed)
+             engine:str|None=None, # rollouts on `hf` or a `vllm` server (`demo_engine`: vLLM where installed)
+             seeds:int=1, # `--seeds`: streams seeded run.seed, run.seed + 1, ...; tables per seed and pooled
             ) -> dict:
-    "Play `methods` on one stream; write `table.csv`, `table.md`, `paired.csv`, a figure, `summary.json`, `demo.log`."
+    """Play `methods` on one stream (per seed); write `table.csv`, `table.md`, `paired.csv`, a figure, `summary.json`,
+    `demo.log` (with `seeds` > 1: those of each seed in `seed<s>/`, and the pooled `table.md`, `pooled.csv`,
+    `seeds.csv`)."""
     # one process per demo folder: a second demo there stops here, naming the first's pid
-    out = Path(out)
+    out, ss = Path(out), demo_seeds(cfg, seeds)
     lock = RunLock(out)
     fh = _log_to(safe_path(out, 'demo.log'))
     served = contextlib.ExitStack()
@@ -430,41 +556,17 @@ def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[
                 get_logger('demo').warning(f"vLLM did not start, so the rollouts run on hf: {e}")
                 engine, note = 'hf', 'vLLM did not start: vllm.log'
         policy = policy or load_policy(cfg)
-        streams = demo_streams(cfg, policy, len(methods))
-        metrics, runs = _play_methods(cfg, out, policy, methods, families, episodes, progress, set_aside_corrupt,
-                                      streams)
-        rows, red = _write_table(cfg, out, metrics, methods, families, episodes, engine, dtype, note, streams)
-        drift = parse_drift(cfg['run.drift'])
-        paired = _write_paired(out, runs, methods, families, drift)
-        drifted = _write_drift(out, runs, drift, _pre_drift_names(cfg, drift))
-        mechanism = _write_mechanism(out, metrics, methods)
-        plot_success(success_curves(runs), safe_path(out, 'success_over_episodes.png'))
-        summary = dict(
-            config=cfg.values,
-            profile=cfg.profile,
-            episodes=episodes,
-            families=families,
-            methods=methods,
-            rows=rows,
-            paired=paired,
-            drift=drifted,
-            mechanism=mechanism,
-            runtime=metrics[methods[0]].get('runtime'),
-            engine=engine,
-            streams=streams,   # runs played at once through one batching engine (`run.streams`)
-            engine_note=note or None,   # why the rollouts did not run on the engine chosen
-            served_dtype=dtype if engine == 'vllm' else None,
-            token_reduction=red,
-            wall_s=time.time() - t0,
-            details={
-                m: {
-                    k: metrics[m].get(k)
-                    for k in ('trigger_events', 'kb', 'release', 'released', 'promoted', 'router_shares', 'per_family',
-                              'rows_by_source', 'mechanism')
-                }
-                for m in methods
-            },
-        )
+        cfgs = {s: seeded(cfg, s) for s in ss}
+        homes = {s: out if len(ss) == 1 else out/f'seed{s}' for s in ss}
+        runs = {s: {m: homes[s]/m for m in methods} for s in ss}
+        jobs = {f'{m}@{s}': _method_job(cfgs[s], runs[s][m], m, families, episodes, progress, set_aside_corrupt)
+                for s in ss for m in methods}
+        streams = demo_streams(cfg, policy, len(jobs))
+        played = _play_jobs(jobs, policy, streams, cfg['run.stream_wait'])
+        per = {s: _write_results(cfgs[s], homes[s], {m: played[f'{m}@{s}'] for m in methods}, runs[s], methods,
+                                 families, episodes, engine, dtype, note, streams) for s in ss}
+        summary = per[ss[0]] if len(ss) == 1 else _write_pooled(out, per, runs, methods, families, cfg)
+        summary = summary | dict(wall_s=time.time() - t0)
         write_json(safe_path(out, 'summary.json'), summary)
         return summary
     finally:
