@@ -14,9 +14,9 @@ from .registry import BACKEND_MODULES
 from .plugins import load_own, load_plugins, own_methods, plugins_hint
 
 # %% auto #0
-__all__ = ['SCHEMA', 'RANGES', 'OWN_SECTIONS', 'CPU_FLAGS', 'Key', 'ConfigError', 'check_range', 'declared', 'coerce',
-           'declare_key', 'env_name', 'parse_sets', 'read_profiles', 'Config', 'load_config', 'describe', 'cpu_info',
-           'runtime_info']
+__all__ = ['SCHEMA', 'RANGES', 'WHY', 'MAX_NUMBER', 'OWN_SECTIONS', 'CPU_FLAGS', 'Key', 'ConfigError', 'check_range', 'declared',
+           'coerce', 'declare_key', 'env_name', 'parse_sets', 'read_profiles', 'Config', 'load_config', 'describe',
+           'cpu_info', 'runtime_info']
 
 # %% ../nbs/01_config.ipynb #d4d8657d
 @dataclass(frozen=True)
@@ -279,34 +279,62 @@ def _typed(k:Key, value:Any) -> Any:
     return k.type(str(value).strip()) if k.type is not str else str(value)
 
 # %% ../nbs/01_config.ipynb #1627dd66
-RANGES: dict[str, tuple] = {}   # key: (lowest, highest, whether the lowest itself is allowed); None = no bound
+RANGES: dict[str, tuple] = {}   # key: (lowest, highest, whether the lowest itself is allowed); None = `MAX_NUMBER`
+WHY: dict[str, str] = {}   # key: why its range is what it is, said when a value is refused
 
-def _ranges(lo, hi, *keys:str, closed:bool=True):
-    "Give `keys` the range [`lo`, `hi`] (`closed=False`: `lo` itself excluded)."
-    for k in keys: RANGES[k] = (lo, hi, closed)
+# the bound of a number declared without one: an episode takes a second at least, so a million of anything a key
+# counts (steps, entries, turns, episodes) is days of run, and weights and rates past it are not numbers but noise
+MAX_NUMBER = 10**6
+
+def _ranges(lo, hi, *keys:str, closed:bool=True, why:str=''):
+    "Give `keys` the range [`lo`, `hi`] (`closed=False`: `lo` itself excluded), for the reason `why`."
+    for k in keys:
+        RANGES[k] = (lo, hi, closed)
+        if why: WHY[k] = why
 
 # %% ../nbs/01_config.ipynb #a80d662f
-_ranges(1, None, 'model.batch_size', 'model.max_new_tokens', 'embed.batch_size', 'train.batch_size',
-        'train.micro_batch', 'train.lora_r', 'train.max_steps', 'train.max_length', 'train.grpo_generations',
-        'run.epochs')
-_ranges(0, None, 'train.lr', 'train.grpo_lr', 'train.epochs', closed=False)   # 0 trains nothing
-_ranges(0, None, 'model.timeout', closed=False)
-_ranges(0, 1, 'train.grpo_vllm_memory', closed=False)   # a fraction of the GPU
-_ranges(None, None, 'run.seed')
-_ranges(0, 3, 'tableqa.difficulty')
-_ranges(0, 2, 'multihop.difficulty', 'math.difficulty', 'code.difficulty')
+_ranges(0, 3, 'tableqa.difficulty', why='the levels of cove.tasks.tableqa.DIFFICULTIES')
+_ranges(0, 2, 'multihop.difficulty', 'math.difficulty', 'code.difficulty', why='the levels of the family')
+_ranges(0, 2**31 - 1, 'run.seed', why="numpy's generators take no negative seed, transformers' set_seed "
+        "(training) takes at most 2**32-1, and cove adds small offsets (seed+1, seed+round)")
+_ranges(0, 1024, 'run.threads', 'run.jobs', why='one OS thread or process each: more than any machine has cores '
+        '(10**5 threads crashed the interpreter)')
+_ranges(1, 1000, 'run.epochs', why='the stream is held in memory, run.epochs plays of it')
+_ranges(1, 4096, 'model.batch_size', 'train.batch_size', 'train.micro_batch', 'train.grpo_generations',
+        why='sequences padded into one tensor: past 4096 no accelerator holds the batch')
+_ranges(1, 2**17, 'model.max_new_tokens', 'train.max_length',
+        why='tokens: no model cove loads has a context longer than 131072')
+_ranges(0, 2**17, 'model.prefix_cache_tokens', why='tokens: no model cove loads has a context longer than 131072')
+_ranges(1, 2**16, 'embed.batch_size', why='sentences embedded in one tensor')
+_ranges(0, 64, 'agent.shots', why='worked examples in one prompt: 64 fill any context')
+_ranges(0, 1000, 'retrieval.k', why='knowledge entries injected into one prompt')
+_ranges(0, 2**31 - 1, 'kb.hnsw_threshold', why='a count of entries (a huge one: the dense index stays flat)')
+_ranges(1, 4096, 'train.lora_r', why='a LoRA rank past the width of any model cove loads')
+_ranges(0, 1024, 'train.lora_layers', why='layers of one model')
+_ranges(1, MAX_NUMBER, 'train.max_steps', why='optimizer steps of one update')
+_ranges(0, 1000, 'train.epochs', closed=False, why='passes over an update\'s rows (0 trains nothing)')
+_ranges(0, 10, 'train.lr', 'train.grpo_lr', closed=False, why='a learning rate (0 trains nothing)')
+_ranges(0, 100, 'model.temperature', why='past 100 sampling is uniform noise')
+_ranges(0, 86400, 'model.timeout', closed=False, why='seconds: a deadline the clock and sockets can hold; '
+        'an answer later than a day is a hang')
+_ranges(0, 1, 'train.grpo_vllm_memory', closed=False, why='a fraction of the GPU')
 
 # %% ../nbs/01_config.ipynb #53fa5fa7
+def _bounds(key:str) -> tuple:
+    "`(lo, hi, closed)` of `key`: its range, a None bound `-MAX_NUMBER` or `MAX_NUMBER`; unlisted: [0, `MAX_NUMBER`]."
+    lo, hi, closed = RANGES.get(key, (0, None, True))
+    return (-MAX_NUMBER if lo is None else lo), (MAX_NUMBER if hi is None else hi), closed
+
 def check_range(key:str, v):
-    "A `ConfigError` when the number `v` is outside `key`'s range (`RANGES`; unlisted: >= 0), or a float not finite."
+    """A one-line `ConfigError` when the number `v` is outside `key`'s range (`_bounds`), saying why the range is what
+    it is (`WHY`), or a float not finite."""
     if isinstance(v, bool) or not isinstance(v, (int, float)): return
     if isinstance(v, float) and not math.isfinite(v): raise ConfigError(f"{key}={v!r}: must be a finite number")
-    lo, hi, closed = RANGES.get(key, (0, None, True))
-    if lo is not None and (v < lo or (v == lo and not closed)):
-        raise ConfigError(
-            f"{key}={v!r}: must be {'>=' if closed else '>'} {lo}" + (f" and <= {hi}" if hi is not None else '')
-        )
-    if hi is not None and v > hi: raise ConfigError(f"{key}={v!r}: must be <= {hi}")
+    lo, hi, closed = _bounds(key)
+    why = f" ({WHY[key]})" if key in WHY else ''
+    if v < lo or (v == lo and not closed):
+        raise ConfigError(f"{key}={v!r}: must be {'>=' if closed else '>'} {lo} and <= {hi}{why}")
+    if v > hi: raise ConfigError(f"{key}={v!r}: must be <= {hi}{why}")
 
 # %% ../nbs/01_config.ipynb #cf82b564
 # config sections declared by the components of one of cove's own methods -> that method (`load_own` loads it)
@@ -376,7 +404,7 @@ def declare_key(name:str, # `section.key`, e.g. `units.difficulty`
                 default:Any, # the value when nothing sets it, checked like any other
                 doc:str, # one line, for `cove info --config`
                 choices:tuple|None=None, # the allowed values, when they are a list
-                range:tuple|None=None, # `(lo, hi)` or `(lo, hi, closed)`, a None bound: none; None: numbers >= 0
+                range:tuple|None=None, # (lo, hi) or (lo, hi, closed); a None bound ±MAX_NUMBER; None: [0, MAX_NUMBER]
                ) -> Key:
     "Declare config key `name` (a plugin's, or cove's own) in `SCHEMA` and `RANGES`; a one-line `ConfigError` if bad."
     _check_name_type(name, type)
