@@ -4,19 +4,20 @@
 
 # %% ../nbs/07d_spec.ipynb #5cb4dfff
 from __future__ import annotations
-import dataclasses, hashlib, inspect, json, re, urllib.parse
+import dataclasses, hashlib, inspect, json, os, re, sys, urllib.parse
 from collections import Counter
 from dataclasses import dataclass, asdict
 from pathlib import Path
 from .core import get_logger
-from .config import Config, SCHEMA, coerce
+from .config import Config, SCHEMA, coerce, check_range
 from .plugins import plugins_hint
 from .tasks.base import make_env, Environment, env_class
 from .method import METHODS, import_methods
 
 # %% auto #0
-__all__ = ['MAX_EPISODES', 'RunSpec', 'parse_tasks', 'open_envs', 'task_stream', 'Drift', 'parse_drift', 'check_drift',
-           'run_stream', 'stream_digest', 'check_base_url', 'check_backend', 'check_out', 'check_values', 'check_spec']
+__all__ = ['MAX_EPISODES', 'MAX_STREAM', 'RunSpec', 'parse_tasks', 'open_envs', 'task_stream', 'Drift', 'parse_drift',
+           'check_drift', 'Stream', 'run_stream', 'data_files', 'stream_digest', 'check_base_url', 'check_backend',
+           'check_out', 'check_values', 'check_spec']
 
 # %% ../nbs/07d_spec.ipynb #a9aeb9eb
 @dataclass
@@ -49,15 +50,43 @@ def open_envs(specs:list[str], cfg:Config) -> dict[str, Environment]:
     "An environment per family spec."
     return {s: make_env(s, **_env_kwargs(env_class(s), cfg)) for s in specs}
 
+# %% ../nbs/07d_spec.ipynb #27f9dc61
+_WATCH: list[set] = []   # the sets of paths being noted while a family builds its tasks, innermost last (`_noting`)
+
+def _on_audit(event:str, args:tuple):
+    "Note the path of each file opened for reading while `_WATCH` is open (the `open` audit event)."
+    if event != 'open' or not _WATCH or not isinstance(args[0], (str, bytes, os.PathLike)): return
+    mode, flags = args[1], args[2] if len(args) > 2 else 0
+    if isinstance(mode, str) and set(mode) & set('wax+'): return
+    if mode is None and isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR): return
+    _WATCH[-1].add(os.path.abspath(os.fsdecode(args[0])))
+
+sys.addaudithook(_on_audit)
+
+# %% ../nbs/07d_spec.ipynb #841e1b14
+_SEEN: dict[tuple, set] = {}   # (family spec, its data_dir) -> every file it was seen to read in this process
+
+class _noting:
+    """Within it, the files family `spec`'s environment `env` opens for reading are added to `_SEEN` (kept for the
+    process: a loader that caches what it read reads it once)."""
+    def __init__(self, spec:str, env): self.key = (spec, str(getattr(env, 'data_dir', None)))
+    def __enter__(self): _WATCH.append(_SEEN.setdefault(self.key, set()))
+    def __exit__(self, *exc): _WATCH.pop()
+
+def _tasks_of(spec:str, env, split:str, n:int, seed:int) -> list:
+    "`env.tasks(split, n, seed)`, the files it reads noted as family `spec`'s."
+    with _noting(spec, env): return env.tasks(split, n, seed)
+
 # %% ../nbs/07d_spec.ipynb #19c6c8f2
 def task_stream(envs:dict[str, Environment], n:int, split:str, seed:int,
                 drift:Drift|None=None # from its cut on, the drift's family plays its split's tasks
                ) -> list[tuple[str, object]]:
     "`[(spec, task), ...]` interleaved across families; the index is the episode number."
-    per = {s: e.tasks(split, n, seed) for s, e in envs.items()}
+    per = {s: _tasks_of(s, e, split, n, seed) for s, e in envs.items()}
     if drift is not None:
         c = drift.cut(n)
-        per[drift.family] = per[drift.family][:c] + envs[drift.family].tasks(drift.split, n, seed)[c:]
+        drifted = _tasks_of(drift.family, envs[drift.family], drift.split, n, seed)
+        per[drift.family] = per[drift.family][:c] + drifted[c:]
     short = {s: len(t) for s, t in per.items() if len(t) < n}
     if short: get_logger('run').warning(f"fewer tasks than --episodes {n}: {short}")
     return [(s, per[s][j]) for j in range(max(map(len, per.values()), default=0)) for s in per if j < len(per[s])]
@@ -94,11 +123,16 @@ def check_drift(drift:Drift|None, envs:dict[str, Environment]):
     envs[drift.family].check_split(drift.split)
 
 # %% ../nbs/07d_spec.ipynb #9401873f
-def run_stream(spec:RunSpec, cfg:Config, envs:dict[str, Environment]) -> tuple[list, list]:
-    """`(one, stream)`: one play of `spec`'s task stream (with `run.drift`), and what the run plays, `run.epochs` plays
-    of it; a task's index in `stream` is its episode number."""
-    one = task_stream(envs, spec.episodes, spec.split, spec.seed, parse_drift(cfg['run.drift']))
-    return one, one * max(1, cfg['run.epochs'])
+class Stream(list):
+    "One play of a run's task stream, `[(spec, task), ...]`, with `files`: the data files its families read."
+    files: dict[str, str] = {}   # `data_files`: {name: sha256}
+
+def run_stream(spec:RunSpec, cfg:Config, envs:dict[str, Environment]) -> tuple[Stream, list]:
+    """`(one, stream)`: one play of `spec`'s task stream (with `run.drift`) and the data files it reads, and what the
+    run plays, `run.epochs` plays of it; a task's index in `stream` is its episode number."""
+    one = Stream(task_stream(envs, spec.episodes, spec.split, spec.seed, parse_drift(cfg['run.drift'])))
+    one.files = data_files(envs, cfg)
+    return one, list(one) * max(1, cfg['run.epochs'])
 
 # %% ../nbs/07d_spec.ipynb #5ef2bf0c
 def _plain(o):
@@ -108,15 +142,48 @@ def _plain(o):
     if isinstance(o, bytes): return o.hex()
     return type(o).__qualname__   # never a repr: it may hold an address
 
+# %% ../nbs/07d_spec.ipynb #232289bc
+_SYSTEM = tuple(dict.fromkeys(os.path.realpath(p) + os.sep for p in   # where no family's data lies
+                              (sys.prefix, sys.base_prefix, sys.exec_prefix, '/etc', '/usr', '/lib', '/proc', '/sys',
+                               '/dev')))
+_CODE = ('.py', '.pyc', '.so', '.pth')   # a module's own files: its version and cove's bind them, not its data
+
+def _file_sha256(p:Path) -> str:
+    "sha256 of file `p`, or why it could not be read."
+    try:
+        with open(p, 'rb') as f: return hashlib.file_digest(f, 'sha256').hexdigest()
+    except OSError as e: return f"unreadable: {type(e).__name__}"
+
+def _dataset_files(p:str, root:Path) -> dict[str, Path]:
+    """The files a read of `p` binds, by name: under `root` (`data.dir`), every file of its dataset folder
+    (`root/<folder>`) as `data/<path>`; elsewhere `p` alone, unless it is code or the system's."""
+    p = os.path.realpath(p)
+    if not os.path.isfile(p) or p.endswith(_CODE): return {}
+    if not p.startswith(str(root) + os.sep): return {} if p.startswith(_SYSTEM) else {p: Path(p)}
+    top = root/Path(p).relative_to(root).parts[0]
+    files = [top] if top.is_file() else [f for f in top.rglob('*') if f.is_file()]
+    return {f"data/{f.relative_to(root).as_posix()}": f for f in files}
+
+# %% ../nbs/07d_spec.ipynb #f1a1437f
+def data_files(envs:dict[str, Environment], cfg:Config) -> dict[str, str]:
+    """`{name: sha256}` of every file the families of `envs` were seen to read (`_SEEN`), with every file of each
+    dataset folder under `data.dir` they read from: a family reads more of it as it plays (tables, worked examples)."""
+    root = Path(os.path.realpath(cfg.path('data.dir')))
+    seen = set().union(*(_SEEN.get((s, str(getattr(e, 'data_dir', None))), set()) for s, e in envs.items()))
+    names = {n: f for p in sorted(seen) for n, f in _dataset_files(p, root).items()}
+    return {n: _file_sha256(f) for n, f in sorted(names.items())}
+
 # %% ../nbs/07d_spec.ipynb #11081926
 def stream_digest(stream:list[tuple[str, object]]) -> str:
-    "sha256 of the data `stream` plays: each episode's family spec and task (id, split, prompt, payload, target, meta)."
+    """sha256 of the data `stream` plays: each episode's family spec and task (id, split, prompt, payload, target,
+    meta), and the files its families read (a `Stream`'s `files`, where it has any)."""
     h = hashlib.sha256()
     for s, t in stream:
         row = [s, t.family, t.split, t.id, t.prompt, t.payload, t.target, t.meta]
         try: h.update(json.dumps(row, sort_keys=True, default=_plain).encode())
         except TypeError: h.update(json.dumps(row, default=_plain).encode())   # keys json cannot sort
         h.update(b'\n')
+    if files := getattr(stream, 'files', None): h.update(json.dumps(sorted(files.items())).encode())
     return h.hexdigest()
 
 # %% ../nbs/07d_spec.ipynb #0540bb7f
@@ -199,9 +266,10 @@ def _check_episodes(spec:RunSpec):
 
 # %% ../nbs/07d_spec.ipynb #38c9bdcd
 def _check_seed(spec:RunSpec):
-    "`spec`'s seed is a whole number."
+    "`spec`'s seed is a whole number in the range of `run.seed` (no negative seed: numpy's generators refuse it)."
     if isinstance(spec.seed, bool) or not isinstance(spec.seed, int):
         raise ValueError(f"seed must be a whole number, not {spec.seed!r}")
+    check_range('run.seed', spec.seed)
 
 # %% ../nbs/07d_spec.ipynb #de1e581d
 def _check_tasks(spec:RunSpec):
@@ -219,10 +287,16 @@ def _check_spec_fields(spec:RunSpec):
     _check_tasks(spec)
 
 # %% ../nbs/07d_spec.ipynb #f29474a9
-def _check_counts(cfg:Config):
-    "`run.epochs` and `model.batch_size` are at least 1."
-    for k in ('run.epochs', 'model.batch_size'):
-        if cfg[k] < 1: raise ValueError(f"{k} must be >= 1, not {cfg[k]}")
+MAX_STREAM = 1_000_000   # episodes of one run, all families and epochs: its stream is held in memory; days of run
+
+def _check_counts(spec:RunSpec, cfg:Config):
+    """Every value of `cfg` of its type and in its range (`check_values`), and the episodes the run plays, families x
+    episodes x `run.epochs`, at most `MAX_STREAM`."""
+    check_values(cfg)
+    n = len(spec.tasks) * spec.episodes * cfg['run.epochs']
+    if n > MAX_STREAM:
+        raise ValueError(f"the run would play {n} episodes ({len(spec.tasks)} families x {spec.episodes} x run.epochs="
+                         f"{cfg['run.epochs']}); at most {MAX_STREAM}: its stream is held in memory")
 
 # %% ../nbs/07d_spec.ipynb #f136402a
 def _checked_envs(spec:RunSpec, cfg:Config) -> dict[str, Environment]:
@@ -245,7 +319,7 @@ def check_spec(spec:RunSpec, cfg:Config) -> dict[str, Environment]:
     """Check `spec` and the config keys the run loop reads (a one-line `ValueError` else); returns an environment per
     family."""
     _check_spec_fields(spec)
-    _check_counts(cfg)
+    _check_counts(spec, cfg)
     envs = _checked_envs(spec, cfg)
     _check_method_config(spec, cfg)
     return envs
