@@ -4,21 +4,24 @@
 
 # %% ../nbs/07c_check.ipynb #1f4411a6
 from __future__ import annotations
-import fcntl, hashlib, json, logging, os, re, sqlite3, stat, time
+import fcntl, hashlib, importlib.metadata, json, logging, os, re, sqlite3, stat, sys, time
 from collections import Counter
 from pathlib import Path
 from .core import append_jsonl, read_jsonl, get_logger, CorruptFile, open_regular, read_regular
 from .core import read_json, one_line, write_atomic, NotRegularFile, repo_root
-from .config import SCHEMA, Config
-from .spec import RunSpec, open_envs, run_stream, stream_digest
+from .config import SCHEMA, Config, coerce, declared
+from .plugins import loaded_plugins
+from .spec import RunSpec, open_envs, run_stream, stream_digest, MAX_STREAM, _check_episodes, _check_seed
+from .spec import _check_tasks
 from .method import METHODS, import_methods, state_advice, adapter_advice
 
 # %% auto #0
 __all__ = ['INFRA_PREFIX', 'RESULT_NEUTRAL', 'adapter_problem', 'check_state', 'set_aside', 'set_aside_log', 'note_fresh',
            'RunLocked', 'lock_holder', 'RunLock', 'running_pid', 'episode_records_of', 'replay_infra_tail',
-           'check_records', 'stream_mismatch', 'run_id_of', 'stream_problems', 'check_config', 'sqlite_problem',
-           'store_run_id', 'check_stores', 'record_keys', 'applied_agrees', 'check_method_state', 'odd_files',
-           'refuse_odd_files', 'check_one', 'check_run', 'config_diff', 'run_diff']
+           'check_records', 'stream_mismatch', 'run_id_of', 'stream_problems', 'recorded_problem', 'plugin_versions',
+           'plugins_diff', 'check_config', 'sqlite_problem', 'store_run_id', 'check_stores', 'record_keys',
+           'applied_agrees', 'check_method_state', 'odd_files', 'refuse_odd_files', 'check_one', 'check_run',
+           'config_diff', 'run_diff']
 
 # %% ../nbs/07c_check.ipynb #82c2002e
 def _tensors_problem(ts:dict) -> str|None:
@@ -323,14 +326,45 @@ def _config_json(d:Path) -> dict|None:
     p = d/'config.json'
     return read_json(p, 'move it aside and rerun to start the run again') if p.exists() else None
 
+# %% ../nbs/07c_check.ipynb #ec962cf5
+def _spec_of(sp:dict) -> RunSpec:
+    "The `RunSpec` a `config.json` records, its fields of their types and in range (a one-line `ValueError` else)."
+    try: spec = RunSpec(**sp)
+    except TypeError as e: raise ValueError(f"spec: {one_line(e)}") from None
+    if not isinstance(spec.method, str) or not isinstance(spec.split, str):
+        raise ValueError(f"spec: method and split must be names, not {str(spec.method)[:40]!r}, "
+                         f"{str(spec.split)[:40]!r}")
+    if not isinstance(spec.tasks, list) or not all(isinstance(t, str) for t in spec.tasks):
+        raise ValueError(f"spec.tasks must be a list of family names, not {str(spec.tasks)[:60]!r}")
+    _check_episodes(spec)
+    _check_seed(spec)
+    _check_tasks(spec)
+    return spec
+
+def recorded_problem(conf:dict) -> str|None:
+    """Why the run a `config.json` (`conf`) records is not one `cove run` could have made, or None: its spec's fields
+    and every config value its declared key refuses (the checks `cove run` makes), a stream past `MAX_STREAM`."""
+    vals = conf.get('config') or {}
+    try:
+        if not isinstance(vals, dict): raise ValueError(f"config is a {type(vals).__name__}, not a mapping of keys")
+        spec = _spec_of(conf['spec'])
+        for k, v in vals.items():
+            if declared(k): coerce(k, v)   # a plugin's key not loaded here: the plugins item says so
+        n = len(spec.tasks) * spec.episodes * coerce('run.epochs', vals.get('run.epochs', 1))
+        if n > MAX_STREAM: raise ValueError(f"the run plays {n} episodes, more than {MAX_STREAM}")
+    except ValueError as e: return one_line(e)
+    return None
+
 # %% ../nbs/07c_check.ipynb #295d961a
 def _read_config(d:Path) -> tuple[dict|None, list[tuple]]:
-    "`d/config.json`'s run config, or None and the item saying why not."
+    "`d/config.json`'s run config, or None and the item saying why not (its values checked as `cove run` checks)."
     try: conf = _config_json(d)
     except CorruptFile as e: return None, [('config.json', False, str(e))]
     sp = (conf or {}).get('spec')
     if not isinstance(sp, dict) or not {'method', 'tasks', 'episodes'} <= set(sp):
         return None, [('config.json', False, 'missing, or holds no run spec: the records are of an unknown run')]
+    if why := recorded_problem(conf):
+        return None, [('config.json', False, f"not a run cove makes ({why}): the records are of an unknown run")]
     return conf, []
 
 # %% ../nbs/07c_check.ipynb #a09e1c42
@@ -365,13 +399,45 @@ def _config_item(conf:dict) -> tuple:
     return ('config.json', True,
             f"{sp['method']} on {','.join(sp['tasks'])}, {sp['episodes']} per family, model {model}")
 
+# %% ../nbs/07c_check.ipynb #55498e17
+def plugin_versions(names:list[str]|None=None) -> dict[str, str]:
+    """`{module: 'version sha256:...'}` of the plugin modules `names` (default those loaded, `loaded_plugins`): the
+    version of the distribution that ships it, if any, and the sha256 of its source file (an edited plugin differs)."""
+    out = {}
+    for n in (loaded_plugins() if names is None else names):
+        mod, ver = sys.modules.get(n), ''
+        try: ver = importlib.metadata.version(n.split('.')[0])
+        except (importlib.metadata.PackageNotFoundError, ValueError): ver = str(getattr(mod, '__version__', ''))
+        f = getattr(mod, '__file__', None)
+        try: sha = hashlib.sha256(Path(f).read_bytes()).hexdigest()[:16] if f else 'no file'
+        except OSError: sha = 'unreadable'
+        out[n] = f"{ver} sha256:{sha}".strip()
+    return out
+
+def plugins_diff(old:dict, now:list[str]|None=None, loaded_only:bool=False) -> list[str]:
+    """How the plugins the run recorded in `old` (a `config.json`: `plugins`, `plugin_versions`) differ from those
+    loaded `now` (default `loaded_plugins`): a run resumed without its grading plugin, or with another, grades its
+    episodes two ways. `loaded_only`: only what the run had and `now` lacks or has at another version."""
+    rec = old.get('plugins')
+    if not isinstance(rec, list): return []   # a run from before plugins were recorded
+    now = loaded_plugins() if now is None else now
+    gone, new = sorted(set(map(str, rec)) - set(now)), sorted(set(now) - set(map(str, rec)))
+    d = [f"plugins: made with {gone}, not loaded now (--plugin {','.join(gone)})"] if gone else []
+    if new and not loaded_only: d.append(f"plugins: {new} loaded now, not when the run was made")
+    had = old.get('plugin_versions') if isinstance(old.get('plugin_versions'), dict) else {}
+    vers = plugin_versions([n for n in had if n in now])
+    d += [f"plugin {n}: {had[n]} -> {v}" for n, v in vers.items() if had[n] != v]
+    return d
+
 # %% ../nbs/07c_check.ipynb #fbcb216f
 def check_config(d:Path, recs:list[dict]) -> tuple[list[tuple], dict|None]:
-    """Items for `config.json` (a run spec), the records against the spec, and `metrics.json` against both; and the
-    config."""
+    """Items for `config.json` (a run spec), the records against the spec, and `metrics.json` against both, and the
+    plugins the run was made with when they are not all loaded here (`plugins_diff`); and the config."""
     conf, bad = _read_config(d)
     if bad: return bad, None
-    return [_config_item(conf), _spec_stream_item(conf, recs), _metrics_item(d, conf['spec'], recs)], conf
+    plug = [('plugins', False, '; '.join(p) + ': its episodes would be graded without them')
+            for p in [plugins_diff(conf, loaded_only=True)] if p]
+    return [_config_item(conf), _spec_stream_item(conf, recs), _metrics_item(d, conf['spec'], recs)] + plug, conf
 
 # %% ../nbs/07c_check.ipynb #b1ded0e7
 def sqlite_problem(path:str|Path) -> str|None:
@@ -585,7 +651,8 @@ def config_diff(old:dict, new:dict) -> list[str]:
 
 # %% ../nbs/07c_check.ipynb #3daec37e
 def run_diff(old:dict, spec:RunSpec, cfg:Config) -> list[str]:
-    "How the run recorded in a `config.json` (`old`) differs from `spec` under `cfg`: spec fields, then config keys."
+    """How the run recorded in a `config.json` (`old`) differs from `spec` under `cfg`: spec fields, config keys, then
+    the plugins loaded (`plugins_diff`)."""
     osp = old.get('spec') or {}
     d = [f"{k}: {osp.get(k)!r} -> {v!r}" for k, v in spec.key().items() if osp.get(k) != v]
-    return d + config_diff(old.get('config') or {}, cfg.values)
+    return d + config_diff(old.get('config') or {}, cfg.values) + plugins_diff(old)
