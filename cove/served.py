@@ -19,8 +19,8 @@ from .llm import client_stop
 _log = get_logger('llm')
 
 # %% auto #0
-__all__ = ['MAX_ANSWER_BYTES', 'LORA_SERVING', 'VLLMPolicy', 'HTTPError', 'bounded_chunks', 'bounded_transport', 'post_json',
-           'OpenAIPolicy', 'merged_folder', 'merge_adapter', 'openai_policy']
+__all__ = ['MAX_ANSWER_BYTES', 'LORA_SERVING', 'MAX_USAGE', 'VLLMPolicy', 'HTTPError', 'bounded_chunks', 'bounded_transport',
+           'post_json', 'OpenAIPolicy', 'checked_answer', 'merged_folder', 'merge_adapter', 'openai_policy']
 
 # %% ../nbs/02_llm_c_served.ipynb #4a5ee3a0
 def _require_vllm(device:str):
@@ -350,14 +350,31 @@ def _recount(self:OpenAIPolicy, ch:dict, g:Generation) -> Generation:
         g = Generation(g.text, g.prompt_tokens, max(1, min(n, g.completion_tokens)), 'stop')
     return g
 
+# %% ../nbs/02_llm_c_served.ipynb #8360b62c
+MAX_USAGE = 2**20   # tokens one answer may count: no served model's context is longer
+
+def checked_answer(r, model:str, root:str) -> tuple[dict, dict]:
+    """The first choice and the token `usage` of chat answer `r`, refused in one line (`ValueError`) when it names a
+    model other than `model` (the one asked), or its usage is missing, not whole numbers, or past `MAX_USAGE`."""
+    ch = r.get('choices') if isinstance(r, dict) else None
+    if not isinstance(ch, list) or not ch or not isinstance(ch[0], dict): raise ValueError(f"{root} answered no choice")
+    if 'model' in r and r['model'] != model:
+        raise ValueError(f"{root} answered as model {str(r['model'])[:80]!r}, not {model!r}, the one asked")
+    usage = r.get('usage')
+    if not usage: raise ValueError(f"{root} returned no token `usage`; cove needs exact token counts")
+    for k in ('prompt_tokens', 'completion_tokens'):
+        v = usage.get(k) if isinstance(usage, dict) else None
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_USAGE:
+            raise ValueError(f"{root} returned usage {k}={str(v)[:40]}: not a count of tokens from 0 to {MAX_USAGE}")
+    return ch[0], usage
+
 # %% ../nbs/02_llm_c_served.ipynb #758936a4
 @patch
 def _chat(self:OpenAIPolicy, messages, max_new_tokens, temperature, top_p, stop, seed, min_new_tokens) -> Generation:
     p = dict(model=self._model(), messages=as_messages(messages), max_tokens=max_new_tokens, temperature=temperature,
              top_p=top_p, **_chat_options(stop, seed, min_new_tokens))
     r = self._post('/v1/chat/completions', p)
-    ch, usage = r['choices'][0], r.get('usage')
-    if not usage: raise ValueError(f"{self.root} returned no token `usage`; cove needs exact token counts")
+    ch, usage = checked_answer(r, p['model'], self.root)   # another model's answer, or a count past any context
     g = Generation(
         ch['message'].get('content') or '',
         usage['prompt_tokens'],
