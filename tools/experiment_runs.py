@@ -2,7 +2,7 @@
 """What tools/report.py (the notebooks one after another) and tools/sweep.py (a grid of them) share: the experiment
 notebooks and their parameters cells, one papermill run and what it left (sample sizes, tables, figures, its offline
 HTML), and the pieces of a report page. Neither script is imported here: both import this one."""
-import ast, csv, html, json, logging, re, subprocess, sys, time
+import ast, csv, html, json, logging, math, os, re, subprocess, sys, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,7 +64,11 @@ def split_params(pairs, params_json, model, names, plugins=None) -> tuple[dict, 
     "Global parameters (to each notebook that declares them), per-notebook ones ({name: {...}}); `plugins`: --plugin's."
     glob, per = {}, {}
     if params_json:
-        for k, v in json.loads(params_json).items():
+        try: given = json.loads(params_json)
+        except ValueError as e: raise SystemExit(f'--params: not JSON ({e})') from None
+        if not isinstance(given, dict):
+            raise SystemExit(f'--params: a JSON object of parameters, e.g. \'{{"n_eval": 2}}\', not a {type(given).__name__}')
+        for k, v in given.items():
             if k in names and isinstance(v, dict): per.setdefault(k, {}).update(v)
             else: glob[k] = v
     for k, v in pairs or []:
@@ -77,6 +81,31 @@ def split_params(pairs, params_json, model, names, plugins=None) -> tuple[dict, 
     mods = [x.strip() for p in plugins or [] for x in p.split(',') if x.strip()]
     if mods: glob['plugins'] = ','.join(mods)
     return glob, per
+
+def check_out_root(out, run_id=None) -> Path:
+    """`--out` (and `--run-id`, one folder name under it) refused in one line (a SystemExit) when it names no folder, is
+    a file or lies under one, or cannot be made: checked before anything is written."""
+    if str(out).strip() == '': raise SystemExit("--out '' names no folder (e.g. outputs/report)")
+    if run_id is not None and (not re.fullmatch(r'[\w.+-]{1,100}', str(run_id)) or str(run_id) in ('.', '..')):
+        raise SystemExit(f'--run-id {str(run_id)[:100]!r}: one folder name (letters, digits, . _ + -), not a path')
+    p = Path(out)
+    for q in [p, *p.parents]:
+        if q.exists() and not q.is_dir():
+            raise SystemExit(f'--out {p}: ' + ('a file, not a folder' if q == p else f'lies under {q}, a file'))
+    try: p.mkdir(parents=True, exist_ok=True)
+    except OSError as e: raise SystemExit(f'--out {p}: cannot be made ({e.strerror or type(e).__name__})') from None
+    if not os.access(p, os.W_OK | os.X_OK): raise SystemExit(f'--out {p}: not writable')
+    return p
+
+def check_numbers(a) -> None:
+    "The numeric arguments of tools/report.py, each finite and in its range (a one-line SystemExit else)."
+    for name, v, lo, hi in [('--timeout', a.timeout, 0, 7 * 86400), ('--workers', a.workers, 1, 1024),
+                            ('--num-cpus', a.num_cpus, 0, 1024), ('--num-gpus', a.num_gpus, 0, 64),
+                            ('--slurm-time', a.slurm_time, 1, 7 * 24 * 60)]:
+        if v is None: continue
+        if not math.isfinite(v) or v < lo or v > hi or (name in ('--timeout', '--num-cpus') and v == 0):
+            raise SystemExit(f'{name} {v}: must be a number ' + ('> ' if name in ('--timeout', '--num-cpus') else '>= ')
+                             + f'{lo} and <= {hi}')
 
 # --- running ---------------------------------------------------------------------------------------------------------
 

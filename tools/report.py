@@ -31,6 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT/'tools') not in sys.path: sys.path.insert(0, str(ROOT/'tools'))
+from experiment_runs import check_numbers, check_out_root
 from experiment_runs import (NBS, NETWORK, WIRING, Interrupted, artifacts, declared_params, inspect_params,   # noqa: F401
                              md_to_html, notebook_html, notebooks, param_problems, run_notebook, sample_sizes, split_params,
                              wiring, fmt_n, git_commit)
@@ -134,12 +135,16 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if a.check_params is not None:
         bad = 0
+        for x in a.check_params:
+            if not Path(x).is_file(): raise SystemExit(f'--check-params {x}: no such notebook file')
         for p in [Path(x) for x in a.check_params] or notebooks():
             probs = param_problems(p); bad += bool(probs)
             print(f'{p}: ' + ('ok' if not probs else '\n  ' + '\n  '.join(probs)))
         return 1 if bad else 0
     names = {p.stem for p in notebooks()}
     glob_params, per = split_params(a.parameter, a.params, a.model, names, a.plugin)
+    check_numbers(a)
+    check_out_root(a.out, a.run_id)   # before anything is written
     only = [n.strip() for n in a.only.split(',') if n.strip()] if a.only else None
     command = shlex.join(['tools/report.py'] + list(argv if argv is not None else sys.argv[1:]))
     if a.seeds is not None or a.engine is not None or a.workers is not None:   # a grid; else one notebook after another, as before
@@ -157,4 +162,8 @@ def main(argv=None):
 if __name__ == '__main__':
     import signal
     signal.signal(signal.SIGTERM, signal.default_int_handler)   # kill PID: index.md still lists what ran
-    sys.exit(main())
+    try: sys.exit(main())
+    except SystemExit as e:
+        if not isinstance(e.code, str): raise
+        print(f'tools/report.py: {e.code.strip().splitlines()[0] if e.code.strip() else "refused"}', file=sys.stderr)
+        sys.exit(2)   # a bad argument: one line, exit 2

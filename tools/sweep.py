@@ -372,13 +372,36 @@ def compare_reports(a:Path, b:Path) -> list[str]:
             diffs.append(f'{f} row {i} column {da.columns[c]!r}: {da.iat[i, c]!r} != {db.iat[i, c]!r}')
     return diffs
 
+CELL_KEYS = dict(path=str, out=str, params=dict, name=str, dir=str)   # what `run_cell` reads of a cell, and its type
+
+def parse_cell_arg(text:str) -> dict:
+    "The grid cell `--cell JSON` gives, its keys of their types and its notebook a file (a one-line SystemExit else)."
+    try: c = json.loads(text)
+    except ValueError as e: raise SystemExit(f'--cell: not JSON ({e})') from None
+    if not isinstance(c, dict): raise SystemExit(f'--cell: a JSON object (one grid cell), not a {type(c).__name__}')
+    if bad := [k for k, t in CELL_KEYS.items() if not isinstance(c.get(k), t)]:
+        raise SystemExit(f'--cell: needs {", ".join(f"{k} ({CELL_KEYS[k].__name__})" for k in bad)}')
+    if not (isinstance(c.get('seed'), int) or c.get('seed') is None) or isinstance(c.get('seed'), bool):
+        raise SystemExit(f'--cell: seed must be an integer or null, not {str(c.get("seed"))[:40]!r}')
+    if not Path(c['path']).is_file() or Path(c['path']).suffix != '.ipynb':
+        raise SystemExit(f'--cell: path {c["path"][:200]!r} is not a notebook file')
+    t = c.get('timeout')
+    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < float('inf')):
+        raise SystemExit(f'--cell: timeout must be a positive number of seconds or null, not {str(t)[:40]!r}')
+    runs.check_out_root(c['out'])
+    return c
+
 if __name__ == '__main__':
     if len(sys.argv) == 3 and sys.argv[1] == '--cell':   # one grid cell, in a child process of an engine
         import signal
         signal.signal(signal.SIGTERM, signal.default_int_handler)
-        c = json.loads(sys.argv[2])
+        try: c = parse_cell_arg(sys.argv[2])
+        except SystemExit as e:
+            print(f'tools/sweep.py: {e.code}', file=sys.stderr)
+            sys.exit(2)
         r = run_cell(c, c.get('timeout'), c.get('html', True))
         print(json.dumps(r, default=str))
         sys.exit(0)
-    sys.exit('usage: tools/sweep.py --cell JSON (one grid cell, what an engine starts); a grid is '
-             'tools/report.py --seeds/--engine/--workers (make experiments ARGS=...)')
+    print('usage: tools/sweep.py --cell JSON (one grid cell, what an engine starts); a grid is '
+          'tools/report.py --seeds/--engine/--workers (make experiments ARGS=...)', file=sys.stderr)
+    sys.exit(2)
