@@ -20,7 +20,7 @@ _log = get_logger('code')
 # %% auto #0
 __all__ = ['BCB_INSTRUCTIONS', 'MBPPEnv', 'starter_signature', 'io_program', 'outputs_match', 'run_io_tests', 'apps_instructions',
            'parse_apps_row', 'APPSEnv', 'parse_bcb_row', 'unittest_program', 'unittest_feedback', 'run_unittest',
-           'lib_problems', 'BigCodeBenchEnv', 'reference_cause']
+           'vacuous_tests', 'lib_problems', 'BigCodeBenchEnv', 'reference_cause']
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #67d71641
 class _FolderEnv(CodeEnv):
@@ -283,23 +283,102 @@ def parse_bcb_row(r:dict) -> Task:
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #2ade6601
 def _bcb_runner() -> dict:
-    "Sandbox side: the runner's classes, and those of their methods a verdict relies on, as they are now."
-    import unittest
-    watch = {'TestCase': ('run', '__call__', '_callTestMethod', '_callSetUp', '_callTearDown', 'doCleanups'),
-             'TestSuite': ('run', '__call__'), 'TestLoader': ('loadTestsFromTestCase', 'getTestCaseNames'),
-             'TestResult': ('__init__', 'startTest', 'stopTest', 'addError', 'addFailure', 'addSuccess', 'addSkip',
-                            'addSubTest', 'addExpectedFailure', 'addUnexpectedSuccess')}
-    return {c: (getattr(unittest, c), {n: getattr(unittest, c).__dict__.get(n) for n in ns}) for c, ns in watch.items()}
+    """Sandbox side: the runner's classes and every entry of their dictionaries (the assertions among them), and
+    `unittest`'s modules' entries, as they are now."""
+    import unittest, unittest.case
+    classes = {c: (getattr(unittest, c), dict(vars(getattr(unittest, c))))
+               for c in ('TestCase', 'TestSuite', 'TestLoader', 'TestResult')}
+    return classes | {f'module {m.__name__}': (m, dict(vars(m))) for m in (unittest, unittest.case)}
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #8d2d9876
 def _bcb_replaced(snap:dict) -> list[str]:
-    "Sandbox side: which of `snap`'s classes and methods (`_bcb_runner`) were replaced since."
+    """Sandbox side: what of `snap` (`_bcb_runner`, and the test's `TestCases`) was replaced since: a class's entry
+    changed or added (for `TestCases`, one of `TestCase`'s names), a module's entry changed or removed."""
     import unittest
     out = []
-    for c, (cls, meths) in snap.items():
-        if unittest.__dict__.get(c) is not cls: out.append(f'unittest.{c} replaced')
-        out += [f'unittest.{c}.{n} replaced' for n, f in meths.items() if cls.__dict__.get(n) is not f]
+    for c, (obj, entries) in snap.items():
+        now, module = vars(obj), c.startswith('module ')
+        if not module and c != 'TestCases' and unittest.__dict__.get(c) is not obj: out.append(f'unittest.{c} replaced')
+        names = set(entries) | (set() if module else set(now))
+        if c == 'TestCases': names = {n for n in names if n in vars(unittest.TestCase) and not n.startswith('_class')}
+        where = c[7:] if module else c if c == 'TestCases' else f'unittest.{c}'
+        out += [f'{where}.{n} replaced' for n in sorted(names) if now.get(n, out) is not entries.get(n, out)
+                and not (module and n not in entries)]
     return out
+
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #a5b1691a
+def _bcb_foreign(x, trusted:tuple, depth:int=0) -> str:
+    """Sandbox side: why value `x` (or one inside a list, tuple, set or dict) cannot be trusted to compare: its class,
+    or one it inherits, compares by code of the answer's (not the standard library's, a package's or the test's), or
+    it is a mock; '' if it can."""
+    import sysconfig, types
+    if depth > 4: return ''
+    if isinstance(x, (list, tuple, set, frozenset, dict)) and type(x) in (list, tuple, set, frozenset, dict):
+        for y in list(x.items() if type(x) is dict else x)[:10000]:
+            if why := _bcb_foreign(y, trusted, depth + 1): return why
+        return ''
+    cls = type(x)
+    if cls.__module__ == 'unittest.mock' or 'unittest.mock' in {c.__module__ for c in cls.__mro__}:
+        return f'a mock ({cls.__name__})'
+    ok = tuple(sysconfig.get_paths()[k] for k in ('stdlib', 'platstdlib', 'purelib', 'platlib'))
+    for c in cls.__mro__:
+        for n in ('__eq__', '__ne__', '__bool__', '__len__', '__class__', '__getattribute__', '__getattr__'):
+            f = vars(c).get(n)
+            if f is None: continue
+            if isinstance(f, types.FunctionType) and f.__code__.co_filename.startswith(ok + trusted): continue
+            if getattr(f, '__objclass__', None) is c and not isinstance(f, types.FunctionType): continue   # C slots
+            return f'a {cls.__name__} whose {n} is its own'
+    return ''
+
+
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #6e094073
+def _bcb_strict(trusted:tuple):
+    "Sandbox side: `unittest.TestCase`'s comparing assertions first refuse a value that compares by the answer's rules."
+    import functools, sysconfig, unittest
+    def strict(fn):
+        @functools.wraps(fn)
+        def check(self, *a, **k):
+            for x in [*a, *k.values()]:
+                if why := _bcb_foreign(x, trusted): raise self.failureException(f'cannot compare {why}')
+            return fn(self, *a, **k)
+        return check
+    for n in ('assertEqual', 'assertNotEqual', 'assertListEqual', 'assertTupleEqual', 'assertDictEqual',
+              'assertSetEqual', 'assertSequenceEqual', 'assertCountEqual', 'assertIn', 'assertNotIn',
+              'assertAlmostEqual', 'assertNotAlmostEqual', 'assertMultiLineEqual', 'assertGreater', 'assertLess',
+              'assertGreaterEqual', 'assertLessEqual', 'assertTrue', 'assertFalse', 'assertIsNone',
+              'assertIsNotNone', 'assertIsInstance'):
+        setattr(unittest.TestCase, n, strict(getattr(unittest.TestCase, n)))
+
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #f3a83626
+def _bcb_seal(trusted:tuple):
+    """Sandbox side: an audit hook, for good, refusing the answer's code (the innermost frame outside the standard
+    library, unless it is the test's or the runner's, `trusted`) frames, code objects, `gc`'s walks, tracing, ctypes
+    and compiling code under a trusted or library file name: where the runner and its report could be found."""
+    import sys, sysconfig, threading
+    libs = tuple({p for k in ('stdlib', 'platstdlib') for p in (sysconfig.get_paths()[k],)}) + ('<frozen ',)
+    site = tuple({sysconfig.get_paths()[k] for k in ('purelib', 'platlib')})
+    deny = ('gc.get_', 'sys._getframe', 'sys._current_frames', 'sys.settrace', 'sys.setprofile', 'ctypes.',
+            'code.__new__', 'marshal.load')
+    inside, getframe = threading.local(), sys._getframe
+    def answer_code(f) -> bool:   # the import system (frozen importlib) compiles and unmarshals for the answer too
+        while f is not None and f.f_code.co_filename.startswith(libs) and not f.f_code.co_filename.startswith(site):
+            if f.f_code.co_filename.startswith('<frozen importlib'): return False
+            f = f.f_back
+        return f is not None and not f.f_code.co_filename.startswith(trusted + site)
+    def suspicious(event, args) -> bool:   # the answer's own functions' code stays readable (`inspect.signature`)
+        if event == 'compile': return isinstance(args[1], str) and args[1].startswith(trusted + libs + site)
+        if event != 'object.__getattr__': return event.startswith(deny)
+        if args[1] in ('__code__', 'f_code'):   # the test's own methods, not what they define and hand over
+            code = getattr(args[0], args[1], None)
+            return getattr(code, 'co_filename', '').startswith(trusted) and '<locals>' not in code.co_qualname
+        return args[1] in ('tb_frame', 'gi_frame', 'cr_frame', 'ag_frame', 'gi_code', 'cr_code', 'ag_code')
+    def hook(event, args):
+        if getattr(inside, 'on', False): return
+        inside.on = True
+        try: refuse = suspicious(event, args) and answer_code(getframe(1))
+        finally: inside.on = False
+        if refuse: raise ValueError(f'sandbox: {event} is not available to the answer')
+    sys.addaudithook(hook)
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #2c16d469
 def _bcb_test_names(test:str) -> list[str]:
@@ -359,8 +438,9 @@ def _bcb_final(send, nonce:str, snap:dict, res, ran:dict, names:list, state:dict
     send({'nonce': nonce, 'tampered': '; '.join(why)[:500]} if why else rec)
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #13f04190
-def _bcb_body(solution:str, test:str, res, ran:dict, state:dict):
-    "Sandbox side: `solution` and `test` as one module `__test__`, then its `TestCases` run into `res`."
+def _bcb_body(solution:str, test:str, res, ran:dict, state:dict, snap:dict):
+    """Sandbox side: `solution` (compiled as `__solution__.py`) and `test` (as `__test__.py`) in one module `__test__`,
+    then its `TestCases` (added to `snap` as they are before any test) run into `res`."""
     import os, sys, time, traceback, types, unittest
     os.environ['TZ'] = 'UTC'
     time.tzset()
@@ -369,13 +449,16 @@ def _bcb_body(solution:str, test:str, res, ran:dict, state:dict):
     mod = types.ModuleType('__test__')
     mod.__dict__.update({'__builtins__': __builtins__, '__file__': '__test__.py', 'sys': sys, 'os': os,
                          'environ': os.environ})
-    try: exec(compile(solution + '\n' + test, '__test__.py', 'exec'), mod.__dict__)
+    try:
+        exec(compile(solution, '__solution__.py', 'exec'), mod.__dict__)
+        exec(compile(test, '__test__.py', 'exec'), mod.__dict__)
     except BaseException as e:
         state['load_error'] = last() or type(e).__name__
         return
     sys.modules['__test__'] = mod
     try:
         _bcb_wrap(mod.TestCases, ran)
+        snap['TestCases'] = (mod.TestCases, dict(vars(mod.TestCases)))
         suite = unittest.TestLoader().loadTestsFromTestCase(mod.TestCases)
         state['expected'] = suite.countTestCases()
         suite.run(res)
@@ -384,23 +467,33 @@ def _bcb_body(solution:str, test:str, res, ran:dict, state:dict):
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #bda3a75f
 def _bcb_main(solution:str, test:str):
     """Sandbox side: before any answer code, the nonce (read unbuffered from stdin) and the report function go into the
-    exit handler's arguments, and nowhere else; then the tests run."""
-    import atexit, io, os, sys, unittest
+    exit handler's arguments, and nowhere else; `main.py` (the test's source) leaves the disk; the test's imports load;
+    the assertions turn strict and the runner is taken down as it is; then the seal, and the tests run."""
+    import ast, atexit, importlib, io, os, sys, unittest
     send = globals().pop('__cove_report__')
     nonce = os.read(0, 64).decode('ascii', 'replace').strip()
     os.close(0)
     sys.stdin = io.StringIO('')
     os.remove('.stdin')
-    res, ran, state = unittest.TestResult(), {}, {}
-    atexit.register(_bcb_final, send, nonce, _bcb_runner(), res, ran, _bcb_test_names(test), state)
+    os.remove('main.py')
+    for n in ast.walk(ast.parse(test)):   # before the snapshot: the answer cannot be the first to load them
+        for m in [a.name for a in n.names] if isinstance(n, ast.Import) else [n.module] if isinstance(
+                n, ast.ImportFrom) and n.module and not n.level else []:
+            try: importlib.import_module(m)
+            except BaseException: pass
+    trusted = ('__test__.py', 'main.py')
+    _bcb_strict(trusted)
+    res, ran, state, snap = unittest.TestResult(), {}, {}, _bcb_runner()
+    atexit.register(_bcb_final, send, nonce, snap, res, ran, _bcb_test_names(test), state)
     del send, nonce
-    _bcb_body(solution, test, res, ran, state)
+    _bcb_seal(trusted)
+    _bcb_body(solution, test, res, ran, state, snap)
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #52d706b1
 def unittest_program(solution:str, test:str) -> str:
     "The sandboxed program running `test`'s `TestCases` on `solution` in one module, reporting counts and failures."
-    code = _sources(_bcb_runner, _bcb_replaced, _bcb_test_names, _bcb_wrap, _bcb_accounts, _bcb_final, _bcb_body,
-                    _bcb_main)
+    code = _sources(_bcb_runner, _bcb_replaced, _bcb_foreign, _bcb_strict, _bcb_seal, _bcb_test_names, _bcb_wrap,
+                    _bcb_accounts, _bcb_final, _bcb_body, _bcb_main)
     return code + f'_bcb_main({solution!r}, {test!r})\n'
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #33eaa6f7
@@ -426,7 +519,7 @@ def _tally(rec:dict) -> Feedback:
     if not bad: return Feedback('success', 1.0, f'all {n} tests passed')
     name, why = bad[0]
     msg = f'{len(bad)}/{n} tests failed; first: {why} in `{name}`'
-    return Feedback('failure', (n - len(bad)) / n, msg, 'test_failed')
+    return Feedback('failure', max(0.0, (n - len(bad)) / n), msg, 'test_failed')   # subtests: more failures than tests
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #858d044c
 def unittest_feedback(r:SandboxResult, nonce:str, timeout:float, memory_mb:int) -> Feedback:
@@ -461,6 +554,21 @@ def run_unittest(solution:str, test:str, timeout:float=120.0, memory_mb:int=4096
     pk = tuple(sorted({*packages, *_imported(test)}))
     r = run_sandboxed(unittest_program(solution, test), nonce + '\n', timeout, memory_mb, guard=guard, packages=pk)
     return unittest_feedback(r, nonce, timeout, memory_mb)
+
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #fc94e867
+_WRONG = {'return -999': 'return -999', 'return None': 'return None'}   # the wrong answers every test must fail
+
+def vacuous_tests(reference:str, # the reference program (its helpers and imports kept)
+                  test:str, # the task's unittest source
+                  entry_point:str, # the function the tests call
+                  timeout:float=120.0, memory_mb:int=4096, guard:bool=True, packages:tuple=()) -> str:
+    """Why `test` is vacuous: the first wrong answer (`reference` with `entry_point` redefined to return -999, then
+    None) that passes every test; '' when each fails (a mutation check: a test must fail a wrong answer)."""
+    for name, body in _WRONG.items():
+        wrong = f'{reference.rstrip()}\n\ndef {entry_point}(*args, **kwargs):\n    {body}\n'
+        if run_unittest(wrong, test, timeout, memory_mb, guard, packages).success:
+            return f'its tests pass a wrong answer ({name})'
+    return ''
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #36697a3b
 _LIB_PROBLEMS: dict[tuple[str, bool], str|None] = {}   # (library, guard) -> why it does not import, None if it does
@@ -584,6 +692,21 @@ def check_references(self:BigCodeBenchEnv, tasks:list[Task]):
         ids = '; '.join(f'{i}: {fb.message[:100]}' for i, fb in bad[:5]) + ('; ...' if len(bad) > 5 else '')
         n = f'{len(bad)} of {len(todo)}'
         _log.warning(f'code:bigcodebench: {n} references checked fail here ({ids}); {self.unavailable_summary()}')
+    self.check_mutants([t for t, fb in zip(todo, fbs) if fb.success])
+
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #db47e345
+@patch
+def check_mutants(self:BigCodeBenchEnv, tasks:list[Task]):
+    "The mutation check of `tasks` (in parallel): one whose tests pass a wrong answer is unavailable, counted, logged."
+    p = lambda t: t.payload
+    def why(t): return vacuous_tests(t.meta['reference_program'], p(t)['test'], p(t)['entry_point'], self.timeout,
+                                     self.memory_mb, self.guard, tuple(p(t)['libs']))
+    with ThreadPoolExecutor(max(1, self.workers)) as ex: whys = list(ex.map(why, tasks))
+    for t, w in zip(tasks, whys):
+        if w: self.mark_unavailable(t, ['reference: vacuous tests'], w)
+    if bad := [t.id for t, w in zip(tasks, whys) if w]:
+        _log.warning(f"code:bigcodebench: {len(bad)} of {len(tasks)} tasks' tests pass a wrong answer (vacuous), "
+                     f"refused: {', '.join(bad[:5])}{', ...' if len(bad) > 5 else ''}")
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #4faf0b2b
 def _shuffled(pool:list, split:str, seed:int) -> list:
