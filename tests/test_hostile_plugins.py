@@ -25,7 +25,8 @@ LOAD = {  # cove's names first, then the plugin; and the plugin first, then cove
                     'load_plugins("evil_plugin", via="--plugin")\nload_own()\n'
                     'from cove.tasks.base import _import_families\n_import_families()\n',
 }
-SHOW = 'from cove.registry import METHODS, FAMILIES\nprint(METHODS["base"].__module__, FAMILIES["math"]["embedded"].__module__)\n'
+SHOW = ('from cove.registry import METHODS, FAMILIES\n'
+        'print(METHODS["base"].__module__, FAMILIES["math"]["embedded"].__module__)\n')
 
 def load(tmp_path, order, **env):
     (tmp_path/'evil_plugin.py').write_text(PLUGIN)
