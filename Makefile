@@ -71,10 +71,12 @@ test-slow: export
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q --durations=20 -m slow
 
 # Issue 14's fault-injection suite in full (>= 10 kill -9s per method, torn tails, file-size limits, corrupt stores;
-# >= 50 faults), ending with its summary line `faults: N kills survived, M faults injected, 0 episodes lost`.
+# >= 50 faults) and the hostile-input suites (issue 55: forged verdicts, hangs, mixed resumes, bad arguments), ending
+# with their summary line `faults: N kills survived, M faults injected, K hostile inputs refused, 0 episodes lost, ...`.
 # (`make test` runs a small sample of the same file.)
 faults: export
-	COVE_FAULTS=full OMP_NUM_THREADS=1 $(PY) -m pytest -q tests/test_faults.py -s --durations=10
+	COVE_FAULTS=full OMP_NUM_THREADS=1 $(PY) -m pytest -q tests/test_faults.py tests/test_hostile_*.py tests/test_forgery.py \
+	  tests/test_answer_key.py tests/test_one_line_errors.py -s --durations=10
 
 # quick loop while editing: package tests only, no notebooks
 test-fast: install

@@ -14,6 +14,8 @@ class Hostile:
     def forged(self, k:int): TALLY['forged'] += k
     def keys(self, k:int): TALLY['keys'] += k     # answer keys (benchmark data, references, weights) the candidate read
     def mixed(self, k:int): TALLY['mixed'] += k   # resumes that went on with another run's records, store or data
+    def hung(self, k:int): TALLY['hung'] += k     # calls still running past their deadline
+    def tracebacks(self, k:int): TALLY['tracebacks'] += k   # commands that printed a traceback for a bad input
 
 @pytest.fixture
 def hostile() -> Hostile: return Hostile()
@@ -50,4 +52,4 @@ def pytest_terminal_summary(terminalreporter, config):
         "inputs refused, "
         f"{t.get('lost', 0)} episodes lost, {TALLY['outside']} files outside the run folder touched, "
         f"{TALLY['forged']} forged verdicts accepted, {TALLY['keys']} answer keys readable, {TALLY['mixed']} resumes "
-        "mixed")
+        f"mixed, {TALLY['hung']} calls hung past their deadline, {TALLY['tracebacks']} tracebacks")

@@ -3,6 +3,7 @@
 a run. A call that once hung runs in a forked process joined with a deadline, so that a regression fails fast."""
 import http.server, json, multiprocessing as mp, os, threading, time
 import pytest
+from conftest import TALLY
 from cove.core import Task
 from cove.tasks.base import EpisodeState
 from cove.tasks.math import (GSM8KEnv, MATHEnv, extract_math_answer, gsm8k_reference, math_equiv, math_feedback,
@@ -21,6 +22,7 @@ def within(seconds:float, fn, *args):
     got = a.recv() if a.poll(seconds) else None
     p.kill()
     p.join()
+    if got is None: TALLY['hung'] += 1
     assert got is not None, f'{getattr(fn, "__name__", fn)}{args!r:.80} still running after {seconds} s (hung)'
     return got[1] if got[0] == 'ok' else got
 

@@ -82,10 +82,12 @@ def task_func(x):
 }
 
 @pytest.mark.parametrize('name', list(ATTACKS))
-def test_forged_verdicts_fail(name):
+def test_forged_verdicts_fail(name, hostile):
     "Every attack is a failure, an error or a tampered verdict, never a pass."
     fb = run_unittest(ATTACKS[name], TEST, timeout=60, memory_mb=1024)
+    hostile.forged(int(fb.success))
     assert not fb.success, (name, fb)
+    hostile.refused()
 
 def test_the_right_answer_still_passes():
     fb = run_unittest(RIGHT, TEST, timeout=60, memory_mb=1024)
@@ -101,11 +103,13 @@ VACUOUS = {
 }
 
 @pytest.mark.parametrize('name', list(VACUOUS))
-def test_vacuous_tests_are_refused(name):
+def test_vacuous_tests_are_refused(name, hostile):
     "A test that a wrong answer (`return -999`, or raising) passes is vacuous: refused with the reason, never a pass."
     test = f'import unittest\nclass TestCases(unittest.TestCase):\n    def test_it(self):\n        {VACUOUS[name]}\n'
     why = vacuous_tests(RIGHT, test, 'task_func', timeout=60, memory_mb=1024)
+    hostile.forged(int(not why))
     assert why and 'wrong answer' in why, (name, why)
+    hostile.refused()
 
 def test_real_tests_are_not_vacuous():
     assert vacuous_tests(RIGHT, TEST, 'task_func', timeout=60, memory_mb=1024) == ''
