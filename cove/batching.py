@@ -120,7 +120,9 @@ def _complete(self:BatchEngine, group:list[Request]) -> list[list[Generation]]:
     toks, keys = [t for r in group for t in r.toks], [r.adapter for r in group for _ in r.toks]
     cfg = core._gen_config(kw['max_new_tokens'], kw['temperature'], kw['top_p'], kw['stop'], kw['min_new_tokens'])
     sampled, one, t = kw['temperature'] > 0, len(set(keys)) == 1, time.perf_counter()
-    with self.turn if sampled else contextlib.nullcontext(), self.lock, torch.inference_mode():
+    # the training turn also keeps generation and training apart: each uses every core, and two torch computations
+    # at once on a small CPU run slower than one after the other (OpenMP threads spin against each other)
+    with self.turn, self.lock, torch.inference_mode():
         if one: core.set_adapter(keys[0])
         names = None if one else [k or '__base__' for k in keys]
         with core._adapter_ctx() if one else contextlib.nullcontext(), _seeded(kw['seed'] if sampled else None):
