@@ -391,10 +391,22 @@ def cmd_demo(args) -> int:
     print(f"written to {out} in {s['wall_s'] / 60:.1f} min")
     return 0
 
+# %% ../nbs/90_cli.ipynb #e2477309
+def _check_serve_args(args):
+    "A one-line `ValueError` for a `cove serve` number the machine cannot honour (checked before anything starts)."
+    import math
+    ints = (('--port', args.port, 0, 65535), ('--threads', args.threads, 0, 1024),
+            ('--max-lora-rank', args.max_lora_rank, 1, 1024))
+    for name, v, lo, hi in ints:
+        if not lo <= v <= hi: raise ValueError(f"{name} {v}: need an integer from {lo} to {hi}")
+    if not (math.isfinite(args.timeout) and 0 < args.timeout <= 86400):
+        raise ValueError(f"--timeout {args.timeout}: need a number of seconds in (0, 86400]")
+
 # %% ../nbs/90_cli.ipynb #53953ff1
 def cmd_serve(args) -> int:
     "Serve the profile's model with vLLM until Ctrl-C or SIGTERM; 2 and one line when it cannot start."
     from cove.serve import VLLMServer, ServeError, served_dtype
+    _check_serve_args(args)
     cfg = config_from(args)
     dev = args.dev_mode or cfg['model.lora_serving'] == 'merged'
     dtype = args.dtype or served_dtype(cfg, args.device)
@@ -486,6 +498,9 @@ def main(argv:list[str]|None=None) -> int:
         # (not in the main thread: left as it is)
         with contextlib.suppress(ValueError): signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     try: return _dispatch(args)
+    except KeyboardInterrupt:   # Ctrl-C: one line; every run writes as it goes, so the same command resumes
+        print(f"cove {args.cmd}: interrupted; what was written is kept: rerun the same command to resume", file=sys.stderr)
+        return 130
     except (ConfigError, ValueError, FileNotFoundError) as e:
         _error(args, e, _aside_hint(e, args))
         return 2
