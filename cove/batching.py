@@ -19,10 +19,7 @@ _log = get_logger('batching')
 __all__ = ['Request', 'gen_key', 'BatchEngine', 'StreamPolicy', 'serial_ast', 'play_streams']
 
 # %% ../nbs/02_llm_e_batching.ipynb #db107cce
-declare_key('run.streams', int, 0, 'runs played at once through one batching engine (`hf` backend): 1 = one after the '
-            'other; 0 = all of them')
-declare_key('run.stream_wait', float, 0.5, "seconds the batching engine waits, after each batch, for the other playing "
-            "runs' next requests before it generates without them")
+# `run.streams` and `run.stream_wait` are shared runtime keys, declared in `cove.config` (nbs/01_config)
 
 # %% ../nbs/02_llm_e_batching.ipynb #eff55d58
 @dataclass

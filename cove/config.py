@@ -238,6 +238,10 @@ _declare(
     Key('run.family_chunk', int, 1, "episodes of one family in one batch: 1 = each learnt before the family's next, "
         'as the papers\' loops (batches then go across families); N > 1 plays N before learning, for speed; '
         '0 = no limit (batches of model.batch_size)'),
+    Key('run.streams', int, 0, 'runs played at once through one batching engine (`hf` backend; `cove.batching`): '
+        '1 = one after the other; 0 = all of them'),
+    Key('run.stream_wait', float, 0.5, "seconds the batching engine waits, after each batch, for the other playing "
+        "runs' next requests before it generates without them"),
 )
 
 # %% ../nbs/01_config.ipynb #5ef55f83
@@ -297,7 +301,8 @@ _ranges(0, 3, 'tableqa.difficulty', why='the levels of cove.tasks.tableqa.DIFFIC
 _ranges(0, 2, 'multihop.difficulty', 'math.difficulty', 'code.difficulty', why='the levels of the family')
 _ranges(0, 2**31 - 1, 'run.seed', why="numpy's generators take no negative seed, transformers' set_seed "
         "(training) takes at most 2**32-1, and cove adds small offsets (seed+1, seed+round)")
-_ranges(0, 1024, 'run.threads', 'run.jobs', why='one OS thread or process each: more than any machine has cores '
+_ranges(0, 1024, 'run.threads', 'run.jobs', 'run.streams',
+        why='one OS thread or process each: more than any machine has cores '
         '(10**5 threads crashed the interpreter)')
 _ranges(1, 1000, 'run.epochs', why='the stream is held in memory, run.epochs plays of it')
 _ranges(1, 4096, 'model.batch_size', 'train.batch_size', 'train.micro_batch', 'train.grpo_generations',

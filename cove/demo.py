@@ -18,10 +18,6 @@ from .stats import paired_rows, episode_records, summarise, align, pooled_paired
 from .spec import open_envs
 from .tasks.surface import surface_of, called_names
 from .serve import vllm_python, served_policy, served_dtype, unservable, ServeError
-from .llm import HFPolicy
-from .batching import play_streams
-from .knowledgepo import episodes_to_relearn, _system
-from .workflow import KNOWLEDGE_HEAD
 
 # %% auto #0
 __all__ = ['DEMO_METHODS', 'DEMO_FAMILIES', 'DEMO_EPISODES', 'FULL_EPISODES', 'TRIGGER_DEFAULTS', 'DEMO_TRAIN', 'FULL_TRAIN',
@@ -183,6 +179,7 @@ def _log_to(path:Path) -> logging.Handler:
 def demo_streams(cfg:Config, policy, runs:int) -> int:
     """How many of the demo's `runs` play at once: `run.streams` (0: all) through one batching engine
     (`cove.batching`) on an `HFPolicy`; on another policy one after the other, said in the log."""
+    from cove.llm import HFPolicy   # here: `cove --help` and `cove check` load no torch
     n = min(cfg['run.streams'] or runs, runs)
     if n > 1 and not isinstance(policy, HFPolicy):
         get_logger('demo').warning(f"run.streams={cfg['run.streams']}: the runs play one after the other: the batching "
@@ -206,6 +203,7 @@ def _play_jobs(jobs:dict, policy, streams:int=1, wait:float=0.5) -> dict:
     """`{tag: metrics}` of `jobs` (`tag -> f(policy)`), `streams` at once through one batching engine (`play_streams`);
     a failure ends the demo, with streams once the runs playing beside it are done."""
     if streams <= 1: return {tag: f(policy) for tag, f in jobs.items()}
+    from cove.batching import play_streams   # here: `cove --help` and `cove check` load no torch
     metrics = play_streams(policy, jobs, streams, wait)
     if failed := [t for t, m in metrics.items() if isinstance(m, BaseException)]:
         get_logger('demo').error('failed: ' + ', '.join(f'{t} ({type(metrics[t]).__name__}: {metrics[t]})'
@@ -281,6 +279,8 @@ def stale_calls(rec:dict, old:set) -> int:
 def relearn_text(rs:list[dict], family:str) -> str:
     """The episodes of `family` from the rename until a method's shown memory named the new tools
     (`cove.knowledgepo.episodes_to_relearn`): `'3'`, `'never (5 stale)'`, or `'no memory shown'`."""
+    from cove.knowledgepo import episodes_to_relearn, _system   # here: `cove --help` loads no torch
+    from cove.workflow import KNOWLEDGE_HEAD
     rl = episodes_to_relearn(rs, family)
     if rl['drift'] is None: return 'no rename'
     if rl['episodes'] is not None: return str(rl['episodes'])

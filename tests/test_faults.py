@@ -302,13 +302,13 @@ def test_file_size_limit_then_resume(tmp_path, method):
     rerun with room, it resumes to the end."""
     rng = random.Random(zlib.crc32(b'disk' + method.encode()))
     out, err = tmp_path/'R', tmp_path/'stderr.txt'; argv = _argv(out, method, 4)
-    # 9500 bytes: config.json fits (with its run id and data fingerprint), the records do not
-    for lim in ([9500] + [rng.randint(9500, 60000)] * FULL):
+    # 12000 bytes: config.json (about 9.7 kB) fits with its run id, data fingerprint and plugins, not all the records do
+    for lim in ([12000] + [rng.randint(12000, 60000)] * FULL):
         if method == 'base': r = _cove(argv, limit=lim)   # the console script itself
         else:
             p = _start(argv, err, limit=lim); p.join(600)
             r = subprocess.CompletedProcess(argv, p.exitcode, '', err.read_text())
-        if r.returncode == 0 and lim != 9500: break   # room enough for the rest
+        if r.returncode == 0 and lim != 12000: break   # room enough for the rest
         _stopped_cleanly(r, out, 'File too large' if method == 'base'
                          else 'File too large|disk I/O error|database or disk is full')   # SQLite names its own error
     _finish(out, argv, err, 8)
