@@ -116,15 +116,16 @@ def _complete(self:BatchEngine, group:list[Request]) -> list[list[Generation]]:
     core, kw = self.core, group[0].kw
     toks, keys = [t for r in group for t in r.toks], [r.adapter for r in group for _ in r.toks]
     cfg = core._gen_config(kw['max_new_tokens'], kw['temperature'], kw['top_p'], kw['stop'], kw['min_new_tokens'])
-    sampled, one, t = kw['temperature'] > 0, len(set(keys)) == 1, time.perf_counter()
+    sampled, one = kw['temperature'] > 0, len(set(keys)) == 1
     # the training turn also keeps generation and training apart: each uses every core, and two torch computations
     # at once on a small CPU run slower than one after the other (OpenMP threads spin against each other)
     with self.turn, self.lock, torch.inference_mode():
+        t = time.perf_counter()   # generation only: not the wait for the turn
         if one: core.set_adapter(keys[0])
         names = None if one else [k or '__base__' for k in keys]
         with core._adapter_ctx() if one else contextlib.nullcontext(), _seeded(kw['seed'] if sampled else None):
             gens = core._generate_toks(toks, cfg, kw['stop'], keys, names)
-    self.stats['seconds'] += time.perf_counter() - t
+        self.stats['seconds'] += time.perf_counter() - t
     self.stats['batches'] += 1
     self.stats['requests'] += len(group)
     self.stats['rows'] += len(toks)
