@@ -423,8 +423,9 @@ def _own_rows(self:CoveMethod, family:str) -> tuple[list[dict], int]:
         trace, surface = self._renamed(i, t)
         legal = set((surface or {}).get('names', {}).values())
         calls = [n for m in trace if m['role'] == 'assistant' for n in called_names(str(m['content']))]
-        score = anti_recitation_reward(t['score'], calls, legal, legal, lam, self.kpo.stats if self.kpo else None)
-        score = score if legal else t['score']   # no tool surface: no volatile name to recite
+        stats = self.kpo.stats if self.kpo else None
+        # no tool surface (math, code): no volatile name to recite, no penalty counted
+        score = anti_recitation_reward(t['score'], calls, legal, legal, lam, stats) if legal else t['score']
         dropped += t['score'] >= q > score
         out.append(dict(t, trace=trace, score=score))
     return out, dropped
