@@ -255,10 +255,7 @@ def generate(self:StreamPolicy, batch:list, max_new_tokens:int=128, temperature:
     kw = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, stop=stop, seed=seed,
               min_new_tokens=min_new_tokens)
     out = self.engine.submit(self, self._chat_ids(batch), kw)
-    self.ledger.add(
-        'generate', sum(g.prompt_tokens for g in out), sum(g.completion_tokens for g in out), calls=len(out)
-    )
-    return out
+    return self.charged(out)
 
 # %% ../nbs/02_llm_e_batching.ipynb #3f4ab1df
 @patch

@@ -490,9 +490,7 @@ def generate(self:LlamaCppPolicy, batch:list, max_new_tokens:int=128, temperatur
             r.out.append(pick_token(_bar_eos(lg, eos, len(r.out), min_new_tokens), temperature, top_p, rngs[r.i]))
             if self._done(r, max_new_tokens, stop): self._retire(r, toks, out, live, free, stop)
             else: r.pending, r.want = [r.out[-1]], {p + 1}
-    self.ledger.add('generate', sum(g.prompt_tokens for g in out), sum(g.completion_tokens for g in out),
-                    calls=len(out))
-    return out
+    return self.charged(out)
 
 # %% ../nbs/02c_llamacpp.ipynb #21f86089
 def _logprob(lg:np.ndarray, t:int) -> float:

@@ -289,10 +289,7 @@ def generate(self:HFPolicy, batch:list, max_new_tokens:int=128, temperature:floa
     cfg = self._gen_config(max_new_tokens, temperature, top_p, stop, min_new_tokens)
     with self._adapter_ctx(), torch.inference_mode(), _seeded(seed):
         out = self._generate_toks(toks, cfg, stop, [self._active]*len(toks))
-    self.ledger.add(
-        'generate', sum(g.prompt_tokens for g in out), sum(g.completion_tokens for g in out), calls=len(out)
-    )
-    return out
+    return self.charged(out)
 
 # %% ../nbs/02_llm_b_hf.ipynb #a60b6ab8
 @patch

@@ -48,6 +48,14 @@ def generate(self:Policy, batch:list, max_new_tokens:int=128, temperature:float=
     "Complete each conversation in `batch` (greedy when `temperature == 0`)."
     raise NotImplementedError(f"{type(self).__name__}.generate")
 
+# %% ../nbs/01e_policy.ipynb #6950eac0
+@patch
+def charged(self:Policy, gens:list[Generation]) -> list[Generation]:
+    "`gens` after adding them to the ledger as one `generate` entry: their prompt and completion tokens, one call each."
+    self.ledger.add('generate', sum(g.prompt_tokens for g in gens), sum(g.completion_tokens for g in gens),
+                    calls=len(gens))
+    return gens
+
 # %% ../nbs/01e_policy.ipynb #8789399a
 @patch
 def score_choices(self:Policy, messages, choices:list[str], end:bool=True) -> list[float]:

@@ -92,10 +92,7 @@ def generate(self:VLLMPolicy, batch:list, max_new_tokens:int=128, temperature:fl
                         top_p=top_p, stop=stop_strings(stop), seed=seed)
     outs = self.llm.generate(self._prompt_ids(batch), sp, lora_request=self._lora(), use_tqdm=False)
     gens = [_vllm_generation(o, stop, self.tokenizer) for o in outs]
-    self.ledger.add(
-        'generate', sum(g.prompt_tokens for g in gens), sum(g.completion_tokens for g in gens), calls=len(gens)
-    )
-    return gens
+    return self.charged(gens)
 
 # %% ../nbs/02_llm_c_served.ipynb #130786a6
 @patch
@@ -393,10 +390,7 @@ def generate(self:OpenAIPolicy, batch:list, max_new_tokens:int=128, temperature:
     args = (max_new_tokens, temperature, top_p, stop, seed, min_new_tokens)
     with ThreadPoolExecutor(max(1, min(self.batch_size, len(batch)))) as ex:
         gens = list(ex.map(lambda m: self._chat(m, *args), batch))
-    self.ledger.add(
-        'generate', sum(g.prompt_tokens for g in gens), sum(g.completion_tokens for g in gens), calls=len(gens)
-    )
-    return gens
+    return self.charged(gens)
 
 # %% ../nbs/02_llm_c_served.ipynb #f5d2ea5e
 @patch
