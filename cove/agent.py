@@ -11,8 +11,8 @@ from .core import Feedback, Task, msg, get_logger, InfraError
 from .tasks.base import Environment, EpisodeState, EpisodeResult, reference_turns, replay_reference, safe_call
 
 # %% auto #0
-__all__ = ['VOLATILE_OPEN', 'VOLATILE_CLOSE', 'render_entry', 'knowledge_block', 'build_messages', 'WorkedExamples',
-           'HarnessAgent', 'own_sources']
+__all__ = ['VOLATILE_OPEN', 'VOLATILE_CLOSE', 'KNOWLEDGE_HEAD', 'render_entry', 'knowledge_block', 'build_messages',
+           'WorkedExamples', 'HarnessAgent', 'own_sources']
 
 # %% ../nbs/06_agent.ipynb #fc0c8384
 VOLATILE_OPEN, VOLATILE_CLOSE = '<volatile>', '</volatile>'
@@ -23,11 +23,13 @@ def render_entry(e) -> str:
     return f"- {VOLATILE_OPEN}{text}{VOLATILE_CLOSE}" if getattr(e, 'label', None) == 'volatile' else f"- {text}"
 
 # %% ../nbs/06_agent.ipynb #2d378fdc
+KNOWLEDGE_HEAD = 'Relevant knowledge from earlier tasks'   # how the block opens: where readers find it in a prompt
+
 def knowledge_block(entries:list) -> str:
     "The prompt section listing retrieved knowledge, or '' when there is none."
     if not entries: return ''
     return (
-        "Relevant knowledge from earlier tasks (marked volatile = may have changed since; trust the current tool list):\n"
+        f"{KNOWLEDGE_HEAD} (marked volatile = may have changed since; trust the current tool list):\n"
         + '\n'.join(map(render_entry, entries))
     )
 

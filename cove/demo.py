@@ -280,7 +280,7 @@ def relearn_text(rs:list[dict], family:str) -> str:
     """The episodes of `family` from the rename until a method's shown memory named the new tools
     (`cove.knowledgepo.episodes_to_relearn`): `'3'`, `'never (5 stale)'`, or `'no memory shown'`."""
     from cove.knowledgepo import episodes_to_relearn, _system   # here: `cove --help` loads no torch
-    from cove.workflow import KNOWLEDGE_HEAD
+    from cove.agent import KNOWLEDGE_HEAD
     rl = episodes_to_relearn(rs, family)
     if rl['drift'] is None: return 'no rename'
     if rl['episodes'] is not None: return str(rl['episodes'])

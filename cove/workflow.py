@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 from fastcore.basics import patch
 from .core import get_logger, Task, safe_path, phase
-from .agent import knowledge_block
+from .agent import knowledge_block, KNOWLEDGE_HEAD
 from .tasks.surface import called_names
 from .method import Method, register_method
 from .tasks.base import replay_reference
@@ -28,9 +28,9 @@ from .train import (hot_swap, reference_sft, trajectories_to_sft, train_grpo, gr
 from .llm import HFPolicy
 
 # %% auto #0
-__all__ = ['VARIANTS', 'SWITCHES', 'KNOWLEDGE_HEAD', 'RELEASE_OUTCOMES', 'CoveMethod', 'update_steps', 'fit_knowledge',
-           'HarnessOnly', 'ParametricOnly', 'AlwaysBothMethod', 'RandomRouteMethod', 'NoTriggerMethod',
-           'NoAntiRecitationMethod', 'NoReleaseMethod']
+__all__ = ['VARIANTS', 'SWITCHES', 'RELEASE_OUTCOMES', 'CoveMethod', 'update_steps', 'fit_knowledge', 'HarnessOnly',
+           'ParametricOnly', 'AlwaysBothMethod', 'RandomRouteMethod', 'NoTriggerMethod', 'NoAntiRecitationMethod',
+           'NoReleaseMethod']
 
 # %% ../nbs/13_workflow.ipynb #4b6ea052
 VARIANTS = {  # method -> (router, memory on, trigger)
@@ -500,8 +500,6 @@ def _fit_rows(self:CoveMethod, data):
     return Dataset.from_dict({**{k: data[k] for k in data.column_names}, 'messages': [m for m, _ in fitted]})
 
 # %% ../nbs/13_workflow.ipynb #ba413ec6
-KNOWLEDGE_HEAD = 'Relevant knowledge from earlier tasks'   # how `cove.agent.knowledge_block` opens
-
 def fit_knowledge(messages:list[dict], count:Callable, max_length:int) -> tuple[list[dict], int]:
     "`(messages, lines cut)`: retrieved-knowledge lines cut from the system prompt, last first, until `count` fits."
     msgs, cut = [dict(m) for m in messages], 0
