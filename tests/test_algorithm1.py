@@ -87,7 +87,7 @@ def _tool_episode(tid, *actions, names=None):
     return NS(messages=msgs, feedback=NS(score=1.0), task=task)
 
 def test_stale_rows_never_train(cove):
-    "Issue 53 item 4: a kept success that called a name its surface lacks loses lambda and, under q_min, is not trained."
+    "Issue 53 item 4: a kept success calling a name its surface lacks loses lambda and, under q_min, is not trained."
     names = {'count': 'tally'}
     cove.keep_trajectory(_tool_episode('t1', 'Action: count("a", 1)', 'Action: tally("a", 1)', 'Answer: 2',
                                        names=names), 'parametric_candidate')

@@ -111,7 +111,7 @@ def test_one_parametric_episode_in_a_harness_family_does_not_fire():
     assert (t.events[-1].family_channel, t.events[-1].parametric_share) == ('hybrid', 0.5)
 
 def test_data_sufficient_passes_the_family_gate():
-    "Issue 53: every episode DataSufficient counts was routed parametric itself, so a mostly-harness family trains them."
+    "Issue 53: each episode DataSufficient counts was routed parametric itself: a mostly-harness family trains them."
     t = Trigger(w=4, eps=-1.0, N=2, q_min=1.0, k=10**6)
     items = [(True, 1.0, 'hybrid')] + [(False, 0.0, 'harness_only')] * 3 + [(True, 1.0, 'hybrid')]
     assert _play(t, 'math', items) == [5]
