@@ -211,14 +211,6 @@ def _play_jobs(jobs:dict, policy, streams:int=1, wait:float=0.5) -> dict:
         raise metrics[failed[0]]
     return metrics
 
-def _play_methods(cfg:Config, out:Path, policy, methods:list[str], families:list[str], episodes:int, progress:bool,
-                  set_aside_corrupt:bool=False, streams:int=1) -> tuple[dict, dict]:
-    """Each method's run on the same stream into `out/<method>` (`play_fresh`: from the base weights and a fresh token
-    ledger), `streams` of them at once: `(metrics with wall_s, folders)`."""
-    runs = {meth: out/meth for meth in methods}
-    jobs = {m: _method_job(cfg, runs[m], m, families, episodes, progress, set_aside_corrupt) for m in methods}
-    return _play_jobs(jobs, policy, streams, cfg['run.stream_wait']), runs
-
 # %% ../nbs/19_demo.ipynb #d2e5d2be
 def _write_table(
     cfg:Config, out:Path, metrics:dict, methods:list[str], families:list[str], episodes:int,
@@ -239,8 +231,8 @@ def _write_table(
     drift = f" Drift: {cfg['run.drift']}." if cfg['run.drift'] else ''
     served = f' (a vLLM server in {served}; training in transformers)' if engine == 'vllm' else ''
     ran += f" Rollouts on {engine}{served}" + (f" ({note})" if note else '') + "." if engine else ''
-    ran += (f" The {streams} methods played at once through one batching engine (`run.streams`)." if streams > 1
-            else " The methods played one after the other.")
+    ran += (f" {streams} runs played at once through one batching engine (`run.streams`)." if streams > 1
+            else " The runs played one after the other.")
     head = (
         f"Model {cfg['model.name']} ({cfg.profile} profile), {episodes} episodes per family, seed {cfg['run.seed']}, "
         f"split test; trigger k={cfg['trigger.k']} N={cfg['trigger.N']} w={cfg['trigger.w']}; an update takes "
