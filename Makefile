@@ -104,7 +104,7 @@ demo: install
 EXPERIMENT_NBS := $(sort $(basename $(notdir $(wildcard nbs/experiments/*.ipynb))))
 EXPERIMENT_TARGETS := $(addprefix experiment-,$(subst _,-,$(EXPERIMENT_NBS)))
 EXPERIMENT_ALIASES := experiment-table2
-.PHONY: experiments lab $(EXPERIMENT_TARGETS) $(EXPERIMENT_ALIASES)
+.PHONY: experiments experiments-cpu lab $(EXPERIMENT_TARGETS) $(EXPERIMENT_ALIASES)
 
 EXPERIMENT_NB = $(subst -,_,$*)
 # The executed notebook is also written as HTML next to it (<name>.html, offline, as `make experiments` writes it;
@@ -132,6 +132,17 @@ experiment-table2: experiment-table2-main
 # A failed cell is listed and the rest go on. docs/experiments.md#a-grid-of-seeds-and-engines has the commands.
 experiments: install
 	$(PY) tools/report.py $(ARGS)
+
+# Every notebook at CPU scale: `--scale cpu`, each notebook's parameters in SCALES of
+# tools/experiment_runs.py (n >= 64 per compared arm pooled over seeds 0,1,2; each notebook's three seeds about 45 min
+# of this 2-core machine, about 6 hours in all), as a grid into the fixed folder outputs/report/$(CPU_RUN)/. Resumable:
+# rerun the same command after a kill and the cells finished ok (their cell.json, written last) are skipped, the rest
+# run; a failed cell is listed and the others go on. ONLY=table2_main,memrl_epochs runs those notebooks (--only);
+# ARGS go to tools/report.py as well (-p wins over the preset). Besides each table's seed aggregate,
+# <name>/aggregate/paired_pooled.md pools the paired comparisons of the seeds' paired.csv (cove.stats.pooled_paired).
+CPU_RUN ?= cpu
+experiments-cpu: install
+	$(PY) tools/report.py --scale cpu --seeds 0,1,2 --run-id $(CPU_RUN) --resume $(if $(ONLY),--only $(ONLY)) $(ARGS)
 
 # JupyterLab on the repository, local only: open the URL with the token it prints (LAB_PORT=... to move it). Its
 # settings are in tools/lab/: saving a notebook cleans it as nbdev-clean does (opening and saving one leaves git clean),

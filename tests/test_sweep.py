@@ -105,3 +105,105 @@ def test_engine_errors_are_one_line(tmp_path, monkeypatch):
     assert 'both --seeds and -p seed' in str(e.value)
     with pytest.raises(SystemExit, match='comma-separated integers'): report.main([*base, '--seeds', '0,x'])
     assert not list(tmp_path.glob('*/calibration/*/*.ipynb'))   # nothing ran
+
+def _episodes(d:Path, outcomes:list[int], fams=('math', 'tableqa')):
+    "A run folder `d` whose episodes.jsonl holds `outcomes` (0/1), alternating `fams`, the same tasks in every run."
+    d.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps(dict(episode=i, family_spec=fams[i % len(fams)], split='test', task_id=f't{i}',
+                             status='success' if x else 'failure')) for i, x in enumerate(outcomes)]
+    (d/'episodes.jsonl').write_text('\n'.join(lines) + '\n')
+
+def _pooled_case(tmp_path) -> tuple[Path, list[dict]]:
+    """Two seed folders of one notebook, each with base/ and cove/ run folders and the paired.csv the notebooks write
+    from them (`paired_or_reason` of `comparison_pairs`): the report's records of those two cells."""
+    import pandas as pd
+    from cove.experiment import comparison_pairs
+    from cove.stats import paired_or_reason
+    dst = tmp_path/'r'
+    seeds = {0: ([1, 1, 0, 0, 1], [0, 1, 0, 1, 0]), 1: ([1, 0, 1, 1], [0, 0, 1, 0])}   # seed -> (cove, base)
+    recs = []
+    for s, (a, b) in seeds.items():
+        out = dst/'nb'/f'seed{s}'
+        _episodes(out/'cove', a)
+        _episodes(out/'base', b)
+        rows, why = paired_or_reason({m: out/m for m in ('base', 'cove')}, comparison_pairs(['base', 'cove']),
+                                     ['math', 'tableqa'])
+        assert why is None
+        pd.DataFrame(rows).round(4).to_csv(out/'paired.csv', index=False)
+        recs.append(dict(name='nb', seed=s, dir=f'nb/seed{s}', status='ok', params={'seed': s}, seconds=1.0,
+                         artifacts=dict(tables=['paired.csv'], figures=[], metrics=[]), n={}, executed='nb.ipynb'))
+    return dst, recs
+
+def test_paired_comparisons_pooled_over_seeds(tmp_path):
+    """paired_pooled.csv/.md: each comparison of the seeds' paired.csv, its per-task pairs pooled over the seeds by
+    `cove.stats.pooled_paired` (the 2x2 tables summed), each seed's row beside it; a known answer by hand."""
+    import pandas as pd
+    from cove.stats import paired, paired_counts, pooled_paired
+    dst, recs = _pooled_case(tmp_path)
+    aggs = sweep.aggregate_all(dst, recs)
+    assert aggs['nb']['paired_pooled']['pooled'] == 3 and aggs['nb']['paired_pooled']['not_pooled'] == 0
+    t = pd.read_csv(dst/'nb'/'aggregate'/'paired_pooled.csv', dtype={'seed': str})
+    pooled = t[(t.family == 'overall') & (t.seed == 'pooled')].iloc[0]
+    # by hand: seed 0 has both 1, cove only 2, base only 1, neither 1; seed 1 both 1, cove only 2, neither 1
+    want = paired_counts(2, 4, 1, 2)
+    assert (pooled.method, pooled.reference, pooled.n, pooled.both, pooled.a_only, pooled.b_only) == ('cove', 'base',
+                                                                                                    9, 2, 4, 1)
+    assert pooled['diff'] == pytest.approx(3 / 9) and pooled.p == pytest.approx(want.p)
+    assert (pooled.ci_lo, pooled.ci_hi, pooled.mde) == pytest.approx((*want.ci, want.mde))
+    ref = pooled_paired({0: ([1, 1, 0, 0, 1], [0, 1, 0, 1, 0]), 1: ([1, 0, 1, 1], [0, 0, 1, 0])})
+    assert pooled.seed_sd == pytest.approx(ref['seed_sd']) and pooled.seeds == '0 1'
+    per = t[(t.family == 'overall') & (t.seed == '1')].iloc[0]
+    assert (per.n, per['diff']) == (4, pytest.approx(paired([1, 0, 1, 1], [0, 0, 1, 0]).diff))
+    math = t[(t.family == 'math') & (t.seed == 'pooled')].iloc[0]   # seed 0 tasks 0,2,4; seed 1 tasks 0,2
+    assert (math.n, math.a_only, math.b_only, math.both, math.neither) == (5, 3, 0, 1, 1)
+    md = (dst/'nb'/'aggregate'/'paired_pooled.md').read_text()
+    assert '| cove | base | overall | +0.333 [' in md and 'n=5' in md and 'n=4' in md and 'pooled_paired' in md
+    sweep.write(dst, recs, 'r', 'cmd', dict(engine='local', seeds=[0, 1], unseeded=[], cells=2), aggs)
+    assert '(nb/aggregate/paired_pooled.md)' in (dst/'index.md').read_text()
+    # the per-episode outcomes gone from one seed: said in one line, nothing pooled
+    (dst/'nb'/'seed1'/'cove'/'episodes.jsonl').unlink()
+    aggs = sweep.aggregate_all(dst, recs)
+    lines = (dst/'nb'/'aggregate'/'paired_pooled.md').read_text().strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith('No pooled paired comparison: seed1: no episodes.jsonl for')
+    assert aggs['nb']['paired_pooled']['pooled'] == 0 and aggs['nb']['paired_pooled']['not_pooled'] == 3
+
+RESUMABLE = ("import os, signal\nfrom pathlib import Path\n"
+             "with open(log, 'a') as f: f.write(f'{seed}\\n')\n"
+             "first = Path(log).read_text().split().count(str(seed)) == 1\n"
+             "Path(out_dir, 'table.csv').write_text(f'arm,n,score\\nx,4,{seed}\\n')\n"
+             "if seed == 1 and first:   # the cell's process killed (-9) mid-run, and this kernel with it\n"
+             "    os.kill(os.getppid(), signal.SIGKILL)\n    os._exit(1)")
+
+def test_a_killed_grid_resumes(tmp_path):
+    """`--resume` into the same run folder: the cell finished ok is not run again (its log line, its files), the killed
+    one (no cell.json) runs again, as would a failed one (its cell.json not ok); then both are ok and aggregated."""
+    src = tmp_path/'nbs'
+    src.mkdir()
+    _nb(src/'a.ipynb', "out_dir: 'Optional[str]' = None   # where\nseed: int = 0   # seed\nlog: str = ''   # runs",
+        RESUMABLE)
+    log = tmp_path/'runs.log'
+    kw = dict(folder=src, seeds=[0, 1], out_root=tmp_path/'out', run_id='cpu', html_notebooks=False, workers=2,
+              glob_params={'log': str(log)})
+    dst = sweep.sweep(**kw)
+    recs = {r['dir']: r for r in json.loads((dst/'report.json').read_text())}
+    assert [recs[f'a/seed{s}']['status'] for s in (0, 1)] == ['ok', 'failed']
+    assert 'exited with -9' in recs['a/seed1']['error'] and not (dst/'a'/'seed1'/'cell.json').exists()
+    done0 = {f.name: f.stat().st_mtime_ns for f in (dst/'a'/'seed0').iterdir()}
+    dst = sweep.sweep(**kw, resume=True)
+    assert sorted(log.read_text().split()) == ['0', '1', '1']   # seed 0 ran once
+    assert {f.name: f.stat().st_mtime_ns for f in (dst/'a'/'seed0').iterdir()} == done0
+    recs = {r['dir']: r for r in json.loads((dst/'report.json').read_text())}
+    assert all(r['status'] == 'ok' for r in recs.values()) and len(recs) == 2
+    assert recs['a/seed0'].get('resumed') and not recs['a/seed1'].get('resumed')
+    md = (dst/'index.md').read_text()
+    assert '2 of 2 grid cells succeeded' in md and '| ok (an earlier run: --resume) |' in md
+    assert (dst/'a'/'aggregate'/'table.csv').exists()
+    sweep.sweep(**kw, resume=True)   # all done: nothing runs
+    assert len(log.read_text().split()) == 3
+    cell = dict(out=str(dst/'a'/'seed0'), seed=0, params={'log': str(log), 'seed': 0})
+    assert sweep.finished(cell) and not sweep.finished(dict(cell, params={'log': 'other', 'seed': 0}))
+    rec = json.loads((dst/'a'/'seed0'/'cell.json').read_text())
+    (dst/'a'/'seed0'/'cell.json').write_text(json.dumps(dict(rec, status='failed')))
+    assert not sweep.finished(cell)   # a failed cell runs again
+    (dst/'a'/'seed0'/'cell.json').write_text('{"status": "ok", "se')   # torn: runs again
+    assert not sweep.finished(cell)

@@ -82,6 +82,63 @@ def split_params(pairs, params_json, model, names, plugins=None) -> tuple[dict, 
     if mods: glob['plugins'] = ','.join(mods)
     return glob, per
 
+# --- named parameter sets (`--scale`) ---------------------------------------------------------------------------------
+
+# `tools/report.py --scale cpu` (`make experiments-cpu`): per notebook, the parameters under which it decides at CPU
+# scale, n >= 64 per compared arm pooled over seeds 0,1,2 (>= 22 tasks per arm per seed), each notebook's 3 seeds in
+# about 45 minutes of the 2-core machine with smollm2-135m on hf bf16. The arithmetic of each comment: E = the
+# episodes of Base it costs (an episode of a method that learns counts 2), at 38 Base episodes/min; U = LoRA/GRPO
+# updates at 15 s; L = model loads and setup, 1 min per seed. Minutes are those of the whole machine: `make
+# experiments-cpu` keeps both workers busy; one notebook alone (ONLY=x) plays its third seed on one core, x 4/3.
+# Estimates, not timings: the budgets batch 2-4 episodes per generate call, the 38/min was measured at 16, so
+# the runtime column of the first report's index.md is the number to trust. Keys: declared parameters only
+# (tests/test_cpu_scale.py). A dict value (budget) replaces the notebook's whole default.
+SCALES = {'cpu': {
+    # 9 methods x 22 (11 x math,tableqa): 2 x 22 + 7 learning x 44 = 352 E 9.3 min, ~16 U 4 min, L 1: 14.3 x 3 = 43 min
+    'table2_main': {'episodes': 11},
+    # 3 routers x 32 (16 x math,tableqa), all learning: 192 E 5.1 min, ~12 U 3 min, L 1: 9.1 x 3 = 27 min; n 96
+    'router_pareto': {'episodes': 16},
+    # 6 arms x 22 math: 22 + 5 x 44 = 242 E 6.4 min, 11 always_on + ~16 triggered U 6.8 min, L 1: 14.2 x 3 = 43 min
+    'trigger_timing': {'episodes': 22},
+    # 5 variants x 22 math, 2 turns: 220 E 5.8 min, GRPO every 4 episodes 5 x 4 U 5 min, distillation + L 2 min:
+    # 12.8 x 3 = 38 min (the smoke budget's updates every 2 would be 44 U per seed, 33 min of updates alone)
+    'evolver_ablations': {'episodes': 22, 'budget': {
+        'model.batch_size': 4, 'model.max_new_tokens': 48, 'evolver.max_turns': 2, 'evolver.train_every': 4,
+        'evolver.prune_every': 4, 'train.grpo_generations': 2}},
+    # 4 variants (no_temporal_expansion fails by design, 0 s), each 16 train x 2 + 5 checkpoints x 4 validation +
+    # 22 frozen test = 74 E, + coevo's final state 22: 318 E 8.4 min, L 1: 9.4 x 3 = 28 min; n 66 per variant (test)
+    'coevo_ablations': {'episodes': 16, 'val_episodes': 4, 'test_episodes': 22, 'budget': {
+        'model.batch_size': 4, 'model.max_new_tokens': 48, 'coevo.phase_len': 4, 'coevo.k': 2}},
+    # 4 variants x 22 math x 3 epochs: 66 + 3 memory variants x 1.5 x 66 = 363 E, transfer 3 x 22 = 66 E: 429 E
+    # 11.3 min, L 1: 12.3 x 3 = 37 min; n 66 per variant for SR, CSR and transfer (FR's n is its failures)
+    'memrl_epochs': {'episodes': 22, 'epochs': 3, 'transfer_episodes': 22},
+    # 4 arms x 2 splits x 22 = 176 E (+ memory prompts) 5 min, 2 adapters x 16 steps x 10 s 5.3 min (the README's 16
+    # steps), L 2: 12.3 x 3 = 37 min; n 66 per arm and split, 132 per arm
+    'api_renaming': {'n_train': 32, 'n_eval': 22, 'max_steps': 16},
+    # 2 adapters x 16 steps x 10 s 5.3 min, attention of 3 models on 32 inputs ~1 min, L 2: 8.3 x 3 = 25 min;
+    # n 96 inputs pooled (a paired difference per input, not a rate)
+    'attention_shift': {'n_train': 32, 'max_steps': 16, 'n_inputs': 32},
+    # 4 families x 2 shot counts x 32 = 256 E, 2-shot prompts x 1.3: 290 E 7.6 min, L 0.5: 8.1 x 3 = 24 min;
+    # n 96 per cell
+    'calibration': {'n': 32},
+    # 4 checkpoints x 32 = 128 E 3.4 min, 32 SFT steps x 10 s 5.3 min, L 0.5: 9.2 x 3 = 28 min; n 96 per checkpoint
+    'learning_curve': {'steps': '0,8,16,32', 'n_train': 32, 'n_eval': 32},
+    # 2 datasets x 3 k x 24 code episodes, harness-only with sandboxed tests x 2: 288 E 7.6 min, L 1: 8.6 x 3 = 26 min;
+    # n 72 per dataset and k (formal needs a Lean toolchain: unavailable here, reported so)
+    'harness_limits': {'episodes': 24},
+}}
+
+def scaled_params(scale:str|None, names, glob:dict, per:dict) -> dict:
+    """`per` (notebook -> its own parameters) with the preset of `scale` under it: a preset key is dropped where the
+    command line gives the same name, for every notebook (`-p NAME`) or this one (`-p NB.NAME`)."""
+    if scale is None: return per
+    if scale not in SCALES: raise SystemExit(f'--scale {str(scale)[:40]!r}: one of {", ".join(SCALES)}')
+    out = {k: dict(v) for k, v in per.items()}
+    for nb in names:
+        preset = {k: v for k, v in SCALES[scale].get(nb, {}).items() if k not in glob and k not in per.get(nb, {})}
+        if preset: out[nb] = preset | per.get(nb, {})
+    return out
+
 def check_out_root(out, run_id=None) -> Path:
     """`--out` (and `--run-id`, one folder name under it) refused in one line (a SystemExit) when it names no folder, is
     a file or lies under one, or cannot be made: checked before anything is written."""

@@ -25,13 +25,21 @@ A grid (tools/sweep.py): `--seeds 0,1,2` runs every notebook declaring `seed` on
 processes, default the cores), `ray` (`--ray-address`, `--num-cpus`/`--num-gpus` per cell) or `slurm` (submitit:
 `--slurm-partition`, `--slurm-time`) runs the cells; ray and slurm need `pip install 'cove[cluster]'`.
   tools/report.py --engine ray --seeds 0,1 --only calibration,learning_curve --model tiny
+
+`--scale cpu` gives each notebook its named parameter set (`SCALES` in tools/experiment_runs.py: the sizes at which
+it decides on 2 cores, n >= 64 per compared arm over seeds 0,1,2); a `-p`, `--params` or `--model` given names
+wins over the preset. `--resume` (a grid, with `--run-id`) skips the cells an earlier run into that folder finished
+ok with the same parameters and runs the rest: `make experiments-cpu` is
+  tools/report.py --scale cpu --seeds 0,1,2 --run-id cpu --resume
+Where the seed folders hold a `paired.csv` and the run folders it came from, `<name>/aggregate/paired_pooled.md`
+(and .csv) pools each comparison's per-task pairs over the seeds (cove.stats.pooled_paired), each seed's row beside it.
 """
 import argparse, json, os, shlex, sys, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT/'tools') not in sys.path: sys.path.insert(0, str(ROOT/'tools'))
-from experiment_runs import check_numbers, check_out_root
+from experiment_runs import check_numbers, check_out_root, scaled_params, SCALES
 from experiment_runs import (NBS, NETWORK, WIRING, Interrupted, artifacts, declared_params, inspect_params,   # noqa: F401
                              md_to_html, notebook_html, notebooks, param_problems, run_notebook, sample_sizes, split_params,
                              wiring, fmt_n, git_commit)
@@ -122,6 +130,8 @@ def main(argv=None):
     ap.add_argument('--timeout', type=float, help='seconds per cell before it fails')
     ap.add_argument('--no-html-notebooks', action='store_true', help='skip nbconvert of each executed notebook')
     ap.add_argument('--check-params', nargs='*', metavar='NB', help='check papermill parses every parameter line (default: all notebooks)')
+    ap.add_argument('--scale', metavar='NAME', help=f'a named parameter set per notebook ({", ".join(SCALES)}: '
+                                                    'tools/experiment_runs.py SCALES); -p/--params win over it')
     g = ap.add_argument_group('grid (tools/sweep.py): any of these runs the notebooks as a grid of cells')
     g.add_argument('--seeds', help='comma-separated seeds: each notebook declaring `seed` runs once per seed, its tables aggregated')
     g.add_argument('--engine', choices=['local', 'ray', 'slurm'], help='local: a process pool (default); ray: Ray tasks; slurm: submitit jobs')
@@ -132,6 +142,9 @@ def main(argv=None):
     g.add_argument('--num-gpus', type=float, default=0, help='ray/slurm: GPUs per cell (default 0)')
     g.add_argument('--slurm-partition', help='slurm: the partition')
     g.add_argument('--slurm-time', type=int, default=60, help='slurm: minutes per cell (default 60)')
+    g.add_argument('--resume', action='store_true',
+                   help='with --run-id: skip the cells an earlier run into that folder finished ok with the same '
+                        'parameters; run the rest')
     a = ap.parse_args(argv)
     if a.check_params is not None:
         bad = 0
@@ -143,17 +156,20 @@ def main(argv=None):
         return 1 if bad else 0
     names = {p.stem for p in notebooks()}
     glob_params, per = split_params(a.parameter, a.params, a.model, names, a.plugin)
+    per = scaled_params(a.scale, names, glob_params, per)
+    if a.resume and a.run_id is None: raise SystemExit('--resume needs --run-id: the run folder to finish')
     check_numbers(a)
     check_out_root(a.out, a.run_id)   # before anything is written
     only = [n.strip() for n in a.only.split(',') if n.strip()] if a.only else None
     command = shlex.join(['tools/report.py'] + list(argv if argv is not None else sys.argv[1:]))
-    if a.seeds is not None or a.engine is not None or a.workers is not None:   # a grid; else one notebook after another, as before
+    if a.seeds is not None or a.engine is not None or a.workers is not None or a.resume:   # a grid, else one by one
         try: seeds = [int(x) for x in a.seeds.split(',') if x.strip()] if a.seeds is not None else None
         except ValueError: raise SystemExit(f'--seeds {a.seeds}: comma-separated integers, e.g. 0,1,2')
         if seeds is not None and (not seeds or len(set(seeds)) != len(seeds)): raise SystemExit(f'--seeds {a.seeds}: distinct integers, e.g. 0,1,2')
         dst = sweep.sweep(only, glob_params, per, seeds, a.engine or 'local', Path(a.out), a.run_id, a.timeout, command=command,
                           html_notebooks=not a.no_html_notebooks, workers=a.workers, ray_address=a.ray_address, num_cpus=a.num_cpus,
-                          num_gpus=a.num_gpus, slurm=dict(partition=a.slurm_partition, time=a.slurm_time))
+                          num_gpus=a.num_gpus, slurm=dict(partition=a.slurm_partition, time=a.slurm_time),
+                          resume=a.resume)
     else: dst = report(only, glob_params, per, Path(a.out), a.run_id, a.timeout, command=command, html_notebooks=not a.no_html_notebooks)
     recs = json.loads((dst/'report.json').read_text())
     print(f'report: {dst/"index.html"} ({sum(r["status"] == "ok" for r in recs)}/{len(recs)} ok)')

@@ -18,7 +18,13 @@ columns in every seed) into `<notebook>/aggregate/<table>.md` (readable) and `<t
 the mean over seeds, the between-seed standard deviation (ddof=1), the number of seeds, and a pooled 95% interval. A
 rate cell `0.500 [0.150, 0.850] (n=4)` pools its successes and trials over seeds (Wilson interval, statsmodels); any
 other number gets a t interval over the seeds (scipy). A text cell must be the same in every seed, else it is marked
-as differing.
+as differing. Where the seeds wrote `paired.csv` (paired comparisons of runs on the same tasks), each comparison's
+per-task outcomes are read back from the run folders it came from and pooled over the seeds, stratified by seed
+(`cove.stats.pooled_paired`), into `<notebook>/aggregate/paired_pooled.md` and `.csv`, each seed's row beside the
+pooled one; where the episodes are not there, that file says so in one line.
+
+`--resume` (`sweep(resume=True)`, `make experiments-cpu`): a cell whose folder holds the `cell.json` of an ok run with
+the same parameters (written last, whole, by `run_cell`) is not run again; a killed or failed cell is.
 """
 import json, math, os, re, shutil, subprocess, sys, time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -62,8 +68,19 @@ def run_cell(cell:dict, timeout=None, html_notebooks=True) -> dict:
     r.update(name=cell['name'], seed=cell['seed'], dir=cell['dir'], n=runs.sample_sizes(out), artifacts=runs.artifacts(out),
              host=os.uname().nodename, threads=os.environ.get('OMP_NUM_THREADS'))
     if html_notebooks and r['status'] == 'ok' and (out/r['executed']).exists(): r['html'] = runs.notebook_html(out/r['executed'])
-    (out/'cell.json').write_text(json.dumps(r, indent=1, default=str) + '\n')
+    tmp = out/'cell.json.tmp'   # written whole, then renamed: a kill leaves the old record or the new, never half
+    tmp.write_text(json.dumps(r, indent=1, default=str) + '\n')
+    os.replace(tmp, out/'cell.json')
     return r
+
+def finished(cell:dict) -> dict | None:
+    """The record of `cell` from an earlier run into the same folder (`--resume`), where that run finished it ok with
+    the same parameters: its `cell.json`, which `run_cell` writes last. None: the cell is to run."""
+    try: r = json.loads((Path(cell['out'])/'cell.json').read_text())
+    except (OSError, ValueError): return None
+    if not isinstance(r, dict) or r.get('status') != 'ok' or r.get('seed') != cell['seed']: return None
+    if r.get('params') != json.loads(json.dumps(cell['params'], default=str)): return None
+    return dict(r, resumed=True)
 
 def _child_env(threads:int) -> dict:
     t = str(max(1, int(threads)))
@@ -157,8 +174,10 @@ def execute(cells:list[dict], engine='local', dst:Path=None, workers=None, ray_a
 
 def sweep(names=None, glob_params=None, per_params=None, seeds=None, engine='local', out_root=ROOT/'outputs'/'report', run_id=None,
           timeout=None, folder=runs.NBS, command='tools/report.py', html_notebooks=True, workers=None, ray_address=None,
-          num_cpus=1, num_gpus=0, slurm=None) -> Path:
-    "The grid of `names` (all of `folder`) × `seeds` on `engine` into `<out_root>/<run_id>/`, aggregated and indexed; returns that folder."
+          num_cpus=1, num_gpus=0, slurm=None, resume=False) -> Path:
+    """The grid of `names` (all of `folder`) × `seeds` on `engine` into `<out_root>/<run_id>/`, aggregated and indexed;
+    returns that folder. `resume`: a cell an earlier run into the same folder finished ok with the same parameters
+    (`finished`) is not run again; its record is listed as it was."""
     check_engine(engine)
     nbs = runs.notebooks(folder)
     if names:
@@ -179,8 +198,15 @@ def sweep(names=None, glob_params=None, per_params=None, seeds=None, engine='loc
         st = r['status'] + (f' ({r["error"].splitlines()[0] if r.get("error") else ""})' if r['status'] != 'ok' else '')
         print(f'{r["dir"]}: {st} in {r.get("seconds", 0)} s', flush=True)
         write(dst, recs, run_id, command, meta, aggregates={})
-    for c in cells: print(f'{c["dir"]}: queued {json.dumps(c["params"])}', flush=True)
-    try: execute(cells, engine, dst, workers, ray_address, num_cpus, num_gpus, slurm, on_done=done)
+    earlier = {c['dir']: r for c in cells if resume and (r := finished(c))}
+    todo = [c for c in cells if c['dir'] not in earlier]
+    for c in cells:
+        if c['dir'] in earlier: print(f'{c["dir"]}: ok in an earlier run, not run again (--resume)', flush=True)
+        else: print(f'{c["dir"]}: queued {json.dumps(c["params"])}', flush=True)
+    recs += sorted(earlier.values(), key=lambda x: order.get((x['name'], x.get('seed')), 1e9))
+    if earlier: write(dst, recs, run_id, command, meta, aggregates={})
+    try:
+        if todo: execute(todo, engine, dst, workers, ray_address, num_cpus, num_gpus, slurm, on_done=done)
     finally:
         aggs = aggregate_all(dst, recs) if seeds is not None else {}
         write(dst, recs, run_id, command, meta, aggs)
@@ -289,10 +315,129 @@ def aggregate_all(dst:Path, recs:list[dict]) -> dict:
             if len(have) < len(ok): res[t] = dict(reason=f'only in seeds {sorted(have)}; not aggregated'); continue
             try: res[t] = aggregate_table(have, agg/Path(t).stem)
             except Exception as e: res[t] = dict(reason=f'{type(e).__name__}: {e}')
+        try: pooled = pooled_paired_aggregate(ok, agg/'paired_pooled')
+        except Exception as e: pooled = dict(reason=f'{type(e).__name__}: {e}')
         out[nb] = dict(seeds=sorted(ok), failed=sorted(r['seed'] for r in recs if r['name'] == nb and r['seed'] is not None and r['status'] != 'ok'),
-                       tables=res)
+                       tables=res, **({'paired_pooled': pooled} if pooled else {}))
     (dst/'aggregate.json').write_text(json.dumps(out, indent=1, default=str) + '\n')
     return out
+
+# --- pooled paired comparisons ----------------------------------------------------------------------------------------
+
+COUNTS = ('both', 'a_only', 'b_only', 'neither')   # a paired.csv row's 2x2 table of tasks
+POOLED_NOTE = ("Each comparison of the seeds' `paired.csv`, its per-task outcomes pooled over the seeds, stratified by "
+               "seed (`cove.stats.pooled_paired`: the seeds' 2x2 tables summed; in each seed both runs played that "
+               "seed's tasks in the same order): diff = the method's success rate minus the reference's (vs), its 95% "
+               "interval by Newcombe's method 10, McNemar's exact p on the pooled discordant pairs (only / only vs), "
+               "the MDE at 80% power for the pooled n; beside it each seed's own row (diff [95% CI], p, n, recomputed "
+               "from the seed's episodes and checked against its paired.csv), and sd, the between-seed standard "
+               "deviation of diff.")
+
+def _arm_records(seed_dir:Path, name:str, measure:str|None) -> list[dict]:
+    """The episode records of the arm `name` of a seed's paired.csv, read as its notebook paired them: a run folder
+    `<name>/` (table2_main, router_pareto, trigger_timing, evolver_ablations), `<name>/test/` and `test_final/` for
+    `X (final state)` (coevo_ablations), `transfer/<name>/` for memrl_epochs' transfer, else the arm's records of the
+    seed's own episodes.jsonl (api_renaming: runs_of by `arm`, `split` as the family). ValueError naming what is
+    missing."""
+    from cove.core import read_jsonl
+    from cove.stats import episode_records, runs_of, solved_once
+    base = seed_dir/'transfer' if measure == 'transfer' else seed_dir
+    if name.endswith(' (final state)'):
+        d = base/name.removesuffix(' (final state)')
+        dirs = [d/'test_final', d/'test']
+    else: dirs = [base/name.removesuffix(' (frozen)'), base/name/'test']
+    d = next((d for d in dirs if (d/'episodes.jsonl').exists()), None)
+    if d is not None: recs = episode_records(d)
+    elif (seed_dir/'episodes.jsonl').exists() and measure is None:
+        arms = runs_of([r for r in read_jsonl(seed_dir/'episodes.jsonl') if 'arm' in r])
+        if name not in arms: raise ValueError(f'{seed_dir.name}/episodes.jsonl has no episode of arm {name!r}')
+        return arms[name]
+    else:
+        raise ValueError(f'{seed_dir.name}: no episodes.jsonl for {name!r} (looked in '
+                         + ', '.join(str(x.relative_to(seed_dir)) for x in dirs) + ')')
+    if measure == 'SR':   # memrl_epochs: the last epoch
+        last = max(r.get('epoch', 0) for r in recs)
+        return [r for r in recs if r.get('epoch', 0) == last]
+    if measure == 'CSR': return solved_once(recs)
+    if measure not in (None, 'transfer'): raise ValueError(f'measure {measure!r}: not known how to read its outcomes')
+    return recs
+
+def _seed_outcomes(seed_dir:Path, row:dict, cache:dict) -> tuple[list[bool], list[bool]]:
+    "One paired.csv row's per-task outcomes (method, reference) in its seed, checked against the row's 2x2 table."
+    from cove.stats import align, paired
+    if lack := [k for k in ('method', 'reference', 'family', *COUNTS) if k not in row]:
+        raise ValueError(f'{seed_dir.name}/paired.csv has no column {", ".join(lack)}')
+    m, ref, fam, measure = row['method'], row['reference'], row['family'], row.get('measure') or None
+    recs = {}
+    for name in (m, ref):
+        if (name, measure) not in cache: cache[name, measure] = _arm_records(seed_dir, name, measure)
+        recs[name] = cache[name, measure]
+    pairs = [(a, b) for a, b in align(recs[m], recs[ref], (m, ref)) if fam == 'overall' or a['family_spec'] == fam]
+    if not pairs: raise ValueError(f'{seed_dir.name}: no episodes of family {fam!r}')
+    a, b = [x['status'] == 'success' for x, _ in pairs], [y['status'] == 'success' for _, y in pairs]
+    got, want = paired(a, b), {k: int(float(row[k])) for k in COUNTS}
+    if {k: getattr(got, k) for k in COUNTS} != want:
+        raise ValueError(f'{seed_dir.name}: its episodes give {", ".join(f"{k} {getattr(got, k)}" for k in COUNTS)}, '
+                         f'its paired.csv {", ".join(f"{k} {v}" for k, v in want.items())}')
+    return a, b
+
+def _paired_fields(p) -> dict:
+    "A `cove.stats.Paired` as the columns of paired_pooled.csv."
+    return dict(n=p.n, a_rate=p.a_rate, b_rate=p.b_rate, diff=p.diff, ci_lo=p.ci[0], ci_hi=p.ci[1], p=p.p,
+                a_only=p.a_only, b_only=p.b_only, both=p.both, neither=p.neither, mde=p.mde)
+
+def _shown_paired(p) -> str:
+    "`+0.125 [-0.100, +0.340] p 0.500 (3/1) n=24`: a Paired in one cell."
+    return f'{p.diff:+.3f} [{p.ci[0]:+.3f}, {p.ci[1]:+.3f}] p {p.p:.3f} ({p.a_only}/{p.b_only}) n={p.n}'
+
+def pooled_paired_aggregate(seed_dirs:dict[int, Path], dst:Path) -> dict | None:
+    """The comparisons of the seeds' paired.csv pooled over the seeds (`cove.stats.pooled_paired`) into
+    `dst.with_suffix('.csv')` (a pooled row and each seed's per comparison) and `.md`; a summary, or None where no seed
+    wrote paired.csv. A comparison whose per-episode outcomes are not in the folders (or disagree with its paired.csv)
+    is not pooled: a one-line reason instead."""
+    import pandas as pd
+    from cove.stats import pooled_paired
+    tabs = {s: pd.read_csv(d/'paired.csv', dtype=str, keep_default_na=False)
+            for s, d in sorted(seed_dirs.items()) if (d/'paired.csv').exists()}
+    if not tabs: return None
+    has_measure = any('measure' in t.columns for t in tabs.values())
+    keys = ['measure', 'method', 'reference', 'family'] if has_measure else ['method', 'reference', 'family']
+    rows = {}   # comparison -> {seed: its paired.csv row}, in the order first met
+    for s, t in tabs.items():
+        for r in t.to_dict('records'): rows.setdefault(tuple(r.get(k, '') for k in keys), {})[s] = r
+    out, md_rows, reasons, caches = [], [], [], {s: {} for s in tabs}
+    for key, by_seed in rows.items():
+        head = dict(zip(keys, key))
+        try:
+            outcomes = {s: _seed_outcomes(seed_dirs[s], r, caches[s]) for s, r in by_seed.items()}
+            pp = pooled_paired(outcomes)
+        except ValueError as e:
+            reasons.append(f'`{" / ".join(key)}`: not pooled: {e}')
+            out.append(dict(head, seed='pooled', reason=str(e)))
+            continue
+        pooled = pp['pooled']
+        out.append(dict(head, seed='pooled', seeds=' '.join(map(str, pp['seeds'])), seed_sd=pp['seed_sd'],
+                        **_paired_fields(pooled)))
+        out += [dict(head, seed=s, **_paired_fields(p)) for s, p in pp['per_seed'].items()]
+        missing = [s for s in tabs if s not in by_seed]
+        md_rows.append(dict(head, **{'pooled diff [95% CI]': f'{pooled.diff:+.3f} [{pooled.ci[0]:+.3f}, '
+                                                                 f'{pooled.ci[1]:+.3f}]',
+                                     'McNemar p (only / only vs)': f'{pooled.p:.3f} ({pooled.a_only}/{pooled.b_only})',
+                                     'MDE': _fmt(pooled.mde) or 'n/a', 'n': pooled.n},
+                            **{f'seed {s}': _shown_paired(pp['per_seed'][s]) if s in by_seed else '—' for s in tabs},
+                            sd=_fmt(pp['seed_sd']) or 'n/a'))
+        if missing: reasons.append(f'`{" / ".join(key)}`: not in the paired.csv of seed {", ".join(map(str, missing))}')
+    pd.DataFrame(out).to_csv(dst.with_suffix('.csv'), index=False)
+    md = [f'Paired comparisons pooled over seeds {", ".join(map(str, tabs))}. {POOLED_NOTE}', '']
+    if md_rows:
+        cols = list(md_rows[0])
+        md += ['| ' + ' | '.join(c if c != 'reference' else 'vs' for c in cols) + ' |', '|' + '---|'*len(cols)]
+        md += ['| ' + ' | '.join(str(r[c]).replace('|', '\\|') for c in cols) + ' |' for r in md_rows]
+    elif reasons: md = [f'No pooled paired comparison: {reasons[0].split(": not pooled: ", 1)[-1]}']
+    if md_rows and reasons: md += [''] + [f'- {r}' for r in reasons]
+    dst.with_suffix('.md').write_text('\n'.join(md) + '\n')
+    return dict(csv=dst.with_suffix('.csv').name, md=dst.with_suffix('.md').name, seeds=list(tabs),
+                pooled=len(md_rows), not_pooled=len(rows) - len(md_rows))
 
 # --- the index -----------------------------------------------------------------------------------------------------------
 
@@ -316,6 +461,7 @@ def index_md(recs:list[dict], run_id:str, command:str, meta:dict, aggs:dict, dst
         ex = f'[ipynb]({d}/{r["executed"]})' if r.get('executed') and (dst/d/r['executed']).exists() else '—'
         if r.get('html'): ex += f', [html]({d}/{r["html"]})'
         st = 'ok' if r['status'] == 'ok' else f'**{r["status"]}**'
+        if r.get('resumed'): st += ' (an earlier run: --resume)'
         if runs.wiring(r): st += ' (**wiring check**: tiny model)'
         md.append(f'| [{r["name"]}](#{r["name"]}) | {"—" if r.get("seed") is None else r["seed"]} | {st} | {r.get("seconds", 0):.1f} | '
                   f'{runs.fmt_n(r.get("n") or {})} | {tabs} | {figs} | {ex} |')
@@ -334,6 +480,12 @@ def index_md(recs:list[dict], run_id:str, command:str, meta:dict, aggs:dict, dst
                     md += ['', f'`{t}` over seeds: [{s["md"]}]({nb}/aggregate/{s["md"]}), per cell [{s["csv"]}]({nb}/aggregate/{s["csv"]}); '
                            'per seed: ' + ', '.join(f'[seed {k}]({nb}/seed{k}/{t})' for k in s['seeds'])]
                     md += ['', (dst/nb/'aggregate'/s['md']).read_text().strip()]
+            if pp := g.get('paired_pooled'):
+                if 'reason' in pp: md += ['', f'Paired comparisons pooled over seeds: not written ({pp["reason"]})']
+                else:
+                    md += ['', f'Paired comparisons pooled over seeds: [{pp["md"]}]({nb}/aggregate/{pp["md"]}), '
+                           f'per seed and pooled [{pp["csv"]}]({nb}/aggregate/{pp["csv"]})']
+                    md += ['', (dst/nb/'aggregate'/pp['md']).read_text().strip()]
         for r in mine:
             if r['status'] != 'ok':
                 where = f' at cell {r["cell"]}' if r.get('cell') else ''
