@@ -41,6 +41,14 @@ class Method:
         self.keys = EpisodeKeys(self.out/'episodes.jsonl')
         self.saved_ledger, self._agents = None, {}
     def run_batch(self, env:Environment, tasks:list) -> list[EpisodeResult]: raise NotImplementedError
+    def run_chunk(self, pairs:list[tuple]) -> list[EpisodeResult]:
+        """Results of `(env, task)` pairs from several families, in their order: by default one `run_batch` per
+        environment; a method that batches across families overrides it."""
+        groups, out = {}, [None]*len(pairs)
+        for i, (env, _) in enumerate(pairs): groups.setdefault(id(env), (env, []))[1].append(i)
+        for env, idx in groups.values():
+            for i, r in zip(idx, self.run_batch(env, [pairs[i][1] for i in idx])): out[i] = r
+        return out
     def extra(self, res:EpisodeResult) -> dict: return {'channel': None} | res.extra   # the episode line's own fields
     def metrics(self) -> dict: return {}
     def state_dict(self) -> dict:

@@ -28,8 +28,9 @@ __all__ = ['Run', 'fresh_start', 'chunks', 'load_policy']
 class Run:
     "One run folder: spec + config, the episode log, metrics."
     def __init__(
-        self, spec:RunSpec, cfg:Config, out:str|Path, set_aside_corrupt:bool=False
-    ):  # `--set-aside-corrupt`: a corrupt state file, adapter or store is moved aside
+        self, spec:RunSpec, cfg:Config, out:str|Path,
+        set_aside_corrupt:bool=False,  # `--set-aside-corrupt`: a corrupt state file, adapter or store is moved aside
+    ):
         self.spec, self.cfg, self.out, self.run_id = spec, cfg, check_out(out), None
         self.set_aside_corrupt = set_aside_corrupt   # (`set_aside`) and that state starts fresh
         self.envs = check_spec(spec, cfg)   # a bad spec or config value fails here, before anything touches `out`
@@ -149,7 +150,7 @@ def _open_method(self:Run, policy, todo:list, recorded:int):
 # %% ../nbs/08_run.ipynb #1f2353fd
 def _play_chunk(method, envs:dict, chunk:list[tuple], avail:dict) -> dict[int, EpisodeResult]:
     """Results of `chunk`'s `(episode, spec, task)`: `error` where the family is unavailable, else one batch across
-    families (`run_chunk`) or one per family."""
+    families (`Method.run_chunk`: by default one `run_batch` per family)."""
     results = {}
     for i, s, t in chunk:
         if not avail[s][0]:
@@ -157,12 +158,7 @@ def _play_chunk(method, envs:dict, chunk:list[tuple], avail:dict) -> dict[int, E
                 t, envs[s].reset(t), Feedback('error', 0.0, f'unavailable: {avail[s][1]}', 'unavailable')
             )
     play = [(i, s, t) for i, s, t in chunk if i not in results]
-    if play and hasattr(method, 'run_chunk'):   # one batch across families
-        results.update({i: r for (i, _, _), r in zip(play, method.run_chunk([(envs[s], t) for _, s, t in play]))})
-    elif play:
-        for s in dict.fromkeys(s for _, s, _ in play):
-            part = [(i, t) for i, s2, t in play if s2 == s]
-            results.update({i: r for (i, _), r in zip(part, method.run_batch(envs[s], [t for _, t in part]))})
+    if play: results.update({i: r for (i, _, _), r in zip(play, method.run_chunk([(envs[s], t) for _, s, t in play]))})
     return results
 
 # %% ../nbs/08_run.ipynb #eab13639
