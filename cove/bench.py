@@ -362,8 +362,11 @@ def rollout_records(cfg:Config, quick:bool=False, episodes:int|None=None) -> lis
 
 # %% ../nbs/09_bench.ipynb #2231f604
 def train_records(
-    cfg:Config, quick:bool=False, tasks:int|None=None, rounds:int=2, held:int|None=None
-) -> list[dict]:  # default 8 tasks, 4 held out (`quick`), else 16 and 8
+    cfg:Config, quick:bool=False,
+    tasks:int|None=None,  # conversations trained on; default 8 with `quick`, else 16
+    rounds:int=2,
+    held:int|None=None,  # conversations held out; default 4 with `quick`, else 8
+) -> list[dict]:
     """LoRA SFT tokens/s of the profile's settings and of `SFT_TRL_ALL_LAYERS_5E4`, on the same batches, with each
     step's phases and the loss after the same tokens."""
     name, now = cfg['model.name'], dict(

@@ -171,7 +171,7 @@ def _episode_lines(data:bytes) -> tuple[list[dict], list[int], int]:
     recs, bad = [], []
     for i, l in enumerate(lines, 1):
         if not l.strip(): continue
-        try:r = json.loads(l)
+        try: r = json.loads(l)
         except ValueError: r = None
         (recs.append(r) if isinstance(r, dict) and isinstance(r.get('episode'), int) else bad.append(i))
     return recs, bad, len(lines)

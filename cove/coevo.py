@@ -944,7 +944,7 @@ def _apply(self:CoEvoMem, p:dict):
     step = self.state['step']
     blobs, qup, kinds, node, edges = {}, {}, {}, None, []
     self._count_srqr(p)
-    if p['kind'] in ('router', 'both') and self.p['srqr']:blobs['router'] = self._router_step(p, R)
+    if p['kind'] in ('router', 'both') and self.p['srqr']: blobs['router'] = self._router_step(p, R)
     elif p['kind'] == 'router': self._count(router_idle=1)   # w/o SR-QR: fixed weights, nothing to train
     if p['kind'] in ('memory', 'both'):
         node, edges, qup, kinds = self._memory_update(p, R, step)

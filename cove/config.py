@@ -544,7 +544,7 @@ def _usable_cores() -> int:
 # %% ../nbs/01_config.ipynb #e8c2e0ba
 def cpu_info() -> dict:
     "The CPU's model name, the `CPU_FLAGS` it has, and the cores this process may use (from `/proc/cpuinfo`)."
-    try:text = Path('/proc/cpuinfo').read_text()
+    try: text = Path('/proc/cpuinfo').read_text()
     except OSError: text = ''
     name = re.search(r'^model name\s*:\s*(.+)$', text, re.M)
     flags = set((re.search(r'^flags\s*:\s*(.+)$', text, re.M) or re.search('()', '')).group(1).split())

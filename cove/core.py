@@ -261,7 +261,7 @@ def one_line(e:BaseException) -> str:
 # %% ../nbs/00_core.ipynb #e78ab145
 def read_json(path:str|Path, fix:str) -> dict:
     "The JSON object in `path`; anything else raises `CorruptFile` naming the file, with `fix` (what to do)."
-    try:s = json.loads(read_regular(path) or b'')
+    try: s = json.loads(read_regular(path) or b'')
     except ValueError as e: raise CorruptFile(f"{path} is corrupt ({one_line(e)}); {fix}", [path]) from None
     if not isinstance(s, dict):
         raise CorruptFile(f"{path} is corrupt (a JSON {type(s).__name__}, not an object); {fix}", [path])
@@ -318,9 +318,9 @@ def repair_tail(path:str|Path) -> bytes:
         f.seek(0); data = f.read()
         keep = data.rfind(b'\n') + 1
         tail = data[keep:]
-        try:json.loads(tail); whole = True
+        try: json.loads(tail); whole = True
         except ValueError: whole = False
-        if whole:f.write(b'\n')                  # the record was all written but its newline: keep it
+        if whole: f.write(b'\n')                  # the record was all written but its newline: keep it
         else: _keep_torn(p, tail); f.truncate(keep)
         f.flush(); os.fsync(f.fileno())
     if whole: return b''

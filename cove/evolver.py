@@ -415,8 +415,8 @@ def merge(
     sources:list|None=None,
     similarity:float|None=None,
     exact:bool=False,
-    success:bool|None=None,
-):  # the absorbed principle's trajectory:one more use, and a success if it succeeded (after EvolveR's public code)
+    success:bool|None=None,  # the absorbed principle's trajectory: one more use, and a success if it succeeded (after EvolveR's public code)
+):
     "Absorb an equivalent new principle into `target` (inside the caller's transaction)."
     p = self.get(target)
     use, win = (0, 0) if success is None else (1, int(bool(success)))
@@ -679,7 +679,7 @@ def _take_turn(self:EvolverAgent, env, e:dict, g, turn:int):
 def _finish(self:EvolverAgent, env, e:dict, dt:float, w_o:float=1.0, w_f:float=0.1) -> tuple[EpisodeResult, dict]:
     "Episode `e`'s result (its `episode_outcome`, or the environment's error) and info (EM, lenient, format, reward)."
     lenient = None
-    if e['err']:fb = Feedback('error', 0.0, e['err'][:500], 'env_error')
+    if e['err']: fb = Feedback('error', 0.0, e['err'][:500], 'env_error')
     else: fb, lenient = episode_outcome(env, e['task'], e['state'], e['messages'])
     fmt = format_reward(_trajectory_text(e['messages']), self.exp_retrieve)
     info = dict(e['info'], format_reward=fmt, reward=evolver_reward(fb.success, fmt, w_o, w_f), answered=e['answered'],

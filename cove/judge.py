@@ -89,8 +89,8 @@ def _content_free_scores(self:Judge, cf_prompt:str, opts:list[str]) -> list[floa
 # %% ../nbs/02b_judge.ipynb #a53d093d
 def _prompts(prompt:str, content, content_free_prompt, calibrate:bool, content_free:str):
     "The filled prompt and the content-free prompt (None when not calibrating)."
-    if content is not None:text = fill(prompt, content)
-    elif '{content}' in prompt:raise ValueError("prompt has a {content} slot but no content= was given")
+    if content is not None: text = fill(prompt, content)
+    elif '{content}' in prompt: raise ValueError("prompt has a {content} slot but no content= was given")
     else: text = prompt
     if not calibrate: return text, None
     if content_free_prompt is not None: return text, content_free_prompt

@@ -404,7 +404,9 @@ VOLATILITY_SHOTS = [  # worked examples for the few-shot prompt, two per label: 
 ]
 
 # %% ../nbs/12_knowledgepo.ipynb #5842ace3
-def volatility_prompt(shots:int=0) -> str: # worked examples from `VOLATILITY_SHOTS` (0: zero-shot)
+def volatility_prompt(
+    shots:int=0,  # worked examples from `VOLATILITY_SHOTS` (0: zero-shot)
+) -> str:
     "`VOLATILITY_PROMPT` with the first `shots` worked examples."
     if not 0 <= shots <= len(VOLATILITY_SHOTS): raise ValueError(f"shots={shots} must be in 0..{len(VOLATILITY_SHOTS)}")
     return few_shot(VOLATILITY_PROMPT, VOLATILITY_SHOTS[:shots])
@@ -540,7 +542,9 @@ KB_OP_SHOTS = [  # worked examples for the few-shot prompt, (existing, new, op),
 ]
 
 # %% ../nbs/12_knowledgepo_b_update.ipynb #985740f7
-def kb_op_prompt(shots:int=0) -> str: # worked examples from `KB_OP_SHOTS` (0: zero-shot)
+def kb_op_prompt(
+    shots:int=0,  # worked examples from `KB_OP_SHOTS` (0: zero-shot)
+) -> str:
     "`KB_OP_PROMPT` with the first `shots` worked examples."
     if not 0 <= shots <= len(KB_OP_SHOTS): raise ValueError(f"shots={shots} must be in 0..{len(KB_OP_SHOTS)}")
     return few_shot(KB_OP_PROMPT, [(kb_op_content(a, b), g) for a, b, g in KB_OP_SHOTS[:shots]])
@@ -1035,10 +1039,10 @@ def release(
     kb,
     evaluate_fn:Callable,
     heldout_tasks:list,
-    threshold:float=0.0,  # Δ_post at or below this:internalized
+    threshold:float=0.0,  # Δ_post at or below this: internalized
     labels:tuple=('stable',),  # labels eligible for release
     stats:KPOStats|None=None,
-    family:str|None=None,  # only entries extracted from this family, the one just trained (None:all)
+    family:str|None=None,  # only entries extracted from this family, the one just trained (None: all)
     min_tasks:int=16,  # an A/B on fewer held-out tasks decides nothing: every entry is kept
     max_entries:int|None=None,  # A/B at most this many entries (`ab_order`); the rest stay online as `untested`
 ) -> dict:
@@ -1097,9 +1101,9 @@ class KnowledgePO:
         k: int = 3,
         mode: str = 'hybrid',  # retrieval for memory-aware rollouts
         op_judge: bool = True,  # let the judge decide ambiguous same-topic KB operations
-        label_shots: int = 6,  # worked examples in the volatility judge's prompt (six-shot measured best on SmolLM2; 0:zero-shot)
-        op_shots: int = 0,
-    ):  # worked examples in the KB-operation judge's prompt (no measured gain; 0:zero-shot)
+        label_shots: int = 6,  # worked examples in the volatility judge's prompt (six-shot measured best on SmolLM2; 0: zero-shot)
+        op_shots: int = 0,  # worked examples in the KB-operation judge's prompt (no measured gain; 0: zero-shot)
+    ):
         _check_kpo_args(judge, extractor, label_mode)
         self.kb, self.judge, self.extractor, self.label_mode = kb, judge, extractor, label_mode
         self.max_candidates, self.dup_threshold, self.topic_threshold = max_candidates, dup_threshold, topic_threshold

@@ -175,8 +175,8 @@ class HFPolicy(TokenizerPolicy):
         batch_size:int=16,  # rows per forward pass
         name:str|None=None,
         template_kw:dict|None=None,  # extra chat-template args, e.g. `{'enable_thinking': False}`
-        prefix_cache_tokens:int=32768,
-    ):  # tokens of KV kept for reuse across turns (`PrefixCache`); 0:off
+        prefix_cache_tokens:int=32768,  # tokens of KV kept for reuse across turns (`PrefixCache`); 0: off
+    ):
         super().__init__()
         self.model, self.tokenizer, self.batch_size = model.eval(), tokenizer, batch_size
         self.name = name or getattr(model.config, 'name_or_path', '') or type(model).__name__

@@ -652,8 +652,8 @@ def _play(self:MemRL, env, tasks):
     learnt = self._learn_all(keys, results, plans, qv, [i for i, d in enumerate(done) if not self.freeze and d is None],
                              summ)
     for i, r in enumerate(results):
-        if self.freeze:info = dict(retrieval=plans[i], frozen=True)
-        elif done[i] is not None:info = dict(done[i], replayed=True)
+        if self.freeze: info = dict(retrieval=plans[i], frozen=True)
+        elif done[i] is not None: info = dict(done[i], replayed=True)
         else: info = learnt[i]
         r.extra['memrl'] = info   # read by `extra`
     return results
@@ -728,7 +728,7 @@ def _write_back(self:MemRL, r, exp, qvec, summarised, key, before) -> int:
 @patch
 def _learn_one(self:MemRL, key, r, plan, qvec, text, rew, info, before):
     "Q update and write-back of one episode, recorded in `info`."
-    if self.p['update'] == 'mc':info['q_updates'] = self._update_mc(plan, rew)
+    if self.p['update'] == 'mc': info['q_updates'] = self._update_mc(plan, rew)
     else: self._update_td(key, plan, rew, info)
     info['new_memory'] = self._write_back(r, _experience(r, text), qvec, text is not None, key, before)
     if before is not None: info['merged_before'] = before

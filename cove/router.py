@@ -199,7 +199,9 @@ _SHOT_ROWS = [  # worked examples for the few-shot prompt: never measurement cas
 ROUTE_SHOTS: list[dict] = [_case(i, *r, prefix='shot') for i, r in enumerate(_SHOT_ROWS)]
 
 # %% ../nbs/10_router.ipynb #93db018e
-def route_template(shots:int=0) -> str: # worked examples from `ROUTE_SHOTS` (0: zero-shot `ROUTE_TEMPLATE`)
+def route_template(
+    shots:int=0,  # worked examples from `ROUTE_SHOTS` (0: zero-shot `ROUTE_TEMPLATE`)
+) -> str:
     "The router's channel prompt with the first `shots` worked episodes of `ROUTE_SHOTS`."
     if not 0 <= shots <= len(ROUTE_SHOTS): raise ValueError(f"shots={shots} must be in 0..{len(ROUTE_SHOTS)}")
     if not shots: return ROUTE_TEMPLATE

@@ -748,9 +748,9 @@ def _status_lines(status:bytes) -> tuple[tuple, dict]:
     "The child's protections (its list line) and notes (its dict lines) from its status pipe."
     active, info = (), {}
     for line in bytes(status).decode('utf-8', 'replace').splitlines():
-        try:v = json.loads(line)
+        try: v = json.loads(line)
         except ValueError: continue
-        if isinstance(v, list):active = tuple(v)
+        if isinstance(v, list): active = tuple(v)
         elif isinstance(v, dict): info.update(v)
     return active, info
 
@@ -759,7 +759,7 @@ def _report_records(report:bytes) -> list:
     "The records the code sent with `__cove_report__`, one JSON value a line (a malformed line is skipped)."
     records = []
     for line in report.decode('utf-8', 'replace').splitlines():
-        try:records.append(json.loads(line))
+        try: records.append(json.loads(line))
         except ValueError: pass
     return records
 
@@ -810,7 +810,7 @@ def _write_inputs(root:str, files:dict, stdin:str, uid:int|None):
 def _run_cgroup(memory_mb:int|None, max_procs:int) -> tuple[list, tuple]:
     "`(cgroups, limits)` of a fresh cgroup for one run, its totals written; none (and a warning) if it cannot be made."
     if _cgroup_plan()[0]:
-        try:return _cgroup_make(memory_mb and memory_mb << 20, max_procs + 1)
+        try: return _cgroup_make(memory_mb and memory_mb << 20, max_procs + 1)
         except OSError as e: _log.warning(f'no cgroup for this run ({e.strerror}: {e.filename})')
     return [], ()
 
@@ -929,8 +929,8 @@ def run_command_sandboxed(
     max_procs:int=256,
     file_mb:int=64,
     disk_mb:int=128,
-    reads:tuple=(),
-) -> SandboxResult:  # folders the program reads (its toolchain, libraries), besides argv[0]'s
+    reads:tuple=(),  # folders the program reads (its toolchain, libraries), besides argv[0]'s
+) -> SandboxResult:
     "Run a trusted program (e.g. `lean`) on untrusted input under the same protections (no in-process guard)."
     if not os.path.isabs(argv[0]): raise ValueError(f'argv[0] must be an absolute path, got {argv[0]!r}')
     return _sandbox(dict(files or {}), list(argv), stdin, timeout, memory_mb, cpu_s, max_output, False, isolate_net,

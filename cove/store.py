@@ -954,8 +954,8 @@ def bench_retrieval(
     hnsw_threshold:int=4096,  # flat below, HNSW at or above (`kb.hnsw_threshold`)
     M:int=32,
     ef_search:int=64,  # HNSW parameters
-    workdir:str|None=None,
-) -> list[dict]:  # where the temporary KB files go
+    workdir:str|None=None,  # where the temporary KB files go
+) -> list[dict]:
     "Retrieval latency records (`retrieve_{mode}_p50_ms_{size}` with p95), plus build times and HNSW recall."
     out, kw = [], dict(hnsw_threshold=hnsw_threshold, M=M, ef_search=ef_search)
     for n in sizes: out += _bench_one(n, dim, queries, k, modes, seed, workdir, **kw)

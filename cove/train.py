@@ -365,18 +365,16 @@ def sft_trainer(
     epochs:int=1,
     max_steps:int|None=None,  # stop after this many optimizer steps (None: `epochs` full passes)
     batch_size:int=4,  # examples per optimizer step (per device)
-    micro_batch: (
-        int|None
-    )=None,  # examples per forward/backward pass (None: `batch_size`); the rest by gradient accumulation
+    micro_batch:int|None=None,  # examples per forward/backward pass (None: `batch_size`); the rest by gradient accumulation
     max_length:int=512,  # tokens per conversation (longer ones are cut at the end)
     use_cpu:bool=True,
     bf16:bool=False,
     seed:int=0,
-    name:str|None=None,  # adapter name (default:the next free `adapter-NNNN`)
+    name:str|None=None,  # adapter name (default: the next free `adapter-NNNN`)
     init_adapter:str|Path|None=None,  # continue training this adapter instead of a new LoRA
     dtype:str|None=None,  # weights of the trained copy (default float32; bfloat16 with `bf16` on GPUs)
     loss:str='selected',  # `selected_token_loss`, the model's own (`model`) or TRL's (`trl`)
-    lora_layers:int=0,  # adapters on the top this many layers only (0:every layer); backprop stops below them
+    lora_layers:int=0,  # adapters on the top this many layers only (0: every layer); backprop stops below them
     lora_targets=LORA_TARGETS,  # the modules that get adapters
     progress:bool=False,  # show the trainer's progress bar and per-step logs
     config:dict|None=None,  # extra `trl.SFTConfig` fields
@@ -489,11 +487,9 @@ def task_score(env, task:Task, prompt, completion:str, step_credit:float=0.1) ->
 
 # %% ../nbs/07_train.ipynb #d5d6db41
 def reward_function(
-    score:Callable,  # `score(prompt, completion_text, row, stats) -> reward | (reward, {metric:value})`
+    score:Callable,  # `score(prompt, completion_text, row, stats) -> reward | (reward, {metric: value})`
     name:str='reward',  # the function's name in TRL's logs
-    check: (
-        Callable|None
-    )=None,  # `check(columns)` once per call:raise on a malformed batch (a bug, not a bad completion)
+    check:Callable|None=None,  # `check(columns)` once per call: raise on a malformed batch (a bug, not a bad completion)
 ) -> Callable:
     """The skeleton of every TRL reward function here: `score` per completion (`row` = that completion's dataset or
     rollout columns), an error scored 0 and counted, counts in `.stats`, per-call metric means to TRL's `log_metric`."""
@@ -828,11 +824,11 @@ def bench_train(
     tasks:int=8,  # train-split reference conversations of `family`
     micro_batch:int=2,
     rounds:int=2,  # passes over the conversations
-    settings:dict|None=None,  # name -> `sft_trainer` keywords (default:the baseline and today's defaults)
+    settings:dict|None=None,  # name -> `sft_trainer` keywords (default: the baseline and today's defaults)
     lr:float=5e-4,
     seed:int=0,
-    held:int=0,
-) -> dict:  # further reference conversations, never trained on:each setting's loss on them after training
+    held:int=0,  # further reference conversations, never trained on: each setting's loss on them after training
+) -> dict:
     """`{setting: {tokens_per_s, step_s, phases (s per step), loss (mean over the last round), held_out_loss}}` of LoRA
     SFT steps, interleaved on the same batches."""
     import tempfile

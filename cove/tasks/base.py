@@ -217,7 +217,7 @@ def load_rows(
     "Parse `(where, raw)` rows with `parse`; rows that raise are counted in the report, not fatal."
     rep, out = LoadReport(source), []
     for where, raw in rows:
-        try:t = parse(raw)
+        try: t = parse(raw)
         except Exception as e: rep.bad(where, f'{type(e).__name__}: {e}'); continue
         if t is None: rep.bad(where, 'skipped by parser'); continue
         out.append(t); rep.n_ok += 1

@@ -276,11 +276,11 @@ class _CandidateLink:
         line = self.inp.readline(self.cap)
         if not line: self.end("the candidate's process ended")
         if not line.endswith('\n'): self.end(f"the candidate's reply was over {self.cap} bytes")
-        try:return json.loads(line)
+        try: return json.loads(line)
         except ValueError: self.end("the candidate's reply was not JSON")
     def ready(self) -> bool:
         "Wait for the candidate's greeting: False if its process ended first (its result says why) or it sent another."
-        try:return self.receive() == {'ready': True} or self.end("the candidate's greeting was malformed")
+        try: return self.receive() == {'ready': True} or self.end("the candidate's greeting was malformed")
         except _Gone: return False
 
 # %% ../../nbs/05d_code.ipynb #e8cdbf21
@@ -332,7 +332,7 @@ def _run_tests(prompt:str, test:str, entry_point:str, names:list, n_units:int, c
 def _free_names(src:str) -> set[str]:
     "Global names `src` reads (at module level or in its functions) but neither binds at module level nor has builtin."
     import builtins, symtable
-    try:top = symtable.symtable(src, 'tests.py', 'exec')
+    try: top = symtable.symtable(src, 'tests.py', 'exec')
     except SyntaxError: return set()
     bound = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported()}
     out, todo = set(), [top]
@@ -589,7 +589,7 @@ def read_jsonl_any(path:str|Path):
         return
     for i, line in enumerate(gzip.decompress(p.read_bytes()).decode('utf-8').splitlines(), 1):
         if not line.strip(): continue
-        try:yield f'{p.name}:{i}', json.loads(line)
+        try: yield f'{p.name}:{i}', json.loads(line)
         except json.JSONDecodeError as e: yield f'{p.name}:{i}', _Bad(f'bad JSON: {e}')
 
 # %% ../../nbs/05d_code.ipynb #a084b6ac

@@ -360,12 +360,14 @@ def _bcb_seal(trusted:tuple):
     deny = ('gc.get_', 'sys._getframe', 'sys._current_frames', 'sys.settrace', 'sys.setprofile', 'ctypes.',
             'code.__new__', 'marshal.load')
     inside, getframe = threading.local(), sys._getframe
-    def answer_code(f) -> bool:   # the import system (frozen importlib) compiles and unmarshals for the answer too
+    # the import system (frozen importlib) compiles and unmarshals for the answer too
+    def answer_code(f) -> bool:
         while f is not None and f.f_code.co_filename.startswith(libs) and not f.f_code.co_filename.startswith(site):
             if f.f_code.co_filename.startswith('<frozen importlib'): return False
             f = f.f_back
         return f is not None and not f.f_code.co_filename.startswith(trusted + site)
-    def suspicious(event, args) -> bool:   # the answer's own functions' code stays readable (`inspect.signature`)
+    # the answer's own functions' code stays readable (`inspect.signature`)
+    def suspicious(event, args) -> bool:
         if event == 'compile': return isinstance(args[1], str) and args[1].startswith(trusted + libs + site)
         if event != 'object.__getattr__': return event.startswith(deny)
         if args[1] in ('__code__', 'f_code'):   # the test's own methods, not what they define and hand over

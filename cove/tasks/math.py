@@ -441,8 +441,9 @@ class ArithmeticEnv(MathEnv):
     "Embedded seeded arithmetic word problems with integer answers (multi-step by default)."
     sizes = {'train': 1000, 'test': 200}  # tasks when `n=None`
     def __init__(
-        self, difficulty:int=2
-    ):  # 0:one operation, numbers 2-20; 1:two operations, numbers up to ~50; 2:2-4 step word problems
+        self,
+        difficulty:int=2,  # 0: one operation, numbers 2-20; 1: two operations, numbers up to ~50; 2: 2-4 step word problems
+    ):
         if difficulty not in DIFFICULTIES:
             raise ValueError(f'math difficulty must be one of {sorted(DIFFICULTIES)}, got {difficulty!r}')
         self.difficulty = difficulty

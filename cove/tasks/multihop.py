@@ -234,8 +234,9 @@ def _draw_question(rng:random.Random, w:dict, kinds:dict) -> tuple:
 
 # %% ../../nbs/05b_multihop.ipynb #05c08a61
 def make_multihop_task(
-    rng:random.Random, id:str, split:str, difficulty:int=2
-) -> Task:  # 0:one hop + 1 distractor; 1:two hops + 1 distractor; 2:two hops, 4-6 paragraphs
+    rng:random.Random, id:str, split:str,
+    difficulty:int=2,  # 0: one hop + 1 distractor; 1: two hops + 1 distractor; 2: two hops, 4-6 paragraphs
+) -> Task:
     "One question over a fresh fictional world, with its supporting and distractor paragraphs shuffled."
     w = make_world(rng); paras = world_paragraphs(w)
     kinds = ONE_HOP_KINDS if difficulty == 0 else QUESTION_KINDS
@@ -269,8 +270,9 @@ class MultihopEnv(QAEnv):
     "Embedded QA over seeded fictional worlds with distractor paragraphs (2-hop questions by default)."
     sizes = {'train': 1000, 'test': 200}  # tasks when `n=None`
     def __init__(
-        self, difficulty:int=2
-    ):  # 0:one hop, 2 paragraphs; 1:two hops, 3 paragraphs; 2:two hops, 4-6 paragraphs
+        self,
+        difficulty:int=2,  # 0: one hop, 2 paragraphs; 1: two hops, 3 paragraphs; 2: two hops, 4-6 paragraphs
+    ):
         if difficulty not in DIFFICULTIES:
             raise ValueError(f'multihop difficulty must be one of {sorted(DIFFICULTIES)}, got {difficulty!r}')
         self.difficulty = difficulty
@@ -341,8 +343,8 @@ class HotpotQAEnv(LoadedTasks, QAEnv):
     def __init__(
         self,
         data_dir:str|Path|None=None,  # datasets root holding `hotpotqa/`, or that folder; None: `data_path`
-        max_chars:int|None=3500,
-    ):  # context cap in characters (None:no cap)
+        max_chars:int|None=3500,  # context cap in characters (None: no cap)
+    ):
         self.data_dir, self.max_chars, self._tasks, self.report = data_dir, max_chars, None, None
 
     def available(self) -> tuple[bool, str]:

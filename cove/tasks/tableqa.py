@@ -719,9 +719,9 @@ class EmbeddedTableQA(TableQA):
         self,
         n_train: int = 1000,  # tasks in `train` when `n` is None
         n_test: int = 200,  # tasks in `test`/`same`/`renamed` when `n` is None
-        data_dir=None,  # unused:accepted so that every family takes `data_dir`
-        difficulty: int = 2,
-    ):  # 0:one lookup/count/argmax call, 4-6 rows; 1:any single call, 5-10 rows; 2:all types incl. compare, 5-10 rows; 3:as 2 with 12-20 rows
+        data_dir=None,  # unused: accepted so that every family takes `data_dir`
+        difficulty: int = 2,  # 0: one lookup/count/argmax call, 4-6 rows; 1: any single call, 5-10 rows; 2: all types incl. compare, 5-10 rows; 3: as 2 with 12-20 rows
+    ):
         if difficulty not in DIFFICULTIES:
             raise ValueError(f'tableqa difficulty must be one of {sorted(DIFFICULTIES)}, got {difficulty!r}')
         self.sizes, self.difficulty = dict(train=n_train, test=n_test), difficulty
@@ -857,9 +857,9 @@ class NumberValue(WTQValue):
     @staticmethod
     def parse(text:str) -> float|int|None:
         "`int(text)` or a finite `float(text)`, else None."
-        try:return int(text)
+        try: return int(text)
         except (ValueError, TypeError): pass
-        try:v = float(text)
+        try: v = float(text)
         except (ValueError, TypeError): return None
         return None if isnan(v) or isinf(v) else v
 
