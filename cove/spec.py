@@ -15,9 +15,9 @@ from .tasks.base import make_env, Environment, env_class
 from .method import METHODS, import_methods
 
 # %% auto #0
-__all__ = ['MAX_EPISODES', 'MAX_STREAM', 'RunSpec', 'parse_tasks', 'open_envs', 'task_stream', 'Drift', 'parse_drift',
-           'check_drift', 'Stream', 'run_stream', 'data_files', 'stream_digest', 'check_base_url', 'check_backend',
-           'check_out', 'check_values', 'check_spec']
+__all__ = ['BIG_STREAM', 'MAX_EPISODES', 'MAX_STREAM', 'RunSpec', 'parse_tasks', 'open_envs', 'task_stream', 'Drift',
+           'parse_drift', 'check_drift', 'Stream', 'run_stream', 'data_files', 'stream_digest', 'check_base_url',
+           'check_backend', 'check_out', 'check_values', 'check_spec']
 
 # %% ../nbs/07d_spec.ipynb #a9aeb9eb
 @dataclass
@@ -78,10 +78,15 @@ def _tasks_of(spec:str, env, split:str, n:int, seed:int) -> list:
     with _noting(spec, env): return env.tasks(split, n, seed)
 
 # %% ../nbs/07d_spec.ipynb #19c6c8f2
+BIG_STREAM = 10_000   # tasks in a stream (episodes x families) from which drawing them is announced
+
 def task_stream(envs:dict[str, Environment], n:int, split:str, seed:int,
                 drift:Drift|None=None # from its cut on, the drift's family plays its split's tasks
                ) -> list[tuple[str, object]]:
     "`[(spec, task), ...]` interleaved across families; the index is the episode number."
+    if n * len(envs) >= BIG_STREAM:   # drawn before the run folder is made: say why nothing shows yet
+        get_logger('run').warning(f"drawing {n} tasks of each of {', '.join(envs)} before the first episode (a "
+                                  "stream this long takes a while)")
     per = {s: _tasks_of(s, e, split, n, seed) for s, e in envs.items()}
     if drift is not None:
         c = drift.cut(n)

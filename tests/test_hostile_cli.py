@@ -30,3 +30,18 @@ def test_serve_numbers_the_machine_cannot_honour(hostile):
         lines = _lines(r.stderr)
         assert r.returncode == 2 and len(lines) == 1 and word in lines[0], (args, r.stderr[-800:])
         hostile.refused()
+
+def test_a_long_stream_says_why_nothing_shows_yet(tmp_path, hostile):
+    "`--episodes 100000` draws its tasks before the run folder exists: a line says so within seconds, not minutes."
+    argv = [COVE, 'run', '--method', 'base', '--tasks', 'tableqa', '--episodes', '100000', '--model', 'tiny',
+            '--out', str(tmp_path/'run')]
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first, t = p.stderr.readline(), time.monotonic()   # the first line written, whatever it is
+        while first and 'drawing' not in first and time.monotonic() - t < 60: first = p.stderr.readline()
+    finally:
+        p.kill()
+        p.communicate(timeout=60)
+    hostile.hung(int('drawing' not in first))
+    assert 'drawing 100000 tasks of each of tableqa before the first episode' in first, first
+    hostile.refused()
