@@ -326,7 +326,8 @@ def serial_ast():
 def play_streams(policy:HFPolicy, jobs:dict, # tag -> `f(policy)`: one run, given its `StreamPolicy`
                  streams:int=0, # jobs playing at once (0: all)
                  wait:float=0.5, # `BatchEngine`'s wait for the other streams' requests
-                 mixed:bool=True) -> dict: # rows of different adapters in one batch
+                 mixed:bool=True, # rows of different adapters in one batch
+) -> dict:
     """Play each job in its own thread with its own `StreamPolicy` of one `BatchEngine` on `policy`, at most `streams`
     at once: `{tag: what it returned, or the exception it raised}`."""
     eng, res, slots = BatchEngine(policy, wait, mixed), {}, threading.Semaphore(streams or max(1, len(jobs)))

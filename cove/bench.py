@@ -240,7 +240,8 @@ def _play_timed(cfg:Config, policy, meth:str, n:int, out:Path, families=BENCH_FA
 
 # %% ../nbs/09_bench.ipynb #56ef2354
 def episode_records(cfg:Config, policy, quick:bool=False,
-                    episodes:int|None=None) -> list[dict]: # per family; default 8 with `quick`, else 12
+                    episodes:int|None=None, # per family; default 8 with `quick`, else 12
+) -> list[dict]:
     "Base and COVE on the same stream with `policy`: wall seconds per episode of each, their ratio, and COVE's phases."
     Embedder.from_config(cfg)._load()   # once per process: not an episode's cost
     n, bs = episodes or (8 if quick else 12), policy.batch_size
@@ -329,7 +330,8 @@ def rollout_bound(pol, bd:Breakdown) -> dict:
 
 # %% ../nbs/09_bench.ipynb #704ba989
 def iter_rollout_records(cfg:Config, quick:bool=False,
-                         episodes:int|None=None) -> Iterator[dict]: # per family; default 8 with `quick`, else 16
+                         episodes:int|None=None, # per family; default 8 with `quick`, else 16
+) -> Iterator[dict]:
     """Base's episodes per minute through each backend on the same stream, where its time went (`Breakdown`), its
     bound and `of_roofline`, its transcripts against hf's (and hf fp32's); then the best speedup over hf. Each record
     as soon as it is measured."""

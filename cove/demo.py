@@ -50,7 +50,8 @@ DRIFT_TRAIN = {'train.reference_tasks': 64, 'trigger.tau_c': 0.6}   # api_renami
 
 # %% ../nbs/19_demo.ipynb #506c2e0f
 def demo_overrides(episodes:int=DEMO_EPISODES, full:bool=False,
-                   drift:bool=False) -> dict: # `full`'s training and `DRIFT_TRAIN` (for `DRIFT_FAMILIES`)
+                   drift:bool=False, # `full`'s training and `DRIFT_TRAIN` (for `DRIFT_FAMILIES`)
+) -> dict:
     "The demo's budget for `episodes` per family; `full`: the training under which the drift can bite."
     return {**demo_trigger(episodes), 'model.batch_size': 16, **(FULL_TRAIN if full or drift else DEMO_TRAIN),
             'train.reference_tasks': 16, 'release.heldout': 16, 'release.max_entries': 1,
@@ -147,7 +148,8 @@ def plot_success(curves, path:Path) -> Path:
 DEMO_ENGINES = ('hf', 'vllm')
 
 def demo_engine(cfg:Config, engine:str|None=None,
-                venv:str|None=None) -> str: # vLLM's venv (default `$COVE_VLLM_VENV`, else `.venv-vllm`)
+                venv:str|None=None, # vLLM's venv (default `$COVE_VLLM_VENV`, else `.venv-vllm`)
+) -> str:
     """The demo's rollout engine: `engine` if given (`hf` or `vllm`), else `vllm` where it runs fp32 (a CPU without
     native bf16: the same transcripts as `hf`, faster) and `make vllm` installed it, else `hf`."""
     if engine is None:
@@ -449,7 +451,8 @@ def demo_seeds(cfg:Config, k:int) -> list[int]:
 # %% ../nbs/19_demo.ipynb #cf9df85e
 def pooled_rows(recs:dict, # seed -> method -> that run's episode records (`family_spec` per drift segment)
                 pairs:list[tuple[str, str]], # (method, reference)
-                families:list[str]) -> list[dict]: # family specs in table order
+                families:list[str], # family specs in table order
+) -> list[dict]:
     """Per (method, reference, family) and overall, pooled over the seeds (`cove.stats.pooled_paired`), with each seed's
     difference and their standard deviation."""
     rows = []

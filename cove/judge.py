@@ -110,7 +110,8 @@ def _best(options:list[str], scores:list[float]) -> str:
 @patch
 def choose(self:Judge, prompt:str, options:list[str], calibrate:bool=True,
            content:str|None=None, # fills the `{content}` slot of `prompt`
-           content_free_prompt:str|None=None) -> Choice: # explicit content-free prompt for calibration
+           content_free_prompt:str|None=None, # explicit content-free prompt for calibration
+) -> Choice:
     "Pick one of `options` by (calibrated) log-likelihood as the reply to `prompt`; always returns one of them."
     opts = check_options(options)
     text, cf = _prompts(prompt, content, content_free_prompt, calibrate, self.content_free)

@@ -348,7 +348,8 @@ def judge_texts(judge:Judge, episodes:list[tuple], # `(task, result)` pairs
 # %% ../nbs/12_knowledgepo.ipynb #a979bee9
 def judge_candidates(judge:Judge, task:Task, result:EpisodeResult, max_candidates:int=2, stats:KPOStats|None=None,
                      max_chars:int=200, max_new_tokens:int=48,
-                     texts:list|None=None) -> list[Candidate]: # this episode's `judge_texts`, when already generated
+                     texts:list|None=None, # this episode's `judge_texts`, when already generated
+) -> list[Candidate]:
     "Candidates written by the judge (one lesson, one instruction); unusable outputs are counted, not stored."
     stats, out, surface = stats if stats is not None else KPOStats(), [], surface_of(task)
     if texts is None: texts = judge_texts(judge, [(task, result)], max_candidates, max_chars, max_new_tokens)[0]
@@ -372,7 +373,8 @@ def extract_candidates(judge:Judge|None, task:Task, result:EpisodeResult,
                        max_candidates:int=2, # candidates per extractor
                        extractor:str='both', # 'judge', 'rules' or 'both'
                        stats:KPOStats|None=None,
-                       texts:list|None=None) -> list[Candidate]: # this episode's `judge_texts`, when already generated
+                       texts:list|None=None, # this episode's `judge_texts`, when already generated
+) -> list[Candidate]:
     "Candidate memory/skill entries from one episode (paper §4.4.1)."
     _check_extractor(extractor, judge)
     out = judge_candidates(judge, task, result, max_candidates, stats, texts=texts) if extractor != 'rules' else []
@@ -433,7 +435,8 @@ def label_candidate(judge:Judge|None, candidate:Candidate,
                     mode:str='judge+rules', # 'judge', 'judge+rules' or 'rules'
                     surface=None, # current surface: its names in the content also make it volatile
                     stats:KPOStats|None=None, calibrate:bool=True,
-                    shots:int=0) -> str: # worked examples in the judge's prompt (`volatility_prompt`)
+                    shots:int=0, # worked examples in the judge's prompt (`volatility_prompt`)
+) -> str:
     "The volatility label of `candidate` (paper §3.2, §4.4.1)."
     if mode not in LABEL_MODES: raise ValueError(f"label mode {mode!r} not in {LABEL_MODES}")
     named = bool(candidate.names or (surface is not None and names_in(candidate.content, surface)))
@@ -511,7 +514,8 @@ def _with_rules(cases:list, preds:list, surface) -> dict:
 
 # %% ../nbs/12_knowledgepo.ipynb #504863f2
 def volatility_agreement(judge:Judge, cases:list=VOLATILITY_CASES, calibrate:bool=True, surface=None,
-                         shots:int=0) -> dict: # worked examples in the prompt (`volatility_prompt`)
+                         shots:int=0, # worked examples in the prompt (`volatility_prompt`)
+) -> dict:
     "Agreement with hand labels of the judge alone (`judge`) and with the surface-name rule (`judge+rules`)."
     ag = judge.agreement(
         [dict(prompt=volatility_prompt(shots), content=c, options=list(LABELS), gold=g) for c, g in cases], calibrate
@@ -631,7 +635,8 @@ def update_kb(kb, candidate:Candidate, judge:Judge|None=None, # decides ambiguou
               dup_threshold:float=0.9, # cosine at or above which an entry is a near-duplicate
               topic_threshold:float=0.8, # cosine at or above which an entry is on the same topic
               min_words:int=4, stats:KPOStats|None=None,
-              shots:int=0) -> KBOp: # worked examples in the judge's prompt (`kb_op_prompt`)
+              shots:int=0, # worked examples in the judge's prompt (`kb_op_prompt`)
+) -> KBOp:
     "Insert, merge, revise or discard for one labelled candidate (paper §4.4.1; Algorithm 1, line 7)."
     if candidate.label is None: raise ValueError("label the candidate (`label_candidate`) before `update_kb`")
     why, op = uninformative(candidate.content, min_words), None
@@ -650,7 +655,8 @@ KB_OP_CASES = [(r['existing'], r['new'], r['gold']) for r in read_cases('kb_op_c
 
 # %% ../nbs/12_knowledgepo_b_update.ipynb #76d550da
 def kb_op_agreement(judge:Judge, cases:list=KB_OP_CASES, calibrate:bool=True,
-                    shots:int=0) -> dict: # worked examples in the prompt (`kb_op_prompt`)
+                    shots:int=0, # worked examples in the prompt (`kb_op_prompt`)
+) -> dict:
     "Agreement of the KB-operation judge with hand labels (`Judge.agreement`)."
     q = lambda a, b, g: dict(prompt=kb_op_prompt(shots), content=kb_op_content(a, b), options=[*KB_OPS[:3]], gold=g)
     return judge.agreement([q(*c) for c in cases], calibrate)
@@ -685,7 +691,8 @@ def revise_from_feedback(kb, mapping:dict, # old -> new tool names, from `feedba
                          family:str|None=None, # only this family's entries
                          stats:KPOStats|None=None,
                          episode:int|None=None, # the episode the notice came from (recorded)
-                         source:str|None=None) -> list[KBOp]: # its task id
+                         source:str|None=None, # its task id
+) -> list[KBOp]:
     "Revise every online entry naming an old name of `mapping` to the new names (one versioned `revise` each)."
     out = []
     for e in kb.entries(status='online', family=family) if mapping else []:
@@ -730,7 +737,8 @@ def _system(rec:dict) -> str:
     return next((m.get('content') or '' for m in rec.get('trace') or [] if m.get('role') == 'system'), '')
 
 def episodes_to_relearn(records, # a run folder, its `episodes.jsonl`, or the episode records (dicts)
-                        family:str='tableqa') -> dict: # the drifted family
+                        family:str='tableqa', # the drifted family
+) -> dict:
     """`{drift, relearned, episodes, old, new, stale}` for `family`: the episode (stream index) of the rename, the first
     episode from it whose shown memory names a new tool and no old one (None: never), the family's own episodes between
     them (None: never; 0: at once; other families' episodes in the stream are not counted), the names the tool list lost
@@ -1130,7 +1138,8 @@ def prefetch(self:KnowledgePO, results:list[EpisodeResult]) -> int:
 # %% ../nbs/12_knowledgepo_d_release.ipynb #eb2f6870
 @patch
 def observe(self:KnowledgePO, result:EpisodeResult,
-            episode:int|None=None) -> list[KBOp]: # its index in the stream (default: episodes observed so far)
+            episode:int|None=None, # its index in the stream (default: episodes observed so far)
+) -> list[KBOp]:
     """Harness-side update after one episode: revise entries a deprecation notice made stale (`revise_from_feedback`),
     extract candidates (judge texts from `prefetch`), label, update, promote."""
     episode = self.stats.observed if episode is None else episode

@@ -99,7 +99,8 @@ def _history_line(history:dict|None) -> str:
 # %% ../nbs/10_router.ipynb #f307bfa4
 def route_content(task:Task, feedback:Feedback, history:dict|None=None, retrieved:list|None=None,
                   max_task_chars:int=400, # task prompt clipped to this
-                  max_msg_chars:int=240) -> str: # feedback message clipped to this
+                  max_msg_chars:int=240, # feedback message clipped to this
+) -> str:
     "The router's view of one episode: task τ_i, feedback f_i, family history and retrieved K_r, as a short text block."
     msg = clip(feedback.message, max_msg_chars) or '(no message)'
     return (
@@ -410,7 +411,8 @@ def _defer(self:Router, task:Task, feedback:Feedback, d:RouteDecision, content:s
 # %% ../nbs/10_router.ipynb #e454b67b
 @patch
 def decide(self:Router, task:Task, feedback:Feedback, history:dict|None=None, retrieved:list|None=None,
-           defer:bool=False) -> RouteDecision: # queue the signals and reason for `explain_queued` (None until then)
+           defer:bool=False, # queue the signals and reason for `explain_queued` (None until then)
+) -> RouteDecision:
     "Route episode `(τ_i, f_i)`; `history` defaults to the family's routed history in this router's log."
     hist = history if history is not None else self.family_history(task.family, self.history_window)
     content = route_content(task, feedback, hist, retrieved)
@@ -454,7 +456,8 @@ def window_evidence(episodes:list) -> dict:
 def feedback_channel(ev:dict, # `window_evidence` output
                      harness_share:float=0.25, # interface-error share that signals harness
                      param_share:float=0.5, # recurring task-error share that signals parametric...
-                     flat_eps:float=0.05) -> str: # ...while the success trend stays below this
+                     flat_eps:float=0.05, # ...while the success trend stays below this
+) -> str:
     "§4.2's channel from window evidence: interface errors -> harness; task errors at flat success -> parametric."
     harness = ev['interface'] >= harness_share
     param = ev['task_error'] >= param_share and ev['trend'] < flat_eps
@@ -468,7 +471,8 @@ def _field(e, k:str):
 
 def memory_evidence(retrieved:list|None, # the entries retrieved into the episode (`Entry`s or dicts)
                     success:bool, # the episode's outcome
-                    u_min:float=0.5) -> dict: # success rate over its earlier uses that makes an entry useful
+                    u_min:float=0.5, # success rate over its earlier uses that makes an entry useful
+) -> dict:
     "What K_r says about one episode: entries retrieved, volatile among them, useful, volatile in a failed episode."
     es = list(retrieved or [])
     vol = sum(_label(e) == 'volatile' for e in es)
@@ -482,7 +486,8 @@ def instance_channel(ev:dict, # the family window's `window_evidence`
                      mem:dict, # this episode's `memory_evidence`
                      harness_share:float=0.25, # window interface-error share that signals harness
                      param_share:float=0.5, # window task-error share that signals a capability gap...
-                     flat_eps:float=0.05) -> str: # ...while the success trend stays below this
+                     flat_eps:float=0.05, # ...while the success trend stays below this
+) -> str:
     "Route(τ_i, f_i, history, K_r): `hybrid` when memory and capability are both short, else the one that is."
     if kind in NOT_AGENT_KINDS: return 'harness_only'   # the episode says nothing about the agent's knowledge
     window_interface = ev['interface'] >= harness_share and not mem['useful']

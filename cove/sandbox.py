@@ -908,7 +908,8 @@ def run_sandboxed(code:str,              # Python source to run as `main.py`
                   disk_mb:int=64,        # disk quota of the sandbox directory (a tmpfs), besides its input files
                   pass_fds:tuple=(),     # descriptors the code inherits (same numbers); closed here once it has them
                   report:bool=True,      # give the code `__cove_report__` and its pipe (False: neither)
-                  packages:tuple=()) -> SandboxResult: # top-level modules it may import beyond the standard library
+                  packages:tuple=(),     # top-level modules it may import beyond the standard library
+) -> SandboxResult:
     "Run untrusted Python `code` in a sandboxed subprocess; never raises for anything the code does."
     return _sandbox({'main.py': code}, None, stdin, timeout, memory_mb, cpu_s, max_output, guard, isolate_net,
                     drop_privileges, max_procs, file_mb, None, (), tuple(pass_fds), report, disk_mb, tuple(packages))

@@ -39,7 +39,7 @@ class VLLMPolicy(Policy):
         model:str=EMBEDDED_NAME,  # a name `resolve_model` knows (not `tiny`)
         dtype:str='auto',
         device:str='cuda',
-        batch_size:int|None=None,  # unused:vLLM batches continuously
+        batch_size:int|None=None,  # unused: vLLM batches continuously
         enable_lora:bool=True,
         max_lora_rank:int=64,
         template_kw:dict|None=None,
@@ -286,7 +286,7 @@ class OpenAIPolicy(Policy):
         base_url:str,  # e.g. `http://127.0.0.1:8000` or `.../v1`
         model:str,
         api_key:str|None=None,
-        tokenizer=None,  # a tokenizer or local folder:enables `score_choices`
+        tokenizer=None,  # a tokenizer or local folder: enables `score_choices`
         batch_size:int=16,
         timeout:float=120.0,  # seconds per request
         max_retries:int=2,  # the `openai` client's retries (dropped connection, 408, 409, 429, 5xx)

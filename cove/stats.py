@@ -229,7 +229,8 @@ def iqm(scores) -> float:
     return float(trim_mean(np.ravel(scores), 0.25))
 
 def prob_improvement(x, # seeds × families scores of the method
-                     y) -> float: # seeds × families scores of the reference
+                     y, # seeds × families scores of the reference
+) -> float:
     "P(X > Y) + ½P(X = Y) per family (column) from the Mann–Whitney U, averaged over families."
     from scipy.stats import mannwhitneyu
     x, y = np.atleast_2d(np.asarray(x, float)), np.atleast_2d(np.asarray(y, float))

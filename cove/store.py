@@ -105,7 +105,8 @@ class NamedConnection(sqlite3.Connection):
 
 # %% ../nbs/04_store.ipynb #ae600bdf
 def open_sqlite(path:str|Path, # SQLite file, or ':memory:'
-                synchronous:str='FULL') -> sqlite3.Connection: # 'NORMAL' or 'FULL' (fsync every commit)
+                synchronous:str='FULL', # 'NORMAL' or 'FULL' (fsync every commit)
+) -> sqlite3.Connection:
     "An autocommit, WAL `NamedConnection` with rows as `sqlite3.Row`; a damaged file raises `StoreError`."
     if synchronous not in ('NORMAL', 'FULL'): raise ValueError(f"synchronous {synchronous!r} not in ('NORMAL', 'FULL')")
     conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, factory=NamedConnection)
@@ -736,7 +737,8 @@ def retrieve(self:KnowledgeBase, query:str|None=None, # task text (embedded / to
              query_vec=None, # precomputed query embedding (skips the embedder)
              depth:int|None=None, # candidates per list for hybrid fusion
              family:str|None=None, # only entries of this family (None: any family)
-             exclude_sources:tuple|list=()) -> list[Hit]: # never entries made from these task ids
+             exclude_sources:tuple|list=(), # never entries made from these task ids
+) -> list[Hit]:
     "Top-`k` online entries in scope for `query` as `Hit(entry, score)`, best first."
     scoped, n_online, fetch = family is not None or bool(exclude_sources), None, k
     while True:

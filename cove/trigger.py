@@ -150,7 +150,8 @@ def _record(self:BaseTrigger, ev:TriggerEvent, held:dict):
 # %% ../nbs/11_trigger.ipynb #5073f0c6
 @patch
 def observe(self:BaseTrigger, family:str, success:bool, score:float, # the episode's outcome
-            channel:str) -> TriggerEvent|None: # this episode's channel (one of `CHANNELS`)
+            channel:str, # this episode's channel (one of `CHANNELS`)
+) -> TriggerEvent|None:
     """Update `family` after one episode; return the event if the trigger fires (None if nothing holds or the family's
     channel suppresses it; a suppression with no new reason is counted, not recorded)."""
     check_channel(channel)

@@ -607,7 +607,7 @@ class HumanEvalDefault(HumanEvalEnv):
     `difficulty` 0 or 1."""
     def __init__(
         self,
-        difficulty:int=2,  # 0:basic one-step functions, 1:two-step functions (`basic_code_tasks`); 2:HumanEval
+        difficulty:int=2,  # 0: basic one-step functions, 1: two-step functions (`basic_code_tasks`); 2: HumanEval
         path:str|Path|None=None,
         max_turns:int=1,
         timeout:float=5.0,

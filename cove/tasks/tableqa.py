@@ -292,7 +292,8 @@ def _unknown_tool(name:str, surface:Surface, previous:Surface|None) -> str:
     return f"Error: unknown tool {name!r} — {tools}"
 
 def run_call(table:Table, surface:Surface, text:str,
-             previous:Surface|None=None) -> ToolCall: # the surface `surface` replaced (the environment's own)
+             previous:Surface|None=None, # the surface `surface` replaced (the environment's own)
+) -> ToolCall:
     "Parse and execute one call; the `ToolCall` records the name, arguments, legality and result."
     m = re.match(r'[`\s]*([A-Za-z_][\w.]*)\s*\(', text)
     name = m.group(1) if m else text.strip()[:60]
