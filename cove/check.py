@@ -414,6 +414,10 @@ def plugin_versions(names:list[str]|None=None) -> dict[str, str]:
         out[n] = f"{ver} sha256:{sha}".strip()
     return out
 
+def _source_digest(version:str) -> str:
+    "The source-file part of a `plugin_versions` entry ('0.1 sha256:ab12...' -> 'ab12...')."
+    return str(version).rsplit('sha256:', 1)[-1]
+
 def plugins_diff(old:dict, now:list[str]|None=None, loaded_only:bool=False) -> list[str]:
     """How the plugins the run recorded in `old` (a `config.json`: `plugins`, `plugin_versions`) differ from those
     loaded `now` (default `loaded_plugins`): a run resumed without its grading plugin, or with another, grades its
@@ -426,7 +430,9 @@ def plugins_diff(old:dict, now:list[str]|None=None, loaded_only:bool=False) -> l
     if new and not loaded_only: d.append(f"plugins: {new} loaded now, not when the run was made")
     had = old.get('plugin_versions') if isinstance(old.get('plugin_versions'), dict) else {}
     vers = plugin_versions([n for n in had if n in now])
-    d += [f"plugin {n}: {had[n]} -> {v}" for n, v in vers.items() if had[n] != v]
+    # the source decides the grading: the same file loaded as an installed distribution or as a module on the path
+    # (a version there, none here) is the same plugin; an edited file is not
+    d += [f"plugin {n}: {had[n]} -> {v}" for n, v in vers.items() if _source_digest(had[n]) != _source_digest(v)]
     return d
 
 # %% ../nbs/07c_check.ipynb #fbcb216f

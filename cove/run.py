@@ -18,7 +18,7 @@ from .tasks.base import EpisodeResult
 from .spec import RunSpec, task_stream, parse_drift, check_spec, check_out, run_stream, stream_digest
 from .method import METHODS
 from .check import check_state, set_aside, set_aside_log, note_fresh, RunLock, episode_records_of, replay_infra_tail
-from .check import run_diff, stream_mismatch, refuse_odd_files, run_id_of
+from .check import run_diff, stream_mismatch, refuse_odd_files, run_id_of, plugin_versions
 from .stats import run_metrics
 
 # %% auto #0
@@ -74,7 +74,9 @@ def _config_record(self:Run) -> dict:
     "What `config.json` records of a new run."
     return dict(spec=self.spec.key(), run_id=self.run_id, data_sha256=self.data_sha256, profile=self.cfg.profile,
                 config=self.cfg.values, sources=self.cfg.sources, runtime=runtime_info(self.cfg),
-                cove_version=__version__, plugins=loaded_plugins(), started=time.strftime('%Y-%m-%dT%H:%M:%S'))
+                cove_version=__version__, plugins=loaded_plugins(),
+                plugin_versions=plugin_versions(),   # an edited plugin refuses the resume
+                started=time.strftime('%Y-%m-%dT%H:%M:%S'))
 
 # %% ../nbs/08_run.ipynb #c79f26fa
 @patch

@@ -65,3 +65,38 @@ def test_a_resume_without_the_plugin_the_run_was_made_with_is_refused(tmp_path, 
     assert any(i == 'plugins' and 'gradeplug' in why for i, why in bad), bad
     hostile.refused()
     hostile.mixed(int(r.returncode == 0))
+
+def test_a_resume_with_the_plugin_edited_is_refused(tmp_path, hostile):
+    "The plugin's version and source digest are recorded: edited between a kill and the resume, it is refused."
+    plug = tmp_path/'gradeplug2.py'
+    plug.write_text('"A grading plugin."\nVERSION = 1\n')
+    out = tmp_path/'run'
+    base = [COVE, 'run', '--method', 'oracle', '--tasks', 'math', '--episodes', '2', '--out', str(out), '--quiet',
+            '--plugin', 'gradeplug2']
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get('PYTHONPATH')])))
+    r = subprocess.run(base, capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-500:]
+    assert 'gradeplug2' in json.loads((out/'config.json').read_text())['plugin_versions']
+    eps = (out/'episodes.jsonl').read_text().splitlines()
+    (out/'episodes.jsonl').write_text(eps[0] + '\n')   # killed after its first episode
+    (out/'metrics.json').unlink()
+    plug.write_text('"A grading plugin, graded another way now."\nVERSION = 2\n')
+    r = subprocess.run(base, capture_output=True, text=True, timeout=300, env=env)
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and 'gradeplug2' in lines[0] and 'Traceback' not in r.stderr, r.stderr
+    assert len((out/'episodes.jsonl').read_text().splitlines()) == 1
+    hostile.refused()
+    hostile.mixed(int(r.returncode == 0))
+
+def test_the_same_plugin_source_loaded_two_ways_is_not_a_difference():
+    "A run made with the plugin installed (a distribution version) and checked with the module alone: the same source."
+    from cove.check import plugins_diff
+    import cove.check as chk
+    old = dict(plugins=['p'], plugin_versions={'p': '0.1 sha256:ab12'})
+    real = chk.plugin_versions
+    try:
+        chk.plugin_versions = lambda names=None: {n: 'sha256:ab12' for n in names}
+        assert plugins_diff(old, now=['p']) == []
+        chk.plugin_versions = lambda names=None: {n: '0.1 sha256:cd34' for n in names}
+        assert plugins_diff(old, now=['p']) == ['plugin p: 0.1 sha256:ab12 -> 0.1 sha256:cd34']
+    finally: chk.plugin_versions = real
