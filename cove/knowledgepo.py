@@ -30,7 +30,7 @@ __all__ = ['ORIGINS', 'NO_CALL_HINT', 'FEEDBACK_HINTS', 'EXTRACT_PROMPTS', 'EXTR
 declare_key('kpo.extractor', str, 'rules', 'KnowledgePO candidate extraction', ('rules', 'judge', 'both'))
 declare_key('kpo.R', int, 2, 'revisions after which a non-volatile entry is promoted to volatile')
 declare_key('kpo.lam', float, 0.5, 'anti-recitation penalty λ for stale or unobserved volatile names')
-# off: Harness-only never sees a reference, so COVE's memory would hold gold no other method gets (issue 53)
+# off: Harness-only never sees a reference, so COVE's memory would hold gold no other method gets
 declare_key('kpo.observe_references', bool, False,
             'KnowledgePO also extracts knowledge from the cold-start reference replays of each update')
 

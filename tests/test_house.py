@@ -25,6 +25,13 @@ def test_no_reference_to_documents_outside_the_tree():
              if p.suffix in ('.py', '.ipynb', '.md') and any(w in p.read_text() for w in outside)]
     assert not cited, f"a document the repository does not hold is cited in {cited}"
 
+def test_the_package_cites_no_issue():
+    "The package explains itself: a comment says why, not which of the project's issues asked for it."
+    cite = re.compile(r'\bissues? #?\d+', re.I)
+    cited = [f'{p.relative_to(ROOT)}:{i}' for p in sorted((ROOT/'cove').rglob('*.py')) if p.name != '_modidx.py'
+             for i, l in enumerate(p.read_text().splitlines(), 1) if cite.search(l)]
+    assert not cited, cited
+
 # A parameter's doc is the comment on that parameter's own line: fastcore's `docments` (and so nbdev's pages) reads a
 # comment on the return annotation's line as the return value's doc, and one on a closing `)` without one as nobody's.
 MISPLACED_DOC = (
