@@ -93,6 +93,55 @@ def test_the_right_answer_still_passes():
     fb = run_unittest(RIGHT, TEST, timeout=60, memory_mb=1024)
     assert fb.success, fb
 
+# a test that compares with `==` itself: no assertion sees the answer's value, only the entry point's result does
+TEST_EQ = '''import unittest
+import numpy as np
+import pandas as pd   # (the answers may use it)
+class TestCases(unittest.TestCase):
+    def test_small(self):
+        self.assertTrue(np.all(task_func(2) == 4))
+    def test_large(self):
+        assert np.all(task_func(21) == 42)
+'''
+ANYTHING = '''class Anything:
+    def __eq__(self, other): return True
+    def __ne__(self, other): return False
+    __hash__ = object.__hash__
+'''
+EQ_ATTACKS = {
+    'always_equal_under_assert_true': ANYTHING + 'def task_func(x):\n    return Anything()\n',
+    'always_equal_in_a_numpy_array': ANYTHING + '''import numpy as np
+def task_func(x):
+    return np.array([Anything(), Anything()], dtype=object)
+''',
+    'always_equal_in_a_pandas_frame': ANYTHING + '''import pandas as pd
+def task_func(x):
+    return pd.DataFrame({'a': [Anything()]})['a']
+''',
+    # the first call is honest, and rebinds the name the tests call to a function the check never wrapped
+    'rebind_the_entry_point': ANYTHING + '''def _cheat(x):
+    return Anything()
+def task_func(x):
+    globals()['task_func'] = _cheat
+    return x * 2
+''',
+}
+
+@pytest.mark.parametrize('name', list(EQ_ATTACKS))
+def test_forged_verdicts_under_a_test_that_compares_itself(name, hostile):
+    "The entry point's results are checked where the test compares them with `==` itself: never a pass."
+    fb = run_unittest(EQ_ATTACKS[name], TEST_EQ, timeout=60, memory_mb=2048, entry='task_func')
+    hostile.forged(int(fb.success))
+    assert not fb.success and fb.kind == 'tampered', (name, fb)
+    hostile.refused()
+
+def test_the_right_answer_passes_a_test_that_compares_itself():
+    fb = run_unittest(RIGHT, TEST_EQ, timeout=60, memory_mb=2048, entry='task_func')
+    assert fb.success, fb
+    fb = run_unittest('import numpy as np\ndef task_func(x):\n    return np.array([x * 2, x * 2])\n', TEST_EQ,
+                      timeout=60, memory_mb=2048, entry='task_func')
+    assert fb.success, fb
+
 VACUOUS = {
     'assert_true': 'self.assertTrue(True)',
     'under_if_false': 'if False:\n            self.assertEqual(task_func(2), 4)',

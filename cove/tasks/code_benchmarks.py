@@ -292,12 +292,17 @@ def _bcb_runner() -> dict:
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #8d2d9876
 def _bcb_replaced(snap:dict) -> list[str]:
-    """Sandbox side: what of `snap` (`_bcb_runner`, and the test's `TestCases`) was replaced since: a class's entry
-    changed or added (for `TestCases`, one of `TestCase`'s names), a module's entry changed or removed."""
+    """Sandbox side: what of `snap` (`_bcb_runner`, the test's `TestCases`, the checked entry point) was replaced since:
+    a class's entry changed or added (for `TestCases`, one of `TestCase`'s names), a module's entry changed or removed,
+    the entry point rebound."""
     import unittest
     out = []
-    for c, (obj, entries) in snap.items():
-        now, module = vars(obj), c.startswith('module ')
+    for c, v in snap.items():
+        if c == 'entry':   # (the test module's namespace, the entry point's name, the checked function)
+            if v[0].get(v[1]) is not v[2]: out.append(f'the entry point {v[1]} rebound')
+            continue
+        (obj, entries), module = v, c.startswith('module ')
+        now = vars(obj)
         if not module and c != 'TestCases' and unittest.__dict__.get(c) is not obj: out.append(f'unittest.{c} replaced')
         names = set(entries) | (set() if module else set(now))
         if c == 'TestCases': names = {n for n in names if n in vars(unittest.TestCase) and not n.startswith('_class')}
@@ -307,19 +312,25 @@ def _bcb_replaced(snap:dict) -> list[str]:
     return out
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #a5b1691a
-def _bcb_foreign(x, trusted:tuple, depth:int=0) -> str:
-    """Sandbox side: why value `x` (or one inside a list, tuple, set or dict) cannot be trusted to compare: its class,
-    or one it inherits, compares by code of the answer's (not the standard library's, a package's or the test's), or
-    it is a mock; '' if it can."""
+def _bcb_foreign(x, trusted:tuple, depth:int=0,
+                 mocks:bool=True, # refuse a mock too (an assertion's argument; the test's own compare by identity)
+                ) -> str:
+    """Sandbox side: why value `x` (or one inside a list, tuple, set, dict, or a numpy or pandas array of objects)
+    cannot be trusted to compare: its class, or one it inherits, compares by code of the answer's (not the standard
+    library's, a package's or the test's), or it is a mock (with `mocks`); '' if it can."""
     import sysconfig, types
     if depth > 4: return ''
     if isinstance(x, (list, tuple, set, frozenset, dict)) and type(x) in (list, tuple, set, frozenset, dict):
         for y in list(x.items() if type(x) is dict else x)[:10000]:
-            if why := _bcb_foreign(y, trusted, depth + 1): return why
+            if why := _bcb_foreign(y, trusted, depth + 1, mocks): return why
         return ''
     cls = type(x)
-    if cls.__module__ == 'unittest.mock' or 'unittest.mock' in {c.__module__ for c in cls.__mro__}:
-        return f'a mock ({cls.__name__})'
+    if cls.__module__.split('.')[0] in ('numpy', 'pandas'):   # an array or frame of objects compares by theirs
+        vals = getattr(x, 'values', x) if cls.__module__.startswith('pandas') else x
+        if getattr(getattr(vals, 'dtype', None), 'kind', None) == 'O' and hasattr(vals, 'ravel'):
+            for y in list(vals.ravel()[:10000]):
+                if why := _bcb_foreign(y, trusted, depth + 1, mocks): return why
+    if 'unittest.mock' in {c.__module__ for c in cls.__mro__}: return f'a mock ({cls.__name__})' if mocks else ''
     ok = tuple(sysconfig.get_paths()[k] for k in ('stdlib', 'platstdlib', 'purelib', 'platlib'))
     for c in cls.__mro__:
         for n in ('__eq__', '__ne__', '__bool__', '__len__', '__class__', '__getattribute__', '__getattr__'):
@@ -329,7 +340,6 @@ def _bcb_foreign(x, trusted:tuple, depth:int=0) -> str:
             if getattr(f, '__objclass__', None) is c and not isinstance(f, types.FunctionType): continue   # C slots
             return f'a {cls.__name__} whose {n} is its own'
     return ''
-
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #6e094073
 def _bcb_strict(trusted:tuple):
@@ -348,6 +358,21 @@ def _bcb_strict(trusted:tuple):
               'assertGreaterEqual', 'assertLessEqual', 'assertTrue', 'assertFalse', 'assertIsNone',
               'assertIsNotNone', 'assertIsInstance'):
         setattr(unittest.TestCase, n, strict(getattr(unittest.TestCase, n)))
+
+# %% ../../nbs/05d_code_c_benchmarks.ipynb #685e8cd7
+def _bcb_checked(fn, state:dict, trusted:tuple):
+    """Sandbox side: the entry point `fn`, each of whose results must compare by trusted rules (`_bcb_foreign`): a test
+    may compare it with `==` itself (`assertTrue(task_func(2) == 4)`), where no strict assertion sees the value. A mock
+    passes here: tests patch libraries with mocks that an honest answer hands back."""
+    import functools
+    @functools.wraps(fn)
+    def entry(*a, **k):
+        out = fn(*a, **k)
+        if why := _bcb_foreign(out, trusted, mocks=False):
+            state.setdefault('forged', f'{fn.__name__} returned {why}')
+            raise AssertionError(f'cannot compare {why}')
+        return out
+    return entry
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #f3a83626
 def _bcb_seal(trusted:tuple):
@@ -430,7 +455,7 @@ def _bcb_final(send, nonce:str, snap:dict, res, ran:dict, names:list, state:dict
     last = lambda tb: tb.strip().splitlines()[-1][:300] if tb.strip() else ''
     rec = {'nonce': nonce}
     try:
-        why = _bcb_replaced(snap)
+        why = _bcb_replaced(snap) + ([str(state['forged'])] if state.get('forged') else [])
         if not why and 'load_error' in state: rec['load_error'] = str(state['load_error'])[:300]
         elif not why and 'run_error' in state: rec['run_error'] = str(state['run_error'])[:300]
         elif not why and not (why := _bcb_accounts(res, ran, names, state.get('expected'))):
@@ -440,9 +465,10 @@ def _bcb_final(send, nonce:str, snap:dict, res, ran:dict, names:list, state:dict
     send({'nonce': nonce, 'tampered': '; '.join(why)[:500]} if why else rec)
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #13f04190
-def _bcb_body(solution:str, test:str, res, ran:dict, state:dict, snap:dict):
+def _bcb_body(solution:str, test:str, res, ran:dict, state:dict, snap:dict, entry:str|None=None, trusted:tuple=()):
     """Sandbox side: `solution` (compiled as `__solution__.py`) and `test` (as `__test__.py`) in one module `__test__`,
-    then its `TestCases` (added to `snap` as they are before any test) run into `res`."""
+    then its `TestCases` (added to `snap` as they are before any test) run into `res`; the entry point `entry` checked
+    at each call (`_bcb_checked`), and `snap` told which function it must still be at the end."""
     import os, sys, time, traceback, types, unittest
     os.environ['TZ'] = 'UTC'
     time.tzset()
@@ -458,6 +484,9 @@ def _bcb_body(solution:str, test:str, res, ran:dict, state:dict, snap:dict):
         state['load_error'] = last() or type(e).__name__
         return
     sys.modules['__test__'] = mod
+    if entry and callable(mod.__dict__.get(entry)):
+        mod.__dict__[entry] = _bcb_checked(mod.__dict__[entry], state, trusted)
+        snap['entry'] = (mod.__dict__, entry, mod.__dict__[entry])
     try:
         _bcb_wrap(mod.TestCases, ran)
         snap['TestCases'] = (mod.TestCases, dict(vars(mod.TestCases)))
@@ -467,10 +496,11 @@ def _bcb_body(solution:str, test:str, res, ran:dict, state:dict, snap:dict):
     except BaseException as e: state['run_error'] = last() or type(e).__name__
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #bda3a75f
-def _bcb_main(solution:str, test:str):
+def _bcb_main(solution:str, test:str, entry:str|None=None):
     """Sandbox side: before any answer code, the nonce (read unbuffered from stdin) and the report function go into the
     exit handler's arguments, and nowhere else; `main.py` (the test's source) leaves the disk; the test's imports load;
-    the assertions turn strict and the runner is taken down as it is; then the seal, and the tests run."""
+    the assertions turn strict and the runner is taken down as it is; then the seal, and the tests run (each call of
+    the entry point `entry` checked)."""
     import ast, atexit, importlib, io, os, sys, unittest
     send = globals().pop('__cove_report__')
     nonce = os.read(0, 64).decode('ascii', 'replace').strip()
@@ -489,14 +519,16 @@ def _bcb_main(solution:str, test:str):
     atexit.register(_bcb_final, send, nonce, snap, res, ran, _bcb_test_names(test), state)
     del send, nonce
     _bcb_seal(trusted)
-    _bcb_body(solution, test, res, ran, state, snap)
+    _bcb_body(solution, test, res, ran, state, snap, entry, trusted)
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #52d706b1
-def unittest_program(solution:str, test:str) -> str:
+def unittest_program(solution:str, test:str,
+                     entry:str|None=None, # the function the tests call, checked at each call (None: not checked)
+                    ) -> str:
     "The sandboxed program running `test`'s `TestCases` on `solution` in one module, reporting counts and failures."
-    code = _sources(_bcb_runner, _bcb_replaced, _bcb_foreign, _bcb_strict, _bcb_seal, _bcb_test_names, _bcb_wrap,
-                    _bcb_accounts, _bcb_final, _bcb_body, _bcb_main)
-    return code + f'_bcb_main({solution!r}, {test!r})\n'
+    code = _sources(_bcb_runner, _bcb_replaced, _bcb_foreign, _bcb_strict, _bcb_checked, _bcb_seal, _bcb_test_names,
+                    _bcb_wrap, _bcb_accounts, _bcb_final, _bcb_body, _bcb_main)
+    return code + f'_bcb_main({solution!r}, {test!r}, {entry!r})\n'
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #33eaa6f7
 def _crashed(why:str) -> Feedback:
@@ -549,12 +581,15 @@ def _imported(src:str) -> list[str]:
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #0b1d6008
 def run_unittest(solution:str, test:str, timeout:float=120.0, memory_mb:int=4096, guard:bool=True,
-                 packages:tuple=()) -> Feedback:
+                 packages:tuple=(),
+                 entry:str|None=None, # the function the tests call: each result it returns must compare honestly
+                ) -> Feedback:
     """Run `test`'s `TestCases` on `solution` in the sandbox (`guard`: its in-process guard too; `packages`: besides
     the standard library and those `test` imports, what it may import) and judge the report."""
     nonce = os.urandom(16).hex()
     pk = tuple(sorted({*packages, *_imported(test)}))
-    r = run_sandboxed(unittest_program(solution, test), nonce + '\n', timeout, memory_mb, guard=guard, packages=pk)
+    prog = unittest_program(solution, test, entry)
+    r = run_sandboxed(prog, nonce + '\n', timeout, memory_mb, guard=guard, packages=pk)
     return unittest_feedback(r, nonce, timeout, memory_mb)
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #fc94e867
@@ -568,7 +603,7 @@ def vacuous_tests(reference:str, # the reference program (its helpers and import
     None) that passes every test; '' when each fails (a mutation check: a test must fail a wrong answer)."""
     for name, body in _WRONG.items():
         wrong = f'{reference.rstrip()}\n\ndef {entry_point}(*args, **kwargs):\n    {body}\n'
-        if run_unittest(wrong, test, timeout, memory_mb, guard, packages).success:
+        if run_unittest(wrong, test, timeout, memory_mb, guard, packages, entry_point).success:
             return f'its tests pass a wrong answer ({name})'
     return ''
 
@@ -615,7 +650,8 @@ def instructions(self:BigCodeBenchEnv, task:Task) -> str: return BCB_INSTRUCTION
 @patch
 def run(self:BigCodeBenchEnv, task:Task, code:str) -> Feedback:
     p = task.payload
-    return run_unittest(code, p['test'], self.timeout, self.memory_mb, self.guard, tuple(p['libs']))
+    return run_unittest(code, p['test'], self.timeout, self.memory_mb, self.guard, tuple(p['libs']),
+                        p['entry_point'])
 
 # %% ../../nbs/05d_code_c_benchmarks.ipynb #520792ee
 @patch
