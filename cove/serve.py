@@ -147,18 +147,20 @@ def _on_signal(sig, frame):
               f"{', '.join(map(str, pids))})", file=sys.stderr, flush=True)
     prev = _PREVIOUS.get(sig, signal.SIG_DFL)
     if callable(prev): return prev(sig, frame)
-    if prev == signal.SIG_IGN: return
     signal.signal(sig, signal.SIG_DFL)   # the default: the process ends by this signal, as it would have
     os.kill(os.getpid(), sig)
 
 # %% ../nbs/02_llm_d_vllm.ipynb #b8df25c6
 def _guard(server):
-    "List `server` in `_LIVE`; from the main thread, put `_on_signal` before the handlers of `GUARDED` (once)."
+    """List `server` in `_LIVE`; from the main thread, put `_on_signal` before the handlers of `GUARDED` (once). A
+    signal the process ignores (`nohup` ignores SIGHUP; a shell's background job, SIGINT) stays ignored: the run goes
+    on, and so does its server."""
     _LIVE[server.proc.pid] = server
     if threading.current_thread() is not threading.main_thread(): return
     for sig in GUARDED:
         cur = signal.getsignal(sig)
-        if cur is _on_signal or cur is None: continue   # ours already; or set from C, which cove cannot chain to
+        # ours already; set from C, which cove cannot chain to; or ignored, as asked
+        if cur is _on_signal or cur is None or cur == signal.SIG_IGN: continue
         _PREVIOUS[sig] = cur
         signal.signal(sig, _on_signal)
 

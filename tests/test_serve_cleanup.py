@@ -72,11 +72,19 @@ def _gone(pids:list[int], timeout:float=30) -> bool:
     return False
 
 
-def _start(argv:list[str], pids:Path, slow:bool) -> subprocess.Popen:
+def _dispositions(ignored:tuple):
+    "For the child: SIGHUP and SIGINT at their defaults (pytest may run under nohup or in the background), or ignored."
+    def reset():
+        for sig in (signal.SIGHUP, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN if sig in ignored else signal.SIG_DFL)
+    return reset
+
+def _start(argv:list[str], pids:Path, slow:bool, ignored:tuple=()) -> subprocess.Popen:
     env = {**os.environ, 'FAKE_VLLM_PIDS': str(pids), 'OMP_NUM_THREADS': '1'}
     env.pop('FAKE_VLLM_SLOW', None)
     if slow: env['FAKE_VLLM_SLOW'] = '1'
-    return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_dispositions(ignored))
 
 
 @pytest.mark.parametrize('when', ['starting', 'serving'])
@@ -96,6 +104,23 @@ def test_a_signalled_run_stops_its_server(fake_vllm, sig, when):
     assert f'cove: {sig.name}: stopped the vLLM server(s) this process started (pid {pids[0]})' in err, err
     assert p.returncode == -sig   # ended by the signal, as without cove's handler (SIGINT: via KeyboardInterrupt)
 
+
+def test_a_run_under_nohup_keeps_its_server_on_sighup(fake_vllm):
+    "A process that ignores SIGHUP (`nohup`) goes on after one, and so does the server it started."
+    venv, model, pids_file = fake_vllm
+    p = _start([sys.executable, '-c', DRIVER, str(model), str(venv), 'sleep'], pids_file, slow=False,
+               ignored=(signal.SIGHUP,))
+    try:
+        pids = _pids(pids_file)
+        assert p.stdout.readline().startswith('ready http://127.0.0.1:')
+        p.send_signal(signal.SIGHUP)
+        time.sleep(2)
+        assert p.poll() is None and all(map(_alive, pids))
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None: p.kill()
+    assert _gone(pids) and p.returncode == -signal.SIGTERM, (p.returncode, err)
 
 def test_an_exception_stops_the_server(fake_vllm):
     venv, model, pids_file = fake_vllm
