@@ -4,7 +4,7 @@
 
 # %% ../nbs/07_train.ipynb #1c9ac4cb
 from __future__ import annotations
-import argparse, contextlib, copy, functools, importlib.util, json, os, random, shutil, sys, time
+import argparse, contextlib, copy, functools, importlib.util, json, os, random, shutil, sys, threading, time
 from fastcore.meta import delegates
 from typing import Callable
 from collections import Counter
@@ -22,10 +22,10 @@ _log = get_logger('train')
 # %% auto #0
 __all__ = ['SFT_COLUMNS', 'LORA_TARGETS', 'ADAPTER_PREFIX', 'SFT_LOSSES', 'SFT_TRL_ALL_LAYERS_5E4', 'sft_messages',
            'trajectories_to_sft', 'reference_sft', 'assistant_spans', 'tokenize_chat', 'sft_dataset', 'UpdateResult',
-           'lora_config', 'top_layers', 'trainable_copy', 'next_adapter_name', 'selected_token_loss', 'sft_trainer',
-           'train_sft', 'hot_swap', 'prompt_dataset', 'grpo_prompts', 'turn_prompts', 'task_score', 'reward_function',
-           'make_task_reward', 'served_rollout', 'train_grpo', 'env_rollout', 'sft_kw', 'grpo_kw', 'vllm_kw',
-           'bench_train', 'main']
+           'lora_config', 'top_layers', 'trainable_copy', 'next_adapter_name', 'selected_token_loss', 'trl_names',
+           'sft_trainer', 'train_sft', 'hot_swap', 'prompt_dataset', 'grpo_prompts', 'turn_prompts', 'task_score',
+           'reward_function', 'make_task_reward', 'served_rollout', 'train_grpo', 'env_rollout', 'sft_kw', 'grpo_kw',
+           'vllm_kw', 'bench_train', 'main']
 
 # %% ../nbs/07_train.ipynb #d45ef128
 SFT_COLUMNS = ('messages', 'task_id', 'family', 'score')
@@ -339,12 +339,21 @@ def selected_token_loss(model, inputs:dict, num_items_in_batch=None) -> torch.Te
     n = (lab != -100).sum() if num_items_in_batch is None else num_items_in_batch
     return loss / torch.as_tensor(n, device=loss.device).clamp(min=1)
 
+# %% ../nbs/07_train.ipynb #811105c1
+_TRL_LOCK = threading.Lock()
+
+def trl_names(*names:str) -> list:
+    "TRL's classes `names` (`'SFTConfig'`, `'GRPOTrainer'`, ...), imported under one lock: safe from several threads."
+    with _TRL_LOCK:
+        import trl
+        return [getattr(trl, n) for n in names]
+
 # %% ../nbs/07_train.ipynb #f3f0e256
 @functools.cache
 def _sft_trainer_class(loss:str='selected'):
     """TRL's `SFTTrainer` with loss `loss`: `trl` (TRL's own tiled LM head, 1.3× slower per SmolLM2 step on CPU than the
     model's), `model` (the model's causal-LM loss) or `selected` (`selected_token_loss`)."""
-    from trl import SFTTrainer
+    SFTTrainer, = trl_names('SFTTrainer')
     if loss not in SFT_LOSSES: raise ValueError(f"unknown SFT loss {loss!r}; one of {SFT_LOSSES}")
     if loss == 'trl': return SFTTrainer
     class CoveSFTTrainer(SFTTrainer):
@@ -381,7 +390,7 @@ def sft_trainer(
 ):
     """`(trainer, adapter path)`: TRL's SFT trainer of a new LoRA (or `init_adapter`) on a fresh copy of the policy's
     weights (it seeds the RNGs: see `train_sft`)."""
-    from trl import SFTConfig
+    SFTConfig, = trl_names('SFTConfig')
     final = _adapter_path(out_dir, name)
     model, tok = trainable_copy(policy_or_model_name, dtype or _default_dtype(use_cpu, bf16))
     data = sft_dataset(dataset, tok, max_length)
@@ -593,7 +602,7 @@ def train_grpo(policy_or_model_name, # an `HFPolicy`, or a model name for `load_
                rollout_func:Callable|None=None, # multi-turn episodes instead of one completion (`env_rollout`)
               ) -> UpdateResult:
     "LoRA GRPO of the policy with TRL and custom reward function(s); returns the `UpdateResult`."
-    from trl import GRPOConfig, GRPOTrainer
+    GRPOConfig, GRPOTrainer = trl_names('GRPOConfig', 'GRPOTrainer')
     if len(prompts_dataset) == 0: raise ValueError("no GRPO prompts: the dataset is empty")
     final = _adapter_path(out_dir, name)
     if rollout_func is None and _served(policy_or_model_name):   # completions from its vLLM server

@@ -51,3 +51,21 @@ def test_a_failing_stream_fails_alone_and_nothing_hangs():
 
 def test_the_engine_refuses_a_policy_it_cannot_batch():
     with pytest.raises(TypeError, match='runs an HFPolicy'): BatchEngine(object())
+
+def test_streams_reaching_their_first_update_together_import_trl(tmp_path):
+    "Six threads' first import of TRL at once (a fresh process): each gets its class (a bare `from trl import` fails)."
+    import subprocess, sys
+    code = '''import threading
+from cove.train import trl_names
+errs = []
+def first_update():
+    try: trl_names('SFTConfig', 'GRPOTrainer')
+    except Exception as e: errs.append(repr(e))
+ths = [threading.Thread(target=first_update) for _ in range(6)]
+for t in ths: t.start()
+for t in ths: t.join()
+print('errors', errs)
+'''
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=600,
+                       env={**__import__('os').environ, 'OMP_NUM_THREADS': '1'})
+    assert r.returncode == 0 and 'errors []' in r.stdout, (r.stdout[-500:], r.stderr[-1500:])
