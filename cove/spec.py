@@ -4,7 +4,7 @@
 
 # %% ../nbs/07d_spec.ipynb #5cb4dfff
 from __future__ import annotations
-import dataclasses, hashlib, inspect, json, os, re, sys, urllib.parse
+import dataclasses, hashlib, inspect, json, os, re, sys, threading, urllib.parse
 from collections import Counter
 from dataclasses import dataclass, asdict
 from pathlib import Path
@@ -51,15 +51,23 @@ def open_envs(specs:list[str], cfg:Config) -> dict[str, Environment]:
     return {s: make_env(s, **_env_kwargs(env_class(s), cfg)) for s in specs}
 
 # %% ../nbs/07d_spec.ipynb #27f9dc61
-_WATCH: list[set] = []   # the sets of paths being noted while a family builds its tasks, innermost last (`_noting`)
+# per thread, the sets of paths being noted while a family builds its tasks, innermost last (`_noting`): runs that
+# play at once (`cove.batching`) each note only their own reads, not the files another run opens meanwhile
+_WATCH = threading.local()
+
+def _watching() -> list[set]:
+    "This thread's stack of sets being noted."
+    if not hasattr(_WATCH, 'sets'): _WATCH.sets = []
+    return _WATCH.sets
 
 def _on_audit(event:str, args:tuple):
-    "Note the path of each file opened for reading while `_WATCH` is open (the `open` audit event)."
-    if event != 'open' or not _WATCH or not isinstance(args[0], (str, bytes, os.PathLike)): return
+    "Note the path of each file this thread opens for reading while it notes (the `open` audit event)."
+    sets = getattr(_WATCH, 'sets', None)
+    if event != 'open' or not sets or not isinstance(args[0], (str, bytes, os.PathLike)): return
     mode, flags = args[1], args[2] if len(args) > 2 else 0
     if isinstance(mode, str) and set(mode) & set('wax+'): return
     if mode is None and isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR): return
-    _WATCH[-1].add(os.path.abspath(os.fsdecode(args[0])))
+    sets[-1].add(os.path.abspath(os.fsdecode(args[0])))
 
 sys.addaudithook(_on_audit)
 
@@ -70,8 +78,8 @@ class _noting:
     """Within it, the files family `spec`'s environment `env` opens for reading are added to `_SEEN` (kept for the
     process: a loader that caches what it read reads it once)."""
     def __init__(self, spec:str, env): self.key = (spec, str(getattr(env, 'data_dir', None)))
-    def __enter__(self): _WATCH.append(_SEEN.setdefault(self.key, set()))
-    def __exit__(self, *exc): _WATCH.pop()
+    def __enter__(self): _watching().append(_SEEN.setdefault(self.key, set()))
+    def __exit__(self, *exc): _watching().pop()
 
 def _tasks_of(spec:str, env, split:str, n:int, seed:int) -> list:
     "`env.tasks(split, n, seed)`, the files it reads noted as family `spec`'s."

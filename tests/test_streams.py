@@ -69,3 +69,24 @@ print('errors', errs)
     r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=600,
                        env={**__import__('os').environ, 'OMP_NUM_THREADS': '1'})
     assert r.returncode == 0 and 'errors []' in r.stdout, (r.stdout[-500:], r.stderr[-1500:])
+
+def test_a_run_notes_only_the_files_its_own_thread_reads(tmp_path):
+    """While one run draws its tasks (noting the files its families read, bound into its data digest), a file another
+    run's thread opens is not its: else the digest depends on what else played meanwhile, and a resume is refused."""
+    import threading
+    from cove.spec import _noting, _SEEN
+    other = tmp_path/'other-run-state.json'
+    other.write_text('{}')
+    started, done = threading.Event(), threading.Event()
+    def other_run():
+        started.wait(10)
+        other.read_text()
+        done.set()
+    th = threading.Thread(target=other_run)
+    th.start()
+    env = type('Env', (), {'data_dir': None})()
+    with _noting('family-drawn-here', env):
+        started.set()
+        assert done.wait(10)
+    th.join()
+    assert str(other) not in _SEEN[('family-drawn-here', 'None')]
