@@ -11,7 +11,9 @@ def test_ctrl_c_is_one_line_and_the_run_resumes(tmp_path, hostile):
     out = tmp_path/'run'
     argv = [COVE, 'run', '--method', 'base', '--tasks', 'math', '--episodes', '400', '--model', 'tiny', '--quiet',
             '--out', str(out)]
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Ctrl-C's default, whoever started pytest (a background job or nohup starts it with SIGINT ignored)
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while not (out/'episodes.jsonl').exists() and time.monotonic() < deadline and p.poll() is None: time.sleep(0.2)
     p.send_signal(signal.SIGINT)
