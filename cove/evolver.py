@@ -415,7 +415,7 @@ def merge(
     sources:list|None=None,
     similarity:float|None=None,
     exact:bool=False,
-    success:bool|None=None,  # the absorbed principle's trajectory: one more use, and a success if it succeeded (after EvolveR's public code)
+    success:bool|None=None,  # the absorbed principle's trajectory: one more use, a success if it succeeded (EvolveR's code)
 ):
     "Absorb an equivalent new principle into `target` (inside the caller's transaction)."
     p = self.get(target)

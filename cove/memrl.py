@@ -383,7 +383,7 @@ _log = get_logger('memrl')
 PARAMS = ('delta', 'k1', 'k2', 'lam', 'alpha', 'q_init', 'update', 'gamma', 'merge_sim',
           'norm', 'sim_stats', 'q_min', 'epsilon', 'reward_success', 'reward_failure', 'writeback', 'batch')
 ADDED = dict(norm='paper', sim_stats=None, q_min=None, epsilon=0.0)   # what a bank saved before these keys ran
-# the reward and write-back keys, added later, for a bank saved before them: rewards ±1, one episode's write-back at a time
+# reward and write-back keys added later, for a bank saved before them: rewards ±1, one episode's write-back at a time
 ADDED_LATER = dict(reward_success=1.0, reward_failure=-1.0, writeback='episode', batch=0)
 
 # %% ../nbs/14_memrl.ipynb #7e1fddef

@@ -721,7 +721,7 @@ class EmbeddedTableQA(TableQA):
         n_train: int = 1000,  # tasks in `train` when `n` is None
         n_test: int = 200,  # tasks in `test`/`same`/`renamed` when `n` is None
         data_dir=None,  # unused: accepted so that every family takes `data_dir`
-        difficulty: int = 2,  # 0: one lookup/count/argmax call, 4-6 rows; 1: any single call, 5-10 rows; 2: all types incl. compare, 5-10 rows; 3: as 2 with 12-20 rows
+        difficulty: int = 2,  # 0: a lookup/count/argmax, 4-6 rows; 1: any one call, 5-10 rows; 2: any, compare too; 3: as 2, 12-20 rows
     ):
         if difficulty not in DIFFICULTIES:
             raise ValueError(f'tableqa difficulty must be one of {sorted(DIFFICULTIES)}, got {difficulty!r}')
