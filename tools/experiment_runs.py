@@ -91,7 +91,10 @@ def split_params(pairs, params_json, model, names, plugins=None) -> tuple[dict, 
 # updates at 15 s; L = model loads and setup, 1 min per seed. Minutes are those of the whole machine: `make
 # experiments-cpu` keeps both workers busy; one notebook alone (ONLY=x) plays its third seed on one core, x 4/3.
 # Estimates, not timings: the budgets batch 2-4 episodes per generate call, the 38/min was measured at 16, so
-# the runtime column of the first report's index.md is the number to trust. Keys: declared parameters only
+# the runtime column of the first report's index.md is the number to trust.
+# Measured once since (2026-12-06, Intel Xeon with AMX, router_pareto, 2 workers of 1 thread): always_both, which
+# trains at every episode, played about 1.2 episodes a minute per worker, so the minutes of the arms that
+# train are several times these estimates. Keys: declared parameters only
 # (tests/test_cpu_scale.py). A dict value (budget) replaces the notebook's whole default.
 SCALES = {'cpu': {
     # 9 methods x 22 (11 x math,tableqa): 2 x 22 + 7 learning x 44 = 352 E 9.3 min, ~16 U 4 min, L 1: 14.3 x 3 = 43 min
