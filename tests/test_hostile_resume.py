@@ -88,15 +88,11 @@ def test_a_resume_with_the_plugin_edited_is_refused(tmp_path, hostile):
     hostile.refused()
     hostile.mixed(int(r.returncode == 0))
 
-def test_the_same_plugin_source_loaded_two_ways_is_not_a_difference():
+def test_the_same_plugin_source_loaded_two_ways_is_not_a_difference(monkeypatch):
     "A run made with the plugin installed (a distribution version) and checked with the module alone: the same source."
-    from cove.check import plugins_diff
     import cove.check as chk
     old = dict(plugins=['p'], plugin_versions={'p': '0.1 sha256:ab12'})
-    real = chk.plugin_versions
-    try:
-        chk.plugin_versions = lambda names=None: {n: 'sha256:ab12' for n in names}
-        assert plugins_diff(old, now=['p']) == []
-        chk.plugin_versions = lambda names=None: {n: '0.1 sha256:cd34' for n in names}
-        assert plugins_diff(old, now=['p']) == ['plugin p: 0.1 sha256:ab12 -> 0.1 sha256:cd34']
-    finally: chk.plugin_versions = real
+    monkeypatch.setattr(chk, 'plugin_versions', lambda names=None: {n: 'sha256:ab12' for n in names})
+    assert chk.plugins_diff(old, now=['p']) == []
+    monkeypatch.setattr(chk, 'plugin_versions', lambda names=None: {n: '0.1 sha256:cd34' for n in names})
+    assert chk.plugins_diff(old, now=['p']) == ['plugin p: 0.1 sha256:ab12 -> 0.1 sha256:cd34']
