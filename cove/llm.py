@@ -44,9 +44,11 @@ def pick_dtype(dtype:str|torch.dtype='auto', device:str='cpu') -> torch.dtype:
 def torch_threads(threads:int=0, # explicit count (>0 wins)
                   jobs:int=0,    # torch processes sharing the cores; 0 = pytest-xdist workers, else 1
                   env:dict|None=None) -> int:
-    "Torch threads for this process: `threads`, else available cores // jobs (at least 1)."
+    "Torch threads for this process: `threads`, else `OMP_NUM_THREADS`, else available cores // jobs (at least 1)."
     if threads > 0: return threads
     env = os.environ if env is None else env
+    omp = str(env.get('OMP_NUM_THREADS', '')).strip()
+    if omp.isdigit() and int(omp) > 0: return int(omp)   # the process was given its share: keep to it
     jobs = jobs or int(env.get('PYTEST_XDIST_WORKER_COUNT') or 1)
     return max(1, available_cores() // max(1, jobs))
 

@@ -207,3 +207,10 @@ def test_a_killed_grid_resumes(tmp_path):
     assert not sweep.finished(cell)   # a failed cell runs again
     (dst/'a'/'seed0'/'cell.json').write_text('{"status": "ok", "se')   # torn: runs again
     assert not sweep.finished(cell)
+
+def test_a_grid_worker_keeps_to_its_thread_share():
+    """A worker given one thread (OMP_NUM_THREADS) loads its policy with one torch thread, not all the cores: two workers
+    at two threads each on two cores made every episode about ten times slower."""
+    from cove.llm import torch_threads
+    assert torch_threads(env=sweep._child_env(1)) == 1
+    assert torch_threads(env=dict(sweep._child_env(1), PYTEST_XDIST_WORKER_COUNT='1')) == 1
