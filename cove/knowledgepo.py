@@ -14,7 +14,7 @@ from .core import Task, get_logger, read_cases, redact_expected
 from .stats import wilson
 from .store import Entry, KINDS, LABELS
 from .judge import Judge, JudgeParseError, few_shot
-from .agent import build_messages, own_sources
+from .agent import build_messages, own_sources, KNOWLEDGE_HEAD
 from .tasks.base import EpisodeResult, replay_reference
 from .tasks.base import family_hints
 from .tasks.surface import Surface, rename, with_surface, find_calls, split_call, toolset_of, surface_of
@@ -24,7 +24,7 @@ from .train import trajectories_to_sft, make_task_reward, prompt_dataset
 from .config import declare_key
 
 # %% auto #0
-__all__ = ['ORIGINS', 'NO_CALL_HINT', 'FEEDBACK_HINTS', 'EXTRACT_PROMPTS', 'EXTRACTORS', 'VOLATILITY_PROMPT', 'LABEL_MODES', 'VOLATILITY_SHOTS', 'VOLATILITY_CASES', 'KPOStats', 'Candidate', 'surface_names', 'symbol_spans', 'names_in', 'symbol_names', 'question_of', 'generalise', 'hint_for', 'op_purpose', 'rule_candidates', 'uninformative', 'episode_text', 'judge_texts', 'judge_candidates', 'extract_candidates', 'volatility_prompt', 'label_candidate', 'label_candidates', 'volatility_agreement', 'KB_OPS', 'KB_OP_PROMPT', 'KB_OP_SHOTS', 'KB_OP_CASES', 'kb_op_content', 'kb_op_prompt', 'KBOp', 'neighbour', 'update_kb', 'kb_op_agreement', 'revision_counts', 'promote_revised', 'feedback_renames', 'revise_from_feedback', 'shown_tools', 'episodes_to_relearn', 'RENAME_SEED', 'rename_names', 'resurface', 'rename_volatile', 'legal_names', 'observed_names', 'RolloutPrompt', 'memory_aware_prompt', 'recitation_violations', 'anti_recitation_reward', 'rename_trace', 'anti_recitation_sft', 'rename_rollout', 'update_seed', 'rollout_grpo_rows', 'stale_name_penalty', 'memory_aware_rows', 'anti_recitation_grpo', 'had_utility', 'ab_deltas', 'ab_order', 'measure_utility', 'release', 'HeldoutEval', 'KnowledgePO']
+__all__ = ['ORIGINS', 'NO_CALL_HINT', 'FEEDBACK_HINTS', 'EXTRACT_PROMPTS', 'EXTRACTORS', 'VOLATILITY_PROMPT', 'LABEL_MODES', 'VOLATILITY_SHOTS', 'VOLATILITY_CASES', 'KPOStats', 'Candidate', 'surface_names', 'symbol_spans', 'names_in', 'symbol_names', 'question_of', 'generalise', 'hint_for', 'op_purpose', 'rule_candidates', 'uninformative', 'episode_text', 'judge_texts', 'judge_candidates', 'extract_candidates', 'volatility_prompt', 'label_candidate', 'label_candidates', 'volatility_agreement', 'KB_OPS', 'KB_OP_PROMPT', 'KB_OP_SHOTS', 'KB_OP_CASES', 'kb_op_content', 'kb_op_prompt', 'KBOp', 'neighbour', 'update_kb', 'kb_op_agreement', 'revision_counts', 'promote_revised', 'feedback_renames', 'revise_from_feedback', 'shown_tools', 'episodes_to_relearn', 'RENAME_SEED', 'rename_names', 'resurface', 'rename_volatile', 'legal_names', 'observed_names', 'RolloutPrompt', 'memory_aware_prompt', 'recitation_violations', 'anti_recitation_reward', 'rename_trace', 'anti_recitation_sft', 'rename_rollout', 'update_seed', 'rollout_grpo_rows', 'stale_name_penalty', 'memory_aware_rows', 'anti_recitation_grpo', 'fit_knowledge', 'UpdateRows', 'had_utility', 'ab_deltas', 'ab_order', 'measure_utility', 'release', 'HeldoutEval', 'KnowledgePO']
 
 # %% ../nbs/12_knowledgepo.ipynb #e7681307
 declare_key('kpo.extractor', str, 'rules', 'KnowledgePO candidate extraction', ('rules', 'judge', 'both'))
@@ -972,6 +972,106 @@ def anti_recitation_grpo(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybr
         return lam * bool(recitation_violations(called_names(completion), legal, observed))
     return prompt_dataset(rows), make_task_reward(env, by_id, penalty_fn=penalty, step_credit=step_credit)
 
+# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #ba413ec6
+def fit_knowledge(messages:list[dict], count:Callable, max_length:int) -> tuple[list[dict], int]:
+    "`(messages, lines cut)`: retrieved-knowledge lines cut from the system prompt, last first, until `count` fits."
+    msgs, cut = [dict(m) for m in messages], 0
+    sys = next((m for m in msgs if m['role'] == 'system' and KNOWLEDGE_HEAD in str(m['content'])), None)
+    while sys is not None and count(msgs) > max_length:
+        head, _, block = sys['content'].partition(KNOWLEDGE_HEAD)
+        lines = block.split('\n')   # the rest of the header line, then one line per entry
+        if len(lines) > 2: sys['content'] = head + KNOWLEDGE_HEAD + '\n'.join(lines[:-1])
+        else:
+            sys['content'] = head.rstrip()   # the header goes with its last entry
+            sys = None
+        cut += 1
+    return msgs, cut
+
+# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #650b1335
+@dataclass
+class UpdateRows:
+    """What one parametric update trains on (Algorithm 1 lines 16–18): `trajectories`, the family's kept rollouts since
+    its last update, and the reference solutions of `refs`; with `rename`, each renamed for its episode from `seed`."""
+    env: object                    # the family's environment: reference replays and the GRPO reward
+    family: str
+    trajectories: list[dict]       # `CoveMethod.keep_trajectory`'s records: trace, score, channel, surface, task
+    refs: list[Task]               # train tasks whose reference solutions join the rows (cold start; else [])
+    seed: int                      # the update's rename seed (`update_seed`)
+    q_min: float = 1.0             # the score a row must keep to be trained on (`trigger.q_min`)
+    kb: object = None              # the knowledge base whose entries memory-aware prompts carry (None: no memory)
+    stats: KPOStats|None = None    # where renames and penalties are counted
+    lam: float = 0.0               # the anti-recitation penalty λ (0: none)
+    rename: bool = False           # rename each row for its episode (anti-recitation on)
+    k: int = 3                     # entries retrieved into a memory-aware prompt
+    mode: str = 'hybrid'           # how they are retrieved
+
+    def renamed(self, i:int, t:dict) -> tuple[list[dict], dict|None]:
+        "`(trace, surface)` of trajectory `i`: renamed for its episode (`rename_rollout`), else as played."
+        if not self.rename: return t['trace'], t.get('surface')
+        return rename_rollout(t, self.seed + RENAME_SEED['rollout'] + i, self.stats)
+
+    def scored(self) -> tuple[list[dict], int]:
+        "`(the trajectories renamed and scored by the anti-recitation reward, how many it took under q_min)`."
+        out, dropped = [], 0
+        for i, t in enumerate(self.trajectories):
+            trace, surface = self.renamed(i, t)
+            legal = set((surface or {}).get('names', {}).values())
+            calls = [n for m in trace if m['role'] == 'assistant' for n in called_names(str(m['content']))]
+            # no tool surface (math, code): no volatile name to recite, no penalty counted
+            score = anti_recitation_reward(t['score'], calls, legal, legal, self.lam, self.stats) if legal else t['score']
+            dropped += t['score'] >= self.q_min > score
+            out.append(dict(t, trace=trace, score=score))
+        return out, dropped
+
+    def references(self, memory_aware:bool=True):
+        "SFT rows of the reference solutions of `refs` that keep `q_min` under the anti-recitation reward (None: none)."
+        if not self.refs: return None
+        kb = self.kb if memory_aware else None
+        try:
+            return anti_recitation_sft(self.env, self.refs, kb, self.k, self.mode, seed=self.seed, rename=self.rename,
+                                       lam=self.lam, q_min=self.q_min, stats=self.stats)
+        except Exception as e:   # a reference that cannot be replayed costs the references, not the update
+            get_logger('knowledgepo').warning(f"no reference data for {self.family}: {type(e).__name__}: {e}")
+
+# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #65aa728b
+@patch
+def sft(self:UpdateRows, memory_aware:bool=True,
+        count:Callable|None=None, # a tokenizer's length of a conversation: with `max_length`, rows are fitted to it
+        max_length:int|None=None):
+    """`(Dataset or None, counts)`: the trajectories that keep `q_min` under the anti-recitation reward + the reference
+    rows, with the retrieved entries in memory-aware prompts cut to fit (`fit_knowledge`). `counts`: rows by channel,
+    `reference`, `stale_dropped` (rows a stale call took under `q_min`), `knowledge_lines_cut`."""
+    from datasets import Dataset, concatenate_datasets
+    trajs, stale = self.scored()
+    own = trajectories_to_sft(trajs, min_score=self.q_min)
+    refs = self.references(memory_aware)
+    counts = dict(Counter(t['channel'] for t in trajs if t['score'] >= self.q_min),
+                  reference=len(refs) if refs is not None else 0, stale_dropped=stale)
+    parts = [p for p in (own, refs) if p is not None and len(p)]
+    data = concatenate_datasets(parts) if parts else None
+    if data is None or not (memory_aware and count) or 'messages' not in data.column_names: return data, counts
+    fitted = [fit_knowledge(m, count, max_length) for m in data['messages']]
+    counts['knowledge_lines_cut'] = sum(n for _, n in fitted)
+    return Dataset.from_dict({**{k: data[k] for k in data.column_names}, 'messages': [m for m, _ in fitted]}), counts
+
+# %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #cb38d635
+@patch
+def grpo(self:UpdateRows) -> tuple:
+    """`(prompts, reward, counts)` for `train_grpo`: a row at every assistant turn of each trajectory, renamed for its
+    episode, + the memory-aware first turns of `refs`; R = R_task − λ·1[a call to a stale name]. `counts`: rollouts
+    by channel and the `reference` rows."""
+    lost = sum(not t.get('task') for t in self.trajectories)
+    if lost: get_logger('knowledgepo').warning(f"{self.family}: {lost} rollouts saved without their task are left out")
+    kept = [t for t in self.trajectories if t.get('task')]
+    rows, by_id = rollout_grpo_rows(kept, self.seed if self.rename else None, self.stats)
+    ref_rows, ref_ids, _ = memory_aware_rows(self.env, self.refs, self.kb, self.k, self.mode, self.seed,
+                                             rename=self.rename, stats=self.stats, tag='reference')
+    counts = dict(Counter(t.get('channel') for t in self.trajectories), reference=len(ref_rows))
+    get_logger('knowledgepo').info(f"GRPO data for {self.family}: {len(rows) + len(ref_rows)} prompts from "
+                                   f"{len(self.trajectories)} routed rollouts and {len(self.refs)} reference tasks")
+    reward = make_task_reward(self.env, by_id | ref_ids, penalty_fn=stale_name_penalty(self.lam))
+    return prompt_dataset(rows + ref_rows), reward, counts
+
 # %% ../nbs/12_knowledgepo_d_release.ipynb #cff52945
 declare_key('release.heldout', int, 16, 'held-out tasks per family for the memory-release A/B (paired; fewer than '
             'release.min_tasks decide nothing)')
@@ -1111,12 +1211,14 @@ class KnowledgePO:
         op_judge: bool = True,  # let the judge decide ambiguous same-topic KB operations
         label_shots: int = 6,  # worked examples in the volatility judge's prompt (six-shot measured best on SmolLM2; 0: zero-shot)
         op_shots: int = 0,  # worked examples in the KB-operation judge's prompt (no measured gain; 0: zero-shot)
+        anti_recitation: bool = True,  # rename an update's rows per episode and penalise stale calls (False: the ablation)
     ):
         _check_kpo_args(judge, extractor, label_mode)
         self.kb, self.judge, self.extractor, self.label_mode = kb, judge, extractor, label_mode
         self.max_candidates, self.dup_threshold, self.topic_threshold = max_candidates, dup_threshold, topic_threshold
         self.R, self.lam, self.k, self.mode = R, lam, k, mode
         self.op_judge, self.label_shots, self.op_shots = judge if op_judge else None, label_shots, op_shots
+        self.anti_recitation = anti_recitation
         self.stats = KPOStats()
         self._texts = {}   # id(result) -> (result, its judge texts), from `prefetch`
 
@@ -1170,6 +1272,16 @@ def prompt(self:KnowledgePO, env, task:Task, rename_seed:int|None=None) -> Rollo
 def reward(self:KnowledgePO, r_task:float, calls:list, prompt:RolloutPrompt) -> float:
     "The anti-recitation reward of an episode played from `prompt`."
     return anti_recitation_reward(r_task, calls, prompt.legal, prompt.observed, self.lam, self.stats)
+
+# %% ../nbs/12_knowledgepo_d_release.ipynb #62f0d703
+@patch
+def update_rows(self:KnowledgePO, env, family:str, trajectories:list[dict], refs:list[Task], seed:int,
+                q_min:float=1.0) -> UpdateRows:
+    """What an update of `family` trains on: `trajectories` and the references of `refs`, with this KnowledgePO's
+    memory, λ and counts; renamed and penalised unless anti-recitation is off."""
+    on = self.anti_recitation
+    return UpdateRows(env, family, trajectories, refs, seed, q_min, kb=self.kb, stats=self.stats,
+                      lam=self.lam if on else 0.0, rename=on, k=self.k, mode=self.mode)
 
 # %% ../nbs/12_knowledgepo_d_release.ipynb #3b5893b4
 @patch

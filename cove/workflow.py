@@ -4,33 +4,25 @@
 
 # %% ../nbs/13_workflow.ipynb #5dec9bd1
 from __future__ import annotations
-import contextlib, json, math, time
-from dataclasses import replace
-from typing import Callable
+import contextlib, math, time
 from collections import Counter
 from pathlib import Path
 from fastcore.basics import patch
 from .core import get_logger, Task, safe_path, phase
-from .agent import knowledge_block, KNOWLEDGE_HEAD
-from .tasks.surface import called_names
 from .method import Method, register_method
 from .tasks.base import replay_reference
 from .router import make_router, Router, PARAMETRIC_CHANNELS, FEEDBACK_KEYS
 from .trigger import make_trigger
-from .knowledgepo import (KnowledgePO, KPOStats, anti_recitation_sft, rename_rollout, memory_aware_rows,
-                              RENAME_SEED, update_seed, rollout_grpo_rows, stale_name_penalty,
-                              HeldoutEval, anti_recitation_reward)
+from .knowledgepo import KnowledgePO, KPOStats, UpdateRows, update_seed, HeldoutEval
 from .judge import Judge
 from .store import KnowledgeBase
 from .embed import Embedder
-from .train import (hot_swap, reference_sft, trajectories_to_sft, train_grpo, grpo_kw, train_sft, sft_kw,
-                        make_task_reward, prompt_dataset)
+from .train import hot_swap, train_grpo, grpo_kw, train_sft, sft_kw
 from .llm import HFPolicy
 
 # %% auto #0
-__all__ = ['VARIANTS', 'SWITCHES', 'RELEASE_OUTCOMES', 'CoveMethod', 'update_steps', 'fit_knowledge', 'HarnessOnly',
-           'ParametricOnly', 'AlwaysBothMethod', 'RandomRouteMethod', 'NoTriggerMethod', 'NoAntiRecitationMethod',
-           'NoReleaseMethod']
+__all__ = ['VARIANTS', 'SWITCHES', 'RELEASE_OUTCOMES', 'CoveMethod', 'update_steps', 'HarnessOnly', 'ParametricOnly',
+           'AlwaysBothMethod', 'RandomRouteMethod', 'NoTriggerMethod', 'NoAntiRecitationMethod', 'NoReleaseMethod']
 
 # %% ../nbs/13_workflow.ipynb #4b6ea052
 VARIANTS = {  # method -> (router, memory on, trigger)
@@ -55,16 +47,15 @@ class CoveMethod(Method):
         super().__init__(cfg, Path(out), policy)
         self.router_name, self.memory, trig = VARIANTS[self.variant]
         sw = SWITCHES.get(self.variant, {})
-        self.anti_recitation, self.release_on = sw.get('anti_recitation', True), sw.get('release', True)
+        self.release_on = sw.get('release', True)
         self.adapter_dir = self.out/'adapters'
         self.judge = self._judge()
         self.router = self._router()
         self.trigger = make_trigger(trig, cfg)
         self.kb = self._open_kb() if self.memory else None
-        self.kpo = self._kpo() if self.memory else None
+        self.kpo = self._kpo(sw.get('anti_recitation', True)) if self.memory else None
         self.applied, self.updates, self.trajectories, self.released, self.pending = {}, [], {}, [], {}
         self.references_seen = []   # train tasks whose reference replay KnowledgePO has observed
-        self.last_rows = {}         # the rows of the latest update by source (channel, reference) and lines cut
         self.adapter = None
         self.phase_s = Counter()   # this process's seconds per phase (`timed`)
         self.unexplained = []      # (key, decision) of the decisions whose signals `explain` has yet to write
@@ -88,8 +79,8 @@ def _open_kb(self:CoveMethod):
 
 # %% ../nbs/13_workflow.ipynb #434834fb
 @patch
-def _kpo(self:CoveMethod):
-    "KnowledgePO over the knowledge base, as `kpo.*` configures it (rules: no judge)."
+def _kpo(self:CoveMethod, anti_recitation:bool=True):
+    "KnowledgePO over the knowledge base, as `kpo.*` configures it (rules: no judge); `anti_recitation`: the ablation's switch."
     c = self.cfg
     ex = c['kpo.extractor']
     return KnowledgePO(
@@ -101,6 +92,7 @@ def _kpo(self:CoveMethod):
         lam=c['kpo.lam'],
         k=c['retrieval.k'],
         mode=c['retrieval.mode'],
+        anti_recitation=anti_recitation,
     )
 
 # %% ../nbs/13_workflow.ipynb #3b0c101a
@@ -314,14 +306,14 @@ def parametric_update(self:CoveMethod, env, family:str, cold:bool=False) -> str|
     if not self.trajectories.get(family) and not (cold and self.cfg['train.reference_tasks']):
         return self._skip_update(family, 'no parametric-routed trajectory to train on')
     with self.timed('ab'): pre = self._utility_pre(env, family)
-    with self.timed('train'): res, memory_aware = self._train(env, family, n_param, cold)   # lines 16-18
+    with self.timed('train'): res, memory_aware, rows = self._train(env, family, n_param, cold)   # lines 16-18
     if res is None: return self._skip_update(family, 'no usable data')
     self.adapter = Path(res.adapter_path).name
     hot_swap(self.policy, res)  # line 30
     self.trigger.reset_after_update(family)
     self.trajectories[family] = []
     with self.timed('ab'): rel = self.release_memory(env, family) if self.kpo and self.release_on else None  # 19-28
-    self.updates.append(self._update_record(family, res, cold, n_param, memory_aware, pre, rel))
+    self.updates.append(self._update_record(family, res, cold, n_param, memory_aware, rows, pre, rel))
     return Path(res.adapter_path).name
 
 # %% ../nbs/13_workflow.ipynb #9907bfe4
@@ -333,10 +325,11 @@ def _n_param(self:CoveMethod, family:str) -> int:
 
 # %% ../nbs/13_workflow.ipynb #ad3225ed
 @patch
-def _update_record(self:CoveMethod, family:str, res, cold:bool, n_param:int, memory_aware:bool, pre, rel) -> dict:
+def _update_record(self:CoveMethod, family:str, res, cold:bool, n_param:int, memory_aware:bool, rows:dict, pre,
+                   rel) -> dict:
     "What `updates` keeps of one update: its adapter, data, cost, and the utilities and release around it."
     return dict(family=family, adapter=res.adapter_path, name=Path(res.adapter_path).name, algo=res.method,
-                cold_start=cold, rows=self.last_rows, n_param=n_param, **res.cost(), examples=res.examples,
+                cold_start=cold, rows=rows, n_param=n_param, **res.cost(), examples=res.examples,
                 memory_aware=memory_aware, utility_pre=pre, release=rel, ts=time.time())
 
 # %% ../nbs/13_workflow.ipynb #25d16048
@@ -386,65 +379,22 @@ def _rename_seed(self:CoveMethod) -> int: return update_seed(self.cfg['run.seed'
 
 # %% ../nbs/13_workflow.ipynb #6f9c6f92
 @patch
-def _reference_sft(self:CoveMethod, env, family:str, memory_aware:bool=True):
-    """SFT data from the reference solutions of a few train tasks; with KnowledgePO renamed per episode and kept by the
-    anti-recitation reward. Used at cold start only (`_sft_data`)."""
-    c = self.cfg
-    if not c['train.reference_tasks']: return None
-    ts = env.tasks('train', c['train.reference_tasks'], c['run.seed'])
-    kb = self.kb if memory_aware else None
-    try:
-        if self.kpo:
-            return anti_recitation_sft(
-                env,
-                ts,
-                kb,
-                c['retrieval.k'],
-                c['retrieval.mode'],
-                seed=self._rename_seed(),
-                rename=self.anti_recitation,
-                lam=c['kpo.lam'] if self.anti_recitation else 0.0,
-                q_min=c['trigger.q_min'],
-                stats=self.kpo.stats,
-            )
-        return reference_sft(env, ts)
-    except Exception as e:
+def update_rows(self:CoveMethod, env, family:str, cold:bool=False) -> UpdateRows:
+    """What an update of `family` trains on (KnowledgePO's `UpdateRows`): its kept trajectories and, at cold start, the
+    reference solutions of `train.reference_tasks` train tasks; without memory (no KnowledgePO), rows as played."""
+    kw = dict(trajectories=self.trajectories.get(family, []), refs=self._reference_tasks(env, family) if cold else [],
+              seed=self._rename_seed(), q_min=self.cfg['trigger.q_min'])
+    return self.kpo.update_rows(env, family, **kw) if self.kpo else UpdateRows(env, family, **kw)
+
+@patch
+def _reference_tasks(self:CoveMethod, env, family:str) -> list[Task]:
+    "The `train.reference_tasks` seeded train tasks of `family` whose references a cold-start update adds ([]: none)."
+    n = self.cfg['train.reference_tasks']
+    if not n: return []
+    try: return env.tasks('train', n, self.cfg['run.seed'])
+    except Exception as e:   # a family without a train split: the update trains on its own rows
         _log.warning(f"no reference data for {family}: {type(e).__name__}: {e}")
-
-# %% ../nbs/13_workflow.ipynb #920f8611
-@patch
-def _own_rows(self:CoveMethod, family:str) -> tuple[list[dict], int]:
-    """`family`'s kept trajectories, each renamed for the update and scored by the anti-recitation reward (Algorithm 1
-    line 18, R = R_task − λ·1[a call to a name its surface lacks]): `(trajectories with that score, rows it took
-    under trigger.q_min)`. λ is `kpo.lam`, 0 without KnowledgePO or with anti-recitation switched off."""
-    lam = self.cfg['kpo.lam'] if self.kpo and self.anti_recitation else 0.0
-    q, out, dropped = self.cfg['trigger.q_min'], [], 0
-    for i, t in enumerate(self.trajectories.get(family, [])):
-        trace, surface = self._renamed(i, t)
-        legal = set((surface or {}).get('names', {}).values())
-        calls = [n for m in trace if m['role'] == 'assistant' for n in called_names(str(m['content']))]
-        stats = self.kpo.stats if self.kpo else None
-        # no tool surface (math, code): no volatile name to recite, no penalty counted
-        score = anti_recitation_reward(t['score'], calls, legal, legal, lam, stats) if legal else t['score']
-        dropped += t['score'] >= q > score
-        out.append(dict(t, trace=trace, score=score))
-    return out, dropped
-
-# %% ../nbs/13_workflow.ipynb #816e42cf
-@patch
-def _sft_data(self:CoveMethod, env, family:str, memory_aware:bool=True, cold:bool=False):
-    """The parametric-routed successful trajectories of `family` that keep their score under the anti-recitation reward
-    (`_own_rows`), + the passing reference solutions of a few train tasks at cold start; with KnowledgePO, both renamed
-    per episode. Row counts by source (and the rows a stale call dropped) go to `last_rows`."""
-    from datasets import concatenate_datasets
-    q = self.cfg['trigger.q_min']
-    trajs, stale = self._own_rows(family)
-    own = trajectories_to_sft(trajs, min_score=q)
-    refs = self._reference_sft(env, family, memory_aware) if cold else None
-    self.last_rows = dict(Counter(t['channel'] for t in trajs if t['score'] >= q),
-                          reference=len(refs) if refs is not None else 0, stale_dropped=stale)
-    parts = [p for p in (own, refs) if p is not None and len(p)]
-    return concatenate_datasets(parts) if parts else None
+        return []
 
 # %% ../nbs/13_workflow.ipynb #77fea369
 def update_steps(n_rows:int, cfg) -> int:
@@ -455,7 +405,7 @@ def update_steps(n_rows:int, cfg) -> int:
 @patch
 def _train(self:CoveMethod, env, family:str, n_param:int, cold:bool=False):
     """One LoRA update of `family` (SFT or GRPO by `train.algo`), continuing the current adapter; `(UpdateResult|None,
-    memory_aware)`."""
+    memory_aware, rows by source)`."""
     c = self.cfg
     # an HFPolicy trains a copy of its own weights; a vLLM / OpenAI-served policy holds none here: train the model by name, then hot-swap
     trainee = self.policy if isinstance(self.policy, HFPolicy) else c['model.name']
@@ -463,105 +413,32 @@ def _train(self:CoveMethod, env, family:str, n_param:int, cold:bool=False):
     kw = dict(n_param=max(1, n_param), init_adapter=self.adapter_dir/self.adapter if self.adapter else None)
     if c['train.algo'] != 'grpo': return self._train_sft(env, family, trainee, kw, cold)
     # GRPO on the routed rollouts' turns (+ reference first turns at cold start), R = R_task − λ·1[stale name]
-    prompts, reward = self._grpo_data(env, family, cold)
+    prompts, reward, rows = self.update_rows(env, family, cold).grpo()
     res = train_grpo(trainee, prompts, reward, self.adapter_dir, **grpo_kw(c), **kw)
     _log.info(f"GRPO update of {family}: reward stats {dict(reward.stats)}")
-    return res, self.kb is not None
+    return res, self.kb is not None, rows
 
 # %% ../nbs/13_workflow.ipynb #8d911261
 @patch
 def _train_sft(self:CoveMethod, env, family:str, trainee, kw:dict, cold:bool=False):
     """SFT with the retrieved entries in the prompts (cut to fit `train.max_length`), for `update_steps` steps; retried
     without them if no memory-aware example fits."""
-    c = self.cfg
+    c, rows = self.cfg, self.update_rows(env, family, cold)
+    tokens = getattr(self.policy, 'tokenizer', None) is not None
+    fit = dict(count=self.policy.count_tokens, max_length=c['train.max_length']) if tokens else {}
     for memory_aware in ((True, False) if self.kb is not None else (False,)):
-        data = self._sft_data(env, family, memory_aware, cold)
-        if data is None: return None, memory_aware
-        data = self._fit_rows(data) if memory_aware else data
+        data, counts = rows.sft(memory_aware, **fit)
+        if data is None: return None, memory_aware, counts
         skw = sft_kw(c) | {'max_steps': update_steps(len(data), c)}
         try:
-            return train_sft(trainee, data, self.adapter_dir, **skw, **kw), memory_aware
+            return train_sft(trainee, data, self.adapter_dir, **skw, **kw), memory_aware, counts
         except ValueError as e:   # every conversation longer than train.max_length
             if 'no SFT examples' not in str(e): raise
             _log.warning(
                 f"{family}: no {'memory-aware ' if memory_aware else ''}SFT example fits train.max_length={c['train.max_length']}"
                 + ('; retrying without retrieved entries in the prompts' if memory_aware else '')
             )
-    return None, False
-
-# %% ../nbs/13_workflow.ipynb #78999fd9
-@patch
-def _fit_rows(self:CoveMethod, data):
-    "`data` with each row's knowledge lines cut to fit `train.max_length` (`fit_knowledge`), the cuts in `last_rows`."
-    from datasets import Dataset
-    if getattr(self.policy, 'tokenizer', None) is None or 'messages' not in data.column_names: return data
-    fitted = [fit_knowledge(m, self.policy.count_tokens, self.cfg['train.max_length']) for m in data['messages']]
-    self.last_rows['knowledge_lines_cut'] = sum(n for _, n in fitted)
-    return Dataset.from_dict({**{k: data[k] for k in data.column_names}, 'messages': [m for m, _ in fitted]})
-
-# %% ../nbs/13_workflow.ipynb #ba413ec6
-def fit_knowledge(messages:list[dict], count:Callable, max_length:int) -> tuple[list[dict], int]:
-    "`(messages, lines cut)`: retrieved-knowledge lines cut from the system prompt, last first, until `count` fits."
-    msgs, cut = [dict(m) for m in messages], 0
-    sys = next((m for m in msgs if m['role'] == 'system' and KNOWLEDGE_HEAD in str(m['content'])), None)
-    while sys is not None and count(msgs) > max_length:
-        head, _, block = sys['content'].partition(KNOWLEDGE_HEAD)
-        lines = block.split('\n')   # the rest of the header line, then one line per entry
-        if len(lines) > 2: sys['content'] = head + KNOWLEDGE_HEAD + '\n'.join(lines[:-1])
-        else:
-            sys['content'] = head.rstrip()   # the header goes with its last entry
-            sys = None
-        cut += 1
-    return msgs, cut
-
-# %% ../nbs/13_workflow.ipynb #4410e063
-@patch
-def _renamed(self:CoveMethod, i:int, t:dict) -> tuple[list[dict], dict|None]:
-    """`(trace, surface)` of collected rollout `i`: with KnowledgePO renamed for the episode
-    (`knowledgepo.rename_rollout`), else as played."""
-    if not (self.kpo and self.anti_recitation): return t['trace'], t.get('surface')
-    return rename_rollout(t, self._rename_seed() + RENAME_SEED['rollout'] + i, self.kpo.stats)
-
-# %% ../nbs/13_workflow.ipynb #d0fa585b
-@patch
-def _rollout_rows(self:CoveMethod, family:str) -> tuple[list, dict, int]:
-    """GRPO rows from every assistant turn of `family`'s parametric-routed rollouts, renamed per episode: `(rows, {id:
-    task}, rollouts)`."""
-    rolls = [t for t in self.trajectories.get(family, []) if t.get('channel') in PARAMETRIC_CHANNELS]
-    if any(not t.get('task') for t in rolls):
-        _log.warning(
-            f"{family}: {sum(not t.get('task') for t in rolls)} rollouts saved without their task are left out"
-        )
-    kept = [r for r in rolls if r.get('task')]
-    seed = self._rename_seed() if self.kpo and self.anti_recitation else None
-    rows, by_id = rollout_grpo_rows(kept, seed, self.kpo.stats if self.kpo else None)
-    return rows, by_id, len(rolls)
-
-# %% ../nbs/13_workflow.ipynb #81cd9e2c
-@patch
-def _grpo_data(self:CoveMethod, env, family:str, cold:bool=False):
-    """`(prompts, reward)` for `train_grpo`: every turn of the routed rollouts of `family` + the reference tasks'
-    memory-aware first turns."""
-    c, seed = self.cfg, self._rename_seed()
-    rows, by_id, n_rolls = self._rollout_rows(family)
-    refs = env.tasks('train', c['train.reference_tasks'], c['run.seed']) if cold and c['train.reference_tasks'] else []
-    ref_rows, ref_ids, _ = memory_aware_rows(
-        env,
-        refs,
-        self.kb,
-        c['retrieval.k'],
-        c['retrieval.mode'],
-        seed,
-        rename=bool(self.kpo) and self.anti_recitation,
-        stats=self.kpo.stats if self.kpo else None,
-        tag='reference',
-    )
-    self.last_rows = dict(Counter(t.get('channel') for t in self.trajectories.get(family, [])), reference=len(ref_rows))
-    rows += ref_rows
-    by_id.update(ref_ids)
-    lam = c['kpo.lam'] if self.kpo and self.anti_recitation else 0.0
-    _log.info(f"GRPO data for {family}: {len(rows)} prompts from {n_rolls} routed rollouts and {len(refs)} reference tasks")
-    return prompt_dataset(rows), make_task_reward(env, by_id, penalty_fn=stale_name_penalty(lam))
+    return None, False, counts
 
 # %% ../nbs/13_workflow.ipynb #aca08a47
 @patch

@@ -26,16 +26,16 @@ def test_harness_routed_episodes_never_train(cove):
     cove.keep_trajectory(_episode('math', 't3'), 'hybrid')
     assert [t['task_id'] for t in cove.trajectories['math']] == ['t2', 't3']
     env = open_envs(['math'], cove.cfg)['math']
-    data = cove._sft_data(env, 'math', memory_aware=False)
+    data, counts = cove.update_rows(env, 'math').sft(memory_aware=False)
     assert sorted(data['task_id']) == ['t2', 't3']
-    assert cove.last_rows == {'parametric_candidate': 1, 'hybrid': 1, 'reference': 0, 'stale_dropped': 0}
+    assert counts == {'parametric_candidate': 1, 'hybrid': 1, 'reference': 0, 'stale_dropped': 0}
 
 def test_references_only_at_cold_start(cove):
     env = open_envs(['math'], cove.cfg)['math']
     cove.keep_trajectory(_episode('math', 't2'), 'parametric_candidate')
-    assert cove._sft_data(env, 'math', memory_aware=False, cold=False).num_rows == 1
-    data = cove._sft_data(env, 'math', memory_aware=False, cold=True)
-    assert cove.last_rows['reference'] >= 1 and data.num_rows == 1 + cove.last_rows['reference']
+    assert cove.update_rows(env, 'math', cold=False).sft(memory_aware=False)[0].num_rows == 1
+    data, counts = cove.update_rows(env, 'math', cold=True).sft(memory_aware=False)
+    assert counts['reference'] >= 1 and data.num_rows == 1 + counts['reference']
 
 def test_update_skipped_without_parametric_data(cove):
     "A trigger event with nothing routed to the weights trains nothing (and, not cold, adds no references)."
@@ -92,8 +92,8 @@ def test_stale_rows_never_train(cove):
     cove.keep_trajectory(_tool_episode('t1', 'Action: count("a", 1)', 'Action: tally("a", 1)', 'Answer: 2',
                                        names=names), 'parametric_candidate')
     cove.keep_trajectory(_tool_episode('t2', 'Action: tally("a", 1)', 'Answer: 2', names=names), 'hybrid')
-    data = cove._sft_data(None, 'tableqa', memory_aware=False)
-    assert data.num_rows == 1 and cove.last_rows['stale_dropped'] == 1
+    data, counts = cove.update_rows(None, 'tableqa').sft(memory_aware=False)
+    assert data.num_rows == 1 and counts['stale_dropped'] == 1
     assert cove.kpo.stats.penalties >= 1
 
 def test_cove_ablations_switch_one_thing_each(tmp_path):
@@ -104,10 +104,12 @@ def test_cove_ablations_switch_one_thing_each(tmp_path):
     nt, nar, nr = (METHODS[m](cfg, tmp_path/m) for m in ('cove_no_trigger', 'cove_no_antirecitation',
                                                          'cove_no_release'))
     assert isinstance(nt.trigger, FixedInterval) and isinstance(nt.router, FeedbackRouter)
-    assert (nar.anti_recitation, nar.release_on, nr.anti_recitation, nr.release_on) == (False, True, True, False)
+    assert (nar.kpo.anti_recitation, nar.release_on) == (False, True)
+    assert (nr.kpo.anti_recitation, nr.release_on) == (True, False)
     played = dict(trace=[dict(role='assistant', content='Action: count("team", "Hawks")')],
                   surface=dict(version=1, names={'count': 'count'}))
-    assert nar._renamed(0, played) == (played['trace'], played['surface'])     # as played: no renaming
+    rows = nar.update_rows(None, 'tableqa')
+    assert (rows.rename, rows.lam, rows.renamed(0, played)) == (False, 0.0, (played['trace'], played['surface']))
     assert nr._utility_pre(open_envs(['math'], cfg)['math'], 'math') is None    # no A/B before training either
 
 def test_adapters_link_planted_mid_run_is_refused(cove, tmp_path):
