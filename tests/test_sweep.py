@@ -214,3 +214,41 @@ def test_a_grid_worker_keeps_to_its_thread_share():
     from cove.llm import torch_threads
     assert torch_threads(env=sweep._child_env(1)) == 1
     assert torch_threads(env=dict(sweep._child_env(1), PYTEST_XDIST_WORKER_COUNT='1')) == 1
+
+STOPPABLE = ("import os, time\nfrom pathlib import Path\n"
+             "Path(out_dir, 'pid').write_text(str(os.getpid()))\n"
+             "time.sleep(600)")
+
+DRIVER = """import signal, sys
+sys.path.insert(0, {tools!r})
+import sweep
+signal.signal(signal.SIGTERM, signal.default_int_handler)   # as tools/report.py does: `kill PID` stops the grid
+try: sweep.sweep(folder={src!r}, seeds=[0, 1], out_root={out!r}, run_id='g', html_notebooks=False, workers=2)
+except KeyboardInterrupt: sys.exit(130)
+"""
+
+def test_a_stopped_grid_stops_its_cells(tmp_path):
+    """SIGTERM to the grid's own process (not its group) stops each running cell: its notebook's kernel ends, its
+    `cell.json` says interrupted and the index lists it. Before, the grid waited on cells that went on running."""
+    import os, signal, subprocess, time
+    src = tmp_path/'nbs'
+    src.mkdir()
+    _nb(src/'a.ipynb', "out_dir: 'Optional[str]' = None   # where\nseed: int = 0   # seed", STOPPABLE)
+    code = DRIVER.format(tools=str(Path(sweep.__file__).parent), src=str(src), out=str(tmp_path/'out'))
+    p = subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pids = [tmp_path/'out'/'g'/'a'/f'seed{s}'/'pid' for s in (0, 1)]
+    deadline = time.time() + 240
+    while not all(f.exists() for f in pids) and time.time() < deadline and p.poll() is None: time.sleep(0.5)
+    assert all(f.exists() for f in pids), p.communicate(timeout=60)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err[-2000:]
+    kernels = [int(f.read_text()) for f in pids]
+    time.sleep(1)
+    alive = []
+    for k in kernels:
+        try: os.kill(k, 0); alive.append(k)
+        except ProcessLookupError: pass
+    assert alive == [], f'kernels left running: {alive}'
+    recs = json.loads((tmp_path/'out'/'g'/'report.json').read_text())
+    assert sorted(r['status'] for r in recs) == ['interrupted', 'interrupted']

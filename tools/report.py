@@ -179,6 +179,10 @@ if __name__ == '__main__':
     import signal
     signal.signal(signal.SIGTERM, signal.default_int_handler)   # kill PID: index.md still lists what ran
     try: sys.exit(main())
+    except KeyboardInterrupt:   # the index was written on the way out; no traceback for a stop the user asked for
+        print('tools/report.py: stopped; index.md lists what ran (a grid goes on where it stopped with the same '
+              '--run-id and --resume)', file=sys.stderr)
+        sys.exit(130)
     except SystemExit as e:
         if not isinstance(e.code, str): raise
         print(f'tools/report.py: {e.code.strip().splitlines()[0] if e.code.strip() else "refused"}', file=sys.stderr)

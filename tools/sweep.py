@@ -27,7 +27,7 @@ pooled one; where the episodes are not there, that file says so in one line.
 the same parameters (written last, whole, by `run_cell`) is not run again; a killed or failed cell is.
 """
 import json, math, os, re, shutil, subprocess, sys, time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import CancelledError, ThreadPoolExecutor, TimeoutError, as_completed
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,18 +91,29 @@ def _cell_runner():
     """A function running one cell as `python tools/sweep.py --cell JSON` in a child process, and returning its record.
     Defined inside a function and self-contained, so that Ray and submitit pickle it by value (tools/ is no package a
     worker could import)."""
-    def run(cell, env, python=None):
+    def run(cell, env, python=None, procs=None):
         import json, os, subprocess, sys, time
         t0 = time.time()
-        p = subprocess.run([python or sys.executable, cell['sweep'], '--cell', json.dumps(cell)], cwd=cell['root'],
-                           env=dict(os.environ, **env), capture_output=True, text=True)
-        lines = [l for l in p.stdout.splitlines() if l.startswith('{"status"') or l.startswith('{"name"')]
+        p = subprocess.Popen([python or sys.executable, cell['sweep'], '--cell', json.dumps(cell)], cwd=cell['root'],
+                             env=dict(os.environ, **env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if procs is not None: procs.append(p)   # the local engine stops its children on Ctrl-C
+        out, err = p.communicate()
+        lines = [l for l in out.splitlines() if l.startswith('{"status"') or l.startswith('{"name"')]
         if p.returncode == 0 and lines: return json.loads(lines[-1])
-        err = (p.stderr or p.stdout).strip().splitlines()[-20:]
+        err = (err or out).strip().splitlines()[-20:]
         return dict(name=cell['name'], seed=cell['seed'], dir=cell['dir'], params=cell['params'], status='failed',
                     error=f'the cell process exited with {p.returncode}: ' + '\n'.join(err), seconds=round(time.time() - t0, 1),
                     n={}, artifacts=dict(tables=[], figures=[], metrics=[]), executed=os.path.basename(cell['path']))
     return run
+
+def stop_children(procs:list, grace:float=60) -> None:
+    "SIGTERM each running cell process (its notebook is stopped and its `cell.json` says so), SIGKILL after `grace` s."
+    for p in procs:
+        if p.poll() is None: p.terminate()
+    end = time.time() + grace
+    for p in procs:
+        try: p.wait(timeout=max(0.1, end - time.time()))
+        except subprocess.TimeoutExpired: p.kill()
 
 def _need(module:str, engine:str):
     try: return __import__(module)
@@ -125,9 +136,24 @@ def execute(cells:list[dict], engine='local', dst:Path=None, workers=None, ray_a
         workers = max(1, min(workers or cores(), n))
         env = _child_env(max(1, cores() // workers))
         print(f'grid: {n} cells on {workers} local workers, {env["OMP_NUM_THREADS"]} thread(s) each', flush=True)
-        with ThreadPoolExecutor(workers) as ex:   # each worker drives one child process: a pool of processes
-            futs = [ex.submit(run, c, env) for c in cells]
-            for f in as_completed(futs): on_done(f.result())
+        procs, ex = [], ThreadPoolExecutor(workers)   # each worker drives one child process: a pool of processes
+        futs, reported = [], set()
+        try:
+            futs = [ex.submit(run, c, env, None, procs) for c in cells]
+            for f in as_completed(futs):
+                reported.add(f)
+                on_done(f.result())
+        except KeyboardInterrupt:   # Ctrl-C or SIGTERM: no new cell; each running one stops and writes its record
+            for f in futs: f.cancel()
+            stop_children(procs)
+            for f in futs:
+                if f in reported or f.cancelled(): continue
+                try: on_done(f.result(timeout=60))
+                except (TimeoutError, CancelledError): pass   # a cell that did not end: the index lacks it
+            stop_children(procs)   # one a worker started meanwhile
+            ex.shutdown(wait=False)
+            raise
+        ex.shutdown()
     elif engine == 'ray':
         ray = _need('ray', engine)
         started = not ray.is_initialized()
