@@ -213,3 +213,15 @@ def test_the_footer_is_filled(site):
         if not foot or not re.match(r'©\d{4}, the cove developers\.', foot):
             bad.append((str(page.relative_to(site)), foot and foot[:60]))
     assert not bad, bad[:5]
+
+def test_a_cpu_scale_result_comes_first_on_its_page(tmp_path):
+    "An experiment with a section \"`name` at CPU scale\" in docs/experiments.md shows it first, the smoke row after."
+    md = tmp_path/'experiments.md'
+    md.write_text('# E\n\n## At CPU scale\n\n### `memrl_epochs` at CPU scale\n\n| variant | SR |\n|---|---|\n'
+                  '| memrl | 0.5 |\n\n![f](figures/x.png)\n\n### Another\n\ntext\n')
+    cpu = docs.cpu_scale_runs(md)
+    assert list(cpu) == ['memrl_epochs'] and cpu['memrl_epochs'].endswith('![f](figures/x.png)')
+    src = docs.recorded_run('memrl_epochs', docs.smoke_report(), wiring={}, cpu=cpu)['source']
+    assert src.index('| memrl | 0.5 |') < src.index('At its smoke defaults') < src.index('smoke report of')
+    assert '](../../docs/figures/x.png)' in src   # links made relative to the page
+    assert 'CPU scale' not in docs.recorded_run('calibration', docs.smoke_report(), wiring={}, cpu=cpu)['source']

@@ -10,7 +10,7 @@ are copied into `OUT/_stage/` (notebooks without their `#| hide` cells and `#|` 
 The sidebar is a reading order: the front page, the tutorial, the paper's sections (the component notebooks in number
 order), the experiments, then the reference (docs/*.md, all notebooks, the API); each page links its previous and next.
 The experiment notebooks are saved without outputs, so each experiment page gets a "Latest recorded run" section after
-its introduction: its row of the smoke report in docs/experiments.md (date, model, dtype, machine), the figures
+its introduction: its result at CPU scale where docs/experiments.md has a section "`name` at CPU scale", then its row of the smoke report in docs/experiments.md (date, model, dtype, machine), the figures
 docs/experiments.md records for it, and, where it records none, the figures of a wiring run on the tiny random model
 kept in docs/figures/ (`--record-wiring` makes them: each is dated, with its CPU, dtype and parameters, in
 docs/figures/wiring.json, and marked on the page as saying nothing about any method).
@@ -168,15 +168,28 @@ def smoke_report(path: Path = ROOT/'docs/experiments.md') -> dict:
 
 def _wiring() -> dict: return json.loads(WIRING.read_text()) if WIRING.exists() else {}
 
-def recorded_run(name: str, report: dict | None = None, wiring: dict | None = None) -> dict:
-    "The markdown cell of experiment `name`'s page that shows its latest recorded run (see the module's docstring)."
+def cpu_scale_runs(path: Path = ROOT/'docs/experiments.md') -> dict:
+    """docs/experiments.md's results at CPU scale (`make experiments-cpu`, three seeds): experiment -> the markdown of
+    its section headed "`name` at CPU scale"."""
+    secs = _sections(path.read_text(), '###')
+    return {m.group(1): body.strip() for h, body in secs.items() if (m := re.fullmatch(r'`(\w+)` at CPU scale', h))}
+
+def recorded_run(name: str, report: dict | None = None, wiring: dict | None = None, cpu: dict | None = None) -> dict:
+    """The markdown cell of experiment `name`'s page that shows its latest recorded run (see the module's docstring):
+    its result at CPU scale first, where docs/experiments.md has one, then its smoke report row and figures."""
     report, wiring = report or smoke_report(), _wiring() if wiring is None else wiring
+    cpu = cpu_scale_runs() if cpu is None else cpu
     page, r = f'nbs/experiments/{name}.html', report
-    settings, cpu = f' ({r["settings"]})' if r['settings'] else '', '' if r['cpu_named'] else ' (the report names no CPU model)'
-    lines = ['## Latest recorded run', '',
-             f'This page shows the notebook as saved, without outputs. Its latest recorded run is the smoke report of '
-             f'**{r["date"]}** ([docs/experiments.md](../../docs/experiments.md#{REPORT_ANCHOR})): `make experiments` at every '
-             f'notebook\'s smoke defaults, **{r["model"]}** in **{r["dtype"]}**{settings}, on the {r["machine"]}{cpu}.', '']
+    settings, cpu_named = f' ({r["settings"]})' if r['settings'] else '', '' if r['cpu_named'] else ' (the report names no CPU model)'
+    lines = ['## Latest recorded run', '']
+    if name in cpu:
+        lines += [f'This page shows the notebook as saved, without outputs. Its latest recorded run is at **CPU scale**, '
+                  f'three seeds pooled ([docs/experiments.md](../../docs/experiments.md#{name}-at-cpu-scale)):', '',
+                  _rebase(cpu[name], page), '', '### At its smoke defaults', '']
+    lines += [f'{"The" if name in cpu else "This page shows the notebook as saved, without outputs. Its"} latest smoke '
+              f'run is the smoke report of **{r["date"]}** ([docs/experiments.md](../../docs/experiments.md#{REPORT_ANCHOR})): '
+              f'`make experiments` at every notebook\'s smoke defaults, **{r["model"]}** in **{r["dtype"]}**{settings}, on the '
+              f'{r["machine"]}{cpu_named}.', '']
     row = r['rows'].get(name)
     if row: lines += [f'- **{c}**: {_rebase(v, page)}' for c, v in zip(r['columns'], row)] + ['']
     else: lines += [f'The smoke report has no row for `{name}`.', '']
@@ -241,9 +254,9 @@ def stage(stage_dir: Path) -> Path:
     front['cells'].append({'cell_type': 'markdown', 'id': 'site-toctree', 'metadata': {},   # the sidebar's contents
                            'source': '\n'.join(_toctree(e, caption=c) for c, e in reading_order().items())})
     _write(stage_dir/'index.ipynb', json.dumps(front), written)
-    report = smoke_report()
+    report, cpu = smoke_report(), cpu_scale_runs()
     for nb in nbs:
-        extra = [recorded_run(nb.stem, report)] if nb.parent.name == 'experiments' else []
+        extra = [recorded_run(nb.stem, report, cpu=cpu)] if nb.parent.name == 'experiments' else []
         _write(stage_dir/nb, _notebook(ROOT/nb, after_intro=extra), written)
     for md in sorted((ROOT/'docs').glob('*.md')):   # README.md is the front page here
         _write(stage_dir/'docs'/md.name, md.read_text().replace('](../README.md', '](../index.ipynb'), written)
