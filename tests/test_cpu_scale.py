@@ -45,7 +45,7 @@ def test_command_line_wins_over_the_preset():
     glob, per = report.split_params([('episodes', '3'), ('api_renaming.n_eval', '5')], None, 'tiny', names)
     per = runs.scaled_params('cpu', names, glob, per)
     assert 'table2_main' not in per and 'episodes' not in per['memrl_epochs']   # its preset was episodes alone
-    assert per['memrl_epochs'] == {'epochs': 3, 'transfer_episodes': 22}
+    assert per['memrl_epochs'] == {'epochs': 3, 'transfer_episodes': 22, 'variants': 'base,evo_memory,memrl'}
     assert per['api_renaming'] == {'n_train': 32, 'max_steps': 16, 'n_eval': 5}
     assert per['calibration'] == runs.SCALES['cpu']['calibration'] and glob['episodes'] == 3
     assert runs.scaled_params(None, names, glob, {'x': {}}) == {'x': {}}

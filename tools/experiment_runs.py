@@ -92,9 +92,9 @@ def split_params(pairs, params_json, model, names, plugins=None) -> tuple[dict, 
 # experiments-cpu` keeps both workers busy; one notebook alone (ONLY=x) plays its third seed on one core, x 4/3.
 # Estimates, not timings: the budgets batch 2-4 episodes per generate call, the 38/min was measured at 16, so
 # the runtime column of the first report's index.md is the number to trust.
-# Measured once since (2026-12-06, Intel Xeon with AMX, router_pareto, 2 workers of 1 thread): always_both, which
-# trains at every episode, played about 1.2 episodes a minute per worker, so the minutes of the arms that
-# train are several times these estimates. Keys: declared parameters only
+# A first try (2026-12-06, router_pareto) played about 1.2 episodes a minute per worker: each worker then ran two
+# torch threads on two cores shared with the other (cove ignored OMP_NUM_THREADS, fixed in 7f84cf0); with one thread
+# each, Base plays about 20 episodes a minute per worker. Keys: declared parameters only
 # (tests/test_cpu_scale.py). A dict value (budget) replaces the notebook's whole default.
 SCALES = {'cpu': {
     # 9 methods x 22 (11 x math,tableqa): 2 x 22 + 7 learning x 44 = 352 E 9.3 min, ~16 U 4 min, L 1: 14.3 x 3 = 43 min
@@ -112,9 +112,11 @@ SCALES = {'cpu': {
     # 22 frozen test = 74 E, + coevo's final state 22: 318 E 8.4 min, L 1: 9.4 x 3 = 28 min; n 66 per variant (test)
     'coevo_ablations': {'episodes': 16, 'val_episodes': 4, 'test_episodes': 22, 'budget': {
         'model.batch_size': 4, 'model.max_new_tokens': 48, 'coevo.phase_len': 4, 'coevo.k': 2}},
-    # 4 variants x 22 math x 3 epochs: 66 + 3 memory variants x 1.5 x 66 = 363 E, transfer 3 x 22 = 66 E: 429 E
-    # 11.3 min, L 1: 12.3 x 3 = 37 min; n 66 per variant for SR, CSR and transfer (FR's n is its failures)
-    'memrl_epochs': {'episodes': 22, 'epochs': 3, 'transfer_episodes': 22},
+    # Base, Evo-Memory (RAG) and MemRL x 22 math x 3 epochs, transfer on 22 held-out: n 66 per variant for SR, CSR and
+    # transfer (FR's n is its failures). Measured 2026-12-06 (Intel Xeon AMX, bf16, 1 thread per worker): Base 66
+    # episodes in 3 min, a memory variant about 4 episodes a minute (an LLM summary per episode), so each memory
+    # variant costs ~16 min a seed: `memrl_td` (MC vs TD, no claim of the paper's tables) is left to `-p variants`.
+    'memrl_epochs': {'episodes': 22, 'epochs': 3, 'transfer_episodes': 22, 'variants': 'base,evo_memory,memrl'},
     # 4 arms x 2 splits x 22 = 176 E (+ memory prompts) 5 min, 2 adapters x 16 steps x 10 s 5.3 min (the README's 16
     # steps), L 2: 12.3 x 3 = 37 min; n 66 per arm and split, 132 per arm
     'api_renaming': {'n_train': 32, 'n_eval': 22, 'max_steps': 16},
