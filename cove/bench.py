@@ -18,6 +18,7 @@ from .check import episode_records_of
 from .embed import Embedder, bench_embed
 from .train import bench_train, SFT_TRL_ALL_LAYERS_5E4
 from .store import bench_retrieval
+from .serve import unservable, vllm_server, served_dtype
 
 # %% auto #0
 __all__ = ['TARGETS', 'PREFILL_ROWS', 'BENCH_FAMILIES', 'ROLLOUT_FAMILIES', 'check_target', 'machine_peaks', 'roofline',
@@ -270,7 +271,6 @@ def rollout_backends(cfg:Config) -> dict:
         "llama-cpp-python is not installed: pip install 'cove[llamacpp]'"
     if why is None and not (cfg['model.name'] in EMBEDDED_ALIASES or str(cfg['model.name']).endswith('.gguf')):
         why = f"the llamacpp backend runs the embedded model or a .gguf file, not {cfg['model.name']!r}"
-    from cove.serve import unservable
     return {'hf': None, 'llamacpp': why, 'vllm': unservable(cfg)}
 
 # %% ../nbs/09_bench.ipynb #ed8b0821
@@ -285,7 +285,6 @@ def _backend_policy(cfg:Config, b:str):
     """`(config, policy, dtype)` of rollout backend `b` for the block: `vllm` is served at the profile's dtype
     (`served_dtype`), `hf_fp32` and `vllm_fp32` in float32."""
     if b.startswith('vllm'):
-        from cove.serve import vllm_server, served_dtype
         dt = 'float32' if b == 'vllm_fp32' else served_dtype(cfg)
         with vllm_server(cfg, dtype=dt) as url:
             c = _with(cfg, model__backend='openai', model__base_url=url)

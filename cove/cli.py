@@ -14,7 +14,8 @@ from .demo import (DEMO_FAMILIES, run_demo, demo_config, DEMO_EPISODES, DEMO_MET
                        DRIFT_FAMILIES, demo_seeds)
 from .check import check_run, RunLocked
 from .method import import_methods, METHODS
-from .tasks.base import FAMILIES, parse_spec
+from .tasks.base import FAMILIES, parse_spec, _import_families
+from .serve import VLLMServer, ServeError, served_dtype
 from .models import quiet_libraries, EMBEDDED_GGUF, EMBEDDED_NAME, model_cache_dir, is_embedded_cached
 from .core import write_failure, InfraError
 from . import __version__
@@ -52,7 +53,6 @@ class _Parser(argparse.ArgumentParser):
 # %% ../nbs/90_cli.ipynb #42e8a7b8
 def registries() -> dict:
     "What a command can name: the registered methods, the task families with their sources, the plugins loaded."
-    from cove.tasks.base import _import_families
     import_methods()
     _import_families()
     return dict(methods=sorted(METHODS), families={f: sorted(s) for f, s in sorted(FAMILIES.items())},
@@ -352,7 +352,7 @@ def cmd_run(args) -> int:
 
 # %% ../nbs/90_cli.ipynb #d4abecf1
 def cmd_bench(args) -> int:
-    from cove.bench import run_bench
+    from cove.bench import run_bench   # here: the other commands (and `cove --help`) load no torch
     cfg = config_from(args)
     run_bench(
         cfg, quick=args.quick, out=Path(args.out), parts=tuple(p.strip() for p in args.parts.split(',') if p.strip())
@@ -405,7 +405,6 @@ def _check_serve_args(args):
 # %% ../nbs/90_cli.ipynb #53953ff1
 def cmd_serve(args) -> int:
     "Serve the profile's model with vLLM until Ctrl-C or SIGTERM; 2 and one line when it cannot start."
-    from cove.serve import VLLMServer, ServeError, served_dtype
     _check_serve_args(args)
     cfg = config_from(args)
     dev = args.dev_mode or cfg['model.lora_serving'] == 'merged'

@@ -557,6 +557,6 @@ def runtime_info(cfg:Config, policy=None) -> dict:
     info = cpu_info()
     dt = getattr(policy, 'dtype', None)
     if dt is None and cfg['model.backend'] == 'hf':
-        from cove.llm import pick_dtype
+        from cove.llm import pick_dtype   # here: the configuration stays free of torch
         dt = pick_dtype(cfg['model.dtype'], cfg['model.device'])
     return info | dict(dtype=str(dt).replace('torch.', '') if dt is not None else None, dtype_key=cfg['model.dtype'])

@@ -18,6 +18,7 @@ from .stats import paired_rows, episode_records, summarise, align, pooled_paired
 from .spec import open_envs
 from .tasks.surface import surface_of, called_names
 from .serve import vllm_python, served_policy, served_dtype, unservable, ServeError
+from .agent import KNOWLEDGE_HEAD
 
 # %% auto #0
 __all__ = ['DEMO_METHODS', 'DEMO_FAMILIES', 'DEMO_EPISODES', 'FULL_EPISODES', 'TRIGGER_DEFAULTS', 'DEMO_TRAIN', 'FULL_TRAIN',
@@ -274,7 +275,6 @@ def relearn_text(rs:list[dict], family:str) -> str:
     """The episodes of `family` from the rename until a method's shown memory named the new tools
     (`cove.knowledgepo.episodes_to_relearn`): `'3'`, `'never (5 stale)'`, or `'no memory shown'`."""
     from cove.knowledgepo import episodes_to_relearn, _system   # here: `cove --help` loads no torch
-    from cove.agent import KNOWLEDGE_HEAD
     rl = episodes_to_relearn(rs, family)
     if rl['drift'] is None: return 'no rename'
     if rl['episodes'] is not None: return str(rl['episodes'])

@@ -258,7 +258,7 @@ def metrics(self:Run, method=None) -> dict:
 # %% ../nbs/08_run.ipynb #6c9f6700
 def _served_policy(c:dict):
     "An `openai` client policy for `model` section `c`, on the server at `base_url`."
-    from cove.llm import make_policy
+    from cove.llm import make_policy   # here: `cove check` and `cove --help` load no torch
     if not c['base_url']: raise ValueError("model.backend=openai needs --set model.base_url=http://HOST:PORT/v1")
     return make_policy('openai', c['name'], base_url=c['base_url'], batch_size=c['batch_size'], timeout=c['timeout'],
                        lora_serving=c['lora_serving'])
@@ -266,7 +266,7 @@ def _served_policy(c:dict):
 # %% ../nbs/08_run.ipynb #4e9692ce
 def _local_policy(c:dict):
     "The in-process policy (`hf`, ...) for the profile's `model` section `c`."
-    from cove.llm import make_policy
+    from cove.llm import make_policy   # here: `cove check` and `cove --help` load no torch
     extra = {'prefix_cache_tokens': c['prefix_cache_tokens']} if c['backend'] == 'hf' else {}
     return make_policy(c['backend'], c['name'], dtype=c['dtype'], device=c['device'], batch_size=c['batch_size'],
                        allow_download=c['allow_download'], **extra)
@@ -274,7 +274,7 @@ def _local_policy(c:dict):
 # %% ../nbs/08_run.ipynb #aa41a116
 def load_policy(cfg:Config):
     "The policy described by the profile's `model.*` keys, with torch's threads set from `run.threads` / `run.jobs`."
-    from cove.llm import set_threads
+    from cove.llm import set_threads   # here: `cove check` and `cove --help` load no torch
     n = set_threads(cfg['run.threads'], cfg['run.jobs'])
     get_logger('run').info(f"torch threads: {n}")
     c = cfg.section('model')

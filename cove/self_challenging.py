@@ -20,6 +20,7 @@ from .evo_memory import squash   # one line of a text, cut to n characters
 from .tasks.code import run_split, split_feedback, _unit_tally, FUNCTION_INSTRUCTIONS, extract_code
 from .tasks.multihop import qa_prompt
 from .spec import open_envs
+from .train import trajectories_to_sft, train_sft, sft_kw, UpdateResult
 
 # %% auto #0
 __all__ = ['SC_FAMILIES', 'SC_EXAMPLES', 'SC_EXAMPLE_CONTEXT', 'SC_ASK', 'GeneratedTask', 'parse_generated',
@@ -584,7 +585,6 @@ def _no_training(rec:dict) -> str:
 @patch
 def _train_round(self:SelfChallenging, ok:list, name:str, init:str|None):
     "The `UpdateResult` of training adapter `name` on `ok`, continuing `init` (or the one saved before a kill)."
-    from cove.train import trajectories_to_sft, train_sft, sft_kw, UpdateResult
     path = self.adapter_dir/name
     # trained before a kill
     if (path/'update.json').exists(): return UpdateResult(**json.loads((path/'update.json').read_text()))

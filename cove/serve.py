@@ -210,7 +210,7 @@ def served_dtype(cfg=None, # a `Config`: its `model.dtype` (default: `auto`)
     if cfg is not None and cfg['model.served_dtype']: return cfg['model.served_dtype']
     dt = cfg['model.dtype'] if cfg is not None else 'auto'
     if dt == 'auto' and device != 'cpu': return 'auto'   # vLLM's own choice for its GPU
-    from cove.llm import pick_dtype   # hf's rule for `auto`, and its check of a named dtype
+    from cove.llm import pick_dtype   # hf's rule for `auto` (here: `cove serve` loads no torch)
     return str(pick_dtype(dt)).removeprefix('torch.')
 
 # %% ../nbs/02_llm_d_vllm.ipynb #16986f19
@@ -245,7 +245,7 @@ def served_policy(cfg=None, batch_size:int|None=None,
                   **kw):
     """A vLLM server for the `with` block; yields an `OpenAIPolicy` on it (the local tokenizer scores and counts), its
     adapters served as `lora_serving` says (`merged`: the server in dev mode)."""
-    from cove.llm import make_policy
+    from cove.llm import make_policy   # here: `cove serve` starts a server without loading torch
     lora_serving = lora_serving or (cfg['model.lora_serving'] if cfg is not None else 'runtime')
     kw.setdefault('dev_mode', lora_serving == 'merged')
     name = kw.get('model') or (cfg['model.name'] if cfg is not None else 'smollm2-135m')

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import torch
 from fastcore.basics import patch
-from .core import get_logger
+from .core import get_logger, safe_path
 from .models import EMBEDDED_NAME, resolve_model   # no torch there
 from .policy import (Generation, Policy, adapter_folder, as_messages, choice_token_spans, count_tokens_with,
                          load_tokenizer, render_chat, stop_strings)
@@ -532,7 +532,6 @@ def set_adapter(self:OpenAIPolicy, name:str|None):
 # %% ../nbs/02_llm_c_served.ipynb #ca90524b
 def merged_folder(adapter:str|Path) -> Path:
     "Where `merge_adapter` writes the merged weights of `adapter`: `<adapter>.merged`, next to it in its run folder."
-    from cove.core import safe_path
     p = Path(adapter).expanduser().resolve()
     return safe_path(p.parent, p.name + '.merged', 'dir')
 

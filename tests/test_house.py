@@ -72,3 +72,18 @@ def test_parameter_docs_sit_on_their_parameters():
             else: hits.append(f"{p.relative_to(ROOT)}:{i} ({sigs.get(i, 'no signature')}): {l.strip()}")
     assert not hits, "a parameter's doc after the closing `)` or the return annotation:\n" + '\n'.join(hits)
     assert allowed == set(RETURN_DOCS), f"RETURN_DOCS entries no longer found: {sorted(set(RETURN_DOCS) - allowed)}"
+
+def test_an_own_import_inside_a_function_says_why():
+    "An import of cove inside a function (not at the top of its module) carries its reason as a comment on its line."
+    import ast
+    bare = []
+    for p in sorted((ROOT/'cove').rglob('*.py')):
+        if p.name == '_modidx.py': continue
+        src = p.read_text()
+        lines = src.splitlines()
+        for f in ast.walk(ast.parse(src)):
+            if not isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)): continue
+            for s in ast.walk(f):
+                own = isinstance(s, ast.ImportFrom) and (s.level > 0 or (s.module or '').split('.')[0] == 'cove')
+                if own and '#' not in lines[s.lineno - 1]: bare.append(f'{p.relative_to(ROOT)}:{s.lineno}')
+    assert not bare, f'own-package imports inside functions without a reason: {bare}'
