@@ -41,7 +41,8 @@ _log = get_logger('workflow')
 # %% ../nbs/13_workflow.ipynb #1bc2afff
 @register_method('cove')
 class CoveMethod(Method):
-    "COVE (Algorithm 1): memory + routing + triggered parametric updates + memory release, resumable."
+    """COVE (Algorithm 1): memory + routing + triggered parametric updates + memory release, resumable. The loop is
+    here; the steps it calls follow, each under the lines of Algorithm 1 it covers."""
     variant, state_file = 'cove', 'workflow_state.json'
     def __init__(self, cfg, out, policy=None):
         super().__init__(cfg, Path(out), policy)
@@ -60,6 +61,69 @@ class CoveMethod(Method):
         self.phase_s = Counter()   # this process's seconds per phase (`timed`)
         self.unexplained = []      # (key, decision) of the decisions whose signals `explain` has yet to write
         self.load_state()
+
+    def run_batch(self, env, tasks): return self.run_chunk([(env, t) for t in tasks])
+
+    def run_chunk(self, pairs:list[tuple]):
+        """Algorithm 1 over a batch of `(env, task)` pairs (families may be mixed), in stream order; returns the episode
+        results."""
+        if self.policy is None: raise ValueError(f"method {self.variant!r} needs a policy to play episodes")
+        env_of = {t.family: e for e, t in pairs}
+        for fam, e in env_of.items(): self.run_pending(e, fam)   # an update a kill interrupted
+        keys = self.keys.keys([t for _, t in pairs])
+        agent = self.agent(kb=self.kb, scope=True)   # own family, never itself
+        with self.timed('answer'): results = agent.run([e for e, _ in pairs], [t for _, t in pairs])  # lines 1-4
+        for r, key in zip(results, keys): r.key = key
+        self.learn_many([(env_of[r.task.family], r, key) for r, key in zip(results, keys) if key not in self.applied])
+        self.keys.commit([t for _, t in pairs])
+        return results
+
+    def learn_many(self, todo:list[tuple]):
+        "Lines 5–15 for each `(env, result, key)` in stream order (`learn_from`), the judge's free text batched."
+        i = 0
+        while i < len(todo):
+            if self.kpo:
+                with self.timed('kpo_judge'): self.kpo.prefetch([r for _, r, _ in todo[i:]])
+            for j in range(i, len(todo)):
+                i = j + 1
+                if self.learn_from(*todo[j]): break   # the update changed the weights: prefetch again for the rest
+        if self.explain(): self.save_state()
+
+    def learn_from(self, env, r, key:str) -> bool:
+        """Lines 5–15 for one episode: update the knowledge, route, keep the trajectory, observe the trigger, update if
+        it fired."""
+        with self.timed('knowledge'): self.update_knowledge(r)                                          # lines 5-9
+        d = self._route(r)                                                                              # line 10
+        self.keep_trajectory(r, d.channel)
+        ev = self.trigger.observe(r.task.family, r.success, float(r.feedback.score), d.channel)        # line 11
+        self.applied[key] = dict(
+            channel=d.channel, signals=d.signals, reason=d.reason, trigger=ev.condition if ev else None, update=None
+        )
+        if d.signals is None: self.unexplained.append((key, d))   # written by `explain` (None in a state a kill cut short)
+        if ev is not None: self._ask_update(r.task.family, ev, key)
+        self.save_state()
+        if ev is not None:
+            phase(f"{r.task.family}: {ev.condition}; update")
+            self.run_pending(env, r.task.family)                                                       # line 15
+            phase()
+        return ev is not None   # an update ran
+
+    def parametric_update(self, env, family:str, cold:bool=False) -> str|None:
+        """Lines 15–30: train, hot-swap, reset the trigger, release memory; returns the adapter name (None when there was
+        no data). `cold`: a ColdStartFailure event, the only one whose update adds the gold reference solutions."""
+        n_param = self._n_param(family)
+        if not self.trajectories.get(family) and not (cold and self.cfg['train.reference_tasks']):
+            return self._skip_update(family, 'no parametric-routed trajectory to train on')
+        with self.timed('ab'): pre = self._utility_pre(env, family)
+        with self.timed('train'): res, memory_aware, rows = self._train(env, family, n_param, cold)   # lines 16-18
+        if res is None: return self._skip_update(family, 'no usable data')
+        self.adapter = Path(res.adapter_path).name
+        hot_swap(self.policy, res)  # line 30
+        self.trigger.reset_after_update(family)
+        self.trajectories[family] = []
+        with self.timed('ab'): rel = self.release_memory(env, family) if self.kpo and self.release_on else None  # 19-28
+        self.updates.append(self._update_record(family, res, cold, n_param, memory_aware, rows, pre, rel))
+        return Path(res.adapter_path).name
 
 # %% ../nbs/13_workflow.ipynb #899a8658
 @patch
@@ -169,26 +233,6 @@ def timed(self:CoveMethod, phase:str):
     try: yield
     finally: self.phase_s[phase] += time.perf_counter() - t
 
-# %% ../nbs/13_workflow.ipynb #5d059ca7
-@patch
-def run_chunk(self:CoveMethod, pairs:list[tuple]):
-    """Algorithm 1 over a batch of `(env, task)` pairs (families may be mixed), in stream order; returns the episode
-    results."""
-    if self.policy is None: raise ValueError(f"method {self.variant!r} needs a policy to play episodes")
-    env_of = {t.family: e for e, t in pairs}
-    for fam, e in env_of.items(): self.run_pending(e, fam)   # an update a kill interrupted
-    keys = self.keys.keys([t for _, t in pairs])
-    agent = self.agent(kb=self.kb, scope=True)   # own family, never itself
-    with self.timed('answer'): results = agent.run([e for e, _ in pairs], [t for _, t in pairs])  # 2-4
-    for r, key in zip(results, keys): r.key = key
-    self.learn_many([(env_of[r.task.family], r, key) for r, key in zip(results, keys) if key not in self.applied])
-    self.keys.commit([t for _, t in pairs])
-    return results
-
-# %% ../nbs/13_workflow.ipynb #a18c6e55
-@patch
-def run_batch(self:CoveMethod, env, tasks): return self.run_chunk([(env, t) for t in tasks])
-
 # %% ../nbs/13_workflow.ipynb #bec8d983
 @patch
 def update_knowledge(self:CoveMethod, r):
@@ -196,27 +240,6 @@ def update_knowledge(self:CoveMethod, r):
     if self.kb is not None and r.retrieved:
         self.kb.record_use([i for i in r.retrieved if i is not None], r.success, reason=f'used in {r.task.id}')
     if self.kpo: self.kpo.observe(r, episode=len(self.applied))   # its index in this method's stream
-
-# %% ../nbs/13_workflow.ipynb #3bf59ad2
-@patch
-def learn_from(self:CoveMethod, env, r, key:str) -> bool:
-    """Lines 5–15 for one episode: update the knowledge, route, keep the trajectory, observe the trigger, update if it
-    fired."""
-    with self.timed('knowledge'): self.update_knowledge(r)
-    d = self._route(r)                                                                                  # line 10
-    self.keep_trajectory(r, d.channel)
-    ev = self.trigger.observe(r.task.family, r.success, float(r.feedback.score), d.channel)            # line 11
-    self.applied[key] = dict(
-        channel=d.channel, signals=d.signals, reason=d.reason, trigger=ev.condition if ev else None, update=None
-    )
-    if d.signals is None: self.unexplained.append((key, d))   # written by `explain` (None in a state a kill cut short)
-    if ev is not None: self._ask_update(r.task.family, ev, key)
-    self.save_state()
-    if ev is not None:
-        phase(f"{r.task.family}: {ev.condition}; update")
-        self.run_pending(env, r.task.family)                                                           # line 15
-        phase()
-    return ev is not None   # an update ran
 
 # %% ../nbs/13_workflow.ipynb #21e1c577
 @patch
@@ -234,19 +257,6 @@ def _ask_update(self:CoveMethod, family:str, ev, key:str):
     phase(f"{family}: {ev.condition}" + (f"; the judge explains {n} routing decisions" if n else ""))
     self.explain()   # before the update changes the weights
     self.pending[family] = key   # saved with the decision: a kill cannot lose it
-
-# %% ../nbs/13_workflow.ipynb #7ee4420e
-@patch
-def learn_many(self:CoveMethod, todo:list[tuple]):
-    "Lines 5–15 for each `(env, result, key)` in stream order (`learn_from`), the judge's free text batched."
-    i = 0
-    while i < len(todo):
-        if self.kpo:
-            with self.timed('kpo_judge'): self.kpo.prefetch([r for _, r, _ in todo[i:]])
-        for j in range(i, len(todo)):
-            i = j + 1
-            if self.learn_from(*todo[j]): break   # the update changed the weights: prefetch again for the rest
-    if self.explain(): self.save_state()
 
 # %% ../nbs/13_workflow.ipynb #24a8854a
 @patch
@@ -296,25 +306,6 @@ def extra(self:CoveMethod, res) -> dict:
     return dict(
         channel=a.get('channel'), signals=a.get('signals', []), trigger=a.get('trigger'), update=a.get('update')
     )
-
-# %% ../nbs/13_workflow.ipynb #7b0f21fd
-@patch
-def parametric_update(self:CoveMethod, env, family:str, cold:bool=False) -> str|None:
-    """Lines 15–30: train, hot-swap, reset the trigger, release memory; returns the adapter name (None when there was no
-    data). `cold`: a ColdStartFailure event, the only one whose update adds the gold reference solutions."""
-    n_param = self._n_param(family)
-    if not self.trajectories.get(family) and not (cold and self.cfg['train.reference_tasks']):
-        return self._skip_update(family, 'no parametric-routed trajectory to train on')
-    with self.timed('ab'): pre = self._utility_pre(env, family)
-    with self.timed('train'): res, memory_aware, rows = self._train(env, family, n_param, cold)   # lines 16-18
-    if res is None: return self._skip_update(family, 'no usable data')
-    self.adapter = Path(res.adapter_path).name
-    hot_swap(self.policy, res)  # line 30
-    self.trigger.reset_after_update(family)
-    self.trajectories[family] = []
-    with self.timed('ab'): rel = self.release_memory(env, family) if self.kpo and self.release_on else None  # 19-28
-    self.updates.append(self._update_record(family, res, cold, n_param, memory_aware, rows, pre, rel))
-    return Path(res.adapter_path).name
 
 # %% ../nbs/13_workflow.ipynb #9907bfe4
 @patch
