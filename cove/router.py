@@ -13,13 +13,7 @@ from .core import Feedback, Task, append_jsonl, read_cases
 from .config import declare_key
 
 # %% auto #0
-__all__ = ['CHANNELS', 'PARAMETRIC_CHANNELS', 'CHANNEL_DOCS', 'ROUTE_TEMPLATE', 'SIGNALS_PROMPT', 'REASON_PROMPT', 'ROUTE_SHOTS',
-           'SIGNAL_RE', 'INTERFACE_KINDS', 'TASK_ERROR_KINDS', 'NOT_AGENT_KINDS', 'FEEDBACK_KEYS', 'ROUTERS',
-           'ROUTING_CASES', 'ROUTING_KINDS', 'check_channel', 'RouteDecision', 'clip', 'render_retrieved',
-           'route_content', 'route_template', 'signal_items', 'parse_signals', 'first_sentence', 'valid_reason',
-           'BaseRouter', 'FixedRoute', 'AlwaysBoth', 'RandomRoute', 'Router', 'window_evidence', 'feedback_channel',
-           'memory_evidence', 'instance_channel', 'FeedbackRouter', 'make_router', 'routing_judge_cases',
-           'router_agreement']
+__all__ = ['CHANNELS', 'PARAMETRIC_CHANNELS', 'CHANNEL_DOCS', 'ROUTE_TEMPLATE', 'SIGNALS_PROMPT', 'REASON_PROMPT', 'ROUTE_SHOTS', 'SIGNAL_RE', 'check_channel', 'RouteDecision', 'clip', 'render_retrieved', 'route_content', 'route_template', 'signal_items', 'parse_signals', 'first_sentence', 'valid_reason', 'BaseRouter', 'FixedRoute', 'AlwaysBoth', 'RandomRoute', 'Router', 'INTERFACE_KINDS', 'TASK_ERROR_KINDS', 'NOT_AGENT_KINDS', 'FEEDBACK_KEYS', 'ROUTERS', 'ROUTING_CASES', 'ROUTING_KINDS', 'window_evidence', 'feedback_channel', 'memory_evidence', 'instance_channel', 'FeedbackRouter', 'make_router', 'routing_judge_cases', 'router_agreement']
 
 # %% ../nbs/10_router.ipynb #fb3c7387
 declare_key('router.signals', bool, False, "COVE's router writes signals per decision (only logs hold them)")
@@ -433,14 +427,14 @@ def explain_queued(self:Router) -> list[RouteDecision]:
         if self.log_path: append_jsonl(self.log_path, rec)
     return [d for d, _, _ in q]
 
-# %% ../nbs/10_router.ipynb #15867167
+# %% ../nbs/10_router_b_feedback.ipynb #15867167
 INTERFACE_KINDS = ('tool_error',)   # volatile interface knowledge: a memory entry can carry the current name
 # a program that tampers with its tests' account is the agent's behaviour, as a wrong answer is: a task error
 TASK_ERROR_KINDS = ('wrong_answer', 'format', 'no_answer', 'test_failed', 'runtime_error', 'proof_error',
                     'tampered')
 NOT_AGENT_KINDS = ('env_error', 'unavailable', 'timeout')   # not the agent's knowledge: left out of the shares
 
-# %% ../nbs/10_router.ipynb #9278046d
+# %% ../nbs/10_router_b_feedback.ipynb #9278046d
 def window_evidence(episodes:list) -> dict:
     "Interface and task-error shares and the success trend of a window of `(kind, success)` episodes."
     counted = [(k, bool(s)) for k, s in episodes if k not in NOT_AGENT_KINDS]
@@ -452,7 +446,7 @@ def window_evidence(episodes:list) -> dict:
     return {'n': n, 'left_out': Counter(k for k, _ in episodes if k in NOT_AGENT_KINDS), 'kinds': kinds,
             'interface': share(INTERFACE_KINDS), 'task_error': share(TASK_ERROR_KINDS), 'trend': round(trend, 4)}
 
-# %% ../nbs/10_router.ipynb #c8febd2c
+# %% ../nbs/10_router_b_feedback.ipynb #c8febd2c
 def feedback_channel(ev:dict, # `window_evidence` output
                      harness_share:float=0.25, # interface-error share that signals harness
                      param_share:float=0.5, # recurring task-error share that signals parametric...
@@ -464,7 +458,7 @@ def feedback_channel(ev:dict, # `window_evidence` output
     if harness and param: return 'hybrid'
     return 'parametric_candidate' if param else 'harness_only'
 
-# %% ../nbs/10_router.ipynb #81bc7fa1
+# %% ../nbs/10_router_b_feedback.ipynb #81bc7fa1
 def _field(e, k:str):
     "Field `k` of a retrieved entry (a dict or an object), or None."
     return e.get(k) if isinstance(e, dict) else getattr(e, k, None)
@@ -480,7 +474,7 @@ def memory_evidence(retrieved:list|None, # the entries retrieved into the episod
     useful = sum(rate(e) >= u_min and bool(_field(e, 'uses')) for e in es)
     return {'n': len(es), 'volatile': vol, 'useful': useful, 'volatile_failed': 0 if success else vol}
 
-# %% ../nbs/10_router.ipynb #b584df11
+# %% ../nbs/10_router_b_feedback.ipynb #b584df11
 def instance_channel(ev:dict, # the family window's `window_evidence`
                      kind:str, # this episode's feedback kind
                      mem:dict, # this episode's `memory_evidence`
@@ -496,7 +490,7 @@ def instance_channel(ev:dict, # the family window's `window_evidence`
     if memory_short and capability_short: return 'hybrid'
     return 'parametric_candidate' if capability_short else 'harness_only'
 
-# %% ../nbs/10_router.ipynb #8f24df81
+# %% ../nbs/10_router_b_feedback.ipynb #8f24df81
 class FeedbackRouter(BaseRouter):
     """§4.2's channel per episode from execution feedback: the episode's own kind and retrieved entries, and its
     family's recent window (interface vs task errors, success trend); no model."""
@@ -516,18 +510,18 @@ class FeedbackRouter(BaseRouter):
         self.episodes = {}   # family -> its last `window` episodes as [kind, success]
         self.seen = Counter()   # family -> episodes routed
 
-# %% ../nbs/10_router.ipynb #4611aa36
+# %% ../nbs/10_router_b_feedback.ipynb #4611aa36
 def _trend_word(trend:float, eps:float) -> str:
     return 'rising' if trend >= eps else 'falling' if trend <= -eps else 'flat'
 
-# %% ../nbs/10_router.ipynb #f742c094
+# %% ../nbs/10_router_b_feedback.ipynb #f742c094
 def _window_signals(ev:dict, word:str) -> list[str]:
     "A signal per failure kind (most frequent first), per kind left out, then the trend."
     fails = sorted(((c, k) for k, c in ev['kinds'].items() if k != 'ok'), key=lambda x: (-x[0], x[1]))
     return ([f"{k or 'unclassified'} {c}/{ev['n']}" for c, k in fails]
             + [f'{k} {c} left out' for k, c in sorted(ev['left_out'].items())] + [f"{word} success {ev['trend']:+.2f}"])
 
-# %% ../nbs/10_router.ipynb #53d33138
+# %% ../nbs/10_router_b_feedback.ipynb #53d33138
 def _instance_signals(kind:str, mem:dict) -> list[str]:
     "The episode's own signals: its kind, then what its retrieved entries showed."
     out = [f"this episode {kind or 'unclassified'}"]
@@ -547,7 +541,7 @@ def _explain(self:FeedbackRouter, family:str, ev:dict, channel:str, kind:str='ok
               f"{part(ev['task_error'], self.param_share)} at {word} success ({ev['trend']:+.2f}): {channel}.")
     return _instance_signals(kind, mem) + _window_signals(ev, word), reason
 
-# %% ../nbs/10_router.ipynb #8f32361e
+# %% ../nbs/10_router_b_feedback.ipynb #8f32361e
 @patch
 def _observe(self:FeedbackRouter, fam:str, feedback:Feedback) -> dict:
     "Add the episode to `fam`'s window and count it; the window's evidence."
@@ -555,7 +549,7 @@ def _observe(self:FeedbackRouter, fam:str, feedback:Feedback) -> dict:
     self.seen[fam] += 1
     return window_evidence(self.episodes[fam])
 
-# %% ../nbs/10_router.ipynb #e402fdf1
+# %% ../nbs/10_router_b_feedback.ipynb #e402fdf1
 @patch
 def decide(self:FeedbackRouter, task:Task, feedback:Feedback, history:dict|None=None, retrieved:list|None=None,
            defer:bool=False) -> RouteDecision:
@@ -572,14 +566,14 @@ def decide(self:FeedbackRouter, task:Task, feedback:Feedback, history:dict|None=
     d = RouteDecision(ch, *self._explain(fam, ev, ch, feedback.kind, mem), scores, self.name)
     return self._record(task, feedback, d)
 
-# %% ../nbs/10_router.ipynb #75899d0d
+# %% ../nbs/10_router_b_feedback.ipynb #75899d0d
 @patch
 def state_dict(self:FeedbackRouter) -> dict:
     "The decision log and counters, with each family's window and episode count."
     return {**BaseRouter.state_dict(self), 'episodes': {f: [list(e) for e in w] for f, w in self.episodes.items()},
             'seen': dict(self.seen)}
 
-# %% ../nbs/10_router.ipynb #e3b1fabf
+# %% ../nbs/10_router_b_feedback.ipynb #e3b1fabf
 @patch
 def load_state_dict(self:FeedbackRouter, state:dict):
     "Restore `state_dict()` output (a state without windows starts them empty)."
@@ -588,10 +582,10 @@ def load_state_dict(self:FeedbackRouter, state:dict):
     self.seen = Counter(state.get('seen', {}))
     return self
 
-# %% ../nbs/10_router.ipynb #cac26920
+# %% ../nbs/10_router_b_feedback.ipynb #cac26920
 FEEDBACK_KEYS = ('window', 'harness_share', 'param_share', 'flat_eps', 'min_episodes', 'u_min')
 
-# %% ../nbs/10_router.ipynb #d80ee128
+# %% ../nbs/10_router_b_feedback.ipynb #d80ee128
 @patch(cls_method=True)
 def from_config(cls:FeedbackRouter, cfg, # a `cove.config.Config`, or a dict of the `router` section's keys
                 **kw) -> FeedbackRouter:
@@ -599,10 +593,10 @@ def from_config(cls:FeedbackRouter, cfg, # a `cove.config.Config`, or a dict of 
     sec = cfg.section('router') if hasattr(cfg, 'section') else dict(cfg)
     return cls(**{**{k: sec[k] for k in FEEDBACK_KEYS if k in sec}, **kw})
 
-# %% ../nbs/10_router.ipynb #06512965
+# %% ../nbs/10_router_b_feedback.ipynb #06512965
 ROUTERS = ('cove', 'always_both', 'random_route', 'harness_only', 'parametric_only', 'feedback')
 
-# %% ../nbs/10_router.ipynb #69b585f5
+# %% ../nbs/10_router_b_feedback.ipynb #69b585f5
 def make_router(name:str, # one of `ROUTERS`
                 judge=None, # the judge, required by `cove`
                 **kw) -> BaseRouter:
@@ -617,17 +611,17 @@ def make_router(name:str, # one of `ROUTERS`
     if name == 'feedback': return FeedbackRouter(**kw)
     raise ValueError(f"unknown router {name!r}; choose from {ROUTERS}")
 
-# %% ../nbs/10_router.ipynb #ae6d4f94
+# %% ../nbs/10_router_b_feedback.ipynb #ae6d4f94
 ROUTING_CASES: list[dict] = [_case(i, **r) for i, r in enumerate(read_cases('routing_cases'))]
 
-# %% ../nbs/10_router.ipynb #98455952
+# %% ../nbs/10_router_b_feedback.ipynb #98455952
 def routing_judge_cases(cases:list[dict]|None=None, shots:int=0) -> list[dict]:
     "`ROUTING_CASES` (or `cases`) as `Judge.agreement` cases over `route_template(shots)`."
     tpl, cases = route_template(shots), ROUTING_CASES if cases is None else cases
     return [dict(prompt=tpl, content=route_content(c['task'], c['feedback'], c['history']), options=list(CHANNELS),
                  gold=c['gold']) for c in cases]
 
-# %% ../nbs/10_router.ipynb #a7b117aa
+# %% ../nbs/10_router_b_feedback.ipynb #a7b117aa
 ROUTING_KINDS = (   # route-0 ... route-29
     'tool_error', 'tool_error', 'ok', 'wrong_answer', 'proof_error', 'test_failed', 'tool_error', 'runtime_error',
     'tool_error', 'wrong_answer', 'ok', 'wrong_answer', 'ok', 'runtime_error', 'runtime_error',   # harness_only
@@ -637,7 +631,7 @@ ROUTING_KINDS = (   # route-0 ... route-29
 )
 for _c, _k in zip(ROUTING_CASES, ROUTING_KINDS): _c['feedback'] = replace(_c['feedback'], kind=_k)
 
-# %% ../nbs/10_router.ipynb #bba0b3a7
+# %% ../nbs/10_router_b_feedback.ipynb #bba0b3a7
 @patch
 def case_channel(self:FeedbackRouter, feedback:Feedback, history:dict|None=None) -> str:
     """The channel for one labelled episode, with nothing retrieved: its kind for every failure of a family succeeding
@@ -650,13 +644,13 @@ def case_channel(self:FeedbackRouter, feedback:Feedback, history:dict|None=None)
     mem = memory_evidence([], feedback.success, self.u_min)
     return instance_channel(ev, feedback.kind, mem, self.harness_share, self.param_share, self.flat_eps)
 
-# %% ../nbs/10_router.ipynb #817d5db3
+# %% ../nbs/10_router_b_feedback.ipynb #817d5db3
 def _case_pick(router:BaseRouter, c:dict) -> str:
     "An ablation's pick, or the feedback router's reading of the case (`case_channel`)."
     if isinstance(router, FeedbackRouter): return router.case_channel(c['feedback'], c['history'])
     return router._pick(c['task'], c['feedback'])
 
-# %% ../nbs/10_router.ipynb #22728c49
+# %% ../nbs/10_router_b_feedback.ipynb #22728c49
 def router_agreement(router:BaseRouter, cases:list[dict]|None=None) -> dict:
     """Agreement of `router`'s channel with the hand labels (`cove.judge.agreement_summary`): `n`, `agree`, `rate`, its
     `ci`, `confusion`, `majority_rate`, `predictions`."""
