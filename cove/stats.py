@@ -13,8 +13,8 @@ from .core import read_jsonl
 
 # %% auto #0
 __all__ = ['ALIGN_KEYS', 'wilson', 'rate_ci', 'newcombe_paired', 'mcnemar_p', 'mde', 'Paired', 'paired_counts', 'paired',
-           'episode_records', 'align', 'paired_rows', 'paired_or_reason', 'runs_of', 'paired_verdict', 'solved_once',
-           'pooled_paired', 'iqm', 'prob_improvement', 'summarise', 'run_metrics']
+           'Unpaired', 'unpaired', 'episode_records', 'align', 'paired_rows', 'paired_or_reason', 'runs_of',
+           'paired_verdict', 'solved_once', 'pooled_paired', 'iqm', 'prob_improvement', 'summarise', 'run_metrics']
 
 # %% ../nbs/00b_stats.ipynb #7affe6e4
 def wilson(k:int, # successes
@@ -111,6 +111,34 @@ def paired(a, # the method's outcomes, 0/1 per task
     if not a: raise ValueError("paired outcomes need at least one pair")
     c = Counter(zip(a, b))
     return paired_counts(c[1, 1], c[1, 0], c[0, 1], c[0, 0], alpha, power)
+
+# %% ../nbs/00b_stats.ipynb #d3a48956
+@dataclass(frozen=True)
+class Unpaired:
+    "Rate a (`k_a` of `n_a`) against rate b (`k_b` of `n_b`), on different tasks."
+    n_a:int
+    n_b:int
+    a_rate:float
+    b_rate:float
+    diff:float # a_rate - b_rate
+    ci:tuple[float, float] # 95% (1 - alpha) interval of `diff`, Newcombe's hybrid score interval
+    p:float # Fisher's exact two-sided p
+    mde:float|None # smallest difference from b_rate, in the direction of `diff`, detectable at 80% power; None: none is
+
+def unpaired(k_a:int, n_a:int, k_b:int, n_b:int, alpha:float=0.05, power:float=0.8) -> Unpaired:
+    "Two independent rates: their difference with its interval, Fisher's exact p, and the MDE (above)."
+    from scipy.stats import fisher_exact
+    from statsmodels.stats.power import NormalIndPower
+    from statsmodels.stats.proportion import confint_proportions_2indep
+    if min(n_a, n_b) <= 0 or not (0 <= k_a <= n_a and 0 <= k_b <= n_b):
+        raise ValueError(f"unpaired: need 0 <= k <= n and n > 0, got {k_a}/{n_a} and {k_b}/{n_b}")
+    lo, hi = confint_proportions_2indep(k_a, n_a, k_b, n_b, method='newcomb', compare='diff', alpha=alpha)
+    p = fisher_exact([[k_a, n_a - k_a], [k_b, n_b - k_b]])[1]
+    h = NormalIndPower().solve_power(nobs1=n_a, ratio=n_b / n_a, alpha=alpha, power=power)   # Cohen's h
+    a, b = k_a / n_a, k_b / n_b
+    phi = 2 * math.asin(math.sqrt(b)) + (h if a >= b else -h)
+    mde = abs(math.sin(phi / 2) ** 2 - b) if 0 <= phi <= math.pi else None
+    return Unpaired(n_a, n_b, a, b, a - b, (float(lo), float(hi)), float(p), mde)
 
 # %% ../nbs/00b_stats.ipynb #ce158742
 ALIGN_KEYS = ('episode', 'family_spec', 'split', 'task_id')   # what two runs must agree on, episode by episode
