@@ -225,3 +225,7 @@ def test_a_cpu_scale_result_comes_first_on_its_page(tmp_path):
     assert src.index('| memrl | 0.5 |') < src.index('At its smoke defaults') < src.index('smoke report of')
     assert '](../../docs/figures/x.png)' in src   # links made relative to the page
     assert 'CPU scale' not in docs.recorded_run('calibration', docs.smoke_report(), wiring={}, cpu=cpu)['source']
+    md.write_text(md.read_text().replace('# E\n', '# E\n\n## The latest report: every notebook at its smoke defaults\n\n'
+                  'on the idle 2-core machine (2026-12-01, M, fp32, greedy)\n\n| notebook | a |\n|---|---|\n'
+                  '| `memrl_epochs` | x |\n'))
+    assert docs.smoke_report(md)['figures'] == {}   # its images are the CPU-scale run's, not the smoke report's

@@ -157,6 +157,7 @@ def smoke_report(path: Path = ROOT/'docs/experiments.md') -> dict:
     rows = {re.sub(r'`', '', cells(l)[0]): cells(l)[1:] for l in table[2:]}
     figures = {}
     for h, body in _sections(md, '###').items():
+        if h.endswith('at CPU scale'): continue   # a CPU-scale result (`cpu_scale_runs`), not the smoke report's
         names = set(re.findall(r'`(\w+)`', h)) & set(rows)
         paras = [p.strip() for p in re.split(r'\n\s*\n', body) if p.strip()]
         imgs = [i for i, p in enumerate(paras) if p.startswith('![')]
