@@ -197,6 +197,7 @@ def test_a_killed_grid_resumes(tmp_path):
     assert recs['a/seed0'].get('resumed') and not recs['a/seed1'].get('resumed')
     md = (dst/'index.md').read_text()
     assert '2 of 2 grid cells succeeded' in md and '| ok (an earlier run: --resume) |' in md
+    assert all(r.get('commit') for r in recs.values()) and '| commit |' in md   # the code each cell ran
     assert (dst/'a'/'aggregate'/'table.csv').exists()
     sweep.sweep(**kw, resume=True)   # all done: nothing runs
     assert len(log.read_text().split()) == 3

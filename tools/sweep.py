@@ -63,10 +63,11 @@ def grid(nbs:list[Path], glob_params:dict|None, per_params:dict|None, seeds:list
 def run_cell(cell:dict, timeout=None, html_notebooks=True) -> dict:
     "One cell in this process (the child of every engine): papermill into `cell['out']`, then what it left; the record."
     path, out = Path(cell['path']), Path(cell['out'])
+    commit = runs.git_commit()   # the code this cell runs, as it starts (the index is written later, at another HEAD)
     try: r = runs.run_notebook(path, out, cell['params'], timeout)
     except runs.Interrupted as e: r = e.rec
     r.update(name=cell['name'], seed=cell['seed'], dir=cell['dir'], n=runs.sample_sizes(out), artifacts=runs.artifacts(out),
-             host=os.uname().nodename, threads=os.environ.get('OMP_NUM_THREADS'))
+             host=os.uname().nodename, threads=os.environ.get('OMP_NUM_THREADS'), commit=commit)
     if html_notebooks and r['status'] == 'ok' and (out/r['executed']).exists(): r['html'] = runs.notebook_html(out/r['executed'])
     tmp = out/'cell.json.tmp'   # written whole, then renamed: a kill leaves the old record or the new, never half
     tmp.write_text(json.dumps(r, indent=1, default=str) + '\n')
@@ -473,13 +474,13 @@ def index_md(recs:list[dict], run_id:str, command:str, meta:dict, aggs:dict, dst
     md = [f'# Experiment report {run_id}', '',
           f'{ok} of {meta["cells"]} grid cells succeeded ({len(recs)} finished) on the `{meta["engine"]}` engine'
           + (f', seeds {", ".join(map(str, seeds))}' if seeds is not None else '')
-          + f'; total runtime {sum(r.get("seconds", 0) for r in recs):.0f} s (summed over cells). Commit {runs.git_commit()}. Command: `{command}`.', '']
+          + f'; total runtime {sum(r.get("seconds", 0) for r in recs):.0f} s (summed over cells). Written at commit {runs.git_commit()} (the commit each cell ran at is in its row). Command: `{command}`.', '']
     if meta.get('unseeded'):
         md += [f'**Ran once, no `seed` parameter**: {", ".join(meta["unseeded"])} (not repeated per seed, not aggregated).', '']
     failed = [r for r in recs if r['status'] != 'ok']
     if failed: md += ['**Failed cells**: ' + ', '.join(f'[{r["dir"]}](#{r["dir"].replace("/", "-")}) (`{(r.get("error") or "").splitlines()[0][:120] if r.get("error") else ""}`)' for r in failed), '']
     md += ['n: the distinct values of the `n` columns of each cell\'s CSV tables.', '',
-           '| notebook | seed | status | runtime (s) | n | tables | figures | executed notebook |', '|---|---|---|---|---|---|---|---|']
+           '| notebook | seed | status | runtime (s) | commit | n | tables | figures | executed notebook |', '|---|---|---|---|---|---|---|---|---|']
     for r in recs:
         d, a = r['dir'], r.get('artifacts') or {}
         tabs = ', '.join(f'[{t}]({d}/{t})' for t in a.get('tables', [])) or '—'
@@ -490,6 +491,7 @@ def index_md(recs:list[dict], run_id:str, command:str, meta:dict, aggs:dict, dst
         if r.get('resumed'): st += ' (an earlier run: --resume)'
         if runs.wiring(r): st += ' (**wiring check**: tiny model)'
         md.append(f'| [{r["name"]}](#{r["name"]}) | {"—" if r.get("seed") is None else r["seed"]} | {st} | {r.get("seconds", 0):.1f} | '
+                  f'{r.get("commit") or "not recorded"} | '
                   f'{runs.fmt_n(r.get("n") or {})} | {tabs} | {figs} | {ex} |')
     for nb in dict.fromkeys(r['name'] for r in recs):
         mine = [r for r in recs if r['name'] == nb]
