@@ -66,7 +66,8 @@ _declare(
         'model.prefix_cache_tokens',
         int,
         32768,
-        'tokens of KV the `hf` backend keeps to reuse across turns (`cove.llm.PrefixCache`); 0 = off',
+        'tokens of KV the `hf` backend keeps to reuse across turns (`cove.llm.PrefixCache`), with fp32 weights only (in bf16 '
+        'it changed greedy answers); 0 = off',
     ),
     Key('model.temperature', float, 0.0, 'sampling temperature for rollouts (0 = greedy)'),
     Key('model.base_url', str, '', 'OpenAI-compatible endpoint for the `openai` backend'),

@@ -177,7 +177,7 @@ class HFPolicy(TokenizerPolicy):
         batch_size:int=16,  # rows per forward pass
         name:str|None=None,
         template_kw:dict|None=None,  # extra chat-template args, e.g. `{'enable_thinking': False}`
-        prefix_cache_tokens:int=32768,  # tokens of KV kept for reuse across turns (`PrefixCache`); 0: off
+        prefix_cache_tokens:int=32768,  # tokens of KV kept for reuse across turns (`PrefixCache`), fp32 weights only; 0: off
     ):
         super().__init__()
         self.model, self.tokenizer, self.batch_size = model.eval(), tokenizer, batch_size
@@ -187,7 +187,11 @@ class HFPolicy(TokenizerPolicy):
         tokenizer.padding_side = 'left'
         eos = model.generation_config.eos_token_id
         self.eos_ids = {tokenizer.eos_token_id, *(eos if isinstance(eos, list) else [eos])} - {None}
-        self.prefix_cache = PrefixCache(prefix_cache_tokens)
+        # result-neutral in fp32 only: in bf16 a prompt served from cached keys and values got another greedy answer
+        # than the same prompt prefilled whole (memrl_epochs' No Memory, docs/experiments.md), so half precision has none
+        half = next(model.parameters()).dtype in (torch.bfloat16, torch.float16)
+        if half and prefix_cache_tokens: _log.info('prefix cache off: with bf16 or fp16 weights it changes greedy answers')
+        self.prefix_cache = PrefixCache(0 if half else prefix_cache_tokens)
 
 # %% ../nbs/02_llm_b_hf.ipynb #065bfa61
 @patch(as_prop=True)
