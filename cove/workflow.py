@@ -352,12 +352,9 @@ def _utility_pre(self:CoveMethod, env, family:str) -> dict|None:
 def observe_references(self:CoveMethod, env, family:str) -> int:
     """KnowledgePO observes each cold-start reference replay of `family` once (state saved after each); returns how many
     were new."""
-    c = self.cfg
-    if not (self.kpo and c['kpo.observe_references'] and c['train.reference_tasks']): return 0
-    try: tasks = env.tasks('train', c['train.reference_tasks'], c['run.seed'])
-    except Exception as e: _log.warning(f"{family}: no train tasks for KnowledgePO to observe: {type(e).__name__}: {e}"); return 0
+    if not (self.kpo and self.cfg['kpo.observe_references']): return 0
     n = 0
-    for t in tasks:
+    for t in self._reference_tasks(env, family):   # the cold-start update's own reference tasks
         if t.id in self.references_seen: continue
         r = replay_reference(env, t)
         if r.success: self.kpo.observe(r); n += 1
