@@ -140,6 +140,7 @@ experiments: install
 # run; a failed cell is listed and the others go on. ONLY=table2_main,memrl_epochs runs those notebooks (--only);
 # ARGS go to tools/report.py as well (-p wins over the preset). Besides each table's seed aggregate,
 # <name>/aggregate/paired_pooled.md pools the paired comparisons of the seeds' paired.csv (cove.stats.pooled_paired).
+# <name>/aggregate/pooled.md holds the unpaired and per-input figures of docs/claims.md (tools/pooled.py).
 CPU_RUN ?= cpu
 experiments-cpu: install
 	$(PY) tools/report.py --scale cpu --seeds 0,1,2 --run-id $(CPU_RUN) --resume $(if $(ONLY),--only $(ONLY)) $(ARGS)

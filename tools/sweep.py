@@ -21,7 +21,9 @@ other number gets a t interval over the seeds (scipy). A text cell must be the s
 as differing. Where the seeds wrote `paired.csv` (paired comparisons of runs on the same tasks), each comparison's
 per-task outcomes are read back from the run folders it came from and pooled over the seeds, stratified by seed
 (`cove.stats.pooled_paired`), into `<notebook>/aggregate/paired_pooled.md` and `.csv`, each seed's row beside the
-pooled one; where the episodes are not there, that file says so in one line.
+pooled one; where the episodes are not there, that file says so in one line. The figures that are not paired
+comparisons (a rate on two splits, a forgetting rate, attention mass per input) go into `<notebook>/aggregate/pooled.md`
+by tools/pooled.py, for the notebooks it knows.
 
 `--resume` (`sweep(resume=True)`, `make experiments-cpu`): a cell whose folder holds the `cell.json` of an ok run with
 the same parameters (written last, whole, by `run_cell`) is not run again; a killed or failed cell is.
@@ -330,6 +332,7 @@ def aggregate_table(files:dict[int, Path], dst:Path) -> dict:
 
 def aggregate_all(dst:Path, recs:list[dict]) -> dict:
     "For each notebook with ok seed cells, its CSV tables aggregated into `<nb>/aggregate/`: {nb: {table: summary}}."
+    import pooled as figures   # tools/pooled.py loads pandas, scipy and cove: the aggregation needs them, a cell not
     out = {}
     for nb in dict.fromkeys(r['name'] for r in recs):
         ok = {r['seed']: dst/r['dir'] for r in recs if r['name'] == nb and r['seed'] is not None and r['status'] == 'ok'}
@@ -344,8 +347,9 @@ def aggregate_all(dst:Path, recs:list[dict]) -> dict:
             except Exception as e: res[t] = dict(reason=f'{type(e).__name__}: {e}')
         try: pooled = pooled_paired_aggregate(ok, agg/'paired_pooled')
         except Exception as e: pooled = dict(reason=f'{type(e).__name__}: {e}')
+        rates = figures.write_pooled(nb, ok, agg)   # the unpaired and non-rate figures the Claims page cites
         out[nb] = dict(seeds=sorted(ok), failed=sorted(r['seed'] for r in recs if r['name'] == nb and r['seed'] is not None and r['status'] != 'ok'),
-                       tables=res, **({'paired_pooled': pooled} if pooled else {}))
+                       tables=res, **({'paired_pooled': pooled} if pooled else {}), **({'pooled': rates} if rates else {}))
     (dst/'aggregate.json').write_text(json.dumps(out, indent=1, default=str) + '\n')
     return out
 
@@ -514,6 +518,10 @@ def index_md(recs:list[dict], run_id:str, command:str, meta:dict, aggs:dict, dst
                     md += ['', f'Paired comparisons pooled over seeds: [{pp["md"]}]({nb}/aggregate/{pp["md"]}), '
                            f'per seed and pooled [{pp["csv"]}]({nb}/aggregate/{pp["csv"]})']
                     md += ['', (dst/nb/'aggregate'/pp['md']).read_text().strip()]
+            if pr := g.get('pooled'):
+                if 'reason' in pr: md += ['', f'Other pooled figures (tools/pooled.py): not written ({pr["reason"]})']
+                else: md += ['', f'Other pooled figures: [{pr["md"]}]({nb}/aggregate/{pr["md"]})', '',
+                             (dst/nb/'aggregate'/pr['md']).read_text().strip()]
         for r in mine:
             if r['status'] != 'ok':
                 where = f' at cell {r["cell"]}' if r.get('cell') else ''
