@@ -796,7 +796,8 @@ _log = get_logger('evolver')
 # %% ../nbs/16_evolver_c_method.ipynb #aadf3928
 @register_method('evolver')
 class EvolverMethod(Method):
-    "EvolveR: experience-driven online loop + offline self-distillation + GRPO/SFT updates, resumable."
+    """EvolveR's lifecycle: the online interaction phase, the offline self-distillation phase and policy evolution
+    (GRPO or SFT), resumable. The loop is here; the steps it calls follow, each with its example."""
     def __init__(self, cfg, out, policy=None):
         super().__init__(cfg, Path(out), policy)
         self.adapter_dir, self.envs, self.adapter = self.out/'adapters', {}, None
@@ -805,6 +806,88 @@ class EvolverMethod(Method):
         if policy is not None:
             self.judge = Judge(policy)
         self._resume()
+
+    def run_batch(self, env, tasks):
+        "Online episodes for a batch of one family, then the offline phase / update each applied episode makes due."
+        if self.policy is None: raise ValueError("method 'evolver' needs a policy to play episodes")
+        self.envs[tasks[0].family] = env
+        self.catch_up()
+        if self.p('cold_start'): self.cold_start(env, tasks[0].family)
+        out = self._play_online(env, tasks)
+        self.keys.commit(tasks)
+        return [r for r, _ in out]
+
+    def catch_up(self):
+        """Run the offline phase and the policy update that the applied episodes make due (again, if a kill interrupted
+        them)."""
+        n, pe, te = self.n_applied, self.p('prune_every'), 0 if self.p('no_rl') else self.p('train_every')
+        if pe > 0 and n // pe > 0:
+            done = self.store.conn.execute('SELECT MAX(n) FROM phases').fetchone()[0] or 0
+            if n // pe > done: self.offline_phase(n // pe)
+        if te > 0 and n // te > 0:
+            key = f'train:{n // te}'
+            if not self.store.conn.execute('SELECT 1 FROM updates WHERE key = ?', (key,)).fetchone(): self.update(key)
+
+    def apply(self, r:EpisodeResult, info:dict, key:str) -> bool:
+        """Record episode `r` (its `EpisodeKeys` key) once: principle uses, its row; False if it was applied before (a
+        replay after a kill)."""
+        with self.store.transaction() as c:
+            if c.execute('SELECT 1 FROM episodes WHERE key = ?', (key,)).fetchone(): return False
+            self._record_episode(c, r, info, key)
+        return True
+
+    def offline_phase(self, n:int):
+        "Offline phase `n`: distil + integrate the new trajectories, then prune."
+        rows = self._undistilled()
+        t0 = time.time()
+        if rows and self.policy is None: raise ValueError("the offline phase needs the policy")
+        temp, seed = self.p('distill_temperature'), self.cfg['run.seed'] + n
+        for row, d in zip(rows, distill(self.policy, rows, temperature=temp, seed=seed) if rows else []):
+            self.integrate(row, d)
+        pruned = self._prune_phase(n, len(rows), t0)
+        _log.info(f"offline phase {n}: {len(rows)} trajectories distilled, {len(pruned)} principles pruned; "
+                  f"{self.store.counts()}")
+
+    def update(self, key:str):
+        """Policy evolution: train (GRPO or SFT, `evolver.algo`) on the trajectories since the last update; hot-swap;
+        record `key`."""
+        c, rows, n = self.cfg, self._since_last_update(), int(key.split(':')[1])
+        recs = _sft_records(rows)
+        algo = self.p('algo')
+        init = dict(init_adapter=self._init_adapter())
+        res, why, extra = None, None, {}
+        try:
+            if algo == 'grpo': res, why, extra = self._train_grpo(rows, init, key)
+            else:
+                data = trajectories_to_sft(recs, min_score=1.0)
+                if len(data) == 0: why = 'no successful trajectory'
+                else: res = train_sft(self.policy, data, self.adapter_dir, **sft_kw(c), **init)
+        except ValueError as e:   # e.g. every conversation longer than train.max_length
+            why = f'{type(e).__name__}: {e}'
+        self._record_update(key, n, res, why, algo=algo, examples=len(rows), **extra)
+
+    def cold_start(self, env, family:str, n_tasks:int=4):
+        "Cold-start SFT on `family`'s reference trajectories, once (key `cold_start:<family>`)."
+        key = f'cold_start:{family}'
+        if self.store.conn.execute('SELECT 1 FROM updates WHERE key = ?', (key,)).fetchone(): return
+        res, why = None, None
+        try:
+            recs = self._cold_start_records(env, n_tasks)
+            if not recs:
+                why = 'no passing reference trajectory'
+            else:
+                res = train_sft(self.policy, trajectories_to_sft(recs, 1.0), self.adapter_dir, **sft_kw(self.cfg),
+                                init_adapter=self._init_adapter())
+        except Exception as e:
+            why = f'{type(e).__name__}: {e}'
+        self._record_update(key, 0, res, why, algo='sft', cold_start=True)
+
+    def metrics(self) -> dict:
+        "The method's metrics for `metrics.json`: the experience base's, the episodes' actions, EM, rewards, updates."
+        infos = [json.loads(r['info']) for r in self.store.conn.execute('SELECT info FROM episodes')]
+        return dict(**self._experience_metrics(), **_em_metrics(infos), **_action_metrics(infos),
+                    **_format_metrics(infos), **_fallback_metrics(infos), **_reward_metrics(infos),
+                    **self._update_metrics(), adapter=self.adapter, exp_retrieve=self.p('exp_retrieve'))
 
 # %% ../nbs/16_evolver_c_method.ipynb #d705fe6e
 @patch
@@ -852,16 +935,6 @@ def _record_episode(self:EvolverMethod, c, r, info, key):
     c.execute('INSERT INTO episodes(key, n, family, task_id, success, score, reward, info, task, trajectory) '
               'VALUES (?,?,?,?,?,?,?,?,?,?)', self._episode_row(r, info, key))
 
-# %% ../nbs/16_evolver_c_method.ipynb #1ee57bdd
-@patch
-def apply(self:EvolverMethod, r:EpisodeResult, info:dict, key:str) -> bool:
-    """Record episode `r` (its `EpisodeKeys` key) once: principle uses, its row; False if it was applied before (a
-    replay after a kill)."""
-    with self.store.transaction() as c:
-        if c.execute('SELECT 1 FROM episodes WHERE key = ?', (key,)).fetchone(): return False
-        self._record_episode(c, r, info, key)
-    return True
-
 # %% ../nbs/16_evolver_c_method.ipynb #5be6d3ec
 @patch
 def _evolver_agent(self:EvolverMethod, **gen) -> EvolverAgent:
@@ -880,31 +953,6 @@ def _play_online(self:EvolverMethod, env, tasks) -> list:
         r.key = key   # read by `extra`
         if self.apply(r, info, key): self.catch_up()
     return out
-
-# %% ../nbs/16_evolver_c_method.ipynb #e4413ec7
-@patch
-def run_batch(self:EvolverMethod, env, tasks):
-    "Online episodes for a batch of one family, then the offline phase / update each applied episode makes due."
-    if self.policy is None: raise ValueError("method 'evolver' needs a policy to play episodes")
-    self.envs[tasks[0].family] = env
-    self.catch_up()
-    if self.p('cold_start'): self.cold_start(env, tasks[0].family)
-    out = self._play_online(env, tasks)
-    self.keys.commit(tasks)
-    return [r for r, _ in out]
-
-# %% ../nbs/16_evolver_c_method.ipynb #62cf7553
-@patch
-def catch_up(self:EvolverMethod):
-    """Run the offline phase and the policy update that the applied episodes make due (again, if a kill interrupted
-    them)."""
-    n, pe, te = self.n_applied, self.p('prune_every'), 0 if self.p('no_rl') else self.p('train_every')
-    if pe > 0 and n // pe > 0:
-        done = self.store.conn.execute('SELECT MAX(n) FROM phases').fetchone()[0] or 0
-        if n // pe > done: self.offline_phase(n // pe)
-    if te > 0 and n // te > 0:
-        key = f'train:{n // te}'
-        if not self.store.conn.execute('SELECT 1 FROM updates WHERE key = ?', (key,)).fetchone(): self.update(key)
 
 # %% ../nbs/16_evolver_c_method.ipynb #443f9d7d
 @patch
@@ -1018,20 +1066,6 @@ def _prune_phase(self:EvolverMethod, n:int, distilled:int, t0:float) -> list:
         detail = dict(distilled=distilled, pruned=pruned, seconds=round(time.time() - t0, 2))
         c.execute('INSERT INTO phases(n, ts, detail) VALUES (?,?,?)', (n, time.time(), json.dumps(detail)))
     return pruned
-
-# %% ../nbs/16_evolver_c_method.ipynb #f1312dfa
-@patch
-def offline_phase(self:EvolverMethod, n:int):
-    "Offline phase `n`: distil + integrate the new trajectories, then prune."
-    rows = self._undistilled()
-    t0 = time.time()
-    if rows and self.policy is None: raise ValueError("the offline phase needs the policy")
-    temp, seed = self.p('distill_temperature'), self.cfg['run.seed'] + n
-    for row, d in zip(rows, distill(self.policy, rows, temperature=temp, seed=seed) if rows else []):
-        self.integrate(row, d)
-    pruned = self._prune_phase(n, len(rows), t0)
-    _log.info(f"offline phase {n}: {len(rows)} trajectories distilled, {len(pruned)} principles pruned; "
-              f"{self.store.counts()}")
 
 # %% ../nbs/16_evolver_c_method.ipynb #5d22f458
 def _prompt_key(messages) -> str: return json.dumps([[m['role'], m['content']] for m in messages])
@@ -1150,24 +1184,6 @@ def _sft_records(rows:list) -> list[dict]:
     return [dict(trace=json.loads(r['trajectory']), score=float(r['success']), task_id=r['task_id'], family=r['family'])
             for r in rows]
 
-# %% ../nbs/16_evolver_c_method.ipynb #0ba53876
-@patch
-def update(self:EvolverMethod, key:str):
-    "Train the policy (GRPO or SFT, `evolver.algo`) on the trajectories since the last update; hot-swap; record `key`."
-    c, rows, n = self.cfg, self._since_last_update(), int(key.split(':')[1])
-    recs = _sft_records(rows)
-    algo = self.p('algo')
-    init = dict(init_adapter=self._init_adapter())
-    res, why, extra = None, None, {}
-    try:
-        if algo == 'grpo': res, why, extra = self._train_grpo(rows, init, key)
-        else:
-            data = trajectories_to_sft(recs, min_score=1.0)
-            if len(data) == 0: why = 'no successful trajectory'
-            else: res = train_sft(self.policy, data, self.adapter_dir, **sft_kw(c), **init)
-    except ValueError as e: why = f'{type(e).__name__}: {e}'   # e.g. every conversation longer than train.max_length
-    self._record_update(key, n, res, why, algo=algo, examples=len(rows), **extra)
-
 # %% ../nbs/16_evolver_c_method.ipynb #ced8fa7c
 @patch
 def _store_update(self:EvolverMethod, key:str, n:int, name:str|None, detail:dict, uses:list|None):
@@ -1252,24 +1268,6 @@ def _cold_start_records(self:EvolverMethod, env, n_tasks:int) -> list[dict]:
     "The passing reference trajectories of `n_tasks` training tasks of `env`, as SFT records."
     tasks = env.tasks('train', n_tasks, self.cfg['run.seed'])
     return cold_start_data(env, tasks, self.p('max_turns'), self.p('k'), self.store, self.p('exp_retrieve'))
-
-# %% ../nbs/16_evolver_c_method.ipynb #f47b2205
-@patch
-def cold_start(self:EvolverMethod, env, family:str, n_tasks:int=4):
-    "Cold-start SFT on `family`'s reference trajectories, once (key `cold_start:<family>`)."
-    key = f'cold_start:{family}'
-    if self.store.conn.execute('SELECT 1 FROM updates WHERE key = ?', (key,)).fetchone(): return
-    res, why = None, None
-    try:
-        recs = self._cold_start_records(env, n_tasks)
-        if not recs:
-            why = 'no passing reference trajectory'
-        else:
-            res = train_sft(self.policy, trajectories_to_sft(recs, 1.0), self.adapter_dir, **sft_kw(self.cfg),
-                            init_adapter=self._init_adapter())
-    except Exception as e:
-        why = f'{type(e).__name__}: {e}'
-    self._record_update(key, 0, res, why, algo='sft', cold_start=True)
 
 # %% ../nbs/16_evolver_c_method.ipynb #fd148852
 @patch
@@ -1362,12 +1360,3 @@ def _update_metrics(self:EvolverMethod) -> dict:
     ups = [dict(key=r['key'], name=r['name'], **json.loads(r['detail'])) for r in rows]
     return dict(updates=ups, parametric_updates=sum(1 for u in ups if u['name']),
                 train_tokens=sum(u.get('train_tokens', 0) for u in ups))
-
-# %% ../nbs/16_evolver_c_method.ipynb #d3ad111b
-@patch
-def metrics(self:EvolverMethod) -> dict:
-    "The method's metrics for `metrics.json`: the experience base's, the episodes' actions, EM, rewards, updates."
-    infos = [json.loads(r['info']) for r in self.store.conn.execute('SELECT info FROM episodes')]
-    return dict(**self._experience_metrics(), **_em_metrics(infos), **_action_metrics(infos), **_format_metrics(infos),
-                **_fallback_metrics(infos), **_reward_metrics(infos), **self._update_metrics(),
-                adapter=self.adapter, exp_retrieve=self.p('exp_retrieve'))
