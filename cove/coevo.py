@@ -557,7 +557,8 @@ def phase_kind(r:int, schedule:str, start_empty:bool, n_phases:int|None=None) ->
 
 # %% ../nbs/15_coevo_b_method.ipynb #35fa9e11
 class CoEvoMem(Method):
-    "CoEvo-Mem: SR-QR + residual router + Q-weighted hybrid retrieval over a typed memory graph valued by graph TD."
+    """CoEvo-Mem: SR-QR + residual router + Q-weighted hybrid retrieval over a typed memory graph valued by graph TD.
+    The loop is here (plan, route, retrieve, play, update); the steps it calls follow, each with its example."""
     frozen = False
     def __init__(self, cfg, out, policy=None):
         super().__init__(cfg, Path(out), policy)
@@ -577,6 +578,71 @@ class CoEvoMem(Method):
             self.judge = Judge(policy, log_path=self.out/'coevo_judge.jsonl')
         self._emb, self._rho = None, {c: self.p['rho_c'] for c in EDGE_TYPES}
         self._log_resume()
+
+    def run_batch(self, env, tasks):
+        "Play `tasks` (one family) and apply the phase's updates; returns the episode results."
+        if self.policy is None: raise ValueError("method coevo needs a policy to play episodes")
+        agent = self.agent()
+        plan = self.plan(tasks)
+        results = [None] * len(plan)
+        for r in sorted({p['phase'] for p in plan}, key=lambda x: -1 if x is None else x):
+            group = [(i, p) for i, p in enumerate(plan) if p['phase'] == r]
+            new = [p for _, p in group if not p['replay']]
+            if r is not None and new: self._enter_phase(r)
+            self.route(new)
+            for (i, _), rr in zip(group, self._play_group(agent, env, group)): results[i] = rr
+            if not self.frozen: self.update(new)
+            for _, p in group: p['result'].extra = self._episode_fields(p)
+        self.keys.commit(tasks)
+        if self.judge is not None: self.judge.log.clear()
+        return results
+
+    def plan(self, tasks:list) -> list[dict]:
+        "Per task: applied-key, phase, phase kind, and whether it is a replay of an already applied episode."
+        out, n_new = [], 0
+        for t, key in zip(tasks, self.keys.keys(tasks)):
+            o = EpisodeKeys.occurrence(key)
+            if self.frozen:
+                out.append(dict(task=t, key=key, phase=None, kind='frozen', replay=False))
+                continue
+            if (a := self.graph.applied(key)) is not None:
+                out.append(dict(task=t, key=key, phase=a['phase'], kind=a['kind'], replay=True))
+                continue
+            r = o if self.p['phase_len'] <= 0 else (self.graph.n_applied() + n_new) // self.p['phase_len']
+            n_new += 1
+            out.append(self._plan_new(t, key, r))
+        return out
+
+    def route(self, items:list[dict]):
+        "Fill `srqr`, `e`, `pbar`, `xi`, `pi`, `w`, `zeta` and the exposed set `A` of each item."
+        if not items: return
+        self._rewrite(items)
+        self._features(items)
+        for it, pi in zip(items, self._router_pis(items)):
+            self._fusion_weights(it, pi)
+            it['A'], it['retrieval'] = self.retrieve(it['srqr'], it['w'])
+
+    def retrieve(self, sr:SRQR, w) -> tuple[list, dict]:
+        "A_t for one query's rewrites and weights `w = (w_d, w_s)` on the current graph."
+        ix = self._index()
+        if not ix['ids']: return [], {}
+        dense = list(self.graph.cosines(self.embedder().encode(sr.dense)))
+        sparse = [ix['sparse'].scores(s) for s in sr.sparse]
+        A, info = hybrid_retrieve(ix['ids'], dense, sparse, self.graph.q(), {'d': w[0], 's': w[1]}, ix['nbrs'],
+                                  self.p['eta'], self.p['lam_q'], self.p['k'])
+        return A, _pool_info(info)
+
+    def update(self, items:list[dict]):
+        "Apply the router and/or memory updates of `items` (one transaction per episode)."
+        mem = [p for p in items if p['kind'] in ('memory', 'both')]
+        if mem: self._distill_nodes(mem)
+        for p in items: self._apply(p)
+
+    def metrics(self) -> dict:
+        "CoEvo-Mem's own metrics."
+        cnt = self.state['counts']
+        return dict(coevo=dict(**self._setting_metrics(), **self._graph_metrics(), **self._update_metrics(),
+                               **_srqr_metrics(cnt), **_distill_metrics(cnt), **self._judge_metrics()))
 
 # %% ../nbs/15_coevo_b_method.ipynb #a8bb14f9
 @patch
@@ -680,24 +746,6 @@ def _plan_new(self:CoEvoMem, t, key:str, r:int) -> dict:
     kind = phase_kind(r, self.p['schedule'], self.state['start_empty'], self.n_phases())
     return dict(task=t, key=key, phase=r, kind=kind, replay=False)
 
-# %% ../nbs/15_coevo_b_method.ipynb #9f2993ef
-@patch
-def plan(self:CoEvoMem, tasks:list) -> list[dict]:
-    "Per task: applied-key, phase, phase kind, and whether it is a replay of an already applied episode."
-    out, n_new = [], 0
-    for t, key in zip(tasks, self.keys.keys(tasks)):
-        o = EpisodeKeys.occurrence(key)
-        if self.frozen:
-            out.append(dict(task=t, key=key, phase=None, kind='frozen', replay=False))
-            continue
-        if (a := self.graph.applied(key)) is not None:
-            out.append(dict(task=t, key=key, phase=a['phase'], kind=a['kind'], replay=True))
-            continue
-        r = o if self.p['phase_len'] <= 0 else (self.graph.n_applied() + n_new) // self.p['phase_len']
-        n_new += 1
-        out.append(self._plan_new(t, key, r))
-    return out
-
 # %% ../nbs/15_coevo_b_method.ipynb #37f5e17e
 @patch
 def _take_srqr(self:CoEvoMem, it:dict, q:str, g):
@@ -748,17 +796,6 @@ def _router_pis(self:CoEvoMem, items:list[dict]) -> np.ndarray:
         return self.router(np.stack([it['e'] for it in items]), np.stack([it['pbar'] for it in items]),
                            np.array([it['xi'] for it in items])).numpy()
 
-# %% ../nbs/15_coevo_b_method.ipynb #d94efa25
-@patch
-def route(self:CoEvoMem, items:list[dict]):
-    "Fill `srqr`, `e`, `pbar`, `xi`, `pi`, `w`, `zeta` and the exposed set `A` of each item."
-    if not items: return
-    self._rewrite(items)
-    self._features(items)
-    for it, pi in zip(items, self._router_pis(items)):
-        self._fusion_weights(it, pi)
-        it['A'], it['retrieval'] = self.retrieve(it['srqr'], it['w'])
-
 # %% ../nbs/15_coevo_b_method.ipynb #797be67c
 @patch
 def _index(self:CoEvoMem) -> dict:
@@ -779,18 +816,6 @@ def _pool_info(info:dict) -> dict:
     return dict(pool0=len(info['pool0']), pool=len(info['pool']),
                 expanded=sorted(set(info['pool']) - set(info['pool0'])))
 
-# %% ../nbs/15_coevo_b_method.ipynb #874d6ad4
-@patch
-def retrieve(self:CoEvoMem, sr:SRQR, w) -> tuple[list, dict]:
-    "A_t for one query's rewrites and weights `w = (w_d, w_s)` on the current graph."
-    ix = self._index()
-    if not ix['ids']: return [], {}
-    dense = list(self.graph.cosines(self.embedder().encode(sr.dense)))
-    sparse = [ix['sparse'].scores(s) for s in sr.sparse]
-    A, info = hybrid_retrieve(ix['ids'], dense, sparse, self.graph.q(), {'d': w[0], 's': w[1]}, ix['nbrs'],
-                              self.p['eta'], self.p['lam_q'], self.p['k'])
-    return A, _pool_info(info)
-
 # %% ../nbs/15_coevo_b_method.ipynb #5bd1bf42
 @patch
 def _replay_memories(self:CoEvoMem, p:dict) -> list:
@@ -807,26 +832,6 @@ def _play_group(self:CoEvoMem, agent, env, group:list) -> list:
     res = agent.run(env, [p['task'] for _, p in group], entries=entries)
     for (_, p), rr in zip(group, res): p['result'] = rr
     return res
-
-# %% ../nbs/15_coevo_b_method.ipynb #0793a6df
-@patch
-def run_batch(self:CoEvoMem, env, tasks):
-    "Play `tasks` (one family) and apply the phase's updates; returns the episode results."
-    if self.policy is None: raise ValueError("method coevo needs a policy to play episodes")
-    agent = self.agent()
-    plan = self.plan(tasks)
-    results = [None] * len(plan)
-    for r in sorted({p['phase'] for p in plan}, key=lambda x: -1 if x is None else x):
-        group = [(i, p) for i, p in enumerate(plan) if p['phase'] == r]
-        new = [p for _, p in group if not p['replay']]
-        if r is not None and new: self._enter_phase(r)
-        self.route(new)
-        for (i, _), rr in zip(group, self._play_group(agent, env, group)): results[i] = rr
-        if not self.frozen: self.update(new)
-        for _, p in group: p['result'].extra = self._episode_fields(p)
-    self.keys.commit(tasks)
-    if self.judge is not None: self.judge.log.clear()
-    return results
 
 # %% ../nbs/15_coevo_b_method.ipynb #dc231630
 @patch
@@ -890,14 +895,6 @@ def _distill_nodes(self:CoEvoMem, mem:list[dict]):
     for p, g in zip(mem, self._gen([_distill_prompt(p) for p in mem])): self._take_distilled(p, g)
     vecs = self.embedder().encode([p['node']['description'] for p in mem])
     for p, v in zip(mem, vecs): p['node']['emb'] = v
-
-# %% ../nbs/15_coevo_b_method.ipynb #92acb3af
-@patch
-def update(self:CoEvoMem, items:list[dict]):
-    "Apply the router and/or memory updates of `items` (one transaction per episode)."
-    mem = [p for p in items if p['kind'] in ('memory', 'both')]
-    if mem: self._distill_nodes(mem)
-    for p in items: self._apply(p)
 
 # %% ../nbs/15_coevo_b_method.ipynb #9ff3d653
 @patch
@@ -1116,14 +1113,6 @@ def _judge_metrics(self:CoEvoMem) -> dict:
                 mean_utility=(s.get('u_sum', 0.0) / cnt['utility_calls']) if cnt.get('utility_calls') else None,
                 time_verifications=cnt.get('time_verifications', 0), time_edges_accepted=cnt.get('time_edges', 0),
                 aux_tokens=s['tokens'])
-
-# %% ../nbs/15_coevo_b_method.ipynb #f7d12ddf
-@patch
-def metrics(self:CoEvoMem) -> dict:
-    "CoEvo-Mem's own metrics."
-    cnt = self.state['counts']
-    return dict(coevo=dict(**self._setting_metrics(), **self._graph_metrics(), **self._update_metrics(),
-                           **_srqr_metrics(cnt), **_distill_metrics(cnt), **self._judge_metrics()))
 
 # %% ../nbs/15_coevo_b_method.ipynb #2d9a93cd
 register_method('coevo')(CoEvoMem)
