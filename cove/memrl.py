@@ -490,7 +490,8 @@ def memories_digest(path:Path) -> str:
 # %% ../nbs/14_memrl.ipynb #2c58d57d
 @register_method('memrl')
 class MemRL(Method):
-    "MemRL: Two-Phase Retrieval from a (z, e, Q) memory, utility updates of injected memories, summary write-back."
+    """MemRL: Two-Phase Retrieval from a (z, e, Q) memory, utility updates of injected memories, summary write-back.
+    The loop is here (`run_batch` → `_play` → `_learn_all`); the steps it calls follow, each with its example."""
     def __init__(self, cfg, out, policy=None):
         super().__init__(cfg, Path(out), policy)
         self.p = memrl_params(cfg)
@@ -501,6 +502,59 @@ class MemRL(Method):
         self.bank = MemoryBank(self.mem_path, dim=self.embedder.dim)
         if not self.freeze: self._check_params()
         _log.info(f"memrl {'FROZEN ' if self.freeze else ''}memory {self.bank}, {self.p}")
+
+    @classmethod
+    def check_config(cls, cfg):
+        """What `cove.spec.check_spec` asks of a MemRL run before its folder exists: its parameters and its source
+        memory."""
+        memrl_params(cfg)
+        check_memory_source(cfg)
+
+    def run_batch(self, env, tasks):
+        "Two-Phase Retrieval, play, summarise and learn, for tasks of one family."
+        if self.policy is None: raise ValueError("method 'memrl' needs a policy to play episodes")
+        n = self.p['batch'] if self.p['writeback'] == 'batch' else 0
+        return [r for part in _unique_parts(tasks) for fl in _flushes(part, n) for r in self._play(env, fl)]
+
+    def _play(self, env, tasks):
+        "One flush: retrieve (a replay reuses its recorded retrieval), play, summarise, learn."
+        keys = self.keys.keys(tasks)
+        self.keys.commit(tasks)
+        # the intent is the question (HotpotQA's follows ten paragraphs)
+        qv = self.embedder.encode([t.query for t in tasks])
+        done = [None if self.freeze else self.bank.applied(k) for k in keys]
+        plans = [d['retrieval'] if d else self._retrieve(v, k) for d, v, k in zip(done, qv, keys)]
+        results = self.agent().run(env, tasks, entries=self._entries(plans))
+        learn = [i for i, r in enumerate(results) if not self.freeze and done[i] is None and learns_from(r.feedback)]
+        summ = self._summaries_at(results, learn)
+        new = [i for i, d in enumerate(done) if not self.freeze and d is None]
+        learnt = self._learn_all(keys, results, plans, qv, new, summ)
+        for i, r in enumerate(results):
+            if self.freeze: info = dict(retrieval=plans[i], frozen=True)
+            elif done[i] is not None: info = dict(done[i], replayed=True)
+            else: info = learnt[i]
+            r.extra['memrl'] = info   # read by `extra`
+        return results
+
+    def _learn_all(self, keys:list, results:list, plans:list, qv, todo:list[int],
+                   summ:dict) -> dict[int, dict]:
+        "`{position: info}` for the episodes `todo` of a played flush, learnt as `memrl.writeback` says."
+        args = lambda i: (keys[i], results[i], plans[i], qv[i], summ.get(i))
+        if self.p['writeback'] == 'episode': return {i: self._learn(*args(i)) for i in todo}
+        with self.bank.transaction():   # the authors' flush: all or nothing, merged against the memory before it
+            before = self.bank.conn.execute('SELECT COALESCE(MAX(id), 0) FROM memories').fetchone()[0]
+            return {i: self._apply(*args(i), before) for i in todo}
+
+    def extra(self, res) -> dict:
+        "Fields added to the episode line: `memrl` (retrieval, reward, Q changes, written memory)."
+        return dict(channel=None, memrl=res.extra.get('memrl'))
+
+    def metrics(self) -> dict:
+        "SR (last epoch), CSR, FR, memory and Q statistics, empty pools, filter and exploration counts, summaries, TD."
+        recs = read_jsonl(self.out/'episodes.jsonl')
+        plans = [r['memrl']['retrieval'] for r in recs if r.get('memrl')]
+        return dict(**epoch_metrics(recs), memory=self.bank.stats(), **_pool_metrics(plans),
+                    **_filter_metrics(plans), **_learning_metrics(self.bank.applied_all()), **self._run_fields())
 
 # %% ../nbs/14_memrl.ipynb #f71f50a4
 @patch
@@ -583,13 +637,6 @@ def check_memory_source(cfg):
     if src.stat().st_size == 0 or _memories(src) == 0:
         raise ValueError(f"memrl.source: {src} holds no memory: a frozen transfer from it would play from none")
 
-# %% ../nbs/14_memrl.ipynb #7954bbbc
-@patch(cls_method=True)
-def check_config(cls:MemRL, cfg):
-    "What `cove.spec.check_spec` asks of a MemRL run before its folder exists: its parameters and its source memory."
-    memrl_params(cfg)
-    check_memory_source(cfg)
-
 # %% ../nbs/14_memrl.ipynb #b85363a3
 def _unique_parts(tasks:list) -> list[list]:
     "Split `tasks` into consecutive parts in which no task occurs twice."
@@ -605,14 +652,6 @@ def _unique_parts(tasks:list) -> list[list]:
 def _flushes(tasks:list, n:int) -> list[list]:
     "`tasks` in consecutive flushes of `n` (`memrl.batch`; 0: all of them in one)."
     return [tasks[i:i + n] for i in range(0, len(tasks), n)] if n > 0 else [tasks]
-
-# %% ../nbs/14_memrl.ipynb #6dfbe638
-@patch
-def run_batch(self:MemRL, env, tasks):
-    "Two-Phase Retrieval, play, summarise and learn, for tasks of one family."
-    if self.policy is None: raise ValueError("method 'memrl' needs a policy to play episodes")
-    n = self.p['batch'] if self.p['writeback'] == 'batch' else 0
-    return [r for part in _unique_parts(tasks) for fl in _flushes(part, n) for r in self._play(env, fl)]
 
 # %% ../nbs/14_memrl.ipynb #4b457eb6
 @patch
@@ -636,27 +675,6 @@ def _summaries_at(self:MemRL, results:list, learn:list[int]) -> dict:
     "The summaries of the episodes at positions `learn` of `results` (one batch), by position."
     summ = self._summarise([results[i] for i in learn])
     return {i: summ.get(k) for k, i in enumerate(learn)}
-
-# %% ../nbs/14_memrl.ipynb #cd6f2206
-@patch
-def _play(self:MemRL, env, tasks):
-    keys = self.keys.keys(tasks)
-    self.keys.commit(tasks)
-    # the intent is the question (HotpotQA's follows ten paragraphs)
-    qv = self.embedder.encode([t.query for t in tasks])
-    done = [None if self.freeze else self.bank.applied(k) for k in keys]
-    plans = [d['retrieval'] if d else self._retrieve(v, k) for d, v, k in zip(done, qv, keys)]
-    results = self.agent().run(env, tasks, entries=self._entries(plans))
-    learn = [i for i, r in enumerate(results) if not self.freeze and done[i] is None and learns_from(r.feedback)]
-    summ = self._summaries_at(results, learn)
-    learnt = self._learn_all(keys, results, plans, qv, [i for i, d in enumerate(done) if not self.freeze and d is None],
-                             summ)
-    for i, r in enumerate(results):
-        if self.freeze: info = dict(retrieval=plans[i], frozen=True)
-        elif done[i] is not None: info = dict(done[i], replayed=True)
-        else: info = learnt[i]
-        r.extra['memrl'] = info   # read by `extra`
-    return results
 
 # %% ../nbs/14_memrl.ipynb #fb2f0c35
 @patch
@@ -756,22 +774,6 @@ def _learn(self:MemRL, key:str, r, plan:dict, qvec, summ) -> dict:
     "One episode's `_apply` (Q update, write-back, `applied` row) as one transaction."
     with self.bank.transaction(): return self._apply(key, r, plan, qvec, summ)
 
-# %% ../nbs/14_memrl.ipynb #465b9af6
-@patch
-def _learn_all(self:MemRL, keys:list, results:list, plans:list, qv, todo:list[int], summ:dict) -> dict[int, dict]:
-    "`{position: info}` for the episodes `todo` of a played flush, learnt as `memrl.writeback` says."
-    args = lambda i: (keys[i], results[i], plans[i], qv[i], summ.get(i))
-    if self.p['writeback'] == 'episode': return {i: self._learn(*args(i)) for i in todo}
-    with self.bank.transaction():   # the authors' flush: all or nothing, merged against the memory before it
-        before = self.bank.conn.execute('SELECT COALESCE(MAX(id), 0) FROM memories').fetchone()[0]
-        return {i: self._apply(*args(i), before) for i in todo}
-
-# %% ../nbs/14_memrl.ipynb #dd78b4df
-@patch
-def extra(self:MemRL, res) -> dict:
-    "Fields added to the episode line: `memrl` (retrieval, reward, Q changes, written memory)."
-    return dict(channel=None, memrl=res.extra.get('memrl'))
-
 # %% ../nbs/14_memrl.ipynb #2d8436f2
 def _pool_metrics(plans:list[dict]) -> dict:
     "Over the episodes' retrieval `plans`: retrievals, empty pools, memories injected per episode."
@@ -802,12 +804,3 @@ def _run_fields(self:MemRL) -> dict:
     src = self.out/'memrl_source.json'
     return dict(td_pending=self.bank.meta('td_pending'), frozen=self.freeze,
                 memory_source=json.loads(src.read_text()) if src.exists() else None, memrl_params=self.p)
-
-# %% ../nbs/14_memrl.ipynb #90d4af66
-@patch
-def metrics(self:MemRL) -> dict:
-    "SR (last epoch), CSR, FR, memory and Q statistics, empty pools, filter and exploration counts, summaries, TD."
-    recs = read_jsonl(self.out/'episodes.jsonl')
-    plans = [r['memrl']['retrieval'] for r in recs if r.get('memrl')]
-    return dict(**epoch_metrics(recs), memory=self.bank.stats(), **_pool_metrics(plans), **_filter_metrics(plans),
-                **_learning_metrics(self.bank.applied_all()), **self._run_fields())
