@@ -26,7 +26,8 @@ __all__ = ['Run', 'fresh_start', 'chunks', 'load_policy']
 
 # %% ../nbs/08_run.ipynb #37afd9b9
 class Run:
-    "One run folder: spec + config, the episode log, metrics."
+    """One run folder: spec + config, the episode log, metrics. `execute` plays what is not yet recorded (`_play`),
+    batch by batch (`_play_chunks`); the checks it makes follow, each with its example."""
     def __init__(
         self, spec:RunSpec, cfg:Config, out:str|Path,
         set_aside_corrupt:bool=False,  # `--set-aside-corrupt`: a corrupt state file, adapter or store is moved aside
@@ -34,12 +35,72 @@ class Run:
         self.spec, self.cfg, self.out, self.run_id = spec, cfg, check_out(out), None
         self.set_aside_corrupt = set_aside_corrupt   # (`set_aside`) and that state starts fresh
         self.envs = check_spec(spec, cfg)   # a bad spec or config value fails here, before anything touches `out`
-        self.one, self.stream = run_stream(spec, cfg, self.envs)   # the data loads (or is named) before `out` exists
-        self.data_sha256 = stream_digest(self.one)
+        # one epoch's stream and the whole (epochs x it): the data loads (or is named) before `out` exists
+        self.epoch_stream, self.stream = run_stream(spec, cfg, self.envs)
+        self.data_sha256 = stream_digest(self.epoch_stream)
         self.log = get_logger('run')
         refuse_odd_files(self.out)   # a link, hard link or special file anywhere in `out`: refused before any write
         self.episodes_path, self.metrics_path = self.out/'episodes.jsonl', self.out/'metrics.json'
         self._check_config()
+
+    def execute(self, policy=None, progress:bool=True) -> dict:
+        """Play the unfinished part of the stream from `fresh_start(policy)`, holding the folder's lock (else
+        `RunLocked`)."""
+        from cove.store import bound_stores   # (not at import: `cove check` stays light)
+        with RunLock(self.out):
+            # again under the lock: another run may have taken the folder since `__init__`
+            self._check_config(write=True)
+            with bound_stores(self.out, self.run_id): return self._play(fresh_start(policy), progress)
+
+    def _play(self, policy, progress:bool) -> dict:
+        """Play the episodes not yet recorded, batch by batch: each appended to `episodes.jsonl`, then `metrics.json`
+        rewritten."""
+        sp, cfg, envs = self.spec, self.cfg, self.envs
+        for s, e in envs.items():
+            ok, why = e.available()
+            if not ok: self.log.warning(f"family {s} is UNAVAILABLE here: {why} (its episodes are logged as errors)")
+        # epochs: the same stream again (MemRL-style); episode i is in epoch i // len(self.epoch_stream)
+        stream = self.stream
+        recs = replay_infra_tail(self.episodes_path, episode_records_of(self.episodes_path))
+        if bad := stream_mismatch(recs, stream, sp):   # each record is the stream's task at its own position
+            raise ValueError(f"{self.episodes_path} holds {len(bad)} records of another run ({bad[0]}); "
+                             "use another --out")
+        done = {r['episode'] for r in recs}
+        todo = [(i, s, t) for i, (s, t) in enumerate(stream) if i not in done]
+        method = self._open_method(policy, todo, len(done))
+        self.runtime = runtime_info(cfg, method.policy)   # the dtype that runs, into metrics.json
+        bs = max(1, cfg['model.batch_size'])
+        bar = tqdm(total=len(stream), initial=len(stream) - len(todo), desc=f"{sp.method}", disable=not progress)
+        avail = {s: e.available() for s, e in envs.items()}
+        BARS.append(bar)   # what the method does between episodes shows on it (`cove.core.phase`)
+        try: self._play_chunks(method, chunks(todo, bs, cfg['run.family_chunk']), avail, bar)
+        finally: BARS.remove(bar)
+        bar.close()
+        m = self.metrics(method)
+        write_json(self.metrics_path, m)
+        return m
+
+    def _play_chunks(self, method, batches:list, avail:dict, bar):
+        "Play `batches` in order, each one's records appended and `metrics.json` rewritten before the next."
+        sp, envs = self.spec, self.envs
+        for chunk in batches:
+            results = _play_chunk(method, envs, chunk, avail)
+            for i, s, t in chunk:
+                r = results[i]
+                rec = dict(episode=i, epoch=i // max(1, len(self.epoch_stream)), method=sp.method, seed=sp.seed,
+                           family_spec=s, **r.record(), **method.extra(r))
+                append_jsonl(self.episodes_path, rec)
+            bar.update(len(chunk))
+            write_json(self.metrics_path, self.metrics(method))
+
+    def metrics(self, method=None) -> dict:
+        "Metrics recomputed from `episodes.jsonl` plus the method's own."
+        recs = read_jsonl(self.episodes_path)
+        eps = [r['episode'] for r in recs]
+        if len(eps) != len(set(eps)):
+            raise ValueError(f"{self.episodes_path}: duplicate episodes {len(eps) - len(set(eps))}")
+        rt = {'runtime': self.runtime} if getattr(self, 'runtime', None) else {}
+        return dict(method=self.spec.method, **run_metrics(recs), **rt, **(method.metrics() if method else {}))
 
 # %% ../nbs/08_run.ipynb #ae784f3d
 def _holds_nothing(out:Path) -> bool:
@@ -120,15 +181,6 @@ def fresh_start(policy):
     policy.ledger = TokenLedger()
     return policy
 
-# %% ../nbs/08_run.ipynb #c648ea22
-@patch
-def execute(self:Run, policy=None, progress:bool=True) -> dict:
-    "Play the unfinished part of the stream from `fresh_start(policy)`, holding the folder's lock (else `RunLocked`)."
-    from cove.store import bound_stores   # (not at import: `cove check` stays light)
-    with RunLock(self.out):
-        self._check_config(write=True)   # again under the lock: another run may have taken the folder since `__init__`
-        with bound_stores(self.out, self.run_id): return self._play(fresh_start(policy), progress)
-
 # %% ../nbs/08_run.ipynb #203542d2
 @patch
 def _open_method(self:Run, policy, todo:list, recorded:int):
@@ -177,58 +229,6 @@ def chunks(todo:list[tuple], size:int, per_family:int=1) -> list[list[tuple]]:
         seen[item[1]] += 1
     return out + [cur] if cur else out
 
-# %% ../nbs/08_run.ipynb #a82aa9e8
-@patch
-def _play(self:Run, policy, progress:bool) -> dict:
-    """Play the episodes not yet recorded, batch by batch: each appended to `episodes.jsonl`, then `metrics.json`
-    rewritten."""
-    sp, cfg, envs = self.spec, self.cfg, self.envs
-    for s, e in envs.items():
-        ok, why = e.available()
-        if not ok: self.log.warning(f"family {s} is UNAVAILABLE here: {why} (its episodes are logged as errors)")
-    stream = self.stream   # epochs: the same stream again (MemRL-style); episode i is in epoch i // len(self.one)
-    recs = replay_infra_tail(self.episodes_path, episode_records_of(self.episodes_path))
-    if bad := stream_mismatch(recs, stream, sp):   # each record is the stream's task at its own position
-        raise ValueError(f"{self.episodes_path} holds {len(bad)} records of another run ({bad[0]}); use another --out")
-    done = {r['episode'] for r in recs}
-    todo = [(i, s, t) for i, (s, t) in enumerate(stream) if i not in done]
-    method = self._open_method(policy, todo, len(done))
-    self.runtime = runtime_info(cfg, method.policy)   # the dtype that runs, into metrics.json
-    bs = max(1, cfg['model.batch_size'])
-    bar = tqdm(total=len(stream), initial=len(stream) - len(todo), desc=f"{sp.method}", disable=not progress)
-    avail = {s: e.available() for s, e in envs.items()}
-    BARS.append(bar)   # what the method does between episodes shows on it (`cove.core.phase`)
-    try: self._play_chunks(method, chunks(todo, bs, cfg['run.family_chunk']), avail, bar)
-    finally: BARS.remove(bar)
-    bar.close()
-    m = self.metrics(method)
-    write_json(self.metrics_path, m)
-    return m
-
-# %% ../nbs/08_run.ipynb #d59f8ea0
-@patch
-def _play_chunks(self:Run, method, batches:list, avail:dict, bar):
-    "Play `batches` in order, each one's records appended and `metrics.json` rewritten before the next."
-    sp, envs = self.spec, self.envs
-    for chunk in batches:
-        results = _play_chunk(method, envs, chunk, avail)
-        for i, s, t in chunk:
-            r = results[i]
-            append_jsonl(
-                self.episodes_path,
-                dict(
-                    episode=i,
-                    epoch=i // max(1, len(self.one)),
-                    method=sp.method,
-                    seed=sp.seed,
-                    family_spec=s,
-                    **r.record(),
-                    **method.extra(r),
-                ),
-            )
-        bar.update(len(chunk))
-        write_json(self.metrics_path, self.metrics(method))
-
 # %% ../nbs/08_run.ipynb #410c1e7f
 @patch
 def or_set_aside(self:Run, f, recorded:int):
@@ -243,17 +243,6 @@ def or_set_aside(self:Run, f, recorded:int):
             for p in paths:
                 if Path(p).exists(): set_aside(p, self.out, one_line(e), recorded)
             moved |= set(paths)
-
-# %% ../nbs/08_run.ipynb #b5638b2a
-@patch
-def metrics(self:Run, method=None) -> dict:
-    "Metrics recomputed from `episodes.jsonl` plus the method's own."
-    recs = read_jsonl(self.episodes_path)
-    eps = [r['episode'] for r in recs]
-    if len(eps) != len(set(eps)):
-        raise ValueError(f"{self.episodes_path}: duplicate episodes {len(eps) - len(set(eps))}")
-    rt = {'runtime': self.runtime} if getattr(self, 'runtime', None) else {}
-    return dict(method=self.spec.method, **run_metrics(recs), **rt, **(method.metrics() if method else {}))
 
 # %% ../nbs/08_run.ipynb #6c9f6700
 def _served_policy(c:dict):
