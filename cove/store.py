@@ -392,7 +392,9 @@ def _from_row(row:sqlite3.Row) -> Entry:
 
 # %% ../nbs/04_store.ipynb #9781a6dd
 class KnowledgeBase(SqliteStore):
-    "Entries in SQLite with an audit log, retrieved by dense (faiss), sparse (BM25) or hybrid search."
+    """Entries in SQLite with an audit log, retrieved by dense (faiss), sparse (BM25) or hybrid search. The
+    operations COVE's Algorithm 1 names are here; the steps they go through (`insert_many`, `update`, `merge`,
+    `retrieve`) follow, each with its example."""
     schema = SCHEMA
     def __init__(self, path:str|Path=':memory:', # SQLite file, or ':memory:'
                  embedder:Embedder|None=None, # embeds contents and text queries
@@ -414,6 +416,53 @@ class KnowledgeBase(SqliteStore):
     def __repr__(self):
         return f"KnowledgeBase({self.path!r}, n={len(self)}, online={len(self.dense) if self.dense else 0}, dim={self.dim})"
     def __len__(self): return self.conn.execute('SELECT COUNT(*) FROM entries').fetchone()[0]
+
+    def insert(self, entry:Entry|None=None, reason:str='insert', **kw) -> int:
+        "Insert one entry (an `Entry`, or its fields as keywords); returns its id."
+        return self.insert_many([entry if entry is not None else Entry(**kw)], reason=reason)[0]
+
+    def get(self, id:int) -> Entry:
+        "The entry with this `id`."
+        row = self.conn.execute('SELECT * FROM entries WHERE id=?', (int(id),)).fetchone()
+        if row is None: raise KeyError(f"no entry with id {id} in {self.path}")
+        return _from_row(row)
+
+    def revise(self, id:int, content:str, reason:str='', **changes) -> Entry:
+        "Replace the content of entry `id` and count one more revision."
+        return self.update(id, reason, op='revise', content=content, revisions=self.get(id).revisions + 1, **changes)
+
+    def promote(self, id:int, reason:str='') -> Entry:
+        """Relabel entry `id` volatile and mark it promoted (paper §4.4: repeatedly revised knowledge is
+        volatile)."""
+        e = self.get(id)
+        return self.update(id, reason, op='promote', label='volatile', promoted=e.promoted or e.label != 'volatile')
+
+    def set_status(self, id:int, status:str, reason:str='') -> Entry:
+        "Move entry `id` to `status` (one of `ENTRY_STATUSES`)."
+        return self.update(id, reason, op=status, status=status)
+
+    def discard(self, id:int, reason:str='') -> Entry:
+        "Discard entry `id` (kept for the audit trail, never retrieved)."
+        return self.set_status(id, 'discarded', reason)
+
+    def archive(self, id:int, reason:str='') -> Entry:
+        "Archive entry `id` (kept, no longer retrieved)."
+        return self.set_status(id, 'archived', reason)
+
+    def counts(self) -> dict:
+        """Entry counts: `total`, by `label` (online entries), by `status` and by `label_all` (every entry ever
+        written, any status)."""
+        def by(col, allowed, where):
+            got = self.conn.execute(f'SELECT {col}, COUNT(*) FROM entries {where} GROUP BY {col}').fetchall()
+            return {**dict.fromkeys(allowed, 0), **dict(got)}
+        return dict(total=len(self), label=by('label', LABELS, "WHERE status='online'"),
+                    status=by('status', ENTRY_STATUSES, ''), label_all=by('label', LABELS, ''))
+
+    def find_near_duplicate(self, content:str, threshold:float=0.9, # minimum cosine similarity
+                                vec=None) -> Hit|None:
+        "The most similar online entry to `content` if its cosine similarity is at least `threshold`."
+        hits = self.retrieve(content, k=1, mode='dense', query_vec=vec)
+        return hits[0] if hits and hits[0].score >= threshold else None
 
 # %% ../nbs/04_store.ipynb #5cca9b7c
 @patch
@@ -489,20 +538,6 @@ def insert_many(self:KnowledgeBase, entries:list[Entry], reason:str='insert') ->
     if on: self._sparse_dirty = True
     return [e.id for e in entries]
 
-# %% ../nbs/04_store.ipynb #844c6d9a
-@patch
-def insert(self:KnowledgeBase, entry:Entry|None=None, reason:str='insert', **kw) -> int:
-    "Insert one entry (an `Entry`, or its fields as keywords); returns its id."
-    return self.insert_many([entry if entry is not None else Entry(**kw)], reason=reason)[0]
-
-# %% ../nbs/04_store.ipynb #877fe501
-@patch
-def get(self:KnowledgeBase, id:int) -> Entry:
-    "The entry with this `id`."
-    row = self.conn.execute('SELECT * FROM entries WHERE id=?', (int(id),)).fetchone()
-    if row is None: raise KeyError(f"no entry with id {id} in {self.path}")
-    return _from_row(row)
-
 # %% ../nbs/04_store.ipynb #15945ebd
 @patch
 def _apply(self:KnowledgeBase, id:int, op:str, reason:str, changes:dict, now:float):
@@ -556,19 +591,6 @@ def update(self:KnowledgeBase, id:int, reason:str='', op:str='update', **changes
     self._sync(before, after)
     return after
 
-# %% ../nbs/04_store.ipynb #e64c7957
-@patch
-def revise(self:KnowledgeBase, id:int, content:str, reason:str='', **changes) -> Entry:
-    "Replace the content of entry `id` and count one more revision."
-    return self.update(id, reason, op='revise', content=content, revisions=self.get(id).revisions + 1, **changes)
-
-# %% ../nbs/04_store.ipynb #6ec7c550
-@patch
-def promote(self:KnowledgeBase, id:int, reason:str='') -> Entry:
-    "Relabel entry `id` volatile and mark it promoted (paper §4.4: repeatedly revised knowledge is volatile)."
-    e = self.get(id)
-    return self.update(id, reason, op='promote', label='volatile', promoted=e.promoted or e.label != 'volatile')
-
 # %% ../nbs/04_store.ipynb #1c7feafc
 @patch
 def record_use(self:KnowledgeBase, ids:list[int], success:bool, reason:str='') -> list[Entry]:
@@ -581,24 +603,6 @@ def record_use(self:KnowledgeBase, ids:list[int], success:bool, reason:str='') -
                 self._apply(i, 'use', reason, dict(uses=e.uses + 1, successes=e.successes + int(bool(success))), now)
             )
     return [a for _, a in out]
-
-# %% ../nbs/04_store.ipynb #997e5be0
-@patch
-def set_status(self:KnowledgeBase, id:int, status:str, reason:str='') -> Entry:
-    "Move entry `id` to `status` (one of `ENTRY_STATUSES`)."
-    return self.update(id, reason, op=status, status=status)
-
-# %% ../nbs/04_store.ipynb #a4224a56
-@patch
-def discard(self:KnowledgeBase, id:int, reason:str='') -> Entry:
-    "Discard entry `id` (kept for the audit trail, never retrieved)."
-    return self.set_status(id, 'discarded', reason)
-
-# %% ../nbs/04_store.ipynb #0f56dc53
-@patch
-def archive(self:KnowledgeBase, id:int, reason:str='') -> Entry:
-    "Archive entry `id` (kept, no longer retrieved)."
-    return self.set_status(id, 'archived', reason)
 
 # %% ../nbs/04_store.ipynb #0bb5f767
 def _combine(a:str, b:str) -> str:
@@ -671,22 +675,6 @@ def entries(
             f"SELECT * FROM entries {'WHERE ' + where if where else ''} ORDER BY id", tuple(conds.values())
         )
     ]
-
-# %% ../nbs/04_store.ipynb #d278a7eb
-@patch
-def counts(self:KnowledgeBase) -> dict:
-    """Entry counts: `total`, by `label` (online entries), by `status` and by `label_all` (every entry ever written, any
-    status)."""
-    by = lambda col, allowed, where: {
-        **dict.fromkeys(allowed, 0),
-        **dict(self.conn.execute(f'SELECT {col}, COUNT(*) FROM entries {where} GROUP BY {col}').fetchall()),
-    }
-    return dict(
-        total=len(self),
-        label=by('label', LABELS, "WHERE status='online'"),
-        status=by('status', ENTRY_STATUSES, ''),
-        label_all=by('label', LABELS, ''),
-    )
 
 # %% ../nbs/04_store.ipynb #87af8622
 MODES = ('dense', 'sparse', 'hybrid')
@@ -775,14 +763,6 @@ def retrieve_ids(
         ).fetchall()
     )
     return [(i, s, content[i]) for i, s in hits]
-
-# %% ../nbs/04_store.ipynb #b0f077a2
-@patch
-def find_near_duplicate(self:KnowledgeBase, content:str, threshold:float=0.9, # minimum cosine similarity
-                        vec=None) -> Hit|None:
-    "The most similar online entry to `content` if its cosine similarity is at least `threshold`."
-    hits = self.retrieve(content, k=1, mode='dense', query_vec=vec)
-    return hits[0] if hits and hits[0].score >= threshold else None
 
 # %% ../nbs/04_store_b_latency.ipynb #06b283ed
 def synthetic_corpus(
