@@ -6,7 +6,7 @@
 from __future__ import annotations
 import io, json, math, os, re, signal, sqlite3, time, zlib
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 import numpy as np
 import torch
@@ -19,51 +19,46 @@ from .embed import tokenize, Embedder, SparseIndex
 from .store import SqliteStore
 from .judge import Judge
 from .spec import open_envs
-from .config import declare_key, load_config
+from .config import load_config, setting, typed_config
 
 _log = get_logger('coevo')
 
 # %% auto #0
-__all__ = ['SRQR_EXAMPLE', 'SRQR_PROMPT', 'ZETA_CLIP', 'LIST_DEPTH', 'EDGE_TYPES', 'NODE_VECS', 'NEW', 'DISTILL_EXAMPLE', 'DISTILL_PROMPT', 'UTILITY_PROMPT', 'UTILITY_OPTIONS', 'TIME_PROMPT', 'SRQR', 'parse_srqr', 'smooth_prior', 'ResidualRouter', 'ema_step', 'sample_zeta', 'router_loss', 'pool_ranks', 'rrf_scores', 'top_k', 'hybrid_retrieve', 'td_residuals', 'traversal_steps', 'path_credit', 'propagate', 'apply_q', 'Node', 'MemoryGraph', 'clip_text', 'attempt_text', 'outcome_text', 'frequent_terms', 'norm_keyword', 'is_placeholder', 'parse_distill', 'utility_content', 'COEVO_KEYS', 'TIME_EXTRA_CANDIDATES', 'phase_kind', 'CoEvoMem', 'CoEvoFrozen', 'freeze_checkpoint', 'validation_tasks', 'evaluate_frozen', 'select_checkpoint']
+__all__ = ['SRQR_EXAMPLE', 'SRQR_PROMPT', 'ZETA_CLIP', 'LIST_DEPTH', 'EDGE_TYPES', 'NODE_VECS', 'NEW', 'DISTILL_EXAMPLE', 'DISTILL_PROMPT', 'UTILITY_PROMPT', 'UTILITY_OPTIONS', 'TIME_PROMPT', 'CoEvoConfig', 'SRQR', 'parse_srqr', 'smooth_prior', 'ResidualRouter', 'ema_step', 'sample_zeta', 'router_loss', 'pool_ranks', 'rrf_scores', 'top_k', 'hybrid_retrieve', 'td_residuals', 'traversal_steps', 'path_credit', 'propagate', 'apply_q', 'Node', 'MemoryGraph', 'clip_text', 'attempt_text', 'outcome_text', 'frequent_terms', 'norm_keyword', 'is_placeholder', 'parse_distill', 'utility_content', 'TIME_EXTRA_CANDIDATES', 'phase_kind', 'CoEvoMem', 'CoEvoFrozen', 'freeze_checkpoint', 'validation_tasks', 'evaluate_frozen', 'select_checkpoint']
 
 # %% ../nbs/15_coevo.ipynb #98fc5b48
-declare_key('coevo.eps', float, 0.1, 'CoEvo-Mem prior smoothing ε')
-declare_key('coevo.kappa', float, 10.0, 'CoEvo-Mem Beta exploration concentration κ', range=(0, None, False))
-declare_key('coevo.lam_ema', float, 0.1, 'CoEvo-Mem EMA baseline rate λ_ema', range=(0, 1))
-declare_key('coevo.beta_kl', float, 0.01, 'CoEvo-Mem KL weight to the prior β_KL')
-declare_key('coevo.router_lr', float, 0.001, 'CoEvo-Mem residual router learning rate')
-
-# %% ../nbs/15_coevo.ipynb #f31f77ca
-declare_key('coevo.eta', float, 60.0, 'CoEvo-Mem reciprocal-rank constant η')
-declare_key('coevo.lam_q', float, 0.5, 'CoEvo-Mem weight λ_Q of the Q rank in fusion')
-declare_key('coevo.k', int, 3, 'CoEvo-Mem memories returned (top-k after temporal expansion)')
-
-# %% ../nbs/15_coevo.ipynb #cdc68e52
-declare_key('coevo.dense_edge', float, 0.6, 'CoEvo-Mem cosine above which two nodes get a Dense edge', range=(0, 1))
-declare_key('coevo.sparse_edge', int, 2, 'CoEvo-Mem shared keywords for a Sparse edge')
-
-# %% ../nbs/15_coevo.ipynb #c5de8457
-declare_key('coevo.gamma', float, 0.9, 'CoEvo-Mem TD discount γ', range=(0, 1))
-declare_key('coevo.alpha_q', float, 0.3, 'CoEvo-Mem Q learning rate α_Q', range=(0, 1, False))
-declare_key('coevo.rho_c', float, 0.5, 'CoEvo-Mem per-edge credit decay ρ_c', range=(0, 1))
-declare_key('coevo.depth', int, 2, 'CoEvo-Mem path credit depth D (edges)')
-
-# %% ../nbs/15_coevo.ipynb #3912f5d0
-declare_key('coevo.q_init', float, 0.5, 'CoEvo-Mem initial Q of a node when nothing was retrieved',
-            range=(None, None))
-declare_key('coevo.q_min', float, 0.0, 'CoEvo-Mem Q clip lower bound', range=(None, None))
-declare_key('coevo.q_max', float, 1.0, 'CoEvo-Mem Q clip upper bound', range=(None, None))
-
-# %% ../nbs/15_coevo.ipynb #7b833e82
-declare_key('coevo.schedule', str, 'alternate', 'CoEvo-Mem phase schedule (paper) or its ablations',
-            choices=('alternate', 'simultaneous', 'two_stage'))
-declare_key('coevo.phase_len', int, 8, 'CoEvo-Mem applied episodes per phase: Memory, Router, Memory, ... whatever '
-            'run.epochs (0 = one full pass of the stream per phase, as the paper)')
-
-# %% ../nbs/15_coevo.ipynb #786b3bf8
-declare_key('coevo.srqr', bool, True, 'CoEvo-Mem SR-QR rewrites and prior (False = ablation w/o SR-QR)')
-declare_key('coevo.memory_evolution', bool, True, 'CoEvo-Mem typed edges, path-credit propagation and temporal '
-            'expansion (False = its paper ablation: direct Q updates of retrieved memories only)')
+@typed_config('coevo')
+@dataclass(frozen=True)
+class CoEvoConfig:
+    "CoEvo-Mem's settings, the keys `coevo.<field>`; defaults are the paper's where it gives one."
+    # SR-QR and the residual router
+    srqr: bool = setting(True, 'CoEvo-Mem SR-QR rewrites and prior (False = ablation w/o SR-QR)')
+    eps: float = setting(0.1, 'CoEvo-Mem prior smoothing ε')
+    kappa: float = setting(10.0, 'CoEvo-Mem Beta exploration concentration κ', range=(0, None, False))
+    lam_ema: float = setting(0.1, 'CoEvo-Mem EMA baseline rate λ_ema', range=(0, 1))
+    beta_kl: float = setting(0.01, 'CoEvo-Mem KL weight to the prior β_KL')
+    router_lr: float = setting(0.001, 'CoEvo-Mem residual router learning rate')
+    # Q-weighted hybrid retrieval
+    eta: float = setting(60.0, 'CoEvo-Mem reciprocal-rank constant η')
+    lam_q: float = setting(0.5, 'CoEvo-Mem weight λ_Q of the Q rank in fusion')
+    k: int = setting(3, 'CoEvo-Mem memories returned (top-k after temporal expansion)')
+    # the memory graph: its edges, graph TD and path credit
+    memory_evolution: bool = setting(True, 'CoEvo-Mem typed edges, path-credit propagation and temporal expansion '
+                                     '(False = its paper ablation: direct Q updates of retrieved memories only)')
+    dense_edge: float = setting(0.6, 'CoEvo-Mem cosine above which two nodes get a Dense edge', range=(0, 1))
+    sparse_edge: int = setting(2, 'CoEvo-Mem shared keywords for a Sparse edge')
+    gamma: float = setting(0.9, 'CoEvo-Mem TD discount γ', range=(0, 1))
+    alpha_q: float = setting(0.3, 'CoEvo-Mem Q learning rate α_Q', range=(0, 1, False))
+    rho_c: float = setting(0.5, 'CoEvo-Mem per-edge credit decay ρ_c', range=(0, 1))
+    depth: int = setting(2, 'CoEvo-Mem path credit depth D (edges)')
+    q_init: float = setting(0.5, 'CoEvo-Mem initial Q of a node when nothing was retrieved', range=(None, None))
+    q_min: float = setting(0.0, 'CoEvo-Mem Q clip lower bound', range=(None, None))
+    q_max: float = setting(1.0, 'CoEvo-Mem Q clip upper bound', range=(None, None))
+    # the co-evolution schedule
+    schedule: str = setting('alternate', 'CoEvo-Mem phase schedule (paper) or its ablations',
+                            choices=('alternate', 'simultaneous', 'two_stage'))
+    phase_len: int = setting(8, 'CoEvo-Mem applied episodes per phase: Memory, Router, Memory, ... whatever '
+                             'run.epochs (0 = one full pass of the stream per phase, as the paper)')
 
 # %% ../nbs/15_coevo.ipynb #2d9f18ce
 SRQR_EXAMPLE = dict(query='What is the total revenue of products sold in Paris in 2019?',
@@ -520,31 +515,6 @@ def utility_content(query:str, memory:str, attempt:str, R:float) -> str:
     judging cheap)."""
     return f"Task: {clip_text(query, 250)}\nMemory: {clip_text(memory, 250)}\nAttempt: {clip_text(attempt, 300)}\nOutcome: {outcome_text(R)}"
 
-# %% ../nbs/15_coevo_b_method.ipynb #fd58246a
-COEVO_KEYS = (
-    'eps',
-    'kappa',
-    'lam_ema',
-    'beta_kl',
-    'router_lr',
-    'eta',
-    'lam_q',
-    'k',
-    'gamma',
-    'alpha_q',
-    'rho_c',
-    'depth',
-    'q_init',
-    'q_min',
-    'q_max',
-    'dense_edge',
-    'sparse_edge',
-    'schedule',
-    'phase_len',
-    'srqr',
-    'memory_evolution',
-)
-
 # %% ../nbs/15_coevo_b_method.ipynb #49c77c49
 def phase_kind(r:int, schedule:str, start_empty:bool, n_phases:int|None=None) -> str:
     "What phase `r` updates: `memory`, `router` or `both`."
@@ -562,7 +532,7 @@ class CoEvoMem(Method):
     frozen = False
     def __init__(self, cfg, out, policy=None):
         super().__init__(cfg, Path(out), policy)
-        self.p = {k: cfg[f'coevo.{k}'] for k in COEVO_KEYS}
+        self.args = CoEvoConfig.from_config(cfg)   # `coevo.*`, typed
         self.db_path = self.out/'coevo.sqlite'
         if self.frozen and not self.db_path.exists():
             raise ValueError(f"coevo_frozen needs a trained state in {self.db_path}: create it with "
@@ -570,13 +540,13 @@ class CoEvoMem(Method):
         self.graph = MemoryGraph(self.db_path)
         self.state = self.graph.meta('state') or self._new_state()
         self._check_state()
-        if self.frozen: self.p = self.state['params']   # evaluate with the settings the state was trained with
+        if self.frozen: self.args = CoEvoConfig(**self.state['params'])   # the settings the state was trained with
         else: self._warn_unless_train()
         self._init_router(cfg['run.seed'])
         self.judge = None
         if policy is not None:
             self.judge = Judge(policy, log_path=self.out/'coevo_judge.jsonl')
-        self._emb, self._rho = None, {c: self.p['rho_c'] for c in EDGE_TYPES}
+        self._emb, self._rho = None, {c: self.args.rho_c for c in EDGE_TYPES}
         self._log_resume()
 
     def run_batch(self, env, tasks):
@@ -608,7 +578,7 @@ class CoEvoMem(Method):
             if (a := self.graph.applied(key)) is not None:
                 out.append(dict(task=t, key=key, phase=a['phase'], kind=a['kind'], replay=True))
                 continue
-            r = o if self.p['phase_len'] <= 0 else (self.graph.n_applied() + n_new) // self.p['phase_len']
+            r = o if self.args.phase_len <= 0 else (self.graph.n_applied() + n_new) // self.args.phase_len
             n_new += 1
             out.append(self._plan_new(t, key, r))
         return out
@@ -629,7 +599,7 @@ class CoEvoMem(Method):
         dense = list(self.graph.cosines(self.embedder().encode(sr.dense)))
         sparse = [ix['sparse'].scores(s) for s in sr.sparse]
         A, info = hybrid_retrieve(ix['ids'], dense, sparse, self.graph.q(), {'d': w[0], 's': w[1]}, ix['nbrs'],
-                                  self.p['eta'], self.p['lam_q'], self.p['k'])
+                                  self.args.eta, self.args.lam_q, self.args.k)
         return A, _pool_info(info)
 
     def update(self, items:list[dict]):
@@ -658,7 +628,7 @@ def _warn_unless_train(self:CoEvoMem):
 def _init_router(self:CoEvoMem, seed:int):
     "A fresh residual router and its optimiser, with the saved weights where the graph holds them."
     self.router = ResidualRouter(seed=seed)
-    self.opt = torch.optim.Adam(self.router.parameters(), lr=self.p['router_lr'])
+    self.opt = torch.optim.Adam(self.router.parameters(), lr=self.args.router_lr)
     if (blob := self.graph.blob('router')) is not None: self._load_router(blob)
 
 # %% ../nbs/15_coevo_b_method.ipynb #80aeee75
@@ -672,7 +642,7 @@ def _log_resume(self:CoEvoMem):
 @patch
 def _new_state(self:CoEvoMem) -> dict:
     "A fresh run state: no phase yet, baseline 0, no counts."
-    return dict(mode='frozen' if self.frozen else 'train', params=self.p, phase=None, start_empty=None, B=0.0, step=0,
+    return dict(mode='frozen' if self.frozen else 'train', params=asdict(self.args), phase=None, start_empty=None, B=0.0, step=0,
                 counts={}, tokens=dict(prompt=0, completion=0), checkpoints=[])
 
 # %% ../nbs/15_coevo_b_method.ipynb #d9a281b3
@@ -682,12 +652,15 @@ def _check_state(self:CoEvoMem):
     s = self.state
     if not self.frozen and s['mode'] == 'frozen':
         raise ValueError(f"{self.db_path} is a frozen evaluation state; train in another folder")
-    if self.frozen and s['params'] != self.p:
-        _log.info(
-            f"frozen evaluation uses the trained state's coevo.* settings: {({k: v for k, v in s['params'].items() if self.p.get(k) != v})}"
-        )
-    if not self.frozen and s['params'] != self.p:
-        diff = {k: (s['params'].get(k), v) for k, v in self.p.items() if s['params'].get(k) != v}
+    if odd := set(s['params']) ^ {f.name for f in fields(CoEvoConfig)}:
+        raise ValueError(f"{self.db_path} holds the coevo.* settings of another version (differing: {sorted(odd)}); "
+                         "train it again with this one")
+    now = asdict(self.args)
+    if self.frozen and s['params'] != now:
+        differ = {k: v for k, v in s['params'].items() if now.get(k) != v}
+        _log.info(f"frozen evaluation uses the trained state's coevo.* settings: {differ}")
+    if not self.frozen and s['params'] != now:
+        diff = {k: (s['params'].get(k), v) for k, v in now.items() if s['params'].get(k) != v}
         raise ValueError(f"{self.db_path} was trained with other coevo.* settings {diff}; use another --out")
 
 # %% ../nbs/15_coevo_b_method.ipynb #74c30282
@@ -732,18 +705,18 @@ def _gen(self:CoEvoMem, prompts:list[str]) -> list:
 @patch
 def n_phases(self:CoEvoMem) -> int|None:
     epochs = self.cfg['run.epochs']
-    if self.p['phase_len'] <= 0: return epochs
+    if self.args.phase_len <= 0: return epochs
     cj = self.out/'config.json'
     if not cj.exists(): return None
     sp = json.loads(cj.read_text())['spec']
-    return math.ceil(len(sp['tasks']) * sp['episodes'] * epochs / self.p['phase_len'])
+    return math.ceil(len(sp['tasks']) * sp['episodes'] * epochs / self.args.phase_len)
 
 # %% ../nbs/15_coevo_b_method.ipynb #fbd93995
 @patch
 def _plan_new(self:CoEvoMem, t, key:str, r:int) -> dict:
     "The plan of a new episode in phase `r`, its kind by the schedule (fixing now whether the run started empty)."
     if self.state['start_empty'] is None: self.state['start_empty'] = len(self.graph) == 0
-    kind = phase_kind(r, self.p['schedule'], self.state['start_empty'], self.n_phases())
+    kind = phase_kind(r, self.args.schedule, self.state['start_empty'], self.n_phases())
     return dict(task=t, key=key, phase=r, kind=kind, replay=False)
 
 # %% ../nbs/15_coevo_b_method.ipynb #37f5e17e
@@ -761,7 +734,7 @@ def _rewrite(self:CoEvoMem, items:list[dict]):
     """SR-QR of each item's query in one batched generation (logged to `coevo_llm.jsonl`); without SR-QR the query
     itself, prior (½, ½)."""
     qs = [it['task'].prompt for it in items]
-    if self.p['srqr']:
+    if self.args.srqr:
         gens = self._gen([SRQR_PROMPT.replace('{query}', clip_text(q, 600)) for q in qs])
         for it, q, g in zip(items, qs, gens): self._take_srqr(it, q, g)
     else:
@@ -773,9 +746,9 @@ def _fusion_weights(self:CoEvoMem, it:dict, pi):
     """`pi`, `zeta` and `w` of an item: w = (ζ, 1 − ζ) with ζ ~ Beta(κπ) seeded by its key in router/both phases, w = π
     otherwise, (½, ½) without SR-QR."""
     it['pi'], it['zeta'] = [float(pi[0]), float(pi[1])], None
-    if not self.p['srqr']: it['w'] = [0.5, 0.5]
+    if not self.args.srqr: it['w'] = [0.5, 0.5]
     elif it['kind'] in ('router', 'both'):
-        it['zeta'] = sample_zeta(it['pi'][0], self.p['kappa'], zlib.crc32(f"{self.cfg['run.seed']}|{it['key']}".encode()))
+        it['zeta'] = sample_zeta(it['pi'][0], self.args.kappa, zlib.crc32(f"{self.cfg['run.seed']}|{it['key']}".encode()))
         it['w'] = [it['zeta'], 1 - it['zeta']]
     else: it['w'] = list(it['pi'])
 
@@ -786,7 +759,7 @@ def _features(self:CoEvoMem, items:list[dict]):
     E = self.embedder().encode([it['task'].prompt for it in items]).astype(np.float64)
     for it, e in zip(items, E):
         s = it['srqr']
-        it['e'], it['pbar'], it['xi'] = e, smooth_prior(s.prior, self.p['eps']), float(s.xi)
+        it['e'], it['pbar'], it['xi'] = e, smooth_prior(s.prior, self.args.eps), float(s.xi)
 
 # %% ../nbs/15_coevo_b_method.ipynb #0495be31
 @patch
@@ -806,7 +779,7 @@ def _index(self:CoEvoMem) -> dict:
         ids = list(self.graph.nodes)
         sp = SparseIndex().build(ids, [' '.join(self.graph.nodes[i].keywords) for i in ids]) if ids else None
         self._idx = dict(
-            ver=ver, ids=ids, sparse=sp, nbrs=self.graph.time_neighbours() if self.p['memory_evolution'] else {}
+            ver=ver, ids=ids, sparse=sp, nbrs=self.graph.time_neighbours() if self.args.memory_evolution else {}
         )
     return self._idx
 
@@ -868,7 +841,7 @@ def _enter_phase(self:CoEvoMem, r:int):
         path = self.graph.backup(self.out/'checkpoints'/f'phase_{cur:03d}.sqlite')
         if path.name not in self.state['checkpoints']: self.state['checkpoints'].append(path.name)
         _log.info(
-            f"phase {cur} ({phase_kind(cur, self.p['schedule'], self.state['start_empty'], self.n_phases())}) done: {len(self.graph)} memories; checkpoint {path.name}"
+            f"phase {cur} ({phase_kind(cur, self.args.schedule, self.state['start_empty'], self.n_phases())}) done: {len(self.graph)} memories; checkpoint {path.name}"
         )
     if cur is None or r > cur: self.state['phase'] = r
 
@@ -901,10 +874,10 @@ def _distill_nodes(self:CoEvoMem, mem:list[dict]):
 def _router_step(self:CoEvoMem, p:dict, R:float) -> bytes:
     """One Adam step on the router loss with the EMA advantage Â = R − B_{t−1}; the baseline moves; the router's new
     blob."""
-    B, adv = ema_step(self.state['B'], R, self.p['lam_ema'])
+    B, adv = ema_step(self.state['B'], R, self.args.lam_ema)
     self.opt.zero_grad()
     loss = router_loss(
-        self.router(p['e'], p['pbar'], p['xi']), p['pbar'], p['zeta'], adv, self.p['kappa'], self.p['beta_kl']
+        self.router(p['e'], p['pbar'], p['xi']), p['pbar'], p['zeta'], adv, self.args.kappa, self.args.beta_kl
     )
     loss.backward()
     self.opt.step()
@@ -941,7 +914,7 @@ def _apply(self:CoEvoMem, p:dict):
     step = self.state['step']
     blobs, qup, kinds, node, edges = {}, {}, {}, None, []
     self._count_srqr(p)
-    if p['kind'] in ('router', 'both') and self.p['srqr']: blobs['router'] = self._router_step(p, R)
+    if p['kind'] in ('router', 'both') and self.args.srqr: blobs['router'] = self._router_step(p, R)
     elif p['kind'] == 'router': self._count(router_idle=1)   # w/o SR-QR: fixed weights, nothing to train
     if p['kind'] in ('memory', 'both'):
         node, edges, qup, kinds = self._memory_update(p, R, step)
@@ -974,15 +947,15 @@ def _utilities(self:CoEvoMem, p:dict, attempt:str, R:float) -> dict:
 @patch
 def _memory_update(self:CoEvoMem, p:dict, R:float, step:int):
     "Utilities of A_t, TD + propagated residuals from one snapshot, the new node and its edges."
-    P, g, A = self.p, self.graph, p['A']
+    P, g, A = self.args, self.graph, p['A']
     attempt = attempt_text(p['result'].messages)
     u = self._utilities(p, attempt, R)
     p['u'] = [u[m] for m in A]
     snap = g.q()
-    q_hat, deltas = td_residuals(A, u, R, snap, P['gamma'], P['q_init'])
-    rel = propagate(deltas, traversal_steps(g.edges), self._rho, P['depth']) if P['memory_evolution'] else {}
+    q_hat, deltas = td_residuals(A, u, R, snap, P.gamma, P.q_init)
+    rel = propagate(deltas, traversal_steps(g.edges), self._rho, P.depth) if P.memory_evolution else {}
     # the direct item-level update is kept in both variants
-    qup = apply_q(snap, {**deltas, **rel}, P['alpha_q'], P['q_min'], P['q_max'])
+    qup = apply_q(snap, {**deltas, **rel}, P.alpha_q, P.q_min, P.q_max)
     kinds = {**{m: 'exposed' for m in deltas}, **{v: 'related' for v in rel}}
     nd = p['node']
     t = p['result'].task
@@ -1002,11 +975,11 @@ def _memory_update(self:CoEvoMem, p:dict, R:float, step:int):
             phase=p['phase'],
             trajectory=attempt,
         ),
-        float(min(P['q_max'], max(P['q_min'], q_hat))),
+        float(min(P.q_max, max(P.q_min, q_hat))),
         nd['emb'],
         nd['fallback'],
     )
-    edges = self._edges_for(node, A) if P['memory_evolution'] else []
+    edges = self._edges_for(node, A) if P.memory_evolution else []
     self._count(
         memory_updates=1,
         q_updates_exposed=len(deltas),
@@ -1026,16 +999,16 @@ TIME_EXTRA_CANDIDATES = 2
 def _similarity_edges(self:CoEvoMem, node:Node) -> tuple[list, dict]:
     """Dense (cosine ≥ `coevo.dense_edge`) and Sparse (≥ `coevo.sparse_edge` shared keywords) edges of a new node, and
     its cosine to every node."""
-    g, P = self.graph, self.p
+    g, P = self.graph, self.args
     edges, cos = [], {}
     if g.nodes:
         sims = g.cosines(node.emb)[0]
         kw = set(node.keywords)
         for i, s in zip(list(g.nodes), sims):
             cos[i] = float(s)
-            if s >= P['dense_edge']: edges.append((NEW, i, 'dense', float(s)))
+            if s >= P.dense_edge: edges.append((NEW, i, 'dense', float(s)))
             shared = len(kw & set(g.nodes[i].keywords))
-            if shared >= P['sparse_edge']: edges.append((NEW, i, 'sparse', float(shared)))
+            if shared >= P.sparse_edge: edges.append((NEW, i, 'sparse', float(shared)))
     return edges, cos
 
 # %% ../nbs/15_coevo_b_method.ipynb #3d1ea12b
@@ -1062,8 +1035,8 @@ def _edges_for(self:CoEvoMem, node:Node, A:list) -> list:
 def _setting_metrics(self:CoEvoMem) -> dict:
     "The run's mode and variant settings, episodes applied, the phase and the checkpoints."
     s = self.state
-    return dict(mode=s['mode'], schedule=self.p['schedule'], srqr=self.p['srqr'],
-                memory_evolution=self.p['memory_evolution'], applied=self.graph.n_applied(), phase=s['phase'],
+    return dict(mode=s['mode'], schedule=self.args.schedule, srqr=self.args.srqr,
+                memory_evolution=self.args.memory_evolution, applied=self.graph.n_applied(), phase=s['phase'],
                 start_empty=s['start_empty'], checkpoints=s['checkpoints'])
 
 # %% ../nbs/15_coevo_b_method.ipynb #83b6fba3

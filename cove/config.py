@@ -5,9 +5,9 @@
 # %% ../nbs/01_config.ipynb #1cab15c3
 from __future__ import annotations
 import configparser, math, os, re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 from fastcore.basics import patch
 from .core import repo_root
 from .registry import BACKEND_MODULES
@@ -15,8 +15,8 @@ from .plugins import load_own, load_plugins, own_methods, plugins_hint
 
 # %% auto #0
 __all__ = ['SCHEMA', 'RANGES', 'WHY', 'MAX_NUMBER', 'OWN_SECTIONS', 'CPU_FLAGS', 'Key', 'ConfigError', 'check_range', 'declared',
-           'coerce', 'declare_key', 'env_name', 'parse_sets', 'read_profiles', 'Config', 'load_config', 'describe',
-           'cpu_info', 'runtime_info']
+           'coerce', 'declare_key', 'setting', 'typed_config', 'env_name', 'parse_sets', 'read_profiles', 'Config',
+           'load_config', 'describe', 'cpu_info', 'runtime_info']
 
 # %% ../nbs/01_config.ipynb #d4d8657d
 @dataclass(frozen=True)
@@ -424,6 +424,29 @@ def declare_key(name:str, # `section.key`, e.g. `units.difficulty`
     _set_range(name, k, rng)
     SCHEMA[name] = k
     return k
+
+# %% ../nbs/01_config.ipynb #4b45847f
+def setting(default:Any, # the value when nothing sets it
+            doc:str, # one line, for `cove info --config`
+            choices:tuple|None=None, # the allowed values, when they are a list
+            range:tuple|None=None, # (lo, hi) or (lo, hi, closed), as `declare_key` takes it
+           ):
+    "A field of a typed config (`typed_config`): its default with what `declare_key` needs to declare it."
+    return field(default=default, metadata=dict(doc=doc, choices=choices, range=range))
+
+def typed_config(section:str, # the keys' section, e.g. `evolver`
+                ):
+    """Class decorator: declare each field of a dataclass made of `setting`s as config key `section.<field>`, and add
+    `from_config(cfg)`, the typed view of a loaded `Config`."""
+    def declare(cls):
+        hints = get_type_hints(cls)
+        for f in fields(cls):
+            m = f.metadata
+            declare_key(f'{section}.{f.name}', hints[f.name], f.default, m['doc'], m['choices'], m['range'])
+        cls.section = section
+        cls.from_config = classmethod(lambda c, cfg: c(**{f.name: cfg[f'{section}.{f.name}'] for f in fields(c)}))
+        return cls
+    return declare
 
 # %% ../nbs/01_config.ipynb #6362f3aa
 def env_name(key:str) -> str: return 'COVE_' + key.replace('.', '_').upper()

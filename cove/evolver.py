@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
-from .config import declare_key
+from .config import setting, typed_config
 from .core import Feedback, Task, msg, get_logger, InfraError
 from .llm import Policy, Generation
 from .method import Method, register_method
@@ -23,41 +23,42 @@ from .train import (hot_swap, env_rollout, prompt_dataset, reward_function, trai
                         trajectories_to_sft, sft_kw)
 
 # %% auto #0
-__all__ = ['BUFFERS', 'AUTHORS_SETTINGS', 'ACTIONS', 'SEARCHES', 'STOPS', 'THINK_SCORE', 'MAX_CHECKS', 'NO_CORPUS', 'CODE_FAMILIES', 'Action', 'parse_actions', 'strip_actions', 'close_stopped', 'think_score', 'search_score', 'action_counts', 'format_reward', 'evolver_reward', 'metric_score', 'to_prune', 'balanced_pick', 'check_equivalent', 'find_equivalent', 'knowledge_corpus', 'user_message', 'KnowledgeSearch', 'answer_turn', 'answer_like', 'answer_content', 'gold_answer', 'gold_answers', 'exact_match', 'em_feedback', 'episode_outcome', 'SCHEMA_SQL', 'EVENTS_VIEW', 'KINDS', 'ACTIVE', 'DISTILL_PROMPT', 'EQUIV_PROMPT', 'EQUIV_CASES', 'FORCE_ANSWER', 'CONTINUE', 'BAD_FORMAT', 'Principle', 'PrincipleStore', 'system_prompt', 'equiv_content', 'render_experience', 'render_information', 'EvolverAgent', 'ScriptedPolicy', 'trajectory_summary', 'parse_principle', 'distill', 'EvolverMethod', 'evolver_rollout', 'make_evolver_reward', 'reference_script', 'cold_start_data']
+__all__ = ['BUFFERS', 'AUTHORS_SETTINGS', 'ACTIONS', 'SEARCHES', 'STOPS', 'THINK_SCORE', 'MAX_CHECKS', 'NO_CORPUS', 'CODE_FAMILIES', 'EvolverConfig', 'Action', 'parse_actions', 'strip_actions', 'close_stopped', 'think_score', 'search_score', 'action_counts', 'format_reward', 'evolver_reward', 'metric_score', 'to_prune', 'balanced_pick', 'check_equivalent', 'find_equivalent', 'knowledge_corpus', 'user_message', 'KnowledgeSearch', 'answer_turn', 'answer_like', 'answer_content', 'gold_answer', 'gold_answers', 'exact_match', 'em_feedback', 'episode_outcome', 'SCHEMA_SQL', 'EVENTS_VIEW', 'KINDS', 'ACTIVE', 'DISTILL_PROMPT', 'EQUIV_PROMPT', 'EQUIV_CASES', 'FORCE_ANSWER', 'CONTINUE', 'BAD_FORMAT', 'Principle', 'PrincipleStore', 'system_prompt', 'equiv_content', 'render_experience', 'render_information', 'EvolverAgent', 'ScriptedPolicy', 'trajectory_summary', 'parse_principle', 'distill', 'EvolverMethod', 'evolver_rollout', 'make_evolver_reward', 'reference_script', 'cold_start_data']
 
 # %% ../nbs/16_evolver.ipynb #282e4def
-declare_key('evolver.k', int, 3, 'EvolveR results per search action')
-declare_key('evolver.dedup', float, 0.85, 'EvolveR cosine pre-filter for principle deduplication', range=(0, 1))
-declare_key('evolver.prune', float, 0.3, 'EvolveR metric_score below which principles are pruned', range=(0, 1))
-declare_key('evolver.prune_every', int, 16, 'EvolveR episodes between offline distillation + pruning')
+BUFFERS = ('all', 'balanced')
 
-# %% ../nbs/16_evolver.ipynb #f05576c2
-declare_key('evolver.w_o', float, 1.0, 'EvolveR outcome reward weight')
-declare_key('evolver.w_f', float, 0.1, 'EvolveR format reward weight')
-declare_key('evolver.exp_retrieve', bool, True, 'EvolveR experience retrieval (False = ablation w/o exp-retrieve)')
-declare_key('evolver.max_turns', int, 4, 'EvolveR think/search actions before an answer is forced', range=(1, None))
-
-# %% ../nbs/16_evolver.ipynb #5191199e
-declare_key('evolver.train_every', int, 16, 'EvolveR applied episodes between policy updates (0 = never)')
-declare_key('evolver.algo', str, 'grpo', 'EvolveR policy updates: GRPO with its reward (the paper) or SFT on '
-            'successes (its ablation)', choices=('grpo', 'sft'))
-declare_key('evolver.no_rl', bool, False, 'EvolveR ablation w/o RL: the cold start only, no policy update after it')
-
-# %% ../nbs/16_evolver.ipynb #3b0da29b
-declare_key('evolver.cold_start', bool, True, 'EvolveR cold-start SFT on reference solutions before the first '
-            'episode (the paper)')
-declare_key('evolver.distill_temperature', float, 1.0, 'EvolveR self-distillation sampling temperature (the paper '
-            'samples at 1)')
+@typed_config('evolver')
+@dataclass(frozen=True)
+class EvolverConfig:
+    "EvolveR's settings, the keys `evolver.<field>`; defaults are the paper's where it gives one."
+    # the online interaction phase
+    k: int = setting(3, 'EvolveR results per search action')
+    max_turns: int = setting(4, 'EvolveR think/search actions before an answer is forced', range=(1, None))
+    exp_retrieve: bool = setting(True, 'EvolveR experience retrieval (False = ablation w/o exp-retrieve)')
+    w_o: float = setting(1.0, 'EvolveR outcome reward weight')
+    w_f: float = setting(0.1, 'EvolveR format reward weight')
+    buffer: str = setting('all', "EvolveR principle uses/successes, all|balanced: all = every online episode counts; "
+                          "balanced = the authors' buffer: of each prompt's GRPO rollouts in an update, "
+                          "max(1, int(G·evolver.choice_ratio)) picked, half successes where possible", choices=BUFFERS)
+    choice_ratio: float = setting(0.25, "EvolveR share of a prompt's rollouts kept by evolver.buffer=balanced, in "
+                                  "(0, 1] (the authors' trajectory_choice_ratio: 2 of 8)", range=(0, 1, False))
+    # the offline self-distillation phase: distillation, deduplication, pruning
+    prune_every: int = setting(16, 'EvolveR episodes between offline distillation + pruning')
+    distill_temperature: float = setting(1.0, 'EvolveR self-distillation sampling temperature (the paper samples at 1)')
+    dedup: float = setting(0.85, 'EvolveR cosine pre-filter for principle deduplication', range=(0, 1))
+    prune: float = setting(0.3, 'EvolveR metric_score below which principles are pruned', range=(0, 1))
+    clean_every: int = setting(1, "EvolveR offline phases between prunings, >= 1 (1: every phase; the authors' "
+                               "clean_interval: every 10th reflection)", range=(1, None))
+    # policy evolution
+    cold_start: bool = setting(True, 'EvolveR cold-start SFT on reference solutions before the first episode (the '
+                               'paper)')
+    train_every: int = setting(16, 'EvolveR applied episodes between policy updates (0 = never)')
+    algo: str = setting('grpo', 'EvolveR policy updates: GRPO with its reward (the paper) or SFT on successes (its '
+                        'ablation)', choices=('grpo', 'sft'))
+    no_rl: bool = setting(False, 'EvolveR ablation w/o RL: the cold start only, no policy update after it')
 
 # %% ../nbs/16_evolver.ipynb #15ce5786
-BUFFERS = ('all', 'balanced')
-declare_key('evolver.buffer', str, 'all', "EvolveR principle uses/successes, all|balanced: all = every online episode "
-            "counts; balanced = the authors' buffer: of each prompt's GRPO rollouts in an update, "
-            "max(1, int(G·evolver.choice_ratio)) picked, half successes where possible", choices=BUFFERS)
-declare_key('evolver.choice_ratio', float, 0.25, "EvolveR share of a prompt's rollouts kept by "
-            "evolver.buffer=balanced, in (0, 1] (the authors' trajectory_choice_ratio: 2 of 8)", range=(0, 1, False))
-declare_key('evolver.clean_every', int, 1, "EvolveR offline phases between prunings, >= 1 (1: every phase; the "
-            "authors' clean_interval: every 10th reflection)", range=(1, None))
 # their buffer and cleaning; their reflection per update is evolver.prune_every = evolver.train_every (16 and 16)
 AUTHORS_SETTINGS = {'evolver.buffer': 'balanced', 'evolver.choice_ratio': 0.25, 'evolver.clean_every': 10}
 
@@ -800,6 +801,7 @@ class EvolverMethod(Method):
     (GRPO or SFT), resumable. The loop is here; the steps it calls follow, each with its example."""
     def __init__(self, cfg, out, policy=None):
         super().__init__(cfg, Path(out), policy)
+        self.args = EvolverConfig.from_config(cfg)   # `evolver.*`, typed
         self.adapter_dir, self.envs, self.adapter = self.out/'adapters', {}, None
         self.store = PrincipleStore(self.out/'evolver.sqlite', Embedder.from_config(cfg))
         self.judge = None
@@ -812,7 +814,7 @@ class EvolverMethod(Method):
         if self.policy is None: raise ValueError("method 'evolver' needs a policy to play episodes")
         self.envs[tasks[0].family] = env
         self.catch_up()
-        if self.p('cold_start'): self.cold_start(env, tasks[0].family)
+        if self.args.cold_start: self.cold_start(env, tasks[0].family)
         out = self._play_online(env, tasks)
         self.keys.commit(tasks)
         return [r for r, _ in out]
@@ -820,7 +822,7 @@ class EvolverMethod(Method):
     def catch_up(self):
         """Run the offline phase and the policy update that the applied episodes make due (again, if a kill interrupted
         them)."""
-        n, pe, te = self.n_applied, self.p('prune_every'), 0 if self.p('no_rl') else self.p('train_every')
+        n, pe, te = self.n_applied, self.args.prune_every, 0 if self.args.no_rl else self.args.train_every
         if pe > 0 and n // pe > 0:
             done = self.store.conn.execute('SELECT MAX(n) FROM phases').fetchone()[0] or 0
             if n // pe > done: self.offline_phase(n // pe)
@@ -841,7 +843,7 @@ class EvolverMethod(Method):
         rows = self._undistilled()
         t0 = time.time()
         if rows and self.policy is None: raise ValueError("the offline phase needs the policy")
-        temp, seed = self.p('distill_temperature'), self.cfg['run.seed'] + n
+        temp, seed = self.args.distill_temperature, self.cfg['run.seed'] + n
         for row, d in zip(rows, distill(self.policy, rows, temperature=temp, seed=seed) if rows else []):
             self.integrate(row, d)
         pruned = self._prune_phase(n, len(rows), t0)
@@ -853,7 +855,7 @@ class EvolverMethod(Method):
         record `key`."""
         c, rows, n = self.cfg, self._since_last_update(), int(key.split(':')[1])
         recs = _sft_records(rows)
-        algo = self.p('algo')
+        algo = self.args.algo
         init = dict(init_adapter=self._init_adapter())
         res, why, extra = None, None, {}
         try:
@@ -887,7 +889,7 @@ class EvolverMethod(Method):
         infos = [json.loads(r['info']) for r in self.store.conn.execute('SELECT info FROM episodes')]
         return dict(**self._experience_metrics(), **_em_metrics(infos), **_action_metrics(infos),
                     **_format_metrics(infos), **_fallback_metrics(infos), **_reward_metrics(infos),
-                    **self._update_metrics(), adapter=self.adapter, exp_retrieve=self.p('exp_retrieve'))
+                    **self._update_metrics(), adapter=self.adapter, exp_retrieve=self.args.exp_retrieve)
 
 # %% ../nbs/16_evolver_c_method.ipynb #d705fe6e
 @patch
@@ -913,12 +915,6 @@ def n_applied(self:EvolverMethod) -> int:
     "Episodes applied so far."
     return self.store.conn.execute('SELECT COUNT(*) FROM episodes').fetchone()[0]
 
-# %% ../nbs/16_evolver_c_method.ipynb #69ab5828
-@patch
-def p(self:EvolverMethod, key:str):
-    "The setting `evolver.<key>` of the run's config."
-    return self.cfg[f'evolver.{key}']
-
 # %% ../nbs/16_evolver_c_method.ipynb #3e9fc521
 @patch
 def _episode_row(self:EvolverMethod, r:EpisodeResult, info:dict, key:str) -> tuple:
@@ -931,7 +927,7 @@ def _episode_row(self:EvolverMethod, r:EpisodeResult, info:dict, key:str) -> tup
 @patch
 def _record_episode(self:EvolverMethod, c, r, info, key):
     "In transaction `c`: uses (buffer `all`) and `r`'s row."
-    if self.p('buffer') == 'all': self.store.record_use(r.retrieved, r.success)   # balanced: the kept rollouts'
+    if self.args.buffer == 'all': self.store.record_use(r.retrieved, r.success)   # balanced: the kept rollouts'
     c.execute('INSERT INTO episodes(key, n, family, task_id, success, score, reward, info, task, trajectory) '
               'VALUES (?,?,?,?,?,?,?,?,?,?)', self._episode_row(r, info, key))
 
@@ -939,8 +935,8 @@ def _record_episode(self:EvolverMethod, c, r, info, key):
 @patch
 def _evolver_agent(self:EvolverMethod, **gen) -> EvolverAgent:
     "An agent over the method's experience base with its `k`, `max_turns` and `exp_retrieve`; `gen`: sampling settings."
-    return EvolverAgent(self.policy, self.store, k=self.p('k'), max_turns=self.p('max_turns'),
-                        exp_retrieve=self.p('exp_retrieve'), max_new_tokens=self.cfg['model.max_new_tokens'], **gen)
+    return EvolverAgent(self.policy, self.store, k=self.args.k, max_turns=self.args.max_turns,
+                        exp_retrieve=self.args.exp_retrieve, max_new_tokens=self.cfg['model.max_new_tokens'], **gen)
 
 # %% ../nbs/16_evolver_c_method.ipynb #fdbb4a9e
 @patch
@@ -948,7 +944,7 @@ def _play_online(self:EvolverMethod, env, tasks) -> list:
     "Play `tasks`, applying each episode (and catching up) as it ends: their `(result, info)`."
     agent = self._evolver_agent(temperature=self.cfg['model.temperature'], seed=self.cfg['run.seed'])
     keys = self.keys.keys(tasks)
-    out = agent.run(env, tasks, self.p('w_o'), self.p('w_f'))
+    out = agent.run(env, tasks, self.args.w_o, self.args.w_f)
     for (r, info), key in zip(out, keys):
         r.key = key   # read by `extra`
         if self.apply(r, info, key): self.catch_up()
@@ -994,7 +990,7 @@ def _judged_match(self:EvolverMethod, d:dict, vec) -> tuple[int|None, list]:
     return check_equivalent(
         self.store.similar(vec, MAX_CHECKS, d['kind']),
         lambda i: self.is_equivalent(d['principle'], self.store.get(i).content),
-        threshold=self.p('dedup'),
+        threshold=self.args.dedup,
     )
 
 # %% ../nbs/16_evolver_c_method.ipynb #de814dd9
@@ -1062,7 +1058,7 @@ def _undistilled(self:EvolverMethod) -> list[dict]:
 def _prune_phase(self:EvolverMethod, n:int, distilled:int, t0:float) -> list:
     "Prune (every `clean_every` phases) and record phase `n`; the pruned ids."
     with self.store.transaction() as c:
-        pruned = self.store.prune(self.p('prune')) if n % self.p('clean_every') == 0 else []   # the cleaning cadence
+        pruned = self.store.prune(self.args.prune) if n % self.args.clean_every == 0 else []   # the cleaning cadence
         detail = dict(distilled=distilled, pruned=pruned, seconds=round(time.time() - t0, 2))
         c.execute('INSERT INTO phases(n, ts, detail) VALUES (?,?,?)', (n, time.time(), json.dumps(detail)))
     return pruned
@@ -1143,7 +1139,7 @@ def make_evolver_reward(w_o:float=1.0, w_f:float=0.1, exp_retrieve:bool=True):
 @patch
 def _since_last_update(self:EvolverMethod) -> list:
     last = self.store.conn.execute("SELECT MAX(n) FROM updates WHERE key LIKE 'train:%'").fetchone()[0]
-    last_n = (last or 0) * self.p('train_every')   # update `train:j` covered the episodes applied up to j · train_every
+    last_n = (last or 0) * self.args.train_every   # update `train:j` covered the episodes applied up to j · train_every
     rows = self.store.conn.execute('SELECT * FROM episodes WHERE n > ? ORDER BY n', (last_n,)).fetchall()
     skipped = Counter(r['family'] for r in rows if r['family'] not in self.envs)
     if skipped:
@@ -1160,10 +1156,10 @@ def _train_grpo(self:EvolverMethod, rows:list, init:dict, key:str) -> tuple:
     if not tasks: return None, 'no trajectories', {}
     agent = self._evolver_agent()   # GRPO samples its own completions
     data, rollout = evolver_rollout(agent, self.envs, tasks)
-    reward = make_evolver_reward(self.p('w_o'), self.p('w_f'), self.p('exp_retrieve'))
+    reward = make_evolver_reward(self.args.w_o, self.args.w_f, self.args.exp_retrieve)
     res = train_grpo(self.policy, data, reward, self.adapter_dir, rollout_func=rollout, **grpo_kw(c), **init)
     extra = dict(rollouts=dict(reward.stats))
-    if self.p('buffer') == 'balanced': extra['buffer_uses'] = self._balanced_uses(reward.rollouts, key)
+    if self.args.buffer == 'balanced': extra['buffer_uses'] = self._balanced_uses(reward.rollouts, key)
     _log.info(f"EvolveR GRPO update {key}: {len(tasks)} tasks, rollouts {extra['rollouts']}")
     return res, None, extra
 
@@ -1175,7 +1171,7 @@ def _balanced_uses(self:EvolverMethod, rollouts:list[dict], key:str) -> list[tup
     for r in rollouts: groups.setdefault((r['call'], *r['task']), []).append(r)
     rng = np.random.default_rng([self.cfg['run.seed'], int(key.split(':')[1])])
     kept = [(g[i]['used'], bool(g[i]['success'])) for g in groups.values()
-            for i in balanced_pick([r['success'] for r in g], self.p('choice_ratio'), rng)]
+            for i in balanced_pick([r['success'] for r in g], self.args.choice_ratio, rng)]
     return kept
 
 # %% ../nbs/16_evolver_c_method.ipynb #cb286677
@@ -1267,7 +1263,7 @@ def _init_adapter(self:EvolverMethod) -> Path|None:
 def _cold_start_records(self:EvolverMethod, env, n_tasks:int) -> list[dict]:
     "The passing reference trajectories of `n_tasks` training tasks of `env`, as SFT records."
     tasks = env.tasks('train', n_tasks, self.cfg['run.seed'])
-    return cold_start_data(env, tasks, self.p('max_turns'), self.p('k'), self.store, self.p('exp_retrieve'))
+    return cold_start_data(env, tasks, self.args.max_turns, self.args.k, self.store, self.args.exp_retrieve)
 
 # %% ../nbs/16_evolver_c_method.ipynb #fd148852
 @patch
