@@ -28,8 +28,9 @@ __all__ = ['NORMS', 'INTENTS', 'SUMMARY_INSTRUCTION', 'FUNCTION_WORDS', 'PARAMS'
 # %% ../nbs/14_memrl.ipynb #b523b0aa
 declare_key('memrl.delta', float, 0.5, 'MemRL Phase A similarity threshold δ (public code)', range=(-1, None))
 declare_key('memrl.k1', int, 5, 'MemRL Phase A recall size k1', range=(1, None))
-declare_key('memrl.k2', int, 3, 'MemRL Phase B memories injected k2')
-declare_key('memrl.lam', float, 0.5, 'MemRL Phase B weight λ of the z-scored Q against z-scored similarity')
+declare_key('memrl.k2', int, 3, 'MemRL Phase B memories injected k2', range=(1, None))
+declare_key('memrl.lam', float, 0.5, 'MemRL Phase B weight λ of the z-scored Q against z-scored similarity',
+            range=(0, 1))
 
 # %% ../nbs/14_memrl.ipynb #56f7c94d
 declare_key('memrl.alpha', float, 0.3, 'MemRL Q learning rate α', range=(0, 1, False))
@@ -452,13 +453,6 @@ AUTHORS_CONFIGS = {name: {**_AUTHORS_SHARED, **dict(zip(_AUTHORS_KEYS, row))} fo
     ('alfworld', ('0.5187,0.1203', '-10',  0.0,  5,  3, 0.9,  0.0, -1.0, 32)),
     ('llb',      ('0.39,0.14',     '-0.8', 0.01, 10, 5, 0.99, 0.5,  0.0,  5))]}
 
-# %% ../nbs/14_memrl.ipynb #7edb18eb
-def _check_ranges(p:dict):
-    "Fail with a one-line `ValueError` on MemRL settings `p` out of their range."
-    if p['k1'] < 1 or p['k2'] < 1: raise ValueError(f"memrl.k1 and memrl.k2 must be >= 1, got {p['k1']}, {p['k2']}")
-    if not 0 <= p['lam'] <= 1: raise ValueError(f"memrl.lam must lie in [0, 1], got {p['lam']}")
-    if not 0 < p['alpha'] <= 1: raise ValueError(f"memrl.alpha must lie in (0, 1], got {p['alpha']}")
-
 # %% ../nbs/14_memrl.ipynb #6555caef
 def _check_sim_stats(p:dict):
     "`memrl.sim_stats` need `memrl.norm=authors` and an STD > 0 (a one-line `ValueError` else)."
@@ -473,7 +467,6 @@ def memrl_params(cfg) -> dict:
     p = {k: cfg[f'memrl.{k}'] for k in PARAMS}
     p['q_min'], p['sim_stats'] = _numbers('memrl.q_min', p['q_min'], 1), _numbers('memrl.sim_stats', p['sim_stats'], 2)
     if p['q_min'] is not None: p['q_min'] = p['q_min'][0]
-    _check_ranges(p)
     _check_sim_stats(p)
     return p
 
