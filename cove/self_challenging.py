@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field, asdict, replace
 from pathlib import Path
 from fastcore.basics import patch
-from .config import declare_key
+from .config import setting, typed_config
 from .core import Feedback, Task, msg, get_logger
 from .method import Method, register_method
 from .core import write_json
@@ -23,22 +23,23 @@ from .spec import open_envs
 from .train import trajectories_to_sft, train_sft, sft_kw, UpdateResult
 
 # %% auto #0
-__all__ = ['SC_FAMILIES', 'SC_EXAMPLES', 'SC_EXAMPLE_CONTEXT', 'SC_ASK', 'GeneratedTask', 'parse_generated',
-           'verification_feedback', 'run_verification', 'validate_task', 'challenger_system', 'seed_context',
-           'challenger_messages', 'solver_task', 'VerifiedEnv', 'solve_generated', 'SelfChallenging', 'round_summary']
+__all__ = ['SC_FAMILIES', 'SC_EXAMPLES', 'SC_EXAMPLE_CONTEXT', 'SC_ASK', 'SelfChallengingConfig', 'GeneratedTask',
+           'parse_generated', 'verification_feedback', 'run_verification', 'validate_task', 'challenger_system',
+           'seed_context', 'challenger_messages', 'solver_task', 'VerifiedEnv', 'solve_generated', 'SelfChallenging',
+           'round_summary']
 
 # %% ../nbs/17b_self_challenging.ipynb #f5c7d5c6
-declare_key('self_challenging.tasks', int, 4, 'Self-Challenging tasks generated per family per round')
-declare_key('self_challenging.every', int, 8, 'Self-Challenging episodes of a family between generate-solve-train '
-            'rounds')
-declare_key('self_challenging.attempts', int, 2, 'Self-Challenging solution attempts per generated task',
-            range=(1, None))
-declare_key('self_challenging.temperature', float, 0.7, 'Self-Challenging sampling temperature of task generation')
-declare_key('self_challenging.max_new_tokens', int, 320, 'Self-Challenging token cap of one generated task',
-            range=(1, None))
-declare_key('self_challenging.timeout', float, 5.0, 'Self-Challenging sandbox seconds per verification run',
-            range=(0, None, False))
-declare_key('self_challenging.seed_pool', int, 32, 'Self-Challenging train-split tasks that seed task generation')
+@typed_config('self_challenging')
+@dataclass(frozen=True)
+class SelfChallengingConfig:
+    "Self-Challenging's settings, the keys `self_challenging.<field>`."
+    tasks: int = setting(4, 'Self-Challenging tasks generated per family per round')
+    every: int = setting(8, 'Self-Challenging episodes of a family between generate-solve-train rounds')
+    attempts: int = setting(2, 'Self-Challenging solution attempts per generated task', range=(1, None))
+    temperature: float = setting(0.7, 'Self-Challenging sampling temperature of task generation')
+    max_new_tokens: int = setting(320, 'Self-Challenging token cap of one generated task', range=(1, None))
+    timeout: float = setting(5.0, 'Self-Challenging sandbox seconds per verification run', range=(0, None, False))
+    seed_pool: int = setting(32, 'Self-Challenging train-split tasks that seed task generation')
 
 # %% ../nbs/17b_self_challenging.ipynb #aac2a21b
 _log = get_logger('self_challenging')
@@ -347,11 +348,11 @@ class SelfChallenging(Method):
     state_file = 'self_challenging_state.json'
     def __init__(self, cfg, out, policy=None):
         super().__init__(cfg, Path(out), policy)
+        self.args = SelfChallengingConfig.from_config(cfg)   # `self_challenging.*`, typed
         self.adapter_dir, self.round_dir, self._envs = self.out/'adapters', self.out/'self_challenging', {}
         self.applied, self.family_episodes, self.rounds, self.pending = {}, {}, [], {}
         self.adapter, self.next_round = None, 1
         self.load_state()
-    def opt(self, key): return self.cfg[f'self_challenging.{key}']
 
 # %% ../nbs/17b_self_challenging.ipynb #9362b6b0
 @patch
@@ -407,7 +408,7 @@ def run_batch(self:SelfChallenging, env, tasks):
     plays = [self.applied[k]['adapter'] if k in self.applied else self.adapter for k in keys]
     results = self._play_by_adapter(env, tasks, plays)
     self.keys.commit(tasks)
-    every = int(self.opt('every'))
+    every = self.args.every
     for r, k, ad in zip(results, keys, plays):
         if k in self.applied: continue
         if self._count(spec, k, ad, every) is not None: self.run_pending()
@@ -503,8 +504,8 @@ def _round_record(rnd:int, spec:str, adapter:str|None) -> dict:
 @patch
 def _seeds(self:SelfChallenging, env, rnd:int) -> tuple[list, str|None]:
     "The round's seeds, in turn from the family's train pool; `([], why)` if it is empty."
-    n = int(self.opt('tasks'))
-    pool, err = safe_call(env.tasks, 'train', int(self.opt('seed_pool')), self.cfg['run.seed'])
+    n = self.args.tasks
+    pool, err = safe_call(env.tasks, 'train', self.args.seed_pool, self.cfg['run.seed'])
     if not pool: return [], f"no train tasks to seed the challenger ({err or 'empty train split'})"
     return [pool[(rnd * n + j) % len(pool)] for j in range(n)], None
 
@@ -513,7 +514,7 @@ def _seeds(self:SelfChallenging, env, rnd:int) -> tuple[list, str|None]:
 def _challenger_replies(self:SelfChallenging, env, seeds:list, rnd:int, T:float) -> tuple:
     "`(replies, tokens, None)` of one batched sampled call to the challenger, or `(None, 0, error)`."
     gens, err = safe_call(self.policy.generate, [challenger_messages(env, s) for s in seeds], temperature=T,
-                          max_new_tokens=int(self.opt('max_new_tokens')), seed=self.cfg['run.seed'] + rnd)
+                          max_new_tokens=self.args.max_new_tokens, seed=self.cfg['run.seed'] + rnd)
     if err: return None, 0, err
     return [g.text for g in gens], sum(g.prompt_tokens + g.completion_tokens for g in gens), None
 
@@ -537,7 +538,7 @@ def challenge(self:SelfChallenging, env, spec:str, rnd:int, replies:list[str]|No
         return rec
     seeds, rec['skipped'] = self._seeds(env, rnd)
     if rec['skipped']: return rec
-    T, timeout = float(self.opt('temperature')), float(self.opt('timeout'))
+    T, timeout = self.args.temperature, self.args.timeout
     if replies is None:
         replies, rec['challenger_tokens'], err = self._challenger_replies(env, seeds, rnd, T)
         if err:
@@ -558,7 +559,7 @@ def _attempt(r:EpisodeResult) -> dict:
 @patch
 def _solve(self:SelfChallenging, env, rec:dict, valid:list, rnd:int, T:float, timeout:float):
     "Attempt the valid tasks with the current policy; record each attempt (traces of the verified ones)."
-    att = int(self.opt('attempts'))
+    att = self.args.attempts
     res = solve_generated(
         self.policy, env, valid, att, self.cfg['model.max_new_tokens'], T, self.cfg['run.seed'] + rnd, timeout
     )
