@@ -53,6 +53,23 @@ def test_api_renaming_unpaired_rates(tmp_path):
     assert f'| success, standard: renamed - same | 0.375 - 0.625 = {u.diff:+.3f} [{u.ci[0]:+.3f}, {u.ci[1]:+.3f}]' in md
     assert f'| API correct, renamed: anti-recitation - standard | 0.750 - 0.500 = +0.250' in md
 
+def test_router_pareto_shares_and_cost(tmp_path):
+    "Routed and parametric episodes summed over seeds: the share, Token/Inst. = 14100 x share, Rel. to always_both."
+    import pandas as pd
+    for s, (cove_param, k) in {0: (2, 3), 1: (4, 1)}.items():
+        d = tmp_path/'router_pareto'/f'seed{s}'
+        _ok(d)
+        pd.DataFrame([dict(method='always_both', status='ok', success=0.5, n=8, routed=8, n_param=8, train_tokens=100,
+                           updates=2),
+                      dict(method='cove', status='ok', success=k / 8, n=8, routed=8, n_param=cove_param, train_tokens=10,
+                           updates=1)]).to_csv(d/'table.csv', index=False)
+        pd.DataFrame([dict(method='cove', family='math', routed=8, harness_only=1 - cove_param / 8,
+                           parametric_candidate=cove_param / 8, hybrid=0.0)]).to_csv(d/'router_shares.csv', index=False)
+    md = '\n'.join(pooled.POOLED['router_pareto'](pooled.ok_seeds(tmp_path/'router_pareto')))
+    assert '| cove | 4/16 = 0.250 [' in md and '| 6/16 = 0.375 [' in md   # success 3 + 1, parametric 2 + 4 of 16
+    assert f'| {14100 * 6 / 16:.0f} | 0.38 | 20 | 2 |' in md
+    assert '| cove | math | 10/16 = 0.625 [' in md   # harness_only 6 + 4
+
 def test_the_grid_writes_pooled_md_and_says_why_not(tmp_path):
     "aggregate_all writes `<nb>/aggregate/pooled.md` and the index shows it; a seed missing its file is one reason."
     _curve(tmp_path)

@@ -207,6 +207,29 @@ def learning_curve(seeds:dict) -> list[str]:
         rows.append([k[0] or 'base', k[1], rate(succ, n), *vs])
     return table(['setting', 'step', 'success', 'vs step 0 ' + PAIRED_HEAD[0], *PAIRED_HEAD[1:]], rows)
 
+@pooled('router_pareto')
+def router_pareto(seeds:dict) -> list[str]:
+    """Per router: success, parametric share and Token/Inst. over the seeds' episodes summed; the channel shares per
+    family."""
+    from cove.llm import MODELLED_TOKENS_PER_INSTANCE as TOK
+    tabs = [pd.read_csv(d/'table.csv') for d in seeds.values()]
+    t = pd.concat([x[x.status == 'ok'].assign(k=counts(x[x.status == 'ok'], 'success', 'n')) for x in tabs])
+    tot = t.groupby('method', sort=False)[['k', 'n', 'routed', 'n_param', 'train_tokens', 'updates']].sum()
+    ref = tot.n_param['always_both'] / tot.routed['always_both'] if 'always_both' in tot.index else None
+    rows = [[m, rate(r.k, r.n), rate(r.n_param, r.routed), f'{TOK * r.n_param / r.routed:.0f}',
+             f'{r.n_param / r.routed / ref:.2f}' if ref else '—', int(r.train_tokens), int(r.updates)]
+            for m, r in tot.iterrows()]
+    out = table(['router', 'success', 'parametric share of routed', 'Token/Inst.', 'Rel. (vs always_both)',
+                 'training tokens (sum)', 'updates (sum)'], rows)
+    sh = pd.concat([pd.read_csv(d/'router_shares.csv') for d in seeds.values()])
+    chans = ['harness_only', 'parametric_candidate', 'hybrid']
+    for c in chans: sh[c] = (sh[c] * sh.routed).round().astype(int)
+    fam = sh.groupby(['method', 'family'], sort=False)[['routed', *chans]].sum()
+    out += ['', 'Channel shares per family, episodes summed over the seeds (Wilson 95%):', '',
+            *table(['router', 'family', *chans], [[m, f, *(rate(r[c], r.routed) for c in chans)]
+                                                  for (m, f), r in fam.iterrows()])]
+    return out
+
 # --- writing -----------------------------------------------------------------------------------------------------------
 
 def write_pooled(name:str, seed_dirs:dict, agg:Path) -> dict | None:
@@ -215,7 +238,7 @@ def write_pooled(name:str, seed_dirs:dict, agg:Path) -> dict | None:
     try: lines = POOLED[name]({s: Path(d) for s, d in sorted(seed_dirs.items())})
     except Exception as e: return dict(reason=f'{type(e).__name__}: {e}')
     head = (f'Pooled over seeds {", ".join(map(str, sorted(seed_dirs)))} by tools/pooled.py '
-            f'({POOLED[name].__doc__.strip()})')
+            f'({" ".join(POOLED[name].__doc__.split())})')
     (agg/'pooled.md').write_text('\n'.join([head, '', *lines]) + '\n')
     return dict(md='pooled.md', seeds=sorted(seed_dirs))
 
