@@ -6,6 +6,7 @@
 from __future__ import annotations
 import contextlib, math, time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from fastcore.basics import patch
 from .core import get_logger, Task, safe_path, phase
@@ -21,21 +22,36 @@ from .train import hot_swap, train_grpo, grpo_kw, train_sft, sft_kw
 from .llm import HFPolicy
 
 # %% auto #0
-__all__ = ['VARIANTS', 'SWITCHES', 'RELEASE_OUTCOMES', 'CoveMethod', 'update_steps', 'HarnessOnly', 'ParametricOnly',
-           'AlwaysBothMethod', 'RandomRouteMethod', 'NoTriggerMethod', 'NoAntiRecitationMethod', 'NoReleaseMethod']
+__all__ = ['VARIANTS', 'RELEASE_OUTCOMES', 'HarnessOnly', 'ParametricOnly', 'AlwaysBothMethod', 'RandomRouteMethod',
+           'NoTriggerMethod', 'NoAntiRecitationMethod', 'NoReleaseMethod', 'CoveVariant', 'CoveMethod', 'update_steps',
+           'cove_preset']
 
 # %% ../nbs/13_workflow.ipynb #4b6ea052
-VARIANTS = {  # method -> (router, memory on, trigger)
-    'cove': ('cove', True, 'cove'),
-    'harness_only': ('harness_only', True, 'cove'),        # parametric channel never chosen: no updates
-    'parametric_only': ('parametric_only', False, 'cove'), # no KB; every family parametric
-    'always_both': ('always_both', True, 'cove'),
-    'random_route': ('random_route', True, 'cove'),
-    'cove_no_trigger': ('cove', True, 'fixed_interval'),   # w/o the trigger: an update every 2w episodes, always on
-    'cove_no_antirecitation': ('cove', True, 'cove'),      # w/o anti-recitation (`SWITCHES`)
-    'cove_no_release': ('cove', True, 'cove'),             # w/o memory release (`SWITCHES`)
+@dataclass(frozen=True)
+class CoveVariant:
+    "A preset of COVE's components: the whole method, or the method with one part switched (an ablation)."
+    doc: str                      # one line: the registered method's docstring
+    router: str = 'cove'          # which router picks the channel (`cove.router.make_router`)
+    memory: bool = True           # the knowledge base is kept and retrieved (the harness channel)
+    trigger: str = 'cove'         # which trigger decides when to train (`cove.trigger.make_trigger`)
+    anti_recitation: bool = True  # KnowledgePO renames volatile names before training, λ > 0
+    release: bool = True          # the A/B after an update releases internalised stable entries
+
+VARIANTS = {
+    'cove': CoveVariant('COVE (Algorithm 1): memory + routing + triggered parametric updates + memory release.'),
+    'harness_only': CoveVariant('Ablation: memory only; the router always says harness_only, so the trigger never '
+                                'fires an update.', router='harness_only'),
+    'parametric_only': CoveVariant('Ablation: no knowledge base; every family parametric; updates when the trigger '
+                                   'fires.', router='parametric_only', memory=False),
+    'always_both': CoveVariant('Ablation Always-Both: every episode routed hybrid.', router='always_both'),
+    'random_route': CoveVariant('Ablation Random-Route (p = 0.5).', router='random_route'),
+    'cove_no_trigger': CoveVariant('COVE without the stage-aware trigger: an update every 2w episodes of a '
+                                   'parametric-routed family.', trigger='fixed_interval'),
+    'cove_no_antirecitation': CoveVariant('COVE without anti-recitation: volatile names never renamed before '
+                                          'training, λ = 0.', anti_recitation=False),
+    'cove_no_release': CoveVariant('COVE without memory release: no A/B, every entry stays online after training.',
+                                   release=False),
 }
-SWITCHES = {'cove_no_antirecitation': {'anti_recitation': False}, 'cove_no_release': {'release': False}}
 _log = get_logger('workflow')
 
 # %% ../nbs/13_workflow.ipynb #1bc2afff
@@ -46,15 +62,14 @@ class CoveMethod(Method):
     variant, state_file = 'cove', 'workflow_state.json'
     def __init__(self, cfg, out, policy=None):
         super().__init__(cfg, Path(out), policy)
-        self.router_name, self.memory, trig = VARIANTS[self.variant]
-        sw = SWITCHES.get(self.variant, {})
-        self.release_on = sw.get('release', True)
+        v = VARIANTS[self.variant]
+        self.router_name, self.memory, self.release_on = v.router, v.memory, v.release
         self.adapter_dir = self.out/'adapters'
         self.judge = self._judge()
         self.router = self._router()
-        self.trigger = make_trigger(trig, cfg)
+        self.trigger = make_trigger(v.trigger, cfg)
         self.kb = self._open_kb() if self.memory else None
-        self.kpo = self._kpo(sw.get('anti_recitation', True)) if self.memory else None
+        self.kpo = self._kpo(v.anti_recitation) if self.memory else None
         self.applied, self.updates, self.trajectories, self.released, self.pending = {}, [], {}, [], {}
         self.references_seen = []   # train tasks whose reference replay KnowledgePO has observed
         self.adapter = None
@@ -534,43 +549,17 @@ def metrics(self:CoveMethod) -> dict:
     )
 
 # %% ../nbs/13_workflow.ipynb #cd17b633
-@register_method('harness_only')
-class HarnessOnly(CoveMethod):
-    "Ablation: memory only; the router always says harness_only, so the trigger never fires an update."
-    variant = 'harness_only'
+def cove_preset(name:str, # a key of `VARIANTS`
+                cls_name:str, # the class name it is exported under (the `cove.methods` entry point names it)
+               ) -> type:
+    "The `cove run` method of preset `VARIANTS[name]`: `CoveMethod` on that variant, registered under `name`."
+    cls = type(cls_name, (CoveMethod,), dict(variant=name, __doc__=VARIANTS[name].doc, __module__=__name__))
+    return register_method(name)(cls)
 
-# %% ../nbs/13_workflow.ipynb #4a32f519
-@register_method('parametric_only')
-class ParametricOnly(CoveMethod):
-    "Ablation: no knowledge base; every family parametric; updates when the trigger fires."
-    variant = 'parametric_only'
-
-# %% ../nbs/13_workflow.ipynb #900375f1
-@register_method('always_both')
-class AlwaysBothMethod(CoveMethod):
-    "Ablation Always-Both: every episode routed hybrid."
-    variant = 'always_both'
-
-# %% ../nbs/13_workflow.ipynb #a1e049bd
-@register_method('random_route')
-class RandomRouteMethod(CoveMethod):
-    "Ablation Random-Route (p = 0.5)."
-    variant = 'random_route'
-
-# %% ../nbs/13_workflow.ipynb #f714899c
-@register_method('cove_no_trigger')
-class NoTriggerMethod(CoveMethod):
-    "COVE without the stage-aware trigger: an update every 2w episodes of a parametric-routed family."
-    variant = 'cove_no_trigger'
-
-# %% ../nbs/13_workflow.ipynb #75d3e7ee
-@register_method('cove_no_antirecitation')
-class NoAntiRecitationMethod(CoveMethod):
-    "COVE without anti-recitation: volatile names never renamed before training, λ = 0."
-    variant = 'cove_no_antirecitation'
-
-# %% ../nbs/13_workflow.ipynb #3792c4c8
-@register_method('cove_no_release')
-class NoReleaseMethod(CoveMethod):
-    "COVE without memory release: no A/B, every entry stays online after training."
-    variant = 'cove_no_release'
+HarnessOnly = cove_preset('harness_only', 'HarnessOnly')
+ParametricOnly = cove_preset('parametric_only', 'ParametricOnly')
+AlwaysBothMethod = cove_preset('always_both', 'AlwaysBothMethod')
+RandomRouteMethod = cove_preset('random_route', 'RandomRouteMethod')
+NoTriggerMethod = cove_preset('cove_no_trigger', 'NoTriggerMethod')
+NoAntiRecitationMethod = cove_preset('cove_no_antirecitation', 'NoAntiRecitationMethod')
+NoReleaseMethod = cove_preset('cove_no_release', 'NoReleaseMethod')
