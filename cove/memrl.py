@@ -487,14 +487,14 @@ class MemRL(Method):
     The loop is here (`run_batch` → `_play` → `_learn_all`); the steps it calls follow, each with its example."""
     def __init__(self, cfg, out, policy=None):
         super().__init__(cfg, Path(out), policy)
-        self.p = memrl_params(cfg)
+        self.params = memrl_params(cfg)
         self.freeze = bool(cfg['memrl.freeze'])
         self.mem_path = self.out/'memrl.sqlite'
         if self.freeze: self._attach_source()
         self.embedder = Embedder.from_config(cfg)
         self.bank = MemoryBank(self.mem_path, dim=self.embedder.dim)
         if not self.freeze: self._check_params()
-        _log.info(f"memrl {'FROZEN ' if self.freeze else ''}memory {self.bank}, {self.p}")
+        _log.info(f"memrl {'FROZEN ' if self.freeze else ''}memory {self.bank}, {self.params}")
 
     @classmethod
     def check_config(cls, cfg):
@@ -506,7 +506,7 @@ class MemRL(Method):
     def run_batch(self, env, tasks):
         "Two-Phase Retrieval, play, summarise and learn, for tasks of one family."
         if self.policy is None: raise ValueError("method 'memrl' needs a policy to play episodes")
-        n = self.p['batch'] if self.p['writeback'] == 'batch' else 0
+        n = self.params['batch'] if self.params['writeback'] == 'batch' else 0
         return [r for part in _unique_parts(tasks) for fl in _flushes(part, n) for r in self._play(env, fl)]
 
     def _play(self, env, tasks):
@@ -533,7 +533,7 @@ class MemRL(Method):
                    summ:dict) -> dict[int, dict]:
         "`{position: info}` for the episodes `todo` of a played flush, learnt as `memrl.writeback` says."
         args = lambda i: (keys[i], results[i], plans[i], qv[i], summ.get(i))
-        if self.p['writeback'] == 'episode': return {i: self._learn(*args(i)) for i in todo}
+        if self.params['writeback'] == 'episode': return {i: self._learn(*args(i)) for i in todo}
         with self.bank.transaction():   # the authors' flush: all or nothing, merged against the memory before it
             before = self.bank.conn.execute('SELECT COALESCE(MAX(id), 0) FROM memories').fetchone()[0]
             return {i: self._apply(*args(i), before) for i in todo}
@@ -559,9 +559,9 @@ def _check_params(self:MemRL):
         )
     old = self.bank.meta('params')
     if old is None:
-        with self.bank.transaction(): self.bank.set_meta('params', self.p)
-    elif ADDED | ADDED_LATER | old != self.p:   # a bank saved before these keys: their defaults
-        raise ValueError(f"{self.mem_path} was built with memrl settings {ADDED | ADDED_LATER | old}, not {self.p}; "
+        with self.bank.transaction(): self.bank.set_meta('params', self.params)
+    elif ADDED | ADDED_LATER | old != self.params:   # a bank saved before these keys: their defaults
+        raise ValueError(f"{self.mem_path} was built with memrl settings {ADDED | ADDED_LATER | old}, not {self.params}; "
                          "use another --out")
 
 # %% ../nbs/14_memrl.ipynb #98cd7f25
@@ -650,7 +650,7 @@ def _flushes(tasks:list, n:int) -> list[list]:
 @patch
 def _retrieve(self:MemRL, qvec, key:str) -> dict:
     "Two-Phase Retrieval for episode `key`, exploring with a generator seeded by `run.seed` and the key."
-    p = self.p
+    p = self.params
     rng = np.random.default_rng([self.cfg['run.seed'], zlib.crc32(key.encode())])
     return self.bank.retrieve(qvec, p['delta'], p['k1'], p['k2'], p['lam'], norm=p['norm'], sim_stats=p['sim_stats'],
                               q_min=p['q_min'], epsilon=p['epsilon'], rng=rng)
@@ -702,7 +702,7 @@ def _update_mc(self:MemRL, plan:dict, rew:float) -> dict:
     "MC (Eq. 4): `Q ← Q + α(r − Q)` for the injected memories, now; `{id: [old, new]}`."
     out = {}
     for mid, q in self.bank.q_of(plan['selected']).items():
-        out[str(mid)] = [q, mc_update(q, rew, self.p['alpha'])]
+        out[str(mid)] = [q, mc_update(q, rew, self.params['alpha'])]
         self.bank.set_q(mid, out[str(mid)][1])
     return out
 
@@ -711,7 +711,7 @@ def _update_mc(self:MemRL, plan:dict, rew:float) -> dict:
 def _update_td(self:MemRL, key:str, plan:dict, rew:float, info:dict):
     """TD step of episode `key`: the pending update applied into `info['q_updates']`, this episode's left pending (if it
     injected anything)."""
-    p, pend = self.p, self.bank.meta('td_pending')
+    p, pend = self.params, self.bank.meta('td_pending')
     if pend:   # the previous episode's injected memories, bootstrapped from this query's pool C(s')
         nxt = max(self.bank.q_of(plan['pool']).values(), default=0.0)
         for mid, q in self.bank.q_of(pend['selected']).items():
@@ -730,7 +730,7 @@ def _experience(r, text:str|None) -> str:
 @patch
 def _write_back(self:MemRL, r, exp, qvec, summarised, key, before) -> int:
     "Write back memory `exp` of episode `r`; its id."
-    p = self.p
+    p = self.params
     return self.bank.insert(r.task.query, exp, p['q_init'], qvec, merge_sim=p['merge_sim'], before=before,
                             family=r.task.family, task_id=r.task.id, success=int(r.success),
                             summary_ok=int(summarised), created_by=key)
@@ -739,7 +739,7 @@ def _write_back(self:MemRL, r, exp, qvec, summarised, key, before) -> int:
 @patch
 def _learn_one(self:MemRL, key, r, plan, qvec, text, rew, info, before):
     "Q update and write-back of one episode, recorded in `info`."
-    if self.p['update'] == 'mc': info['q_updates'] = self._update_mc(plan, rew)
+    if self.params['update'] == 'mc': info['q_updates'] = self._update_mc(plan, rew)
     else: self._update_td(key, plan, rew, info)
     info['new_memory'] = self._write_back(r, _experience(r, text), qvec, text is not None, key, before)
     if before is not None: info['merged_before'] = before
@@ -749,7 +749,7 @@ def _learn_one(self:MemRL, key, r, plan, qvec, text, rew, info, before):
 def _apply(self:MemRL, key:str, r, plan:dict, qvec, summ, before:int|None=None) -> dict:
     """Q update of the injected memories, write-back of the trajectory (merged into an intent of id ≤ `before` only,
     if given), and the `applied` row, in the caller's transaction."""
-    p = self.p
+    p = self.params
     rew = reward(r.success, p['reward_success'], p['reward_failure'])
     text, raw, spt, sct = summ if summ else (None, None, 0, 0)
     info = dict(
@@ -796,4 +796,4 @@ def _run_fields(self:MemRL) -> dict:
     "Pending TD targets, whether the memory is frozen, where it came from, and the run's MemRL settings."
     src = self.out/'memrl_source.json'
     return dict(td_pending=self.bank.meta('td_pending'), frozen=self.freeze,
-                memory_source=json.loads(src.read_text()) if src.exists() else None, memrl_params=self.p)
+                memory_source=json.loads(src.read_text()) if src.exists() else None, memrl_params=self.params)
