@@ -19,11 +19,7 @@ from .store import SqliteStore, backup_db, open_sqlite
 from .embed import Embedder
 
 # %% auto #0
-__all__ = ['NORMS', 'INTENTS', 'SUMMARY_INSTRUCTION', 'FUNCTION_WORDS', 'PARAMS', 'ADDED', 'ADDED_LATER', 'WRITEBACKS',
-           'AUTHORS_CONFIGS', 'zscore', 'phase_a', 'q_hat', 'sim_hat', 'phase_b_scores', 'phase_b', 'two_phase',
-           'reward', 'mc_update', 'td_update', 'epoch_metrics', 'MemoryBank', 'summary_messages', 'usable_summary',
-           'trace_digest', 'memory_source', 'memrl_params', 'memories_digest', 'MemRL', 'check_memory_source',
-           'learns_from']
+__all__ = ['NORMS', 'INTENTS', 'zscore', 'phase_a', 'q_hat', 'sim_hat', 'phase_b_scores', 'phase_b', 'two_phase', 'reward', 'mc_update', 'td_update', 'epoch_metrics', 'MemoryBank', 'SUMMARY_INSTRUCTION', 'FUNCTION_WORDS', 'PARAMS', 'ADDED', 'ADDED_LATER', 'WRITEBACKS', 'AUTHORS_CONFIGS', 'summary_messages', 'usable_summary', 'trace_digest', 'memory_source', 'memrl_params', 'memories_digest', 'MemRL', 'check_memory_source', 'learns_from']
 
 # %% ../nbs/14_memrl.ipynb #b523b0aa
 declare_key('memrl.delta', float, 0.5, 'MemRL Phase A similarity threshold δ (public code)', range=(-1, None))
@@ -312,7 +308,7 @@ def retrieve(self:MemoryBank, qvec, delta:float, k1:int, k2:int, lam:float, **kw
                 scores=r4(b['scores']), selected=ids[b['selected']].tolist(),
                 filtered=[i for i in ids.tolist() if i not in kept], explored=b['explored'])
 
-# %% ../nbs/14_memrl.ipynb #3f57085e
+# %% ../nbs/14_memrl_b_method.ipynb #3f57085e
 SUMMARY_INSTRUCTION = "In one to three sentences, state the lesson for similar tasks: what worked, or what went wrong and what to do instead."
 
 def summary_messages(res) -> list[dict]:
@@ -323,23 +319,23 @@ def summary_messages(res) -> list[dict]:
     return [msg('system', 'You write short, reusable lessons from attempts at tasks.'),
             msg('user', f"Task: {res.task.prompt}\n\nAttempt:\n{trace}\n\nOutcome: {outcome}\n\n{SUMMARY_INSTRUCTION}")]
 
-# %% ../nbs/14_memrl.ipynb #c0ef3a58
+# %% ../nbs/14_memrl_b_method.ipynb #c0ef3a58
 FUNCTION_WORDS = frozenset(
     'a an and are as at be but by for if in into is it no not of on or such that the their then there these '
     'they this to was will with you your we i do does did should can could when what how from each so all '
     'one use used check make sure than which need before after first only has have had its were been must'.split()
 )
 
-# %% ../nbs/14_memrl.ipynb #ee4713fd
+# %% ../nbs/14_memrl_b_method.ipynb #ee4713fd
 def _ngrams(text:str, n:int) -> set:
     w = re.findall(r"\w+", text.lower()); return {tuple(w[i:i+n]) for i in range(len(w) - n + 1)}
 
-# %% ../nbs/14_memrl.ipynb #88b146e4
+# %% ../nbs/14_memrl_b_method.ipynb #88b146e4
 def _text_share(t:str) -> float:
     "The share of `t`'s characters that are ASCII letters, digits, spaces or common punctuation."
     return sum(c.isascii() and (c.isalnum() or c.isspace() or c in ".,;:!?'\"()-+*/=%$<>|_`") for c in t) / len(t)
 
-# %% ../nbs/14_memrl.ipynb #dbd3cd03
+# %% ../nbs/14_memrl_b_method.ipynb #dbd3cd03
 def _not_prose(t:str, words:list[str]) -> bool:
     "Whether summary `t` (its `words`) is not English prose: mostly other symbols, word salad, or a repetition loop."
     if _text_share(t) < 0.9: return True
@@ -348,7 +344,7 @@ def _not_prose(t:str, words:list[str]) -> bool:
     toks = t.lower().split()
     return len(toks) >= 8 and len(set(toks)) / len(toks) < 0.35
 
-# %% ../nbs/14_memrl.ipynb #0a5f0910
+# %% ../nbs/14_memrl_b_method.ipynb #0a5f0910
 def _echoes_task(t:str, task_prompt:str) -> bool:
     "Whether summary `t` echoes the task: contained in it, or ≥ 60% of its trigrams from it."
     tri = _ngrams(t, 3)
@@ -356,7 +352,7 @@ def _echoes_task(t:str, task_prompt:str) -> bool:
         tri and len(tri & _ngrams(task_prompt, 3)) / len(tri) >= 0.6
     )
 
-# %% ../nbs/14_memrl.ipynb #05b86800
+# %% ../nbs/14_memrl_b_method.ipynb #05b86800
 def usable_summary(text:str|None, task_prompt:str='') -> str|None:
     """The cleaned summary, or None if empty, too short, not English prose, a repetition loop, or an echo of the task or
     of the instruction."""
@@ -369,7 +365,7 @@ def usable_summary(text:str|None, task_prompt:str='') -> str|None:
     if _echoes_task(t, task_prompt): return None
     return t[:600]
 
-# %% ../nbs/14_memrl.ipynb #4b5ee925
+# %% ../nbs/14_memrl_b_method.ipynb #4b5ee925
 def trace_digest(res) -> str:
     "A deterministic digest of a trajectory: outcome, final answer, evaluator message, last action."
     acts = [m['content'] for m in res.messages if m['role'] == 'assistant']
@@ -379,7 +375,7 @@ def trace_digest(res) -> str:
         f"| final answer: {res.state.answer!r} | feedback: {redact_expected(res.feedback.message)[:160]!r} | last action: {last}"
     )
 
-# %% ../nbs/14_memrl.ipynb #603de5f9
+# %% ../nbs/14_memrl_b_method.ipynb #603de5f9
 _log = get_logger('memrl')
 PARAMS = ('delta', 'k1', 'k2', 'lam', 'alpha', 'q_init', 'update', 'gamma', 'merge_sim',
           'norm', 'sim_stats', 'q_min', 'epsilon', 'reward_success', 'reward_failure', 'writeback', 'batch')
@@ -387,7 +383,7 @@ ADDED = dict(norm='paper', sim_stats=None, q_min=None, epsilon=0.0)   # what a b
 # reward and write-back keys added later, for a bank saved before them: rewards ±1, one episode's write-back at a time
 ADDED_LATER = dict(reward_success=1.0, reward_failure=-1.0, writeback='episode', batch=0)
 
-# %% ../nbs/14_memrl.ipynb #7e1fddef
+# %% ../nbs/14_memrl_b_method.ipynb #7e1fddef
 def memory_source(cfg) -> Path|None:
     "The source memory of a frozen (transfer) run: `memrl.source` (also `$COVE_MEMRL_SOURCE`, through `load_config`)."
     s = cfg['memrl.source']
@@ -395,23 +391,23 @@ def memory_source(cfg) -> Path|None:
     p = Path(s).expanduser()
     return p/'memrl.sqlite' if p.is_dir() else p
 
-# %% ../nbs/14_memrl.ipynb #1311f275
+# %% ../nbs/14_memrl_b_method.ipynb #1311f275
 declare_key('memrl.norm', str, 'paper', "MemRL Phase B normalisation: paper = z-score over the Phase-A pool; authors = "
             "MemRL's code (Q by the pool's population std, 1 for n = 1, clipped to ±3; similarity by memrl.sim_stats)",
             choices=NORMS)
 
-# %% ../nbs/14_memrl.ipynb #3003fe09
+# %% ../nbs/14_memrl_b_method.ipynb #3003fe09
 declare_key('memrl.sim_stats', str, '', "MemRL Phase B similarity statistics MEAN,STD for memrl.norm=authors "
             "(fixed corpus statistics, as the authors' per-benchmark configs); '' = the pool's")
 declare_key('memrl.q_min', str, '', "MemRL utility filter: a memory with Q below this is never injected ('' = none, as "
             "the paper; the authors' BigCodeBench config: -0.8)")
 
-# %% ../nbs/14_memrl.ipynb #42a365b5
+# %% ../nbs/14_memrl_b_method.ipynb #42a365b5
 declare_key('memrl.epsilon', float, 0.0, "MemRL ε-exploration: with this probability Phase B injects k2 memories "
             "drawn at random from the filtered pool (0 as the paper; the authors' BigCodeBench config: 0.1)",
             range=(0, 1))
 
-# %% ../nbs/14_memrl.ipynb #1dfdced3
+# %% ../nbs/14_memrl_b_method.ipynb #1dfdced3
 def _numbers(key:str, s:str, n:int) -> list[float]|None:
     "`n` comma-separated finite numbers of text setting `key`, or None for ''; a one-line `ValueError` else."
     if not str(s).strip(): return None
@@ -421,24 +417,24 @@ def _numbers(key:str, s:str, n:int) -> list[float]|None:
         raise ValueError(f"{key}={s!r}: expected {'a number' if n == 1 else f'{n} numbers MEAN,STD'}, or '' for none")
     return xs
 
-# %% ../nbs/14_memrl.ipynb #4bd72931
+# %% ../nbs/14_memrl_b_method.ipynb #4bd72931
 WRITEBACKS = ('episode', 'batch')
 declare_key('memrl.reward_success', float, 1.0, 'MemRL reward of a successful episode, any number (the paper: +1)',
             range=(None, None))
 declare_key('memrl.reward_failure', float, -1.0, "MemRL reward of a failed episode, any number (the paper: -1; "
             "the authors' LifelongAgentBench config: 0)", range=(None, None))
 
-# %% ../nbs/14_memrl.ipynb #6bced9d0
+# %% ../nbs/14_memrl_b_method.ipynb #6bced9d0
 declare_key('memrl.writeback', str, 'episode', "MemRL write-back, episode|batch: episode = each episode's Q "
             "update and memory before the next is learnt; batch = the authors' flush: memrl.batch tasks played on "
             "the memory before them, their memories merged only into intents that existed before them",
             choices=WRITEBACKS)
 
-# %% ../nbs/14_memrl.ipynb #84aad33b
+# %% ../nbs/14_memrl_b_method.ipynb #84aad33b
 declare_key('memrl.batch', int, 0, "MemRL tasks per write-back flush with memrl.writeback=batch, >= 0 (the authors: "
             "BigCodeBench 25, ALFWorld 32, LLB 5); 0 = each batch the run plays (model.batch_size)", range=(0, None))
 
-# %% ../nbs/14_memrl.ipynb #36385f68
+# %% ../nbs/14_memrl_b_method.ipynb #36385f68
 # MemRL 7c3beba: configs/rl_bcb_config.yaml, rl_alf_config.yaml, rl_llb_config.yaml; their loop plays a batch
 # against the memory as it stood before it, so a run's batches are not cut per family (run.family_chunk=0)
 _AUTHORS_SHARED = {'memrl.norm': 'authors', 'memrl.delta': 0.5, 'memrl.reward_success': 1.0,
@@ -446,14 +442,14 @@ _AUTHORS_SHARED = {'memrl.norm': 'authors', 'memrl.delta': 0.5, 'memrl.reward_su
 _AUTHORS_KEYS = ('memrl.sim_stats', 'memrl.q_min', 'memrl.epsilon', 'memrl.k1', 'memrl.k2', 'memrl.merge_sim',
                  'memrl.q_init', 'memrl.reward_failure', 'memrl.batch')
 
-# %% ../nbs/14_memrl.ipynb #0d10caba
+# %% ../nbs/14_memrl_b_method.ipynb #0d10caba
 AUTHORS_CONFIGS = {name: {**_AUTHORS_SHARED, **dict(zip(_AUTHORS_KEYS, row))} for name, row in [
     # name       sim_stats        q_min  epsilon k1  k2 merge_sim q_init reward_failure batch
     ('bcb',      ('0.31,0.10',     '-0.8', 0.1,  5,  5, 0.9,  0.0, -1.0, 25)),
     ('alfworld', ('0.5187,0.1203', '-10',  0.0,  5,  3, 0.9,  0.0, -1.0, 32)),
     ('llb',      ('0.39,0.14',     '-0.8', 0.01, 10, 5, 0.99, 0.5,  0.0,  5))]}
 
-# %% ../nbs/14_memrl.ipynb #6555caef
+# %% ../nbs/14_memrl_b_method.ipynb #6555caef
 def _check_sim_stats(p:dict):
     "`memrl.sim_stats` need `memrl.norm=authors` and an STD > 0 (a one-line `ValueError` else)."
     if p['sim_stats'] is not None and p['norm'] != 'authors':
@@ -461,7 +457,7 @@ def _check_sim_stats(p:dict):
     if p['sim_stats'] is not None and p['sim_stats'][1] <= 0:
         raise ValueError(f"memrl.sim_stats: STD must be > 0, got {p['sim_stats'][1]}")
 
-# %% ../nbs/14_memrl.ipynb #d0973d16
+# %% ../nbs/14_memrl_b_method.ipynb #d0973d16
 def memrl_params(cfg) -> dict:
     "The `PARAMS` of a MemRL run from `cfg`, parsed and checked (one-line `ValueError`s)."
     p = {k: cfg[f'memrl.{k}'] for k in PARAMS}
@@ -470,7 +466,7 @@ def memrl_params(cfg) -> dict:
     _check_sim_stats(p)
     return p
 
-# %% ../nbs/14_memrl.ipynb #9980e11d
+# %% ../nbs/14_memrl_b_method.ipynb #9980e11d
 def memories_digest(path:Path) -> str:
     "sha256 over the memories table (ids, texts, Q), read through the store layer: equal digests, an unchanged memory."
     con = open_sqlite(path)
@@ -480,7 +476,7 @@ def memories_digest(path:Path) -> str:
     for row in rows: h.update(repr(tuple(row)).encode())
     return h.hexdigest()
 
-# %% ../nbs/14_memrl.ipynb #2c58d57d
+# %% ../nbs/14_memrl_b_method.ipynb #2c58d57d
 @register_method('memrl')
 class MemRL(Method):
     """MemRL: Two-Phase Retrieval from a (z, e, Q) memory, utility updates of injected memories, summary write-back.
@@ -549,7 +545,7 @@ class MemRL(Method):
         return dict(**epoch_metrics(recs), memory=self.bank.stats(), **_pool_metrics(plans),
                     **_filter_metrics(plans), **_learning_metrics(self.bank.applied_all()), **self._run_fields())
 
-# %% ../nbs/14_memrl.ipynb #f71f50a4
+# %% ../nbs/14_memrl_b_method.ipynb #f71f50a4
 @patch
 def _check_params(self:MemRL):
     "A learning run's memory: never a frozen copy, and always trained with the same `memrl.*` settings."
@@ -564,7 +560,7 @@ def _check_params(self:MemRL):
         raise ValueError(f"{self.mem_path} was built with memrl settings {ADDED | ADDED_LATER | old}, not {self.params}; "
                          "use another --out")
 
-# %% ../nbs/14_memrl.ipynb #98cd7f25
+# %% ../nbs/14_memrl_b_method.ipynb #98cd7f25
 @patch
 def _source_memory(self:MemRL) -> Path:
     "The source memory a frozen transfer run copies (`memrl.source`), which must exist."
@@ -574,7 +570,7 @@ def _source_memory(self:MemRL) -> Path:
     if not src.is_file(): raise FileNotFoundError(f"MemRL source memory {src} does not exist")
     return src
 
-# %% ../nbs/14_memrl.ipynb #c9815059
+# %% ../nbs/14_memrl_b_method.ipynb #c9815059
 def _freeze_copy(tmp:Path, src:Path) -> dict|None:
     "Freeze copy `tmp` of `src`: its bookkeeping cleared; the source run's params."
     with MemoryBank(tmp) as b, b.transaction():
@@ -585,7 +581,7 @@ def _freeze_copy(tmp:Path, src:Path) -> dict|None:
         b.set_meta('frozen_from', str(src.resolve()))
     return params
 
-# %% ../nbs/14_memrl.ipynb #c5a2ada3
+# %% ../nbs/14_memrl_b_method.ipynb #c5a2ada3
 @patch
 def _attach_source(self:MemRL):
     "Copy the source memory into the run folder once (frozen transfer runs)."
@@ -604,7 +600,7 @@ def _attach_source(self:MemRL):
                                                  source_params=params, copied=time.strftime('%Y-%m-%dT%H:%M:%S')))
     os.replace(tmp, self.mem_path)   # last: a kill before this leaves no copy, and the next start copies again
 
-# %% ../nbs/14_memrl.ipynb #864b0e91
+# %% ../nbs/14_memrl_b_method.ipynb #864b0e91
 def _memories(src:Path) -> int:
     "The number of memories in the MemRL store `src`, read-only; a one-line `ValueError` when it is not one."
     try:
@@ -615,7 +611,7 @@ def _memories(src:Path) -> int:
         raise ValueError(f"memrl.source: {src} is not a MemRL memory ({one_line(e)}); give a MemRL run folder "
                          "or its memrl.sqlite") from None
 
-# %% ../nbs/14_memrl.ipynb #b3095ef1
+# %% ../nbs/14_memrl_b_method.ipynb #b3095ef1
 def check_memory_source(cfg):
     """`memrl.freeze` and `memrl.source` before the run folder exists: a frozen run names a source, and a source is a
     MemRL memory holding memories (a one-line `ValueError` else)."""
@@ -630,7 +626,7 @@ def check_memory_source(cfg):
     if src.stat().st_size == 0 or _memories(src) == 0:
         raise ValueError(f"memrl.source: {src} holds no memory: a frozen transfer from it would play from none")
 
-# %% ../nbs/14_memrl.ipynb #b85363a3
+# %% ../nbs/14_memrl_b_method.ipynb #b85363a3
 def _unique_parts(tasks:list) -> list[list]:
     "Split `tasks` into consecutive parts in which no task occurs twice."
     parts, cur = [], []
@@ -641,12 +637,12 @@ def _unique_parts(tasks:list) -> list[list]:
         cur.append(t)
     return parts + [cur] if cur else parts
 
-# %% ../nbs/14_memrl.ipynb #9587c8e5
+# %% ../nbs/14_memrl_b_method.ipynb #9587c8e5
 def _flushes(tasks:list, n:int) -> list[list]:
     "`tasks` in consecutive flushes of `n` (`memrl.batch`; 0: all of them in one)."
     return [tasks[i:i + n] for i in range(0, len(tasks), n)] if n > 0 else [tasks]
 
-# %% ../nbs/14_memrl.ipynb #4b457eb6
+# %% ../nbs/14_memrl_b_method.ipynb #4b457eb6
 @patch
 def _retrieve(self:MemRL, qvec, key:str) -> dict:
     "Two-Phase Retrieval for episode `key`, exploring with a generator seeded by `run.seed` and the key."
@@ -655,21 +651,21 @@ def _retrieve(self:MemRL, qvec, key:str) -> dict:
     return self.bank.retrieve(qvec, p['delta'], p['k1'], p['k2'], p['lam'], norm=p['norm'], sim_stats=p['sim_stats'],
                               q_min=p['q_min'], epsilon=p['epsilon'], rng=rng)
 
-# %% ../nbs/14_memrl.ipynb #d492b86a
+# %% ../nbs/14_memrl_b_method.ipynb #d492b86a
 @patch
 def _entries(self:MemRL, plans:list[dict]) -> list[list]:
     "The memories each retrieval plan selected, as the agent's injected entries."
     as_entry = lambda m: SimpleNamespace(id=m['id'], content=m['experience'], label='stable')
     return [[as_entry(m) for m in self.bank.get(pl['selected'])] for pl in plans]
 
-# %% ../nbs/14_memrl.ipynb #6d465010
+# %% ../nbs/14_memrl_b_method.ipynb #6d465010
 @patch
 def _summaries_at(self:MemRL, results:list, learn:list[int]) -> dict:
     "The summaries of the episodes at positions `learn` of `results` (one batch), by position."
     summ = self._summarise([results[i] for i in learn])
     return {i: summ.get(k) for k, i in enumerate(learn)}
 
-# %% ../nbs/14_memrl.ipynb #fb2f0c35
+# %% ../nbs/14_memrl_b_method.ipynb #fb2f0c35
 @patch
 def _summarise(self:MemRL, results:list) -> dict[int, tuple[str|None, str|None, int, int]]:
     "`{position: (usable summary or None, raw text, prompt tokens, completion tokens)}` from one batched policy call."
@@ -691,12 +687,12 @@ def _summarise(self:MemRL, results:list) -> dict[int, tuple[str|None, str|None, 
         for i, (r, g) in enumerate(zip(results, gens))
     }
 
-# %% ../nbs/14_memrl.ipynb #be1dc8b6
+# %% ../nbs/14_memrl_b_method.ipynb #be1dc8b6
 def learns_from(fb) -> bool:
     "Whether an episode's `Feedback` judges the agent: anything but an `error`, or the answer's own program crashing."
     return fb.status != 'error' or fb.kind == 'runtime_error'
 
-# %% ../nbs/14_memrl.ipynb #de4d73a4
+# %% ../nbs/14_memrl_b_method.ipynb #de4d73a4
 @patch
 def _update_mc(self:MemRL, plan:dict, rew:float) -> dict:
     "MC (Eq. 4): `Q ← Q + α(r − Q)` for the injected memories, now; `{id: [old, new]}`."
@@ -706,7 +702,7 @@ def _update_mc(self:MemRL, plan:dict, rew:float) -> dict:
         self.bank.set_q(mid, out[str(mid)][1])
     return out
 
-# %% ../nbs/14_memrl.ipynb #4b952a02
+# %% ../nbs/14_memrl_b_method.ipynb #4b952a02
 @patch
 def _update_td(self:MemRL, key:str, plan:dict, rew:float, info:dict):
     """TD step of episode `key`: the pending update applied into `info['q_updates']`, this episode's left pending (if it
@@ -721,12 +717,12 @@ def _update_td(self:MemRL, key:str, plan:dict, rew:float, info:dict):
         info['td_resolved'] = dict(of=pend['key'], next_max_q=nxt)
     self.bank.set_meta('td_pending', dict(key=key, selected=plan['selected'], reward=rew) if plan['selected'] else None)
 
-# %% ../nbs/14_memrl.ipynb #802e20d3
+# %% ../nbs/14_memrl_b_method.ipynb #802e20d3
 def _experience(r, text:str|None) -> str:
     "The memory written back for episode `r`: its outcome tag and the summary `text` (or a digest of its trace)."
     return f"[{'success' if r.success else 'failure'}] " + (text if text is not None else trace_digest(r))
 
-# %% ../nbs/14_memrl.ipynb #f5e8cf36
+# %% ../nbs/14_memrl_b_method.ipynb #f5e8cf36
 @patch
 def _write_back(self:MemRL, r, exp, qvec, summarised, key, before) -> int:
     "Write back memory `exp` of episode `r`; its id."
@@ -735,7 +731,7 @@ def _write_back(self:MemRL, r, exp, qvec, summarised, key, before) -> int:
                             family=r.task.family, task_id=r.task.id, success=int(r.success),
                             summary_ok=int(summarised), created_by=key)
 
-# %% ../nbs/14_memrl.ipynb #f992355b
+# %% ../nbs/14_memrl_b_method.ipynb #f992355b
 @patch
 def _learn_one(self:MemRL, key, r, plan, qvec, text, rew, info, before):
     "Q update and write-back of one episode, recorded in `info`."
@@ -744,7 +740,7 @@ def _learn_one(self:MemRL, key, r, plan, qvec, text, rew, info, before):
     info['new_memory'] = self._write_back(r, _experience(r, text), qvec, text is not None, key, before)
     if before is not None: info['merged_before'] = before
 
-# %% ../nbs/14_memrl.ipynb #822faec3
+# %% ../nbs/14_memrl_b_method.ipynb #822faec3
 @patch
 def _apply(self:MemRL, key:str, r, plan:dict, qvec, summ, before:int|None=None) -> dict:
     """Q update of the injected memories, write-back of the trajectory (merged into an intent of id ≤ `before` only,
@@ -761,27 +757,27 @@ def _apply(self:MemRL, key:str, r, plan:dict, qvec, summ, before:int|None=None) 
     self.bank.mark_applied(key, info)
     return info
 
-# %% ../nbs/14_memrl.ipynb #bee8ad6f
+# %% ../nbs/14_memrl_b_method.ipynb #bee8ad6f
 @patch
 def _learn(self:MemRL, key:str, r, plan:dict, qvec, summ) -> dict:
     "One episode's `_apply` (Q update, write-back, `applied` row) as one transaction."
     with self.bank.transaction(): return self._apply(key, r, plan, qvec, summ)
 
-# %% ../nbs/14_memrl.ipynb #2d8436f2
+# %% ../nbs/14_memrl_b_method.ipynb #2d8436f2
 def _pool_metrics(plans:list[dict]) -> dict:
     "Over the episodes' retrieval `plans`: retrievals, empty pools, memories injected per episode."
     pools = [pl['pool'] for pl in plans]
     return dict(retrievals=len(pools), empty_pool=sum(not x for x in pools),
                 injected_per_episode=(sum(len(pl['selected']) for pl in plans) / len(pools)) if pools else None)
 
-# %% ../nbs/14_memrl.ipynb #268defcd
+# %% ../nbs/14_memrl_b_method.ipynb #268defcd
 def _filter_metrics(plans:list[dict]) -> dict:
     "Over the retrieval `plans`: memories filtered out, pools the filter emptied, explorations."
     return dict(filtered_out=sum(len(pl.get('filtered', [])) for pl in plans),
                 filter_emptied=sum(bool(pl['pool']) and not pl['selected'] for pl in plans),
                 explored=sum(bool(pl.get('explored')) for pl in plans))
 
-# %% ../nbs/14_memrl.ipynb #cbe9e69b
+# %% ../nbs/14_memrl_b_method.ipynb #cbe9e69b
 def _learning_metrics(infos:list[dict]) -> dict:
     "Over the `applied` rows `infos`: Q-updates, summaries (failed, tokens), episodes skipped on errors."
     learnt = [i for i in infos if 'skipped' not in i]
@@ -790,7 +786,7 @@ def _learning_metrics(infos:list[dict]) -> dict:
                 summary_failures=sum(not i['summary_ok'] for i in learnt), errors_skipped=len(infos) - len(learnt),
                 summary_tokens=[tok(0), tok(1)])
 
-# %% ../nbs/14_memrl.ipynb #1043b4b8
+# %% ../nbs/14_memrl_b_method.ipynb #1043b4b8
 @patch
 def _run_fields(self:MemRL) -> dict:
     "Pending TD targets, whether the memory is frozen, where it came from, and the run's MemRL settings."
