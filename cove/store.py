@@ -14,7 +14,7 @@ from .core import get_logger, write_tx, CorruptFile, safe_path
 from .embed import Embedder, DenseIndex, SparseIndex, hybrid_merge
 
 # %% auto #0
-__all__ = ['KINDS', 'LABELS', 'ENTRY_STATUSES', 'COLUMNS', 'BASE_SCHEMA', 'LEGACY_TABLES', 'SCHEMA', 'SQL_COLUMNS', 'MODES', 'Entry', 'Hit', 'StoreError', 'NamedConnection', 'open_sqlite', 'SqliteStore', 'StoreMissing', 'stores_must_exist', 'check_store_file', 'bound_stores', 'backup_db', 'KnowledgeBase', 'synthetic_corpus', 'bench_retrieval']
+__all__ = ['KINDS', 'LABELS', 'ENTRY_STATUSES', 'COLUMNS', 'BASE_SCHEMA', 'LEGACY_TABLES', 'Entry', 'Hit', 'StoreError', 'NamedConnection', 'open_sqlite', 'SqliteStore', 'StoreMissing', 'stores_must_exist', 'check_store_file', 'bound_stores', 'backup_db', 'SCHEMA', 'SQL_COLUMNS', 'MODES', 'KnowledgeBase', 'synthetic_corpus', 'bench_retrieval']
 
 # %% ../nbs/04_store.ipynb #8f356ec5
 KINDS = ('memory', 'skill')
@@ -359,7 +359,7 @@ def backup(self:SqliteStore, dst:str|Path) -> Path:
     "A consistent copy of this store at `dst` (checkpoints, frozen copies)."
     return backup_db(self.conn, dst)
 
-# %% ../nbs/04_store.ipynb #ca7ae752
+# %% ../nbs/04_store_b_kb.ipynb #ca7ae752
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries(
   id INTEGER PRIMARY KEY AUTOINCREMENT, content TEXT NOT NULL,
@@ -373,7 +373,7 @@ CREATE TABLE IF NOT EXISTS entries(
 CREATE INDEX IF NOT EXISTS entries_status ON entries(status);
 """
 
-# %% ../nbs/04_store.ipynb #80e71af9
+# %% ../nbs/04_store_b_kb.ipynb #80e71af9
 SQL_COLUMNS = tuple(c for c in COLUMNS if c != 'id')
 
 def _to_row(e:Entry) -> tuple:
@@ -382,7 +382,7 @@ def _to_row(e:Entry) -> tuple:
             'embedding': None if e.embedding is None else e.embedding.tobytes()}
     return tuple(conv.get(c, getattr(e, c)) for c in SQL_COLUMNS)
 
-# %% ../nbs/04_store.ipynb #502e79f8
+# %% ../nbs/04_store_b_kb.ipynb #502e79f8
 def _from_row(row:sqlite3.Row) -> Entry:
     "The `Entry` stored in a SQLite row."
     d = dict(row)
@@ -390,7 +390,7 @@ def _from_row(row:sqlite3.Row) -> Entry:
     if d.get('embedding') is not None: d['embedding'] = np.frombuffer(d['embedding'], dtype=np.float32).copy()
     return Entry(**d)
 
-# %% ../nbs/04_store.ipynb #9781a6dd
+# %% ../nbs/04_store_b_kb.ipynb #9781a6dd
 class KnowledgeBase(SqliteStore):
     """Entries in SQLite with an audit log, retrieved by dense (faiss), sparse (BM25) or hybrid search. The
     operations COVE's Algorithm 1 names are here; the steps they go through (`insert_many`, `update`, `merge`,
@@ -464,7 +464,7 @@ class KnowledgeBase(SqliteStore):
         hits = self.retrieve(content, k=1, mode='dense', query_vec=vec)
         return hits[0] if hits and hits[0].score >= threshold else None
 
-# %% ../nbs/04_store.ipynb #5cca9b7c
+# %% ../nbs/04_store_b_kb.ipynb #5cca9b7c
 @patch
 def _check_dim(self:KnowledgeBase, dim):
     "The embedding dimension, recorded in `meta` on first use and checked on every open."
@@ -475,7 +475,7 @@ def _check_dim(self:KnowledgeBase, dim):
         with self.transaction(): self.set_meta('dim', dim)
     return int(old) if old else dim
 
-# %% ../nbs/04_store.ipynb #8b69889a
+# %% ../nbs/04_store_b_kb.ipynb #8b69889a
 @patch
 def _backfill(self:KnowledgeBase):
     "Embed and store entries that have no embedding yet (one transaction)."
@@ -488,7 +488,7 @@ def _backfill(self:KnowledgeBase):
         )
     self.log.info(f"backfilled embeddings of {len(rows)} entries")
 
-# %% ../nbs/04_store.ipynb #b8b84b47
+# %% ../nbs/04_store_b_kb.ipynb #b8b84b47
 @patch
 def _load_dense(self:KnowledgeBase):
     "(Re)build the dense index from the online rows."
@@ -500,7 +500,7 @@ def _load_dense(self:KnowledgeBase):
     missing = self.conn.execute("SELECT COUNT(*) FROM entries WHERE status='online' AND embedding IS NULL").fetchone()[0]
     if missing: self.log.warning(f"{missing} online entries have no embedding: dense retrieval cannot find them")
 
-# %% ../nbs/04_store.ipynb #8bf75785
+# %% ../nbs/04_store_b_kb.ipynb #8bf75785
 @patch
 def _check_vec(self:KnowledgeBase, v):
     "Check an embedding's dimension (the first one fixes the KB's dimension)."
@@ -509,7 +509,7 @@ def _check_vec(self:KnowledgeBase, v):
         self._load_dense()
     if len(v) != self.dim: raise ValueError(f"embedding of dimension {len(v)}, the KB holds {self.dim}")
 
-# %% ../nbs/04_store.ipynb #a84e1bc8
+# %% ../nbs/04_store_b_kb.ipynb #a84e1bc8
 @patch
 def _embed(self:KnowledgeBase, entries:list[Entry]):
     "Fill missing embeddings (with the embedder) and check dimensions."
@@ -519,7 +519,7 @@ def _embed(self:KnowledgeBase, entries:list[Entry]):
     for e in entries:
         if e.embedding is not None: self._check_vec(e.embedding)
 
-# %% ../nbs/04_store.ipynb #e71b42dc
+# %% ../nbs/04_store_b_kb.ipynb #e71b42dc
 @patch
 def insert_many(self:KnowledgeBase, entries:list[Entry], reason:str='insert') -> list[int]:
     "Insert `entries` (one transaction, one audit row each); returns their new ids."
@@ -538,7 +538,7 @@ def insert_many(self:KnowledgeBase, entries:list[Entry], reason:str='insert') ->
     if on: self._sparse_dirty = True
     return [e.id for e in entries]
 
-# %% ../nbs/04_store.ipynb #15945ebd
+# %% ../nbs/04_store_b_kb.ipynb #15945ebd
 @patch
 def _apply(self:KnowledgeBase, id:int, op:str, reason:str, changes:dict, now:float):
     "Write `changes` to entry `id` plus its audit row, inside the caller's transaction."
@@ -563,7 +563,7 @@ def _apply(self:KnowledgeBase, id:int, op:str, reason:str, changes:dict, now:flo
     )
     return before, after
 
-# %% ../nbs/04_store.ipynb #2e6c85a3
+# %% ../nbs/04_store_b_kb.ipynb #2e6c85a3
 @patch
 def _sync(self:KnowledgeBase, before:Entry, after:Entry):
     "Bring the indexes in line with one committed change."
@@ -573,7 +573,7 @@ def _sync(self:KnowledgeBase, before:Entry, after:Entry):
     elif was and (not now or after.embedding is None) and self.dense is not None: self.dense.remove([after.id])
     if was != now or (now and (before.content, before.names) != (after.content, after.names)): self._sparse_dirty = True
 
-# %% ../nbs/04_store.ipynb #c93cfbc0
+# %% ../nbs/04_store_b_kb.ipynb #c93cfbc0
 @patch
 def update(self:KnowledgeBase, id:int, reason:str='', op:str='update', **changes) -> Entry:
     "Change fields of entry `id` in one audited transaction; returns the entry after the change."
@@ -591,7 +591,7 @@ def update(self:KnowledgeBase, id:int, reason:str='', op:str='update', **changes
     self._sync(before, after)
     return after
 
-# %% ../nbs/04_store.ipynb #1c7feafc
+# %% ../nbs/04_store_b_kb.ipynb #1c7feafc
 @patch
 def record_use(self:KnowledgeBase, ids:list[int], success:bool, reason:str='') -> list[Entry]:
     "Count one use (and a success if `success`) for each entry in `ids`, in one transaction."
@@ -604,14 +604,14 @@ def record_use(self:KnowledgeBase, ids:list[int], success:bool, reason:str='') -
             )
     return [a for _, a in out]
 
-# %% ../nbs/04_store.ipynb #0bb5f767
+# %% ../nbs/04_store_b_kb.ipynb #0bb5f767
 def _combine(a:str, b:str) -> str:
     "Content `a` extended by `b` unless one already contains the other."
     if b.strip() in a: return a
     if a.strip() in b: return b
     return a.rstrip() + '\n' + b.strip()
 
-# %% ../nbs/04_store.ipynb #e7945434
+# %% ../nbs/04_store_b_kb.ipynb #e7945434
 @patch
 def _merged_vec(self:KnowledgeBase, t:Entry, o:Entry, new:str):
     """The embedding of merged content `new`: the target's or the other's when `new` is theirs, else a fresh one (None
@@ -622,21 +622,21 @@ def _merged_vec(self:KnowledgeBase, t:Entry, o:Entry, new:str):
     self.log.warning(f"entry {t.id}: merged content has no embedding; it leaves the dense index")
     return None
 
-# %% ../nbs/04_store.ipynb #06115e52
+# %% ../nbs/04_store_b_kb.ipynb #06115e52
 def _merge_changes(t:Entry, o:Entry, content:str) -> dict:
     "Entry `t`'s fields once `o` is merged into it with `content`."
     return dict(content=content, names=list(dict.fromkeys(t.names + o.names)), revisions=t.revisions + 1,
                 uses=t.uses + o.uses, successes=t.successes + o.successes, promoted=t.promoted or o.promoted,
                 label='volatile' if 'volatile' in (t.label, o.label) else t.label)
 
-# %% ../nbs/04_store.ipynb #52e30109
+# %% ../nbs/04_store_b_kb.ipynb #52e30109
 @patch
 def _merge_other(self:KnowledgeBase, other:int|Entry|str, t:Entry) -> Entry:
     "What `merge` merges into entry `t`: the entry of id `other`, the `Entry` itself, or new content of `t`'s kind."
     if isinstance(other, (int, np.integer)): return self.get(other)
     return other if isinstance(other, Entry) else Entry(other, t.kind, t.label)
 
-# %% ../nbs/04_store.ipynb #97d1befc
+# %% ../nbs/04_store_b_kb.ipynb #97d1befc
 @patch
 def merge(self:KnowledgeBase, target_id:int, other:int|Entry|str, reason:str='', content:str|None=None) -> Entry:
     "Merge `other` (an entry id, a new `Entry`, or content) into entry `target_id`."
@@ -657,7 +657,7 @@ def merge(self:KnowledgeBase, target_id:int, other:int|Entry|str, reason:str='',
     for b, a in changed: self._sync(b, a)
     return changed[0][1]
 
-# %% ../nbs/04_store.ipynb #4eef49d8
+# %% ../nbs/04_store_b_kb.ipynb #4eef49d8
 @patch
 def entries(
     self:KnowledgeBase,
@@ -676,7 +676,7 @@ def entries(
         )
     ]
 
-# %% ../nbs/04_store.ipynb #87af8622
+# %% ../nbs/04_store_b_kb.ipynb #87af8622
 MODES = ('dense', 'sparse', 'hybrid')
 
 @patch
@@ -688,7 +688,7 @@ def _dense_hits(self:KnowledgeBase, query, query_vec, k):
     if self.dense is None: return np.zeros(0, np.int64), np.zeros(0, np.float32)
     return self.dense.search(np.asarray(query_vec, np.float32).reshape(-1), k)
 
-# %% ../nbs/04_store.ipynb #5c1dca1d
+# %% ../nbs/04_store_b_kb.ipynb #5c1dca1d
 @patch
 def _sparse_hits(self:KnowledgeBase, query, k):
     if query is None: raise ValueError("sparse retrieval needs a query text")
@@ -698,7 +698,7 @@ def _sparse_hits(self:KnowledgeBase, query, k):
         self._sparse_dirty = False
     return self.sparse.search(query, k)
 
-# %% ../nbs/04_store.ipynb #42ac5c96
+# %% ../nbs/04_store_b_kb.ipynb #42ac5c96
 @patch
 def search(self:KnowledgeBase, query:str|None=None, k:int=3, mode:str='hybrid', query_vec=None, depth:int|None=None) -> list[tuple[int, float]]:
     "Top-`k` `(id, score)` of online entries for `query` by `mode` (one of `MODES`)."
@@ -710,14 +710,14 @@ def search(self:KnowledgeBase, query:str|None=None, k:int=3, mode:str='hybrid', 
         I, S = hybrid_merge(self._dense_hits(query, query_vec, depth), self._sparse_hits(query, depth), k)
     return [(int(i), float(s)) for i, s in zip(I, S) if i >= 0]
 
-# %% ../nbs/04_store.ipynb #d67f4cc2
+# %% ../nbs/04_store_b_kb.ipynb #d67f4cc2
 @patch
 def _entries_by_id(self:KnowledgeBase, ids:list[int]) -> dict[int, Entry]:
     "The entries of `ids` (one `SELECT ... WHERE id IN (...)`), by id."
     rows = self.conn.execute(f"SELECT * FROM entries WHERE id IN ({','.join('?'*len(ids))})", ids).fetchall()
     return {r['id']: _from_row(r) for r in rows}
 
-# %% ../nbs/04_store.ipynb #5abe983b
+# %% ../nbs/04_store_b_kb.ipynb #5abe983b
 @patch
 def retrieve(self:KnowledgeBase, query:str|None=None, # task text (embedded / tokenised)
              k:int=3, # entries returned
@@ -739,12 +739,12 @@ def retrieve(self:KnowledgeBase, query:str|None=None, # task text (embedded / to
         if fetch >= n_online: return out
         fetch = min(4*fetch, n_online)   # widen the search until k entries in scope or every online entry seen
 
-# %% ../nbs/04_store.ipynb #03294ddd
+# %% ../nbs/04_store_b_kb.ipynb #03294ddd
 def _in_scope(e:Entry, family:str|None, exclude_sources) -> bool:
     "`e` is of `family` (any when None) and was not made from one of the task ids in `exclude_sources`."
     return (family is None or e.family == family) and e.source_task not in set(exclude_sources)
 
-# %% ../nbs/04_store.ipynb #64894516
+# %% ../nbs/04_store_b_kb.ipynb #64894516
 @patch
 def retrieve_ids(
     self:KnowledgeBase,
