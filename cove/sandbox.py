@@ -576,7 +576,7 @@ def _oom_kills() -> int|None:
         with open('/proc/vmstat') as f: return next((int(l.split()[1]) for l in f if l.startswith('oom_kill ')), None)
     except (OSError, ValueError): return None
 
-# %% ../nbs/04b_sandbox.ipynb #bff9eaef
+# %% ../nbs/04b_sandbox_b_totals.ipynb #bff9eaef
 def _cg_dirs(mountinfo:str, cgroup:str) -> dict:
     "This process's folder in each cgroup hierarchy: '' (cgroup2), 'memory', 'pids' (v1), from the two files' text."
     own = {}
@@ -595,7 +595,7 @@ def _cg_dirs(mountinfo:str, cgroup:str) -> dict:
             if c not in out and not rel.startswith('..'): out[c] = os.path.normpath(os.path.join(mp, rel))
     return out
 
-# %% ../nbs/04b_sandbox.ipynb #0944cf70
+# %% ../nbs/04b_sandbox_b_totals.ipynb #0944cf70
 _log = get_logger('sandbox')
 
 def _cg_try(parents:dict, files:dict) -> str:
@@ -614,7 +614,7 @@ def _cg_try(parents:dict, files:dict) -> str:
             try: os.rmdir(d)
             except OSError: pass
 
-# %% ../nbs/04b_sandbox.ipynb #7bdae325
+# %% ../nbs/04b_sandbox_b_totals.ipynb #7bdae325
 @contextmanager
 def _machine_lock(name:str):
     "An exclusive lock on this machine (`fcntl.flock` on `<tmp>/<name>.lock`), held for the `with` block."
@@ -652,7 +652,7 @@ def _cgroup_probe() -> tuple[str, dict, str]:
     else: why.append('no cgroup v1 memory hierarchy mounted')
     return '', {}, '; '.join(why)
 
-# %% ../nbs/04b_sandbox.ipynb #5b3fc20f
+# %% ../nbs/04b_sandbox_b_totals.ipynb #5b3fc20f
 _CG_SEQ = itertools.count()
 
 def _cg_set(d:str, files:dict):
@@ -662,7 +662,7 @@ def _cg_set(d:str, files:dict):
         if f.endswith('?') and not os.path.exists(os.path.join(d, name)): continue
         Path(d, name).write_text(str(v))
 
-# %% ../nbs/04b_sandbox.ipynb #524c8c70
+# %% ../nbs/04b_sandbox_b_totals.ipynb #524c8c70
 def _cgroup_make(memory_bytes:int|None, max_tasks:int) -> tuple[list, tuple]:
     "A run's cgroup(s) with its totals written: (folders, names of the limits set); ([], ()) without cgroups."
     kind, parents, _ = _cgroup_plan()
@@ -682,7 +682,7 @@ def _cgroup_make(memory_bytes:int|None, max_tasks:int) -> tuple[list, tuple]:
         raise
     return made, tuple(done)
 
-# %% ../nbs/04b_sandbox.ipynb #f47c4b78
+# %% ../nbs/04b_sandbox_b_totals.ipynb #f47c4b78
 def _cgroup_ooms(dirs:list) -> int:
     "OOM kills counted in a run's memory cgroup (`memory.events` in cgroup2, `memory.oom_control` in v1)."
     for d in dirs:
@@ -692,7 +692,7 @@ def _cgroup_ooms(dirs:list) -> int:
             return next((int(l.split()[1]) for l in text.splitlines() if l.startswith('oom_kill ')), 0)
     return 0
 
-# %% ../nbs/04b_sandbox.ipynb #50337ee4
+# %% ../nbs/04b_sandbox_b_totals.ipynb #50337ee4
 def _cgroup_remove(dirs:list, wait_s:float=2.0):
     "SIGKILL whatever is left in a run's cgroups and remove them; a warning for one that stays."
     for d in dirs:
@@ -709,7 +709,7 @@ def _cgroup_remove(dirs:list, wait_s:float=2.0):
                 if time.monotonic() > deadline: _log.warning(f'cannot remove cgroup {d}: {e.strerror}'); break
                 time.sleep(0.01)
 
-# %% ../nbs/04b_sandbox.ipynb #965f0ffb
+# %% ../nbs/04b_sandbox_b_totals.ipynb #965f0ffb
 _WARNED = set()
 
 def _unlimited(view:str|None, memory_mb:int|None, limits:tuple) -> tuple:
@@ -728,7 +728,7 @@ def _unlimited(view:str|None, memory_mb:int|None, limits:tuple) -> tuple:
             _log.warning(msg)
     return tuple(n for n, _ in missing)
 
-# %% ../nbs/04b_sandbox.ipynb #91e61074
+# %% ../nbs/04b_sandbox_b_totals.ipynb #91e61074
 def _child_env(root:str, extra:dict|None) -> dict:
     "A minimal environment: `HOME` and `TMPDIR` in the sandbox, UTF-8, one BLAS thread."
     return {
@@ -743,7 +743,7 @@ def _child_env(root:str, extra:dict|None) -> dict:
         **(extra or {}),
     }
 
-# %% ../nbs/04b_sandbox.ipynb #9888e9e4
+# %% ../nbs/04b_sandbox_b_totals.ipynb #9888e9e4
 def _status_lines(status:bytes) -> tuple[tuple, dict]:
     "The child's protections (its list line) and notes (its dict lines) from its status pipe."
     active, info = (), {}
@@ -754,7 +754,7 @@ def _status_lines(status:bytes) -> tuple[tuple, dict]:
         elif isinstance(v, dict): info.update(v)
     return active, info
 
-# %% ../nbs/04b_sandbox.ipynb #5cb28f0f
+# %% ../nbs/04b_sandbox_b_totals.ipynb #5cb28f0f
 def _report_records(report:bytes) -> list:
     "The records the code sent with `__cove_report__`, one JSON value a line (a malformed line is skipped)."
     records = []
@@ -763,19 +763,19 @@ def _report_records(report:bytes) -> list:
         except ValueError: pass
     return records
 
-# %% ../nbs/04b_sandbox.ipynb #71d55cfc
+# %% ../nbs/04b_sandbox_b_totals.ipynb #71d55cfc
 def _stream_text(raw:bytes, cut:bool, cap:int) -> str:
     "An output stream as text, marked when it was cut at `cap` bytes."
     return raw.decode('utf-8', 'replace') + (f'\n[... output truncated at {cap} bytes]' if cut else '')
 
-# %% ../nbs/04b_sandbox.ipynb #6672ca7f
+# %% ../nbs/04b_sandbox_b_totals.ipynb #6672ca7f
 def _decode(data:dict, over:set, cap:int) -> tuple[str, str, tuple, dict, list]:
     "stdout, stderr (marked when truncated), the child's protections and notes (its status lines), the report records."
     out, err = (_stream_text(data[k], k in over, cap) for k in ('stdout', 'stderr'))
     active, info = _status_lines(data['status'])
     return out, err, active, info, _report_records(data.get('report', b''))
 
-# %% ../nbs/04b_sandbox.ipynb #4997d8ad
+# %% ../nbs/04b_sandbox_b_totals.ipynb #4997d8ad
 def _view_plan(argv:list|None, reads, view:str|None, packages=()) -> tuple[tuple, tuple, bool]:
     """What the code's filesystem view binds (`reads` and `argv[0]`'s folder besides the interpreter and system), the
     site-packages entries of `packages` bound after the masks, and whether the sandbox uid can read them unhelped."""
@@ -784,7 +784,7 @@ def _view_plan(argv:list|None, reads, view:str|None, packages=()) -> tuple[tuple
     ok = _view_readable(binds + site) if view else _world_readable(*_python_paths(), *((argv[0],) if argv else ()))
     return binds, site, ok
 
-# %% ../nbs/04b_sandbox.ipynb #2ea093a7
+# %% ../nbs/04b_sandbox_b_totals.ipynb #2ea093a7
 def _spawn(root:str, cfg:dict, env:dict|None) -> subprocess.Popen:
     "Start the launcher on `cfg` in `root`, in its own session, on `root/.stdin`, its pipes and `pass_fds` passed on."
     fds = [fd for fd in (cfg['status_fd'], cfg['report_fd'], *cfg['pass_fds']) if fd is not None]
@@ -800,13 +800,13 @@ def _spawn(root:str, cfg:dict, env:dict|None) -> subprocess.Popen:
             pass_fds=fds,
         )
 
-# %% ../nbs/04b_sandbox.ipynb #521c88cd
+# %% ../nbs/04b_sandbox_b_totals.ipynb #521c88cd
 def _write_inputs(root:str, files:dict, stdin:str, uid:int|None):
     "Write `files` and the standard input (as `.stdin`) into `root`, given to `uid` when the code runs under one."
     for name, text in {**files, '.stdin': stdin}.items(): Path(root, name).write_text(text, encoding='utf-8')
     if uid is not None: os.chown(root, uid, uid)
 
-# %% ../nbs/04b_sandbox.ipynb #a440535a
+# %% ../nbs/04b_sandbox_b_totals.ipynb #a440535a
 def _run_cgroup(memory_mb:int|None, max_procs:int) -> tuple[list, tuple]:
     "`(cgroups, limits)` of a fresh cgroup for one run, its totals written; none (and a warning) if it cannot be made."
     if _cgroup_plan()[0]:
@@ -814,20 +814,20 @@ def _run_cgroup(memory_mb:int|None, max_procs:int) -> tuple[list, tuple]:
         except OSError as e: _log.warning(f'no cgroup for this run ({e.strerror}: {e.filename})')
     return [], ()
 
-# %% ../nbs/04b_sandbox.ipynb #b4fc3bb4
+# %% ../nbs/04b_sandbox_b_totals.ipynb #b4fc3bb4
 def _limit_notes(info:dict, disk_mb:int, memory_mb:int|None, ooms:int) -> list[str]:
     "A note for each total the run reached (disk quota, memory), told as `sandbox: ...` lines of stderr."
     notes = [f'disk quota reached ({disk_mb} MB): writing more fails (ENOSPC)'] if info.get('disk_full') else []
     if ooms: notes.append(f'memory limit reached ({memory_mb} MB, all processes together): {ooms} OOM-killed')
     return notes
 
-# %% ../nbs/04b_sandbox.ipynb #520f51d2
+# %% ../nbs/04b_sandbox_b_totals.ipynb #520f51d2
 def _protections(active:tuple, limits:tuple, view:str|None, memory_mb:int|None, uid:int|None) -> tuple:
     "What protected a run: the child's own, the cgroup's totals, what it lacked, and the parent's."
     return (active + limits + _unlimited(view, memory_mb, limits) + ('session+killpg', 'output-cap')
             + (('uid-sweep',) if uid is not None else ()))
 
-# %% ../nbs/04b_sandbox.ipynb #a8869f28
+# %% ../nbs/04b_sandbox_b_totals.ipynb #a8869f28
 def _cleanup(fds:list, cgroups:list, root:str, view:str|None):
     "Close the descriptors still held here, then remove the run's cgroups, its directory and its view's mount point."
     for fd in fds: os.close(fd)
@@ -835,7 +835,7 @@ def _cleanup(fds:list, cgroups:list, root:str, view:str|None):
     shutil.rmtree(root, ignore_errors=True)
     if view: os.rmdir(view)
 
-# %% ../nbs/04b_sandbox.ipynb #92a810b2
+# %% ../nbs/04b_sandbox_b_totals.ipynb #92a810b2
 def _sandbox(files:dict, argv:list|None, stdin:str, timeout:float, memory_mb:int|None, cpu_s:int|None, max_output:int,
              guard:bool, isolate_net:bool, drop_privileges:bool, max_procs:int, file_mb:int, env:dict|None, reads=(),
              pass_fds=(), report:bool=True, disk_mb:int=64, packages=()) -> SandboxResult:
@@ -893,7 +893,7 @@ def _sandbox(files:dict, argv:list|None, stdin:str, timeout:float, memory_mb:int
     finally:
         _cleanup(owned + [fd for pair in pipes for fd in pair if fd is not None], cgroups, root, view)
 
-# %% ../nbs/04b_sandbox.ipynb #c49fbe0a
+# %% ../nbs/04b_sandbox_b_totals.ipynb #c49fbe0a
 def run_sandboxed(code:str,              # Python source to run as `main.py`
                   stdin:str='',          # text fed on standard input
                   timeout:float=5.0,     # wall-clock limit, seconds
@@ -914,7 +914,7 @@ def run_sandboxed(code:str,              # Python source to run as `main.py`
     return _sandbox({'main.py': code}, None, stdin, timeout, memory_mb, cpu_s, max_output, guard, isolate_net,
                     drop_privileges, max_procs, file_mb, None, (), tuple(pass_fds), report, disk_mb, tuple(packages))
 
-# %% ../nbs/04b_sandbox.ipynb #2a81e3c2
+# %% ../nbs/04b_sandbox_b_totals.ipynb #2a81e3c2
 def run_command_sandboxed(
     argv:list[str],  # command; argv[0] must be an absolute path
     files:dict|None=None,  # name -> text written into the sandbox directory first
