@@ -224,7 +224,9 @@ def test_a_cpu_scale_result_comes_first_on_its_page(tmp_path):
     src = docs.recorded_run('memrl_epochs', docs.smoke_report(), wiring={}, cpu=cpu)['source']
     assert src.index('| memrl | 0.5 |') < src.index('At its smoke defaults') < src.index('smoke report of')
     assert '](../../docs/figures/x.png)' in src   # links made relative to the page
-    assert 'CPU scale' not in docs.recorded_run('calibration', docs.smoke_report(), wiring={}, cpu=cpu)['source']
+    other = docs.recorded_run('calibration', docs.smoke_report(), wiring={}, cpu=cpu)['source']
+    assert 'no result at CPU scale' in other and 'make experiments-cpu ONLY=calibration' in other   # says so
+    assert 'no result at CPU scale' not in src and '| memrl | 0.5 |' not in other
     md.write_text(md.read_text().replace('# E\n', '# E\n\n## The latest report: every notebook at its smoke defaults\n\n'
                   'on the idle 2-core machine (2026-12-01, M, fp32, greedy)\n\n| notebook | a |\n|---|---|\n'
                   '| `memrl_epochs` | x |\n'))

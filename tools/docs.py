@@ -187,6 +187,10 @@ def recorded_run(name: str, report: dict | None = None, wiring: dict | None = No
         lines += [f'This page shows the notebook as saved, without outputs. Its latest recorded run is at **CPU scale**, '
                   f'three seeds pooled ([docs/experiments.md](../../docs/experiments.md#{name}-at-cpu-scale)):', '',
                   _rebase(cpu[name], page), '', '### At its smoke defaults', '']
+    if name not in cpu:
+        lines += [f'It has **no result at CPU scale** yet: `make experiments-cpu ONLY={name}` makes one (three seeds); '
+                  f'[docs/experiments.md](../../docs/experiments.md#at-cpu-scale-make-experiments-cpu) says what has '
+                  'run so far and what it costs. The figures below are a smoke run\'s, not a result.', '']
     lines += [f'{"The" if name in cpu else "This page shows the notebook as saved, without outputs. Its"} latest smoke '
               f'run is the smoke report of **{r["date"]}** ([docs/experiments.md](../../docs/experiments.md#{REPORT_ANCHOR})): '
               f'`make experiments` at every notebook\'s smoke defaults, **{r["model"]}** in **{r["dtype"]}**{settings}, on the '
