@@ -23,6 +23,7 @@ from scipy import stats
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path: sys.path.insert(0, str(ROOT))   # run as a script from anywhere: `cove` is the repo's
+from cove import core
 from cove.stats import pooled_paired, unpaired, wilson
 
 POOLED = {}   # notebook -> function(seed folders {seed: Path}) -> markdown lines
@@ -67,7 +68,9 @@ def counts(t:pd.DataFrame, rate_col:str, n_col:str) -> pd.Series:
     return (t[rate_col] * t[n_col]).round().astype(int)
 
 def read_jsonl(p:Path) -> list[dict]:
-    return [json.loads(l) for l in p.read_text().splitlines() if l.strip()]
+    "`cove.core.read_jsonl` (a torn last line skipped, with a warning), but a missing file is an error, not no records."
+    if not p.is_file(): raise FileNotFoundError(f'{p}: missing')
+    return core.read_jsonl(p)
 
 # --- the notebooks -----------------------------------------------------------------------------------------------------
 
