@@ -10,13 +10,13 @@ import torch
 from fastcore.basics import patch
 from .core import get_logger
 from .config import declare_key
-from .policy import Generation, Policy, adapter_folder
+from .policy import Generation, Policy, adapter_folder, cut_at_stop
 from .llm import HFPolicy, _seeded
 
 _log = get_logger('batching')
 
 # %% auto #0
-__all__ = ['Request', 'gen_key', 'BatchEngine', 'StreamPolicy', 'serial_ast', 'play_streams']
+__all__ = ['Request', 'gen_key', 'BatchEngine', 'StreamPolicy', 'serial_ast', 'play_streams', 'Row', 'Decoder']
 
 # %% ../nbs/02_llm_e_batching.ipynb #db107cce
 # `run.streams` and `run.stream_wait` are shared runtime keys, declared in `cove.config` (nbs/01_config)
@@ -46,13 +46,17 @@ class BatchEngine:
     "One `HFPolicy` shared by streams (`StreamPolicy`, each a run in its own thread) whose `generate` calls it batches."
     def __init__(self, policy:HFPolicy,
                  wait:float=0.5, # seconds to wait, after a batch, for the live streams' next requests
-                 mixed:bool=True): # adapters mixed in one batch (peft's `adapter_names`), else a batch per adapter
+                 mixed:bool=True, # adapters mixed in one batch (peft's `adapter_names`), else a batch per adapter
+                 continuous:bool=True, # greedy requests decoded as one continuous batch (`Decoder`, nbs/02_llm_f)
+                 max_rows:int|None=None): # rows decoded at once (default: twice the policy's `batch_size`)
         if not isinstance(policy, HFPolicy) or isinstance(policy, StreamPolicy):
             raise TypeError(f"the batching engine runs an HFPolicy, not a {type(policy).__name__}")
         if wait < 0: raise ValueError(f"wait must be >= 0 seconds, got {wait}")
-        self.core, self.wait, self.mixed = policy, wait, mixed
+        self.core, self.wait, self.mixed, self.continuous = policy, wait, mixed, continuous
+        self.max_rows = max_rows or 2*policy.batch_size
         self.lock, self.turn, self.cv = threading.RLock(), threading.Lock(), threading.Condition()
         self.pending, self.views, self.closed, self.free_at, self._base = [], [], False, time.monotonic(), None
+        self.asking = 0   # streams waiting for `lock` (`held`)
         self.stats = dict(batches=0, requests=0, rows=0, seconds=0.0)
         self.worker = threading.Thread(target=self._serve, name='cove-batching', daemon=True)
         self.worker.start()
@@ -61,7 +65,21 @@ class BatchEngine:
 @patch
 def __repr__(self:BatchEngine):
     return (f"BatchEngine({self.core.name!r}, {len(self.views)} streams, wait={self.wait}, mixed={self.mixed}, "
-            f"{self.stats})")
+            f"continuous={self.continuous}, {self.stats})")
+
+# %% ../nbs/02_llm_e_batching.ipynb #1bbd6bc6
+@patch
+@contextlib.contextmanager
+def held(self:BatchEngine):
+    """The engine's lock, for a stream's call on the shared model (adapters, scoring, base weights). Python's locks are
+    not fair: the continuous decoder, which takes the lock for each step, lets the streams that ask go first."""
+    with self.cv: self.asking += 1
+    try:
+        self.lock.acquire()
+    finally:
+        with self.cv: self.asking -= 1
+    try: yield
+    finally: self.lock.release()
 
 # %% ../nbs/02_llm_e_batching.ipynb #4ffd5470
 @patch
@@ -155,7 +173,9 @@ def _alone(self:BatchEngine, r:Request) -> list[Generation]|Exception:
 # %% ../nbs/02_llm_e_batching.ipynb #11287d8a
 @patch
 def _serve(self:BatchEngine):
-    "The engine's thread: group after group until closed; a failed group fails its requests, never the thread."
+    """The engine's thread: group after group until closed (or the continuous decoder's loop); a failed group fails its
+    requests, never the thread."""
+    if self.continuous: return self._serve_continuous()
     while True:
         with self.cv: group = self._next()
         if group is None: return
@@ -193,7 +213,7 @@ def close(self:BatchEngine):
 @patch
 def base_weights(self:BatchEngine):
     "A copy of the shared model's base weights (no adapter), made once: what trainers copy; no adapter ever changes it."
-    with self.lock:
+    with self.held():
         if self._base is None:
             m = copy.deepcopy(self.core.model)
             self._base = m.unload() if hasattr(m, 'peft_config') else m   # a peft model: its base, adapters dropped
@@ -263,7 +283,7 @@ def score_choices(self:StreamPolicy, messages, choices:list[str], end:bool=True)
     "`HFPolicy.score_choices` on the shared model under this stream's adapter, between the engine's batches."
     self._give_turn()
     core = self.engine.core
-    with self.engine.lock:
+    with self.engine.held():
         core.set_adapter(self._full(self._active))
         led, core.ledger = core.ledger, self.ledger   # its tokens are this stream's
         try: return core.score_choices(messages, choices, end)
@@ -274,7 +294,7 @@ def score_choices(self:StreamPolicy, messages, choices:list[str], end:bool=True)
 def adapters(self:StreamPolicy) -> list[str]:
     "Names of this stream's loaded LoRA adapters."
     p = f"{self.tag}:"
-    with self.engine.lock: return [a[len(p):] for a in self.engine.core.adapters if a.startswith(p)]
+    with self.engine.held(): return [a[len(p):] for a in self.engine.core.adapters if a.startswith(p)]
 @patch
 def set_adapter(self:StreamPolicy, name:str|None):
     "Activate one of this stream's adapters by name, or the base model with `None`."
@@ -289,14 +309,14 @@ def load_adapter(self:StreamPolicy, path, name:str|None=None) -> str:
     self._give_turn()
     path = adapter_folder(path)
     name = name or path.name
-    with self.engine.lock: self.engine.core.load_adapter(path, self._full(name))
+    with self.engine.held(): self.engine.core.load_adapter(path, self._full(name))
     return name
 @patch
 def unload_adapter(self:StreamPolicy, name:str):
     "Remove one of this stream's adapters; the base model becomes active if it was the active one."
     self._give_turn()
     if name not in self.adapters: raise KeyError(f"adapter {name!r} not loaded; loaded: {self.adapters}")
-    with self.engine.lock: self.engine.core.unload_adapter(self._full(name))
+    with self.engine.held(): self.engine.core.unload_adapter(self._full(name))
     if self._active == name: self._active = None
 
 # %% ../nbs/02_llm_e_batching.ipynb #76ac9cb7
@@ -327,10 +347,12 @@ def play_streams(policy:HFPolicy, jobs:dict, # tag -> `f(policy)`: one run, give
                  streams:int=0, # jobs playing at once (0: all)
                  wait:float=0.5, # `BatchEngine`'s wait for the other streams' requests
                  mixed:bool=True, # rows of different adapters in one batch
+                 continuous:bool=True, # greedy requests decoded as one continuous batch
 ) -> dict:
     """Play each job in its own thread with its own `StreamPolicy` of one `BatchEngine` on `policy`, at most `streams`
     at once: `{tag: what it returned, or the exception it raised}`."""
-    eng, res, slots = BatchEngine(policy, wait, mixed), {}, threading.Semaphore(streams or max(1, len(jobs)))
+    eng, res = BatchEngine(policy, wait, mixed, continuous), {}
+    slots = threading.Semaphore(streams or max(1, len(jobs)))
     def play(tag, f):
         with slots:
             view = eng.stream(tag)
@@ -350,3 +372,194 @@ def play_streams(policy:HFPolicy, jobs:dict, # tag -> `f(policy)`: one run, give
     finally: eng.close()
     _log.info(f"streams {list(jobs)}: {eng.stats}")
     return {t: res[t] for t in jobs}
+
+# %% ../nbs/02_llm_f_continuous.ipynb #2a77c311
+@dataclass
+class Row:
+    "One prompt of a request in flight: its token ids and the tokens generated so far."
+    req: Request   # the request it belongs to
+    i: int         # its index among the request's prompts
+    prompt: list   # the prompt's token ids
+    out: list = field(default_factory=list)
+    done: bool = False
+
+def _pad_left(x:torch.Tensor, n:int, dim:int) -> torch.Tensor:
+    "`x` left-padded with zeros to length `n` along `dim`."
+    if (k := n - x.shape[dim]) <= 0: return x
+    shape = list(x.shape)
+    shape[dim] = k
+    return torch.cat([x.new_zeros(shape), x], dim)
+
+# %% ../nbs/02_llm_f_continuous.ipynb #1c071ccf
+class Decoder:
+    "Greedy decoding of the rows of many requests at once, rows joining and leaving between steps."
+    def __init__(self, core:HFPolicy):
+        self.core, self.outs = core, {}   # `outs`: each request's `Generation`s, filled as its rows stop
+        self.clear()
+
+    def __len__(self) -> int: return len(self.rows)
+
+    def clear(self):
+        "No row in the batch."
+        self.rows, self.kv, self.mask, self.last = [], None, None, None
+
+    def requests(self) -> list[Request]:
+        "The requests with a row in the batch."
+        return list({id(r.req): r.req for r in self.rows}.values())
+
+    def admit(self, reqs:list[Request]):
+        "Prefill the prompts of `reqs`, take each one's first token, and add their rows to the batch."
+        rows = [Row(q, i, t) for q in reqs for i, t in enumerate(q.toks)]
+        for q in reqs: self.outs[id(q)] = [None]*len(q.toks)
+        n, pad = max(len(r.prompt) for r in rows), self.core.tokenizer.pad_token_id
+        ids = torch.tensor([[pad]*(n - len(r.prompt)) + r.prompt for r in rows])
+        mask = torch.tensor([[0]*(n - len(r.prompt)) + [1]*len(r.prompt) for r in rows])
+        pos = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)   # as `generate` numbers left-padded rows
+        logits, kv = self._forward(ids, mask, pos, None, rows)
+        self._merge(rows, [(l.keys, l.values) for l in kv.layers], mask)
+        self._advance(rows, self._greedy(logits, rows))
+
+    def step(self):
+        "One more token for every row in the batch."
+        pos = self.mask.sum(-1, keepdim=True)
+        self.mask = torch.cat([self.mask, self.mask.new_ones((len(self.rows), 1))], 1)
+        logits, self.kv = self._forward(self.last[:, None], self.mask, pos, self.kv, self.rows)
+        self._advance(self.rows, self._greedy(logits, self.rows))
+
+    def finished(self) -> list[Request]:
+        "Take the rows that stopped out of the batch; the requests whose every row has stopped, with `out` set."
+        done = [r for r in self.rows if r.done]
+        for r in done: self.outs[id(r.req)][r.i] = self.core._finish(r.out, len(r.prompt), r.req.kw['stop'])
+        if done: self._keep([b for b, r in enumerate(self.rows) if not r.done])
+        complete = [q for q in {id(r.req): r.req for r in done}.values() if None not in self.outs[id(q)]]
+        for q in complete: q.out = self.outs.pop(id(q))
+        return complete
+
+# %% ../nbs/02_llm_f_continuous.ipynb #f2b48e81
+@patch
+def _forward(self:Decoder, ids, mask, pos, kv, rows:list[Row]) -> tuple:
+    "One forward pass of `ids` over the cache `kv`, each row under its request's adapter: last logits and the cache."
+    core, names = self.core, [r.req.adapter for r in rows]
+    kw = {core._cache_arg: kv} if kv is not None else {}
+    one = len(set(names)) == 1
+    if one: core.set_adapter(names[0])
+    else: kw['adapter_names'] = [n or '__base__' for n in names]
+    with core._adapter_ctx() if one else contextlib.nullcontext():
+        o = core.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1, **kw)
+    return o.logits[:, -1].float(), o.get('cache') or o.get('past_key_values')
+
+# %% ../nbs/02_llm_f_continuous.ipynb #7ee00e80
+@patch
+def _greedy(self:Decoder, logits:torch.Tensor, rows:list[Row]) -> list[int]:
+    "Each row's most likely next token, end-of-turn ids barred while a row is short of its `min_new_tokens`."
+    eos = sorted(self.core.eos_ids)
+    for b, r in enumerate(rows):
+        if len(r.out) < r.req.kw['min_new_tokens']: logits[b, eos] = -float('inf')
+    return logits.argmax(-1).tolist()
+
+# %% ../nbs/02_llm_f_continuous.ipynb #8ab7aa49
+@patch
+def _merge(self:Decoder, rows:list[Row], layers:list, mask:torch.Tensor):
+    "Add `rows`, their cache `layers` (keys and values per layer) and `mask` to the batch, left-padded to one length."
+    from transformers import DynamicCache
+    last = torch.zeros(len(rows), dtype=torch.long)   # set by `_advance`
+    if self.kv is None:
+        self.rows, self.kv, self.mask, self.last = rows, DynamicCache(layers), mask, last
+        return
+    n = max(self.mask.shape[1], mask.shape[1])
+    def cat(a, b): return torch.cat([_pad_left(a, n, 2), _pad_left(b, n, 2)])
+    old = [(l.keys, l.values) for l in self.kv.layers]
+    self.kv = DynamicCache([(cat(k0, k1), cat(v0, v1)) for (k0, v0), (k1, v1) in zip(old, layers)])
+    self.mask = torch.cat([_pad_left(self.mask, n, 1), _pad_left(mask, n, 1)])
+    self.rows, self.last = self.rows + rows, torch.cat([self.last, last])
+
+# %% ../nbs/02_llm_f_continuous.ipynb #59108b31
+@patch
+def _advance(self:Decoder, rows:list[Row], toks:list[int]):
+    "Give each of `rows` (the batch's last rows) its new token, and mark those that stop."
+    at = len(self.rows) - len(rows)
+    for j, (r, t) in enumerate(zip(rows, toks)):
+        self.last[at + j] = t
+        r.out.append(t)
+        r.done = self._stops(r, t)
+
+@patch
+def _stops(self:Decoder, r:Row, t:int) -> bool:
+    "Whether row `r` stops at its new token `t`: end of turn, length, or a stop in its text."
+    kw = r.req.kw
+    if t in self.core.eos_ids or len(r.out) >= kw['max_new_tokens']: return True
+    return bool(kw['stop']) and cut_at_stop(self.core.tokenizer.decode(r.out, skip_special_tokens=True),
+                                            kw['stop']) is not None
+
+# %% ../nbs/02_llm_f_continuous.ipynb #0717111a
+@patch
+def _keep(self:Decoder, keep:list[int]):
+    "Keep batch rows `keep` only, and drop the leading positions that are padding in all of them."
+    if not keep: return self.clear()
+    from transformers import DynamicCache
+    ix = torch.tensor(keep)
+    mask = self.mask[ix]
+    a = int((mask.sum(0) > 0).nonzero()[0])
+    self.kv = DynamicCache([(l.keys[ix][:, :, a:], l.values[ix][:, :, a:]) for l in self.kv.layers])
+    self.mask, self.last, self.rows = mask[:, a:], self.last[ix], [self.rows[b] for b in keep]
+
+# %% ../nbs/02_llm_f_continuous.ipynb #45161087
+@patch
+def _serve_continuous(self:BatchEngine):
+    "The engine's thread with a `Decoder`: steps, admitting requests between them, until closed."
+    dec = Decoder(self.core)
+    while True:
+        with self.cv:
+            admit, group = self._take(dec)
+            if admit is None: break
+        if group: self._run(group)
+        else: self._decode(dec, admit)
+    for q in dec.requests() + [q for q in self.pending]:
+        q.error = RuntimeError("the batching engine closed before serving this request")
+        q.done.set()
+
+# %% ../nbs/02_llm_f_continuous.ipynb #16ce06f6
+@patch
+def _take(self:BatchEngine, dec:Decoder) -> tuple[list|None, list]:
+    """Under `cv`: wait for work; then the greedy requests to admit, or a group of sampled ones to run once the decoder
+    is empty. `(None, [])` once closed."""
+    while not self.closed and not (self.pending or len(dec)): self.cv.wait()
+    while not self.closed and (self.asking or any(v.busy and not v._turn for v in self.views)):
+        self.cv.wait(0.01)   # a stream that asks for the lock or the training turn goes first (locks are not fair)
+    if self.closed: return None, []
+    sampled = [q for q in self.pending if q.kw['temperature'] > 0]
+    if sampled and not len(dec):
+        key = self._key(sampled[0])
+        take = [q for q in self.pending if self._key(q) == key]
+    elif sampled: take = []
+    else:
+        take, room = [], self.max_rows - len(dec)
+        for q in self.pending:
+            if len(q.toks) > room and (len(dec) or take): break
+            take.append(q)
+            room -= len(q.toks)
+    self.pending = [q for q in self.pending if q not in take]
+    return (take, []) if not sampled else ([], take)
+
+# %% ../nbs/02_llm_f_continuous.ipynb #8ef9925c
+@patch
+def _decode(self:BatchEngine, dec:Decoder, admit:list[Request]):
+    "Admit `admit` (or, with none, step the batch) under the training turn, and answer the requests that completed."
+    t = time.perf_counter()
+    try:
+        with self.turn, self.lock, torch.inference_mode():
+            if admit: dec.admit(admit)
+            elif len(dec): dec.step()
+            complete = dec.finished()
+    except Exception:   # each request in flight again on its own: an error is only its own stream's
+        flight = dec.requests() + [q for q in admit if q not in dec.requests()]
+        dec.clear()
+        dec.outs.clear()
+        for q in flight: self._run([q])
+        return
+    self.stats['seconds'] += time.perf_counter() - t
+    self.stats['batches'] += 1
+    for q in complete:
+        self.stats['requests'] += 1
+        self.stats['rows'] += len(q.toks)
+        q.done.set()

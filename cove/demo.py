@@ -202,12 +202,12 @@ def _method_job(cfg:Config, folder:Path, meth:str, families:list[str], episodes:
         return m
     return play
 
-def _play_jobs(jobs:dict, policy, streams:int=1, wait:float=0.5) -> dict:
+def _play_jobs(jobs:dict, policy, streams:int=1, wait:float=0.5, continuous:bool=True) -> dict:
     """`{tag: metrics}` of `jobs` (`tag -> f(policy)`), `streams` at once through one batching engine (`play_streams`);
     a failure ends the demo, with streams once the runs playing beside it are done."""
     if streams <= 1: return {tag: f(policy) for tag, f in jobs.items()}
     from cove.batching import play_streams   # here: `cove --help` and `cove check` load no torch
-    metrics = play_streams(policy, jobs, streams, wait)
+    metrics = play_streams(policy, jobs, streams, wait, continuous=continuous)
     if failed := [t for t, m in metrics.items() if isinstance(m, BaseException)]:
         get_logger('demo').error('failed: ' + ', '.join(f'{t} ({type(metrics[t]).__name__}: {metrics[t]})'
                                                          for t in failed))
@@ -557,7 +557,7 @@ def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[
         jobs = {f'{m}@{s}': _method_job(cfgs[s], runs[s][m], m, families, episodes, progress, set_aside_corrupt)
                 for s in ss for m in methods}
         streams = demo_streams(cfg, policy, len(jobs))
-        played = _play_jobs(jobs, policy, streams, cfg['run.stream_wait'])
+        played = _play_jobs(jobs, policy, streams, cfg['run.stream_wait'], cfg['run.continuous'])
         per = {s: _write_results(cfgs[s], homes[s], {m: played[f'{m}@{s}'] for m in methods}, runs[s], methods,
                                  families, episodes, engine, dtype, note, streams) for s in ss}
         summary = per[ss[0]] if len(ss) == 1 else _write_pooled(out, per, runs, methods, families, cfg)
