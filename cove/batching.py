@@ -33,6 +33,7 @@ class Request:
     done: threading.Event = field(default_factory=threading.Event)
     out: list|None = None
     error: BaseException|None = None
+    admitted: int = 0   # prompts the continuous decoder has taken into its batch
 
 # %% ../nbs/02_llm_e_batching.ipynb #76beb892
 def gen_key(kw:dict, adapter:str|None=None) -> tuple:
@@ -52,6 +53,7 @@ class BatchEngine:
         if not isinstance(policy, HFPolicy) or isinstance(policy, StreamPolicy):
             raise TypeError(f"the batching engine runs an HFPolicy, not a {type(policy).__name__}")
         if wait < 0: raise ValueError(f"wait must be >= 0 seconds, got {wait}")
+        if max_rows is not None and max_rows < 1: raise ValueError(f"max_rows must be >= 1, got {max_rows}")
         self.core, self.wait, self.mixed, self.continuous = policy, wait, mixed, continuous
         self.max_rows = max_rows or 2*policy.batch_size
         self.lock, self.turn, self.cv = threading.RLock(), threading.Lock(), threading.Condition()
@@ -393,7 +395,7 @@ def _pad_left(x:torch.Tensor, n:int, dim:int) -> torch.Tensor:
 # %% ../nbs/02_llm_f_continuous.ipynb #1c071ccf
 class Decoder:
     "Greedy decoding of the rows of many requests at once, rows joining and leaving between steps."
-    def __init__(self, core:HFPolicy):
+    def __init__(self, core:HFPolicy): # the engine's shared policy: its model, tokenizer and end-of-turn ids
         self.core, self.outs = core, {}   # `outs`: each request's `Generation`s, filled as its rows stop
         self.clear()
 
@@ -407,10 +409,10 @@ class Decoder:
         "The requests with a row in the batch."
         return list({id(r.req): r.req for r in self.rows}.values())
 
-    def admit(self, reqs:list[Request]):
-        "Prefill the prompts of `reqs`, take each one's first token, and add their rows to the batch."
-        rows = [Row(q, i, t) for q in reqs for i, t in enumerate(q.toks)]
-        for q in reqs: self.outs[id(q)] = [None]*len(q.toks)
+    def admit(self, pairs:list[tuple[Request, int]]): # (request, index of one of its prompts) not yet in the batch
+        "Prefill the prompts `pairs` name, take each one's first token, and add their rows to the batch."
+        rows = [Row(q, i, q.toks[i]) for q, i in pairs]
+        for q, _ in pairs: self.outs.setdefault(id(q), [None]*len(q.toks))
         n, pad = max(len(r.prompt) for r in rows), self.core.tokenizer.pad_token_id
         ids = torch.tensor([[pad]*(n - len(r.prompt)) + r.prompt for r in rows])
         mask = torch.tensor([[0]*(n - len(r.prompt)) + [1]*len(r.prompt) for r in rows])
@@ -510,10 +512,10 @@ def _serve_continuous(self:BatchEngine):
     dec = Decoder(self.core)
     while True:
         with self.cv:
-            admit, group = self._take(dec)
-            if admit is None: break
+            pairs, group = self._take(dec)
+            if pairs is None: break
         if group: self._run(group)
-        else: self._decode(dec, admit)
+        else: self._decode(dec, pairs)
     for q in dec.requests() + [q for q in self.pending]:
         q.error = RuntimeError("the batching engine closed before serving this request")
         q.done.set()
@@ -521,38 +523,42 @@ def _serve_continuous(self:BatchEngine):
 # %% ../nbs/02_llm_f_continuous.ipynb #16ce06f6
 @patch
 def _take(self:BatchEngine, dec:Decoder) -> tuple[list|None, list]:
-    """Under `cv`: wait for work; then the greedy requests to admit, or a group of sampled ones to run once the decoder
-    is empty. `(None, [])` once closed."""
+    """Under `cv`: wait for work; then the prompts to admit as `(request, index)` pairs, oldest first, as many as
+    `max_rows` leaves room for (a request may join in parts), or a group of sampled requests to run once the decoder is
+    empty. `(None, [])` once closed."""
     while not self.closed and not (self.pending or len(dec)): self.cv.wait()
     while not self.closed and (self.asking or any(v.busy and not v._turn for v in self.views)):
         self.cv.wait(0.01)   # a stream that asks for the lock or the training turn goes first (locks are not fair)
     if self.closed: return None, []
     sampled = [q for q in self.pending if q.kw['temperature'] > 0]
-    if sampled and not len(dec):
+    if sampled:   # no greedy prompt joins while a sampled request waits for the decoder to drain
+        if len(dec): return [], []
         key = self._key(sampled[0])
-        take = [q for q in self.pending if self._key(q) == key]
-    elif sampled: take = []
-    else:
-        take, room = [], self.max_rows - len(dec)
-        for q in self.pending:
-            if len(q.toks) > room and (len(dec) or take): break
-            take.append(q)
-            room -= len(q.toks)
-    self.pending = [q for q in self.pending if q not in take]
-    return (take, []) if not sampled else ([], take)
+        group = [q for q in self.pending if self._key(q) == key]
+        self.pending = [q for q in self.pending if all(q is not g for g in group)]
+        return [], group
+    pairs, room = [], self.max_rows - len(dec)
+    for q in self.pending:
+        k = min(room, len(q.toks) - q.admitted)
+        pairs += [(q, i) for i in range(q.admitted, q.admitted + k)]
+        q.admitted, room = q.admitted + k, room - k
+        if not room: break
+    self.pending = [q for q in self.pending if q.admitted < len(q.toks)]
+    return pairs, []
 
 # %% ../nbs/02_llm_f_continuous.ipynb #8ef9925c
 @patch
-def _decode(self:BatchEngine, dec:Decoder, admit:list[Request]):
-    "Admit `admit` (or, with none, step the batch) under the training turn, and answer the requests that completed."
+def _decode(self:BatchEngine, dec:Decoder, pairs:list[tuple[Request, int]]):
+    "Admit the prompts `pairs` (or, with none, step the batch) under the training turn; answer the requests completed."
     t = time.perf_counter()
     try:
         with self.turn, self.lock, torch.inference_mode():
-            if admit: dec.admit(admit)
+            if pairs: dec.admit(pairs)
             elif len(dec): dec.step()
             complete = dec.finished()
     except Exception:   # each request in flight again on its own: an error is only its own stream's
-        flight = dec.requests() + [q for q in admit if q not in dec.requests()]
+        flight = list({id(q): q for q in dec.requests() + [q for q, _ in pairs]}.values())
+        with self.cv: self.pending = [q for q in self.pending if all(q is not f for f in flight)]
         dec.clear()
         dec.outs.clear()
         for q in flight: self._run([q])

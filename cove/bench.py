@@ -23,8 +23,8 @@ from .serve import unservable, vllm_server, served_dtype
 # %% auto #0
 __all__ = ['TARGETS', 'PREFILL_ROWS', 'BENCH_FAMILIES', 'ROLLOUT_FAMILIES', 'check_target', 'machine_peaks', 'roofline',
            'linear_shapes', 'token_flops', 'gemm_gflops', 'bound_s', 'Breakdown', 'policy_records', 'episode_records',
-           'rollout_backends', 'rollout_bound', 'iter_rollout_records', 'rollout_records', 'train_records', 'cold_load',
-           'run_bench']
+           'rollout_backends', 'rollout_bound', 'iter_rollout_records', 'rollout_records', 'stream_records',
+           'train_records', 'cold_load', 'run_bench']
 
 # %% ../nbs/09_bench.ipynb #2f11099b
 TARGETS = {
@@ -361,6 +361,88 @@ def rollout_records(cfg:Config, quick:bool=False, episodes:int|None=None) -> lis
     "`iter_rollout_records`, as a list."
     return list(iter_rollout_records(cfg, quick, episodes))
 
+# %% ../nbs/09_bench.ipynb #329fc48e
+class _Engine:
+    "Forward passes of `model` timed and counted (prefill, decode and decode rows), and each stream's generations."
+    def __init__(self, model):
+        self.model, self.s, self.gens, self.decodes, self.rows = model, Counter(), [], 0, 0
+    def __enter__(self):
+        from cove.batching import StreamPolicy
+        t0, orig = {}, StreamPolicy.generate
+        def pre(mod, args, kw):
+            ids = kw.get('input_ids', args[0] if args else None)
+            t0['kind'] = 'decode' if ids is not None and ids.shape[-1] == 1 else 'prefill'
+            if t0['kind'] == 'decode': self.decodes, self.rows = self.decodes + 1, self.rows + ids.shape[0]
+            t0['t'] = time.perf_counter()
+        def post(mod, args, out): self.s[t0['kind']] += time.perf_counter() - t0['t']
+        def generate(view, batch, *a, **kw):
+            out = orig(view, batch, *a, **kw)
+            self.gens += [(g.prompt_tokens, g.completion_tokens) for g in out]
+            return out
+        self.hooks = [self.model.register_forward_pre_hook(pre, with_kwargs=True), self.model.register_forward_hook(post)]
+        StreamPolicy.generate, self.undo = generate, lambda: setattr(StreamPolicy, 'generate', orig)
+        return self
+    def __exit__(self, *exc):
+        for h in self.hooks: h.remove()
+        self.undo()
+
+# %% ../nbs/09_bench.ipynb #bcbffae3
+def _base_streams(cfg:Config, folder:Path, n:int, k:int) -> dict:
+    "`k` Base runs of `n` episodes per rollout family, seeds `run.seed` to `run.seed + k - 1`, as `play_streams` jobs."
+    def job(s:int):
+        c = _with(cfg, run__seed=cfg['run.seed'] + s, run__family_chunk=1)
+        spec = RunSpec('base', list(ROLLOUT_FAMILIES), n, 'test', c['run.seed'])
+        return lambda pol: Run(spec, c, folder/f'seed{s}').execute(pol, progress=False)
+    return {f'base@{s}': job(s) for s in range(k)}
+
+# %% ../nbs/09_bench.ipynb #9f184601
+def _streams_bound(model, eng:_Engine) -> dict:
+    "The bound of the generations `eng` counted, at GEMMs timed here at the mean rows of its decode passes."
+    sh, dt, rows = linear_shapes(model), next(model.parameters()).dtype, max(1, round(eng.rows / max(1, eng.decodes)))
+    pre, dec = gemm_gflops(sh, PREFILL_ROWS, dt), gemm_gflops(sh, rows, dt)
+    return dict(bound_s=round(bound_s(eng.gens, token_flops(model), pre, dec), 3), decode_rows=rows,
+                prefill_gflops=pre, decode_gflops=dec, gemm_dtype=str(dt).removeprefix('torch.'))
+
+# %% ../nbs/09_bench.ipynb #be288693
+def stream_records(cfg:Config, # profile: model, dtype, batch size, seed
+                   quick:bool=False, # fewer episodes
+                   streams:int=4, # Base runs at once (the demo plays four methods)
+                   episodes:int|None=None, # per family and run; default 4 with `quick`, else 8
+) -> Iterator[dict]:
+    """Base runs at once through one batching engine, grouped and then continuous, on the same tasks: episodes a
+    minute, prefill and decode seconds, the bound and `of_roofline` of each; then the speedup. Each record as soon as it
+    is measured."""
+    from cove.batching import play_streams   # here: the other parts load no batching engine
+    n, pol, ends = episodes or (4 if quick else 8), load_policy(_with(cfg, model__backend='hf')), {}
+    Embedder.from_config(cfg)._load()   # once per process: not an episode's cost
+    rates = {}
+    with tempfile.TemporaryDirectory() as d:
+        for mode in ('grouped', 'continuous'):
+            _say(f"{streams} Base runs at once, {mode}: {n} episodes x {len(ROLLOUT_FAMILIES)} families each")
+            with _Engine(pol.model) as eng:
+                t = time.perf_counter()
+                res = play_streams(pol, _base_streams(cfg, Path(d)/mode, n, streams), continuous=mode == 'continuous')
+                wall = time.perf_counter() - t
+            if bad := {k: f'{type(e).__name__}: {e}' for k, e in res.items() if isinstance(e, BaseException)}:
+                raise RuntimeError(f"stream(s) failed in the {mode} engine: {bad}")
+            eps = sum(m['overall']['n'] for m in res.values())
+            ends[mode] = [r['status'] for s in range(streams)
+                          for r in sorted(episode_records_of(Path(d)/mode/f'seed{s}'/'episodes.jsonl'),
+                                          key=lambda r: r['episode'])]
+            rates[mode], bound = 60 * eps / wall, _streams_bound(pol.model, eng)
+            yield {'name': f'rollout_streams_episodes_per_min_{mode}', 'value': round(rates[mode], 2),
+                   'unit': 'episodes/min', 'model': cfg['model.name'], 'dtype': str(pol.dtype).removeprefix('torch.'),
+                   'streams': streams, 'episodes': eps, 'families': list(ROLLOUT_FAMILIES), 'wall_s': round(wall, 2),
+                   'prefill_s': round(eng.s['prefill'], 2), 'decode_s': round(eng.s['decode'], 2),
+                   'decode_passes': eng.decodes, **bound, 'of_roofline': round(bound['bound_s'] / wall, 4),
+                   'prompt_tokens': sum(p for p, _ in eng.gens), 'completion_tokens': sum(c for _, c in eng.gens),
+                   'success': round(sum(m['overall']['success_rate'] * m['overall']['n'] for m in res.values()) / eps,
+                                    3)}
+    same = sum(a == b for a, b in zip(ends['grouped'], ends['continuous']))
+    yield {'name': 'streams_continuous_speedup', 'value': round(rates['continuous'] / rates['grouped'], 2), 'unit': 'x',
+           'same_outcomes': f"{same}/{len(ends['grouped'])}",
+           'note': 'the same Base runs and tasks; in bf16 an answer depends on the rows batched with it'}
+
 # %% ../nbs/09_bench.ipynb #2231f604
 def train_records(
     cfg:Config, quick:bool=False,
@@ -435,13 +517,14 @@ def _emit(rec, recs):
 def run_bench(cfg:Config, # profile: model, dtype, batch size
               quick:bool=False, # skip the 1M-entry dense index
               out:Path|str='.', # folder for bench.json
-              parts:tuple=('retrieval', 'embed', 'policy', 'train'), # which benchmarks to run
+              parts:tuple=('retrieval', 'embed', 'policy', 'streams', 'train'), # which benchmarks to run
              ) -> list[dict]:
     """Run the benchmarks: each record printed as a JSON line as soon as it is measured, with progress lines on
     stderr, and `out/bench.json` rewritten after each (`complete` false until the last), so a stopped run keeps them."""
-    unknown = set(parts) - {'retrieval', 'embed', 'policy', 'train'}
+    known = ('retrieval', 'embed', 'policy', 'streams', 'train')
+    unknown = set(parts) - set(known)
     if unknown:
-        raise ValueError(f"unknown benchmark part(s) {sorted(unknown)}; choose from retrieval, embed, policy, train")
+        raise ValueError(f"unknown benchmark part(s) {sorted(unknown)}; choose from {', '.join(known)}")
     out, recs, t0 = Path(out), [], time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
     head = dict(machine=platform.platform(), cpu=platform.processor() or platform.machine(),
@@ -451,8 +534,9 @@ def run_bench(cfg:Config, # profile: model, dtype, batch size
         tmp.write_text(json.dumps(dict(head, complete=done, records=recs), indent=2))
         tmp.replace(out/'bench.json')
     gens = {'retrieval': lambda: bench_retrieval(include_1m=not quick), 'embed': lambda: [bench_embed()],
-            'policy': lambda: policy_records(cfg, quick=quick), 'train': lambda: train_records(cfg, quick)}
-    for p in [p for p in ('retrieval', 'embed', 'policy', 'train') if p in parts]:
+            'policy': lambda: policy_records(cfg, quick=quick), 'streams': lambda: stream_records(cfg, quick),
+            'train': lambda: train_records(cfg, quick)}
+    for p in [p for p in known if p in parts]:
         _say(f"part {p}")
         for r in gens[p]():
             _emit(r, recs)

@@ -229,9 +229,10 @@ def _add_info(sub):
 # %% ../nbs/90_cli.ipynb #52fa2de4
 def _bench_parts_option(p):
     "`cove bench --parts`: which benchmarks run."
-    p.add_argument('--parts', default='retrieval,embed,policy,train',
+    p.add_argument('--parts', default='retrieval,embed,policy,streams,train',
                    help='comma-separated: retrieval, embed, policy (load, generation, roofline, COVE episode time, '
-                        'rollouts per backend), train (LoRA SFT throughput) (default: all four)')
+                        'rollouts per backend), streams (Base runs at once through the batching engine, grouped and '
+                        'continuous), train (LoRA SFT throughput) (default: all five)')
 
 # %% ../nbs/90_cli.ipynb #fe079fed
 def _add_bench(sub):

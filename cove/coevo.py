@@ -530,7 +530,10 @@ class CoEvoMem(Method):
     """CoEvo-Mem: SR-QR + residual router + Q-weighted hybrid retrieval over a typed memory graph valued by graph TD.
     The loop is here (plan, route, retrieve, play, update); the steps it calls follow, each with its example."""
     frozen = False
-    def __init__(self, cfg, out, policy=None):
+    def __init__(self,
+                 cfg, # the run's profile: its `coevo.*` keys, read once into `CoEvoConfig`
+                 out, # the run folder: CoEvo-Mem's memory and state
+                 policy=None): # the policy it plays with
         super().__init__(cfg, Path(out), policy)
         self.args = CoEvoConfig.from_config(cfg)   # `coevo.*`, typed
         self.db_path = self.out/'coevo.sqlite'
@@ -549,7 +552,9 @@ class CoEvoMem(Method):
         self._emb, self._rho = None, {c: self.args.rho_c for c in EDGE_TYPES}
         self._log_resume()
 
-    def run_batch(self, env, tasks):
+    def run_batch(self,
+                  env, # one family's environment
+                  tasks): # its tasks, in stream order
         "Play `tasks` (one family) and apply the phase's updates; returns the episode results."
         if self.policy is None: raise ValueError("method coevo needs a policy to play episodes")
         agent = self.agent()

@@ -156,7 +156,10 @@ def summary_messages(res:EpisodeResult) -> list[dict]:
 class EvoMemory(Method):
     "Evo-Memory (ExpRAG): store every experience, retrieve the top-k most similar into the prompt; no utility learning."
     state_file = 'evo_memory_state.json'
-    def __init__(self, cfg, out, policy=None):
+    def __init__(self,
+                 cfg, # the run's profile: its `evo_memory.*` keys
+                 out, # the run folder: Evo-Memory's memory and state
+                 policy=None): # the policy it plays with
         super().__init__(cfg, Path(out), policy)
         self.memory = ExperienceMemory(self.out/'memory.sqlite', Embedder.from_config(cfg), cfg['kb.hnsw_threshold'])
         self.applied = {}

@@ -799,7 +799,10 @@ _log = get_logger('evolver')
 class EvolverMethod(Method):
     """EvolveR's lifecycle: the online interaction phase, the offline self-distillation phase and policy evolution
     (GRPO or SFT), resumable. The loop is here; the steps it calls follow, each with its example."""
-    def __init__(self, cfg, out, policy=None):
+    def __init__(self,
+                 cfg, # the run's profile: its `evolver.*` keys, read once into `EvolverConfig`
+                 out, # the run folder: EvolveR's memory and state
+                 policy=None): # the policy it plays with
         super().__init__(cfg, Path(out), policy)
         self.args = EvolverConfig.from_config(cfg)   # `evolver.*`, typed
         self.adapter_dir, self.envs, self.adapter = self.out/'adapters', {}, None
@@ -809,7 +812,9 @@ class EvolverMethod(Method):
             self.judge = Judge(policy)
         self._resume()
 
-    def run_batch(self, env, tasks):
+    def run_batch(self,
+                  env, # one family's environment
+                  tasks): # its tasks, in stream order
         "Online episodes for a batch of one family, then the offline phase / update each applied episode makes due."
         if self.policy is None: raise ValueError("method 'evolver' needs a policy to play episodes")
         self.envs[tasks[0].family] = env

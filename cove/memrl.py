@@ -481,7 +481,10 @@ def memories_digest(path:Path) -> str:
 class MemRL(Method):
     """MemRL: Two-Phase Retrieval from a (z, e, Q) memory, utility updates of injected memories, summary write-back.
     The loop is here (`run_batch` → `_play` → `_learn_all`); the steps it calls follow, each with its example."""
-    def __init__(self, cfg, out, policy=None):
+    def __init__(self,
+                 cfg, # the run's profile: its `memrl.*` keys
+                 out, # the run folder: MemRL's memory and state
+                 policy=None): # the policy it plays with
         super().__init__(cfg, Path(out), policy)
         self.params = memrl_params(cfg)
         self.freeze = bool(cfg['memrl.freeze'])
@@ -499,7 +502,9 @@ class MemRL(Method):
         memrl_params(cfg)
         check_memory_source(cfg)
 
-    def run_batch(self, env, tasks):
+    def run_batch(self,
+                  env, # one family's environment
+                  tasks): # its tasks, in stream order
         "Two-Phase Retrieval, play, summarise and learn, for tasks of one family."
         if self.policy is None: raise ValueError("method 'memrl' needs a policy to play episodes")
         n = self.params['batch'] if self.params['writeback'] == 'batch' else 0

@@ -35,13 +35,21 @@ class Method:
     needs_policy = True
     # JSON state in the run folder (`save_state` / `load_state`); None: the method keeps none there
     state_file: str|None = None
-    def __init__(self, cfg:Config, out:Path, policy=None):
+    def __init__(self,
+                 cfg:Config, # the run's profile: every key the method reads
+                 out:Path, # the run folder: its state, adapters and stores go here
+                 policy=None): # the `Policy` it plays (and trains) with; None for a method that needs none
         self.cfg, self.out, self.policy = cfg, Path(out), policy
         # `family|split|id#n`: each epoch's play of a task is a new episode
         self.keys = EpisodeKeys(self.out/'episodes.jsonl')
         self.saved_ledger, self._agents = None, {}
-    def run_batch(self, env:Environment, tasks:list) -> list[EpisodeResult]: raise NotImplementedError
-    def run_chunk(self, pairs:list[tuple]) -> list[EpisodeResult]:
+    def run_batch(self,
+                  env:Environment, # the family's environment: plays and checks its tasks
+                  tasks:list, # its tasks to play now, in stream order
+                 ) -> list[EpisodeResult]: raise NotImplementedError
+    def run_chunk(self,
+                  pairs:list[tuple], # `(env, task)` in stream order, of several families
+                 ) -> list[EpisodeResult]:
         """Results of `(env, task)` pairs from several families, in their order: by default one `run_batch` per
         environment; a method that batches across families overrides it."""
         groups, out = {}, [None]*len(pairs)
@@ -49,11 +57,14 @@ class Method:
         for env, idx in groups.values():
             for i, r in zip(idx, self.run_batch(env, [pairs[i][1] for i in idx])): out[i] = r
         return out
-    def extra(self, res:EpisodeResult) -> dict: return {'channel': None} | res.extra   # the episode line's own fields
+    def extra(self,
+              res:EpisodeResult, # an episode's result
+             ) -> dict:
+        return {'channel': None} | res.extra   # the episode line's own fields
     def metrics(self) -> dict: return {}
     def state_dict(self) -> dict:
         return {}  # what `save_state` writes besides the method's name, the ledger and the time
-    def load_state_dict(self, state:dict):
+    def load_state_dict(self, state:dict): # what `state_dict` returned, read back from the state file
         pass  # restore `state_dict()`'s fields from a saved state (`load_state` calls it)
 
 declare_kind('cove.methods', Method)   # an entry point naming a subclass of it registers the class

@@ -29,7 +29,10 @@ class Run:
     """One run folder: spec + config, the episode log, metrics. `execute` plays what is not yet recorded (`_play`),
     batch by batch (`_play_chunks`); the checks it makes follow, each with its example."""
     def __init__(
-        self, spec:RunSpec, cfg:Config, out:str|Path,
+        self,
+        spec:RunSpec, # what to play: method, families, episodes per family, split, seed
+        cfg:Config, # the profile with its overrides
+        out:str|Path, # the run folder (created; an existing one is resumed)
         set_aside_corrupt:bool=False,  # `--set-aside-corrupt`: a corrupt state file, adapter or store is moved aside
     ):
         self.spec, self.cfg, self.out, self.run_id = spec, cfg, check_out(out), None
@@ -43,7 +46,10 @@ class Run:
         self.episodes_path, self.metrics_path = self.out/'episodes.jsonl', self.out/'metrics.json'
         self._check_config()
 
-    def execute(self, policy=None, progress:bool=True) -> dict:
+    def execute(self,
+                policy=None, # the policy to play with (default: loaded from the profile's `model.*` keys)
+                progress:bool=True, # a progress bar on the terminal
+               ) -> dict:
         """Play the unfinished part of the stream from `fresh_start(policy)`, holding the folder's lock (else
         `RunLocked`)."""
         from cove.store import bound_stores   # (not at import: `cove check` stays light)

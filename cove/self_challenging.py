@@ -346,7 +346,10 @@ class SelfChallenging(Method):
     """Self-Challenging: generate verifiable tasks, solve them, rejection-fine-tune one shared adapter on verified
     successes."""
     state_file = 'self_challenging_state.json'
-    def __init__(self, cfg, out, policy=None):
+    def __init__(self,
+                 cfg, # the run's profile: its `self_challenging.*` keys, read once into `SelfChallengingConfig`
+                 out, # the run folder: Self-Challenging's memory and state
+                 policy=None): # the policy it plays with
         super().__init__(cfg, Path(out), policy)
         self.args = SelfChallengingConfig.from_config(cfg)   # `self_challenging.*`, typed
         self.adapter_dir, self.round_dir, self._envs = self.out/'adapters', self.out/'self_challenging', {}

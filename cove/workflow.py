@@ -60,7 +60,10 @@ class CoveMethod(Method):
     """COVE (Algorithm 1): memory + routing + triggered parametric updates + memory release, resumable. The loop is
     here; the steps it calls follow, each under the lines of Algorithm 1 it covers."""
     variant, state_file = 'cove', 'workflow_state.json'
-    def __init__(self, cfg, out, policy=None):
+    def __init__(self,
+                 cfg, # the run's profile: the router, trigger, KnowledgePO, release and train keys
+                 out, # the run folder: knowledge base, adapters, `workflow_state.json`
+                 policy=None): # the policy it plays with and trains (its adapters are hot-swapped in)
         super().__init__(cfg, Path(out), policy)
         v = VARIANTS[self.variant]
         self.router_name, self.memory, self.release_on = v.router, v.memory, v.release
@@ -77,9 +80,12 @@ class CoveMethod(Method):
         self.unexplained = []      # (key, decision) of the decisions whose signals `explain` has yet to write
         self.load_state()
 
-    def run_batch(self, env, tasks): return self.run_chunk([(env, t) for t in tasks])
+    def run_batch(self,
+                  env, # one family's environment
+                  tasks): # its tasks, in stream order
+        return self.run_chunk([(env, t) for t in tasks])
 
-    def run_chunk(self, pairs:list[tuple]):
+    def run_chunk(self, pairs:list[tuple]): # `(env, task)` in stream order; families may be mixed
         """Algorithm 1 over a batch of `(env, task)` pairs (families may be mixed), in stream order; returns the episode
         results."""
         if self.policy is None: raise ValueError(f"method {self.variant!r} needs a policy to play episodes")
@@ -93,7 +99,7 @@ class CoveMethod(Method):
         self.keys.commit([t for _, t in pairs])
         return results
 
-    def learn_many(self, todo:list[tuple]):
+    def learn_many(self, todo:list[tuple]): # `(env, result, key)` of the episodes not yet learnt from
         "Lines 5–15 for each `(env, result, key)` in stream order (`learn_from`), the judge's free text batched."
         i = 0
         while i < len(todo):
@@ -104,7 +110,11 @@ class CoveMethod(Method):
                 if self.learn_from(*todo[j]): break   # the update changed the weights: prefetch again for the rest
         if self.explain(): self.save_state()
 
-    def learn_from(self, env, r, key:str) -> bool:
+    def learn_from(self,
+                   env, # the episode's environment (an update plays its A/B and reference tasks there)
+                   r, # the episode's result
+                   key:str, # its episode key (`family|split|id#n`), under which the decision is kept
+                  ) -> bool:
         """Lines 5–15 for one episode: update the knowledge, route, keep the trajectory, observe the trigger, update if
         it fired."""
         with self.timed('knowledge'): self.update_knowledge(r)                                          # lines 5-9
@@ -123,7 +133,11 @@ class CoveMethod(Method):
             phase()
         return ev is not None   # an update ran
 
-    def parametric_update(self, env, family:str, cold:bool=False) -> str|None:
+    def parametric_update(self,
+                          env, # the family's environment
+                          family:str, # the family whose trajectories train
+                          cold:bool=False, # a ColdStartFailure event: its gold references may train
+                         ) -> str|None:
         """Lines 15–30: train, hot-swap, reset the trigger, release memory; returns the adapter name (None when there was
         no data). `cold`: a ColdStartFailure event, the only one whose update adds the gold reference solutions."""
         n_param = self._n_param(family)
