@@ -48,7 +48,7 @@ class BatchEngine:
     def __init__(self, policy:HFPolicy,
                  wait:float=0.5, # seconds to wait, after a batch, for the live streams' next requests
                  mixed:bool=True, # adapters mixed in one batch (peft's `adapter_names`), else a batch per adapter
-                 continuous:bool=True, # greedy requests decoded as one continuous batch (`Decoder`, nbs/02_llm_f)
+                 continuous:bool=False, # greedy requests decoded as one continuous batch (`Decoder`, nbs/02_llm_f)
                  max_rows:int|None=None): # rows decoded at once (default: twice the policy's `batch_size`)
         if not isinstance(policy, HFPolicy) or isinstance(policy, StreamPolicy):
             raise TypeError(f"the batching engine runs an HFPolicy, not a {type(policy).__name__}")
@@ -349,7 +349,7 @@ def play_streams(policy:HFPolicy, jobs:dict, # tag -> `f(policy)`: one run, give
                  streams:int=0, # jobs playing at once (0: all)
                  wait:float=0.5, # `BatchEngine`'s wait for the other streams' requests
                  mixed:bool=True, # rows of different adapters in one batch
-                 continuous:bool=True, # greedy requests decoded as one continuous batch
+                 continuous:bool=False, # greedy requests decoded as one continuous batch
 ) -> dict:
     """Play each job in its own thread with its own `StreamPolicy` of one `BatchEngine` on `policy`, at most `streams`
     at once: `{tag: what it returned, or the exception it raised}`."""

@@ -19,6 +19,7 @@ from .embed import Embedder, bench_embed
 from .train import bench_train, SFT_TRL_ALL_LAYERS_5E4
 from .store import bench_retrieval
 from .serve import unservable, vllm_server, served_dtype
+from .batching import StreamPolicy, play_streams
 
 # %% auto #0
 __all__ = ['TARGETS', 'PREFILL_ROWS', 'BENCH_FAMILIES', 'ROLLOUT_FAMILIES', 'check_target', 'machine_peaks', 'roofline',
@@ -367,7 +368,6 @@ class _Engine:
     def __init__(self, model):
         self.model, self.s, self.gens, self.decodes, self.rows = model, Counter(), [], 0, 0
     def __enter__(self):
-        from cove.batching import StreamPolicy
         t0, orig = {}, StreamPolicy.generate
         def pre(mod, args, kw):
             ids = kw.get('input_ids', args[0] if args else None)
@@ -412,7 +412,6 @@ def stream_records(cfg:Config, # profile: model, dtype, batch size, seed
     """Base runs at once through one batching engine, grouped and then continuous, on the same tasks: episodes a
     minute, prefill and decode seconds, the bound and `of_roofline` of each; then the speedup. Each record as soon as it
     is measured."""
-    from cove.batching import play_streams   # here: the other parts load no batching engine
     n, pol, ends = episodes or (4 if quick else 8), load_policy(_with(cfg, model__backend='hf')), {}
     Embedder.from_config(cfg)._load()   # once per process: not an episode's cost
     rates = {}

@@ -243,8 +243,9 @@ _declare(
         '1 = one after the other; 0 = all of them'),
     Key('run.stream_wait', float, 0.5, "seconds the batching engine waits, after each batch, for the other playing "
         "runs' next requests before it generates without them (grouped batches only)"),
-    Key('run.continuous', bool, True, "the batching engine decodes the playing runs' greedy requests as one "
-        "continuous batch, rows joining and leaving between tokens (false: one generate per group of requests)"),
+    Key('run.continuous', bool, False, "the batching engine decodes the playing runs' greedy requests as one "
+        "continuous batch, rows joining and leaving between tokens (false: one generate per group of requests; "
+        "the demo measured no faster with it: docs/benchmarks.md)"),
 )
 
 # %% ../nbs/01_config.ipynb #5ef55f83

@@ -202,7 +202,7 @@ def _method_job(cfg:Config, folder:Path, meth:str, families:list[str], episodes:
         return m
     return play
 
-def _play_jobs(jobs:dict, policy, streams:int=1, wait:float=0.5, continuous:bool=True) -> dict:
+def _play_jobs(jobs:dict, policy, streams:int=1, wait:float=0.5, continuous:bool=False) -> dict:
     """`{tag: metrics}` of `jobs` (`tag -> f(policy)`), `streams` at once through one batching engine (`play_streams`);
     a failure ends the demo, with streams once the runs playing beside it are done."""
     if streams <= 1: return {tag: f(policy) for tag, f in jobs.items()}
