@@ -11,7 +11,7 @@ from fastcore.basics import patch
 from .core import get_logger
 from .config import declare_key
 from .policy import Generation, Policy, adapter_folder, cut_at_stop
-from .llm import HFPolicy, _seeded
+from .llm import HFPolicy, _chunk_layout, _seeded
 
 _log = get_logger('batching')
 
@@ -413,9 +413,7 @@ class Decoder:
         "Prefill the prompts `pairs` name, take each one's first token, and add their rows to the batch."
         rows = [Row(q, i, q.toks[i]) for q, i in pairs]
         for q, _ in pairs: self.outs.setdefault(id(q), [None]*len(q.toks))
-        n, pad = max(len(r.prompt) for r in rows), self.core.tokenizer.pad_token_id
-        ids = torch.tensor([[pad]*(n - len(r.prompt)) + r.prompt for r in rows])
-        mask = torch.tensor([[0]*(n - len(r.prompt)) + [1]*len(r.prompt) for r in rows])
+        ids, mask = _chunk_layout([r.prompt for r in rows], [0]*len(rows), self.core.tokenizer.pad_token_id)
         pos = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)   # as `generate` numbers left-padded rows
         logits, kv = self._forward(ids, mask, pos, None, rows)
         self._merge(rows, [(l.keys, l.values) for l in kv.layers], mask)

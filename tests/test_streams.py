@@ -12,8 +12,9 @@ SETS = {'model.name': 'tiny', 'model.dtype': 'float32', 'trigger.k': 2, 'model.b
         'model.max_new_tokens': 12, 'release.heldout': 1}
 METHODS, FAMILIES = ['base', 'parametric_only', 'cove'], ['math', 'tableqa']
 
-def _demo(out, streams:int):
-    cfg = demo_config(sets={**SETS, 'run.streams': streams, 'run.stream_wait': 2.0}, env={}, episodes=2)
+def _demo(out, streams:int, continuous:bool=False):
+    cfg = demo_config(sets={**SETS, 'run.streams': streams, 'run.stream_wait': 2.0, 'run.continuous': continuous},
+                      env={}, episodes=2)
     return run_demo(cfg, out, episodes=2, methods=METHODS, families=FAMILIES, progress=False, engine='hf')
 
 def _played(d, meth):
@@ -25,7 +26,7 @@ def _played(d, meth):
 @pytest.fixture(scope='module')
 def demos(tmp_path_factory):
     d = tmp_path_factory.mktemp('streams')
-    return {s: (d/f's{s}', _demo(d/f's{s}', s)) for s in (1, 0)}
+    return {**{s: (d/f's{s}', _demo(d/f's{s}', s)) for s in (1, 0)}, 'continuous': (d/'c', _demo(d/'c', 0, True))}
 
 def test_concurrent_demo_plays_as_the_sequential_one(demos):
     (d1, s1), (d0, s0) = demos[1], demos[0]
@@ -35,6 +36,13 @@ def test_concurrent_demo_plays_as_the_sequential_one(demos):
     assert [{k: r[k] for k in keys} for r in s0['rows']] == [{k: r[k] for k in keys} for r in s1['rows']]
     assert {r['method']: r['train_tokens'] > 0 for r in s0['rows']}['parametric_only']   # it learnt while others played
     assert json.loads((d0/'summary.json').read_text())['streams'] == len(METHODS)
+
+def test_the_continuous_decoder_plays_the_demo_as_the_sequential_one(demos):
+    "`run.continuous=true`: fp32 rows joining and leaving between tokens give every run the sequential transcripts."
+    (d1, s1), (dc, sc) = demos[1], demos['continuous']
+    for meth in METHODS: assert _played(dc, meth) == _played(d1, meth), meth
+    keys = ('method', 'overall', 'episodes', 'prompt_tokens', 'train_tokens', 'updates', 'trigger_events')
+    assert [{k: r[k] for k in keys} for r in sc['rows']] == [{k: r[k] for k in keys} for r in s1['rows']]
 
 def test_a_failing_stream_fails_alone_and_nothing_hangs():
     pol = HFPolicy(*tiny_llama(), batch_size=8, name='tiny')
