@@ -126,6 +126,7 @@ class Breakdown:
     generations' token counts. Nothing is timed twice: a forward pass is inside `generate` or `score_choices`."""
     def __init__(self, policy):
         self.policy, self.s, self.gens, self.calls, self.seqs = policy, Counter(), [], 0, 0
+        self.decodes, self.rows = 0, 0   # decode passes and their rows (`_hooks`)
 
 # %% ../nbs/09_bench.ipynb #2d76d386
 @patch
@@ -150,11 +151,13 @@ def _generate(self:Breakdown, fn):
 # %% ../nbs/09_bench.ipynb #3112def7
 @patch
 def _hooks(self:Breakdown, model) -> list:
-    "Forward hooks on `model` adding each pass's seconds to `prefill` or `decode` (one new token per sequence)."
+    """Forward hooks on `model` adding each pass's seconds to `prefill` or `decode` (one new token per sequence), and
+    counting the decode passes and their rows."""
     t0 = {}
     def pre(mod, args, kw):
         ids = kw.get('input_ids', args[0] if args else None)
         t0['kind'] = 'decode' if ids is not None and ids.shape[-1] == 1 else 'prefill'
+        if t0['kind'] == 'decode': self.decodes, self.rows = self.decodes + 1, self.rows + ids.shape[0]
         t0['t'] = time.perf_counter()
     def post(mod, args, out): self.s[t0['kind']] += time.perf_counter() - t0['t']
     return [model.register_forward_pre_hook(pre, with_kwargs=True), model.register_forward_hook(post)]
@@ -363,23 +366,18 @@ def rollout_records(cfg:Config, quick:bool=False, episodes:int|None=None) -> lis
     return list(iter_rollout_records(cfg, quick, episodes))
 
 # %% ../nbs/09_bench.ipynb #329fc48e
-class _Engine:
-    "Forward passes of `model` timed and counted (prefill, decode and decode rows), and each stream's generations."
+class _Engine(Breakdown):
+    "A `Breakdown` of the engine's forward passes (`_hooks`), and of each stream's generations."
     def __init__(self, model):
-        self.model, self.s, self.gens, self.decodes, self.rows = model, Counter(), [], 0, 0
+        super().__init__(None)
+        self.model = model
     def __enter__(self):
-        t0, orig = {}, StreamPolicy.generate
-        def pre(mod, args, kw):
-            ids = kw.get('input_ids', args[0] if args else None)
-            t0['kind'] = 'decode' if ids is not None and ids.shape[-1] == 1 else 'prefill'
-            if t0['kind'] == 'decode': self.decodes, self.rows = self.decodes + 1, self.rows + ids.shape[0]
-            t0['t'] = time.perf_counter()
-        def post(mod, args, out): self.s[t0['kind']] += time.perf_counter() - t0['t']
+        orig = StreamPolicy.generate
         def generate(view, batch, *a, **kw):
             out = orig(view, batch, *a, **kw)
             self.gens += [(g.prompt_tokens, g.completion_tokens) for g in out]
             return out
-        self.hooks = [self.model.register_forward_pre_hook(pre, with_kwargs=True), self.model.register_forward_hook(post)]
+        self.hooks = self._hooks(self.model)
         StreamPolicy.generate, self.undo = generate, lambda: setattr(StreamPolicy, 'generate', orig)
         return self
     def __exit__(self, *exc):
