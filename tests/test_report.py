@@ -120,3 +120,25 @@ def test_failed_notebook_is_listed_and_the_rest_still_run(tmp_path):
             and '| [b_fine](#b_fine) | ok |' in md)
     assert (dst/'a_broken'/'a_broken.ipynb').exists() and 'boom' in (dst/'index.html').read_text()
     with pytest.raises(SystemExit): report.report(['no_such'], folder=src, out_root=tmp_path/'out')
+
+def test_a_kernel_that_dies_in_start_up_is_started_again(tmp_path, monkeypatch, capsys):
+    """Two cells' kernels started at once can pick the same port; the loser dies before any cell runs. Its notebook is
+    run again (counted in `kernel_starts`, said on stderr); a kernel that keeps dying, or dies after a cell ran, fails."""
+    import papermill as pm
+    import experiment_runs as runs
+    nb = _nb(tmp_path/'a.ipynb', "out_dir: 'Optional[str]' = None   # where",
+             "from pathlib import Path\nPath(out_dir, 'x.txt').write_text('ran')")
+    real, deaths = pm.execute_notebook, []
+    def dies_first(*a, **k):
+        if len(deaths) < 1:
+            deaths.append(1)
+            raise RuntimeError('Kernel died before replying to kernel_info')
+        return real(*a, **k)
+    monkeypatch.setattr(pm, 'execute_notebook', dies_first)
+    r = runs.run_notebook(nb, tmp_path/'out', {})
+    assert r['status'] == 'ok' and r['kernel_starts'] == 2 and (tmp_path/'out'/'x.txt').read_text() == 'ran'
+    assert 'the kernel died before running a cell' in capsys.readouterr().err
+    def always_dies(*a, **k): raise RuntimeError('Kernel died before replying to kernel_info')
+    monkeypatch.setattr(pm, 'execute_notebook', always_dies)
+    r = runs.run_notebook(nb, tmp_path/'out2', {})
+    assert r['status'] == 'failed' and 'kernel_info' in r['error'] and r['kernel_starts'] == runs.KERNEL_STARTS

@@ -191,18 +191,36 @@ def run_notebook(path:Path, out:Path, params:dict, timeout=None) -> dict:
     rec = dict(name=path.stem, notebook=str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path),
                params={k: v for k, v in params.items() if k != 'out_dir'}, executed=executed.name)
     t0 = time.time()
-    try:
-        pm.execute_notebook(str(path), str(executed), parameters=dict(params, out_dir=str(out)), cwd=str(ROOT),
-                            progress_bar=False, log_output=False, execution_timeout=timeout)
-        rec.update(status='ok')
-    except KeyboardInterrupt:
-        rec.update(status='interrupted', error='KeyboardInterrupt: the run was stopped here', seconds=round(time.time() - t0, 1))
-        raise Interrupted(rec)
-    except Exception as e:   # a failed notebook is reported, the others still run
-        ename, evalue = getattr(e, 'ename', type(e).__name__), getattr(e, 'evalue', str(e))
-        rec.update(status='failed', error=f'{ename}: {evalue}'.strip()[:2000], cell=getattr(e, 'exec_count', None) or _stuck_cell(executed))
+    for start in range(1, KERNEL_STARTS + 1):
+        try:
+            pm.execute_notebook(str(path), str(executed), parameters=dict(params, out_dir=str(out)), cwd=str(ROOT),
+                                progress_bar=False, log_output=False, execution_timeout=timeout)
+            rec.update(status='ok')
+        except KeyboardInterrupt:
+            rec.update(status='interrupted', error='KeyboardInterrupt: the run was stopped here',
+                       seconds=round(time.time() - t0, 1))
+            raise Interrupted(rec)
+        except Exception as e:   # a failed notebook is reported, the others still run
+            ename, evalue = getattr(e, 'ename', type(e).__name__), getattr(e, 'evalue', str(e))
+            if _kernel_did_not_start(e, executed) and start < KERNEL_STARTS:
+                rec['kernel_starts'] = start + 1
+                print(f'WARNING: {path.stem}: the kernel died before running a cell ({evalue}); starting it again '
+                      f'({start + 1} of {KERNEL_STARTS})', file=sys.stderr, flush=True)
+                continue
+            rec.update(status='failed', error=f'{ename}: {evalue}'.strip()[:2000],
+                       cell=getattr(e, 'exec_count', None) or _stuck_cell(executed))
+        break
     rec['seconds'] = round(time.time() - t0, 1)
     return rec
+
+# Kernels started at the same moment by two cells can pick the same port (jupyter_client chooses free ports by binding
+# and releasing them, per process); the loser dies before it answers. No cell has run then, so starting it again is
+# safe; the record counts the starts (`kernel_starts`) and the log says so.
+KERNEL_STARTS = 3
+
+def _kernel_did_not_start(e:Exception, executed:Path) -> bool:
+    "Whether `e` is a kernel that died in start-up, before papermill started any cell of `executed`."
+    return 'before replying to kernel_info' in str(e) and _stuck_cell(executed) is None
 
 # --- what a run left -------------------------------------------------------------------------------------------------
 

@@ -225,6 +225,7 @@ def sweep(names=None, glob_params=None, per_params=None, seeds=None, engine='loc
     def done(r):
         recs.append(r); recs.sort(key=lambda x: order.get((x['name'], x.get('seed')), 1e9))
         st = r['status'] + (f' ({r["error"].splitlines()[0] if r.get("error") else ""})' if r['status'] != 'ok' else '')
+        if r.get('kernel_starts'): st += f' (its kernel died in start-up: started {r["kernel_starts"]} times)'
         print(f'{r["dir"]}: {st} in {r.get("seconds", 0)} s', flush=True)
         write(dst, recs, run_id, command, meta, aggregates={})
     earlier = {c['dir']: r for c in cells if resume and (r := finished(c))}
