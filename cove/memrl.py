@@ -6,12 +6,14 @@
 from __future__ import annotations
 import hashlib, json, os, re, shutil, sqlite3, time, zlib
 from collections import Counter
+from dataclasses import dataclass, fields
+from functools import cached_property
 from pathlib import Path
 from types import SimpleNamespace
 import numpy as np
 from fastcore.basics import patch
 from fastcore.meta import delegates
-from .config import declare_key
+from .config import setting, typed_config
 from .core import get_logger, msg, read_jsonl, redact_expected, task_key, record_task_key, write_json, one_line
 from .method import Method, register_method
 from .agent import HarnessAgent
@@ -19,31 +21,7 @@ from .store import SqliteStore, backup_db, open_sqlite
 from .embed import Embedder
 
 # %% auto #0
-__all__ = ['NORMS', 'INTENTS', 'zscore', 'phase_a', 'q_hat', 'sim_hat', 'phase_b_scores', 'phase_b', 'two_phase', 'reward', 'mc_update', 'td_update', 'epoch_metrics', 'MemoryBank', 'SUMMARY_INSTRUCTION', 'FUNCTION_WORDS', 'PARAMS', 'ADDED', 'ADDED_LATER', 'WRITEBACKS', 'AUTHORS_CONFIGS', 'summary_messages', 'usable_summary', 'trace_digest', 'memory_source', 'memrl_params', 'memories_digest', 'MemRL', 'check_memory_source', 'learns_from']
-
-# %% ../nbs/14_memrl.ipynb #b523b0aa
-declare_key('memrl.delta', float, 0.5, 'MemRL Phase A similarity threshold δ (public code)', range=(-1, None))
-declare_key('memrl.k1', int, 5, 'MemRL Phase A recall size k1', range=(1, None))
-declare_key('memrl.k2', int, 3, 'MemRL Phase B memories injected k2', range=(1, None))
-declare_key('memrl.lam', float, 0.5, 'MemRL Phase B weight λ of the z-scored Q against z-scored similarity',
-            range=(0, 1))
-
-# %% ../nbs/14_memrl.ipynb #56f7c94d
-declare_key('memrl.alpha', float, 0.3, 'MemRL Q learning rate α', range=(0, 1, False))
-declare_key('memrl.q_init', float, 0.0, 'MemRL initial utility of a written-back memory', range=(None, None))
-declare_key('memrl.update', str, 'mc', 'MemRL utility update: Monte-Carlo or TD', choices=('mc', 'td'))
-declare_key('memrl.gamma', float, 0.9, 'MemRL TD discount γ', range=(0, 1))
-
-# %% ../nbs/14_memrl.ipynb #6cebad10
-declare_key('memrl.freeze', bool, False, 'MemRL transfer evaluation: retrieve only, never update or write back')
-declare_key('memrl.source', str, '', 'MemRL frozen transfer: run folder (or memrl.sqlite) whose memory is copied '
-            'and frozen')
-declare_key('memrl.summary_tokens', int, 64, 'MemRL trajectory-summary length cap (tokens)')
-
-# %% ../nbs/14_memrl.ipynb #2ca6dda4
-declare_key('memrl.merge_sim', float, 0.9, 'MemRL: a new memory whose intent has cosine ≥ this with a stored intent '
-            "joins that intent (public code's add_similarity_threshold); > 1 keeps every intent apart",
-            range=(-1, None))
+__all__ = ['NORMS', 'INTENTS', 'zscore', 'phase_a', 'q_hat', 'sim_hat', 'phase_b_scores', 'phase_b', 'two_phase', 'reward', 'mc_update', 'td_update', 'epoch_metrics', 'MemoryBank', 'SUMMARY_INSTRUCTION', 'FUNCTION_WORDS', 'WRITEBACKS', 'AUTHORS_CONFIGS', 'summary_messages', 'usable_summary', 'trace_digest', 'MemRLConfig', 'memory_source', 'memories_digest', 'MemRL', 'check_memory_source', 'learns_from']
 
 # %% ../nbs/14_memrl.ipynb #cf320c6a
 def zscore(x) -> np.ndarray:
@@ -375,38 +353,6 @@ def trace_digest(res) -> str:
         f"| final answer: {res.state.answer!r} | feedback: {redact_expected(res.feedback.message)[:160]!r} | last action: {last}"
     )
 
-# %% ../nbs/14_memrl_b_method.ipynb #603de5f9
-_log = get_logger('memrl')
-PARAMS = ('delta', 'k1', 'k2', 'lam', 'alpha', 'q_init', 'update', 'gamma', 'merge_sim',
-          'norm', 'sim_stats', 'q_min', 'epsilon', 'reward_success', 'reward_failure', 'writeback', 'batch')
-ADDED = dict(norm='paper', sim_stats=None, q_min=None, epsilon=0.0)   # what a bank saved before these keys ran
-# reward and write-back keys added later, for a bank saved before them: rewards ±1, one episode's write-back at a time
-ADDED_LATER = dict(reward_success=1.0, reward_failure=-1.0, writeback='episode', batch=0)
-
-# %% ../nbs/14_memrl_b_method.ipynb #7e1fddef
-def memory_source(cfg) -> Path|None:
-    "The source memory of a frozen (transfer) run: `memrl.source` (also `$COVE_MEMRL_SOURCE`, through `load_config`)."
-    s = cfg['memrl.source']
-    if not s: return None
-    p = Path(s).expanduser()
-    return p/'memrl.sqlite' if p.is_dir() else p
-
-# %% ../nbs/14_memrl_b_method.ipynb #1311f275
-declare_key('memrl.norm', str, 'paper', "MemRL Phase B normalisation: paper = z-score over the Phase-A pool; authors = "
-            "MemRL's code (Q by the pool's population std, 1 for n = 1, clipped to ±3; similarity by memrl.sim_stats)",
-            choices=NORMS)
-
-# %% ../nbs/14_memrl_b_method.ipynb #3003fe09
-declare_key('memrl.sim_stats', str, '', "MemRL Phase B similarity statistics MEAN,STD for memrl.norm=authors "
-            "(fixed corpus statistics, as the authors' per-benchmark configs); '' = the pool's")
-declare_key('memrl.q_min', str, '', "MemRL utility filter: a memory with Q below this is never injected ('' = none, as "
-            "the paper; the authors' BigCodeBench config: -0.8)")
-
-# %% ../nbs/14_memrl_b_method.ipynb #42a365b5
-declare_key('memrl.epsilon', float, 0.0, "MemRL ε-exploration: with this probability Phase B injects k2 memories "
-            "drawn at random from the filtered pool (0 as the paper; the authors' BigCodeBench config: 0.1)",
-            range=(0, 1))
-
 # %% ../nbs/14_memrl_b_method.ipynb #1dfdced3
 def _numbers(key:str, s:str, n:int) -> list[float]|None:
     "`n` comma-separated finite numbers of text setting `key`, or None for ''; a one-line `ValueError` else."
@@ -417,22 +363,89 @@ def _numbers(key:str, s:str, n:int) -> list[float]|None:
         raise ValueError(f"{key}={s!r}: expected {'a number' if n == 1 else f'{n} numbers MEAN,STD'}, or '' for none")
     return xs
 
-# %% ../nbs/14_memrl_b_method.ipynb #4bd72931
+# %% ../nbs/14_memrl_b_method.ipynb #603de5f9
+_log = get_logger('memrl')
 WRITEBACKS = ('episode', 'batch')
-declare_key('memrl.reward_success', float, 1.0, 'MemRL reward of a successful episode, any number (the paper: +1)',
-            range=(None, None))
-declare_key('memrl.reward_failure', float, -1.0, "MemRL reward of a failed episode, any number (the paper: -1; "
-            "the authors' LifelongAgentBench config: 0)", range=(None, None))
 
-# %% ../nbs/14_memrl_b_method.ipynb #6bced9d0
-declare_key('memrl.writeback', str, 'episode', "MemRL write-back, episode|batch: episode = each episode's Q "
-            "update and memory before the next is learnt; batch = the authors' flush: memrl.batch tasks played on "
-            "the memory before them, their memories merged only into intents that existed before them",
-            choices=WRITEBACKS)
+@typed_config('memrl')
+@dataclass(frozen=True)
+class MemRLConfig:
+    """MemRL's settings, the keys `memrl.<field>`; defaults are the paper's, or its public code's where the paper gives
+    none. Built once per run (`from_config`) and checked as it is built (one-line `ValueError`s)."""
+    # Two-Phase Retrieval (§4.2)
+    delta: float = setting(0.5, 'MemRL Phase A similarity threshold δ (public code)', range=(-1, None))
+    k1: int = setting(5, 'MemRL Phase A recall size k1', range=(1, None))
+    k2: int = setting(3, 'MemRL Phase B memories injected k2', range=(1, None))
+    lam: float = setting(0.5, 'MemRL Phase B weight λ of the z-scored Q against z-scored similarity', range=(0, 1))
+    # utility updates (§4.3)
+    alpha: float = setting(0.3, 'MemRL Q learning rate α', range=(0, 1, False))
+    q_init: float = setting(0.0, 'MemRL initial utility of a written-back memory', range=(None, None))
+    update: str = setting('mc', 'MemRL utility update: Monte-Carlo or TD', choices=('mc', 'td'))
+    gamma: float = setting(0.9, 'MemRL TD discount γ', range=(0, 1))
+    reward_success: float = setting(1.0, 'MemRL reward of a successful episode, any number (the paper: +1)',
+                                    range=(None, None))
+    reward_failure: float = setting(-1.0, "MemRL reward of a failed episode, any number (the paper: -1; the authors' "
+                                    "LifelongAgentBench config: 0)", range=(None, None))
+    # write-back (§4.3)
+    merge_sim: float = setting(0.9, 'MemRL: a new memory whose intent has cosine ≥ this with a stored intent joins '
+                               "that intent (public code's add_similarity_threshold); > 1 keeps every intent apart",
+                               range=(-1, None))
+    summary_tokens: int = setting(64, 'MemRL trajectory-summary length cap (tokens)')
+    writeback: str = setting('episode', "MemRL write-back, episode|batch: episode = each episode's Q update and memory "
+                             "before the next is learnt; batch = the authors' flush: memrl.batch tasks played on the "
+                             "memory before them, their memories merged only into intents that existed before them",
+                             choices=WRITEBACKS)
+    batch: int = setting(0, "MemRL tasks per write-back flush with memrl.writeback=batch, >= 0 (the authors: "
+                         "BigCodeBench 25, ALFWorld 32, LLB 5); 0 = each batch the run plays (model.batch_size)",
+                         range=(0, None))
+    # the public code's retrieval, which the paper does not describe
+    norm: str = setting('paper', "MemRL Phase B normalisation: paper = z-score over the Phase-A pool; authors = "
+                        "MemRL's code (Q by the pool's population std, 1 for n = 1, clipped to ±3; similarity by "
+                        "memrl.sim_stats)", choices=NORMS)
+    sim_stats: str = setting('', "MemRL Phase B similarity statistics MEAN,STD for memrl.norm=authors (fixed corpus "
+                             "statistics, as the authors' per-benchmark configs); '' = the pool's")
+    q_min: str = setting('', "MemRL utility filter: a memory with Q below this is never injected ('' = none, as the "
+                         "paper; the authors' BigCodeBench config: -0.8)")
+    epsilon: float = setting(0.0, "MemRL ε-exploration: with this probability Phase B injects k2 memories drawn at "
+                             "random from the filtered pool (0 as the paper; the authors' BigCodeBench config: 0.1)",
+                             range=(0, 1))
+    # frozen transfer: another run's memory, read and never changed
+    freeze: bool = setting(False, 'MemRL transfer evaluation: retrieve only, never update or write back')
+    source: str = setting('', 'MemRL frozen transfer: run folder (or memrl.sqlite) whose memory is copied and frozen')
 
-# %% ../nbs/14_memrl_b_method.ipynb #84aad33b
-declare_key('memrl.batch', int, 0, "MemRL tasks per write-back flush with memrl.writeback=batch, >= 0 (the authors: "
-            "BigCodeBench 25, ALFWorld 32, LLB 5); 0 = each batch the run plays (model.batch_size)", range=(0, None))
+    def __post_init__(self):
+        "Parse the two text settings, once; fixed similarity statistics need the authors' normalisation."
+        q, s = self.q_floor, self.sim_moments   # parsed here, so that a bad value fails as the run starts
+        if s is not None and self.norm != 'authors':
+            raise ValueError("memrl.sim_stats are the authors' fixed similarity statistics: set memrl.norm=authors too")
+        if s is not None and s[1] <= 0: raise ValueError(f"memrl.sim_stats: STD must be > 0, got {s[1]}")
+
+    @cached_property
+    def q_floor(self) -> float|None:
+        "`q_min` as a number; None: no utility filter."
+        xs = _numbers('memrl.q_min', self.q_min, 1)
+        return None if xs is None else xs[0]
+
+    @cached_property
+    def sim_moments(self) -> list[float]|None:
+        "`sim_stats` as `[MEAN, STD]`; None: the pool's own."
+        return _numbers('memrl.sim_stats', self.sim_stats, 2)
+
+    @property
+    def params(self) -> dict:
+        """The settings a memory is built with, as it records them (its `params`): every field but the summary cap and
+        the transfer's, the text ones parsed. A learning run refuses a memory built with others."""
+        skip = ('summary_tokens', 'freeze', 'source')
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip} | dict(
+            q_min=self.q_floor, sim_stats=self.sim_moments)
+
+# %% ../nbs/14_memrl_b_method.ipynb #7e1fddef
+def memory_source(cfg) -> Path|None:
+    "The source memory of a frozen (transfer) run: `memrl.source` (also `$COVE_MEMRL_SOURCE`, through `load_config`)."
+    s = cfg['memrl.source']
+    if not s: return None
+    p = Path(s).expanduser()
+    return p/'memrl.sqlite' if p.is_dir() else p
 
 # %% ../nbs/14_memrl_b_method.ipynb #36385f68
 # MemRL 7c3beba: configs/rl_bcb_config.yaml, rl_alf_config.yaml, rl_llb_config.yaml; their loop plays a batch
@@ -448,23 +461,6 @@ AUTHORS_CONFIGS = {name: {**_AUTHORS_SHARED, **dict(zip(_AUTHORS_KEYS, row))} fo
     ('bcb',      ('0.31,0.10',     '-0.8', 0.1,  5,  5, 0.9,  0.0, -1.0, 25)),
     ('alfworld', ('0.5187,0.1203', '-10',  0.0,  5,  3, 0.9,  0.0, -1.0, 32)),
     ('llb',      ('0.39,0.14',     '-0.8', 0.01, 10, 5, 0.99, 0.5,  0.0,  5))]}
-
-# %% ../nbs/14_memrl_b_method.ipynb #6555caef
-def _check_sim_stats(p:dict):
-    "`memrl.sim_stats` need `memrl.norm=authors` and an STD > 0 (a one-line `ValueError` else)."
-    if p['sim_stats'] is not None and p['norm'] != 'authors':
-        raise ValueError("memrl.sim_stats are the authors' fixed similarity statistics: set memrl.norm=authors too")
-    if p['sim_stats'] is not None and p['sim_stats'][1] <= 0:
-        raise ValueError(f"memrl.sim_stats: STD must be > 0, got {p['sim_stats'][1]}")
-
-# %% ../nbs/14_memrl_b_method.ipynb #d0973d16
-def memrl_params(cfg) -> dict:
-    "The `PARAMS` of a MemRL run from `cfg`, parsed and checked (one-line `ValueError`s)."
-    p = {k: cfg[f'memrl.{k}'] for k in PARAMS}
-    p['q_min'], p['sim_stats'] = _numbers('memrl.q_min', p['q_min'], 1), _numbers('memrl.sim_stats', p['sim_stats'], 2)
-    if p['q_min'] is not None: p['q_min'] = p['q_min'][0]
-    _check_sim_stats(p)
-    return p
 
 # %% ../nbs/14_memrl_b_method.ipynb #9980e11d
 def memories_digest(path:Path) -> str:
@@ -486,20 +482,20 @@ class MemRL(Method):
                  out, # the run folder: MemRL's memory and state
                  policy=None): # the policy it plays with
         super().__init__(cfg, Path(out), policy)
-        self.params = memrl_params(cfg)
-        self.freeze = bool(cfg['memrl.freeze'])
+        self.args = MemRLConfig.from_config(cfg)   # `memrl.*`, typed and checked
+        self.freeze = self.args.freeze
         self.mem_path = self.out/'memrl.sqlite'
         if self.freeze: self._attach_source()
         self.embedder = Embedder.from_config(cfg)
         self.bank = MemoryBank(self.mem_path, dim=self.embedder.dim)
         if not self.freeze: self._check_params()
-        _log.info(f"memrl {'FROZEN ' if self.freeze else ''}memory {self.bank}, {self.params}")
+        _log.info(f"memrl {'FROZEN ' if self.freeze else ''}memory {self.bank}, {self.args.params}")
 
     @classmethod
     def check_config(cls, cfg):
         """What `cove.spec.check_spec` asks of a MemRL run before its folder exists: its parameters and its source
         memory."""
-        memrl_params(cfg)
+        MemRLConfig.from_config(cfg)
         check_memory_source(cfg)
 
     def run_batch(self,
@@ -507,7 +503,7 @@ class MemRL(Method):
                   tasks): # its tasks, in stream order
         "Two-Phase Retrieval, play, summarise and learn, for tasks of one family."
         if self.policy is None: raise ValueError("method 'memrl' needs a policy to play episodes")
-        n = self.params['batch'] if self.params['writeback'] == 'batch' else 0
+        n = self.args.batch if self.args.writeback == 'batch' else 0
         return [r for part in _unique_parts(tasks) for fl in _flushes(part, n) for r in self._play(env, fl)]
 
     def _play(self, env, tasks):
@@ -534,7 +530,7 @@ class MemRL(Method):
                    summ:dict) -> dict[int, dict]:
         "`{position: info}` for the episodes `todo` of a played flush, learnt as `memrl.writeback` says."
         args = lambda i: (keys[i], results[i], plans[i], qv[i], summ.get(i))
-        if self.params['writeback'] == 'episode': return {i: self._learn(*args(i)) for i in todo}
+        if self.args.writeback == 'episode': return {i: self._learn(*args(i)) for i in todo}
         with self.bank.transaction():   # the authors' flush: all or nothing, merged against the memory before it
             before = self.bank.conn.execute('SELECT COALESCE(MAX(id), 0) FROM memories').fetchone()[0]
             return {i: self._apply(*args(i), before) for i in todo}
@@ -560,9 +556,9 @@ def _check_params(self:MemRL):
         )
     old = self.bank.meta('params')
     if old is None:
-        with self.bank.transaction(): self.bank.set_meta('params', self.params)
-    elif ADDED | ADDED_LATER | old != self.params:   # a bank saved before these keys: their defaults
-        raise ValueError(f"{self.mem_path} was built with memrl settings {ADDED | ADDED_LATER | old}, not {self.params}; "
+        with self.bank.transaction(): self.bank.set_meta('params', self.args.params)
+    elif old != self.args.params:
+        raise ValueError(f"{self.mem_path} was built with memrl settings {old}, not {self.args.params}; "
                          "use another --out")
 
 # %% ../nbs/14_memrl_b_method.ipynb #98cd7f25
@@ -651,10 +647,10 @@ def _flushes(tasks:list, n:int) -> list[list]:
 @patch
 def _retrieve(self:MemRL, qvec, key:str) -> dict:
     "Two-Phase Retrieval for episode `key`, exploring with a generator seeded by `run.seed` and the key."
-    p = self.params
+    a = self.args
     rng = np.random.default_rng([self.cfg['run.seed'], zlib.crc32(key.encode())])
-    return self.bank.retrieve(qvec, p['delta'], p['k1'], p['k2'], p['lam'], norm=p['norm'], sim_stats=p['sim_stats'],
-                              q_min=p['q_min'], epsilon=p['epsilon'], rng=rng)
+    return self.bank.retrieve(qvec, a.delta, a.k1, a.k2, a.lam, norm=a.norm, sim_stats=a.sim_moments, q_min=a.q_floor,
+                              epsilon=a.epsilon, rng=rng)
 
 # %% ../nbs/14_memrl_b_method.ipynb #d492b86a
 @patch
@@ -678,7 +674,7 @@ def _summarise(self:MemRL, results:list) -> dict[int, tuple[str|None, str|None, 
     try:
         gens = self.policy.generate(
             [summary_messages(r) for r in results],
-            max_new_tokens=self.cfg['memrl.summary_tokens'],
+            max_new_tokens=self.args.summary_tokens,
             temperature=0.0,
             seed=self.cfg['run.seed'],
         )
@@ -703,7 +699,7 @@ def _update_mc(self:MemRL, plan:dict, rew:float) -> dict:
     "MC (Eq. 4): `Q ← Q + α(r − Q)` for the injected memories, now; `{id: [old, new]}`."
     out = {}
     for mid, q in self.bank.q_of(plan['selected']).items():
-        out[str(mid)] = [q, mc_update(q, rew, self.params['alpha'])]
+        out[str(mid)] = [q, mc_update(q, rew, self.args.alpha)]
         self.bank.set_q(mid, out[str(mid)][1])
     return out
 
@@ -712,11 +708,11 @@ def _update_mc(self:MemRL, plan:dict, rew:float) -> dict:
 def _update_td(self:MemRL, key:str, plan:dict, rew:float, info:dict):
     """TD step of episode `key`: the pending update applied into `info['q_updates']`, this episode's left pending (if it
     injected anything)."""
-    p, pend = self.params, self.bank.meta('td_pending')
+    pend = self.bank.meta('td_pending')
     if pend:   # the previous episode's injected memories, bootstrapped from this query's pool C(s')
         nxt = max(self.bank.q_of(plan['pool']).values(), default=0.0)
         for mid, q in self.bank.q_of(pend['selected']).items():
-            new = td_update(q, pend['reward'], p['alpha'], p['gamma'], nxt)
+            new = td_update(q, pend['reward'], self.args.alpha, self.args.gamma, nxt)
             self.bank.set_q(mid, new)
             info['q_updates'][str(mid)] = [q, new]
         info['td_resolved'] = dict(of=pend['key'], next_max_q=nxt)
@@ -731,8 +727,7 @@ def _experience(r, text:str|None) -> str:
 @patch
 def _write_back(self:MemRL, r, exp, qvec, summarised, key, before) -> int:
     "Write back memory `exp` of episode `r`; its id."
-    p = self.params
-    return self.bank.insert(r.task.query, exp, p['q_init'], qvec, merge_sim=p['merge_sim'], before=before,
+    return self.bank.insert(r.task.query, exp, self.args.q_init, qvec, merge_sim=self.args.merge_sim, before=before,
                             family=r.task.family, task_id=r.task.id, success=int(r.success),
                             summary_ok=int(summarised), created_by=key)
 
@@ -740,7 +735,7 @@ def _write_back(self:MemRL, r, exp, qvec, summarised, key, before) -> int:
 @patch
 def _learn_one(self:MemRL, key, r, plan, qvec, text, rew, info, before):
     "Q update and write-back of one episode, recorded in `info`."
-    if self.params['update'] == 'mc': info['q_updates'] = self._update_mc(plan, rew)
+    if self.args.update == 'mc': info['q_updates'] = self._update_mc(plan, rew)
     else: self._update_td(key, plan, rew, info)
     info['new_memory'] = self._write_back(r, _experience(r, text), qvec, text is not None, key, before)
     if before is not None: info['merged_before'] = before
@@ -750,8 +745,7 @@ def _learn_one(self:MemRL, key, r, plan, qvec, text, rew, info, before):
 def _apply(self:MemRL, key:str, r, plan:dict, qvec, summ, before:int|None=None) -> dict:
     """Q update of the injected memories, write-back of the trajectory (merged into an intent of id ≤ `before` only,
     if given), and the `applied` row, in the caller's transaction."""
-    p = self.params
-    rew = reward(r.success, p['reward_success'], p['reward_failure'])
+    rew = reward(r.success, self.args.reward_success, self.args.reward_failure)
     text, raw, spt, sct = summ if summ else (None, None, 0, 0)
     info = dict(
         key=key, retrieval=plan, reward=rew, q_updates={}, summary_ok=text is not None, summary_tokens=[spt, sct]
@@ -797,4 +791,4 @@ def _run_fields(self:MemRL) -> dict:
     "Pending TD targets, whether the memory is frozen, where it came from, and the run's MemRL settings."
     src = self.out/'memrl_source.json'
     return dict(td_pending=self.bank.meta('td_pending'), frozen=self.freeze,
-                memory_source=json.loads(src.read_text()) if src.exists() else None, memrl_params=self.params)
+                memory_source=json.loads(src.read_text()) if src.exists() else None, memrl_params=self.args.params)

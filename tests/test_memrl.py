@@ -216,18 +216,18 @@ def test_reward_keys_llb_hand_computed():
     assert mc_update(q, reward(True, 1.0, 0.0), 0.3) == pytest.approx(0.545)
 
 def test_authors_configs_on_a_hand_computed_pool():
-    "Each per-benchmark config, through `memrl_params`, injects what its statistics, q_min and k2 give by hand."
+    "Each per-benchmark config, through `MemRLConfig`, injects what its statistics, q_min and k2 give by hand."
     from cove.config import load_config
-    from cove.memrl import AUTHORS_CONFIGS, memrl_params
+    from cove.memrl import AUTHORS_CONFIGS, MemRLConfig
     s, q = [0.80, 0.70, 0.60, 0.45], [-0.9, 0.2, 0.8, 1.0]
     want = {'bcb': [1, 2], 'alfworld': [2, 1, 0], 'llb': [2, 1]}
     for name, sel in want.items():
-        p = memrl_params(load_config(overrides=AUTHORS_CONFIGS[name]))
-        got = two_phase(s, q, p['delta'], p['k1'], p['k2'], p['lam'], norm=p['norm'], sim_stats=p['sim_stats'],
-                        q_min=p['q_min'])[1]
+        a = MemRLConfig.from_config(load_config(overrides=AUTHORS_CONFIGS[name]))
+        got = two_phase(s, q, a.delta, a.k1, a.k2, a.lam, norm=a.norm, sim_stats=a.sim_moments, q_min=a.q_floor)[1]
         assert got.tolist() == sel, name
-    bcb = memrl_params(load_config(overrides=AUTHORS_CONFIGS['bcb']))
-    assert (bcb['norm'], bcb['sim_stats'], bcb['batch']) == ('authors', [0.31, 0.1], 25)
+    bcb = MemRLConfig.from_config(load_config(overrides=AUTHORS_CONFIGS['bcb']))
+    assert (bcb.norm, bcb.sim_moments, bcb.batch) == ('authors', [0.31, 0.1], 25)
+    assert bcb.params['sim_stats'] == [0.31, 0.1] and bcb.params['q_min'] == -0.8   # what its memory records
 
 def test_bank_merges_against_the_memory_before_the_batch(tmp_path):
     "`before`: a memory joins only an intent that existed before its batch (the authors' add_memories)."
