@@ -8,7 +8,7 @@ import fcntl, hashlib, importlib.metadata, json, logging, os, re, sqlite3, stat,
 from collections import Counter
 from pathlib import Path
 from .core import append_jsonl, read_jsonl, get_logger, CorruptFile, open_regular, read_regular
-from .core import read_json, one_line, write_atomic, NotRegularFile, repo_root
+from .core import read_json, one_line, write_atomic, NotRegularFile, repo_root, RUN_FORMAT, earlier_format
 from .config import SCHEMA, Config, coerce, declared
 from .plugins import loaded_plugins
 from .spec import RunSpec, open_envs, run_stream, stream_digest, MAX_STREAM, _check_episodes, _check_seed
@@ -289,12 +289,10 @@ def stream_mismatch(recs:list[dict], stream:list[tuple], spec:RunSpec) -> list[s
     return [f"episode {r['episode']}: {w}" for r in recs if (w := why(r))]
 
 # %% ../nbs/07c_check.ipynb #fec29a94
-def run_id_of(conf:dict) -> str:
-    """The run id a `config.json` (`conf`) holds (a store of the run holds it too); for one an older cove wrote without
-    it, an id derived from its spec and start time."""
-    if isinstance(conf.get('run_id'), str) and conf['run_id']: return conf['run_id']
-    key = json.dumps([conf.get('spec'), conf.get('started')], sort_keys=True, default=str)
-    return 'legacy-' + hashlib.sha256(key.encode()).hexdigest()[:16]
+def run_id_of(conf:dict) -> str|None:
+    "The run id a `config.json` (`conf`) holds (a store of the run holds it too); None where it holds none."
+    rid = conf.get('run_id')
+    return rid if isinstance(rid, str) and rid else None
 
 # %% ../nbs/07c_check.ipynb #68937723
 def _rebuilt_stream(conf:dict) -> tuple[RunSpec, list, list]:
@@ -394,7 +392,8 @@ def _metrics_item(d:Path, sp:dict, recs:list[dict]) -> tuple:
 
 # %% ../nbs/07c_check.ipynb #ab3a3f60
 def _config_item(conf:dict) -> tuple:
-    "The `config.json` item of run config `conf`: what it plays, on which model."
+    "The `config.json` item of run config `conf`: what it plays, on which model; or the format it was written in."
+    if (had := conf.get('format', 0)) != RUN_FORMAT: return ('config.json', False, earlier_format('it', had))
     sp, model = conf['spec'], conf.get('config', {}).get('model.name')
     return ('config.json', True,
             f"{sp['method']} on {','.join(sp['tasks'])}, {sp['episodes']} per family, model {model}")
@@ -512,9 +511,8 @@ def record_keys(recs:list[dict]) -> list[tuple[str, dict]]:
 def applied_agrees(applied, recs:list[dict], slack:int, since:int=0) -> tuple[bool, str]:
     """Whether a method's `applied` episode keys agree with the records from episode `since` on (a state started fresh
     then): at most `slack` ahead of them, and none of the played records missing."""
-    # states before epochs keyed a first play without `#0`
     have = [(k, r) for k, r in record_keys(recs) if r['episode'] >= since]
-    keys = {k if '#' in k else f'{k}#0' for k in applied}
+    keys = set(applied)
     ahead = sorted(keys - {k for k, _ in have})
     missing = [k for k, r in have if k not in keys and not str(r.get('message', '')).startswith('unavailable:')]
     why = (
@@ -562,7 +560,7 @@ def check_method_state(d:Path, conf:dict, recs:list[dict]) -> list[tuple]:
         s = read_json(d / sf, state_advice(meth))
     except CorruptFile as e:
         return items + [(sf, False, str(e))]
-    who = s.get('method', s.get('variant'))
+    who = s.get('method')
     if who != meth: return items + [(sf, False, f"of method {who!r}, not {meth!r}")]
     # the state started fresh then
     fresh = [e['recorded'] for e in set_aside_log(d) if e['path'] == sf or e['path'].startswith('adapters/')]

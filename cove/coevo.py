@@ -301,14 +301,6 @@ class MemoryGraph(SqliteStore):
         super().__init__(path, synchronous='NORMAL')
         self.load()
 
-    def migrate(self):
-        # from before the shared store layer
-        if self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'kv'").fetchone():
-            self.conn.execute('INSERT OR REPLACE INTO meta(key, value) SELECT key, value FROM kv')
-            self.conn.execute('DROP TABLE kv')
-        # where readers of older files look for the state
-        self.conn.execute('CREATE VIEW IF NOT EXISTS kv AS SELECT key, value FROM meta')
-
     def __len__(self): return len(self.nodes)
     def __repr__(self):
         return f"MemoryGraph({Path(self.path).name}, nodes={len(self.nodes)}, edges={dict(self.edge_counts())})"

@@ -12,12 +12,12 @@ from typing import Any
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['FEEDBACK_KINDS', 'STATUSES', 'ROLES', 'DISK_FULL', 'SQLITE_FULL', 'SQLITE_IOERR', 'BARS', 'Feedback',
+__all__ = ['FEEDBACK_KINDS', 'STATUSES', 'ROLES', 'DISK_FULL', 'SQLITE_FULL', 'SQLITE_IOERR', 'RUN_FORMAT', 'BARS', 'Feedback',
            'redact_expected', 'Task', 'msg', 'repo_root', 'CorruptFile', 'WriteFailed', 'InfraError', 'writing',
            'write_all', 'NotRegularFile', 'open_regular', 'read_regular', 'safe_path', 'write_failure', 'write_atomic',
-           'one_line', 'read_json', 'write_json', 'get_logger', 'phase', 'repair_tail', 'append_jsonl', 'read_jsonl',
-           'task_key', 'record_task_key', 'EpisodeKeys', 'fmt_num', 'TokenLedger', 'write_tx', 'import_optional',
-           'read_cases']
+           'one_line', 'read_json', 'write_json', 'earlier_format', 'get_logger', 'phase', 'repair_tail',
+           'append_jsonl', 'read_jsonl', 'task_key', 'record_task_key', 'EpisodeKeys', 'fmt_num', 'TokenLedger',
+           'write_tx', 'import_optional', 'read_cases']
 
 # %% ../nbs/00_core.ipynb #24c123c3
 FEEDBACK_KINDS = {   # what went wrong, in one word a method can act on: kind -> its meaning
@@ -272,6 +272,15 @@ def write_json(path:Path, obj):
     """Write JSON atomically (`cove.core.write_atomic`: temp file, fsync, rename; a failed write leaves the old file and
     raises `WriteFailed`)."""
     write_atomic(path, json.dumps(obj, indent=2, default=str))
+
+# %% ../nbs/00_core.ipynb #2acf6978
+RUN_FORMAT = 1   # the layout of a run folder and of its stores, written and read by this cove
+
+def earlier_format(what, # the file, as the message names it
+                   had) -> str: # the format it records (0: written before formats were recorded)
+    "Why `what`, written in run format `had`, is not read here: one line, with what to do."
+    return (f"{what} was written by another cove (run format {had}; this cove reads {RUN_FORMAT}): start the run "
+            "again in a new --out")
 
 # %% ../nbs/00_core.ipynb #01198b1e
 def get_logger(name:str) -> logging.Logger:

@@ -342,18 +342,6 @@ class PrincipleStore(SqliteStore):
         r = self.conn.execute('SELECT length(vec) FROM principles WHERE vec IS NOT NULL LIMIT 1').fetchone()
         return r[0] // 4 if r else None
 
-# %% ../nbs/16_evolver_b_experience.ipynb #2758f5b9
-@patch
-def migrate(self:PrincipleStore):
-    """A file from before the shared store layer: its `events` table becomes `audit` rows, read through the `events`
-    view."""
-    if self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'").fetchone():
-        self.conn.execute(
-            'INSERT INTO audit(ts, op, entry_id, after) SELECT COALESCE(ts, 0), kind, principle_id, detail FROM events ORDER BY id'
-        )
-        self.conn.execute('DROP TABLE events')
-        self.conn.execute(EVENTS_VIEW)
-
 # %% ../nbs/16_evolver_b_experience.ipynb #5dce5a5b
 def _principle(r) -> Principle:
     return Principle(

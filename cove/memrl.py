@@ -162,17 +162,6 @@ class MemoryBank(SqliteStore):
     def __len__(self): return self.conn.execute('SELECT COUNT(*) FROM memories').fetchone()[0]
     def __repr__(self): return f"MemoryBank({Path(self.path).name}, {len(self)} memories)"
 
-# %% ../nbs/14_memrl.ipynb #b895aeb0
-@patch
-def migrate(self:MemoryBank):
-    "Bring an older bank up to `_SCHEMA`: each memory its own intent; `meta(k, v)` renamed to `meta(key, value)`."
-    if 'intent_id' not in self.columns('memories'):   # a bank from before intents were merged
-        self.conn.execute('ALTER TABLE memories ADD COLUMN intent_id INTEGER')
-        self.conn.execute('UPDATE memories SET intent_id = id')
-    if 'k' in self.columns('meta'):                    # a bank from before the shared store layer
-        self.conn.execute('ALTER TABLE meta RENAME COLUMN k TO key')
-        self.conn.execute('ALTER TABLE meta RENAME COLUMN v TO value')
-
 # %% ../nbs/14_memrl.ipynb #7ba4e3f6
 @patch
 def _nearest_intent(self:MemoryBank, v, before:int|None=None) -> tuple[int|None, float]:
@@ -578,7 +567,7 @@ def _freeze_copy(tmp:Path, src:Path) -> dict|None:
         params = b.meta('params')
         # the source run's bookkeeping; memories untouched
         b.conn.execute('DELETE FROM applied')
-        b.conn.execute('DELETE FROM meta')
+        b.conn.execute("DELETE FROM meta WHERE key != 'format'")
         b.set_meta('frozen_from', str(src.resolve()))
     return params
 

@@ -115,7 +115,7 @@ def read_state(self:Method) -> dict|None:
     "The saved state (None when there is none), checked to be this method's; its ledger is merged into the policy's."
     if self.state_file is None or not self.state_path.exists(): return None
     s = read_json(self.state_path, state_advice(self.name))   # corrupt: named, never started fresh over
-    who = s.get('method', s.get('variant'))   # COVE's earliest states named it `variant`
+    who = s.get('method')
     if who != self.name:
         raise ValueError(f"{self.state_path} is of method {who!r}, not {self.name!r}; use another --out")
     self.saved_ledger = s.get('ledger')

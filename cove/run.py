@@ -10,7 +10,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 from fastcore.basics import patch
 from .core import append_jsonl, read_jsonl, get_logger, Feedback, CorruptFile, read_json, write_json, one_line
-from .core import TokenLedger, BARS
+from .core import TokenLedger, BARS, RUN_FORMAT, earlier_format
 from . import __version__
 from .config import Config, runtime_info
 from .plugins import loaded_plugins
@@ -129,6 +129,7 @@ def _recorded_run(p:Path) -> dict:
 @patch
 def _differs(self:Run, old:dict) -> list[str]:
     "How the run recorded in `old` (a `config.json`) differs from this one: spec, config keys, then the data it plays."
+    if (had := old.get('format', 0)) != RUN_FORMAT: return [earlier_format('its config.json', had)]
     diff = run_diff(old, self.spec, self.cfg)
     if (had := old.get('data_sha256')) and had != self.data_sha256:
         diff.append(f"data: the data it plays changed since it started (data_sha256 {had[:12]}... -> "
@@ -139,7 +140,7 @@ def _differs(self:Run, old:dict) -> list[str]:
 @patch
 def _config_record(self:Run) -> dict:
     "What `config.json` records of a new run."
-    return dict(spec=self.spec.key(), run_id=self.run_id, data_sha256=self.data_sha256, profile=self.cfg.profile,
+    return dict(format=RUN_FORMAT, spec=self.spec.key(), run_id=self.run_id, data_sha256=self.data_sha256, profile=self.cfg.profile,
                 config=self.cfg.values, sources=self.cfg.sources, runtime=runtime_info(self.cfg),
                 cove_version=__version__, plugins=loaded_plugins(),
                 plugin_versions=plugin_versions(),   # an edited plugin refuses the resume

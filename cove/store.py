@@ -10,11 +10,11 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
-from .core import get_logger, write_tx, CorruptFile, safe_path
+from .core import get_logger, write_tx, CorruptFile, safe_path, RUN_FORMAT, earlier_format
 from .embed import Embedder, DenseIndex, SparseIndex, hybrid_merge
 
 # %% auto #0
-__all__ = ['KINDS', 'LABELS', 'ENTRY_STATUSES', 'COLUMNS', 'BASE_SCHEMA', 'LEGACY_TABLES', 'Entry', 'Hit', 'StoreError', 'NamedConnection', 'open_sqlite', 'SqliteStore', 'StoreMissing', 'stores_must_exist', 'check_store_file', 'bound_stores', 'backup_db', 'SCHEMA', 'SQL_COLUMNS', 'MODES', 'KnowledgeBase', 'synthetic_corpus', 'bench_retrieval']
+__all__ = ['KINDS', 'LABELS', 'ENTRY_STATUSES', 'COLUMNS', 'BASE_SCHEMA', 'Entry', 'Hit', 'StoreError', 'NamedConnection', 'open_sqlite', 'SqliteStore', 'StoreMissing', 'stores_must_exist', 'check_store_file', 'bound_stores', 'backup_db', 'SCHEMA', 'SQL_COLUMNS', 'MODES', 'KnowledgeBase', 'synthetic_corpus', 'bench_retrieval']
 
 # %% ../nbs/04_store.ipynb #8f356ec5
 KINDS = ('memory', 'skill')
@@ -142,13 +142,24 @@ class SqliteStore:
         check_store_file(path, self.schema)
         self.path, self.conn, self._dense = str(path), open_sqlite(path, synchronous), {}
         with self.transaction():
-            for stmt in (BASE_SCHEMA + self.schema).split(';'):
-                if stmt.strip(): self.conn.execute(stmt)
-            self.migrate()
+            had = self._format()   # a file of another format is left as it is
+            if had in (None, RUN_FORMAT):
+                for stmt in (BASE_SCHEMA + self.schema).split(';'):
+                    if stmt.strip(): self.conn.execute(stmt)
+            if had is None:   # a new file: the format it is written in
+                self.conn.execute("INSERT INTO meta(key, value) VALUES ('format', ?)", (json.dumps(RUN_FORMAT),))
+        if had not in (None, RUN_FORMAT):
+            self.conn.close()
+            raise StoreError(earlier_format(self.path, had), self.path)
         self._bind()   # a store of another run is refused (`bound_stores`)
 
-    def migrate(self):
-        "Bring a file from an older version up to `schema` (inside the opening transaction)."
+    def _format(self) -> int|None:
+        "The run format this file records: None for a new file (no table yet), 0 for one written before formats."
+        if not self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table'").fetchone(): return None
+        if not self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone(): return 0
+        r = self.conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+        return json.loads(r[0]) if r else 0
+
     @contextmanager
     def transaction(self):
         "One write transaction (`cove.core.write_tx`): `BEGIN IMMEDIATE` … `COMMIT`, rolled back on any exception."
@@ -164,8 +175,6 @@ class StoreMissing(StoreError):
 
 # %% ../nbs/04_store.ipynb #ece67007
 _MUST_EXIST = contextvars.ContextVar('cove_stores_must_exist', default=False)
-# tables of cove's own stores from before the shared layer (CoEvo-Mem, EvolveR), migrated on open
-LEGACY_TABLES = {'kv', 'events'}
 
 @contextmanager
 def stores_must_exist(on:bool=True):
@@ -197,7 +206,7 @@ def check_store_file(path:str|Path, schema:str=''):
         return
     tables = _sqlite_tables(p)
     if tables is None: return   # not SQLite at all: `open_sqlite` names it
-    ours = set(re.findall(r'CREATE TABLE IF NOT EXISTS (\w+)', BASE_SCHEMA + schema)) | LEGACY_TABLES
+    ours = set(re.findall(r'CREATE TABLE IF NOT EXISTS (\w+)', BASE_SCHEMA + schema))
     if tables and not tables & ours:
         raise StoreError(f"{p} is a SQLite file that cove did not write (tables {sorted(tables)[:4]}): "
                          f"move it aside (mv {p} {p}.bad), or use another --out", p)

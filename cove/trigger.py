@@ -71,7 +71,6 @@ class BaseTrigger:
     the count of trainable episodes not yet trained, resumable state."""
     name, k, window = 'base', 0, 1   # first-k successes kept; plateau values kept since the last update
     channel_window = 1               # the family's last channels the gate reads (`family_channel`)
-    added_params = {'q_min': 1.0}    # parameters added after states were written, with the value such a state implies
     def __init__(self, log_path:str|Path|None=None, # JSON-lines file every event and reset is appended to
                  q_min:float=1.0): # score an episode needs to be high quality (trainable when routed parametric)
         if not isinstance(q_min, (int, float)) or not 0 <= q_min <= 1:
@@ -220,19 +219,17 @@ def state_dict(self:BaseTrigger) -> dict:
 # %% ../nbs/11_trigger.ipynb #8175cfce
 @patch
 def _check_same(self:BaseTrigger, state:dict):
-    "Raise unless `state` is of this kind of trigger, with the same parameters (an older state: `added_params` filled)."
+    "Raise unless `state` is of this kind of trigger, with the same parameters."
     if state.get('name') != self.name: raise ValueError(f"state is of trigger {state.get('name')!r}, not {self.name!r}")
-    saved = {**{k: v for k, v in self.added_params.items() if k in self.params}, **state.get('params', {})}
-    if saved != self.params: raise ValueError(f"state has parameters {state.get('params')}, this trigger {self.params}")
+    if state.get('params') != self.params:
+        raise ValueError(f"state has parameters {state.get('params')}, this trigger {self.params}")
 
 # %% ../nbs/11_trigger.ipynb #dfc8d9d4
 @patch
 def load_state_dict(self:BaseTrigger, state:dict):
-    """Restore `state_dict()` output of the same kind of trigger with the same parameters (a state written before a
-    field existed loads with its default; before `since_plateau`: the plateau counted since the update)."""
+    "Restore `state_dict()` output of the same kind of trigger with the same parameters."
     self._check_same(state)
-    self.families = {f: FamilyState(**{'since_plateau': s.get('since_update', 0), **s})
-                     for f, s in state['families'].items()}
+    self.families = {f: FamilyState(**s) for f, s in state['families'].items()}
     self.events, self.stats = [TriggerEvent(**e) for e in state['events']], Counter(state['stats'])
     return self
 

@@ -239,11 +239,6 @@ def load_state_dict(self:CoveMethod, s:dict):
         s['released'],
         s['pending'],
     )
-    # states written before episode keys carried the occurrence: those were first plays
-    old = lambda k: k if '#' in k else f'{k}#0'
-    self.applied, self.pending = {old(k): v for k, v in self.applied.items()}, {
-        f: old(k) for f, k in self.pending.items()
-    }
     self.references_seen = s.get('references_seen', [])
     # the latest update's adapter
     if s.get('adapter') and self.policy is not None:
