@@ -29,14 +29,21 @@ def wilson(k:int, # successes
     return float(lo), float(hi)
 
 # %% ../nbs/00b_stats.ipynb #62f8de01
-def rate_ci(k:int, n:int) -> str:
+def rate_ci(k:int, # successes
+            n:int, # trials; 0 gives "n/a (n=0)"
+           ) -> str:
     "`'0.250 [0.102, 0.495] (n=16)'`: a rate with its Wilson 95% interval and n."
     if n <= 0: return 'n/a (n=0)'
     lo, hi = wilson(k, n)
     return f"{k / n:.3f} [{lo:.3f}, {hi:.3f}] (n={n})"
 
 # %% ../nbs/00b_stats.ipynb #d5d692f3
-def newcombe_paired(both:int, a_only:int, b_only:int, neither:int, alpha:float=0.05) -> tuple[float, float]:
+def newcombe_paired(both:int, # pairs (tasks) both a and b solved
+                    a_only:int, # pairs only a (the method) solved
+                    b_only:int, # pairs only b (the reference) solved
+                    neither:int, # pairs neither solved
+                    alpha:float=0.05, # 1 - the interval's confidence level
+                   ) -> tuple[float, float]:
     "Newcombe's (1998b) method 10 interval of the paired difference a - b, from statsmodels' Wilson limits."
     n = both + a_only + b_only + neither
     if min(both, a_only, b_only, neither) < 0 or n == 0:
@@ -51,7 +58,11 @@ def newcombe_paired(both:int, a_only:int, b_only:int, neither:int, alpha:float=0
     return lo, hi
 
 # %% ../nbs/00b_stats.ipynb #fd192313
-def mcnemar_p(both:int, a_only:int, b_only:int, neither:int) -> float:
+def mcnemar_p(both:int, # pairs (tasks) both a and b solved
+              a_only:int, # pairs only a (the method) solved
+              b_only:int, # pairs only b (the reference) solved
+              neither:int, # pairs neither solved
+             ) -> float:
     "McNemar's exact two-sided p from statsmodels' `mcnemar(exact=True)`: a binomial test of the discordant pairs."
     from statsmodels.stats.contingency_tables import mcnemar
     return float(mcnemar([[both, a_only], [b_only, neither]], exact=True).pvalue)
@@ -95,7 +106,13 @@ def _outcomes(xs, name:str) -> list[int]:
     return [int(x) for x in xs]
 
 # %% ../nbs/00b_stats.ipynb #693c7e56
-def paired_counts(both:int, a_only:int, b_only:int, neither:int, alpha:float=0.05, power:float=0.8) -> Paired:
+def paired_counts(both:int, # pairs (tasks) both a and b solved
+                  a_only:int, # pairs only a (the method) solved
+                  b_only:int, # pairs only b (the reference) solved
+                  neither:int, # pairs neither solved
+                  alpha:float=0.05, # 1 - the interval's confidence level, also the MDE's two-sided test level
+                  power:float=0.8, # power at which the MDE is computed
+                 ) -> Paired:
     "The `Paired` of a 2×2 table of pairs: both solved, only a, only b, neither."
     n = both + a_only + b_only + neither
     return Paired(n, (both + a_only) / n, (both + b_only) / n, (a_only - b_only) / n,
@@ -104,7 +121,9 @@ def paired_counts(both:int, a_only:int, b_only:int, neither:int, alpha:float=0.0
 
 def paired(a, # the method's outcomes, 0/1 per task
            b, # the reference's, on the same tasks in the same order
-           alpha:float=0.05, power:float=0.8) -> Paired:
+           alpha:float=0.05, # 1 - the interval's confidence level, also the MDE's two-sided test level
+           power:float=0.8, # power at which the MDE is computed
+          ) -> Paired:
     "Rates, difference with Newcombe's (1998b) method 10 interval, McNemar's exact p and Connor's MDE of a against b."
     a, b = _outcomes(a, 'a'), _outcomes(b, 'b')
     if len(a) != len(b): raise ValueError(f"paired outcomes need equal lengths, got {len(a)} and {len(b)}")
@@ -125,7 +144,13 @@ class Unpaired:
     p:float # Fisher's exact two-sided p
     mde:float|None # smallest difference from b_rate, in the direction of `diff`, detectable at 80% power; None: none is
 
-def unpaired(k_a:int, n_a:int, k_b:int, n_b:int, alpha:float=0.05, power:float=0.8) -> Unpaired:
+def unpaired(k_a:int, # successes of a
+             n_a:int, # trials of a (> 0)
+             k_b:int, # successes of b
+             n_b:int, # trials of b (> 0)
+             alpha:float=0.05, # 1 - the interval's confidence level, also the MDE's two-sided test level
+             power:float=0.8, # power at which the MDE is computed
+            ) -> Unpaired:
     "Two independent rates: their difference with its interval, Fisher's exact p, and the MDE (above)."
     from scipy.stats import fisher_exact
     from statsmodels.stats.power import NormalIndPower
@@ -150,14 +175,18 @@ def _episode(r:dict) -> int:
     return r['episode']
 
 # %% ../nbs/00b_stats.ipynb #c8554606
-def episode_records(d:str|Path) -> list[dict]:
+def episode_records(d:str|Path, # run folder holding episodes.jsonl
+                   ) -> list[dict]:
     "The episode records of run folder `d`, in episode order; `ValueError` if it has none."
     recs = read_jsonl(Path(d)/'episodes.jsonl')
     if not recs: raise ValueError(f"{d}: no episode records (episodes.jsonl is missing or empty)")
     return sorted(recs, key=_episode)
 
 # %% ../nbs/00b_stats.ipynb #896e22a9
-def align(a:list[dict], b:list[dict], names:tuple[str, str]=('a', 'b')) -> list[tuple[dict, dict]]:
+def align(a:list[dict], # first run's episode records
+          b:list[dict], # second run's episode records, same tasks in the same order
+          names:tuple[str, str]=('a', 'b'), # what the two runs are called in the error message
+         ) -> list[tuple[dict, dict]]:
     "Pair two runs' episode records; `ValueError` naming the first mismatch unless both played the same tasks in order."
     a, b = sorted(a, key=_episode), sorted(b, key=_episode)
     for i, (ra, rb) in enumerate(zip(a, b)):
@@ -220,7 +249,8 @@ def runs_of(records:list[dict], # episode records of several arms, each arm's in
     return {a: [r | dict(episode=i, family_spec=r[group]) for i, r in enumerate(rs)] for a, rs in runs.items()}
 
 # %% ../nbs/00b_stats.ipynb #b85865fa
-def paired_verdict(row:dict) -> str:
+def paired_verdict(row:dict, # one row of `paired_rows`
+                  ) -> str:
     "Whether a `paired_rows` row's method beats its reference, on the paired interval, with the numbers behind it."
     txt = (f"{row['method']} {row['a_rate']:.3f} vs {row['reference']} {row['b_rate']:.3f} (n={row['n']}): diff "
            f"{row['diff']:+.3f} [{row['ci_lo']:+.3f}, {row['ci_hi']:+.3f}], McNemar p {row['p']:.3f} "
@@ -230,7 +260,8 @@ def paired_verdict(row:dict) -> str:
     return f'does not hold: {txt}'
 
 # %% ../nbs/00b_stats.ipynb #eb42b24c
-def solved_once(recs:list[dict]) -> list[dict]:
+def solved_once(recs:list[dict], # one run's episode records, a task possibly played several times
+               ) -> list[dict]:
     "One record per task (its first play), a success if any play of it succeeded: CSR's outcome, for `paired_rows`."
     first, won = {}, set()
     for r in sorted(recs, key=_episode):
@@ -241,7 +272,9 @@ def solved_once(recs:list[dict]) -> list[dict]:
 
 # %% ../nbs/00b_stats.ipynb #994b490e
 def pooled_paired(by_seed:dict, # seed -> (a outcomes, b outcomes), each on that seed's own tasks in the same order
-                  alpha:float=0.05, power:float=0.8) -> dict:
+                  alpha:float=0.05, # 1 - the intervals' confidence level, also the MDEs' two-sided test level
+                  power:float=0.8, # power at which the MDEs are computed
+                 ) -> dict:
     """Each seed's `Paired` and the pooled one (the seeds' 2×2 tables summed), with the seeds and the between-seed
     standard deviation of the difference (None for one seed)."""
     if not by_seed: raise ValueError("pooled_paired needs at least one seed")
@@ -251,7 +284,8 @@ def pooled_paired(by_seed:dict, # seed -> (a outcomes, b outcomes), each on that
     return dict(seeds=list(per), per_seed=per, pooled=paired_counts(*tab, alpha, power), seed_sd=sd)
 
 # %% ../nbs/00b_stats.ipynb #3fd56756
-def iqm(scores) -> float:
+def iqm(scores, # scores of any shape, flattened; a quarter is cut from each end
+       ) -> float:
     "Interquartile mean of `scores` (any shape, e.g. seeds × families): scipy's `trim_mean` cutting a quarter each side."
     from scipy.stats import trim_mean
     return float(trim_mean(np.ravel(scores), 0.25))
@@ -286,14 +320,16 @@ def _counts(recs:list[dict], st:dict) -> dict:
                 error_kinds=dict(Counter(_error_kind(r) for r in recs if r['status'] == 'error')))
 
 # %% ../nbs/00b_stats.ipynb #bd1bd2e5
-def summarise(recs:list[dict]) -> dict:
+def summarise(recs:list[dict], # episode records to summarise (may be empty)
+             ) -> dict:
     "Success (with its Wilson 95% interval), score, API correctness, tokens and status counts over `recs`."
     api = [r['api_correct'] for r in recs if r.get('api_correct') is not None]
     st = {s: sum(r['status'] == s for r in recs) for s in ('success', 'failure', 'error', 'timeout')}
     return _rates(recs, st, api) | _counts(recs, st)
 
 # %% ../nbs/00b_stats.ipynb #587613e4
-def run_metrics(recs:list[dict]) -> dict:
+def run_metrics(recs:list[dict], # one run's episode records, each with its `family_spec`
+               ) -> dict:
     "Per-family and overall summaries."
     fams = sorted({r['family_spec'] for r in recs})
     return dict(
