@@ -71,19 +71,23 @@ declare_kind('cove.methods', Method)   # an entry point naming a subclass of it 
 
 # %% ../nbs/07b_method.ipynb #985e6fc5
 @patch
-def agent(self:Method, **kw) -> HarnessAgent:
+def agent(self:Method,
+          **kw, # overrides of the config's agent settings (e.g. `kb`, `temperature`), passed to `HarnessAgent.from_config`
+         ) -> HarnessAgent: # the agent for these settings, made once and kept in `_agents`
     "The harness agent of this method's config (`kw` overrides, e.g. `kb`, `temperature`); one per setting, kept."
     key = tuple(sorted((k, id(v) if k == 'kb' else v) for k, v in kw.items()))
     if key not in self._agents: self._agents[key] = HarnessAgent.from_config(self.policy, self.cfg, **kw)
     return self._agents[key]
 
 # %% ../nbs/07b_method.ipynb #453f474f
-def state_advice(method:str) -> str:
+def state_advice(method:str, # the method's name, as said in the advice
+                ) -> str:
     "What to do about a corrupt state file of `method`."
     return f"move it aside and rerun to start {method}'s state fresh (the recorded episodes are kept), or restore it from a copy"
 
 # %% ../nbs/07b_method.ipynb #68bd6ebb
-def adapter_advice(state_file:str|None) -> str:
+def adapter_advice(state_file:str|None, # file name of the method's state in the run folder; None: it keeps none
+                  ) -> str:
     "What to do about a corrupt adapter of a method keeping `state_file`."
     if not state_file: return "restore it from a copy, or use another --out"
     return (
@@ -133,7 +137,8 @@ def load_state(self:Method) -> dict|None:
 
 # %% ../nbs/07b_method.ipynb #d5f37fe0
 @patch
-def use_adapter(self:Method, name:str|None):
+def use_adapter(self:Method,
+                name:str|None): # adapter folder name under `adapters/`; None: the base model
     "Make adapter `name` of `adapters/` (None: the base model) the policy's active one, loading it once."
     if self.policy is None or name == getattr(self.policy, 'active_adapter', None): return
     if name is not None and name not in self.policy.adapters:

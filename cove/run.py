@@ -99,7 +99,9 @@ class Run:
             bar.update(len(chunk))
             write_json(self.metrics_path, self.metrics(method))
 
-    def metrics(self, method=None) -> dict:
+    def metrics(self,
+                method=None, # the run's open `Method`, whose own `metrics()` are added; None: the records' only
+               ) -> dict:
         "Metrics recomputed from `episodes.jsonl` plus the method's own."
         recs = read_jsonl(self.episodes_path)
         eps = [r['episode'] for r in recs]
@@ -181,7 +183,7 @@ def _check_config(self:Run, write:bool=False):
         write_json(self.out/'config.json', self._config_record())
 
 # %% ../nbs/08_run.ipynb #9db11cbf
-def fresh_start(policy):
+def fresh_start(policy): # the policy a run plays with; None (a method that needs no model) is returned as is
     "`policy` on its base weights (no adapter active), with a new token ledger: how every `Run.execute` starts."
     if policy is None: return None
     if getattr(policy, 'adapters', None): policy.set_adapter(None)
@@ -223,7 +225,10 @@ def _play_chunk(method, envs:dict, chunk:list[tuple], avail:dict) -> dict[int, E
     return results
 
 # %% ../nbs/08_run.ipynb #eab13639
-def chunks(todo:list[tuple], size:int, per_family:int=1) -> list[list[tuple]]:
+def chunks(todo:list[tuple], # `(episode, family spec, task)` of each episode still to play, in stream order
+           size:int, # most episodes in one batch (the run's `model.batch_size`)
+           per_family:int=1, # most episodes of one family in one batch (`run.family_chunk`); 0: no limit
+          ) -> list[list[tuple]]:
     """`todo`'s `(episode, spec, task)` cut in stream order into batches of at most `size`, holding at most
     `per_family` episodes of one family (0: no limit). A method learns after each batch, so with `per_family=1` it sees
     episode i's result before the family's next episode, as the papers' loops do; the batch goes across families."""
@@ -238,7 +243,9 @@ def chunks(todo:list[tuple], size:int, per_family:int=1) -> list[list[tuple]]:
 
 # %% ../nbs/08_run.ipynb #410c1e7f
 @patch
-def or_set_aside(self:Run, f, recorded:int):
+def or_set_aside(self:Run,
+                 f, # the call to make, with no arguments (opening the method, checking its state)
+                 recorded:int): # how many episodes the run folder already records, noted with what is set aside
     """`f()`; the `CorruptFile` it raises (a store's `StoreError` included) goes on, unless `set_aside_corrupt`: then
     what the error names is set aside (`set_aside`) and `f` is tried again."""
     moved = set()
@@ -268,7 +275,7 @@ def _local_policy(c:dict):
                        allow_download=c['allow_download'], **extra)
 
 # %% ../nbs/08_run.ipynb #aa41a116
-def load_policy(cfg:Config):
+def load_policy(cfg:Config): # the run's config: its `model.*` keys, `run.threads` and `run.jobs`
     "The policy described by the profile's `model.*` keys, with torch's threads set from `run.threads` / `run.jobs`."
     from cove.llm import set_threads   # here: `cove check` and `cove --help` load no torch
     n = set_threads(cfg['run.threads'], cfg['run.jobs'])
