@@ -22,7 +22,9 @@ _WORD = re.compile(r'\w+')
 _PART = re.compile(r'[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+')
 
 # %% ../nbs/03_embed.ipynb #a0290918
-def tokenize(text:str, stopwords:bool=True) -> list[str]:
+def tokenize(text:str, # the text to split into word tokens
+             stopwords:bool=True, # drop the words (and identifier parts) in `STOPWORDS`
+            ) -> list[str]:
     "Lowercase word tokens of `text`; identifiers (`snake_case`, `camelCase`) also give their parts."
     out = []
     for w in _WORD.findall(text):
@@ -62,7 +64,9 @@ class Embedder:
 
 # %% ../nbs/03_embed.ipynb #c1f049f9
 @patch(cls_method=True)
-def from_config(cls:Embedder, cfg) -> 'Embedder':
+def from_config(cls:Embedder,
+                cfg, # the run's `cove.config.Config` (or a dict) holding `embed.model` and `embed.batch_size`
+               ) -> 'Embedder':
     "The run's embedder: `embed.model` and `embed.batch_size` of a `cove.config.Config`."
     return cls(cfg['embed.model'], batch_size=cfg['embed.batch_size'])
 
@@ -89,7 +93,9 @@ def dim(self:Embedder) -> int:
 
 # %% ../nbs/03_embed.ipynb #f0ac944a
 @patch
-def encode(self:Embedder, texts:str|list[str]) -> np.ndarray:
+def encode(self:Embedder,
+           texts:str|list[str], # the sentences to embed; a single string is one sentence
+          ) -> np.ndarray:
     "Embed `texts` (a string counts as one text) into an `(n, dim)` float32 array of unit vectors."
     if isinstance(texts, str): texts = [texts]
     texts = list(texts)
@@ -102,7 +108,7 @@ def encode(self:Embedder, texts:str|list[str]) -> np.ndarray:
 
 # %% ../nbs/03_embed.ipynb #718fd22a
 @contextlib.contextmanager
-def faiss_threads(n:int):
+def faiss_threads(n:int): # number of OpenMP threads faiss uses inside the block
     "Run the block with `n` faiss (OpenMP) threads, then restore the previous setting."
     old = faiss.omp_get_max_threads()
     faiss.omp_set_num_threads(n)
@@ -182,7 +188,9 @@ def _build(self:DenseIndex, ids, vecs):
 
 # %% ../nbs/03_embed.ipynb #e1aa1e10
 @patch
-def add(self:DenseIndex, ids, vecs):
+def add(self:DenseIndex,
+        ids, # int64 entry ids, one per vector (an id already present is replaced)
+        vecs): # `(n, dim)` float32 unit vectors (or one 1-d vector), aligned with `ids`
     "Add (or replace) vectors `vecs` under entry `ids`."
     ids, vecs = np.asarray(ids, dtype=np.int64).reshape(-1), _as_vecs(vecs, self.dim)
     if len(ids) != len(vecs): raise ValueError(f"{len(ids)} ids for {len(vecs)} vectors")
@@ -197,7 +205,8 @@ def add(self:DenseIndex, ids, vecs):
 
 # %% ../nbs/03_embed.ipynb #62a283fb
 @patch
-def remove(self:DenseIndex, ids):
+def remove(self:DenseIndex,
+           ids): # entry id or ids to remove; ids not in the index are ignored
     "Remove entry `ids` (unknown ids are ignored)."
     ids = [int(i) for i in np.asarray(ids, dtype=np.int64).reshape(-1) if int(i) in self._pos]
     if not ids: return
@@ -230,7 +239,10 @@ def _search_hnsw(self:DenseIndex, q:np.ndarray, kk:int) -> tuple[np.ndarray, np.
 
 # %% ../nbs/03_embed.ipynb #60e72992
 @patch
-def search(self:DenseIndex, q, k:int=3) -> tuple[np.ndarray, np.ndarray]:
+def search(self:DenseIndex,
+           q, # one query vector (1-d, of length `dim`) or a `(n, dim)` batch of them
+           k:int=3, # hits per query (fewer when the index holds fewer entries)
+          ) -> tuple[np.ndarray, np.ndarray]:
     "Top-`k` `(ids, scores)` by inner product for one query (1-d result) or a batch (2-d)."
     single = np.ndim(q) == 1
     q = _as_vecs(q, self.dim)
@@ -256,7 +268,8 @@ def _topk(scores:np.ndarray, k:int) -> np.ndarray:
 class SparseIndex:
     "Okapi BM25 over entry texts, by `bm25s` (default) or `rank_bm25` (reference)."
     def __init__(self, backend:str='bm25s', # 'bm25s' or 'rank_bm25'
-                 k1:float=1.5, b:float=0.75, # BM25 parameters
+                 k1:float=1.5, # BM25 term-frequency saturation k1
+                 b:float=0.75, # BM25 document-length normalisation b (0: none, 1: full)
                  stopwords:bool=True): # drop `STOPWORDS`
         if backend not in SPARSE_BACKENDS: raise ValueError(f"sparse backend {backend!r} not in {SPARSE_BACKENDS}")
         self.backend, self.k1, self.b, self.stopwords = backend, k1, b, stopwords
@@ -279,7 +292,9 @@ def _fit(self:SparseIndex, toks:list):
 
 # %% ../nbs/03_embed.ipynb #46a982bb
 @patch
-def build(self:SparseIndex, ids, texts:list[str]):
+def build(self:SparseIndex,
+          ids, # int64 entry ids, one per text
+          texts:list[str]): # the entry texts to index, aligned with `ids`
     "(Re)build the index over `texts` keyed by entry `ids`."
     ids, texts = np.asarray(ids, dtype=np.int64).reshape(-1), list(texts)
     if len(ids) != len(texts): raise ValueError(f"{len(ids)} ids for {len(texts)} texts")
@@ -290,7 +305,9 @@ def build(self:SparseIndex, ids, texts:list[str]):
 
 # %% ../nbs/03_embed.ipynb #1e2dff07
 @patch
-def scores(self:SparseIndex, query:str) -> np.ndarray:
+def scores(self:SparseIndex,
+           query:str, # query text, tokenised like the documents
+          ) -> np.ndarray:
     "BM25 score of every indexed document for `query` (aligned with `ids`)."
     q = tokenize(query, self.stopwords)
     if self._bm is None or not q: return np.zeros(len(self.ids), np.float32)
@@ -300,7 +317,10 @@ def scores(self:SparseIndex, query:str) -> np.ndarray:
 
 # %% ../nbs/03_embed.ipynb #3a694666
 @patch
-def search(self:SparseIndex, query:str, k:int=3) -> tuple[np.ndarray, np.ndarray]:
+def search(self:SparseIndex,
+           query:str, # query text, tokenised like the documents
+           k:int=3, # most hits returned (only documents sharing a term with the query count)
+          ) -> tuple[np.ndarray, np.ndarray]:
     "Top-`k` `(ids, scores)` by BM25 for `query` (only documents sharing a term)."
     s = self.scores(query)
     top = _topk(s, k)
@@ -331,7 +351,8 @@ def hybrid_merge(dense_hits:tuple, # `(ids, scores)` from `DenseIndex.search`
                  k:int=3, # results kept
                  method:str='rrf', # 'rrf' or 'linear'
                  alpha:float=0.5, # weight of the dense list
-                 c:int=RRF_C) -> tuple[np.ndarray, np.ndarray]:
+                 c:int=RRF_C, # RRF rank offset: a hit at rank r adds `weight / (c + r)`; unused by 'linear'
+                ) -> tuple[np.ndarray, np.ndarray]:
     "Fuse two ranked hit lists into top-`k` `(ids, scores)` by reciprocal-rank fusion or a linear mix."
     if method not in ('rrf', 'linear'): raise ValueError(f"hybrid method {method!r} not in ('rrf', 'linear')")
     fused = _fuse(((dense_hits, alpha), (sparse_hits, 1-alpha)), method, c)
@@ -355,7 +376,8 @@ def _seconds(f, *args) -> float:
 # %% ../nbs/03_embed.ipynb #c1740352
 def bench_embed(n:int=512, # sentences embedded
                 embedder:Embedder|None=None, # defaults to `Embedder()`
-                seed:int=0) -> dict:
+                seed:int=0, # seed of the generated benchmark sentences
+               ) -> dict:
     "Embedding throughput record `{'name': 'embed_sentences_per_s', 'value', 'unit', 'n', 'load_s', ...}`."
     emb = embedder or Embedder()
     texts = _bench_texts(n, seed)
