@@ -21,13 +21,16 @@ __all__ = ['CONTENT_FREE', 'fill', 'check_options', 'Choice', 'Judge', 'JudgePar
 # %% ../nbs/02b_judge.ipynb #ccc0eac6
 CONTENT_FREE = 'N/A'  # what replaces `{content}` in the content-free prompt
 
-def fill(template:str, content) -> str:
+def fill(template:str, # prompt text with a `{content}` slot; other braces are kept as they are
+         content, # what goes into the slot (converted with `str`)
+        ) -> str:
     "`template` with its `{content}` slot filled (other braces, e.g. JSON examples, are left alone)."
     if '{content}' not in template: raise ValueError(f"template has no {{content}} slot: {template[:80]!r}")
     return template.replace('{content}', str(content))
 
 # %% ../nbs/02b_judge.ipynb #a9764750
-def check_options(options) -> list[str]:
+def check_options(options, # the allowed replies: an iterable of at least two distinct non-empty strings
+                 ) -> list[str]:
     "`options` as a list of distinct non-empty strings, or a clear error."
     opts = list(options)
     if len(opts) < 2 or not all(isinstance(o, str) and o.strip() for o in opts) or len(set(opts)) != len(opts):
@@ -59,9 +62,11 @@ def probs(self:Choice) -> list[float]:
 class Judge:
     """A constrained judge over a `Policy`: `choose` among allowed options, `text` for validated free text; every call
     logged."""
-    def __init__(self, policy:Policy, log_path:str|Path|None=None, # JSON-lines file every call is appended to
+    def __init__(self, policy:Policy, # model that scores options and generates free text (its active adapter is logged)
+                 log_path:str|Path|None=None, # JSON-lines file every call is appended to
                  system:str|None=None, # optional system message before every prompt
-                 content_free:str=CONTENT_FREE, max_new_tokens:int=64):
+                 content_free:str=CONTENT_FREE, # text put in a template's `{content}` slot for the calibration prompt
+                 max_new_tokens:int=64): # default cap on generated tokens for free-text calls
         self.policy, self.log_path, self.system = policy, log_path, system
         self.content_free, self.max_new_tokens = content_free, max_new_tokens
         self.log, self.stats, self._cf_cache = [], Counter(), {}
@@ -108,7 +113,9 @@ def _best(options:list[str], scores:list[float]) -> str:
 
 # %% ../nbs/02b_judge.ipynb #2a131645
 @patch
-def choose(self:Judge, prompt:str, options:list[str], calibrate:bool=True,
+def choose(self:Judge, prompt:str, # user message; a template with a `{content}` slot when `content` is given
+           options:list[str], # allowed replies (at least two distinct non-empty strings); the result is one of them
+           calibrate:bool=True, # subtract each option's score on the content-free prompt before picking
            content:str|None=None, # fills the `{content}` slot of `prompt`
            content_free_prompt:str|None=None, # explicit content-free prompt for calibration
 ) -> Choice:
@@ -129,7 +136,10 @@ class JudgeParseError(ValueError):
     "The judge's free-text output could not be parsed or failed validation."
 
 # %% ../nbs/02b_judge.ipynb #da97de77
-def parse_free_text(raw:str, max_chars:int=200, pattern:str|None=None) -> tuple[str|None, str|None, bool]:
+def parse_free_text(raw:str, # the generated text
+                    max_chars:int=200, # cap on the parsed text's length; longer is cut at a word boundary
+                    pattern:str|None=None, # regex to extract (its first group if any); None: the first non-empty line
+                   ) -> tuple[str|None, str|None, bool]:
     """Parse generated text into `(text, error, truncated)`: the `pattern` match or the first non-empty line, capped at
     `max_chars`."""
     s = raw.strip()
@@ -145,11 +155,13 @@ def parse_free_text(raw:str, max_chars:int=200, pattern:str|None=None) -> tuple[
 
 # %% ../nbs/02b_judge.ipynb #120315a9
 @patch
-def texts(self:Judge, prompts:list[str], max_chars:int=200, # cap on each returned text
+def texts(self:Judge, prompts:list[str], # user messages, generated for in one batch
+          max_chars:int=200, # cap on each returned text
           pattern:str|None=None, # regex to extract (its first group if any); default: the first non-empty line
           validate:Callable[[str], bool]|list|None=None, # check on the parsed text: one for all, or one per prompt
           fallback:str|None=None, # returned (and counted) for an unparseable output
-          max_new_tokens:int|None=None) -> list:
+          max_new_tokens:int|None=None, # cap on generated tokens; None: the judge's `max_new_tokens`
+         ) -> list:
     "Free text for each of `prompts` from one generation; an unusable one: `fallback`, else its `JudgeParseError`."
     checks = validate if isinstance(validate, list) else [validate]*len(prompts)
     if len(checks) != len(prompts): raise ValueError(f"{len(checks)} validators for {len(prompts)} prompts")
@@ -176,15 +188,23 @@ def _parsed(self:Judge, prompt:str, raw:str, max_chars:int, pattern, validate, f
 
 # %% ../nbs/02b_judge.ipynb #b0b5145a
 @patch
-def text(self:Judge, prompt:str, max_chars:int=200, pattern:str|None=None, validate:Callable[[str], bool]|None=None,
-         fallback:str|None=None, max_new_tokens:int|None=None) -> str:
+def text(self:Judge, prompt:str, # the user message
+         max_chars:int=200, # cap on the returned text; longer is cut at a word boundary
+         pattern:str|None=None, # regex to extract (its first group if any); default: the first non-empty line
+         validate:Callable[[str], bool]|None=None, # check on the parsed text; False makes the output unusable
+         fallback:str|None=None, # returned for an unusable output instead of raising
+         max_new_tokens:int|None=None, # cap on generated tokens; None: the judge's `max_new_tokens`
+        ) -> str:
     "Free text for one `prompt` (see `texts`); raises `JudgeParseError` unless a `fallback` is given."
     out = self.texts([prompt], max_chars, pattern, validate, fallback, max_new_tokens)[0]
     if isinstance(out, JudgeParseError): raise out
     return out
 
 # %% ../nbs/02b_judge.ipynb #b0e2d09b
-def agreement_summary(golds:list, preds:list, labels:list) -> dict:
+def agreement_summary(golds:list, # the hand label of each case
+                      preds:list, # the judge's label of each case, in the same order
+                      labels:list, # every label, in the order of the confusion table
+                     ) -> dict:
     """`n`, `agree`, `rate`, its Wilson 95% `ci`, `confusion` (gold -> predicted -> count), `majority_rate`,
     `predictions`."""
     confusion = {
@@ -210,7 +230,8 @@ def _check_case(i:int, c:dict):
 # %% ../nbs/02b_judge.ipynb #8f0760dd
 @patch
 def agreement(self:Judge, cases:list[dict], # each: `prompt` (a template if `content` is given), `options`, `gold`
-              calibrate:bool=True) -> dict:
+              calibrate:bool=True, # choose by calibrated scores (and add the uncalibrated summary as `raw`)
+             ) -> dict:
     """Agreement of `choose` with hand labels (see `agreement_summary`); when calibrated, `raw` is the same summary from the same
     scores uncalibrated."""
     if not cases: raise ValueError("agreement needs at least one case")
@@ -225,7 +246,9 @@ def agreement(self:Judge, cases:list[dict], # each: `prompt` (a template if `con
     return out
 
 # %% ../nbs/02b_judge.ipynb #05f931f3
-def agreement_row(name:str, ag:dict) -> str:
+def agreement_row(name:str, # row label, e.g. the field judged
+                  ag:dict, # an `agreement_summary` (or `Judge.agreement`) result
+                 ) -> str:
     "One table row: `name`, agree/n, the rate with its Wilson 95% interval, and the majority-label rate."
     return (
         f"{name:<28} {ag['agree']:>3}/{ag['n']:<3} {rate_ci(ag['agree'], ag['n'])}  majority {ag['majority_rate']:.3f}"
@@ -239,9 +262,12 @@ def _check_slots(template:str, shots:list):
     if any('{content}' in str(c) for c, _ in shots): raise ValueError("a worked example contains a {content} slot")
 
 # %% ../nbs/02b_judge.ipynb #d63b4eb0
-def few_shot(template:str, shots:list, # worked examples: `(content, label)` pairs, written by hand
+def few_shot(template:str, # prompt with exactly one `{content}` slot, on its own line or after a lead-in
+             shots:list, # worked examples: `(content, label)` pairs, written by hand
              answer:str='Answer: {label}', # how an example's label reads
-             intro:str='Worked examples:', outro:str='Now the case to decide:') -> str:
+             intro:str='Worked examples:', # line before the worked examples
+             outro:str='Now the case to decide:', # line between the worked examples and the case
+            ) -> str:
     "`template` with `shots` written before the line of its single `{content}` slot, which stays for the case."
     _check_slots(template, shots)
     if not shots: return template

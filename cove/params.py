@@ -47,19 +47,24 @@ def number(lo:float=0, # the smallest allowed
     return kind
 
 # %% ../nbs/01b_params.ipynb #14f929c9
-def text(v, done=None) -> str:
+def text(v, # the parameter's value
+         done=None, # parameters checked so far (name -> parsed value); unused
+        ) -> str:
     "A kind: a non-empty string."
     if not isinstance(v, str) or not v.strip(): raise ParamError("must be a non-empty string")
     return v
 
 # %% ../nbs/01b_params.ipynb #bb327ba4
-def flag(v, done=None) -> bool:
+def flag(v, # the parameter's value
+         done=None, # parameters checked so far (name -> parsed value); unused
+        ) -> bool:
     "A kind: True or False."
     if not isinstance(v, bool): raise ParamError("must be True or False")
     return v
 
 # %% ../nbs/01b_params.ipynb #806e9197
-def choice(*options):
+def choice(*options, # the allowed values, compared with `==` (a bool is never one of them)
+          ):
     "A kind: one of `options`."
     def kind(v, done=None):
         if isinstance(v, bool) or v not in options: raise ParamError(f"must be one of {', '.join(map(str, options))}")
@@ -67,7 +72,8 @@ def choice(*options):
     return kind
 
 # %% ../nbs/01b_params.ipynb #346f5c05
-def optional(kind):
+def optional(kind, # the kind a value other than None must be
+            ):
     "A kind: None, or a value of `kind`."
     def opt(v, done=None): return None if v is None else kind(v, done)
     return opt
@@ -102,7 +108,8 @@ def name_list(known, # the allowed names (a dict's keys will do)
     return kind
 
 # %% ../nbs/01b_params.ipynb #4e8e926e
-def whole_list(lo:int=0):
+def whole_list(lo:int=0, # the smallest allowed item
+              ):
     "A kind: comma-separated whole numbers >= `lo`, each once, as a list of ints."
     def kind(v, done=None):
         try: xs = [int(x) for x in _items(v)]
@@ -113,7 +120,9 @@ def whole_list(lo:int=0):
     return kind
 
 # %% ../nbs/01b_params.ipynb #50b7d093
-def number_list(lo:float=0, above:bool=False):
+def number_list(lo:float=0, # the smallest allowed item
+                above:bool=False, # `lo` itself excluded
+               ):
     "A kind: comma-separated finite numbers >= `lo` (> `lo` when `above`), each once, as a list of floats."
     one = number(lo, above)
     def kind(v, done=None):
@@ -126,7 +135,9 @@ def number_list(lo:float=0, above:bool=False):
     return kind
 
 # %% ../nbs/01b_params.ipynb #86f6ff15
-def family_list(v, done=None) -> list[str]:
+def family_list(v, # the parameter's value: a comma-separated string or a list
+                done=None, # parameters checked so far (name -> parsed value); unused
+               ) -> list[str]:
     "A kind: comma-separated registered family specs (`math`, `code:mbpp`), each once, as a list."
     xs = _once(_items(v), 'family')
     for x in xs:
@@ -135,14 +146,18 @@ def family_list(v, done=None) -> list[str]:
     return xs
 
 # %% ../nbs/01b_params.ipynb #bf087164
-def one_family(v, done=None) -> str:
+def one_family(v, # the parameter's value: a string naming one family spec
+               done=None, # parameters checked so far (name -> parsed value); unused
+              ) -> str:
     "A kind: one registered family spec."
     xs = family_list(v) if isinstance(v, str) else []
     if len(xs) != 1: raise ParamError("must be one task family, e.g. tableqa")
     return xs[0]
 
 # %% ../nbs/01b_params.ipynb #322a4a1d
-def method_list(v, done=None) -> list[str]:
+def method_list(v, # the parameter's value: a comma-separated string or a list
+                done=None, # parameters checked so far (name -> parsed value); unused
+               ) -> list[str]:
     "A kind: comma-separated registered `cove run` methods, each once, as a list."
     import_methods()
     try: return name_list(sorted(METHODS), 'method')(v)
@@ -150,14 +165,16 @@ def method_list(v, done=None) -> list[str]:
         raise ParamError(f"{e}{plugins_hint()}" if str(e).startswith('unknown method') else str(e)) from None
 
 # %% ../nbs/01b_params.ipynb #4fa1b275
-def family_levels(spec:str) -> list[int]:
+def family_levels(spec:str, # a registered family spec, e.g. `math` or `code:mbpp`
+                 ) -> list[int]:
     "The difficulty levels of family `spec`: its module's `DIFFICULTIES` when its environment takes a level, else none."
     cls = env_class(spec)
     takes = 'difficulty' in inspect.signature(cls).parameters
     return sorted(getattr(sys.modules[cls.__module__], 'DIFFICULTIES', {})) if takes else []
 
 # %% ../nbs/01b_params.ipynb #6ebcbe5c
-def difficulty_levels(of:str='families'):
+def difficulty_levels(of:str='families', # the parameter holding the families, checked before this one
+                     ):
     "A kind: 'default' (each family's configured level), 'all', or comma-separated levels each family of `of` has."
     def kind(v, done=None):
         fams = (done or {})[of]
@@ -173,7 +190,8 @@ def difficulty_levels(of:str='families'):
     return kind
 
 # %% ../nbs/01b_params.ipynb #29e5eb78
-def split_of(of:str='families'):
+def split_of(of:str='families', # the parameter holding the families, checked before this one
+            ):
     "A kind: a split every family of `of` has."
     def kind(v, done=None):
         for f in (done or {})[of]:
@@ -183,7 +201,9 @@ def split_of(of:str='families'):
     return kind
 
 # %% ../nbs/01b_params.ipynb #de532500
-def config_keys(v, done=None) -> dict:
+def config_keys(v, # the parameter's value: a dict of config key -> value
+                done=None, # parameters checked so far (name -> parsed value); unused
+               ) -> dict:
     "A kind: a dict of config keys whose values `cove.config.coerce` accepts."
     load_plugins()   # the keys the plugins declare (entry points, `$COVE_PLUGINS`) are known too
     if not isinstance(v, dict): raise ParamError("must be a dict of config keys, e.g. {'model.max_new_tokens': 64}")
@@ -197,7 +217,9 @@ def config_keys(v, done=None) -> dict:
     return v
 
 # %% ../nbs/01b_params.ipynb #a265bdbc
-def profile_name(v, done=None) -> str|None:
+def profile_name(v, # the parameter's value: a profile name, or None
+                 done=None, # parameters checked so far (name -> parsed value); unused
+                ) -> str|None:
     "A kind: None (`$COVE_PROFILE` or cpu) or a profile of `settings.ini`."
     if v is None: return v
     known = read_profiles().sections()
@@ -205,7 +227,9 @@ def profile_name(v, done=None) -> str|None:
     return v
 
 # %% ../nbs/01b_params.ipynb #2c4ac35f
-def folder(v, done=None) -> str:
+def folder(v, # the parameter's value: a path string
+           done=None, # parameters checked so far (name -> parsed value); unused
+          ) -> str:
     "A kind: an existing folder."
     if not isinstance(v, str) or not Path(v).is_dir(): raise ParamError("must be an existing folder")
     return v
@@ -225,7 +249,9 @@ def check_params(ns:dict, # the notebook's namespace (`globals()`), holding its 
     return done
 
 # %% ../nbs/01b_params.ipynb #143a3765
-def plugin_list(v, done=None) -> list[str]:
+def plugin_list(v, # the parameter's value: '' (none), comma-separated module names, or a list of them
+                done=None, # parameters checked so far (name -> parsed value); unused
+               ) -> list[str]:
     "A kind: '' or comma-separated plugin modules, loaded now (`cove.plugins.load_plugins`), as a list."
     if not isinstance(v, (str, list, tuple)): raise ParamError("must be '' or comma-separated modules, e.g. mytask")
     try:
