@@ -22,7 +22,9 @@ __all__ = ['WIRING_NOTE', 'STYLES', 'PAIRED_NOTE', 'arm_config', 'play_fresh', '
            'paired_markdown', 'claim_verdict']
 
 # %% ../nbs/18_experiment.ipynb #13f1d183
-def arm_config(profile:str, *layers:dict) -> Config:
+def arm_config(profile:str, # config profile the arm starts from (a name `load_config` knows)
+               *layers:dict, # dicts of config keys applied in turn over the profile; a later one wins
+              ) -> Config:
     "The config of an arm: `profile`, then each dict of keys in turn (a later one wins)."
     return load_config(profile, overrides={k: v for d in layers for k, v in d.items()})
 
@@ -42,7 +44,9 @@ def _stream_failure(out:str|Path, want:list[tuple[str, str]]|None) -> str|None:
 
 # %% ../nbs/18_experiment.ipynb #f059cd66
 def play_fresh(policy, # the loaded policy, shared by the arms (None: a method that needs none)
-               spec:RunSpec, cfg:Config, out:str|Path,
+               spec:RunSpec, # what the arm runs: method, tasks, seed (a `RunSpec`)
+               cfg:Config, # the arm's config
+               out:str|Path, # run folder to write the arm into
                want:list[tuple[str, str]]|None=None, # the `(family_spec, task_id)` of the stream, in order
                progress:bool=False, # a progress bar
                set_aside_corrupt:bool=False, # as `cove run --set-aside-corrupt`
@@ -60,24 +64,33 @@ def play_fresh(policy, # the loaded policy, shared by the arms (None: a method t
     return m | dict(wall_s=time.time() - t0)
 
 # %% ../nbs/18_experiment.ipynb #ae9c9101
-def ci_text(k:int, n:int) -> str|None:
+def ci_text(k:int, # successes
+            n:int, # trials; 0 gives None
+           ) -> str|None:
     "`'[lo, hi]'`: the Wilson 95% interval of k successes in n, to 3 places (None when n = 0)."
     if not n: return None
     lo, hi = wilson(k, n)
     return f'[{lo:.3f}, {hi:.3f}]'
 
 # %% ../nbs/18_experiment.ipynb #2c736f8a
-def rate_cols(k:int, n:int, name:str) -> dict:
+def rate_cols(k:int, # successes
+              n:int, # trials; 0 gives a None rate and interval
+              name:str, # the rate column; its interval and n columns are named after it
+             ) -> dict:
     "`{name, 'name 95% CI', 'name n'}`: the rate k/n with its Wilson interval (None when n = 0)."
     return {name: k / n if n else None, f'{name} 95% CI': ci_text(k, n), f'{name} n': n}
 
 # %% ../nbs/18_experiment.ipynb #6b444829
-def stage_of(i:int, n:int, stages:int) -> int:
+def stage_of(i:int, # the episode's 0-based position
+             n:int, # episodes in all
+             stages:int, # how many equal stages to cut into
+            ) -> int:
     "The 0-based stage of the `i`-th (0-based) of `n` episodes, cut in order into `stages` equal parts."
     return min(stages - 1, i * stages // max(1, n))
 
 # %% ../nbs/18_experiment.ipynb #b0c37a9d
-def stage_cols(wins:list[list]) -> dict:
+def stage_cols(wins:list[list], # per stage, in order, its episodes' outcomes (truthy: a success)
+              ) -> dict:
     "`rate_cols` of each stage's outcomes (stage 1, 2, ...): `{'stage g', 'stage g 95% CI', 'stage g n'}`."
     return {
         k: v for g, xs in enumerate(wins, 1) for k, v in rate_cols(sum(map(bool, xs)), len(xs), f'stage {g}').items()
@@ -102,7 +115,9 @@ def arm_table(results:dict, # arm -> `play_fresh`'s dict: metrics, or `failed` (
     return table
 
 # %% ../nbs/18_experiment.ipynb #79571101
-def legend_outside(ax, **kw):
+def legend_outside(ax, # matplotlib axes whose legend it draws
+                   **kw, # passed on to `ax.legend`, over the defaults
+                  ):
     "A legend right of `ax`, outside it (it covers no data); `kw` go to `ax.legend`."
     return ax.legend(**dict(loc='upper left', bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False) | kw)
 
@@ -115,10 +130,12 @@ def integer_ticks(axis, # `ax.xaxis` or `ax.yaxis`
     axis.set_ticks(vals[::max(1, -(-len(vals) // most))])
 
 # %% ../nbs/18_experiment.ipynb #8061de61
-def rate_bars(ax, table:'pd.DataFrame', # an `arm_table`: its arms that ran are drawn
+def rate_bars(ax, # matplotlib axes to draw on
+              table:'pd.DataFrame', # an `arm_table`: its arms that ran are drawn
               cols:list[str], # rate columns, each with its `col 95% CI` and `col n` (`rate_cols`)
               label:str, # the column that names an arm in the legend
-              ylabel:str='rate (share of episodes, Wilson 95% CI)'):
+              ylabel:str='rate (share of episodes, Wilson 95% CI)', # label of the y axis
+             ):
     "Grouped bars on `ax`: one group per rate column, one bar per arm, with the Wilson interval and the n under each."
     t = table[table.status == 'ok'].reset_index(drop=True)
     w = 0.8 / max(1, len(t))
@@ -139,17 +156,20 @@ def rate_bars(ax, table:'pd.DataFrame', # an `arm_table`: its arms that ran are 
 WIRING_NOTE = ("WIRING CHECK: model 'tiny' is a random, untrained model; this run tests that the code runs end to end. "
                "Its numbers say nothing about any method.")
 
-def wiring_note(model:str) -> str:
+def wiring_note(model:str, # the run's model name; 'tiny' is the random wiring-check model
+               ) -> str:
     "`WIRING_NOTE` for the tiny random model (`model='tiny'`), '' for a real one."
     return WIRING_NOTE if model == 'tiny' else ''
 
 # %% ../nbs/18_experiment.ipynb #cfd6fda3
-def wiring_md(model:str) -> str:
+def wiring_md(model:str, # the run's model name; 'tiny' is the random wiring-check model
+             ) -> str:
     "A Markdown block quote to put first in `table.md` for a tiny-model run ('' for a real one)."
     return f'> **{wiring_note(model)}**\n\n' if wiring_note(model) else ''
 
 # %% ../nbs/18_experiment.ipynb #91e2c04e
-def show_md(text:str):
+def show_md(text:str, # Markdown to show
+           ):
     "Show Markdown `text` (a table, a verdict) rendered in a notebook, printed where no notebook displays it."
     from IPython import get_ipython
     if get_ipython() is None: return print(text)
@@ -157,7 +177,8 @@ def show_md(text:str):
     display(Markdown(text))
 
 # %% ../nbs/18_experiment.ipynb #97b5acd0
-def show_wiring(model:str) -> str:
+def show_wiring(model:str, # the run's model name; 'tiny' is the random wiring-check model
+               ) -> str:
     "Display the wiring-check note (as Markdown) in the notebook for a tiny-model run; returns it."
     if note := wiring_note(model): show_md(f'**{note}**')
     return note
@@ -167,7 +188,8 @@ def save_fig(fig, # a matplotlib figure, drawn
              path:Path, # where the PNG goes (in the run's out_dir)
              model:str='', # the run's model: 'tiny' titles the figure as a wiring check
              show:bool=True, # display the saved PNG inline
-             dpi:int=120) -> Path:
+             dpi:int=120, # resolution of the saved PNG, dots per inch
+            ) -> Path:
     "Save `fig` to `path`, show the saved PNG inline and close `fig`."
     import matplotlib.pyplot as plt
     if wiring_note(model):
@@ -186,7 +208,8 @@ def save_fig(fig, # a matplotlib figure, drawn
 STYLES = [('o', '-'), ('s', '--'), ('^', ':'), ('D', '-.'), ('v', '-'), ('P', '--'), ('X', ':'), ('*', '-.'),
           ('<', '-')]   # (marker, line style) per series
 
-def style(j:int) -> dict:
+def style(j:int, # 0-based index of the series
+         ) -> dict:
     "Marker and line style of the `j`-th series (`STYLES`, cycling), so that series which overlap stay apart."
     mk, ls = STYLES[j % len(STYLES)]
     return dict(marker=mk, ls=ls)
@@ -211,7 +234,8 @@ def running_success_fig(curves:'pd.DataFrame'): # columns method, family, episod
     return fig
 
 # %% ../nbs/18_experiment.ipynb #d47037a5
-def markdown_table(rows:list[dict]) -> str:
+def markdown_table(rows:list[dict], # table rows, dicts with the same keys in column order (at least one)
+                  ) -> str:
     "A GitHub Markdown table of `rows` (dicts with the same keys); None prints as n/a."
     cols = list(rows[0])
     fmt = lambda v: 'n/a' if v is None else (f'{v:.3f}' if isinstance(v, float) else str(v))
@@ -221,7 +245,10 @@ def markdown_table(rows:list[dict]) -> str:
     )
 
 # %% ../nbs/18_experiment.ipynb #9af6dd33
-def comparison_pairs(methods:list[str], ref:str='base', focus:str='cove') -> list[tuple[str, str]]:
+def comparison_pairs(methods:list[str], # the methods that ran
+                     ref:str='base', # the reference each method is compared with
+                     focus:str='cove', # the method also compared with every other method
+                    ) -> list[tuple[str, str]]:
     "The `(method, reference)` pairs of the paired table: each method against `ref`, then `focus` against each other."
     pairs = [(m, ref) for m in methods if m != ref] if ref in methods else []
     return pairs + ([(focus, m) for m in methods if m not in (focus, ref)] if focus in methods else [])
@@ -235,7 +262,8 @@ PAIRED_NOTE = ("Paired comparison (both runs played the same tasks in the same o
                "discordant pairs).")
 
 # %% ../nbs/18_experiment.ipynb #a1986192
-def paired_markdown(rows:list[dict]) -> str:
+def paired_markdown(rows:list[dict], # rows of `cove.stats.paired_rows`
+                   ) -> str:
     "The rows of `cove.stats.paired_rows` as a Markdown table: diff [95% CI], McNemar p (only / only vs), MDE."
     return markdown_table([{'method': r['method'], 'vs': r['reference'], 'family': r['family'], 'n': r['n'],
                             'diff [95% CI]': f"{r['diff']:+.3f} [{r['ci_lo']:+.3f}, {r['ci_hi']:+.3f}]",
@@ -243,7 +271,8 @@ def paired_markdown(rows:list[dict]) -> str:
                             'MDE': r['mde']} for r in rows])
 
 # %% ../nbs/18_experiment.ipynb #cbef67a3
-def claim_verdict(row:dict) -> str:
+def claim_verdict(row:dict, # one row of `cove.stats.paired_rows`
+                 ) -> str:
     "`holds`, `contradicted` or `inconclusive at n=N`: the claim that a `paired_rows` row's method beats its reference."
     txt = (f"{row['method']} {row['a_rate']:.3f} vs {row['reference']} {row['b_rate']:.3f}: diff {row['diff']:+.3f} "
            f"[{row['ci_lo']:+.3f}, {row['ci_hi']:+.3f}], McNemar p {row['p']:.3f} ({row['a_only']}/{row['b_only']})")
