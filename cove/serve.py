@@ -32,11 +32,16 @@ def vllm_python(venv:str|Path|None=None, # vLLM's venv (default `$COVE_VLLM_VENV
     return py
 
 # %% ../nbs/02_llm_d_vllm.ipynb #1451cb6d
-def vllm_command(python:str|Path, model_path:str, served_name:str, port:int,
+def vllm_command(python:str|Path, # the Python of vLLM's venv (`vllm_python`)
+                 model_path:str, # model folder (or hub id) vLLM loads
+                 served_name:str, # the model name clients ask for in requests
+                 port:int, # TCP port the server listens on
                  host:str='127.0.0.1', # loopback: nothing outside the machine reaches it
                  dtype:str='float32', # `float32` gives hf fp32's greedy completions; `bfloat16` or `auto` on a GPU
-                 max_lora_rank:int=16, max_loras:int=4, # adapters in one batch
-                 extra:tuple=()) -> list[str]:
+                 max_lora_rank:int=16, # largest LoRA rank an adapter loaded at run time may have
+                 max_loras:int=4, # adapters in one batch
+                 extra:tuple=(), # more arguments appended to vLLM's command line as they are
+                ) -> list[str]:
     "The argv that starts vLLM's OpenAI server on `model_path` with LoRA adapters loadable at run time."
     return [str(python), '-m', 'vllm.entrypoints.openai.api_server', '--model', str(model_path),
             '--served-model-name', served_name, '--host', host, '--port', str(port), '--dtype', dtype,
@@ -46,7 +51,8 @@ def vllm_command(python:str|Path, model_path:str, served_name:str, port:int,
 # %% ../nbs/02_llm_d_vllm.ipynb #b0c20083
 def vllm_env(threads:int=0, # OpenMP threads, bound to cores 0..threads-1 (0: up to 2, as the cpu profile)
              kv_gib:int=1, # KV cache, GiB (CPU only)
-             device:str='cpu', base:dict|None=None,
+             device:str='cpu', # `cpu` sets the thread and KV cache variables; any other device gets none of them
+             base:dict|None=None, # environment to start from (None: this process's `os.environ`)
              dev_mode:bool=False, # `VLLM_SERVER_DEV_MODE=1`: `/collective_rpc` reloads weights (merged adapters)
             ) -> dict:
     "The environment of a vLLM server: offline, runtime LoRA on, and on the CPU its threads and KV cache set."
@@ -65,7 +71,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 # %% ../nbs/02_llm_d_vllm.ipynb #8d0eadb3
-def answers(url:str, timeout:float=2.0) -> bool:
+def answers(url:str, # server root, e.g. `http://127.0.0.1:8000` (no `/v1`)
+            timeout:float=2.0, # seconds to wait for its `/v1/models` answer
+           ) -> bool:
     "Whether the server at `url` (its root) lists its models."
     try:
         with urllib.request.urlopen(f"{url}/v1/models", timeout=timeout) as r: return r.status == 200
@@ -79,7 +87,8 @@ def _last_error(log:Path) -> str:
     return (errs or lines or ['(empty log)'])[-1][-300:]
 
 # %% ../nbs/02_llm_d_vllm.ipynb #0dfc4088
-def stop_process(proc:subprocess.Popen, grace:float=20.0):
+def stop_process(proc:subprocess.Popen, # a process started with `start_new_session=True`, leading its group
+                 grace:float=20.0): # seconds between SIGTERM and SIGKILL
     """Stop `proc` and its process group (it leads one: `start_new_session`): SIGTERM, then SIGKILL after `grace`
     seconds. The group is signalled even if its leader has exited: its workers may not have."""
     with contextlib.suppress(ProcessLookupError): os.killpg(proc.pid, signal.SIGTERM)
@@ -89,7 +98,11 @@ def stop_process(proc:subprocess.Popen, grace:float=20.0):
     proc.wait()
 
 # %% ../nbs/02_llm_d_vllm.ipynb #4e3c7b5e
-def wait_ready(proc:subprocess.Popen, url:str, log:Path, timeout:float=300.0) -> float:
+def wait_ready(proc:subprocess.Popen, # the server process, watched for an early exit
+               url:str, # server root, polled until `answers`
+               log:Path, # the server's log file, whose last error line the `ServeError` quotes
+               timeout:float=300.0, # seconds before the server is stopped and a `ServeError` raised
+              ) -> float:
     "Seconds until the server at `url` answers; a `ServeError` (the process stopped) if it dies or times out first."
     t0 = time.monotonic()
     while not answers(url):
@@ -106,9 +119,15 @@ class VLLMServer:
     "vLLM's OpenAI-compatible server on `model`, on loopback, with runtime LoRA (`start`, `stop`, or `with`)."
     def __init__(self, model:str='smollm2-135m', # a name `resolve_model` knows, served under this name
                  port:int=0, # 0: a free port
-                 threads:int=0, kv_gib:int=1, dtype:str='float32', max_lora_rank:int=16,
+                 threads:int=0, # OpenMP threads on the CPU, bound to cores 0..threads-1 (0: up to 2)
+                 kv_gib:int=1, # KV cache, GiB (CPU only)
+                 dtype:str='float32', # vLLM's `--dtype`: `float32`, `bfloat16` or `auto`
+                 max_lora_rank:int=16, # largest LoRA rank an adapter loaded at run time may have
                  device:str='cpu', # `cuda`: a GPU build of vLLM in `venv`, no CPU thread settings
-                 venv:str|Path|None=None, timeout:float=300.0, log:str|Path|None=None, extra:tuple=(),
+                 venv:str|Path|None=None, # vLLM's venv (None: `$COVE_VLLM_VENV`, else `.venv-vllm` in the repository)
+                 timeout:float=300.0, # seconds to wait for the server to answer before it is stopped
+                 log:str|Path|None=None, # file of the server's output (None: `server.log` in a new temporary folder)
+                 extra:tuple=(), # more arguments appended to vLLM's command line as they are
                  dev_mode:bool=False): # vLLM's dev routes on: a merged adapter is pushed with `reload_weights`
         self.model, self.port, self.threads, self.kv_gib, self.dtype = model, port, threads, kv_gib, dtype
         self.max_lora_rank, self.device, self.venv = max_lora_rank, device, venv
@@ -205,7 +224,8 @@ def __exit__(self:VLLMServer, *exc): self.stop()
 
 # %% ../nbs/02_llm_d_vllm.ipynb #a6f6bd87
 def served_dtype(cfg=None, # a `Config`: its `model.dtype` (default: `auto`)
-                 device:str='cpu') -> str:
+                 device:str='cpu', # where vLLM runs: `cpu`, or a GPU (`cuda`) where `auto` is left to vLLM
+                ) -> str:
     "vLLM's `--dtype`: the profile's `model.served_dtype`, else its `model.dtype` as `hf` would run it on `device`."
     if cfg is not None and cfg['model.served_dtype']: return cfg['model.served_dtype']
     dt = cfg['model.dtype'] if cfg is not None else 'auto'
@@ -214,7 +234,9 @@ def served_dtype(cfg=None, # a `Config`: its `model.dtype` (default: `auto`)
     return str(pick_dtype(dt)).removeprefix('torch.')
 
 # %% ../nbs/02_llm_d_vllm.ipynb #16986f19
-def unservable(cfg, venv:str|Path|None=None) -> str|None:
+def unservable(cfg, # a `Config`: its `model.name` is the model to serve
+               venv:str|Path|None=None, # vLLM's venv (None: `$COVE_VLLM_VENV`, else `.venv-vllm` in the repository)
+              ) -> str|None:
     "None if `cove serve` can serve the profile's model here (vLLM's venv, a model folder), else why not, in one line."
     try: vllm_python(venv)
     except ServeError as e: return str(e)
@@ -234,15 +256,17 @@ def vllm_server(cfg=None, # a `Config`: its `model.name` is served (default: the
 
 # %% ../nbs/02_llm_d_vllm.ipynb #84134fc9
 @contextlib.contextmanager
-def served_config(cfg=None, **kw):
+def served_config(cfg=None, # a `Config`: its `model.name` is served at its dtype (default: the embedded model)
+                  **kw): # `VLLMServer`'s options, passed on through `vllm_server`
     "A vLLM server for the `with` block; yields `{'model.backend': 'openai', 'model.base_url': URL}`, a run's overrides."
     with vllm_server(cfg, **kw) as url: yield {'model.backend': 'openai', 'model.base_url': url}
 
 # %% ../nbs/02_llm_d_vllm.ipynb #e5778edc
 @contextlib.contextmanager
-def served_policy(cfg=None, batch_size:int|None=None,
+def served_policy(cfg=None, # a `Config`: its model is served and its `model.*` keys set the policy (default: embedded)
+                  batch_size:int|None=None, # requests in flight (None: the profile's `model.batch_size`, else 16)
                   lora_serving:str|None=None, # `runtime` or `merged` (default: the profile's `model.lora_serving`)
-                  **kw):
+                  **kw): # `VLLMServer`'s options (its `model` also names the policy's model), through `vllm_server`
     """A vLLM server for the `with` block; yields an `OpenAIPolicy` on it (the local tokenizer scores and counts), its
     adapters served as `lora_serving` says (`merged`: the server in dev mode)."""
     from cove.llm import make_policy   # here: `cove serve` starts a server without loading torch
