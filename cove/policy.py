@@ -28,7 +28,8 @@ class Generation:
     finish_reason: str  # `stop` or `length`
 
 # %% ../nbs/01e_policy.ipynb #b1cb8b4d
-def as_messages(x:str|list[dict]) -> list[dict]:
+def as_messages(x:str|list[dict], # chat messages (`{'role', 'content'}` dicts), or a plain string: one user turn
+               ) -> list[dict]:
     "Chat messages from a message list, or from a plain string (one user turn)."
     if isinstance(x, str): return [msg('user', x)]
     if not x or not all(isinstance(m, dict) and 'role' in m and 'content' in m for m in x):
@@ -43,14 +44,23 @@ class Policy:
 
 # %% ../nbs/01e_policy.ipynb #6746f1f5
 @patch
-def generate(self:Policy, batch:list, max_new_tokens:int=128, temperature:float=0.0, top_p:float=1.0,
-             stop:list[str]|None=None, seed:int|None=None, min_new_tokens:int=0) -> list[Generation]:
+def generate(self:Policy,
+             batch:list, # the conversations to complete: each a chat message list or a plain user string
+             max_new_tokens:int=128, # most tokens generated for each completion
+             temperature:float=0.0, # sampling temperature; 0: greedy decoding
+             top_p:float=1.0, # nucleus-sampling probability mass, in (0, 1]; used only when sampling
+             stop:list[str]|None=None, # stop strings (and, where a backend takes them, compiled patterns); None: none
+             seed:int|None=None, # random seed for sampling, for this call only; None: unseeded
+             min_new_tokens:int=0, # fewest tokens generated before an end of turn may end a completion
+            ) -> list[Generation]:
     "Complete each conversation in `batch` (greedy when `temperature == 0`)."
     raise NotImplementedError(f"{type(self).__name__}.generate")
 
 # %% ../nbs/01e_policy.ipynb #6950eac0
 @patch
-def charged(self:Policy, gens:list[Generation]) -> list[Generation]:
+def charged(self:Policy,
+            gens:list[Generation], # the completions of one `generate` call, charged to `self.ledger`
+           ) -> list[Generation]:
     "`gens` after adding them to the ledger as one `generate` entry: their prompt and completion tokens, one call each."
     self.ledger.add('generate', sum(g.prompt_tokens for g in gens), sum(g.completion_tokens for g in gens),
                     calls=len(gens))
@@ -58,25 +68,34 @@ def charged(self:Policy, gens:list[Generation]) -> list[Generation]:
 
 # %% ../nbs/01e_policy.ipynb #8789399a
 @patch
-def score_choices(self:Policy, messages, choices:list[str], end:bool=True) -> list[float]:
+def score_choices(self:Policy,
+                  messages, # the conversation the choices reply to: a chat message list or a plain user string
+                  choices:list[str], # the candidate assistant replies, non-empty strings
+                  end:bool=True, # score the end-of-turn token after each choice too
+                 ) -> list[float]:
     "Total log-likelihood of each choice as the whole assistant reply to `messages`."
     raise NotImplementedError(f"{type(self).__name__} cannot score choices")
 
 # %% ../nbs/01e_policy.ipynb #97629932
 @patch
-def count_tokens(self:Policy, x) -> int:
+def count_tokens(self:Policy,
+                 x, # a text, or chat messages (counted as the rendered chat prompt)
+                ) -> int:
     "Exact token count of a text, or of chat messages as the prompt `generate` would send."
     raise NotImplementedError(f"{type(self).__name__} cannot count tokens")
 
 # %% ../nbs/01e_policy.ipynb #67f6c7fa
 @patch
-def load_adapter(self:Policy, path, name:str|None=None) -> str:
+def load_adapter(self:Policy,
+                 path, # the folder holding the LoRA adapter (`adapter_config.json` and its weights)
+                 name:str|None=None, # the name to load it under; None: the folder's name
+                ) -> str:
     "Load a LoRA adapter (not activated); returns its name."
     raise NotImplementedError(f"{type(self).__name__} has no LoRA adapter support")
 
 # %% ../nbs/01e_policy.ipynb #5814cdc0
 @patch
-def set_adapter(self:Policy, name:str|None):
+def set_adapter(self:Policy, name:str|None): # a loaded adapter's name; None: the base model
     "Activate a loaded adapter by name, or the base model with `None`."
     raise NotImplementedError(f"{type(self).__name__} has no LoRA adapter support")
 
@@ -89,7 +108,8 @@ def adapters(self:Policy) -> list[str]: return []
 def active_adapter(self:Policy) -> str|None: return self._active
 
 # %% ../nbs/01e_policy.ipynb #5fa39638
-def adapter_folder(path:str|Path) -> Path:
+def adapter_folder(path:str|Path, # a folder that should hold a LoRA adapter (`adapter_config.json`)
+                  ) -> Path:
     "`path` as a folder holding a LoRA adapter, else a `FileNotFoundError`."
     path = Path(path)
     if not (path / 'adapter_config.json').exists():
@@ -98,13 +118,16 @@ def adapter_folder(path:str|Path) -> Path:
 
 # %% ../nbs/01e_policy.ipynb #6c8f6e54
 @patch
-def generate_one(self:Policy, messages, **kw) -> Generation:
+def generate_one(self:Policy,
+                 messages, # one conversation: a chat message list or a plain user string
+                 **kw, # `generate`'s settings (`max_new_tokens`, `temperature`, `stop`, `seed`, ...)
+                ) -> Generation: # its completion
     "Complete one conversation (a message list or a plain user string)."
     return self.generate([messages], **kw)[0]
 
 # %% ../nbs/01e_policy.ipynb #2521fe4d
 @patch
-def with_adapter(self:Policy, adapter:str|Path):
+def with_adapter(self:Policy, adapter:str|Path): # a loaded adapter's name, or a folder holding one (loaded first)
     """Context manager: use a loaded adapter name or an adapter folder inside a `with` block, then restore the previous
     one."""
     @contextlib.contextmanager
@@ -129,7 +152,11 @@ def smollm2_tokenizer():
     return copy.deepcopy(load_tokenizer(str(ensure_embedded_model())))
 
 # %% ../nbs/01e_policy.ipynb #9b84078f
-def render_chat(tokenizer, messages, add_generation_prompt:bool=True, **template_kw) -> str:
+def render_chat(tokenizer, # a transformers tokenizer with a chat template
+                messages, # chat messages, or a plain string (one user turn)
+                add_generation_prompt:bool=True, # end with the opening of an assistant turn, for the model to complete
+                **template_kw, # more `apply_chat_template` arguments, e.g. `enable_thinking=False`
+               ) -> str: # the rendered prompt text
     "The prompt text for `messages` under the tokenizer's chat template."
     if not getattr(tokenizer, 'chat_template', None):
         raise ValueError(
@@ -139,15 +166,22 @@ def render_chat(tokenizer, messages, add_generation_prompt:bool=True, **template
                                          add_generation_prompt=add_generation_prompt, **template_kw)
 
 # %% ../nbs/01e_policy.ipynb #03cc4ebd
-def count_tokens_with(tokenizer, x, **template_kw) -> int:
+def count_tokens_with(tokenizer, # a transformers tokenizer (with a chat template, for messages)
+                      x, # a text (counted without special tokens), or chat messages (counted as the chat prompt)
+                      **template_kw, # more chat-template arguments, passed on to `render_chat`
+                     ) -> int: # the number of tokens
     "Exact token count of a text (no special tokens added) or of chat messages rendered as a prompt."
     text = x if isinstance(x, str) else render_chat(tokenizer, x, **template_kw)
     return len(tokenizer(text, add_special_tokens=False)['input_ids'])
 
 # %% ../nbs/01e_policy.ipynb #803d78b0
 def choice_token_spans(
-    tokenizer, messages, choices:list[str], end:bool=True, **template_kw
-) -> list[tuple[list[int], int]]:
+    tokenizer, # a fast transformers tokenizer (it gives offsets) with a chat template
+    messages, # the conversation the choices reply to: a chat message list or a plain user string
+    choices:list[str], # the candidate assistant replies, non-empty strings
+    end:bool=True, # append the tokenizer's end-of-sequence token to each choice
+    **template_kw, # more chat-template arguments, passed on to `render_chat`
+) -> list[tuple[list[int], int]]: # per choice: `(token ids, index of its first choice token)`
     "For each choice: the token ids of prompt + choice (+ end-of-turn) and the index of its first choice token."
     if not choices or not all(isinstance(c, str) and c for c in choices):
         raise ValueError(f"choices must be non-empty strings, got {choices!r:.200}")
@@ -161,17 +195,21 @@ def choice_token_spans(
     return out
 
 # %% ../nbs/01e_policy.ipynb #c3cf9e7e
-def stop_strings(stop) -> list[str]:
+def stop_strings(stop, # stop strings and compiled patterns, mixed, or None
+                ) -> list[str]:
     "The stop strings of `stop` (strings and compiled patterns, or None)."
     return [s for s in stop or [] if isinstance(s, str)]
 
 # %% ../nbs/01e_policy.ipynb #1d9a0e8e
-def stop_patterns(stop) -> list[re.Pattern]:
+def stop_patterns(stop, # stop strings and compiled patterns, mixed, or None
+                 ) -> list[re.Pattern]:
     "The stop patterns (compiled regular expressions) of `stop`."
     return [s for s in stop or [] if isinstance(s, re.Pattern)]
 
 # %% ../nbs/01e_policy.ipynb #909ac8bb
-def cut_at_stop(text:str, stop:list|None) -> str|None:
+def cut_at_stop(text:str, # a completion's text
+                stop:list|None, # stop strings and compiled patterns; None: no stop
+               ) -> str|None:
     """`text` up to the earliest stop: before a stop string, or through a stop pattern's match (trailing space dropped);
     None if none occurs."""
     cuts = [text[:i] for i in (text.find(s) for s in stop_strings(stop)) if i >= 0]
@@ -219,6 +257,8 @@ def cpu_has_native_bf16() -> bool:
 
 # %% ../nbs/01e_policy.ipynb #ee8e76fd
 def make_policy(backend:str, # `hf`, `vllm`, `openai` or `llamacpp` (`cove.registry.BACKEND_MODULES`)
-                name:str=EMBEDDED_NAME, **kw) -> Policy:
+                name:str=EMBEDDED_NAME, # the model: `smollm2-135m`, `tiny`, a folder, a hub id or a served model's name
+                **kw, # passed on to the backend's factory (e.g. `dtype`, `device`; `base_url` for `openai`)
+               ) -> Policy: # the backend's policy for the model
     "A policy for `backend` and model `name` (for `openai`, pass `base_url=`)."
     return backend_factory(backend)(name, **kw)
