@@ -36,7 +36,8 @@ def _tensors_problem(ts:dict) -> str|None:
     return f"lora_A and lora_B ranks differ in {odd[0]}" if odd else None
 
 # %% ../nbs/07c_check.ipynb #bb594085
-def adapter_problem(path:str|Path) -> str|None:
+def adapter_problem(path:str|Path, # a LoRA adapter folder (`adapter_config.json` and its weights)
+                   ) -> str|None:
     """Why the LoRA adapter folder `path` would not load (None if it looks whole): its config and tensors parse, the
     weights are finite, and every `lora_A` has its `lora_B` of the same rank."""
     p = Path(path)
@@ -52,7 +53,9 @@ def adapter_problem(path:str|Path) -> str|None:
     return _tensors_problem(ts)
 
 # %% ../nbs/07c_check.ipynb #6a113ef3
-def check_state(out:Path, cls:type) -> dict|None:
+def check_state(out:Path, # the run folder holding the state file and `adapters/`
+                cls:type, # the `Method` class whose `state_file` is checked
+               ) -> dict|None:
     "Before the model loads: `cls`'s state file in `out` parses, and the adapter it names is whole; `CorruptFile` else."
     if not cls.state_file or not (Path(out)/cls.state_file).exists(): return None
     s = read_json(Path(out)/cls.state_file, state_advice(cls.name))
@@ -93,7 +96,11 @@ def _note_aside(p:Path, dst:Path, out:Path, why:str, recorded:int):
     _warn_fresh(p, dst, why, recorded)
 
 # %% ../nbs/07c_check.ipynb #0603c484
-def set_aside(path:str|Path, out:str|Path, why:str, recorded:int) -> Path:
+def set_aside(path:str|Path, # the corrupt file, adapter folder or SQLite store to move
+              out:str|Path, # the run folder whose `set_aside.jsonl` notes the move
+              why:str, # what is wrong with it, one line, noted and warned
+              recorded:int, # how many episodes the run had recorded before, noted and warned
+             ) -> Path:
     """Move the corrupt `path` (a file, an adapter folder, or a SQLite file with its `-wal`/`-shm`) to
     `<name>.corrupt-<time>` beside it, noted in `out/set_aside.jsonl` with `why` and the number of episodes
     `recorded` before; returns where it went."""
@@ -104,12 +111,16 @@ def set_aside(path:str|Path, out:str|Path, why:str, recorded:int) -> Path:
     return dst
 
 # %% ../nbs/07c_check.ipynb #b2710c44
-def set_aside_log(out:str|Path) -> list[dict]:
+def set_aside_log(out:str|Path, # the run folder
+                 ) -> list[dict]:
     "What `set_aside` moved in run folder `out`, oldest first."
     return read_jsonl(Path(out)/'set_aside.jsonl')
 
 # %% ../nbs/07c_check.ipynb #61aff5e4
-def note_fresh(path:str|Path, out:str|Path, why:str, recorded:int):
+def note_fresh(path:str|Path, # the missing store, which the method will create empty
+               out:str|Path, # the run folder whose `set_aside.jsonl` notes it
+               why:str, # why it starts fresh, one line
+               recorded:int): # how many episodes the run had recorded before, noted and warned
     """Note in `out/set_aside.jsonl` that the missing store `path` starts fresh after `recorded` episodes (nothing to
     move)."""
     p, out = Path(path), Path(out)
@@ -127,7 +138,8 @@ class RunLocked(RuntimeError):
     "Another process is running in this folder."
 
 # %% ../nbs/07c_check.ipynb #47605895
-def lock_holder(path:str|Path) -> str:
+def lock_holder(path:str|Path, # a run folder's lock file (`.lock`), holding its holder's pid
+               ) -> str:
     "The pid written in the lock file `path` ('unknown' if its holder has not written it yet)."
     for _ in range(50):
         try: pid = Path(path).read_text().strip()
@@ -139,7 +151,8 @@ def lock_holder(path:str|Path) -> str:
 # %% ../nbs/07c_check.ipynb #d9e7ba67
 class RunLock:
     "An exclusive `fcntl.flock` on `<folder>/.lock` (which holds our pid) until `release` (or the end of a `with`)."
-    def __init__(self, folder:str|Path):
+    def __init__(self,
+                 folder:str|Path): # the run folder to lock (made if missing); the lock file is `<folder>/.lock`
         self.path = Path(folder)/'.lock'
         try: self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e: raise ValueError(f"cannot make the run folder {folder}: {e.strerror}") from None
@@ -154,7 +167,8 @@ class RunLock:
     def __exit__(self, *exc): self.release()
 
 # %% ../nbs/07c_check.ipynb #83703bd6
-def running_pid(folder:str|Path) -> str|None:
+def running_pid(folder:str|Path, # a run folder, whose `.lock` is tested without taking it
+               ) -> str|None:
     "The pid of the process holding `folder`'s run lock now, or None (the folder's files are not touched)."
     p = Path(folder)/'.lock'
     if not p.exists(): return None
@@ -177,7 +191,8 @@ def _episode_lines(data:bytes) -> tuple[list[dict], list[int], int]:
     return recs, bad, len(lines)
 
 # %% ../nbs/07c_check.ipynb #18bc6f1a
-def episode_records_of(path:Path) -> list[dict]:
+def episode_records_of(path:Path, # a run's `episodes.jsonl` (missing: no records)
+                      ) -> list[dict]:
     """The records of a run's `episodes.jsonl`, refused in one line when a line is not a record or an episode is there
     twice."""
     data = read_regular(path)
@@ -195,7 +210,9 @@ def episode_records_of(path:Path) -> list[dict]:
 # %% ../nbs/07c_check.ipynb #c11075a4
 INFRA_PREFIX = 'policy error:'   # how a run recorded a failed generation as the task's error, before `InfraError`
 
-def replay_infra_tail(path:Path, recs:list[dict]) -> list[dict]:
+def replay_infra_tail(path:Path, # the run's `episodes.jsonl`, rewritten without the trailing infrastructure errors
+                      recs:list[dict], # its records (`episode_records_of`), in any order
+                     ) -> list[dict]:
     """Take the trailing records that are infrastructure errors out of `episodes.jsonl` (kept in `.infra`), to replay
     them."""
     recs = sorted(recs, key=lambda r: r['episode'])
@@ -234,7 +251,8 @@ def _contiguous_item(recs:list[dict]) -> tuple:
             f"missing episodes: {miss[:10]} (of 0..{max(eps)})" if miss else f"episodes 0..{len(eps) - 1}")
 
 # %% ../nbs/07c_check.ipynb #25766d47
-def check_records(d:Path) -> tuple[list[tuple], list[dict]]:
+def check_records(d:Path, # the run folder
+                 ) -> tuple[list[tuple], list[dict]]:
     "Items for `d/episodes.jsonl` (each line a record, each episode once, 0..N-1) and its records."
     p = d/'episodes.jsonl'
     if not p.exists(): return [('episodes.jsonl', True, 'none yet')], []
@@ -274,7 +292,10 @@ def _spec_item(sp:dict, c:dict, recs:list[dict]) -> tuple:
     )
 
 # %% ../nbs/07c_check.ipynb #c531ae3e
-def stream_mismatch(recs:list[dict], stream:list[tuple], spec:RunSpec) -> list[str]:
+def stream_mismatch(recs:list[dict], # episode records, each with its `episode` number
+                    stream:list[tuple], # `(family spec, task)` of each episode of the run, in order (`run_stream`'s)
+                    spec:RunSpec, # the run's spec: its method and seed
+                   ) -> list[str]:
     """Why records of `recs` are not of the run that plays `stream` (`run_stream`'s) under `spec`, one line each: an
     episode outside the stream, or another method, seed, family, task or split than the stream's at its position."""
     def why(r):
@@ -289,7 +310,8 @@ def stream_mismatch(recs:list[dict], stream:list[tuple], spec:RunSpec) -> list[s
     return [f"episode {r['episode']}: {w}" for r in recs if (w := why(r))]
 
 # %% ../nbs/07c_check.ipynb #fec29a94
-def run_id_of(conf:dict) -> str|None:
+def run_id_of(conf:dict, # a run folder's `config.json`, parsed
+             ) -> str|None:
     "The run id a `config.json` (`conf`) holds (a store of the run holds it too); None where it holds none."
     rid = conf.get('run_id')
     return rid if isinstance(rid, str) and rid else None
@@ -306,7 +328,9 @@ def _rebuilt_stream(conf:dict) -> tuple[RunSpec, list, list]:
     finally: root.setLevel(level)
 
 # %% ../nbs/07c_check.ipynb #eabc7dac
-def stream_problems(conf:dict, recs:list[dict]) -> tuple[list[str], str]:
+def stream_problems(conf:dict, # a run folder's `config.json`, parsed: its spec, config and `data_sha256`
+                    recs:list[dict], # the folder's episode records
+                   ) -> tuple[list[str], str]:
     """How the data and `recs` disagree with the stream that `conf` (a `config.json`) describes, and a note when that
     stream cannot be rebuilt here (its family not loaded, its data gone)."""
     try: spec, one, stream = _rebuilt_stream(conf)
@@ -339,7 +363,8 @@ def _spec_of(sp:dict) -> RunSpec:
     _check_tasks(spec)
     return spec
 
-def recorded_problem(conf:dict) -> str|None:
+def recorded_problem(conf:dict, # a run folder's `config.json`, parsed: its `spec` and `config` values
+                    ) -> str|None:
     """Why the run a `config.json` (`conf`) records is not one `cove run` could have made, or None: its spec's fields
     and every config value its declared key refuses (the checks `cove run` makes), a stream past `MAX_STREAM`."""
     vals = conf.get('config') or {}
@@ -399,7 +424,8 @@ def _config_item(conf:dict) -> tuple:
             f"{sp['method']} on {','.join(sp['tasks'])}, {sp['episodes']} per family, model {model}")
 
 # %% ../nbs/07c_check.ipynb #55498e17
-def plugin_versions(names:list[str]|None=None) -> dict[str, str]:
+def plugin_versions(names:list[str]|None=None, # plugin module names; None: the plugins loaded now
+                   ) -> dict[str, str]:
     """`{module: 'version sha256:...'}` of the plugin modules `names` (default those loaded, `loaded_plugins`): the
     version of the distribution that ships it, if any, and the sha256 of its source file (an edited plugin differs)."""
     out = {}
@@ -417,7 +443,10 @@ def _source_digest(version:str) -> str:
     "The source-file part of a `plugin_versions` entry ('0.1 sha256:ab12...' -> 'ab12...')."
     return str(version).rsplit('sha256:', 1)[-1]
 
-def plugins_diff(old:dict, now:list[str]|None=None, loaded_only:bool=False) -> list[str]:
+def plugins_diff(old:dict, # a run folder's `config.json`, parsed: its `plugins` and `plugin_versions`
+                 now:list[str]|None=None, # plugin module names to compare with; None: those loaded now
+                 loaded_only:bool=False, # only the recorded plugins that `now` lacks or has at another source
+                ) -> list[str]:
     """How the plugins the run recorded in `old` (a `config.json`: `plugins`, `plugin_versions`) differ from those
     loaded `now` (default `loaded_plugins`): a run resumed without its grading plugin, or with another, grades its
     episodes two ways. `loaded_only`: only what the run had and `now` lacks or has at another version."""
@@ -435,7 +464,9 @@ def plugins_diff(old:dict, now:list[str]|None=None, loaded_only:bool=False) -> l
     return d
 
 # %% ../nbs/07c_check.ipynb #fbcb216f
-def check_config(d:Path, recs:list[dict]) -> tuple[list[tuple], dict|None]:
+def check_config(d:Path, # the run folder
+                 recs:list[dict], # its episode records (`check_records`'), checked against the spec
+                ) -> tuple[list[tuple], dict|None]:
     """Items for `config.json` (a run spec), the records against the spec, and `metrics.json` against both, and the
     plugins the run was made with when they are not all loaded here (`plugins_diff`); and the config."""
     conf, bad = _read_config(d)
@@ -445,7 +476,8 @@ def check_config(d:Path, recs:list[dict]) -> tuple[list[tuple], dict|None]:
     return [_config_item(conf), _spec_stream_item(conf, recs), _metrics_item(d, conf['spec'], recs)] + plug, conf
 
 # %% ../nbs/07c_check.ipynb #b1ded0e7
-def sqlite_problem(path:str|Path) -> str|None:
+def sqlite_problem(path:str|Path, # a SQLite file
+                  ) -> str|None:
     "Why the SQLite file `path` fails `PRAGMA integrity_check` (None if it passes); it is opened read-only."
     try:
         con = sqlite3.connect(Path(path).resolve().as_uri() + '?mode=ro', uri=True)
@@ -455,7 +487,8 @@ def sqlite_problem(path:str|Path) -> str|None:
     return None if res == ['ok'] else '; '.join(map(str, res[:3]))
 
 # %% ../nbs/07c_check.ipynb #c7d93729
-def store_run_id(path:str|Path) -> str|None:
+def store_run_id(path:str|Path, # a SQLite file, one of cove's stores or not
+                ) -> str|None:
     "The run id in the `meta` of the SQLite store `path` (read-only), or None (none there, or not a store of cove's)."
     try:
         con = sqlite3.connect(Path(path).resolve().as_uri() + '?mode=ro', uri=True)
@@ -491,13 +524,16 @@ def _adapter_items(d:Path) -> list[tuple]:
     return items
 
 # %% ../nbs/07c_check.ipynb #2831e5c3
-def check_stores(d:Path, run_id:str|None=None) -> list[tuple]:
+def check_stores(d:Path, # the run folder, searched at every depth
+                 run_id:str|None=None, # the run id of its `config.json`; None: which run a store is of is not checked
+                ) -> list[tuple]:
     """Items for every `*.sqlite` below `d` (`PRAGMA integrity_check`, and bound to run `run_id` when given) and every
     adapter folder (`adapter_problem`)."""
     return [_store_item(d, p, run_id) for p in sorted(d.rglob('*.sqlite'))] + _adapter_items(d)
 
 # %% ../nbs/07c_check.ipynb #8fffbac0
-def record_keys(recs:list[dict]) -> list[tuple[str, dict]]:
+def record_keys(recs:list[dict], # episode records, in any order, with `episode`, `family`, `split` and `task_id`
+               ) -> list[tuple[str, dict]]:
     """`(key, record)` in episode order, the key being `family|split|task_id#n` (n: that task's play, from 0), as
     `EpisodeKeys` makes them."""
     seen, out = Counter(), []
@@ -508,7 +544,11 @@ def record_keys(recs:list[dict]) -> list[tuple[str, dict]]:
     return out
 
 # %% ../nbs/07c_check.ipynb #e020a021
-def applied_agrees(applied, recs:list[dict], slack:int, since:int=0) -> tuple[bool, str]:
+def applied_agrees(applied, # the episode keys a method's state has applied (its `applied` mapping, or any iterable)
+                   recs:list[dict], # the run's episode records
+                   slack:int, # most keys the state may be ahead of the records (one batch: `model.batch_size`)
+                   since:int=0, # the episode the state started fresh at; earlier records are not compared
+                  ) -> tuple[bool, str]:
     """Whether a method's `applied` episode keys agree with the records from episode `since` on (a state started fresh
     then): at most `slack` ahead of them, and none of the played records missing."""
     have = [(k, r) for k, r in record_keys(recs) if r['episode'] >= since]
@@ -542,7 +582,10 @@ def _not_loaded(meth, conf:dict) -> tuple:
     return ('state', False, f"state not checked: method {str(meth)[:60]} not loaded (use {hint})")
 
 # %% ../nbs/07c_check.ipynb #fec366a5
-def check_method_state(d:Path, conf:dict, recs:list[dict]) -> list[tuple]:
+def check_method_state(d:Path, # the run folder
+                       conf:dict, # its `config.json`, parsed: the method and `model.batch_size`
+                       recs:list[dict], # its episode records
+                      ) -> list[tuple]:
     """Items for the method's JSON state file: it parses, is this method's, agrees with the records, and the adapter it
     names exists."""
     meth, slack = conf['spec']['method'], max(1, conf.get('config', {}).get('model.batch_size', 1))
@@ -583,7 +626,8 @@ def _odd_kind(st:os.stat_result) -> str|None:
     return 'a symbolic link' if stat.S_ISLNK(m) else 'a FIFO' if stat.S_ISFIFO(m) else 'not a regular file'
 
 # %% ../nbs/07c_check.ipynb #66b3b796
-def odd_files(d:Path) -> list[tuple]:
+def odd_files(d:Path, # the run folder, walked at every depth without following links
+             ) -> list[tuple]:
     """An item for each entry anywhere below run folder `d` that is not a folder or a regular file with one name:
     symbolic links, hard links, FIFOs, sockets, devices."""
     items = []
@@ -595,7 +639,7 @@ def odd_files(d:Path) -> list[tuple]:
     return sorted(items)
 
 # %% ../nbs/07c_check.ipynb #040e9c1a
-def refuse_odd_files(d:Path):
+def refuse_odd_files(d:Path): # the run folder a run is about to use (not there yet: nothing to refuse)
     "Before a run starts in `d`: `NotRegularFile` naming the first link, hard link or special file anywhere in it."
     if not Path(d).is_dir(): return
     if odd := odd_files(Path(d)):
@@ -610,7 +654,8 @@ def _is_run(d:Path) -> bool:
     except (OSError, ValueError, TypeError): return False
 
 # %% ../nbs/07c_check.ipynb #d664bad3
-def check_one(d:Path) -> list[tuple[str, bool, str]]:
+def check_one(d:Path, # one run folder
+             ) -> list[tuple[str, bool, str]]:
     "`(item, ok, detail)` for the run folder `d`."
     if odd := odd_files(d): return odd   # named, never opened
     pid = running_pid(d)
@@ -632,7 +677,8 @@ def check_one(d:Path) -> list[tuple[str, bool, str]]:
     return items + (check_method_state(d, conf, recs) if conf else [])
 
 # %% ../nbs/07c_check.ipynb #bbf86d33
-def check_run(path:str|Path) -> list[tuple[str, bool, str]]:
+def check_run(path:str|Path, # a run folder, or a folder holding run folders at any depth (an experiment's)
+             ) -> list[tuple[str, bool, str]]:
     """`cove check`: `(item, ok, detail)` for the run folder `path`, or for each run folder below it (an experiment
     folder)."""
     d = Path(path)
@@ -648,13 +694,18 @@ def check_run(path:str|Path) -> list[tuple[str, bool, str]]:
 RESULT_NEUTRAL = ('run.threads', 'run.jobs', 'output.dir', 'model.prefix_cache_tokens', 'embed.batch_size',
                   'router.reason', 'router.signals')  # keys that cannot change a result
 
-def config_diff(old:dict, new:dict) -> list[str]:
+def config_diff(old:dict, # the config values a run recorded (`config.json`'s `config`), key to value
+                new:dict, # the config values now, key to value
+               ) -> list[str]:
     "`'key: old -> new'` for every key whose value differs, but `RESULT_NEUTRAL` (a key `old` lacks: its default)."
     oldv = lambda k: old.get(k, SCHEMA[k].default if k in SCHEMA else None)
     return [f"{k}: {oldv(k)!r} -> {v!r}" for k, v in new.items() if k not in RESULT_NEUTRAL and oldv(k) != v]
 
 # %% ../nbs/07c_check.ipynb #3daec37e
-def run_diff(old:dict, spec:RunSpec, cfg:Config) -> list[str]:
+def run_diff(old:dict, # a run folder's `config.json`, parsed: its `spec`, `config` and plugins
+             spec:RunSpec, # the run asked for now
+             cfg:Config, # the config it is asked with
+            ) -> list[str]:
     """How the run recorded in a `config.json` (`old`) differs from `spec` under `cfg`: spec fields, config keys, then
     the plugins loaded (`plugins_diff`)."""
     osp = old.get('spec') or {}
