@@ -32,7 +32,8 @@ class RunSpec:
     def key(self) -> dict: return asdict(self)
 
 # %% ../nbs/07d_spec.ipynb #2499971a
-def parse_tasks(s:str|list[str]) -> list[str]:
+def parse_tasks(s:str|list[str], # family specs: comma-separated (`--tasks`) or a list; blank items are dropped
+               ) -> list[str]:
     "`'tableqa,math:gsm8k'` -> `['tableqa', 'math:gsm8k']`."
     items = [x.strip() for x in (s.split(',') if isinstance(s, str) else s) if x.strip()]
     if not items: raise ValueError('no task families given (e.g. --tasks tableqa,math)')
@@ -46,7 +47,9 @@ def _env_kwargs(cls, cfg:Config) -> dict:
     return kw | {p: cfg[f'{cls.family}.{p}'] for p in ps if f'{cls.family}.{p}' in SCHEMA}
 
 # %% ../nbs/07d_spec.ipynb #b2db16ef
-def open_envs(specs:list[str], cfg:Config) -> dict[str, Environment]:
+def open_envs(specs:list[str], # registered family specs, e.g. `['tableqa', 'math:gsm8k']`
+              cfg:Config, # run config: `data.dir` and each declared `<family>.<param>` key are passed to the family
+             ) -> dict[str, Environment]:
     "An environment per family spec."
     return {s: make_env(s, **_env_kwargs(env_class(s), cfg)) for s in specs}
 
@@ -88,7 +91,10 @@ def _tasks_of(spec:str, env, split:str, n:int, seed:int) -> list:
 # %% ../nbs/07d_spec.ipynb #19c6c8f2
 BIG_STREAM = 10_000   # tasks in a stream (episodes x families) from which drawing them is announced
 
-def task_stream(envs:dict[str, Environment], n:int, split:str, seed:int,
+def task_stream(envs:dict[str, Environment], # family spec -> its environment, in the order they interleave
+                n:int, # episodes (tasks drawn) per family
+                split:str, # the split every family draws from, e.g. `test`
+                seed:int, # seed of each family's draw
                 drift:Drift|None=None # from its cut on, the drift's family plays its split's tasks
                ) -> list[tuple[str, object]]:
     "`[(spec, task), ...]` interleaved across families; the index is the episode number."
@@ -112,12 +118,14 @@ class Drift:
     family: str
     at: float
     split: str
-    def cut(self, n:int) -> int:
+    def cut(self, n:int, # episodes per family
+           ) -> int:
         "The first drifted episode of the family, of `n`."
         return int(self.at) if self.at >= 1 else int(self.at * n)
 
 # %% ../nbs/07d_spec.ipynb #909c4771
-def parse_drift(s:str) -> Drift|None:
+def parse_drift(s:str, # `run.drift`: `FAMILY@AT:SPLIT`, AT a fraction in (0, 1) or a whole episode; '' for none
+               ) -> Drift|None:
     "`'tableqa@0.5:renamed'` -> `Drift`; '' -> None; anything else a one-line `ValueError`."
     if not s: return None
     m = re.fullmatch(r'\s*([\w:.-]+)@([0-9.]+):(\w+)\s*', s)
@@ -128,7 +136,8 @@ def parse_drift(s:str) -> Drift|None:
     return Drift(m.group(1), at, m.group(3))
 
 # %% ../nbs/07d_spec.ipynb #5af09743
-def check_drift(drift:Drift|None, envs:dict[str, Environment]):
+def check_drift(drift:Drift|None, # the parsed `run.drift`; None passes
+                envs:dict[str, Environment]): # the run's family spec -> environment
     "A drift names a family of the run and a split that family has (a one-line `ValueError` else)."
     if drift is None: return
     if drift.family not in envs:
@@ -140,7 +149,10 @@ class Stream(list):
     "One play of a run's task stream, `[(spec, task), ...]`, with `files`: the data files its families read."
     files: dict[str, str] = {}   # `data_files`: {name: sha256}
 
-def run_stream(spec:RunSpec, cfg:Config, envs:dict[str, Environment]) -> tuple[Stream, list]:
+def run_stream(spec:RunSpec, # the run's method, families, episodes per family, split and seed
+               cfg:Config, # run config: `run.drift`, `run.epochs` and `data.dir` are read
+               envs:dict[str, Environment], # family spec -> its environment (`open_envs`)
+              ) -> tuple[Stream, list]:
     """`(one, stream)`: one play of `spec`'s task stream (with `run.drift`) and the data files it reads, and what the
     run plays, `run.epochs` plays of it; a task's index in `stream` is its episode number."""
     one = Stream(task_stream(envs, spec.episodes, spec.split, spec.seed, parse_drift(cfg['run.drift'])))
@@ -178,7 +190,9 @@ def _dataset_files(p:str, root:Path) -> dict[str, Path]:
     return {f"data/{f.relative_to(root).as_posix()}": f for f in files}
 
 # %% ../nbs/07d_spec.ipynb #f1a1437f
-def data_files(envs:dict[str, Environment], cfg:Config) -> dict[str, str]:
+def data_files(envs:dict[str, Environment], # family spec -> its environment, after its tasks were drawn
+               cfg:Config, # run config: its `data.dir` is the root of the dataset folders
+              ) -> dict[str, str]:
     """`{name: sha256}` of every file the families of `envs` were seen to read (`_SEEN`), with every file of each
     dataset folder under `data.dir` they read from: a family reads more of it as it plays (tables, worked examples)."""
     root = Path(os.path.realpath(cfg.path('data.dir')))
@@ -187,7 +201,8 @@ def data_files(envs:dict[str, Environment], cfg:Config) -> dict[str, str]:
     return {n: _file_sha256(f) for n, f in sorted(names.items())}
 
 # %% ../nbs/07d_spec.ipynb #11081926
-def stream_digest(stream:list[tuple[str, object]]) -> str:
+def stream_digest(stream:list[tuple[str, object]], # `(family spec, task)` per episode; a `Stream` adds its `files`
+                 ) -> str:
     """sha256 of the data `stream` plays: each episode's family spec and task (id, split, prompt, payload, target,
     meta), and the files its families read (a `Stream`'s `files`, where it has any)."""
     h = hashlib.sha256()
@@ -202,7 +217,7 @@ def stream_digest(stream:list[tuple[str, object]]) -> str:
 # %% ../nbs/07d_spec.ipynb #0540bb7f
 MAX_EPISODES = 100_000   # per family: the stream is built before the first episode plays
 
-def check_base_url(url:str):
+def check_base_url(url:str): # `model.base_url`, e.g. http://127.0.0.1:8000/v1; '' is refused
     "`model.base_url` of the `openai` backend: an http(s) URL with a host (a one-line `ValueError` else)."
     if not url: raise ValueError("model.backend=openai needs --set model.base_url=http://HOST:PORT/v1")
     u = urllib.parse.urlsplit(str(url))
@@ -235,7 +250,7 @@ def _check_cuda(cfg:Config):
                              "use model.device=cpu")
 
 # %% ../nbs/07d_spec.ipynb #c99a328c
-def check_backend(cfg:Config):
+def check_backend(cfg:Config): # run config: `model.backend`, `model.device` and `model.base_url` are read
     """The policy's backend can run here: vllm installed for `vllm`, a CUDA device for `model.device=cuda` (`ValueError`
     else)."""
     _check_vllm_installed(cfg)
@@ -244,7 +259,8 @@ def check_backend(cfg:Config):
     _check_cuda(cfg)
 
 # %% ../nbs/07d_spec.ipynb #dd4368ee
-def check_out(out:str|Path) -> Path:
+def check_out(out:str|Path, # the run folder (`--out`); it need not exist yet
+             ) -> Path:
     "The run folder `out`, refused in one line when it is '' or a file, lies under a file, or cannot be made."
     if str(out).strip() == '':
         raise ValueError("--out '' names no folder (give the run folder, e.g. outputs/runs/base)")
@@ -257,7 +273,7 @@ def check_out(out:str|Path) -> Path:
     return p
 
 # %% ../nbs/07d_spec.ipynb #74a3a073
-def check_values(cfg:Config):
+def check_values(cfg:Config): # the config whose every value is checked against its declared key
     """Every value of `cfg` of its key's declared type and in its range, plugins' keys too (a config built by hand
     passes the checks `load_config` makes); a one-line `ConfigError` else."""
     for k, v in cfg.values.items(): coerce(k, v)
@@ -328,7 +344,9 @@ def _check_method_config(spec:RunSpec, cfg:Config):
     if (own := getattr(METHODS[spec.method], 'check_config', None)) is not None: own(cfg)
 
 # %% ../nbs/07d_spec.ipynb #0722ba43
-def check_spec(spec:RunSpec, cfg:Config) -> dict[str, Environment]:
+def check_spec(spec:RunSpec, # what `cove run` was asked to do
+               cfg:Config, # the run's config, checked for what the run loop and the method read
+              ) -> dict[str, Environment]:
     """Check `spec` and the config keys the run loop reads (a one-line `ValueError` else); returns an environment per
     family."""
     _check_spec_fields(spec)
