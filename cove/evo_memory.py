@@ -27,13 +27,17 @@ declare_key('evo_memory.summary_tokens', int, 64, 'Evo-Memory trajectory-summary
 _log = get_logger('evo_memory')
 
 # %% ../nbs/17_evo_memory.ipynb #e636e973
-def squash(text, n:int|None=None) -> str:
+def squash(text, # any value, read as a string (None: empty)
+           n:int|None=None, # the most characters kept, `…` included; None: no cut
+          ) -> str:
     "Whitespace collapsed to single spaces, cut to `n` characters (with `…`)."
     s = ' '.join(str(text or '').split())
     return s if n is None or len(s) <= n else s[:n-1].rstrip() + '…'
 
 # %% ../nbs/17_evo_memory.ipynb #38cbcce3
-def task_gist(task:Task, n:int=300) -> str:
+def task_gist(task:Task, # the task whose question (or prompt) is read
+              n:int=300, # the most characters kept
+             ) -> str:
     """What a task asks: its `question` payload when it has one (e.g. multi-hop QA after long paragraphs), else its
     prompt."""
     return squash(task.query, n)
@@ -59,7 +63,10 @@ def _echoes(words:list[str], task:Task) -> bool:
     return sum(w.lower() not in seen for w in words) < 2
 
 # %% ../nbs/17_evo_memory.ipynb #0e99d9ea
-def clean_summary(text:str|None, task:Task|None=None, max_chars:int=400) -> tuple[str|None, str]:
+def clean_summary(text:str|None, # the policy's summary reply, a `Summary:`/`Lesson:` prefix allowed; None: none
+                  task:Task|None=None, # the summarised task: a summary echoing its prompt is refused; None: no check
+                  max_chars:int=400, # the most characters of the summary kept
+                 ) -> tuple[str|None, str]:
     "`(summary, 'ok')`, or `(None, reason)` for an unusable policy summary."
     s = squash(re.sub(r'^\s*(summary|lesson)\s*:\s*', '', text or '', flags=re.I))
     if not s: return None, 'empty'
@@ -71,7 +78,9 @@ def clean_summary(text:str|None, task:Task|None=None, max_chars:int=400) -> tupl
     return squash(s, max_chars), 'ok'
 
 # %% ../nbs/17_evo_memory.ipynb #43bc788a
-def trace_digest(res:EpisodeResult, n:int=100) -> str:
+def trace_digest(res:EpisodeResult, # the episode played
+                 n:int=100, # the most characters kept of each of its first three assistant turns
+                ) -> str:
     "A deterministic summary of an episode: its actions (first three, cut) and final answer."
     acts = [m['content'] for m in res.messages if m.get('role') == 'assistant']
     if not acts: return f"No action was taken ({res.feedback.status})."
@@ -79,7 +88,10 @@ def trace_digest(res:EpisodeResult, n:int=100) -> str:
     return f"Actions: {steps} Final answer: {res.state.answer!r}."
 
 # %% ../nbs/17_evo_memory.ipynb #4513b8ac
-def experience_text(task:Task, summary:str, feedback:Feedback) -> str:
+def experience_text(task:Task, # the task played
+                    summary:str, # what the agent did: the policy's summary or `trace_digest`
+                    feedback:Feedback, # the episode's outcome; its message kept with the expected answer redacted
+                   ) -> str:
     "The ExpRAG experience `(task, trajectory summary, outcome)` as one entry."
     out = 'success' if feedback.success else feedback.status
     why = redact_expected(feedback.message)
@@ -90,7 +102,10 @@ def experience_text(task:Task, summary:str, feedback:Feedback) -> str:
 # %% ../nbs/17_evo_memory.ipynb #273b304b
 class ExperienceMemory:
     "Evo-Memory's ExpRAG store: one entry per experience, keyed by its task's embedding; append-only, no utility."
-    def __init__(self, path, embedder, hnsw_threshold:int=4096):
+    def __init__(self,
+                 path, # the memory's SQLite file (`memory.sqlite` in the run folder), or ':memory:'
+                 embedder, # `cove.embed.Embedder` that embeds the task keys (unit vectors)
+                 hnsw_threshold:int=4096): # entries at which the dense index turns HNSW (`kb.hnsw_threshold`)
         self.kb = KnowledgeBase(path, embedder=embedder, hnsw_threshold=hnsw_threshold)
     def __len__(self): return len(self.kb)
 
@@ -101,18 +116,27 @@ def max_id(self:ExperienceMemory) -> int:
 
 # %% ../nbs/17_evo_memory.ipynb #b85e9831
 @patch
-def key_vectors(self:ExperienceMemory, tasks:list): return self.kb.embedder.encode([task_gist(t) for t in tasks])
+def key_vectors(self:ExperienceMemory,
+                tasks:list): # the `Task`s to key: each embedded by its `task_gist`
+    return self.kb.embedder.encode([task_gist(t) for t in tasks])
 
 # %% ../nbs/17_evo_memory.ipynb #88e3dc75
 @patch
-def find(self:ExperienceMemory, key:str) -> int|None:
+def find(self:ExperienceMemory,
+         key:str, # the episode's `EpisodeKeys` key (`family|split|id#n`)
+        ) -> int|None:
     "The entry already written for episode `key`, if any."
     row = self.kb.conn.execute('SELECT id FROM entries WHERE source_task=? ORDER BY id LIMIT 1', (key,)).fetchone()
     return row[0] if row else None
 
 # %% ../nbs/17_evo_memory.ipynb #8a3dc010
 @patch
-def write(self:ExperienceMemory, key:str, task:Task, content:str, vec) -> int:
+def write(self:ExperienceMemory,
+          key:str, # the episode's `EpisodeKeys` key, stored as the entry's source
+          task:Task, # the task played: its family is the entry's
+          content:str, # the experience, as `experience_text` writes it
+          vec, # the entry's key: the task's unit embedding (`key_vectors`)
+         ) -> int:
     "Store the experience of episode `key` (once: a repeated write returns the existing id)."
     old = self.find(key)
     if old is not None: return old
@@ -123,7 +147,11 @@ def write(self:ExperienceMemory, key:str, task:Task, content:str, vec) -> int:
 
 # %% ../nbs/17_evo_memory.ipynb #321566b8
 @patch
-def retrieve(self:ExperienceMemory, vecs, k:int, limit:int|None=None) -> list[list]:
+def retrieve(self:ExperienceMemory,
+             vecs, # query vectors, one row per episode (`key_vectors` of its task)
+             k:int, # experiences returned per query; 0: none
+             limit:int|None=None, # the newest entry id an episode may see (a replay's first play's); None: all
+            ) -> list[list]:
     "Top-`k` `Hit`s per query vector by cosine similarity, among entries with id ≤ `limit` (all when None)."
     extra = 0 if limit is None else max(0, self.max_id() - limit)
     out = []
@@ -137,7 +165,8 @@ SUMMARY_SYSTEM = ("You write the memory of an agent. Summarise the attempt below
                   "what the agent did and what to do next time on a similar task.")
 
 # %% ../nbs/17_evo_memory.ipynb #dcdf86ae
-def summary_messages(res:EpisodeResult) -> list[dict]:
+def summary_messages(res:EpisodeResult, # the episode to summarise: its task, first three actions and outcome
+                    ) -> list[dict]:
     "The prompt asking the policy to summarise an episode."
     acts = [m['content'] for m in res.messages if m.get('role') == 'assistant'][:3]
     fb = res.feedback
@@ -171,7 +200,8 @@ def state_dict(self:EvoMemory) -> dict: return dict(applied=self.applied)
 
 # %% ../nbs/17_evo_memory.ipynb #e260b98f
 @patch
-def load_state_dict(self:EvoMemory, s:dict):
+def load_state_dict(self:EvoMemory,
+                    s:dict): # what `state_dict` returned, read back from `evo_memory_state.json`
     self.applied = s['applied']
     _log.info(f"resumed evo_memory: {len(self.applied)} experiences applied, memory of {len(self.memory)}")
 
@@ -184,7 +214,9 @@ def _summary_of(r:EpisodeResult, g, err) -> tuple[str, str, str, int]:
 
 # %% ../nbs/17_evo_memory.ipynb #9df72e44
 @patch
-def summarise(self:EvoMemory, results:list) -> list[tuple[str, str, str, int]]:
+def summarise(self:EvoMemory,
+              results:list, # the `EpisodeResult`s to summarise, all in one generation batch
+             ) -> list[tuple[str, str, str, int]]:
     "`(summary, source, reason, tokens)` per episode; source is `policy` or `digest`."
     if not results: return []
     gens, err = safe_call(self.policy.generate, [summary_messages(r) for r in results], temperature=0.0,
@@ -219,7 +251,9 @@ def _store(self:EvoMemory, todo):
 
 # %% ../nbs/17_evo_memory.ipynb #13a2a900
 @patch
-def run_batch(self:EvoMemory, env, tasks):
+def run_batch(self:EvoMemory,
+              env, # the family's environment: plays and checks its tasks
+              tasks): # its tasks to play now, in stream order
     "Retrieve, play, summarise and store the experiences of a batch of one family."
     c = self.cfg
     if self.policy is None: raise ValueError("method 'evo_memory' needs a policy to play episodes")
@@ -235,7 +269,9 @@ def run_batch(self:EvoMemory, env, tasks):
 
 # %% ../nbs/17_evo_memory.ipynb #fb911899
 @patch
-def extra(self:EvoMemory, res) -> dict:
+def extra(self:EvoMemory,
+          res, # an episode's result from `run_batch` (its `key` set)
+         ) -> dict:
     a = self.applied.get(res.key, {})
     return dict(channel=None, memory_entry=a.get('entry'), summary_source=a.get('summary'))
 
