@@ -37,14 +37,14 @@ class VLLMPolicy(Policy):
     def __init__(
         self,
         model:str=EMBEDDED_NAME,  # a name `resolve_model` knows (not `tiny`)
-        dtype:str='auto',
-        device:str='cuda',
+        dtype:str='auto',  # vLLM's weight dtype: `auto`, `bfloat16`, `float16` or `float32`
+        device:str='cuda',  # a CUDA device (`cuda`, `cuda:N`): VLLMPolicy refuses the CPU
         batch_size:int|None=None,  # unused: vLLM batches continuously
-        enable_lora:bool=True,
-        max_lora_rank:int=64,
-        template_kw:dict|None=None,
-        allow_download:bool=False,
-        **llm_kw,
+        enable_lora:bool=True,  # let LoRA adapters be applied per request
+        max_lora_rank:int=64,  # largest rank of a LoRA adapter this engine can load
+        template_kw:dict|None=None,  # more chat-template arguments, e.g. `enable_thinking=False`
+        allow_download:bool=False,  # let `resolve_model` fetch a hub id missing from the local Hugging Face cache
+        **llm_kw,  # more `vllm.LLM` arguments, e.g. `gpu_memory_utilization`, `max_model_len`
     ):
         super().__init__()
         LLM = _require_vllm(device)
@@ -58,7 +58,9 @@ class VLLMPolicy(Policy):
 
 # %% ../nbs/02_llm_c_served.ipynb #85979264
 @patch
-def count_tokens(self:VLLMPolicy, x) -> int: return count_tokens_with(self.tokenizer, x, **self.template_kw)
+def count_tokens(self:VLLMPolicy,
+                 x, # a text, or chat messages (counted as the rendered chat prompt)
+                ) -> int: return count_tokens_with(self.tokenizer, x, **self.template_kw)
 
 # %% ../nbs/02_llm_c_served.ipynb #989317b9
 @patch(as_prop=True)
@@ -84,8 +86,15 @@ def _vllm_generation(o, stop, tokenizer) -> Generation:
 
 # %% ../nbs/02_llm_c_served.ipynb #3a0fc6bb
 @patch
-def generate(self:VLLMPolicy, batch:list, max_new_tokens:int=128, temperature:float=0.0, top_p:float=1.0,
-             stop:list|None=None, seed:int|None=None, min_new_tokens:int=0) -> list[Generation]:
+def generate(self:VLLMPolicy,
+             batch:list, # the conversations to complete: each a chat message list or a plain user string
+             max_new_tokens:int=128, # most tokens generated for each completion (vLLM's `max_tokens`)
+             temperature:float=0.0, # sampling temperature; 0: greedy decoding
+             top_p:float=1.0, # nucleus-sampling probability mass, in (0, 1]; used only when sampling
+             stop:list|None=None, # stop strings (sent to vLLM) and compiled patterns (cut on the client); None: none
+             seed:int|None=None, # vLLM's per-request sampling seed; None: unseeded
+             min_new_tokens:int=0, # fewest tokens generated before a stop may end a completion (vLLM's `min_tokens`)
+            ) -> list[Generation]:
     "Complete each conversation in `batch` with vLLM (greedy when `temperature == 0`); stop patterns cut on the client."
     from vllm import SamplingParams
     sp = SamplingParams(max_tokens=max_new_tokens, min_tokens=min_new_tokens, temperature=temperature,
@@ -96,7 +105,11 @@ def generate(self:VLLMPolicy, batch:list, max_new_tokens:int=128, temperature:fl
 
 # %% ../nbs/02_llm_c_served.ipynb #130786a6
 @patch
-def score_choices(self:VLLMPolicy, messages, choices:list[str], end:bool=True) -> list[float]:
+def score_choices(self:VLLMPolicy,
+                  messages, # the conversation the choices reply to: a chat message list or a plain user string
+                  choices:list[str], # the candidate assistant replies, non-empty strings
+                  end:bool=True, # score the end-of-sequence token after each choice too
+                 ) -> list[float]:
     "Total log-likelihood of each choice as the assistant reply, from vLLM's `prompt_logprobs`."
     from vllm import SamplingParams
     spans = choice_token_spans(self.tokenizer, messages, choices, end, **self.template_kw)
@@ -111,7 +124,10 @@ def score_choices(self:VLLMPolicy, messages, choices:list[str], end:bool=True) -
 
 # %% ../nbs/02_llm_c_served.ipynb #43313ce7
 @patch
-def load_adapter(self:VLLMPolicy, path:str|Path, name:str|None=None) -> str:
+def load_adapter(self:VLLMPolicy,
+                 path:str|Path, # the folder holding the peft LoRA adapter (`adapter_config.json` and its weights)
+                 name:str|None=None, # the name to register it under; None: the folder's name
+                ) -> str:
     "Register the LoRA adapter in `path` under `name`; vLLM loads it on first use."
     from vllm.lora.request import LoRARequest
     path = adapter_folder(path)
@@ -123,7 +139,7 @@ def load_adapter(self:VLLMPolicy, path:str|Path, name:str|None=None) -> str:
 
 # %% ../nbs/02_llm_c_served.ipynb #a24b84a5
 @patch
-def set_adapter(self:VLLMPolicy, name:str|None):
+def set_adapter(self:VLLMPolicy, name:str|None): # a registered adapter's name; None: the base model
     "Activate a registered adapter by name, or the base model with `None`."
     if name is not None and name not in self._loras:
         raise KeyError(f"adapter {name!r} not loaded; loaded: {self.adapters}")
@@ -132,14 +148,22 @@ def set_adapter(self:VLLMPolicy, name:str|None):
 # %% ../nbs/02_llm_c_served.ipynb #389d48e0
 class HTTPError(RuntimeError):
     "An HTTP request to a model server failed."
-    def __init__(self, status:int, url:str, body:str):
+    def __init__(self,
+                 status:int, # the HTTP status code of the answer
+                 url:str, # the URL requested
+                 body:str): # the answer's body text (its first 300 characters go into the message)
         super().__init__(f"HTTP {status} from {url}: {body[:300]}")
         self.status, self.body = status, body
 
 # %% ../nbs/02_llm_c_served.ipynb #6068b710
 MAX_ANSWER_BYTES = 8 * 2**20   # one served answer: a completion of `max_new_tokens` is far smaller
 
-def bounded_chunks(chunks, deadline:float, url, limit:int=MAX_ANSWER_BYTES, timeout=TimeoutError, too_big=ValueError):
+def bounded_chunks(chunks, # an iterable of `bytes`: the answer's body as it arrives
+                   deadline:float, # `time.monotonic()` value after which no further chunk is accepted
+                   url, # the answer's URL, named in the errors
+                   limit:int=MAX_ANSWER_BYTES, # most bytes of the whole answer
+                   timeout=TimeoutError, # exception class raised past `deadline`
+                   too_big=ValueError): # exception class raised past `limit`
     """Yield the byte `chunks` of an answer from `url` until it passes `limit` bytes (raise `too_big`) or the monotonic
     `deadline` (raise `timeout`)."""
     n = 0
@@ -199,7 +223,8 @@ def _under_deadline(chunks, end:float):
         finally: _REQUEST_END.reset(token)
         yield chunk
 
-def bounded_transport(deadline:float, limit:int=MAX_ANSWER_BYTES):
+def bounded_transport(deadline:float, # seconds each request may take in all: connect, headers and body
+                      limit:int=MAX_ANSWER_BYTES): # most bytes of one answer's body
     """An `httpx` transport under which every request ends within `deadline` seconds (connect, headers and body) with
     at most `limit` bytes. A read timeout alone never ends a server that sends its headers, or its body, one byte every
     few seconds."""
@@ -236,7 +261,11 @@ def _post_httpx(httpx, url, payload, headers, timeout:float) -> dict:
     return r.json()
 
 # %% ../nbs/02_llm_c_served.ipynb #70201c57
-def post_json(url:str, payload:dict, headers:dict|None=None, timeout:float=120.0) -> dict:
+def post_json(url:str, # the full URL of the route, e.g. `http://127.0.0.1:8000/v1/completions`
+              payload:dict, # the request body, sent as JSON
+              headers:dict|None=None, # more HTTP headers (`Content-Type: application/json` is always sent)
+              timeout:float=120.0, # seconds the whole request may take
+             ) -> dict:
     """POST `payload` as JSON and return the JSON answer (via `httpx` if installed, else `urllib`); the whole request
     ends within `timeout` seconds (`TimeoutError`), its answer within `MAX_ANSWER_BYTES` (`ValueError`)."""
     headers = {'Content-Type': 'application/json', **(headers or {})}
@@ -284,13 +313,13 @@ class OpenAIPolicy(Policy):
     def __init__(
         self,
         base_url:str,  # e.g. `http://127.0.0.1:8000` or `.../v1`
-        model:str,
-        api_key:str|None=None,
+        model:str,  # the served model's name, sent in each request (also the policy's `name`)
+        api_key:str|None=None,  # sent as `Authorization: Bearer`; None: no key (never `OPENAI_API_KEY`)
         tokenizer=None,  # a tokenizer or local folder: enables `score_choices`
-        batch_size:int=16,
+        batch_size:int=16,  # requests in flight at once
         timeout:float=120.0,  # seconds per request
         max_retries:int=2,  # the `openai` client's retries (dropped connection, 408, 409, 429, 5xx)
-        template_kw:dict|None=None,
+        template_kw:dict|None=None,  # more chat-template arguments, e.g. `enable_thinking=False`
         lora_serving:str='runtime',  # `runtime`: adapters by name (vLLM runtime LoRA); `merged`: `merge_adapter`'s weights
     ):
         super().__init__()
@@ -350,7 +379,10 @@ def _recount(self:OpenAIPolicy, ch:dict, g:Generation) -> Generation:
 # %% ../nbs/02_llm_c_served.ipynb #8360b62c
 MAX_USAGE = 2**20   # tokens one answer may count: no served model's context is longer
 
-def checked_answer(r, model:str, root:str) -> tuple[dict, dict]:
+def checked_answer(r, # the decoded JSON answer of `/v1/chat/completions`
+                   model:str, # the model name the request asked for
+                   root:str, # the server's root URL, named in the errors
+                  ) -> tuple[dict, dict]:
     """The first choice and the token `usage` of chat answer `r`, refused in one line (`ValueError`) when it names a
     model other than `model` (the one asked), or its usage is missing, not whole numbers, or past `MAX_USAGE`."""
     ch = r.get('choices') if isinstance(r, dict) else None
@@ -383,8 +415,15 @@ def _chat(self:OpenAIPolicy, messages, max_new_tokens, temperature, top_p, stop,
 
 # %% ../nbs/02_llm_c_served.ipynb #8989acd7
 @patch
-def generate(self:OpenAIPolicy, batch:list, max_new_tokens:int=128, temperature:float=0.0, top_p:float=1.0,
-             stop:list|None=None, seed:int|None=None, min_new_tokens:int=0) -> list[Generation]:
+def generate(self:OpenAIPolicy,
+             batch:list, # the conversations to complete: each a chat message list or a plain user string
+             max_new_tokens:int=128, # most tokens generated for each completion (the request's `max_tokens`)
+             temperature:float=0.0, # sampling temperature; 0: greedy decoding
+             top_p:float=1.0, # nucleus-sampling probability mass, in (0, 1]; used only when sampling
+             stop:list|None=None, # stop strings (sent to the server) and compiled patterns (cut on the client)
+             seed:int|None=None, # the request's `seed`, for sampling; None: not sent
+             min_new_tokens:int=0, # sent as `min_tokens` (a vLLM / SGLang extension) when above 0
+            ) -> list[Generation]:
     """Complete each conversation with `/v1/chat/completions`, `batch_size` requests in flight; stop patterns cut on the
     client."""
     args = (max_new_tokens, temperature, top_p, stop, seed, min_new_tokens)
@@ -458,7 +497,11 @@ def _echoed_logprob(lp:dict, start:int, end:int) -> float:
 
 # %% ../nbs/02_llm_c_served.ipynb #e96f5cfa
 @patch
-def score_choices(self:OpenAIPolicy, messages, choices:list[str], end:bool=True) -> list[float]:
+def score_choices(self:OpenAIPolicy,
+                  messages, # the conversation the choices reply to: a chat message list or a plain user string
+                  choices:list[str], # the candidate assistant replies, non-empty strings
+                  end:bool=True, # score the tokenizer's end-of-sequence token after each choice too
+                 ) -> list[float]:
     """Log-likelihood of each choice as the assistant reply, via `/v1/completions` with `echo` and `logprobs` (on vLLM,
     token by token: `_score_forced`)."""
     if self._local_tokenizer() is None:
@@ -481,7 +524,9 @@ def score_choices(self:OpenAIPolicy, messages, choices:list[str], end:bool=True)
 
 # %% ../nbs/02_llm_c_served.ipynb #c418a576
 @patch
-def count_tokens(self:OpenAIPolicy, x) -> int:
+def count_tokens(self:OpenAIPolicy,
+                 x, # a text, or chat messages (counted as the rendered chat prompt)
+                ) -> int:
     "Exact token count: with the local tokenizer if given, else via the server's `/tokenize`."
     if self.tokenizer is not None: return count_tokens_with(self.tokenizer, x, **self.template_kw)
     body = {'model': self.model, **({'prompt': x} if isinstance(x, str) else {'messages': as_messages(x), 'add_generation_prompt': True})}
@@ -490,7 +535,10 @@ def count_tokens(self:OpenAIPolicy, x) -> int:
 
 # %% ../nbs/02_llm_c_served.ipynb #634e02c0
 @patch
-def load_adapter(self:OpenAIPolicy, path:str|Path, name:str|None=None) -> str:
+def load_adapter(self:OpenAIPolicy,
+                 path:str|Path, # the LoRA adapter's folder: absolute where it exists here, else a path on the server
+                 name:str|None=None, # the model name the adapter is served under; None: the folder's name
+                ) -> str:
     """Ask the server to load the LoRA adapter at `path` as model `name`; a name loaded before is unloaded first, so a
     retrained adapter is served fresh (vLLM: `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`)."""
     name, p = name or Path(path).name, Path(path).expanduser()
@@ -508,7 +556,7 @@ def load_adapter(self:OpenAIPolicy, path:str|Path, name:str|None=None) -> str:
 
 # %% ../nbs/02_llm_c_served.ipynb #622de65c
 @patch
-def unload_adapter(self:OpenAIPolicy, name:str):
+def unload_adapter(self:OpenAIPolicy, name:str): # a loaded adapter's name
     "Ask the server to drop adapter `name`; requests go to the base model if it was active."
     if self.lora_serving == 'merged':
         if self._active == name: self.set_adapter(None)   # the base weights back in the server
@@ -522,7 +570,7 @@ def unload_adapter(self:OpenAIPolicy, name:str):
 
 # %% ../nbs/02_llm_c_served.ipynb #9175b9c9
 @patch
-def set_adapter(self:OpenAIPolicy, name:str|None):
+def set_adapter(self:OpenAIPolicy, name:str|None): # a loaded adapter's name; None: the base model
     "Send later requests to adapter `name`, or to the base model with `None`."
     if name is not None and name not in self._loras:
         raise KeyError(f"adapter {name!r} not loaded; loaded: {self.adapters}")
@@ -530,7 +578,8 @@ def set_adapter(self:OpenAIPolicy, name:str|None):
     self._active = name
 
 # %% ../nbs/02_llm_c_served.ipynb #ca90524b
-def merged_folder(adapter:str|Path) -> Path:
+def merged_folder(adapter:str|Path, # a LoRA adapter folder
+                 ) -> Path:
     "Where `merge_adapter` writes the merged weights of `adapter`: `<adapter>.merged`, next to it in its run folder."
     p = Path(adapter).expanduser().resolve()
     return safe_path(p.parent, p.name + '.merged', 'dir')
@@ -636,7 +685,9 @@ def _push_merged(self:OpenAIPolicy, name:str|None):
 register_backend('vllm')(VLLMPolicy)
 
 @register_backend('openai')
-def openai_policy(name:str, **kw) -> OpenAIPolicy:
+def openai_policy(name:str, # the served model's name
+                  **kw, # `OpenAIPolicy`'s options, `base_url=` required; `dtype`, `device`, `allow_download` dropped
+                 ) -> OpenAIPolicy:
     "An `OpenAIPolicy` for model `name` at `base_url=`; the server decides `dtype`, `device` (dropped, with a log line)."
     if 'base_url' not in kw: raise ValueError("the openai backend needs base_url=, e.g. 'http://127.0.0.1:8000/v1'")
     dropped = {k: kw.pop(k) for k in ('dtype', 'device', 'allow_download') if k in kw}
