@@ -59,7 +59,8 @@ class Feedback:
     def success(self) -> bool: return self.status == 'success'
 
 # %% ../nbs/00_core.ipynb #3a36d41b
-def redact_expected(message:str) -> str:
+def redact_expected(message:str, # an evaluator's feedback message (None or '' gives '')
+                   ) -> str:
     "The feedback message without `expected ...` clauses (no gold answers in memory)."
     return re.sub(r"[,;]?\s*expected\b[^;]*", '', message or '').strip(' ,;')
 
@@ -88,13 +89,16 @@ def query(self:Task) -> str:
 # %% ../nbs/00_core.ipynb #777da82e
 ROLES = ('system', 'user', 'assistant', 'tool')
 
-def msg(role:str, content:str) -> dict:
+def msg(role:str, # one of `ROLES`: system, user, assistant or tool
+        content:str, # the message text (made a str)
+       ) -> dict:
     "One chat message; `role` must be one of `ROLES`."
     if role not in ROLES: raise ValueError(f"role {role!r} not in {ROLES}")
     return {'role': role, 'content': str(content)}
 
 # %% ../nbs/00_core.ipynb #d03521b6
-def repo_root(start:str|Path|None=None) -> Path:
+def repo_root(start:str|Path|None=None, # folder to search upwards from (None: this package, then the cwd)
+             ) -> Path:
     "The folder holding cove's `settings.ini`, searched upwards from `start`, this package, then the cwd."
     here = globals().get('__file__')  # unset when this runs inside a notebook
     starts = [Path(start)] if start else [p for p in (here and Path(here).resolve().parent, Path.cwd()) if p]
@@ -107,7 +111,10 @@ def repo_root(start:str|Path|None=None) -> Path:
 class CorruptFile(ValueError):
     """A run-folder file that cannot be read (a state file, an adapter, a store); the message names it and says what to
     do; `paths`: what `--set-aside-corrupt` moves aside."""
-    def __init__(self, msg:str, paths=()):
+    def __init__(self,
+                 msg:str, # the one-line message: which file, and what to do
+                 paths=(), # the files `--set-aside-corrupt` moves aside
+                ):
         super().__init__(msg)
         self.paths = [str(p) for p in paths]
 
@@ -123,14 +130,17 @@ class InfraError(RuntimeError):
 
 # %% ../nbs/00_core.ipynb #be9802f8
 @contextlib.contextmanager
-def writing(path:str|Path):
+def writing(path:str|Path, # the file the block writes, named by the `WriteFailed`
+           ):
     "Raise an `OSError` of the block as `WriteFailed` naming `path`."
     try: yield
     except WriteFailed: raise
     except OSError as e: raise WriteFailed(e.errno, e.strerror or str(e), str(path)) from e
 
 # %% ../nbs/00_core.ipynb #faaf4e0f
-def write_all(fd:int, data:bytes):
+def write_all(fd:int, # file descriptor open for writing
+              data:bytes, # bytes to write, all of them
+             ):
     "`os.write` all of `data` to `fd` (a write may stop part way; the next one raises)."
     view = memoryview(data)
     while view: view = view[os.write(fd, view):]
@@ -148,7 +158,10 @@ def _one_link(path, st) -> None:
                              "lives elsewhere too; remove it, or use another --out")
 
 # %% ../nbs/00_core.ipynb #244b9d05
-def open_regular(path:str|Path, flags:int=os.O_RDONLY, mode:int=0o666) -> int:
+def open_regular(path:str|Path, # the file to open
+                 flags:int=os.O_RDONLY, # `os.open` flags (`os.O_TRUNC` applied once it is checked)
+                 mode:int=0o666, # permission bits of a file it creates (before the umask)
+                ) -> int:
     """`os.open` of a regular file with one link, following no symbolic link and never blocking on a FIFO;
     `NotRegularFile` else. `O_TRUNC` is applied only once the file is known to be one."""
     trunc = flags & os.O_TRUNC
@@ -170,7 +183,8 @@ def open_regular(path:str|Path, flags:int=os.O_RDONLY, mode:int=0o666) -> int:
     return fd
 
 # %% ../nbs/00_core.ipynb #31e4e443
-def read_regular(path:str|Path) -> bytes|None:
+def read_regular(path:str|Path, # the file to read
+                ) -> bytes|None:
     "The bytes of the regular file `path` (None when there is none), read through `open_regular`."
     try: fd = open_regular(path)
     except FileNotFoundError: return None
@@ -219,7 +233,8 @@ def _sqlite_write_failure(e:BaseException) -> WriteFailed|None:
     return WriteFailed(errno.ENOSPC if code & 0xff == SQLITE_FULL else errno.EIO, str(e), None)
 
 # %% ../nbs/00_core.ipynb #b82d79ff
-def write_failure(e:BaseException|None) -> WriteFailed|None:
+def write_failure(e:BaseException|None, # the exception to look through, with its causes and contexts (None gives None)
+                 ) -> WriteFailed|None:
     """The failed write behind `e` or its causes: a `WriteFailed`, an `OSError` of a full disk, a file-size limit or a
     quota, SQLite's 'database or disk is full' or 'disk I/O error', or a message saying so (the last three name no
     file); else None."""
@@ -235,7 +250,9 @@ def write_failure(e:BaseException|None) -> WriteFailed|None:
     return None
 
 # %% ../nbs/00_core.ipynb #54997546
-def write_atomic(path:str|Path, data:bytes|str):
+def write_atomic(path:str|Path, # the file to write or replace
+                 data:bytes|str, # the whole new content (a str is UTF-8 encoded)
+                ):
     """Write `data` to `path` all or nothing: into `<path>.tmp`, fsynced, then renamed over `path`; a failed write
     (`WriteFailed`) leaves `path` as it was and no temp file."""
     tmp = Path(str(path) + '.tmp')
@@ -253,13 +270,16 @@ def write_atomic(path:str|Path, data:bytes|str):
         raise
 
 # %% ../nbs/00_core.ipynb #be24f0ee
-def one_line(e:BaseException) -> str:
+def one_line(e:BaseException, # the exception whose message is wanted
+            ) -> str:
     "The first line of `e`'s message (at most 200 characters)."
     s = str(e).strip().splitlines()
     return (s[0] if s else type(e).__name__)[:200]
 
 # %% ../nbs/00_core.ipynb #e78ab145
-def read_json(path:str|Path, fix:str) -> dict:
+def read_json(path:str|Path, # the JSON file to read
+              fix:str, # what to do about a corrupt file, ending the error's message
+             ) -> dict:
     "The JSON object in `path`; anything else raises `CorruptFile` naming the file, with `fix` (what to do)."
     try: s = json.loads(read_regular(path) or b'')
     except ValueError as e: raise CorruptFile(f"{path} is corrupt ({one_line(e)}); {fix}", [path]) from None
@@ -268,7 +288,9 @@ def read_json(path:str|Path, fix:str) -> dict:
     return s
 
 # %% ../nbs/00_core.ipynb #ce438ef1
-def write_json(path:Path, obj):
+def write_json(path:Path, # the file to write or replace
+               obj, # JSON-able object (what is not: `str` of it)
+              ):
     """Write JSON atomically (`cove.core.write_atomic`: temp file, fsync, rename; a failed write leaves the old file and
     raises `WriteFailed`)."""
     write_atomic(path, json.dumps(obj, indent=2, default=str))
@@ -277,13 +299,15 @@ def write_json(path:Path, obj):
 RUN_FORMAT = 1   # the layout of a run folder and of its stores, written and read by this cove
 
 def earlier_format(what, # the file, as the message names it
-                   had) -> str: # the format it records (0: written before formats were recorded)
+                   had, # the format it records (0: written before formats were recorded)
+                  ) -> str:
     "Why `what`, written in run format `had`, is not read here: one line, with what to do."
     return (f"{what} was written by another cove (run format {had}; this cove reads {RUN_FORMAT}): start the run "
             "again in a new --out")
 
 # %% ../nbs/00_core.ipynb #01198b1e
-def get_logger(name:str) -> logging.Logger:
+def get_logger(name:str, # the part of cove that logs: the logger is `cove.<name>`
+              ) -> logging.Logger:
     "A `cove.<name>` logger writing `time level name: message` to stderr once configured."
     log = logging.getLogger(f'cove.{name}')
     root = logging.getLogger('cove')
@@ -297,7 +321,8 @@ def get_logger(name:str) -> logging.Logger:
 # %% ../nbs/00_core.ipynb #674608d9
 BARS = []   # the progress bars of the runs in progress: `Run` puts its own here while it plays
 
-def phase(text:str=''):
+def phase(text:str='', # what the run is doing now ('' clears the bars' note)
+         ):
     """Say what a run is doing now, between episodes (a judge call, an update's steps and tokens, a release A/B): on
     the bars of `BARS` (`''` clears them), and in the log at INFO."""
     for bar in BARS: bar.set_postfix_str(text, refresh=True)
@@ -314,7 +339,8 @@ def _keep_torn(p:Path, tail:bytes):
         os.fsync(t.fileno())
 
 # %% ../nbs/00_core.ipynb #3fd9be61
-def repair_tail(path:str|Path) -> bytes:
+def repair_tail(path:str|Path, # the JSON-lines file to repair (a missing one is left missing)
+               ) -> bytes:
     """Make `path` end at a line boundary before more is appended: a last line without its newline (a write a kill cut
     short) is completed if it is a whole JSON record, else cut off and kept in `<path>.torn`; returns the bytes cut
     (b'' if none)."""
@@ -339,7 +365,9 @@ def repair_tail(path:str|Path) -> bytes:
     return tail
 
 # %% ../nbs/00_core.ipynb #7d5ac3f9
-def append_jsonl(path:str|Path, rec:dict):
+def append_jsonl(path:str|Path, # the JSON-lines file (made if missing)
+                 rec:dict, # the record, JSON-able (what is not: `str` of it)
+                ):
     """Append `rec` as one JSON line to `path` (after `repair_tail`), fsynced; a write that fails (a full disk, a
     file-size limit) is taken back, so the file stays whole, and raises `WriteFailed`."""
     data = (json.dumps(rec, default=str) + '\n').encode()
@@ -358,7 +386,8 @@ def append_jsonl(path:str|Path, rec:dict):
             os.close(fd)
 
 # %% ../nbs/00_core.ipynb #082d956a
-def read_jsonl(path:str|Path) -> list[dict]:
+def read_jsonl(path:str|Path, # the JSON-lines file (a missing one gives [])
+              ) -> list[dict]:
     "Records of a JSON-lines file; a torn (unparseable) trailing line is skipped with a warning."
     p = Path(path)
     data = read_regular(p)
@@ -374,12 +403,14 @@ def read_jsonl(path:str|Path) -> list[dict]:
     return out
 
 # %% ../nbs/00_core.ipynb #5cf6372d
-def task_key(task) -> str:
+def task_key(task, # a `Task`, or anything with `family`, `split` and `id`
+            ) -> str:
     "`family|split|id`: a task, whichever epoch plays it."
     return f"{task.family}|{task.split}|{task.id}"
 
 # %% ../nbs/00_core.ipynb #3bc1ed24
-def record_task_key(r:dict) -> str:
+def record_task_key(r:dict, # an episode record
+                   ) -> str:
     """`family_spec|split|task_id` of an episode record (its family where it has no spec): one key per task of a
     run's stream, whichever epoch played it. Unlike `task_key` it tells two sources of one family apart."""
     return f"{r.get('family_spec', r.get('family'))}|{r.get('split')}|{r['task_id']}"
@@ -395,7 +426,9 @@ class EpisodeKeys:
 
 # %% ../nbs/00_core.ipynb #bac305d6
 @patch
-def keys(self:EpisodeKeys, tasks:list) -> list[str]:
+def keys(self:EpisodeKeys,
+         tasks:list, # the `Task`s of the batch, in order
+        ) -> list[str]:
     "Keys of a batch about to be played (a task twice in the batch gets two occurrences)."
     seen, out = Counter(), []
     for t in tasks:
@@ -406,12 +439,15 @@ def keys(self:EpisodeKeys, tasks:list) -> list[str]:
 
 # %% ../nbs/00_core.ipynb #a94f1661
 @patch
-def commit(self:EpisodeKeys, tasks:list):
+def commit(self:EpisodeKeys,
+           tasks:list, # the `Task`s of the batch just played
+          ):
     "The batch was played: its records are written next."
     self.done.update(task_key(t) for t in tasks)
 
 # %% ../nbs/00_core.ipynb #d1be71e3
-def fmt_num(v:float) -> str:
+def fmt_num(v:float, # the number to render
+           ) -> str:
     "`3.0` -> `'3'`, `2.50` -> `'2.5'`: the shortest plain rendering of a number."
     if abs(v - round(v)) < 1e-9: return str(int(round(v)))
     return f'{v:.6f}'.rstrip('0').rstrip('.')
@@ -432,14 +468,13 @@ class TokenLedger:
 
 # %% ../nbs/00_core.ipynb #5ced6cb7
 @patch
-def add(
-    self:TokenLedger,
-    kind:str,
-    prompt_tokens:int=0,
-    completion_tokens:int=0,
-    train_tokens:int=0,
-    calls:int=1,
-) -> TokenLedger:
+def add(self:TokenLedger,
+        kind:str, # what the calls were for, e.g. 'generate', 'score' or 'train_sft'
+        prompt_tokens:int=0, # prompt tokens of the calls
+        completion_tokens:int=0, # completion tokens of the calls
+        train_tokens:int=0, # tokens trained on
+        calls:int=1, # how many calls these counts cover
+       ) -> TokenLedger:
     "Record `calls` calls of `kind` with these token counts; returns `self`."
     vals = dict(
         calls=calls, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, train_tokens=train_tokens
@@ -455,7 +490,9 @@ def add(
 
 # %% ../nbs/00_core.ipynb #ff769543
 @patch
-def merge(self:TokenLedger, other:TokenLedger) -> TokenLedger:
+def merge(self:TokenLedger,
+          other:TokenLedger, # the ledger added to this one (neither is changed)
+         ) -> TokenLedger:
     "A new ledger holding the sums of `self` and `other`."
     out = TokenLedger()
     for led in (self, other):
@@ -470,7 +507,9 @@ def to_dict(self:TokenLedger) -> dict:
 
 # %% ../nbs/00_core.ipynb #e67b970e
 @patch(cls_method=True)
-def from_dict(cls:TokenLedger, d:dict) -> TokenLedger:
+def from_dict(cls:TokenLedger,
+              d:dict, # a ledger's `to_dict`
+             ) -> TokenLedger:
     "Rebuild a ledger written by `to_dict`."
     out = cls()
     for kind, row in d.get('by_kind', {}).items(): out.add(kind, **{k: row.get(k, 0) for k in _LEDGER_KEYS})
@@ -490,7 +529,9 @@ def write_tx(conn:sqlite3.Connection): # an open SQLite connection, not inside a
     else: conn.execute('COMMIT')
 
 # %% ../nbs/00_core.ipynb #29e6dca9
-def import_optional(package:str, names) -> list[str]:
+def import_optional(package:str, # the package holding the modules, e.g. 'cove.envs'
+                    names, # module names inside `package` to import
+                   ) -> list[str]:
     "Import `package.name` for each of `names`, skipping modules that do not exist; returns the imported names."
     import importlib
     out = []
@@ -503,7 +544,8 @@ def import_optional(package:str, names) -> list[str]:
     return out
 
 # %% ../nbs/00_core.ipynb #bdee4ced
-def read_cases(name:str) -> list[dict]:
+def read_cases(name:str, # file name in `cove/data/` without `.jsonl`
+              ) -> list[dict]:
     "The records of `cove/data/{name}.jsonl`, in order; a line that is not a JSON object: a `ValueError` naming it."
     p = importlib.resources.files('cove').joinpath('data', f'{name}.jsonl')
     out = []
