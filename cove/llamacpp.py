@@ -41,7 +41,12 @@ def _heads(f, arch:str) -> tuple[int, int, int]:
     return f(f'{arch}.attention.head_count'), f(f'{arch}.attention.head_count_kv'), f(f'{arch}.block_count')
 
 # %% ../nbs/02c_llamacpp.ipynb #0ac2c10a
-def gguf_tensors(sd:dict, n_head:int, n_kv:int, n_layer:int, permute:bool=True) -> dict:
+def gguf_tensors(sd:dict, # a transformers Llama state dict: name -> numpy array
+                 n_head:int, # attention heads: the groups in which q projection rows are permuted
+                 n_kv:int, # key/value heads: the groups in which k projection rows are permuted
+                 n_layer:int, # transformer blocks, for GGUF's tensor name map
+                 permute:bool=True, # put q/k rows in llama.cpp's rotary layout (False: as they are, e.g. LoRA `A`)
+                ) -> dict:
     "A transformers Llama state dict (numpy arrays) under GGUF tensor names, q/k rows permuted when `permute`."
     import gguf
     names, out = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, n_layer), {}
@@ -84,7 +89,11 @@ def _add_tensors(w, r, ts:dict, dtype:str, qt):
         else: w.add_tensor(t.name, a)
 
 # %% ../nbs/02c_llamacpp.ipynb #1289ca7f
-def write_gguf(sd:dict, meta:str|Path, dst:str|Path, dtype:str='bf16') -> Path:
+def write_gguf(sd:dict, # a transformers Llama state dict: name -> numpy array
+               meta:str|Path, # a GGUF file of the same model, whose metadata and tensor list are copied
+               dst:str|Path, # the GGUF file to write
+               dtype:str='bf16', # type of the 2-D weights: `bf16`, `f32` or `q8_0` (`GGUF_TYPES`); norms stay f32
+              ) -> Path:
     "State dict `sd` as GGUF file `dst`, with the metadata and tensor list of GGUF file `meta`; 2-D weights in `dtype`."
     import gguf
     if dtype not in GGUF_TYPES: raise ValueError(f"dtype {dtype!r} not one of {list(GGUF_TYPES)}")
@@ -101,7 +110,9 @@ def write_gguf(sd:dict, meta:str|Path, dst:str|Path, dtype:str='bf16') -> Path:
     return Path(dst)
 
 # %% ../nbs/02c_llamacpp.ipynb #575f8bc0
-def embedded_gguf(dtype:str='bf16', cache_dir:str|Path|None=None) -> Path:
+def embedded_gguf(dtype:str='bf16', # type of the 2-D weights: `bf16`, `f32` or `q8_0` (`GGUF_TYPES`)
+                  cache_dir:str|Path|None=None, # folder of converted models (None: `model_cache_dir()`)
+                 ) -> Path:
     "The embedded SmolLM2 as a `dtype` GGUF file in the model cache, written once from the checkpoint training uses."
     from safetensors.numpy import load_file
     d = Path(cache_dir or model_cache_dir())
@@ -123,7 +134,9 @@ def embedded_gguf(dtype:str='bf16', cache_dir:str|Path|None=None) -> Path:
 # %% ../nbs/02c_llamacpp.ipynb #3cb6e6ee
 class TokenBatch:
     "A `llama_batch` of up to `n` tokens, one sequence each, filled through numpy views of its arrays."
-    def __init__(self, L, n:int):
+    def __init__(self,
+                 L, # the low-level `llama_cpp` bindings (`require_llama_cpp()`)
+                 n:int): # most tokens the batch holds
         self.L, self.n, self.b = L, n, L.llama_batch_init(n, 0, 1)
         view = lambda p: np.ctypeslib.as_array(p, (n,))
         self.tok, self.pos, self.out = view(self.b.token), view(self.b.pos), view(self.b.logits)
@@ -138,7 +151,12 @@ class TokenBatch:
 
 # %% ../nbs/02c_llamacpp.ipynb #2625cb09
 @patch
-def add(self:TokenBatch, seq:int, toks:list[int], pos0:int, outputs) -> None:
+def add(self:TokenBatch,
+        seq:int, # the sequence (KV slot) the tokens belong to
+        toks:list[int], # the token ids to append
+        pos0:int, # position of the first of them in its sequence
+        outputs, # whether llama.cpp returns logits for each token: one bool, or one per token
+       ) -> None:
     "Append tokens `toks` of sequence `seq` at positions `pos0`, `pos0 + 1`, ...; `outputs`: whose logits come back."
     i, k = len(self), len(toks)
     if i + k > self.n: raise ValueError(f"batch full: {i} + {k} > {self.n} tokens")
@@ -149,13 +167,17 @@ def add(self:TokenBatch, seq:int, toks:list[int], pos0:int, outputs) -> None:
 # %% ../nbs/02c_llamacpp.ipynb #e71d7696
 class LlamaCppPolicy(TokenizerPolicy):
     "A GGUF model through llama.cpp in-process as a `Policy`: continuous batching over KV slots kept across calls."
-    def __init__(self, gguf:str|Path, tokenizer, # a transformers tokenizer: prompts, counts and texts as `HFPolicy`'s
+    def __init__(self,
+                 gguf:str|Path, # the GGUF model file
+                 tokenizer, # a transformers tokenizer: prompts, counts and texts as `HFPolicy`'s
                  batch_size:int=16, # sequences decoded together
                  slots:int=0, # KV slots (0: `batch_size`); idle slots keep their prompts for reuse
                  ctx_per_seq:int=2048, # KV positions per slot: prompt + completion
                  n_batch:int=1024, # most tokens per `llama_decode` (raised to `slots`)
                  threads:int=0, # 0: torch's intra-op threads (what `cove.llm.set_threads` set)
-                 name:str|None=None, template_kw:dict|None=None, eos_ids=(), # end-of-turn ids besides the tokenizer's
+                 name:str|None=None, # the policy's name (None: the GGUF file's stem)
+                 template_kw:dict|None=None, # more chat-template arguments, e.g. `enable_thinking=False`
+                 eos_ids=(), # end-of-turn ids besides the tokenizer's
                  flash_attn:int=-1): # llama.cpp's `flash_attn_type`: -1 auto, 0 off, 1 on
         super().__init__()
         self.L = require_llama_cpp()
@@ -264,8 +286,13 @@ def _gguf_tokenizer(name:str, tokenizer):
 @patch(cls_method=True)
 def load(cls:LlamaCppPolicy, name:str='smollm2-135m', # the embedded model, or a `.gguf` file (then pass `tokenizer=`)
          dtype:str='auto', # `bfloat16`, `float32`, or `auto`: bf16 where the CPU has it natively (embedded model only)
-         device:str='cpu', batch_size:int=16, allow_download:bool=False, # nothing is downloaded either way
-         cache_dir:str|Path|None=None, tokenizer=None, **kw) -> LlamaCppPolicy:
+         device:str='cpu', # only `cpu`: the llamacpp backend runs on the CPU here
+         batch_size:int=16, # sequences decoded together
+         allow_download:bool=False, # nothing is downloaded either way
+         cache_dir:str|Path|None=None, # folder of converted models (None: `model_cache_dir()`)
+         tokenizer=None, # a transformers tokenizer or its folder: needed for a `.gguf` file (embedded: SmolLM2's)
+         **kw, # more `LlamaCppPolicy` options: `slots`, `ctx_per_seq`, `n_batch`, `threads`, `flash_attn`, ...
+        ) -> LlamaCppPolicy:
     "Load a policy: the embedded SmolLM2 (converted once into a GGUF file in the model cache) or a GGUF file."
     require_llama_cpp()
     if device != 'cpu': raise ValueError(f"the llamacpp backend runs on the CPU here, got device={device!r}")
@@ -282,7 +309,9 @@ register_backend('llamacpp')(LlamaCppPolicy.load)   # what `make_policy('llamacp
 
 # %% ../nbs/02c_llamacpp.ipynb #9b8659a8
 @patch
-def count_tokens(self:LlamaCppPolicy, x) -> int:
+def count_tokens(self:LlamaCppPolicy,
+                 x, # a text, or chat messages (counted as the rendered chat prompt)
+                ) -> int:
     "Exact token count of a text, or of chat messages as the prompt `generate` would send."
     return count_tokens_with(self.tokenizer, x, **self.template_kw)
 
@@ -387,7 +416,9 @@ def _step(self:LlamaCppPolicy, rows:list[_Row]) -> list[tuple[_Row, int, np.ndar
     return self._advance(fed, lg)
 
 # %% ../nbs/02c_llamacpp.ipynb #2e5c2d54
-def shared_prefixes(toks:list[list[int]], min_share:int=64) -> list[list[int]]:
+def shared_prefixes(toks:list[list[int]], # the prompts' token ids
+                    min_share:int=64, # fewest tokens a prefix must have to be returned
+                   ) -> list[list[int]]:
     "The prefixes of at least `min_share` tokens that clusters of `toks` share (the longest common to each cluster)."
     order, out = sorted(range(len(toks)), key=lambda i: toks[i]), []
     lcp = [min(_shared(toks[a], toks[b]), len(toks[a]) - 1, len(toks[b]) - 1) for a, b in zip(order, order[1:])]
@@ -419,7 +450,11 @@ def _warm(self:LlamaCppPolicy, toks:list[list[int]], min_share:int=64):
     while rows := [r for r in rows if r.pending]: self._step(rows)
 
 # %% ../nbs/02c_llamacpp.ipynb #2246f4b6
-def pick_token(logits:np.ndarray, temperature:float=0.0, top_p:float=1.0, rng=None) -> int:
+def pick_token(logits:np.ndarray, # one position's logits over the vocabulary
+               temperature:float=0.0, # sampling temperature; 0 (or below): the argmax
+               top_p:float=1.0, # nucleus-sampling probability mass, in (0, 1]
+               rng=None, # a `numpy.random.Generator` for the draw (unused at temperature 0)
+              ) -> int:
     "The argmax when `temperature == 0`, else a draw from the temperature-scaled distribution cut to top-`p` mass."
     if temperature <= 0: return int(np.argmax(logits))
     z = logits.astype(np.float64) / temperature
@@ -474,8 +509,15 @@ def _retire(self:LlamaCppPolicy, r, toks:list, out:list, live:list, free:list, s
 
 # %% ../nbs/02c_llamacpp.ipynb #62f147f9
 @patch
-def generate(self:LlamaCppPolicy, batch:list, max_new_tokens:int=128, temperature:float=0.0, top_p:float=1.0,
-             stop:list|None=None, seed:int|None=None, min_new_tokens:int=0) -> list[Generation]:
+def generate(self:LlamaCppPolicy,
+             batch:list, # the conversations to complete: each a chat message list or a plain user string
+             max_new_tokens:int=128, # most tokens generated for each completion
+             temperature:float=0.0, # sampling temperature; 0: greedy decoding
+             top_p:float=1.0, # nucleus-sampling probability mass, in (0, 1]; used only when sampling
+             stop:list|None=None, # stop strings and compiled patterns, found in the decoded text; None: none
+             seed:int|None=None, # seeds one numpy generator per conversation (`[seed, i]`); None: unseeded
+             min_new_tokens:int=0, # end-of-turn ids are barred until a completion has this many tokens
+            ) -> list[Generation]:
     "Complete each conversation in `batch`, `batch_size` at a time, batched continuously (greedy at `temperature` 0)."
     if temperature < 0 or not 0 < top_p <= 1:
         raise ValueError(f"need temperature >= 0 and 0 < top_p <= 1, got {temperature}, {top_p}")
@@ -500,7 +542,11 @@ def _logprob(lg:np.ndarray, t:int) -> float:
 
 # %% ../nbs/02c_llamacpp.ipynb #c45ec2f1
 @patch
-def score_choices(self:LlamaCppPolicy, messages, choices:list[str], end:bool=True) -> list[float]:
+def score_choices(self:LlamaCppPolicy,
+                  messages, # the conversation the choices reply to: a chat message list or a plain user string
+                  choices:list[str], # the candidate assistant replies, non-empty strings
+                  end:bool=True, # score the tokenizer's end-of-sequence token after each choice too
+                 ) -> list[float]:
     "Total log-likelihood of each choice as the whole assistant reply to `messages` (+ end-of-turn when `end`)."
     spans = choice_token_spans(self.tokenizer, messages, choices, end, **self.template_kw)
     scores, queue, free, live = [0.0]*len(spans), list(range(len(spans))), list(range(self.slots)), []
@@ -541,7 +587,10 @@ def _add_lora(w, a:dict, b:dict):
         w.add_tensor(name + '.lora_b', np.ascontiguousarray(b[name], dtype=np.float32))
 
 # %% ../nbs/02c_llamacpp.ipynb #d52b0d25
-def write_lora_gguf(adapter:str|Path, meta:str|Path, dst:str|Path) -> Path:
+def write_lora_gguf(adapter:str|Path, # a peft LoRA folder (`adapter_config.json`, `adapter_model.safetensors`)
+                    meta:str|Path, # the base model's GGUF file: its architecture, heads and layers
+                    dst:str|Path, # the LoRA GGUF file to write
+                   ) -> Path:
     "Write the peft LoRA adapter in folder `adapter` as a llama.cpp LoRA GGUF for the model of GGUF file `meta`."
     import gguf
     adapter = Path(adapter)
@@ -568,7 +617,10 @@ def adapters(self:LlamaCppPolicy) -> list[str]: return list(self._loras)
 
 # %% ../nbs/02c_llamacpp.ipynb #08116533
 @patch
-def load_adapter(self:LlamaCppPolicy, path:str|Path, name:str|None=None) -> str:
+def load_adapter(self:LlamaCppPolicy,
+                 path:str|Path, # the folder holding the peft LoRA adapter (`adapter_config.json` and its weights)
+                 name:str|None=None, # the name to load it under (replacing one of that name); None: the folder's name
+                ) -> str:
     "Convert the peft LoRA adapter in `path` to GGUF (in this policy's own folder) and load it under `name`, inactive."
     path = adapter_folder(path)
     name = name or path.name
@@ -582,7 +634,7 @@ def load_adapter(self:LlamaCppPolicy, path:str|Path, name:str|None=None) -> str:
 
 # %% ../nbs/02c_llamacpp.ipynb #42095933
 @patch
-def set_adapter(self:LlamaCppPolicy, name:str|None):
+def set_adapter(self:LlamaCppPolicy, name:str|None): # a loaded adapter's name; None: the base model
     "Activate a loaded adapter by name, or the base model with `None`."
     if name is not None and name not in self._loras:
         raise KeyError(f"adapter {name!r} not loaded; loaded: {self.adapters}")
@@ -594,7 +646,7 @@ def set_adapter(self:LlamaCppPolicy, name:str|None):
 
 # %% ../nbs/02c_llamacpp.ipynb #362e5b5b
 @patch
-def unload_adapter(self:LlamaCppPolicy, name:str):
+def unload_adapter(self:LlamaCppPolicy, name:str): # a loaded adapter's name
     "Remove a loaded adapter and the KV computed under it; the base model becomes active if it was the active one."
     if name not in self._loras: raise KeyError(f"adapter {name!r} not loaded; loaded: {self.adapters}")
     if self._active == name: self.set_adapter(None)
