@@ -266,19 +266,23 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 # %% ../nbs/90_cli.ipynb #85498b4a
-def nearest(name:str, known) -> list[str]:
+def nearest(name:str, # the name given, perhaps misspelt
+            known, # the registered names (any iterable of strings)
+           ) -> list[str]:
     "The names of `known` that `name` was likely meant to be: a match but for case, else difflib's closest three."
     known = sorted(known)
     return [k for k in known if k.lower() == str(name).lower()] or difflib.get_close_matches(str(name), known, n=3)
 
 # %% ../nbs/90_cli.ipynb #aeb982b5
-def did_you_mean(name:str, known) -> str:
+def did_you_mean(name:str, # the name given, perhaps misspelt
+                 known, # the registered names (any iterable of strings)
+                ) -> str:
     "`'; did you mean a or b?'` for the names of `known` nearest to `name`, or '' when none is near."
     near = nearest(name, known)
     return f"; did you mean {' or '.join(near)}?" if near else ''
 
 # %% ../nbs/90_cli.ipynb #789adbbf
-def check_keys(sets:list[str]):
+def check_keys(sets:list[str]): # `--set` items, each `key=value`
     "A one-line `ConfigError` for a `--set` key no module declared: the nearest keys, never all of them."
     for k in parse_sets(sets):
         if declared(k): continue
@@ -287,7 +291,8 @@ def check_keys(sets:list[str]):
         raise ConfigError(f"unknown config key {k!r}{near}" + (plugins_hint() if new else ''))
 
 # %% ../nbs/90_cli.ipynb #3d36d206
-def check_names(methods:list[str], tasks:list[str]):
+def check_names(methods:list[str], # method names, e.g. `['base', 'cove']`
+                tasks:list[str]): # family specs, `family` or `family:source`
     "A one-line `ValueError` for a method, task family or source nobody registered, with the nearest names."
     r = registries()
     for m in methods:
@@ -303,7 +308,7 @@ def check_names(methods:list[str], tasks:list[str]):
             raise ValueError(f"unknown source {src!r} for {fam}; known: {srcs}{did_you_mean(src, srcs)}")
 
 # %% ../nbs/90_cli.ipynb #8d2ba9fd
-def config_from(args):
+def config_from(args): # parsed command line: its `profile`, `sets` and, where given, `model` and `seed`
     "The resolved config for parsed `args` (a `--set` key nobody declared: the nearest keys)."
     sets = list(args.sets) + ([f'model.name={args.model}'] if getattr(args, 'model', None) else [])
     if getattr(args, 'seed', None) is not None: sets.append(f'run.seed={args.seed}')
@@ -329,7 +334,8 @@ DTYPE_NOTE = ("model.dtype=auto (hf backend) is cove's rule: on a GPU bfloat16 w
               "checkpoint's own dtype (bfloat16 for the HF SmolLM2, float32 for the converted embedded one)")
 
 # %% ../nbs/90_cli.ipynb #2200a075
-def info(cfg) -> dict:
+def info(cfg, # the resolved config whose profile, model, dtype and data folder are described
+        ) -> dict:
     "Versions, profile, model and dtype (with what they mean), model cache, methods, task families and plugins."
     pkgs = ['torch', 'transformers', 'trl', 'peft', 'accelerate', 'faiss-cpu', 'bm25s', 'rank-bm25',
             'sentence-transformers', 'nbdev', 'papermill']
@@ -342,7 +348,8 @@ def info(cfg) -> dict:
                 data_dir=str(cfg.path('data.dir')), data_dir_present=cfg.path('data.dir').exists(), **registries())
 
 # %% ../nbs/90_cli.ipynb #89764f1e
-def cmd_run(args) -> int:
+def cmd_run(args, # parsed `cove run` command line
+           ) -> int:
     cfg = config_from(args)
     check_names([args.method], parse_tasks(args.tasks))
     spec = RunSpec(args.method, parse_tasks(args.tasks), args.episodes, args.split, cfg['run.seed'])
@@ -352,7 +359,8 @@ def cmd_run(args) -> int:
     return 0
 
 # %% ../nbs/90_cli.ipynb #d4abecf1
-def cmd_bench(args) -> int:
+def cmd_bench(args, # parsed `cove bench` command line
+             ) -> int:
     from cove.bench import run_bench   # here: the other commands (and `cove --help`) load no torch
     cfg = config_from(args)
     run_bench(
@@ -369,7 +377,8 @@ def _check_demo(cfg, methods:list[str], episodes:int, families:list[str]=DEMO_FA
     for m in methods: check_spec(RunSpec(m, families, episodes, 'test', cfg['run.seed']), cfg)
 
 # %% ../nbs/90_cli.ipynb #20014ca3
-def cmd_demo(args) -> int:
+def cmd_demo(args, # parsed `cove demo` command line
+            ) -> int:
     sets = list(args.sets) + ([f'model.name={args.model}'] if args.model else [])
     check_keys(sets)
     big = args.full or args.drift
@@ -404,7 +413,8 @@ def _check_serve_args(args):
         raise ValueError(f"--timeout {args.timeout}: need a number of seconds in (0, 86400]")
 
 # %% ../nbs/90_cli.ipynb #53953ff1
-def cmd_serve(args) -> int:
+def cmd_serve(args, # parsed `cove serve` command line
+             ) -> int:
     "Serve the profile's model with vLLM until Ctrl-C or SIGTERM; 2 and one line when it cannot start."
     _check_serve_args(args)
     cfg = config_from(args)
@@ -430,13 +440,15 @@ def cmd_serve(args) -> int:
         signal.signal(signal.SIGTERM, old)
 
 # %% ../nbs/90_cli.ipynb #a4db0f99
-def format_check(items:list[tuple[str, bool, str]]) -> str:
+def format_check(items:list[tuple[str, bool, str]], # `(item, ok, detail)` per checked item, e.g. from `check_run`
+                ) -> str:
     "One line per `(item, ok, detail)`: `ok` or `FAIL`, the item, the detail."
     w = max((len(i) for i, _, _ in items), default=0)
     return '\n'.join(f"{'ok  ' if ok else 'FAIL'}  {i:<{w}}  {why}" for i, ok, why in items)
 
 # %% ../nbs/90_cli.ipynb #66a023c0
-def cmd_check(args) -> int:
+def cmd_check(args, # parsed `cove check` command line: `dirs`, the run folders to check
+             ) -> int:
     bad = 0
     for d in args.dirs:
         items = check_run(d)
@@ -447,7 +459,9 @@ def cmd_check(args) -> int:
     return 1 if bad else 0
 
 # %% ../nbs/90_cli.ipynb #c80b3e05
-def write_failed_message(w, out=None) -> str:
+def write_failed_message(w, # the failed write (`cove.core.WriteFailed`): its `filename` and `strerror` are said
+                         out=None, # the run folder, named when `w` has no file name; None: 'a file of the run'
+                        ) -> str:
     "What `cove` says when a write failed (`cove.core.WriteFailed` `w`) in run folder `out`."
     what = w.filename or (f"a file in {out}" if out else 'a file of the run')
     return (f"could not write {what} ({w.strerror}); what was already written is intact: free some disk space "
@@ -478,7 +492,8 @@ def _dispatch(args) -> int:
 CLI_TERMS = (('pass allow_download=True', 'rerun with --set model.allow_download=true'),
              ('set_aside_corrupt=True', '--set-aside-corrupt'))   # the package's Python spelling, the command's
 
-def in_cli_terms(msg:str) -> str:
+def in_cli_terms(msg:str, # an error message as the package words it
+                ) -> str:
     "Error message `msg` with the package's Python spellings (`allow_download=True`) in the command line's terms."
     for py, cli in CLI_TERMS: msg = msg.replace(py, cli)
     return msg
@@ -489,7 +504,8 @@ def _error(args, e, tail:str='') -> None:
     print(f"cove {args.cmd}: error: {in_cli_terms(str(e))}{tail}", file=sys.stderr)
 
 # %% ../nbs/90_cli.ipynb #707e9f1a
-def main(argv:list[str]|None=None) -> int:
+def main(argv:list[str]|None=None, # command-line arguments after `cove`; None: `sys.argv[1:]`
+        ) -> int:
     "Entry point of the `cove` console command."
     quiet_libraries()   # the known library noise only (`cove.models.LIBRARY_NOISE`), before anything loads a model
     args = build_parser().parse_args(argv)

@@ -334,7 +334,8 @@ def _bounds(key:str) -> tuple:
     lo, hi, closed = RANGES.get(key, (0, None, True))
     return (-MAX_NUMBER if lo is None else lo), (MAX_NUMBER if hi is None else hi), closed
 
-def check_range(key:str, v):
+def check_range(key:str, # a config key, e.g. `trigger.N`; its range is in `RANGES` (unlisted: [0, `MAX_NUMBER`])
+                v): # the value to check; anything but an int or float passes
     """A one-line `ConfigError` when the number `v` is outside `key`'s range (`_bounds`), saying why the range is what
     it is (`WHY`), or a float not finite."""
     if isinstance(v, bool) or not isinstance(v, (int, float)): return
@@ -350,7 +351,8 @@ def check_range(key:str, v):
 OWN_SECTIONS = {'router': 'cove', 'trigger': 'cove', 'kpo': 'cove', 'release': 'cove'}
 
 # %% ../nbs/01_config.ipynb #dd003588
-def declared(key:str) -> bool:
+def declared(key:str, # a config key, `section.key`
+            ) -> bool:
     """Whether config `key` is declared, once the cove method its section names (`memrl.k1`: memrl) or whose component
     declares it (`trigger.N`: cove, `OWN_SECTIONS`) has loaded its keys."""
     if key not in SCHEMA:
@@ -359,7 +361,9 @@ def declared(key:str) -> bool:
     return key in SCHEMA
 
 # %% ../nbs/01_config.ipynb #70983c78
-def coerce(key:str, value:Any) -> Any:
+def coerce(key:str, # a config key, `section.key`
+           value:Any, # its value, e.g. a string from `--set`, settings.ini or the environment
+          ) -> Any:
     "`value` converted to the declared type of `key`, or a `ConfigError`."
     if not declared(key): raise _unknown_key(key)
     k = SCHEMA[key]
@@ -452,10 +456,12 @@ def typed_config(section:str, # the keys' section, e.g. `evolver`
     return declare
 
 # %% ../nbs/01_config.ipynb #6362f3aa
-def env_name(key:str) -> str: return 'COVE_' + key.replace('.', '_').upper()
+def env_name(key:str, # a config key, e.g. `trigger.N`
+            ) -> str: return 'COVE_' + key.replace('.', '_').upper()
 
 # %% ../nbs/01_config.ipynb #305e90d7
-def parse_sets(items:list[str]|None) -> dict:
+def parse_sets(items:list[str]|None, # `section.key=value` strings (`--set`); None for none
+              ) -> dict:
     "`['trigger.N=8', 'model.dtype=float32']` -> a dict; a malformed item is a `ConfigError`."
     out = {}
     for it in items or []:
@@ -465,7 +471,8 @@ def parse_sets(items:list[str]|None) -> dict:
     return out
 
 # %% ../nbs/01_config.ipynb #ff14e72f
-def read_profiles(path:str|Path|None=None) -> configparser.ConfigParser:
+def read_profiles(path:str|Path|None=None, # the settings.ini to read; None: the repository's
+                 ) -> configparser.ConfigParser:
     "The profiles of `settings.ini` (keys keep their case)."
     p = Path(path) if path else repo_root()/'settings.ini'
     cp = configparser.ConfigParser(interpolation=None)
@@ -476,7 +483,10 @@ def read_profiles(path:str|Path|None=None) -> configparser.ConfigParser:
 # %% ../nbs/01_config.ipynb #57fff255
 class Config:
     "Resolved settings: `cfg['trigger.N']`, `cfg.section('trigger')`, `cfg.path('output.dir')`, `cfg.sources`."
-    def __init__(self, values:dict, sources:dict, profile:str, root:Path|None=None):
+    def __init__(self, values:dict, # key -> its resolved value
+                 sources:dict, # key -> where its value came from: 'default', 'settings.ini[cpu]', 'env' or 'override'
+                 profile:str, # the settings.ini profile it was loaded with
+                 root:Path|None=None): # folder relative path keys are anchored on; None: left relative
         self.values, self.sources, self.profile, self.root = values, sources, profile, root
 
 # %% ../nbs/01_config.ipynb #a207c7be
@@ -488,7 +498,9 @@ def __getitem__(self:Config, k):   # a key declared after this config was loaded
 
 # %% ../nbs/01_config.ipynb #484ff691
 @patch
-def get(self:Config, k, default=None): return self.values.get(k, default)
+def get(self:Config, k, # a config key, `section.key`
+        default=None, # returned when `k` is not among the loaded values
+       ): return self.values.get(k, default)
 
 # %% ../nbs/01_config.ipynb #3a920a47
 @patch
@@ -500,14 +512,16 @@ def __repr__(self:Config): return f"Config(profile={self.profile!r}, {len(self.v
 
 # %% ../nbs/01_config.ipynb #ddeac857
 @patch
-def section(self:Config, name:str) -> dict:
+def section(self:Config, name:str, # a section, e.g. `trigger`
+           ) -> dict:
     "The keys of `name` without their prefix (one declared after this config was loaded: its default)."
     keys = dict.fromkeys(k for k in [*self.values, *SCHEMA] if k.split('.', 1)[0] == name)
     return {k.split('.', 1)[1]: self[k] for k in keys}
 
 # %% ../nbs/01_config.ipynb #3b168554
 @patch
-def path(self:Config, k:str) -> Path:
+def path(self:Config, k:str, # a path-valued key, e.g. `data.dir`
+        ) -> Path:
     "A path-valued key, relative paths anchored on the repository root."
     p = Path(self[k]).expanduser()
     return p if p.is_absolute() or self.root is None else (self.root/p).resolve()
@@ -554,7 +568,8 @@ def load_config(profile:str|None=None, # profile section of settings.ini; defaul
     return Config(vals, srcs, profile, root)
 
 # %% ../nbs/01_config.ipynb #706898e0
-def describe(cfg:Config) -> str:
+def describe(cfg:Config, # the resolved config to list
+            ) -> str:
     "A plain-text table of every key: value, source, meaning."
     rows = [f"{k:24} {str(cfg[k]):22} {cfg.sources.get(k, 'default'):20} {SCHEMA[k].doc}" for k in SCHEMA]
     return f"profile: {cfg.profile}\n" + '\n'.join(rows)
@@ -579,7 +594,9 @@ def cpu_info() -> dict:
                 cores=_usable_cores())
 
 # %% ../nbs/01_config.ipynb #c8195cf3
-def runtime_info(cfg:Config, policy=None) -> dict:
+def runtime_info(cfg:Config, # the resolved config: its `model.backend`, `model.dtype` and `model.device` are read
+                 policy=None, # a loaded policy whose `dtype` is reported; None: the dtype `model.dtype` resolves to
+                ) -> dict:
     "The CPU (`cpu_info`) and the dtype: the policy's, else the one `model.dtype` resolves to here (hf backend)."
     info = cpu_info()
     dt = getattr(policy, 'dtype', None)
