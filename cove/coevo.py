@@ -114,7 +114,10 @@ def _unit_number(values:list[str]) -> float|None:
     return None
 
 # %% ../nbs/15_coevo.ipynb #b6906372
-def parse_srqr(raw:str, query:str, max_rewrites:int=3) -> SRQR:
+def parse_srqr(raw:str, # the policy's SR-QR reply (None or '' = every field falls back)
+               query:str, # the original query: the rewrite of a route whose field is missing
+               max_rewrites:int=3, # distinct rewrites kept per route, first ones first
+              ) -> SRQR:
     "Parse an SR-QR reply; each missing field falls back (counted in `fallbacks`)."
     found = {'dense': [], 'sparse': [], 'dense_weight': [], 'confidence': []}
     for m in _FIELD.finditer(raw or ''): found[m.group(1).lower()].append(m.group(2))
@@ -129,14 +132,20 @@ def parse_srqr(raw:str, query:str, max_rewrites:int=3) -> SRQR:
                 xi if xi is not None else 0.0, status, fb)
 
 # %% ../nbs/15_coevo.ipynb #00bc343e
-def smooth_prior(p0, eps:float) -> np.ndarray:
+def smooth_prior(p0, # the SR-QR prior (p_d, p_s), or an array (..., 2) of them
+                 eps:float, # smoothing weight ε in [0, 1] towards uniform (0 = p⁰ unchanged, 1 = (½, ½))
+                ) -> np.ndarray:
     "p̄⁰ = (1 − ε) p⁰ + ε/2."
     return (1 - eps) * np.asarray(p0, dtype=np.float64) + eps / 2
 
 # %% ../nbs/15_coevo.ipynb #5eed0a40
 class ResidualRouter(torch.nn.Module):
     "π = softmax(log p̄⁰ + f_ω([φ_ψ(q); p̄⁰; ξ⁰])) with the last layer of f_ω zero-initialised."
-    def __init__(self, d_in:int=384, d_phi:int=16, hidden:int=32, seed:int=0):
+    def __init__(self,
+                 d_in:int=384, # size of the query embedding (all-MiniLM-L6-v2: 384)
+                 d_phi:int=16, # size of the query projection φ_ψ fed to f_ω
+                 hidden:int=32, # hidden width of the residual MLP f_ω
+                 seed:int=0): # torch seed of the initial weights (the global generator is left as it was)
         super().__init__()
         g = torch.random.fork_rng(devices=[])
         with g:
@@ -148,7 +157,10 @@ class ResidualRouter(torch.nn.Module):
         torch.nn.init.zeros_(self.f[-1].weight)
         torch.nn.init.zeros_(self.f[-1].bias)
 
-    def forward(self, e, pbar, xi):
+    def forward(self,
+                e, # query embeddings, shape (..., d_in)
+                pbar, # smoothed SR-QR priors p̄⁰, shape (..., 2): dense, sparse
+                xi): # SR-QR confidences ξ⁰ in [0, 1], shape (...)
         """Routing policy π (..., 2) from query embeddings `e` (..., 384), smoothed priors `pbar` (..., 2), confidences
         `xi` (...)."""
         e, pbar, xi = (torch.as_tensor(x, dtype=torch.float64) for x in (e, pbar, xi))
@@ -156,20 +168,31 @@ class ResidualRouter(torch.nn.Module):
         return torch.softmax(torch.log(pbar) + self.f(h), -1)
 
 # %% ../nbs/15_coevo.ipynb #52be65a7
-def ema_step(B_prev:float, R:float, lam:float) -> tuple[float, float]:
+def ema_step(B_prev:float, # the baseline B_{t−1} before this episode
+             R:float, # the episode's reward R_t
+             lam:float, # EMA rate λ_ema in [0, 1] (0 = the baseline never moves)
+            ) -> tuple[float, float]:
     "`(B_t, Â_t)`: B_t = (1 − λ) B_{t−1} + λ R_t and Â_t = R_t − B_{t−1}."
     return (1 - lam) * B_prev + lam * R, R - B_prev
 
 # %% ../nbs/15_coevo.ipynb #c3411052
 ZETA_CLIP = 1e-4   # ζ is kept in [1e-4, 1 − 1e-4] so that log p_θ(ζ) stays finite
 
-def sample_zeta(pi_d:float, kappa:float, seed:int) -> float:
+def sample_zeta(pi_d:float, # the router's dense probability πᵈ, in (0, 1): the mean of ζ
+                kappa:float, # Beta concentration κ > 0: the larger, the closer ζ stays to πᵈ
+                seed:int, # seed of the generator (CoEvoMem: a CRC of the run seed and the episode key)
+               ) -> float:
     "ζ ~ Beta(κπᵈ, κ(1 − πᵈ)) from a seeded generator (a replayed episode draws the same ζ)."
     z = np.random.default_rng(seed).beta(kappa * pi_d, kappa * (1 - pi_d))
     return float(np.clip(z, ZETA_CLIP, 1 - ZETA_CLIP))
 
 # %% ../nbs/15_coevo.ipynb #212a12cf
-def router_loss(pi, pbar, zeta:float, adv:float, kappa:float, beta_kl:float):
+def router_loss(pi, # the router's output π, a float64 tensor (..., 2) with its gradient
+                pbar, # the smoothed prior p̄⁰ (..., 2), the KL's target (no gradient flows into it)
+                zeta:float, # the dense weight ζ sampled for the episode, in (0, 1)
+                adv:float, # the advantage Â_t = R_t − B_{t−1}
+                kappa:float, # Beta concentration κ > 0 of the exploration policy
+                beta_kl:float): # weight β_KL of the KL to the prior (0 = no pull towards it)
     "−Â log Beta(ζ; κπᵈ, κπˢ) + β_KL Σ π log(π / sg(p̄⁰))."
     pbar = torch.as_tensor(pbar, dtype=torch.float64).detach()
     logp = torch.distributions.Beta(kappa * pi[..., 0], kappa * pi[..., 1]).log_prob(
@@ -182,13 +205,21 @@ def router_loss(pi, pbar, zeta:float, adv:float, kappa:float, beta_kl:float):
 # length of each rewrite's ranked list L_{a,i} (the paper gives none; a `coevo.list_depth` key would expose it)
 LIST_DEPTH = 10
 
-def pool_ranks(scores:dict, pool) -> dict:
+def pool_ranks(scores:dict, # one ranked list: `{node: score}`, higher is better (None = not ranked)
+               pool, # the candidate nodes to rank; the others in `scores` are ignored
+              ) -> dict:
     "1-based competition ranks of the pool members that have a score (`None` or absent = not ranked)."
     vals = {m: scores[m] for m in pool if scores.get(m) is not None}
     return {m: 1 + sum(o > v for o in vals.values()) for m, v in vals.items()}
 
 # %% ../nbs/15_coevo.ipynb #3e3ab01d
-def rrf_scores(pool, route_scores:dict, q:dict, w:dict, eta:float, lam_q:float) -> dict:
+def rrf_scores(pool, # the candidate nodes scored
+               route_scores:dict, # per route (`'d'`, `'s'`), a list of `{node: score}`, one per rewrite
+               q:dict, # the nodes' utilities `{node: Q}`, ranked as one more list
+               w:dict, # route weight per route, shared evenly by the route's rewrites
+               eta:float, # reciprocal-rank constant η (larger = flatter ranks)
+               lam_q:float, # weight λ_Q of the Q rank (0 = Q is ignored)
+              ) -> dict:
     "S(m) on `pool`: `route_scores[a]` is a list (one per rewrite) of `{node: score}`; `w[a]` the route weights."
     S = {m: 0.0 for m in pool}
     for a, lists in route_scores.items():
@@ -199,13 +230,24 @@ def rrf_scores(pool, route_scores:dict, q:dict, w:dict, eta:float, lam_q:float) 
     return S
 
 # %% ../nbs/15_coevo.ipynb #073dbf8f
-def top_k(S:dict, k:int) -> list:
+def top_k(S:dict, # fused score per node id
+          k:int, # how many ids to return (fewer when S has fewer)
+         ) -> list:
     "The `k` best by S, ties to the lower id."
     return sorted(S, key=lambda m: (-S[m], m))[:k]
 
 # %% ../nbs/15_coevo.ipynb #f49e6c35
-def hybrid_retrieve(ids:list, dense:list, sparse:list, q:dict, w:dict, time_nbrs:dict, eta:float, lam_q:float, k:int,
-                    depth:int=LIST_DEPTH) -> tuple[list, dict]:
+def hybrid_retrieve(ids:list, # node ids, in the order of every score array
+                    dense:list, # one array of cosines over `ids` per dense rewrite
+                    sparse:list, # one array of BM25 scores over `ids` per sparse rewrite (≤ 0 = no match)
+                    q:dict, # the nodes' utilities `{node: Q}`
+                    w:dict, # the route weights `{'d': w_d, 's': w_s}`
+                    time_nbrs:dict, # `{node: its Time neighbours}`, added around the first top-k ({} = no expansion)
+                    eta:float, # reciprocal-rank constant η
+                    lam_q:float, # weight λ_Q of the Q rank in fusion
+                    k:int, # memories returned (≤ 0 = none)
+                    depth:int=LIST_DEPTH, # length of each rewrite's ranked list that enters the pool
+                   ) -> tuple[list, dict]:
     "A_t and details: `dense`/`sparse` are score arrays over `ids` per rewrite (sparse ≤ 0 = no match)."
     if not ids or k <= 0: return [], dict(pool0=[], K=[], pool=[], S={})
     ids = list(ids)
@@ -221,7 +263,13 @@ def hybrid_retrieve(ids:list, dense:list, sparse:list, q:dict, w:dict, time_nbrs
     return top_k(S, k), dict(pool0=sorted(pool0), K=K, pool=sorted(pool), S=S)
 
 # %% ../nbs/15_coevo.ipynb #6dd7ea93
-def td_residuals(exposed:list, u:dict, R:float, q:dict, gamma:float, q_init:float) -> tuple[float, dict]:
+def td_residuals(exposed:list, # the memories A_t shown in the episode
+                 u:dict, # each exposed memory's utility u_t(m) in [0, 1]
+                 R:float, # the episode's reward R_t
+                 q:dict, # the Q snapshot `{node: Q}` taken before any update of this episode
+                 gamma:float, # TD discount γ in [0, 1]
+                 q_init:float, # Q̂ of the new node when nothing was exposed
+                ) -> tuple[float, dict]:
     "`(Q̂(m_new), {m: δ_t(m)})` for the exposed memories, from the snapshot `q`."
     q_hat = float(np.mean([q[m] for m in exposed])) if exposed else q_init
     return q_hat, {m: R * u[m] + gamma * q_hat - q[m] for m in exposed}
@@ -229,7 +277,8 @@ def td_residuals(exposed:list, u:dict, R:float, q:dict, gamma:float, q_init:floa
 # %% ../nbs/15_coevo.ipynb #69338279
 EDGE_TYPES = ('dense', 'sparse', 'time')
 
-def traversal_steps(edges) -> dict:
+def traversal_steps(edges, # `(src, dst, type)` triples, type one of EDGE_TYPES; a Time edge is (earlier, later)
+                   ) -> dict:
     "`{u: {w: relation}}` for every allowed step u → w: Dense/Sparse both ways, Time `(earlier, later)` forward only."
     steps = {}
     for a, b, c in edges:
@@ -239,7 +288,11 @@ def traversal_steps(edges) -> dict:
     return steps
 
 # %% ../nbs/15_coevo.ipynb #8a393d33
-def path_credit(steps:dict, m, rho:dict, D:int) -> dict:
+def path_credit(steps:dict, # the allowed steps, from `traversal_steps`
+                m, # the exposed memory the paths lead to
+                rho:dict, # per-edge credit decay ρ by relation (`dense`, `sparse`, `time`)
+                D:int, # longest path, in edges (0 = no related memory)
+               ) -> dict:
     "`{v: c(v, m)}` for every v ≠ m with a valid path v ⇝ m of ≤ D edges (c > 0)."
     best = {m: 1.0}
     for _ in range(D):
@@ -253,7 +306,11 @@ def path_credit(steps:dict, m, rho:dict, D:int) -> dict:
     return {v: c for v, c in best.items() if v != m and c > 0}
 
 # %% ../nbs/15_coevo.ipynb #ec3a6238
-def propagate(deltas:dict, steps:dict, rho:dict, D:int) -> dict:
+def propagate(deltas:dict, # TD residual δ_t(m) of each exposed memory
+              steps:dict, # the allowed steps, from `traversal_steps`
+              rho:dict, # per-edge credit decay ρ by relation
+              D:int, # longest path, in edges
+             ) -> dict:
     "`{v: δ_t(v)}` for related (non-exposed) memories: the mean over S(v) of c(v, m)·δ_t(m)."
     acc = {}
     for m, dm in deltas.items():
@@ -262,7 +319,12 @@ def propagate(deltas:dict, steps:dict, rho:dict, D:int) -> dict:
     return {v: sum(x) / len(x) for v, x in acc.items()}
 
 # %% ../nbs/15_coevo.ipynb #776f1bc9
-def apply_q(q:dict, deltas:dict, alpha:float, q_min:float, q_max:float) -> dict:
+def apply_q(q:dict, # the Q snapshot `{node: Q}` every update starts from
+            deltas:dict, # residual δ(m) of each memory updated (exposed and related)
+            alpha:float, # Q learning rate α_Q
+            q_min:float, # lower clip bound of a new Q
+            q_max:float, # upper clip bound of a new Q
+           ) -> dict:
     "`{m: clip(Q(m) + α δ(m))}` for every m with a residual, all from the snapshot `q`."
     return {m: float(min(q_max, max(q_min, q[m] + alpha * d))) for m, d in deltas.items()}
 
@@ -297,7 +359,8 @@ class MemoryGraph(SqliteStore):
     """The typed relational memory graph and the method's state: a `cove.store.SqliteStore`, nodes and edges mirrored in
     memory."""
     schema, dim = _SCHEMA, 384   # dim: all-MiniLM-L6-v2, as the router's input
-    def __init__(self, path:str|Path):
+    def __init__(self,
+                 path:str|Path): # the SQLite file (created if absent), e.g. a run folder's `coevo.sqlite`
         super().__init__(path, synchronous='NORMAL')
         self.load()
 
@@ -325,7 +388,9 @@ def n_applied(self:MemoryGraph) -> int: return self.conn.execute('SELECT COUNT(*
 
 # %% ../nbs/15_coevo.ipynb #6c17d31c
 @patch
-def blob(self:MemoryGraph, key:str) -> bytes|None:
+def blob(self:MemoryGraph,
+         key:str, # the blob's name (`router`: the residual router's and its optimiser's weights)
+        ) -> bytes|None:
     r = self.conn.execute('SELECT value FROM blobs WHERE key = ?', (key,)).fetchone()
     return r[0] if r else None
 
@@ -363,15 +428,15 @@ def _insert_node(self:MemoryGraph, node:Node, step:int) -> int:
 @patch
 def commit(
     self:MemoryGraph,
-    key:str|None=None,
-    info:dict|None=None,
-    node:Node|None=None,
-    edges=(),
-    q_updates:dict|None=None,
-    step:int=0,
-    kinds:dict|None=None,
-    state:dict|None=None,
-    blobs:dict|None=None,
+    key:str|None=None, # the episode's applied-key, marked applied in the same transaction (None = no record)
+    info:dict|None=None, # the episode's applied record; the new node's id is added to it
+    node:Node|None=None, # the new memory, its embedding included (None = no new node)
+    edges=(), # new edges `(src, dst, type, weight)`, `NEW` standing for the new node's id
+    q_updates:dict|None=None, # new Q per existing node `{node: Q}`
+    step:int=0, # the run's update step, written to the Q log
+    kinds:dict|None=None, # Q-log kind per updated node, `exposed` (default) or `related`
+    state:dict|None=None, # meta entries `{key: JSON value}` saved with the update
+    blobs:dict|None=None, # binary entries `{name: bytes}` saved with the update (`router`)
 ) -> int|None:
     "Apply one episode's update atomically; returns the new node's id (or None)."
     c, new_id, q_updates = self.conn, None, q_updates or {}
@@ -408,7 +473,9 @@ def time_neighbours(self:MemoryGraph) -> dict:
 
 # %% ../nbs/15_coevo.ipynb #dcd6de9a
 @patch
-def cosines(self:MemoryGraph, vecs) -> np.ndarray:
+def cosines(self:MemoryGraph,
+            vecs, # one query embedding (dim,) or several (n, dim), e.g. `Embedder.encode`'s
+           ) -> np.ndarray:
     "Cosines (n_vecs, n_nodes) of each of `vecs` with every node's description, columns in id order (as `nodes`)."
     # every node, not a top k: fusion ranks any member of the pool, and a new node's edges need each similarity
     I, D = self.dense(NODE_VECS, self.dim).search(np.atleast_2d(np.asarray(vecs, np.float32)), len(self))
@@ -430,35 +497,44 @@ DISTILL_PROMPT = (
 _LINE = re.compile(r'^[ \t>*#-]*\**[ \t]*(lesson|description|keywords)[ \t]*\**[ \t]*[:=][ \t]*(.*)$', re.I | re.M)
 
 # %% ../nbs/15_coevo.ipynb #9cfa258d
-def clip_text(s:str, n:int) -> str:
+def clip_text(s:str, # any text (a non-string is converted with `str`)
+              n:int, # characters kept, half from the head and half from the tail
+             ) -> str:
     "`s` with whitespace collapsed, cut to `n` characters (head and tail kept around ' … ')."
     s = ' '.join(str(s).split())
     return s if len(s) <= n else s[:n//2] + ' … ' + s[-(n - n//2):]
 
 # %% ../nbs/15_coevo.ipynb #c036795c
-def attempt_text(messages:list, n:int=800) -> str:
+def attempt_text(messages:list, # an episode's chat messages: system, task prompt, then the agent's turns and replies
+                 n:int=800, # characters kept (`clip_text`)
+                ) -> str:
     "The agent's turns and the environment's replies after the first user message, as one capped string."
     turns = [f"{'Agent' if m['role'] == 'assistant' else 'Environment'}: {m['content']}" for m in messages[2:]]
     return clip_text(' | '.join(turns) or '(no reply)', n)
 
 # %% ../nbs/15_coevo.ipynb #15586c1f
-def outcome_text(R:float) -> str:
+def outcome_text(R:float, # the episode's score: ≥ 1 success, ≤ 0 failure, partial between
+                ) -> str:
     return f"{'success' if R >= 1 else 'failure' if R <= 0 else 'partial'} (score {R:.2f})"
 
 # %% ../nbs/15_coevo.ipynb #573e607d
-def frequent_terms(text:str, n:int=6) -> list[str]:
+def frequent_terms(text:str, # the text to draw keywords from (a task prompt)
+                   n:int=6, # how many terms at most
+                  ) -> list[str]:
     "The `n` most frequent content words of `text` (length ≥ 3, not pure digits), first occurrence breaking ties."
     toks = [t for t in tokenize(text) if len(t) >= 3 and not t.isdigit()]
     cnt = Counter(toks)
     return sorted(dict.fromkeys(toks), key=lambda t: -cnt[t])[:n]
 
 # %% ../nbs/15_coevo.ipynb #164d04c6
-def norm_keyword(k:str) -> str: return ' '.join(re.findall(r'\w+', k.lower()))
+def norm_keyword(k:str, # one keyword as the policy wrote it
+                ) -> str: return ' '.join(re.findall(r'\w+', k.lower()))
 
 # %% ../nbs/15_coevo.ipynb #8d69defc
 _FORMAT_WORDS = set(tokenize(DISTILL_PROMPT.split('example:')[0]))
 
-def is_placeholder(v:str) -> bool:
+def is_placeholder(v:str, # one field value of a distillation reply
+                  ) -> bool:
     """Whether a field value is a `<...>` placeholder, the prompt's example, or mostly its instruction words (copied,
     not written)."""
     v = v.strip()
@@ -467,7 +543,11 @@ def is_placeholder(v:str) -> bool:
     return bool(toks) and sum(t in _FORMAT_WORDS for t in toks) >= 0.8 * len(toks)
 
 # %% ../nbs/15_coevo.ipynb #fb740336
-def parse_distill(raw:str, task_prompt:str, attempt:str, R:float) -> tuple[dict, list]:
+def parse_distill(raw:str, # the policy's distillation reply (None or '' = every field falls back)
+                  task_prompt:str, # the task's prompt: the fallback description and keywords
+                  attempt:str, # the agent's attempt (`attempt_text`), in the fallback lesson
+                  R:float, # the episode's score, in the fallback lesson
+                 ) -> tuple[dict, list]:
     "`({content, description, keywords, fallback}, [fields that fell back])` from a distillation reply."
     f = {}
     for m in _LINE.finditer(raw or ''):
@@ -502,13 +582,21 @@ TIME_PROMPT = (
 )
 
 # %% ../nbs/15_coevo.ipynb #35134af3
-def utility_content(query:str, memory:str, attempt:str, R:float) -> str:
+def utility_content(query:str, # the task's prompt
+                    memory:str, # the exposed memory's content (its lesson)
+                    attempt:str, # the agent's attempt (`attempt_text`)
+                    R:float, # the episode's score
+                   ) -> str:
     """The utility prompt's content: task, memory, the agent's attempt and the outcome, each capped (short prompts keep
     judging cheap)."""
     return f"Task: {clip_text(query, 250)}\nMemory: {clip_text(memory, 250)}\nAttempt: {clip_text(attempt, 300)}\nOutcome: {outcome_text(R)}"
 
 # %% ../nbs/15_coevo_b_method.ipynb #49c77c49
-def phase_kind(r:int, schedule:str, start_empty:bool, n_phases:int|None=None) -> str:
+def phase_kind(r:int, # the phase's index, from 0
+               schedule:str, # `coevo.schedule`: `alternate`, `simultaneous` or `two_stage`
+               start_empty:bool, # whether the run began with an empty graph (`alternate` then starts with memory)
+               n_phases:int|None=None, # the run's number of phases, needed by `two_stage` (None = unknown)
+              ) -> str:
     "What phase `r` updates: `memory`, `router` or `both`."
     if schedule == 'simultaneous': return 'both'
     if schedule == 'alternate': return ('memory', 'router')[(r + (0 if start_empty else 1)) % 2]
@@ -564,7 +652,9 @@ class CoEvoMem(Method):
         if self.judge is not None: self.judge.log.clear()
         return results
 
-    def plan(self, tasks:list) -> list[dict]:
+    def plan(self,
+             tasks:list, # one family's tasks, in stream order
+            ) -> list[dict]:
         "Per task: applied-key, phase, phase kind, and whether it is a replay of an already applied episode."
         out, n_new = [], 0
         for t, key in zip(tasks, self.keys.keys(tasks)):
@@ -580,7 +670,8 @@ class CoEvoMem(Method):
             out.append(self._plan_new(t, key, r))
         return out
 
-    def route(self, items:list[dict]):
+    def route(self,
+              items:list[dict]): # the plans of new episodes (from `plan`), filled in place
         "Fill `srqr`, `e`, `pbar`, `xi`, `pi`, `w`, `zeta` and the exposed set `A` of each item."
         if not items: return
         self._rewrite(items)
@@ -589,7 +680,10 @@ class CoEvoMem(Method):
             self._fusion_weights(it, pi)
             it['A'], it['retrieval'] = self.retrieve(it['srqr'], it['w'])
 
-    def retrieve(self, sr:SRQR, w) -> tuple[list, dict]:
+    def retrieve(self,
+                 sr:SRQR, # the query's SR-QR: its dense and sparse rewrites
+                 w, # the fusion weights (w_d, w_s)
+                ) -> tuple[list, dict]:
         "A_t for one query's rewrites and weights `w = (w_d, w_s)` on the current graph."
         ix = self._index()
         if not ix['ids']: return [], {}
@@ -599,7 +693,8 @@ class CoEvoMem(Method):
                                   self.args.eta, self.args.lam_q, self.args.k)
         return A, _pool_info(info)
 
-    def update(self, items:list[dict]):
+    def update(self,
+               items:list[dict]): # the played plans of one phase's new episodes, with their results
         "Apply the router and/or memory updates of `items` (one transaction per episode)."
         mem = [p for p in items if p['kind'] in ('memory', 'both')]
         if mem: self._distill_nodes(mem)
@@ -826,7 +921,9 @@ def _episode_fields(self:CoEvoMem, p:dict) -> dict:
 
 # %% ../nbs/15_coevo_b_method.ipynb #ea999c38
 @patch
-def extra(self:CoEvoMem, res) -> dict:
+def extra(self:CoEvoMem,
+          res, # an episode's result from `run_batch` (its CoEvo-Mem fields in `res.extra`)
+         ) -> dict:
     "CoEvo-Mem fields of an episode line: phase and kind, w, π, ζ, exposed memories, utilities, new node, SR-QR status."
     return res.extra
 
@@ -1091,10 +1188,14 @@ register_method('coevo')(CoEvoMem)
 class CoEvoFrozen(CoEvoMem):
     "CoEvo-Mem evaluation with a frozen router and memory graph (validation / test)."
     frozen = True
-    def update(self, items): raise RuntimeError('a frozen CoEvo-Mem state is never updated')
+    def update(self,
+               items, # the plans `CoEvoMem.update` would apply: refused
+              ): raise RuntimeError('a frozen CoEvo-Mem state is never updated')
 
 # %% ../nbs/15_coevo_b_method.ipynb #b05cbbdb
-def freeze_checkpoint(src:str|Path, dst:str|Path) -> Path:
+def freeze_checkpoint(src:str|Path, # a checkpoint file, or a run folder holding `coevo.sqlite`
+                      dst:str|Path, # the folder of the frozen copy (created if absent)
+                     ) -> Path:
     """Copy a checkpoint (`checkpoints/phase_XXX.sqlite`, or a run folder's `coevo.sqlite`) into `dst/coevo.sqlite`,
     marked frozen."""
     src = Path(src)
@@ -1106,7 +1207,10 @@ def freeze_checkpoint(src:str|Path, dst:str|Path) -> Path:
     return dst_db
 
 # %% ../nbs/15_coevo_b_method.ipynb #4c096e1c
-def validation_tasks(run_dir:str|Path, cfg, n_val:int) -> dict:
+def validation_tasks(run_dir:str|Path, # the training run's folder (its `config.json` and `episodes.jsonl`)
+                     cfg, # the profile the environments are opened with
+                     n_val:int, # held-out tasks per family
+                    ) -> dict:
     "`{family_spec: (env, tasks)}`: `n_val` train-split tasks per family not played by the training run in `run_dir`."
     run_dir = Path(run_dir)
     sp = json.loads((run_dir/'config.json').read_text())['spec']
@@ -1127,7 +1231,12 @@ def validation_tasks(run_dir:str|Path, cfg, n_val:int) -> dict:
     return out
 
 # %% ../nbs/15_coevo_b_method.ipynb #e1188dd6
-def evaluate_frozen(db:str|Path, policy, cfg, val:dict, work:str|Path) -> dict:
+def evaluate_frozen(db:str|Path, # the state to evaluate: a checkpoint file or a run folder
+                    policy, # the policy that plays the validation episodes
+                    cfg, # the profile of the frozen run (`model.batch_size`, `coevo.*`)
+                    val:dict, # the validation tasks, from `validation_tasks`
+                    work:str|Path, # a scratch folder for the frozen copy and its run files
+                   ) -> dict:
     "Mean score of a frozen copy of the state `db` on the validation tasks `val` (from `validation_tasks`)."
     work = Path(work)
     freeze_checkpoint(db, work)
@@ -1139,7 +1248,11 @@ def evaluate_frozen(db:str|Path, policy, cfg, val:dict, work:str|Path) -> dict:
     return dict(mean_score=float(np.mean(scores)) if scores else None, n=len(scores))
 
 # %% ../nbs/15_coevo_b_method.ipynb #4b6f4197
-def select_checkpoint(run_dir:str|Path, policy, cfg=None, n_val:int=8) -> dict:
+def select_checkpoint(run_dir:str|Path, # the training run's folder, with its `checkpoints/`
+                      policy, # the policy that plays the validation episodes
+                      cfg=None, # the profile to evaluate with (None = the run's own, from its `config.json`)
+                      n_val:int=8, # held-out train tasks per family
+                     ) -> dict:
     "Evaluate each checkpoint of `run_dir` frozen on held-out train tasks; `{best, best_path, scores}`."
     import tempfile
     run_dir = Path(run_dir)
