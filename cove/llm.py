@@ -30,7 +30,9 @@ DTYPES = {'float32': torch.float32, 'fp32': torch.float32, 'bfloat16': torch.bfl
           'float16': torch.float16, 'fp16': torch.float16}
 
 # %% ../nbs/02_llm.ipynb #d44d37a3
-def pick_dtype(dtype:str|torch.dtype='auto', device:str='cpu') -> torch.dtype:
+def pick_dtype(dtype:str|torch.dtype='auto', # `auto`, a `DTYPES` name (`bfloat16`, `fp32`, ...) or a torch dtype
+               device:str='cpu', # where the model runs (`cpu`, `cuda`, `cuda:0`): what `auto` picks depends on it
+              ) -> torch.dtype:
     "The torch dtype for `dtype` (`auto`, `bfloat16`, `float32`, `float16`) on `device`."
     if isinstance(dtype, torch.dtype): return dtype
     if dtype != 'auto':
@@ -43,7 +45,8 @@ def pick_dtype(dtype:str|torch.dtype='auto', device:str='cpu') -> torch.dtype:
 # %% ../nbs/02_llm.ipynb #eed1e71c
 def torch_threads(threads:int=0, # explicit count (>0 wins)
                   jobs:int=0,    # torch processes sharing the cores; 0 = pytest-xdist workers, else 1
-                  env:dict|None=None) -> int:
+                  env:dict|None=None, # environment read for `OMP_NUM_THREADS` and the xdist workers; None: `os.environ`
+                 ) -> int:
     "Torch threads for this process: `threads`, else `OMP_NUM_THREADS`, else available cores // jobs (at least 1)."
     if threads > 0: return threads
     env = os.environ if env is None else env
@@ -53,14 +56,16 @@ def torch_threads(threads:int=0, # explicit count (>0 wins)
     return max(1, available_cores() // max(1, jobs))
 
 # %% ../nbs/02_llm.ipynb #29c317c7
-def set_threads(threads:int=0, jobs:int=0) -> int:
+def set_threads(threads:int=0, # explicit thread count (>0 wins), as `torch_threads`
+                jobs:int=0, # torch processes sharing the cores; 0 = pytest-xdist workers, else 1
+               ) -> int:
     "Set torch's intra-op threads from `torch_threads`; returns the count."
     n = torch_threads(threads, jobs)
     if torch.get_num_threads() != n: torch.set_num_threads(n)
     return n
 
 # %% ../nbs/02_llm.ipynb #f32743b8
-def tiny_llama(seed:int=0):
+def tiny_llama(seed:int=0): # torch seed of the random weights (the caller's RNG state is left as it was)
     "A randomly initialised 2-layer Llama with the SmolLM2 tokenizer: `(model, tokenizer)`, for unit tests."
     from transformers import LlamaConfig, LlamaForCausalLM
     tok = smollm2_tokenizer()
@@ -75,7 +80,10 @@ def tiny_llama(seed:int=0):
 
 # %% ../nbs/02_llm.ipynb #fe36c566
 def load_model(name:str=EMBEDDED_NAME, # `smollm2-135m`, `tiny`, a local folder or a hub id
-               dtype:str|torch.dtype='auto', device:str='cpu', allow_download:bool=False, seed:int=0):
+               dtype:str|torch.dtype='auto', # `auto`, `bfloat16`, `float32`, `float16` or a torch dtype (`pick_dtype`)
+               device:str='cpu', # torch device to put the model on (`cpu`, `cuda`, `cuda:0`, ...)
+               allow_download:bool=False, # let a hub id missing from the local Hugging Face cache be fetched
+               seed:int=0): # seed of the random weights of `tiny` (other models ignore it)
     "Load `(model, tokenizer)` for a model name (see `resolve_model`), in eval mode."
     ref, dt = resolve_model(name, allow_download), pick_dtype(dtype, device)
     if ref.kind == 'tiny':
@@ -93,7 +101,8 @@ def load_model(name:str=EMBEDDED_NAME, # `smollm2-135m`, `tiny`, a local folder 
 MODELLED_TOKENS_PER_INSTANCE = 14100   # paper Appendix A
 MODELLED_STEPS_PER_INSTANCE = 0.125    # paper Appendix A
 
-def modelled_train_cost(n_param:int) -> dict:
+def modelled_train_cost(n_param:int, # instances routed to the parametric channel (>= 0)
+                       ) -> dict:
     "The paper's modelled parametric cost (Appendix A) for `n_param` instances routed to the parametric channel."
     if n_param < 0: raise ValueError(f"n_param must be >= 0, got {n_param}")
     return {'n_param': n_param, 'train_tokens': n_param*MODELLED_TOKENS_PER_INSTANCE,
@@ -113,7 +122,7 @@ def _common_prefix(seqs:list[list[int]]) -> int:
 class PrefixCache:
     """Per-row KV caches of recent prompts, reused for the longest common token prefix (LRU, at most `max_tokens`
     tokens)."""
-    def __init__(self, max_tokens:int=32768):
+    def __init__(self, max_tokens:int=32768): # most tokens of KV kept, over all rows; 0 disables the cache
         if max_tokens < 0: raise ValueError(f"max_tokens must be >= 0 (0 disables the cache), got {max_tokens}")
         # rows: (key, ids as an int64 array, [(k, v) per layer] with k, v: heads x tokens x dim)
         self.max_tokens, self.rows = max_tokens, []
@@ -132,7 +141,10 @@ def __repr__(self:PrefixCache):
 
 # %% ../nbs/02_llm.ipynb #b114940d
 @patch
-def add(self:PrefixCache, key, ids:list[int], kv:list):
+def add(self:PrefixCache,
+        key, # what the row's KV was computed under (the adapter's name; None: the base model); lookups match it
+        ids:list[int], # the row's token ids; an empty row, or one longer than `max_tokens`, is not kept
+        kv:list): # the row's keys and values: `[(k, v)]` per layer, each heads x len(ids) x dim
     """Keep a row's ids and KV (`[(k, v)]` per layer, each heads x len(ids) x dim); evicts the oldest rows beyond
     `max_tokens`."""
     if not ids or len(ids) > self.max_tokens: return
@@ -150,7 +162,10 @@ def _prefix_len(kept:np.ndarray, a:np.ndarray) -> int:
 
 # %% ../nbs/02_llm.ipynb #c723ffd3
 @patch
-def lookup(self:PrefixCache, key, ids:list[int]) -> tuple[list|None, int]:
+def lookup(self:PrefixCache,
+           key, # only rows kept under this key (the adapter's name; None: the base model) are reused
+           ids:list[int], # the prompt's token ids
+          ) -> tuple[list|None, int]:
     """The kept row (its per-layer KV) sharing the longest prefix with `ids` under `key`, and that length (at most
     `len(ids) - 1`)."""
     a, best, n = np.asarray(ids, dtype=np.int64), None, 0
@@ -172,10 +187,10 @@ class HFPolicy(TokenizerPolicy):
     "A transformers causal LM as a `Policy`: batched left-padded chat generation, choice scoring, LoRA hot-swap."
     def __init__(
         self,
-        model,
-        tokenizer,
+        model, # a transformers causal LM (put in eval mode)
+        tokenizer, # its tokenizer, with a chat template (set to pad on the left, with eos if it has no pad token)
         batch_size:int=16,  # rows per forward pass
-        name:str|None=None,
+        name:str|None=None, # the policy's name; None: the model's `name_or_path`, else its class name
         template_kw:dict|None=None,  # extra chat-template args, e.g. `{'enable_thinking': False}`
         prefix_cache_tokens:int=32768,  # tokens of KV kept for reuse across turns (`PrefixCache`), fp32 weights only; 0: off
     ):
@@ -206,8 +221,14 @@ def __repr__(self:HFPolicy):
 
 # %% ../nbs/02_llm_b_hf.ipynb #2c93f632
 @patch(cls_method=True)
-def load(cls:HFPolicy, name:str=EMBEDDED_NAME, dtype:str|torch.dtype='auto', device:str='cpu', batch_size:int=16,
-         allow_download:bool=False, **kw) -> HFPolicy:
+def load(cls:HFPolicy,
+         name:str=EMBEDDED_NAME, # `smollm2-135m`, `tiny`, a local folder or a hub id (`resolve_model`)
+         dtype:str|torch.dtype='auto', # `auto`, `bfloat16`, `float32`, `float16` or a torch dtype (`pick_dtype`)
+         device:str='cpu', # torch device to put the model on (`cpu`, `cuda`, ...)
+         batch_size:int=16, # rows per forward pass
+         allow_download:bool=False, # let a hub id missing from the local Hugging Face cache be fetched
+         **kw, # more `HFPolicy` arguments (`template_kw`, `prefix_cache_tokens`)
+        ) -> HFPolicy: # the loaded model as a policy
     "Load a model by name (`smollm2-135m`, `tiny`, a folder, a hub id) as a policy."
     model, tok = load_model(name, dtype, device, allow_download)
     return cls(model, tok, batch_size=batch_size, name=name, **kw)
@@ -217,7 +238,9 @@ register_backend('hf')(HFPolicy.load)   # `make_policy('hf', ...)`
 
 # %% ../nbs/02_llm_b_hf.ipynb #1d78fe41
 @patch
-def count_tokens(self:HFPolicy, x) -> int:
+def count_tokens(self:HFPolicy,
+                 x, # a text, or chat messages (counted as the chat prompt `generate` would send)
+                ) -> int:
     "Exact token count of a text, or of chat messages as the prompt `generate` would send."
     return count_tokens_with(self.tokenizer, x, **self.template_kw)
 
@@ -226,7 +249,10 @@ from transformers import StoppingCriteria
 
 class PatternStop(StoppingCriteria):
     "Stop each row of a batch once its completion (tokens after `start`) matches one of `patterns`."
-    def __init__(self, tokenizer, patterns:list[re.Pattern], start:int):
+    def __init__(self,
+                 tokenizer, # decodes each row's completion
+                 patterns:list[re.Pattern], # compiled stop patterns: a row stops once its completion text matches one
+                 start:int): # position in the input ids where the completions begin (the padded prompt's length)
         self.tok, self.patterns, self.start = tokenizer, patterns, start
     def __call__(self, input_ids, scores, **kw) -> torch.BoolTensor:
         texts = self.tok.batch_decode(input_ids[:, self.start:], skip_special_tokens=True)
@@ -264,7 +290,11 @@ def _seeded(seed:int|None):
         yield
 
 # %% ../nbs/02_llm_b_hf.ipynb #d96cb1bb
-def client_stop(g:Generation, stop, tokenizer=None, strings:bool=False) -> Generation:
+def client_stop(g:Generation, # a completion as the backend returned it
+                stop, # stop strings and compiled patterns, or None
+                tokenizer=None, # recounts the tokens of a cut text; None: the completion's count is kept
+                strings:bool=False, # cut at the stop strings too, not only at the patterns
+               ) -> Generation:
     """Apply stop patterns after the fact (for backends that only take strings), and stop strings too if `strings` (for a
     server that leaves them in its reply): cut the text, recount its tokens when a tokenizer is at hand."""
     cut = cut_at_stop(g.text, stop if strings else stop_patterns(stop))
@@ -287,8 +317,15 @@ def _chat_ids(self:HFPolicy, batch:list) -> list[list[int]]:
 
 # %% ../nbs/02_llm_b_hf.ipynb #f204aa87
 @patch
-def generate(self:HFPolicy, batch:list, max_new_tokens:int=128, temperature:float=0.0, top_p:float=1.0,
-             stop:list|None=None, seed:int|None=None, min_new_tokens:int=0) -> list[Generation]:
+def generate(self:HFPolicy,
+             batch:list, # the conversations to complete: each a chat message list or a plain user string
+             max_new_tokens:int=128, # most tokens generated for each completion
+             temperature:float=0.0, # sampling temperature (>= 0); 0: greedy decoding
+             top_p:float=1.0, # nucleus-sampling probability mass, in (0, 1]; used only when sampling
+             stop:list|None=None, # stop strings and/or compiled patterns: each text ends at the earliest; None: none
+             seed:int|None=None, # torch seed for sampling, inside this call only; None: torch's RNG as it is
+             min_new_tokens:int=0, # fewest tokens generated before an end of turn may end a completion
+            ) -> list[Generation]:
     """Complete each conversation in `batch`, `batch_size` rows at a time (greedy when `temperature == 0`); `stop` holds
     strings and/or compiled patterns."""
     toks = self._chat_ids(batch)
@@ -489,7 +526,11 @@ def _score_full(self:HFPolicy, spans) -> list[float]:
 
 # %% ../nbs/02_llm_b_hf.ipynb #af692edd
 @patch
-def score_choices(self:HFPolicy, messages, choices:list[str], end:bool=True) -> list[float]:
+def score_choices(self:HFPolicy,
+                  messages, # the conversation the choices reply to: a chat message list or a plain user string
+                  choices:list[str], # the candidate assistant replies, non-empty strings
+                  end:bool=True, # score the end-of-sequence token after each choice too
+                 ) -> list[float]:
     "Total log-likelihood of each choice as the whole assistant reply to `messages` (+ end-of-turn when `end`)."
     spans = choice_token_spans(self.tokenizer, messages, choices, end, **self.template_kw)
     with self._adapter_ctx(), torch.inference_mode():
@@ -500,7 +541,11 @@ def score_choices(self:HFPolicy, messages, choices:list[str], end:bool=True) -> 
     return scores
 
 # %% ../nbs/02_llm_b_hf.ipynb #54548ea5
-def make_test_adapter(path:str|Path, seed:int=0, r:int=4, scale:float=1.0) -> Path:
+def make_test_adapter(path:str|Path, # the folder to save the adapter into
+                      seed:int=0, # `tiny_llama` seed of the base model it is for; its LoRA weights use `seed + 1`
+                      r:int=4, # LoRA rank
+                      scale:float=1.0, # `lora_alpha / r`: how strongly the adapter's update is scaled
+                     ) -> Path:
     "Save a randomly initialised (non-zero) LoRA adapter for `tiny_llama(seed)` into `path`, for tests."
     from peft import LoraConfig, get_peft_model
     base, _ = tiny_llama(seed)
@@ -520,7 +565,7 @@ def adapters(self:HFPolicy) -> list[str]:
 
 # %% ../nbs/02_llm_b_hf.ipynb #70c6ced2
 @patch
-def set_adapter(self:HFPolicy, name:str|None):
+def set_adapter(self:HFPolicy, name:str|None): # a loaded adapter's name; None: the base model
     "Activate a loaded adapter by name, or the base model with `None`."
     if name is not None:
         if name not in self.adapters: raise KeyError(f"adapter {name!r} not loaded; loaded: {self.adapters}")
@@ -529,7 +574,10 @@ def set_adapter(self:HFPolicy, name:str|None):
 
 # %% ../nbs/02_llm_b_hf.ipynb #f02ada38
 @patch
-def load_adapter(self:HFPolicy, path:str|Path, name:str|None=None) -> str:
+def load_adapter(self:HFPolicy,
+                 path:str|Path, # the folder holding the LoRA adapter (`adapter_config.json` and its weights)
+                 name:str|None=None, # the name to load it under (replacing one of that name); None: the folder's name
+                ) -> str:
     "Load the LoRA adapter saved in `path` under `name` (default: the folder name); returns the name."
     from peft import PeftModel
     path = adapter_folder(path)
@@ -556,7 +604,7 @@ def _drop(self:HFPolicy, name:str):
 
 # %% ../nbs/02_llm_b_hf.ipynb #5255407f
 @patch
-def unload_adapter(self:HFPolicy, name:str):
+def unload_adapter(self:HFPolicy, name:str): # the name of a loaded adapter
     "Remove a loaded adapter; the base model becomes active if it was the active one."
     if name not in self.adapters: raise KeyError(f"adapter {name!r} not loaded; loaded: {self.adapters}")
     self.prefix_cache.clear()
@@ -577,7 +625,10 @@ def _time_batch(policy:Policy, bs:int, new_tokens:int) -> tuple[float, float, fl
 
 # %% ../nbs/02_llm_b_hf.ipynb #1f4d63fb
 def bench_generation(policy:Policy|str, # a policy, or a model name to load with `HFPolicy.load`
-                     batch_sizes=(1, 16), new_tokens:int=32, dtype:str='auto') -> dict:
+                     batch_sizes=(1, 16), # the batch sizes timed; `speedup` is the last one's tok/s over the first's
+                     new_tokens:int=32, # tokens generated for each row, exactly (`min_new_tokens` too)
+                     dtype:str='auto', # dtype of a policy loaded by name (`pick_dtype`); ignored for a policy
+                    ) -> dict:
     "Greedy generation speed: `{batch_size: tok/s, ..., 'seconds', 'cpu_util', 'speedup', ...}`."
     if isinstance(policy, str): policy = HFPolicy.load(policy, dtype=dtype, batch_size=max(batch_sizes))
     saved = copy.deepcopy(policy.ledger)
@@ -595,7 +646,10 @@ def bench_generation(policy:Policy|str, # a policy, or a model name to load with
     return res
 
 # %% ../nbs/02_llm_b_hf.ipynb #0c2cd9c0
-def bench_load(name:str=EMBEDDED_NAME, dtype:str='auto', **load_kw) -> tuple[float, HFPolicy]:
+def bench_load(name:str=EMBEDDED_NAME, # the model: `smollm2-135m`, `tiny`, a local folder or a cached hub id
+               dtype:str='auto', # `auto`, `bfloat16`, `float32` or `float16` (`pick_dtype`)
+               **load_kw, # more `HFPolicy.load` arguments (`device`, `batch_size`, ...)
+              ) -> tuple[float, HFPolicy]: # `(seconds, policy)`
     """Seconds to load policy `name` from the local cache (converting first and importing transformers, untimed), and
     the policy."""
     resolve_model(name)
