@@ -17,7 +17,8 @@ __all__ = ['VOLATILE_OPEN', 'VOLATILE_CLOSE', 'KNOWLEDGE_HEAD', 'render_entry', 
 # %% ../nbs/06_agent.ipynb #fc0c8384
 VOLATILE_OPEN, VOLATILE_CLOSE = '<volatile>', '</volatile>'
 
-def render_entry(e) -> str:
+def render_entry(e, # a knowledge entry: its `content`, and `label` ('volatile' gets the markers)
+                ) -> str:
     "One knowledge entry as a prompt line; volatile entries are wrapped in markers."
     text = ' '.join(str(e.content).split())
     return f"- {VOLATILE_OPEN}{text}{VOLATILE_CLOSE}" if getattr(e, 'label', None) == 'volatile' else f"- {text}"
@@ -25,7 +26,8 @@ def render_entry(e) -> str:
 # %% ../nbs/06_agent.ipynb #2d378fdc
 KNOWLEDGE_HEAD = 'Relevant knowledge from earlier tasks'   # how the block opens: where readers find it in a prompt
 
-def knowledge_block(entries:list) -> str:
+def knowledge_block(entries:list, # retrieved knowledge entries, in prompt order; empty for none
+                   ) -> str:
     "The prompt section listing retrieved knowledge, or '' when there is none."
     if not entries: return ''
     return (
@@ -34,7 +36,10 @@ def knowledge_block(entries:list) -> str:
     )
 
 # %% ../nbs/06_agent.ipynb #8a461bb6
-def build_messages(env:Environment, task:Task, entries:list|None=None) -> list[dict]:
+def build_messages(env:Environment, # the task's environment, which writes the instructions
+                   task:Task, # the task whose prompt is the user message
+                   entries:list|None=None, # knowledge entries listed in the system message; None or empty: none
+                  ) -> list[dict]:
     """System (instructions + knowledge) and user (task) messages for the first turn; `HarnessAgent.run` puts worked
     examples between them."""
     system = env.instructions(task)
@@ -53,7 +58,8 @@ class WorkedExamples:
 
 # %% ../nbs/06_agent.ipynb #0c05b505
 @patch
-def pool(self:WorkedExamples, env:Environment) -> list[Task]:
+def pool(self:WorkedExamples, env:Environment, # the family's environment, whose train split is drawn
+        ) -> list[Task]:
     "The train tasks examples come from (cached per environment)."
     if env not in self._pools: self._pools[env] = env.tasks('train', n=self.n_pool, seed=self.seed)
     return self._pools[env]
@@ -66,7 +72,9 @@ def _rotated(xs:list, key:str) -> list:
 
 # %% ../nbs/06_agent.ipynb #074ba70b
 @patch
-def select(self:WorkedExamples, env:Environment, task:Task) -> list[Task]:
+def select(self:WorkedExamples, env:Environment, # the family's environment (its train pool and task kinds)
+           task:Task, # the task the examples are for; never among them
+          ) -> list[Task]:
     "The train tasks shown for `task`: its own kind first, each group rotated by the task id; never `task` itself."
     pool = [t for t in self.pool(env) if t.id != task.id and t.prompt != task.prompt]
     kind = env.kind(task)
@@ -76,7 +84,9 @@ def select(self:WorkedExamples, env:Environment, task:Task) -> list[Task]:
 
 # %% ../nbs/06_agent.ipynb #96b8cb27
 @patch
-def render(self:WorkedExamples, env:Environment, task:Task) -> tuple[list[dict], list[str]]:
+def render(self:WorkedExamples, env:Environment, # the family's environment, which plays each example's reference turns
+           task:Task, # the task the examples are shown before; its tool surface is the examples'
+          ) -> tuple[list[dict], list[str]]:
     """`(messages, example ids)`: the selected examples' reference turns on `task`'s surface, ready to go before the
     task."""
     out, ids = [], []
@@ -99,7 +109,9 @@ class HarnessAgent:
                  kb=None, # a knowledge base with `retrieve(query, k, mode)`, or None for no memory
                  k:int=3, # entries injected per attempt
                  mode:str='hybrid', # retrieval mode
-                 max_new_tokens:int=96, temperature:float=0.0, seed:int|None=None,
+                 max_new_tokens:int=96, # cap on generated tokens per turn
+                 temperature:float=0.0, # sampling temperature; 0: greedy
+                 seed:int|None=None, # sampling seed; None: unseeded
                  shots:int=0, # worked examples per task from the family's train split (`WorkedExamples`)
                  stop:bool=True, # end each turn at the family's stops (`Environment.stop`)
                  scope:bool=False, # retrieve only the task's own family, never an entry made from the task itself
@@ -111,7 +123,11 @@ class HarnessAgent:
         self.log = get_logger('agent')
 
     @classmethod
-    def from_config(cls, policy, cfg, kb=None, **kw) -> HarnessAgent:
+    def from_config(cls, policy, # a `cove.llm` policy (`generate` over chat messages)
+                    cfg, # the run's config: `model.*`, `retrieval.*`, `agent.*` and `run.seed` are read
+                    kb=None, # a knowledge base with `retrieve(query, k, mode)`, or None for no memory
+                    **kw, # other `HarnessAgent` arguments, overriding the config's
+                   ) -> HarnessAgent:
         "An agent with the config's `model.*`, `retrieval.*`, `agent.*` and `run.seed` settings; `kw` overrides any."
         a = dict(
             kb=kb,
@@ -127,7 +143,8 @@ class HarnessAgent:
 
 # %% ../nbs/06_agent.ipynb #5d1d9211
 @patch
-def retrieve(self:HarnessAgent, task:Task) -> list:
+def retrieve(self:HarnessAgent, task:Task, # the task whose prompt is the retrieval query
+            ) -> list:
     "Knowledge entries for `task` (empty without a knowledge base), scoped and re-mapped as the agent is set."
     if self.kb is None or self.k <= 0: return []
     scope = dict(family=task.family, exclude_sources=own_sources(task)) if self.scope else {}
@@ -135,7 +152,8 @@ def retrieve(self:HarnessAgent, task:Task) -> list:
     return self.remap(task, entries) if self.remap else entries
 
 # %% ../nbs/06_agent.ipynb #8161d7a6
-def own_sources(task:Task) -> tuple[str, ...]:
+def own_sources(task:Task, # the task played; a surface-changed one has an id like `x@renamed`
+               ) -> tuple[str, ...]:
     "The task ids an entry made from `task` carries: its own, and the id it had before a surface change (`x@renamed`)."
     return tuple(dict.fromkeys((task.id, task.id.split('@')[0])))
 
@@ -199,7 +217,10 @@ def _result(e:dict, dt:float) -> EpisodeResult:
 # %% ../nbs/06_agent.ipynb #f6c5dfa4
 @patch
 def run(
-    self:HarnessAgent, env:Environment|list[Environment], tasks:list[Task], entries:list[list]|None=None
+    self:HarnessAgent,
+    env:Environment|list[Environment], # one environment for every task, or one per task
+    tasks:list[Task], # the tasks played together, as one batch
+    entries:list[list]|None=None, # knowledge entries per task, used instead of retrieval; None: retrieve
 ) -> list[EpisodeResult]:
     """Play `tasks` together, in `env` or in `env[i]` for task i (families can share a batch); `entries[i]` overrides
     retrieval for task i."""
