@@ -14,14 +14,19 @@ __all__ = ['Base', 'Oracle']
 @register_method('base')
 class Base(Method):
     "The policy alone: no memory, no training."
-    def run_chunk(self, pairs:list[tuple]) -> list[EpisodeResult]:
+    def run_chunk(self, pairs:list[tuple], # `(environment, task)` per episode, of any families
+                 ) -> list[EpisodeResult]:
         "`[(env, task), ...]` of any families, played as one batch."
         return self.agent().run([e for e, _ in pairs], [t for _, t in pairs])
-    def run_batch(self, env, tasks): return self.run_chunk([(env, t) for t in tasks])
+    def run_batch(self, env, # the environment every task is played in
+                  tasks, # the tasks, played as one batch
+                 ): return self.run_chunk([(env, t) for t in tasks])
 
 # %% ../nbs/07e_bounds.ipynb #cf7ae8b2
 @register_method('oracle')
 class Oracle(Method):
     "Reference solutions replayed through the environment."
     needs_policy = False
-    def run_batch(self, env, tasks): return [replay_reference(env, t) for t in tasks]
+    def run_batch(self, env, # the environment that plays each task's reference solution
+                  tasks, # the tasks whose reference solutions are replayed
+                 ): return [replay_reference(env, t) for t in tasks]

@@ -93,7 +93,8 @@ def own_methods() -> list[str]:
     return [ep.name for ep in _own()]
 
 # %% ../nbs/01c_plugins.ipynb #ae0f363b
-def load_own(name:str|None=None) -> list[str]:
+def load_own(name:str|None=None, # one of cove's own methods, e.g. `memrl`; None: all of them
+            ) -> list[str]:
     "Import cove's own method modules (registering the methods and declaring their config keys), or method `name`'s."
     return list(dict.fromkeys(ep.load().__module__ for ep in _own() if name in (None, ep.name)))
 

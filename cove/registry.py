@@ -39,7 +39,8 @@ def _check_replace(what:str, # 'method' or 'family'
 # %% ../nbs/01d_registry.ipynb #51531e42
 FAMILIES: dict[str, dict[str, type]] = {}   # family -> source -> its Environment class
 
-def register_env(family:str, source:str='embedded'):
+def register_env(family:str, # the task family, e.g. `tableqa`
+                 source:str='embedded'): # where its tasks come from: `embedded` (generated) or a dataset, e.g. `gsm8k`
     "Class decorator registering an `Environment` for `family:source` (one of cove's own: `_check_replace`)."
     def deco(cls):
         _check_replace('family', f'{family}:{source}', FAMILIES.get(family, {}).get(source), cls)
@@ -51,7 +52,7 @@ def register_env(family:str, source:str='embedded'):
 # %% ../nbs/01d_registry.ipynb #83ba9151
 METHODS: dict[str, type] = {}   # method name -> its Method class
 
-def register_method(name:str):
+def register_method(name:str): # the method's name, as `cove run --method` gives it
     "Class decorator registering a run method under `name` (one of cove's own: `_check_replace`)."
     def deco(cls):
         _check_replace('method', name, METHODS.get(name), cls)
@@ -63,7 +64,9 @@ def register_method(name:str):
 # %% ../nbs/01d_registry.ipynb #ce6896d9
 KINDS: dict[str, type] = {}   # entry-point group -> the base class of what it registers, declared by its module
 
-def declare_kind(group:str, base:type) -> type:
+def declare_kind(group:str, # an entry-point group, e.g. `cove.families`
+                 base:type, # the class every class that group registers must subclass
+                ) -> type:
     "Declare `base` the class whose subclasses entry-point `group` registers (`cove.families`: `Environment`)."
     KINDS[group] = base
     return base
@@ -71,7 +74,8 @@ def declare_kind(group:str, base:type) -> type:
 # %% ../nbs/01d_registry.ipynb #916018a9
 def register_entry(group:str, # `cove.families` or `cove.methods`
                    name:str, # the entry point's name: the family, or the method
-                   obj) -> bool:
+                   obj, # what the entry point loaded: registered only if a subclass of `group`'s kind
+                  ) -> bool:
     "Register class `obj` of entry point `name` unless it is not of `group`'s kind or is registered already; if it was."
     base = KINDS.get(group)
     if not (isinstance(obj, type) and base is not None and issubclass(obj, base)): return False
@@ -89,7 +93,7 @@ BACKENDS: dict[str, Callable] = {}   # backend name -> factory(model_name, **kw)
 BACKEND_MODULES = {'hf': 'cove.llm', 'vllm': 'cove.served', 'openai': 'cove.served', 'llamacpp': 'cove.llamacpp'}
 
 # %% ../nbs/01d_registry.ipynb #a1ba7b51
-def register_backend(name:str):
+def register_backend(name:str): # the backend's name, as `model.backend` gives it
     "Decorator registering `factory(model_name, **kw) -> Policy` as policy backend `name`."
     def deco(factory):
         BACKENDS[name] = factory
@@ -97,7 +101,8 @@ def register_backend(name:str):
     return deco
 
 # %% ../nbs/01d_registry.ipynb #f7dab3ab
-def backend_factory(name:str) -> Callable:
+def backend_factory(name:str, # a policy backend, `model.backend`: hf, vllm, openai, llamacpp or a plugin's
+                   ) -> Callable:
     "The factory of policy backend `name`, its module (`BACKEND_MODULES`) imported on first use; unknown: `ValueError`."
     if name not in BACKENDS and name in BACKEND_MODULES: importlib.import_module(BACKEND_MODULES[name])
     if name not in BACKENDS:

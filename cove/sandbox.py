@@ -382,7 +382,8 @@ def _python_paths() -> tuple:
     return tuple(sorted({sys.executable, sysconfig.get_paths()['stdlib'], sysconfig.get_paths()['purelib']}))
 
 # %% ../nbs/04b_sandbox.ipynb #079c3a29
-def uid_processes(uid:int) -> list[int]:
+def uid_processes(uid:int, # a real user id, e.g. the sandbox's throw-away uid
+                 ) -> list[int]:
     "Live (not zombie) processes whose real uid is `uid`."
     out = []
     for d in os.listdir('/proc'):
@@ -918,18 +919,18 @@ def run_sandboxed(code:str,              # Python source to run as `main.py`
 def run_command_sandboxed(
     argv:list[str],  # command; argv[0] must be an absolute path
     files:dict|None=None,  # name -> text written into the sandbox directory first
-    stdin:str='',
-    timeout:float=60.0,
-    memory_mb:int|None=None,
-    cpu_s:int|None=None,
+    stdin:str='',  # text fed on standard input
+    timeout:float=60.0,  # wall-clock limit, seconds
+    memory_mb:int|None=None,  # all processes together (cgroup), each one's address space (None: no limit)
+    cpu_s:int|None=None,  # CPU-time limit, seconds (default: ceil(timeout) + 1)
     *,
     env:dict|None=None,  # extra environment variables
-    max_output:int=1 << 16,
-    isolate_net:bool=True,
-    drop_privileges:bool=True,
-    max_procs:int=256,
-    file_mb:int=64,
-    disk_mb:int=128,
+    max_output:int=1 << 16,  # bytes kept per output stream
+    isolate_net:bool=True,  # fresh network namespace when possible
+    drop_privileges:bool=True,  # as root: run under a throw-away uid
+    max_procs:int=256,  # RLIMIT_NPROC (effective once privileges are dropped)
+    file_mb:int=64,  # RLIMIT_FSIZE, MiB: the largest file it may write
+    disk_mb:int=128,  # disk quota of the sandbox directory (a tmpfs), MiB, besides its input files
     reads:tuple=(),  # folders the program reads (its toolchain, libraries), besides argv[0]'s
 ) -> SandboxResult:
     "Run a trusted program (e.g. `lean`) on untrusted input under the same protections (no in-process guard)."
