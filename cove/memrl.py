@@ -24,7 +24,8 @@ from .embed import Embedder
 __all__ = ['NORMS', 'INTENTS', 'zscore', 'phase_a', 'q_hat', 'sim_hat', 'phase_b_scores', 'phase_b', 'two_phase', 'reward', 'mc_update', 'td_update', 'epoch_metrics', 'MemoryBank', 'SUMMARY_INSTRUCTION', 'FUNCTION_WORDS', 'WRITEBACKS', 'AUTHORS_CONFIGS', 'summary_messages', 'usable_summary', 'trace_digest', 'MemRLConfig', 'memory_source', 'memories_digest', 'MemRL', 'check_memory_source', 'learns_from']
 
 # %% ../nbs/14_memrl.ipynb #cf320c6a
-def zscore(x) -> np.ndarray:
+def zscore(x, # the numbers to standardise (any array-like)
+          ) -> np.ndarray:
     "z-score `(x - mean) / std` (population std); a constant vector (std < 1e-9) maps to zeros."
     x = np.asarray(x, dtype=np.float64)
     if x.size == 0: return x
@@ -32,7 +33,10 @@ def zscore(x) -> np.ndarray:
     return np.zeros_like(x) if sd < 1e-9 else (x - x.mean()) / sd
 
 # %% ../nbs/14_memrl.ipynb #b4f4f8af
-def phase_a(sims, delta:float, k1:int) -> np.ndarray:
+def phase_a(sims, # cosine similarity of each stored intent to the query, in stored order
+            delta:float, # Phase A threshold δ: an intent below it is never recalled
+            k1:int, # how many of the most similar intents Phase A keeps
+           ) -> np.ndarray:
     """Phase A: positions with `sim >= delta` (as MemRL's public code reads it), the `k1` most similar first (ties in
     position order)."""
     sims = np.asarray(sims, dtype=np.float64)
@@ -42,7 +46,9 @@ def phase_a(sims, delta:float, k1:int) -> np.ndarray:
 # %% ../nbs/14_memrl.ipynb #d9bd8f73
 NORMS = ('paper', 'authors')
 
-def q_hat(qs, norm:str='paper') -> np.ndarray:
+def q_hat(qs, # utility Q of each memory of one Phase-A pool
+          norm:str='paper', # one of `NORMS`: 'paper' (plain z-score) or 'authors' (MemRL's code, clipped to ±3)
+         ) -> np.ndarray:
     "ẑ(Q) over one pool: `paper`, `zscore`; `authors`, MemRL's code: population std (1: n = 1, std ≤ 1e-9), clipped ±3."
     if norm not in NORMS: raise ValueError(f"memrl.norm must be one of {NORMS}, got {norm!r}")
     if norm == 'paper': return zscore(qs)
@@ -52,14 +58,21 @@ def q_hat(qs, norm:str='paper') -> np.ndarray:
     return np.clip((q - q.mean()) / (sd if sd > 1e-9 else 1.0), -3.0, 3.0)
 
 # %% ../nbs/14_memrl.ipynb #c417e4a4
-def sim_hat(sims, stats:tuple|None=None) -> np.ndarray:
+def sim_hat(sims, # cosine similarity to the query of each memory of one pool
+            stats:tuple|None=None, # fixed corpus `(mean, std)` of similarity; None: z-score over the pool
+           ) -> np.ndarray:
     "ẑ(sim): the pool's `zscore`, or `(sim − mean) / std` with fixed corpus statistics `stats = (mean, std)`."
     if stats is None: return zscore(sims)
     mean, sd = stats
     return (np.asarray(sims, dtype=np.float64) - mean) / (sd if sd > 1e-9 else 1.0)
 
 # %% ../nbs/14_memrl.ipynb #12636a42
-def phase_b_scores(sims, qs, lam:float, norm:str='paper', sim_stats:tuple|None=None) -> np.ndarray:
+def phase_b_scores(sims, # cosine similarity to the query of each memory of the pool
+                   qs, # utility Q of each memory, aligned with `sims`
+                   lam:float, # weight λ in [0, 1] of ẑ(Q); ẑ(sim) gets 1 − λ
+                   norm:str='paper', # one of `NORMS`: how ẑ(Q) (and ẑ(sim)) are normalised, as in `q_hat`
+                   sim_stats:tuple|None=None, # fixed `(mean, std)` of similarity (`norm='authors'`); None: the pool's
+                  ) -> np.ndarray:
     "Phase B composite score `(1 - λ)·ẑ(sim) + λ·ẑ(Q)` over one pool (`q_hat`, `sim_hat`)."
     if norm == 'paper' and sim_stats is not None:
         raise ValueError("fixed similarity statistics (memrl.sim_stats) are the authors' normalisation: "
@@ -67,12 +80,16 @@ def phase_b_scores(sims, qs, lam:float, norm:str='paper', sim_stats:tuple|None=N
     return (1 - lam) * sim_hat(sims, sim_stats) + lam * q_hat(qs, norm)
 
 # %% ../nbs/14_memrl.ipynb #ad1e95df
-def phase_b(sims, qs, lam:float, k2:int,
+def phase_b(sims, # cosine similarity to the query of each memory of the Phase-A pool
+            qs, # utility Q of each memory, aligned with `sims`
+            lam:float, # weight λ in [0, 1] of ẑ(Q) against ẑ(sim) in the score
+            k2:int, # how many memories Phase B selects for injection
             norm:str='paper', # `paper`: ẑ over the pool; `authors`: MemRL's code (`q_hat`, `sim_hat`)
             sim_stats:tuple|None=None, # fixed `(mean, std)` of similarity (`authors` only); None: the pool's
             q_min:float|None=None, # utility filter: a memory with Q < q_min is never injected (None: no filter)
             epsilon:float=0.0, # probability of injecting `k2` memories drawn at random from the filtered pool
-            rng:np.random.Generator|None=None) -> dict:
+            rng:np.random.Generator|None=None, # draws the ε-exploration; required when `epsilon > 0`
+           ) -> dict:
     "Phase B over one Phase-A pool: `scores`, `kept` (positions with Q ≥ q_min, best first), `selected`, `explored`."
     sims, qs = np.asarray(sims, dtype=np.float64), np.asarray(qs, dtype=np.float64)
     sc = phase_b_scores(sims, qs, lam, norm, sim_stats) if len(sims) else np.zeros(0)
@@ -85,7 +102,14 @@ def phase_b(sims, qs, lam:float, k2:int,
 
 # %% ../nbs/14_memrl.ipynb #6d40d985
 @delegates(phase_b, but=['sims', 'qs', 'lam', 'k2'])
-def two_phase(sims, qs, delta:float, k1:int, k2:int, lam:float, **kwargs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def two_phase(sims, # cosine similarity of each memory to the query, in stored order
+              qs, # utility Q of each memory, aligned with `sims`
+              delta:float, # Phase A threshold δ: a memory below it is never recalled
+              k1:int, # how many of the most similar memories Phase A keeps
+              k2:int, # how many memories of the pool Phase B selects
+              lam:float, # Phase B weight λ in [0, 1] of ẑ(Q) against ẑ(sim)
+              **kwargs, # passed on to `phase_b`: `norm`, `sim_stats`, `q_min`, `epsilon`, `rng`
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     "`(pool, selected, scores)`: Phase-A pool positions, `phase_b`'s choice among them (best first), the pool's scores."
     sims, qs = np.asarray(sims, dtype=np.float64), np.asarray(qs, dtype=np.float64)
     pool = phase_a(sims, delta, k1)
@@ -94,17 +118,28 @@ def two_phase(sims, qs, delta:float, k1:int, k2:int, lam:float, **kwargs) -> tup
     return pool, pool[b['selected']], b['scores']
 
 # %% ../nbs/14_memrl.ipynb #8f3dd0ee
-def reward(success:bool, r_success:float=1.0, r_failure:float=-1.0) -> float:
+def reward(success:bool, # whether the episode succeeded
+           r_success:float=1.0, # reward of a successful episode (`memrl.reward_success`)
+           r_failure:float=-1.0, # reward of a failed episode (`memrl.reward_failure`)
+          ) -> float:
     "MemRL's reward: `r_success` (+1) for a successful episode, `r_failure` (-1) otherwise (`memrl.reward_*`)."
     return float(r_success) if success else float(r_failure)
 
 # %% ../nbs/14_memrl.ipynb #051f01da
-def mc_update(q:float, r:float, alpha:float) -> float:
+def mc_update(q:float, # the memory's current utility Q
+              r:float, # the episode's reward (`reward`)
+              alpha:float, # learning rate α (`memrl.alpha`)
+             ) -> float:
     "Monte-Carlo utility update `Q + α(r − Q)` (MemRL Eq. 4)."
     return q + alpha * (r - q)
 
 # %% ../nbs/14_memrl.ipynb #54096971
-def td_update(q:float, r:float, alpha:float, gamma:float, next_max_q:float) -> float:
+def td_update(q:float, # the memory's current utility Q
+              r:float, # the episode's reward (`reward`)
+              alpha:float, # learning rate α (`memrl.alpha`)
+              gamma:float, # discount γ of the next state's value (`memrl.gamma`)
+              next_max_q:float, # highest Q in the next episode's Phase-A pool C(s') (0 for an empty pool)
+             ) -> float:
     "TD utility update `Q + α(r + γ·max Q(s', m') − Q)` (MemRL Eq. 3)."
     return q + alpha * (r + gamma * next_max_q - q)
 
@@ -127,7 +162,8 @@ def _by_epoch(recs:list[dict]) -> dict:
     return by
 
 # %% ../nbs/14_memrl.ipynb #c7e7b397
-def epoch_metrics(recs:list[dict]) -> dict:
+def epoch_metrics(recs:list[dict], # episode records (lines of `episodes.jsonl`): `epoch`, `status`, task key fields
+                 ) -> dict:
     "SR per epoch and of the last epoch, CSR, and FR = N_lost / N_fail per epoch and its mean (MemRL §5.1, §5.4)."
     by = _by_epoch(recs)
     eps = sorted(by)
@@ -183,10 +219,15 @@ def _join_intent(self:MemoryBank, v, merge_sim:float|None, before:int|None) -> i
 
 # %% ../nbs/14_memrl.ipynb #ca09f459
 @patch
-def insert(self:MemoryBank, intent:str, experience:str, q:float, emb,
+def insert(self:MemoryBank,
+           intent:str, # intent z: the task's query text
+           experience:str, # experience e: the lesson text injected later (a summary or a trace digest)
+           q:float, # initial utility Q
+           emb, # the intent's embedding: `dim` floats (L2-normalised)
            merge_sim:float|None=None, # join the most similar stored intent if its cosine is ≥ this (None: a new intent)
            before:int|None=None, # join only an intent opened by a memory of id ≤ this (a batched write-back)
-           **fields) -> int:
+           **fields, # other `memories` columns to set: `family`, `task_id`, `success`, `summary_ok`, `created_by`
+          ) -> int:
     """Add a triplet `(z, e, Q)` with its intent embedding, under a near-duplicate stored intent or a new one; returns
     its id."""
     v = np.asarray(emb, dtype=np.float32).reshape(-1)
@@ -215,7 +256,9 @@ def arrays(self:MemoryBank) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 # %% ../nbs/14_memrl.ipynb #718402ae
 @patch
-def get(self:MemoryBank, ids:list[int]) -> list[dict]:
+def get(self:MemoryBank,
+        ids:list[int], # memory ids, in the order wanted
+       ) -> list[dict]:
     "Memories by id, in the order given (missing ids are skipped)."
     if not ids: return []
     rows = self.conn.execute(
@@ -226,13 +269,17 @@ def get(self:MemoryBank, ids:list[int]) -> list[dict]:
 
 # %% ../nbs/14_memrl.ipynb #e202c281
 @patch
-def set_q(self:MemoryBank, i:int, q:float):
+def set_q(self:MemoryBank,
+          i:int, # memory id
+          q:float): # its new utility Q
     "Store a new utility for memory `i` (counting the update)."
     self.conn.execute('UPDATE memories SET q = ?, n_updates = n_updates + 1 WHERE id = ?', (float(q), int(i)))
 
 # %% ../nbs/14_memrl.ipynb #a1bede7a
 @patch
-def q_of(self:MemoryBank, ids:list[int]) -> dict[int, float]:
+def q_of(self:MemoryBank,
+         ids:list[int], # memory ids (missing ones are left out)
+        ) -> dict[int, float]:
     "Current utilities of `ids`."
     return {m['id']: m['q'] for m in self.get(ids)}
 
@@ -257,7 +304,14 @@ def stats(self:MemoryBank) -> dict:
 # %% ../nbs/14_memrl.ipynb #0365525c
 @patch
 @delegates(phase_b, but=['sims', 'qs', 'lam', 'k2'])
-def retrieve(self:MemoryBank, qvec, delta:float, k1:int, k2:int, lam:float, **kwargs) -> dict:
+def retrieve(self:MemoryBank,
+             qvec, # the query's intent embedding: `dim` floats
+             delta:float, # Phase A threshold δ: an intent less similar than this is never recalled
+             k1:int, # how many of the nearest intents Phase A recalls (all their memories form the pool)
+             k2:int, # how many memories of the pool Phase B selects
+             lam:float, # Phase B weight λ in [0, 1] of ẑ(Q) against ẑ(sim)
+             **kwargs, # passed on to `phase_b`: `norm`, `sim_stats`, `q_min`, `epsilon`, `rng`
+            ) -> dict:
     "Two-Phase Retrieval: the `k1` nearest intents with sim ≥ δ (Phase A); `phase_b` chooses among their memories."
     gids, isims = self.dense(INTENTS, self.dim).search(np.asarray(qvec, dtype=np.float32).reshape(-1), k1)
     chosen = phase_a(isims, delta, k1)
@@ -278,7 +332,8 @@ def retrieve(self:MemoryBank, qvec, delta:float, k1:int, k2:int, lam:float, **kw
 # %% ../nbs/14_memrl_b_method.ipynb #3f57085e
 SUMMARY_INSTRUCTION = "In one to three sentences, state the lesson for similar tasks: what worked, or what went wrong and what to do instead."
 
-def summary_messages(res) -> list[dict]:
+def summary_messages(res, # an episode's `EpisodeResult`: its task, messages, success and feedback
+                    ) -> list[dict]:
     "The prompt asking the policy to summarise one trajectory into a reusable lesson."
     acts = [m['content'] for m in res.messages if m['role'] == 'assistant']
     trace = '\n'.join(f"Turn {i+1}: {a.strip()[:300]}" for i, a in enumerate(acts))[-900:] or '(no actions)'
@@ -320,7 +375,9 @@ def _echoes_task(t:str, task_prompt:str) -> bool:
     )
 
 # %% ../nbs/14_memrl_b_method.ipynb #05b86800
-def usable_summary(text:str|None, task_prompt:str='') -> str|None:
+def usable_summary(text:str|None, # the policy's raw summary (None or blank: no summary)
+                   task_prompt:str='', # the task's prompt: a summary echoing it is refused ('': no echo check)
+                  ) -> str|None:
     """The cleaned summary, or None if empty, too short, not English prose, a repetition loop, or an echo of the task or
     of the instruction."""
     t = ' '.join(str(text or '').split())
@@ -333,7 +390,8 @@ def usable_summary(text:str|None, task_prompt:str='') -> str|None:
     return t[:600]
 
 # %% ../nbs/14_memrl_b_method.ipynb #4b5ee925
-def trace_digest(res) -> str:
+def trace_digest(res, # an episode's `EpisodeResult`: its feedback, task, final state and messages
+                ) -> str:
     "A deterministic digest of a trajectory: outcome, final answer, evaluator message, last action."
     acts = [m['content'] for m in res.messages if m['role'] == 'assistant']
     last = ' '.join(acts[-1].split())[:200] if acts else '(none)'
@@ -429,7 +487,8 @@ class MemRLConfig:
             q_min=self.q_floor, sim_stats=self.sim_moments)
 
 # %% ../nbs/14_memrl_b_method.ipynb #7e1fddef
-def memory_source(cfg) -> Path|None:
+def memory_source(cfg, # the run's config, read for `memrl.source`
+                 ) -> Path|None:
     "The source memory of a frozen (transfer) run: `memrl.source` (also `$COVE_MEMRL_SOURCE`, through `load_config`)."
     s = cfg['memrl.source']
     if not s: return None
@@ -452,7 +511,8 @@ AUTHORS_CONFIGS = {name: {**_AUTHORS_SHARED, **dict(zip(_AUTHORS_KEYS, row))} fo
     ('llb',      ('0.39,0.14',     '-0.8', 0.01, 10, 5, 0.99, 0.5,  0.0,  5))]}
 
 # %% ../nbs/14_memrl_b_method.ipynb #9980e11d
-def memories_digest(path:Path) -> str:
+def memories_digest(path:Path, # a MemRL SQLite memory (`memrl.sqlite`)
+                   ) -> str:
     "sha256 over the memories table (ids, texts, Q), read through the store layer: equal digests, an unchanged memory."
     con = open_sqlite(path)
     try: rows = con.execute('SELECT id, intent, experience, q, emb FROM memories ORDER BY id').fetchall()
@@ -481,7 +541,7 @@ class MemRL(Method):
         _log.info(f"memrl {'FROZEN ' if self.freeze else ''}memory {self.bank}, {self.args.params}")
 
     @classmethod
-    def check_config(cls, cfg):
+    def check_config(cls, cfg): # the run's config: its `memrl.*` keys
         """What `cove.spec.check_spec` asks of a MemRL run before its folder exists: its parameters and its source
         memory."""
         MemRLConfig.from_config(cfg)
@@ -524,7 +584,9 @@ class MemRL(Method):
             before = self.bank.conn.execute('SELECT COALESCE(MAX(id), 0) FROM memories').fetchone()[0]
             return {i: self._apply(*args(i), before) for i in todo}
 
-    def extra(self, res) -> dict:
+    def extra(self,
+              res, # the episode's `EpisodeResult`, whose `extra['memrl']` `run_batch` filled
+             ) -> dict:
         "Fields added to the episode line: `memrl` (retrieval, reward, Q changes, written memory)."
         return dict(channel=None, memrl=res.extra.get('memrl'))
 
@@ -602,7 +664,7 @@ def _memories(src:Path) -> int:
                          "or its memrl.sqlite") from None
 
 # %% ../nbs/14_memrl_b_method.ipynb #b3095ef1
-def check_memory_source(cfg):
+def check_memory_source(cfg): # the run's config, read for `memrl.freeze` and `memrl.source`
     """`memrl.freeze` and `memrl.source` before the run folder exists: a frozen run names a source, and a source is a
     MemRL memory holding memories (a one-line `ValueError` else)."""
     src = memory_source(cfg)
@@ -678,7 +740,8 @@ def _summarise(self:MemRL, results:list) -> dict[int, tuple[str|None, str|None, 
     }
 
 # %% ../nbs/14_memrl_b_method.ipynb #be1dc8b6
-def learns_from(fb) -> bool:
+def learns_from(fb, # the episode's `cove.core.Feedback` (its `status` and `kind`)
+               ) -> bool:
     "Whether an episode's `Feedback` judges the agent: anything but an `error`, or the answer's own program crashing."
     return fb.status != 'error' or fb.kind == 'runtime_error'
 
