@@ -132,7 +132,9 @@ def _check_cases(sol:str, fails:list[str], code:bool) -> tuple[str|None, str]:
     return _code_entry(sol, fails) if code else (None, 'ok')
 
 # %% ../nbs/17b_self_challenging.ipynb #752d1c2c
-def parse_generated(text:str|None, family:str) -> tuple[GeneratedTask|None, str]:
+def parse_generated(text:str|None, # the challenger's reply with its tags (None = no reply)
+                    family:str, # the family the task is written for, one of `SC_FAMILIES`
+                   ) -> tuple[GeneratedTask|None, str]:
     "`(GeneratedTask, 'ok')` from a challenger reply, or `(None, reason)`."
     if family not in SC_FAMILIES: return None, f'family {family!r} not supported'
     parts, why = _tag_parts(text)
@@ -170,7 +172,10 @@ def _rejection(err:str, fb:Feedback, code:bool) -> Feedback:
     return no(f'error: {fb.message}'[:200], 'runtime_error' if code else 'env_error')   # the program or check crashed
 
 # %% ../nbs/17b_self_challenging.ipynb #9ced48d2
-def verification_feedback(g:GeneratedTask, candidate:str|None, timeout:float=5.0) -> Feedback:
+def verification_feedback(g:GeneratedTask, # the generated task whose verification code decides
+                          candidate:str|None, # an answer, or for code the function's source (None = no answer)
+                          timeout:float=5.0, # sandbox seconds per verification run
+                         ) -> Feedback:
     "The `Feedback` of `candidate` under `g`'s verification code, decided where no model-written code runs."
     if candidate is None: return Feedback('failure', 0.0, 'no answer', 'no_answer')
     run = _verify_run(g, candidate, timeout)
@@ -180,13 +185,18 @@ def verification_feedback(g:GeneratedTask, candidate:str|None, timeout:float=5.0
     return _rejection(_first_error(run), fb, g.family == 'code')
 
 # %% ../nbs/17b_self_challenging.ipynb #c6c62f83
-def run_verification(g:GeneratedTask, candidate:str|None, timeout:float=5.0) -> tuple[bool, str]:
+def run_verification(g:GeneratedTask, # the generated task whose verification code decides
+                     candidate:str|None, # an answer, or for code the function's source (None = no answer)
+                     timeout:float=5.0, # sandbox seconds per verification run
+                    ) -> tuple[bool, str]:
     "`(accepted, detail)` of `candidate` under `g`'s verification code (`verification_feedback`)."
     fb = verification_feedback(g, candidate, timeout)
     return fb.success, fb.message
 
 # %% ../nbs/17b_self_challenging.ipynb #d02515ab
-def validate_task(g:GeneratedTask, timeout:float=5.0) -> tuple[bool, str, list[dict]]:
+def validate_task(g:GeneratedTask, # a parsed generated task: its solution and failure cases are run
+                  timeout:float=5.0, # sandbox seconds per verification run
+                 ) -> tuple[bool, str, list[dict]]:
     "`(valid, reason, checks)`: the example solution accepted and every failure case rejected, in the sandbox."
     ok, detail = run_verification(g, g.solution, timeout)
     checks = [dict(case='solution', accepted=ok, detail=detail)]
@@ -236,7 +246,8 @@ SC_ASK = {
 }
 
 # %% ../nbs/17b_self_challenging.ipynb #5fbb4cf4
-def challenger_system(family:str) -> str:
+def challenger_system(family:str, # the task family: `code` asks for `check(candidate)`, the others for `verify(answer)`
+                     ) -> str:
     "The challenger's instructions: the Code-as-Task format."
     what = (
         '`def check(candidate)` with assert tests of the function'
@@ -250,7 +261,9 @@ def challenger_system(family:str) -> str:
     )
 
 # %% ../nbs/17b_self_challenging.ipynb #53479319
-def seed_context(env, seed:Task) -> tuple[str, dict]:
+def seed_context(env, # the family's environment (`tableqa`'s renders the seed's table)
+                 seed:Task, # a train task of that family
+                ) -> tuple[str, dict]:
     "What the challenger is shown of a train task, and the context its generated task keeps for the solver."
     fam = env.family
     if fam == 'tableqa':
@@ -264,7 +277,9 @@ def seed_context(env, seed:Task) -> tuple[str, dict]:
     return f"Example of this kind of task:\n{squash(seed.prompt, 1500) if fam == 'math' else seed.prompt}", {}
 
 # %% ../nbs/17b_self_challenging.ipynb #3191d508
-def challenger_messages(env, seed:Task) -> list[dict]:
+def challenger_messages(env, # the family's environment
+                        seed:Task, # the train task the new task is written from
+                       ) -> list[dict]:
     """The challenger prompt for one generated task of `env`'s family: instructions, a worked example as a previous
     turn, the seed."""
     fam, (shown, _) = env.family, seed_context(env, seed)
@@ -283,7 +298,8 @@ def _table_prompt(g:GeneratedTask) -> str:
     return f"Table '{t.get('name', 'table')}' ({len(t['rows'])} rows) with columns: {cols}.\nQuestion: {g.question}"
 
 # %% ../nbs/17b_self_challenging.ipynb #5922f3ef
-def solver_task(g:GeneratedTask) -> Task:
+def solver_task(g:GeneratedTask, # a valid generated task
+               ) -> Task:
     "The episode task of a generated task, as its family's environment expects it."
     meta, ctx = dict(source='self_challenging', generated=True, seed_task=g.seed_task), g.context
     if g.family == 'multihop':
@@ -300,22 +316,30 @@ def solver_task(g:GeneratedTask) -> Task:
 # %% ../nbs/17b_self_challenging.ipynb #78f1d598
 class VerifiedEnv(Environment):
     "A family's environment whose evaluator is each generated task's verification function, run in the sandbox."
-    def __init__(self, base, gens:dict, timeout:float=5.0):
+    def __init__(self,
+                 base, # the family's own environment: prompts, turns and answer parsing
+                 gens:dict, # the generated tasks by id, `{id: GeneratedTask}`
+                 timeout:float=5.0): # sandbox seconds per verification run
         self.base, self.gens, self.timeout = base, gens, timeout
         self.family, self.max_turns = base.family, (1 if base.family == 'code' else base.max_turns)
 
 # %% ../nbs/17b_self_challenging.ipynb #b64c2967
 @patch
-def reset(self:VerifiedEnv, task): return EpisodeState(task) if self.family == 'code' else self.base.reset(task)
+def reset(self:VerifiedEnv,
+          task): # a task from `solver_task`
+    return EpisodeState(task) if self.family == 'code' else self.base.reset(task)
 
 # %% ../nbs/17b_self_challenging.ipynb #70933b0c
 @patch
-def instructions(self:VerifiedEnv, task):
+def instructions(self:VerifiedEnv,
+                 task): # a task from `solver_task`
     return FUNCTION_INSTRUCTIONS if self.family == 'code' else self.base.instructions(task)
 
 # %% ../nbs/17b_self_challenging.ipynb #da6bcba7
 @patch
-def step(self:VerifiedEnv, st, action):
+def step(self:VerifiedEnv,
+         st, # the episode's state, updated in place
+         action): # the policy's reply this turn
     if self.family != 'code': return self.base.step(st, action)
     st.actions.append(action)
     st.answer = extract_code(action, st.task.payload['entry_point'])
@@ -323,7 +347,8 @@ def step(self:VerifiedEnv, st, action):
 
 # %% ../nbs/17b_self_challenging.ipynb #2e2f508a
 @patch
-def evaluate(self:VerifiedEnv, st):
+def evaluate(self:VerifiedEnv,
+             st): # the finished episode's state, its answer extracted (None = no answer)
     if st.answer is None: return Feedback('failure', 0.0, 'format: no answer', 'format')
     fb = verification_feedback(self.gens[st.task.id], st.answer, self.timeout)
     return (
@@ -331,8 +356,15 @@ def evaluate(self:VerifiedEnv, st):
     )
 
 # %% ../nbs/17b_self_challenging.ipynb #21367bdf
-def solve_generated(policy, env, gens:list, attempts:int=2, max_new_tokens:int=96, temperature:float=0.7,
-                    seed:int|None=0, timeout:float=5.0) -> list[EpisodeResult]:
+def solve_generated(policy, # the policy that solves (the current adapter's)
+                    env, # the tasks' family environment
+                    gens:list, # the valid generated tasks
+                    attempts:int=2, # sampled episodes per task
+                    max_new_tokens:int=96, # token cap of each solver turn
+                    temperature:float=0.7, # sampling temperature of the solver
+                    seed:int|None=0, # generation seed (None = unseeded)
+                    timeout:float=5.0, # sandbox seconds per verification run
+                   ) -> list[EpisodeResult]:
     "`attempts` sampled episodes per generated task, each checked by the task's verification function."
     venv = VerifiedEnv(env, {g.id: g for g in gens}, timeout)
     tasks = [solver_task(g) for g in gens for _ in range(attempts)]
@@ -365,7 +397,8 @@ def state_dict(self:SelfChallenging) -> dict:
 
 # %% ../nbs/17b_self_challenging.ipynb #4954640a
 @patch
-def load_state_dict(self:SelfChallenging, s:dict):
+def load_state_dict(self:SelfChallenging,
+                    s:dict): # what `state_dict` returned, read back from the state file
     "Restore a saved state and make its current adapter the policy's."
     for k in ('applied', 'family_episodes', 'rounds', 'pending', 'adapter', 'next_round'): setattr(self, k, s[k])
     if self.adapter: self.use_adapter(self.adapter)
@@ -401,7 +434,9 @@ def _count(self:SelfChallenging, spec:str, k:str, ad, every:int) -> int|None:
 
 # %% ../nbs/17b_self_challenging.ipynb #91e4fd05
 @patch
-def run_batch(self:SelfChallenging, env, tasks):
+def run_batch(self:SelfChallenging,
+              env, # one family's environment
+              tasks): # its tasks, in stream order
     "Play a batch of one family with the current policy; count it; run the rounds it triggers."
     if self.policy is None: raise ValueError("method 'self_challenging' needs a policy to play episodes")
     spec = f"{env.family}:{env.source}"
@@ -438,7 +473,12 @@ def run_pending(self:SelfChallenging):
 
 # %% ../nbs/17b_self_challenging.ipynb #0c170031
 @patch
-def run_round(self:SelfChallenging, env, spec:str, rnd:int, replies:list[str]|None=None) -> dict:
+def run_round(self:SelfChallenging,
+              env, # the family's environment
+              spec:str, # its `family:source` spec, recorded in the round
+              rnd:int, # the round's number, from 1 (names `round-NNNN.json` and `adapter-NNNN`)
+              replies:list[str]|None=None, # challenger replies to use instead of generating (None = generate)
+             ) -> dict:
     """Generate → verify → solve → train for one family; returns the round's summary (`replies` replace the challenger's
     output)."""
     self.round_dir.mkdir(parents=True, exist_ok=True)
@@ -464,7 +504,8 @@ def _task_counts(gs:list[dict]) -> dict:
                 verified=sum(a['verified'] for g in gs for a in g['attempts']))
 
 # %% ../nbs/17b_self_challenging.ipynb #7be04984
-def round_summary(rec:dict) -> dict:
+def round_summary(rec:dict, # a round's record, as saved in `round-NNNN.json`
+                 ) -> dict:
     "Counts of a round: generated, parsed, valid, solved tasks; attempts; the update or why it was skipped."
     gs, u = rec['generated'], rec.get('update') or {}
     return dict(round=rec['round'], family=rec['family'], **_task_counts(gs),
@@ -533,7 +574,12 @@ def _vet_replies(env, rec:dict, seeds:list, replies:list, rnd:int, timeout:float
 
 # %% ../nbs/17b_self_challenging.ipynb #1eaa0005
 @patch
-def challenge(self:SelfChallenging, env, spec:str, rnd:int, replies:list[str]|None=None) -> dict:
+def challenge(self:SelfChallenging,
+              env, # the family's environment
+              spec:str, # its `family:source` spec, recorded in the round
+              rnd:int, # the round's number, from 1 (seeds the challenger's sampling)
+              replies:list[str]|None=None, # challenger replies to use instead of generating (None = generate)
+             ) -> dict:
     "Generate, parse, validate and solve this round's tasks."
     rec, fam = _round_record(rnd, spec, self.adapter), env.family
     if fam not in SC_FAMILIES:
@@ -607,7 +653,10 @@ def _swap_adapter(self:SelfChallenging, name:str, init:str|None):
 
 # %% ../nbs/17b_self_challenging.ipynb #5db2693b
 @patch
-def update(self:SelfChallenging, rec:dict, rnd:int) -> dict:
+def update(self:SelfChallenging,
+           rec:dict, # the round's record, from `challenge`
+           rnd:int, # the round's number (names the adapter `adapter-NNNN`)
+          ) -> dict:
     "Train the shared adapter on the round's verified solutions (or record why not); hot-swap it."
     ok, name, init = _verified(rec), f'adapter-{rnd:04d}', self.adapter
     if not ok:
@@ -624,7 +673,9 @@ def update(self:SelfChallenging, rec:dict, rnd:int) -> dict:
 
 # %% ../nbs/17b_self_challenging.ipynb #7fba5688
 @patch
-def extra(self:SelfChallenging, res) -> dict:
+def extra(self:SelfChallenging,
+          res, # an episode's result from `run_batch` (its `key` set there)
+         ) -> dict:
     a = self.applied.get(res.key, {})
     return dict(channel=None, adapter=a.get('adapter'), round=a.get('round'))
 
