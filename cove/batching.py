@@ -36,7 +36,9 @@ class Request:
     admitted: int = 0   # prompts the continuous decoder has taken into its batch
 
 # %% ../nbs/02_llm_e_batching.ipynb #76beb892
-def gen_key(kw:dict, adapter:str|None=None) -> tuple:
+def gen_key(kw:dict, # a request's settings: `max_new_tokens`, `temperature`, `top_p`, `stop`, `seed`, `min_new_tokens`
+            adapter:str|None=None, # the adapter rows must share (batches of one adapter each); None: not in the key
+           ) -> tuple:
     "What requests must share to run in one `generate`: their settings, the seed if they sample, and `adapter`."
     stops = tuple(s if isinstance(s, str) else (s.pattern, s.flags) for s in kw['stop'] or [])
     seed = kw['seed'] if kw['temperature'] > 0 else None   # greedy decoding draws nothing
@@ -45,7 +47,7 @@ def gen_key(kw:dict, adapter:str|None=None) -> tuple:
 # %% ../nbs/02_llm_e_batching.ipynb #3e2a8676
 class BatchEngine:
     "One `HFPolicy` shared by streams (`StreamPolicy`, each a run in its own thread) whose `generate` calls it batches."
-    def __init__(self, policy:HFPolicy,
+    def __init__(self, policy:HFPolicy, # the shared policy whose model serves every stream (not a `StreamPolicy`)
                  wait:float=0.5, # seconds to wait, after a batch, for the live streams' next requests
                  mixed:bool=True, # adapters mixed in one batch (peft's `adapter_names`), else a batch per adapter
                  continuous:bool=False, # greedy requests decoded as one continuous batch (`Decoder`, nbs/02_llm_f)
@@ -85,7 +87,9 @@ def held(self:BatchEngine):
 
 # %% ../nbs/02_llm_e_batching.ipynb #4ffd5470
 @patch
-def stream(self:BatchEngine, tag:str) -> StreamPolicy:
+def stream(self:BatchEngine,
+           tag:str, # the stream's name, unique among the live streams: non-empty, without '.' or ':'
+          ) -> StreamPolicy:
     "A new live stream named `tag` (its adapters are `<tag>:<name>` in the shared model)."
     if any(v.tag == tag for v in self.views): raise ValueError(f"stream {tag!r} is live already")
     v = StreamPolicy(self, tag)
@@ -186,7 +190,11 @@ def _serve(self:BatchEngine):
 
 # %% ../nbs/02_llm_e_batching.ipynb #fc48f97d
 @patch
-def submit(self:BatchEngine, view, toks:list[list[int]], kw:dict) -> list[Generation]:
+def submit(self:BatchEngine,
+           view, # the `StreamPolicy` asking: its rows run under its active adapter
+           toks:list[list[int]], # each prompt's token ids (its chat template applied)
+           kw:dict, # `generate`'s settings: `max_new_tokens`, `temperature`, `top_p`, `stop`, `seed`, `min_new_tokens`
+          ) -> list[Generation]:
     "Queue stream `view`'s prompts `toks` under its active adapter and wait for their completions (or its error)."
     if not toks: return []
     r = Request(view, toks, kw, view._full(view.active_adapter))
@@ -224,7 +232,9 @@ def base_weights(self:BatchEngine):
 # %% ../nbs/02_llm_e_batching.ipynb #689efae4
 class StreamPolicy(HFPolicy):
     "One stream's view of a `BatchEngine`: an `HFPolicy` with its own adapters, active adapter, ledger and tokenizer."
-    def __init__(self, engine:BatchEngine, tag:str):
+    def __init__(self,
+                 engine:BatchEngine, # the engine whose shared model and batches this stream uses
+                 tag:str): # the stream's name (its adapters are `<tag>:<name>` in the shared model): no '.' or ':'
         if not tag or '.' in tag or ':' in tag: raise ValueError(f"stream tag {tag!r}: non-empty, without '.' or ':'")
         Policy.__init__(self)
         core = engine.core
@@ -269,8 +279,15 @@ def _give_turn(self:StreamPolicy):
 
 # %% ../nbs/02_llm_e_batching.ipynb #de77c3ca
 @patch
-def generate(self:StreamPolicy, batch:list, max_new_tokens:int=128, temperature:float=0.0, top_p:float=1.0,
-             stop:list|None=None, seed:int|None=None, min_new_tokens:int=0) -> list[Generation]:
+def generate(self:StreamPolicy,
+             batch:list, # the conversations to complete: each a chat message list or a plain user string
+             max_new_tokens:int=128, # most tokens generated for each completion
+             temperature:float=0.0, # sampling temperature (>= 0); 0: greedy decoding
+             top_p:float=1.0, # nucleus-sampling probability mass, in (0, 1]; used only when sampling
+             stop:list|None=None, # stop strings and/or compiled patterns: each text ends at the earliest; None: none
+             seed:int|None=None, # torch seed for sampling (sampled requests batch only with one seed); None: unseeded
+             min_new_tokens:int=0, # fewest tokens generated before an end of turn may end a completion
+            ) -> list[Generation]:
     "`HFPolicy.generate`, its rows batched by the engine with the other streams'."
     self._give_turn()
     self.engine.core._gen_config(max_new_tokens, temperature, top_p, stop, min_new_tokens)   # bad settings fail here
@@ -281,7 +298,11 @@ def generate(self:StreamPolicy, batch:list, max_new_tokens:int=128, temperature:
 
 # %% ../nbs/02_llm_e_batching.ipynb #3f4ab1df
 @patch
-def score_choices(self:StreamPolicy, messages, choices:list[str], end:bool=True) -> list[float]:
+def score_choices(self:StreamPolicy,
+                  messages, # the conversation the choices reply to: a chat message list or a plain user string
+                  choices:list[str], # the candidate assistant replies, non-empty strings
+                  end:bool=True, # score the end-of-sequence token after each choice too
+                 ) -> list[float]:
     "`HFPolicy.score_choices` on the shared model under this stream's adapter, between the engine's batches."
     self._give_turn()
     core = self.engine.core
@@ -298,7 +319,7 @@ def adapters(self:StreamPolicy) -> list[str]:
     p = f"{self.tag}:"
     with self.engine.held(): return [a[len(p):] for a in self.engine.core.adapters if a.startswith(p)]
 @patch
-def set_adapter(self:StreamPolicy, name:str|None):
+def set_adapter(self:StreamPolicy, name:str|None): # one of this stream's adapters (no `<tag>:`); None: the base model
     "Activate one of this stream's adapters by name, or the base model with `None`."
     if name is not None and name not in self.adapters:
         raise KeyError(f"adapter {name!r} not loaded; loaded: {self.adapters}")
@@ -306,7 +327,10 @@ def set_adapter(self:StreamPolicy, name:str|None):
 
 # %% ../nbs/02_llm_e_batching.ipynb #c6b4be09
 @patch
-def load_adapter(self:StreamPolicy, path, name:str|None=None) -> str:
+def load_adapter(self:StreamPolicy,
+                 path, # the folder holding the LoRA adapter (`adapter_config.json` and its weights)
+                 name:str|None=None, # its name in this stream (`<tag>:<name>` in the engine); None: the folder's name
+                ) -> str:
     "Load the LoRA adapter saved in `path` under `name` (default: the folder name) for this stream; returns the name."
     self._give_turn()
     path = adapter_folder(path)
@@ -314,7 +338,7 @@ def load_adapter(self:StreamPolicy, path, name:str|None=None) -> str:
     with self.engine.held(): self.engine.core.load_adapter(path, self._full(name))
     return name
 @patch
-def unload_adapter(self:StreamPolicy, name:str):
+def unload_adapter(self:StreamPolicy, name:str): # one of this stream's adapters, by its name in the stream
     "Remove one of this stream's adapters; the base model becomes active if it was the active one."
     self._give_turn()
     if name not in self.adapters: raise KeyError(f"adapter {name!r} not loaded; loaded: {self.adapters}")
@@ -345,7 +369,8 @@ def serial_ast():
     finally: ast.parse = orig
 
 # %% ../nbs/02_llm_e_batching.ipynb #b9acb859
-def play_streams(policy:HFPolicy, jobs:dict, # tag -> `f(policy)`: one run, given its `StreamPolicy`
+def play_streams(policy:HFPolicy, # the policy whose model every job shares, through one `BatchEngine`
+                 jobs:dict, # tag -> `f(policy)`: one run, given its `StreamPolicy`
                  streams:int=0, # jobs playing at once (0: all)
                  wait:float=0.5, # `BatchEngine`'s wait for the other streams' requests
                  mixed:bool=True, # rows of different adapters in one batch
