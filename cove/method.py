@@ -72,7 +72,7 @@ declare_kind('cove.methods', Method)   # an entry point naming a subclass of it 
 # %% ../nbs/07b_method.ipynb #985e6fc5
 @patch
 def agent(self:Method,
-          **kw, # overrides of the config's agent settings (e.g. `kb`, `temperature`), passed to `HarnessAgent.from_config`
+          **kw, # agent settings overriding the config's (e.g. `kb`, `temperature`), passed to `HarnessAgent.from_config`
          ) -> HarnessAgent: # the agent for these settings, made once and kept in `_agents`
     "The harness agent of this method's config (`kw` overrides, e.g. `kb`, `temperature`); one per setting, kept."
     key = tuple(sorted((k, id(v) if k == 'kb' else v) for k, v in kw.items()))

@@ -43,7 +43,8 @@ def _trajectory(r) -> tuple[list, float, str, str]:
     raise TypeError(f"expected an EpisodeResult or an episode record dict with 'trace', got {type(r).__name__}")
 
 # %% ../nbs/07_train.ipynb #ecdd6662
-def sft_messages(messages:list[dict]) -> list[dict]:
+def sft_messages(messages:list[dict], # a conversation's chat messages (`role`, `content` and any other fields)
+                ) -> list[dict]:
     "The conversation up to its last assistant turn (plain `role`/`content` dicts), or `[]` without one."
     last = max((i for i, m in enumerate(messages) if m.get('role') == 'assistant'), default=-1)
     return [dict(role=str(m['role']), content=str(m['content'])) for m in messages[:last+1]]
@@ -70,7 +71,8 @@ def trajectories_to_sft(results:list, # `EpisodeResult`s or episode record dicts
     return Dataset.from_dict({k: [row[k] for row in rows] for k in SFT_COLUMNS})
 
 # %% ../nbs/07_train.ipynb #f9acbbb2
-def reference_sft(env, tasks:list[Task],
+def reference_sft(env, # the tasks' `Env`: replays each reference solution and builds the agent's prompt
+                  tasks:list[Task], # the tasks whose reference solutions become conversations
                   entries:list[list]|None=None, # `entries[i]`: knowledge entries in task i's prompt
                  ):
     """Cold-start SFT `Dataset` from the reference solutions of `tasks` that pass the evaluator, as the agent would see
@@ -91,7 +93,10 @@ def reference_sft(env, tasks:list[Task],
     return trajectories_to_sft(results, min_score=0.0)
 
 # %% ../nbs/07_train.ipynb #5c48c88a
-def assistant_spans(text:str, messages:list[dict], eos:str|None=None) -> list[tuple[int, int]]:
+def assistant_spans(text:str, # `messages` rendered by the tokenizer's chat template
+                    messages:list[dict], # the chat messages, in order
+                    eos:str|None=None, # the tokenizer's end-of-sequence string, taken into a span that it follows
+                   ) -> list[tuple[int, int]]:
     """Character spans of the non-empty assistant turns in the rendered chat `text` (each extended over a following
     `eos`)."""
     spans, pos = [], 0
@@ -115,7 +120,11 @@ def assistant_spans(text:str, messages:list[dict], eos:str|None=None) -> list[tu
     return spans
 
 # %% ../nbs/07_train.ipynb #22cceba6
-def tokenize_chat(tokenizer, messages:list[dict], max_length:int|None=None, **template_kw) -> dict:
+def tokenize_chat(tokenizer, # a transformers tokenizer with a chat template
+                  messages:list[dict], # the conversation (`role`/`content` dicts)
+                  max_length:int|None=None, # tokens kept from the start; None or 0: all
+                  **template_kw, # more `apply_chat_template` arguments (e.g. `enable_thinking=False`), to `render_chat`
+                 ) -> dict: # `input_ids` and `assistant_masks`, of equal length
     """`input_ids` of the chat rendered by the tokenizer's template and `assistant_masks` (1 on the assistant turns),
     truncated to `max_length`."""
     text = render_chat(tokenizer, messages, add_generation_prompt=False, **template_kw)
@@ -127,7 +136,10 @@ def tokenize_chat(tokenizer, messages:list[dict], max_length:int|None=None, **te
     return dict(input_ids=ids, assistant_masks=mask)
 
 # %% ../nbs/07_train.ipynb #8ef7c56c
-def sft_dataset(dataset, tokenizer, max_length:int|None=512, template_kw:dict|None=None):
+def sft_dataset(dataset, # a `datasets.Dataset` of chat `messages`, or one already tokenised (`input_ids`): kept as is
+                tokenizer, # a transformers tokenizer with a chat template
+                max_length:int|None=512, # tokens kept of each conversation, from the start; None or 0: all
+                template_kw:dict|None=None): # more `apply_chat_template` arguments, e.g. `{'enable_thinking': False}`
     """Tokenised `Dataset` (`input_ids`, `assistant_masks`) of a chat-`messages` dataset, without rows left with no
     assistant token."""
     from datasets import Dataset
@@ -167,7 +179,10 @@ class UpdateResult:
 # %% ../nbs/07_train.ipynb #9a9aa983
 LORA_TARGETS = ('q_proj', 'k_proj', 'v_proj', 'o_proj')
 
-def lora_config(r:int=8, alpha:int|None=None, dropout:float=0.0, targets=LORA_TARGETS,
+def lora_config(r:int=8, # LoRA rank
+                alpha:int|None=None, # LoRA scaling `lora_alpha`; None or 0: `2 * r`
+                dropout:float=0.0, # dropout probability on the adapters' input
+                targets=LORA_TARGETS, # names of the modules that get adapters
                 layers:list[int]|None=None): # the layers that get adapters (None: every layer)
     "The peft `LoraConfig` of cove's updates (attention projections; `alpha` defaults to `2r`)."
     from peft import LoraConfig
@@ -181,13 +196,16 @@ def lora_config(r:int=8, alpha:int|None=None, dropout:float=0.0, targets=LORA_TA
     )
 
 # %% ../nbs/07_train.ipynb #e4dca59e
-def top_layers(model, k:int) -> list[int]|None:
+def top_layers(model, # a transformers model (its `config.num_hidden_layers` is read)
+               k:int, # how many of the top layers; 0 or at least the depth: every layer
+              ) -> list[int]|None:
     "The indices of `model`'s top `k` transformer layers (None for `k` = 0 or ≥ the depth: every layer)."
     n = model.config.num_hidden_layers
     return None if k <= 0 or k >= n else list(range(n - k, n))
 
 # %% ../nbs/07_train.ipynb #3b326783
-def trainable_copy(policy_or_model_name, dtype:str|torch.dtype='float32'):
+def trainable_copy(policy_or_model_name, # an `HFPolicy`, a model name for `load_model`, or a served policy (its `name`)
+                   dtype:str|torch.dtype='float32'): # the copy's weight dtype (`pick_dtype`'s names or a torch dtype)
     """`(model, tokenizer)`: a fresh copy of the base weights of a model name or an `HFPolicy` (whose model is left
     untouched)."""
     if isinstance(policy_or_model_name, str): return load_model(policy_or_model_name, dtype=dtype)
@@ -209,7 +227,8 @@ def trainable_copy(policy_or_model_name, dtype:str|torch.dtype='float32'):
 # %% ../nbs/07_train.ipynb #39824064
 ADAPTER_PREFIX = 'adapter-'
 
-def next_adapter_name(out_dir) -> str:
+def next_adapter_name(out_dir, # the folder of the adapters (missing: none yet)
+                     ) -> str:
     "The next free adapter name in `out_dir`: `adapter-0001`, `adapter-0002`, ..."
     nums = [
         int(p.name[len(ADAPTER_PREFIX) :])
@@ -325,7 +344,10 @@ def _run(
 # %% ../nbs/07_train.ipynb #0d43ed13
 SFT_LOSSES = ('trl', 'model', 'selected')
 
-def selected_token_loss(model, inputs:dict, num_items_in_batch=None) -> torch.Tensor:
+def selected_token_loss(model, # a causal LM (or its DDP wrapper) whose forward takes `logits_to_keep`
+                        inputs:dict, # a collated batch: `input_ids`, `labels` (-100 off the assistant turns), masks
+                        num_items_in_batch=None, # labelled tokens the summed loss is divided by; None: this batch's
+                       ) -> torch.Tensor:
     """The model's causal-LM loss with its LM head applied only at the positions that predict a label (the assistant
     turns), through the model's (or DDP's) own forward."""
     nxt = inputs['labels'][:, 1:]                                  # position t predicts token t+1
@@ -342,7 +364,8 @@ def selected_token_loss(model, inputs:dict, num_items_in_batch=None) -> torch.Te
 # %% ../nbs/07_train.ipynb #811105c1
 _TRL_LOCK = threading.Lock()
 
-def trl_names(*names:str) -> list:
+def trl_names(*names:str, # names of classes in `trl`, e.g. `'SFTConfig'`, `'GRPOTrainer'`
+             ) -> list:
     "TRL's classes `names` (`'SFTConfig'`, `'GRPOTrainer'`, ...), imported under one lock: safe from several threads."
     with _TRL_LOCK:
         import trl
@@ -369,16 +392,16 @@ def sft_trainer(
     policy_or_model_name,  # an `HFPolicy`, or a model name for `load_model`
     dataset,  # chat `messages` (`trajectories_to_sft`, `reference_sft`) or tokenised rows
     out_dir,  # adapters go to `out_dir/adapter-NNNN`
-    lora_r:int=8,
-    lr:float=2e-4,
-    epochs:int=1,
+    lora_r:int=8,  # LoRA rank of a new adapter
+    lr:float=2e-4,  # learning rate (constant schedule)
+    epochs:int=1,  # full passes over the data, when `max_steps` is None
     max_steps:int|None=None,  # stop after this many optimizer steps (None: `epochs` full passes)
     batch_size:int=4,  # examples per optimizer step (per device)
     micro_batch:int|None=None,  # examples per forward/backward pass (None: `batch_size`); the rest by gradient accumulation
     max_length:int=512,  # tokens per conversation (longer ones are cut at the end)
-    use_cpu:bool=True,
-    bf16:bool=False,
-    seed:int=0,
+    use_cpu:bool=True,  # train on the CPU even where a GPU is present
+    bf16:bool=False,  # bfloat16 mixed precision (autocast on CPU; bfloat16 weights on GPUs unless `dtype` is given)
+    seed:int=0,  # the trainer's random seed (`seed` of its TRL config: data order, dropout)
     name:str|None=None,  # adapter name (default: the next free `adapter-NNNN`)
     init_adapter:str|Path|None=None,  # continue training this adapter instead of a new LoRA
     dtype:str|None=None,  # weights of the trained copy (default float32; bfloat16 with `bf16` on GPUs)
@@ -425,9 +448,13 @@ def sft_trainer(
 
 # %% ../nbs/07_train.ipynb #08a4d47b
 @delegates(sft_trainer)
-def train_sft(policy_or_model_name, dataset, out_dir,
+def train_sft(policy_or_model_name, # an `HFPolicy`, or a model name for `load_model`
+              dataset, # chat `messages` (`trajectories_to_sft`, `reference_sft`) or tokenised rows
+              out_dir, # adapters go to `out_dir/adapter-NNNN`
               n_param:int|None=None, # instances routed to the parametric channel (default: the examples)
-              progress:bool=False, **kwargs) -> UpdateResult:
+              progress:bool=False, # show the trainer's progress bar and per-step logs
+              **kwargs, # `sft_trainer`'s other keywords (`lora_r`, `lr`, `epochs`, `name`, ...)
+             ) -> UpdateResult: # the adapter's path and what the update cost
     "LoRA SFT of the policy on chat trajectories (loss on assistant turns) with TRL; returns the `UpdateResult`."
     with _quiet(progress), _kept_rng():   # the trainer seeds every RNG; the caller's streams go on unchanged
         trainer, final = sft_trainer(policy_or_model_name, dataset, out_dir, progress=progress, **kwargs)
@@ -437,7 +464,10 @@ def train_sft(policy_or_model_name, dataset, out_dir,
     return res
 
 # %% ../nbs/07_train.ipynb #c86a8d41
-def hot_swap(policy:Policy, update:UpdateResult|str|Path, name:str|None=None) -> str:
+def hot_swap(policy:Policy, # the policy to load the adapter into (an `HFPolicy`, or a served one: into its server)
+             update:UpdateResult|str|Path, # an update's result, or its adapter folder
+             name:str|None=None, # the adapter's name in the policy; None: its folder's name
+            ) -> str:
     """Load an update's adapter into `policy` and activate it (a served policy: into its server, addressed by the name
     returned)."""
     path = Path(update.adapter_path if isinstance(update, UpdateResult) else update)
@@ -446,13 +476,15 @@ def hot_swap(policy:Policy, update:UpdateResult|str|Path, name:str|None=None) ->
     return name
 
 # %% ../nbs/07_train.ipynb #e163ac46
-def prompt_dataset(rows:list[dict]):
+def prompt_dataset(rows:list[dict]): # each with `prompt` (chat messages) and `task_id`; other keys are dropped
     "A TRL prompts `Dataset` from rows of `prompt` (chat messages) and `task_id` (what the reward functions read)."
     from datasets import Dataset
     return Dataset.from_dict({'prompt': [r['prompt'] for r in rows], 'task_id': [r['task_id'] for r in rows]})
 
 # %% ../nbs/07_train.ipynb #786c64d0
-def grpo_prompts(env, tasks:list[Task], entries:list[list]|None=None):
+def grpo_prompts(env, # the tasks' `Env`, which builds the agent's first-turn messages
+                 tasks:list[Task], # one prompt per task, in order
+                 entries:list[list]|None=None): # `entries[i]`: knowledge entries in task i's prompt (None: none)
     """GRPO prompts `Dataset` (`prompt` messages, `task_id`): each task's first turn, with knowledge `entries[i]` if
     given."""
     return prompt_dataset(
@@ -463,7 +495,8 @@ def grpo_prompts(env, tasks:list[Task], entries:list[list]|None=None):
     )
 
 # %% ../nbs/07_train.ipynb #ded1116e
-def turn_prompts(results:list, min_score:float=0.0):
+def turn_prompts(results:list, # `EpisodeResult`s or episode record dicts
+                 min_score:float=0.0): # keep trajectories scoring at least this
     "GRPO prompts at every assistant turn of the trajectories scoring ≥ `min_score` (the history before the turn)."
     rows = []
     for r in results:
@@ -482,7 +515,12 @@ def _completion_text(c) -> str:
     raise TypeError(f"unexpected completion {c!r:.100}")
 
 # %% ../nbs/07_train.ipynb #868ab962
-def task_score(env, task:Task, prompt, completion:str, step_credit:float=0.1) -> float:
+def task_score(env, # the task's `Env`, reset and stepped here
+               task:Task, # the task the prompt is of
+               prompt, # the chat messages so far (their assistant turns are replayed first), or text (nothing replayed)
+               completion:str, # the model's next action, as text
+               step_credit:float=0.1, # R_task of a valid action that does not end the episode
+              ) -> float:
     "R_task of `completion` as the next action after the assistant turns in `prompt` (a message list or text)."
     st = env.reset(task)
     for m in (prompt if isinstance(prompt, list) else []):
@@ -523,7 +561,8 @@ def reward_function(
     return fn
 
 # %% ../nbs/07_train.ipynb #799af453
-def make_task_reward(env, tasks, # the `Task`s the prompts refer to (a list, or a dict by id) via the `task_id` column
+def make_task_reward(env, # the tasks' `Env`, on which each completion is played (`task_score`)
+                     tasks, # the `Task`s the prompts refer to (a list, or a dict by id) via the `task_id` column
                      penalty_fn=None, # `penalty_fn(prompt, completion, task) -> float`, subtracted (anti-recitation)
                      step_credit:float=0.1): # R_task of a valid action that does not end the episode
     "A TRL reward function: R = R_task (environment feedback) − `penalty_fn`; counts in `.stats`."
@@ -550,7 +589,7 @@ def _served(policy) -> bool:
 
 # %% ../nbs/07_train.ipynb #10b11d54
 def served_rollout(policy, # an `OpenAIPolicy` on a vLLM server with runtime LoRA (`cove serve`)
-                   stop:list[str]|None=None):
+                   stop:list[str]|None=None): # strings at which vLLM ends a completion; None: EOS and the length cap
     """A TRL `rollout_func` whose completions vLLM generates: the trainer's LoRA is loaded into the server by name at each
     new step (on-policy), and `close()` unloads it. The policy's own active adapter is left as it was (with
     `lora_serving='merged'`, the trainer's LoRA is merged and pushed in place, and the policy's adapter pushed back)."""
@@ -590,15 +629,24 @@ def train_grpo(policy_or_model_name, # an `HFPolicy`, or a model name for `load_
                reward_fn, # a TRL reward function (`make_task_reward`) or a list of them
                out_dir, # adapters go to `out_dir/adapter-NNNN`
                num_generations:int=4, # completions per prompt (the GRPO group)
-               max_completion_length:int=32,
-               lora_r:int=8, lr:float=2e-5, # for a LoRA (TRL's default 1e-6 is meant for full fine-tuning)
-               epochs:int=1, max_steps:int|None=None,
+               max_completion_length:int=32, # most tokens generated for one completion (TRL's `max_completion_length`)
+               lora_r:int=8, # LoRA rank of a new adapter
+               lr:float=2e-5, # for a LoRA (TRL's default 1e-6 is meant for full fine-tuning)
+               epochs:int=1, # full passes over the prompts, when `max_steps` is None
+               max_steps:int|None=None, # stop after this many optimizer steps (None: `epochs` full passes)
                batch_size:int|None=None, # completions per device batch (default `num_generations`)
-               temperature:float=1.0, beta:float=0.0, # sampling temperature; KL coefficient
-               use_cpu:bool=True, bf16:bool=False, seed:int=0, name:str|None=None,
-               init_adapter:str|Path|None=None, n_param:int|None=None, dtype:str|None=None,
+               temperature:float=1.0, # sampling temperature of the completions
+               beta:float=0.0, # KL coefficient
+               use_cpu:bool=True, # train on the CPU even where a GPU is present
+               bf16:bool=False, # bfloat16 mixed precision (autocast on CPU; bfloat16 weights on GPUs unless `dtype`)
+               seed:int=0, # the trainer's random seed (`seed` of its TRL config: data order, sampling)
+               name:str|None=None, # adapter name (default: the next free `adapter-NNNN`)
+               init_adapter:str|Path|None=None, # continue training this adapter instead of a new LoRA
+               n_param:int|None=None, # instances routed to the parametric channel (default: the prompts)
+               dtype:str|None=None, # weights of the trained copy (default float32; bfloat16 with `bf16` on GPUs)
                lora_layers:int=0, # adapters on the top this many layers only (0: every layer)
-               progress:bool=False, config:dict|None=None, # extra `trl.GRPOConfig` fields
+               progress:bool=False, # show the trainer's progress bar and per-step logs
+               config:dict|None=None, # extra `trl.GRPOConfig` fields
                rollout_func:Callable|None=None, # multi-turn episodes instead of one completion (`env_rollout`)
               ) -> UpdateResult:
     "LoRA GRPO of the policy with TRL and custom reward function(s); returns the `UpdateResult`."
@@ -709,7 +757,9 @@ def _glue(tok, messages:list[dict], text:str, obs:str) -> str:
 # %% ../nbs/07_train.ipynb #22784739
 def env_rollout(start:Callable, # `start(prompt messages) -> episode` (any object the reward functions read)
                 step:Callable, # `step(episode, text, turn) -> next observation | None` (None ends the episode)
-                max_turns:int, max_new_tokens:int, stop:list[str]|None=None):
+                max_turns:int, # most assistant turns of an episode
+                max_new_tokens:int, # most tokens sampled for one turn
+                stop:list[str]|None=None): # strings that end a turn (kept in it); None: only EOS and `max_new_tokens`
     """A TRL `rollout_func` playing multi-turn episodes with the model in training; environment tokens are masked out of
     the loss."""
     def rollout(prompts, trainer) -> dict:
@@ -751,7 +801,8 @@ def _gpu_bf16(cfg) -> bool:
     return not cfg['train.use_cpu'] and cfg['model.dtype'] == 'bfloat16'
 
 # %% ../nbs/07_train.ipynb #246b2adf
-def sft_kw(cfg) -> dict:
+def sft_kw(cfg, # a run `Config`: its `train.*` keys, `model.dtype` and `run.seed`
+          ) -> dict:
     "`train_sft`'s settings from a run config, each from its documented key (no fallbacks, no caps)."
     return dict(
         lora_r=cfg['train.lora_r'],
@@ -768,7 +819,8 @@ def sft_kw(cfg) -> dict:
     )
 
 # %% ../nbs/07_train.ipynb #4311eb3d
-def grpo_kw(cfg) -> dict:
+def grpo_kw(cfg, # a run `Config`: its `train.*` keys, `model.*` and `run.seed`
+           ) -> dict:
     """`train_grpo`'s settings from a run config: LoRA rank, `train.grpo_lr`, the group, β, the completion cap, and
     vLLM generation (`vllm_kw`)."""
     return dict(
@@ -785,7 +837,8 @@ def grpo_kw(cfg) -> dict:
     )
 
 # %% ../nbs/07_train.ipynb #d937288c
-def vllm_kw(cfg) -> dict:
+def vllm_kw(cfg, # a run `Config`: its `train.grpo_vllm*` keys and `train.use_cpu`
+           ) -> dict:
     "TRL's vLLM generation fields for GRPO from `train.grpo_vllm*` (none when it is off)."
     if not cfg['train.grpo_vllm']: return {}
     if cfg['train.use_cpu']:
@@ -828,14 +881,14 @@ def _timed_step(x:dict, rows:list[dict]):
 
 # %% ../nbs/07_train.ipynb #a77828b8
 def bench_train(
-    model:str='smollm2-135m',
-    family:str='tableqa',
+    model:str='smollm2-135m',  # model name or folder for `load_model`, trained by every setting
+    family:str='tableqa',  # task family whose reference solutions are the conversations
     tasks:int=8,  # train-split reference conversations of `family`
-    micro_batch:int=2,
+    micro_batch:int=2,  # conversations per timed step
     rounds:int=2,  # passes over the conversations
     settings:dict|None=None,  # name -> `sft_trainer` keywords (default: the baseline and today's defaults)
-    lr:float=5e-4,
-    seed:int=0,
+    lr:float=5e-4,  # learning rate of a setting that does not give its own
+    seed:int=0,  # trainer seed of a setting that does not give its own
     held:int=0,  # further reference conversations, never trained on: each setting's loss on them after training
 ) -> dict:
     """`{setting: {tokens_per_s, step_s, phases (s per step), loss (mean over the last round), held_out_loss}}` of LoRA
@@ -954,7 +1007,8 @@ def _train_main(a, env, tasks, kw:dict) -> UpdateResult:
     return _grpo_main(a, env, tasks, kw)
 
 # %% ../nbs/07_train.ipynb #7939b3a4
-def main(argv:list[str]|None=None) -> UpdateResult:
+def main(argv:list[str]|None=None, # command-line arguments without the program name; None: `sys.argv[1:]`
+        ) -> UpdateResult:
     "Command line entry (`python -m cove.train ...`, also under `torchrun` / `accelerate launch`)."
     a = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     env = make_env(a.family) if a.family else None
