@@ -84,7 +84,9 @@ from .core import WriteFailed, write_failure
 class StoreError(CorruptFile):
     """A store file that cannot be used as it is (a `cove.core.CorruptFile`); the message names the file (`path`) and
     what to do."""
-    def __init__(self, msg:str, path:str|None=None):
+    def __init__(self,
+                 msg:str, # what is wrong with the file, and what to do about it
+                 path:str|None=None): # the store file it names (None or ':memory:': no file)
         super().__init__(msg, [path] if path and path != ':memory:' else ())
         self.path = path
 
@@ -98,9 +100,15 @@ class NamedConnection(sqlite3.Connection):
         except sqlite3.OperationalError as e:
             if (w := write_failure(e)) is None: raise
             raise WriteFailed(w.errno, w.strerror, self.path) from e
-    def execute(self, *a): return self._named(sqlite3.Connection.execute, *a)
-    def executemany(self, *a): return self._named(sqlite3.Connection.executemany, *a)
-    def executescript(self, *a): return self._named(sqlite3.Connection.executescript, *a)
+    def execute(self,
+                *a): # the SQL statement and its parameters, passed on to `sqlite3.Connection.execute`
+        return self._named(sqlite3.Connection.execute, *a)
+    def executemany(self,
+                    *a): # the SQL statement and its parameter rows, passed on to `sqlite3.Connection.executemany`
+        return self._named(sqlite3.Connection.executemany, *a)
+    def executescript(self,
+                      *a): # the SQL script, passed on to `sqlite3.Connection.executescript`
+        return self._named(sqlite3.Connection.executescript, *a)
     def commit(self): return self._named(sqlite3.Connection.commit)
 
 # %% ../nbs/04_store.ipynb #ae600bdf
@@ -177,7 +185,7 @@ class StoreMissing(StoreError):
 _MUST_EXIST = contextvars.ContextVar('cove_stores_must_exist', default=False)
 
 @contextmanager
-def stores_must_exist(on:bool=True):
+def stores_must_exist(on:bool=True): # True: a missing store is refused; False: it starts fresh (undoes an outer True)
     "Inside, a `SqliteStore` whose file is missing raises `StoreMissing` instead of starting fresh."
     token = _MUST_EXIST.set(on)
     try: yield
@@ -192,7 +200,8 @@ def _sqlite_tables(p:str) -> set|None:
     finally: con.close()
 
 # %% ../nbs/04_store.ipynb #21c45a64
-def check_store_file(path:str|Path, schema:str=''):
+def check_store_file(path:str|Path, # the store's SQLite file (':memory:' is never refused)
+                     schema:str=''): # the store's own `CREATE TABLE IF NOT EXISTS` statements, besides `BASE_SCHEMA`
     """Refuse `path` before opening it: missing inside `stores_must_exist`, or a SQLite file with none of `schema`'s
     tables."""
     p = str(path)
@@ -248,7 +257,9 @@ def _bind(self:SqliteStore):
 
 # %% ../nbs/04_store.ipynb #55c24ed6
 @patch
-def columns(self:SqliteStore, table:str) -> list[str]:
+def columns(self:SqliteStore,
+            table:str, # name of one of the store's tables
+           ) -> list[str]:
     return [r[1] for r in self.conn.execute(f'PRAGMA table_info({table})')]
 
 # %% ../nbs/04_store.ipynb #54190eb2
@@ -265,26 +276,34 @@ def __exit__(self:SqliteStore, *a): self.close()
 
 # %% ../nbs/04_store.ipynb #9877dec7
 @patch
-def meta(self:SqliteStore, key:str, default=None):
+def meta(self:SqliteStore,
+         key:str, # the `meta` key
+         default=None): # returned when the key is not set
     "A JSON value from `meta`."
     r = self.conn.execute('SELECT value FROM meta WHERE key = ?', (key,)).fetchone()
     return json.loads(r[0]) if r else default
 
 # %% ../nbs/04_store.ipynb #1d6e58b6
 @patch
-def set_meta(self:SqliteStore, key:str, value):
+def set_meta(self:SqliteStore,
+             key:str, # the `meta` key (its old value is replaced)
+             value): # any JSON-able value
     self.conn.execute('INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)', (key, json.dumps(value)))
 
 # %% ../nbs/04_store.ipynb #a4685218
 @patch
-def applied(self:SqliteStore, key:str) -> dict|None:
+def applied(self:SqliteStore,
+            key:str, # the episode's key (`cove.core.EpisodeKeys`)
+           ) -> dict|None:
     "What was learnt from episode `key`, or None if nothing was yet."
     r = self.conn.execute('SELECT info FROM applied WHERE key = ?', (key,)).fetchone()
     return json.loads(r[0]) if r else None
 
 # %% ../nbs/04_store.ipynb #7428e298
 @patch
-def mark_applied(self:SqliteStore, key:str, info:dict):
+def mark_applied(self:SqliteStore,
+                 key:str, # the episode's key (`cove.core.EpisodeKeys`); recorded once
+                 info:dict): # what was learnt from it, JSON-able
     "Record what was learnt from episode `key` (in the caller's transaction, with the change itself)."
     self.conn.execute('INSERT INTO applied(key, info) VALUES (?, ?)', (key, json.dumps(info)))
 
@@ -296,7 +315,13 @@ def applied_all(self:SqliteStore) -> list[dict]:
 
 # %% ../nbs/04_store.ipynb #edaaa52d
 @patch
-def audit(self:SqliteStore, op:str, entry_id:int|None=None, before=None, after=None, reason:str='', ts:float|None=None):
+def audit(self:SqliteStore,
+          op:str, # the operation: 'insert', 'update', 'revise', 'merge', 'use', a status, ...
+          entry_id:int|None=None, # the entry it changed (None: not one entry's change)
+          before=None, # the changed fields before the change, JSON-able (None: none)
+          after=None, # the changed fields after the change, JSON-able (None: none)
+          reason:str='', # why, for whoever reads the log
+          ts:float|None=None): # unix time of the change (None: now)
     "Add one audit row (`before`/`after` as JSON), in the caller's transaction."
     self.conn.execute('INSERT INTO audit(ts, op, entry_id, before, after, reason) VALUES (?,?,?,?,?,?)',
                       (ts or time.time(), op, entry_id, None if before is None else json.dumps(before),
@@ -304,7 +329,9 @@ def audit(self:SqliteStore, op:str, entry_id:int|None=None, before=None, after=N
 
 # %% ../nbs/04_store.ipynb #7f15c978
 @patch
-def audit_log(self:SqliteStore, entry_id:int|None=None) -> list[dict]:
+def audit_log(self:SqliteStore,
+              entry_id:int|None=None, # only this entry's records (None: every record)
+             ) -> list[dict]:
     "Audit records (oldest first), of one entry or all; `before`/`after` decoded from JSON."
     q, args = (
         ('SELECT * FROM audit WHERE entry_id=? ORDER BY seq', (entry_id,))
@@ -320,7 +347,11 @@ def audit_log(self:SqliteStore, entry_id:int|None=None) -> list[dict]:
 
 # %% ../nbs/04_store.ipynb #9dccb606
 @patch
-def vectors(self:SqliteStore, sql:str, dim:int, args=()) -> tuple[np.ndarray, np.ndarray]:
+def vectors(self:SqliteStore,
+            sql:str, # a SELECT of `(id, embedding)` rows, the embedding a float32 blob
+            dim:int, # embedding dimension of the blobs
+            args=(), # parameters of `sql`
+           ) -> tuple[np.ndarray, np.ndarray]:
     "`(ids, embeddings (n, dim))` of the `(id, float32 blob)` rows `sql` selects."
     rows = self.conn.execute(sql, args).fetchall()
     if not rows: return np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
@@ -330,7 +361,11 @@ def vectors(self:SqliteStore, sql:str, dim:int, args=()) -> tuple[np.ndarray, np
 
 # %% ../nbs/04_store.ipynb #6058ac2b
 @patch
-def dense(self:SqliteStore, sql:str, dim:int, **kw) -> DenseIndex:
+def dense(self:SqliteStore,
+          sql:str, # a SELECT of `(id, embedding)` rows, as for `vectors`; also the cache key
+          dim:int, # embedding dimension of the blobs
+          **kw, # passed on to `DenseIndex` (`hnsw_threshold`, `M`, ...) when the index is (re)built
+         ) -> DenseIndex:
     "A `DenseIndex` (`kw` passed on) over the rows of `vectors(sql, dim)`, cached until the file next changes."
     n = self.conn.total_changes
     if sql not in self._dense or self._dense[sql][0] != n:
@@ -341,7 +376,8 @@ def dense(self:SqliteStore, sql:str, dim:int, **kw) -> DenseIndex:
 
 # %% ../nbs/04_store.ipynb #02430bda
 def backup_db(src:str|Path|sqlite3.Connection, # a database file, or an open connection
-              dst:str|Path) -> Path:
+              dst:str|Path, # path of the copy (replaced if present; its folder is created)
+             ) -> Path:
     "A consistent copy of database `src` at `dst`: written beside it, then renamed over it."
     dst = Path(dst)
     dst.parent.mkdir(parents=True, exist_ok=True)
@@ -364,7 +400,9 @@ def backup_db(src:str|Path|sqlite3.Connection, # a database file, or an open con
 
 # %% ../nbs/04_store.ipynb #4ac2b0d8
 @patch
-def backup(self:SqliteStore, dst:str|Path) -> Path:
+def backup(self:SqliteStore,
+           dst:str|Path, # path of the copy (replaced if present; its folder is created)
+          ) -> Path:
     "A consistent copy of this store at `dst` (checkpoints, frozen copies)."
     return backup_db(self.conn, dst)
 
@@ -411,7 +449,9 @@ class KnowledgeBase(SqliteStore):
                  hnsw_threshold:int=4096, # dense index switches from flat to HNSW at this size (`kb.hnsw_threshold`)
                  sparse_backend:str='bm25s', # 'bm25s' or 'rank_bm25'
                  synchronous:str='NORMAL', # SQLite synchronous mode: 'NORMAL' or 'FULL'
-                 M:int=32, ef_search:int=64, ef_construction:int=40): # HNSW parameters of `DenseIndex`
+                 M:int=32, # HNSW neighbours per node (`DenseIndex`)
+                 ef_search:int=64, # HNSW search beam (`DenseIndex`)
+                 ef_construction:int=40): # HNSW build beam (`DenseIndex`)
         super().__init__(path, synchronous)
         self.embedder, self.log = embedder, get_logger('store')
         self.dim = self._check_dim(embedder.dim if embedder else dim)
@@ -426,35 +466,59 @@ class KnowledgeBase(SqliteStore):
         return f"KnowledgeBase({self.path!r}, n={len(self)}, online={len(self.dense) if self.dense else 0}, dim={self.dim})"
     def __len__(self): return self.conn.execute('SELECT COUNT(*) FROM entries').fetchone()[0]
 
-    def insert(self, entry:Entry|None=None, reason:str='insert', **kw) -> int:
+    def insert(self,
+               entry:Entry|None=None, # the entry to insert, without an id (None: built from `kw`)
+               reason:str='insert', # why, recorded in its audit row
+               **kw, # `Entry` fields (`content`, `kind`, `label`, ...) when `entry` is None
+              ) -> int:
         "Insert one entry (an `Entry`, or its fields as keywords); returns its id."
         return self.insert_many([entry if entry is not None else Entry(**kw)], reason=reason)[0]
 
-    def get(self, id:int) -> Entry:
+    def get(self,
+            id:int, # entry id (a `KeyError` if there is none)
+           ) -> Entry:
         "The entry with this `id`."
         row = self.conn.execute('SELECT * FROM entries WHERE id=?', (int(id),)).fetchone()
         if row is None: raise KeyError(f"no entry with id {id} in {self.path}")
         return _from_row(row)
 
-    def revise(self, id:int, content:str, reason:str='', **changes) -> Entry:
+    def revise(self,
+               id:int, # the entry to revise
+               content:str, # its new content (re-embedded unless `changes` gives an `embedding`)
+               reason:str='', # why, recorded in the audit row
+               **changes, # other fields changed with it, as for `update`
+              ) -> Entry:
         "Replace the content of entry `id` and count one more revision."
         return self.update(id, reason, op='revise', content=content, revisions=self.get(id).revisions + 1, **changes)
 
-    def promote(self, id:int, reason:str='') -> Entry:
+    def promote(self,
+                id:int, # the entry to relabel volatile
+                reason:str='', # why, recorded in the audit row
+               ) -> Entry:
         """Relabel entry `id` volatile and mark it promoted (paper §4.4: repeatedly revised knowledge is
         volatile)."""
         e = self.get(id)
         return self.update(id, reason, op='promote', label='volatile', promoted=e.promoted or e.label != 'volatile')
 
-    def set_status(self, id:int, status:str, reason:str='') -> Entry:
+    def set_status(self,
+                   id:int, # the entry to move
+                   status:str, # its new status, one of `ENTRY_STATUSES` (only 'online' entries are retrieved)
+                   reason:str='', # why, recorded in the audit row
+                  ) -> Entry:
         "Move entry `id` to `status` (one of `ENTRY_STATUSES`)."
         return self.update(id, reason, op=status, status=status)
 
-    def discard(self, id:int, reason:str='') -> Entry:
+    def discard(self,
+                id:int, # the entry to discard
+                reason:str='', # why, recorded in the audit row
+               ) -> Entry:
         "Discard entry `id` (kept for the audit trail, never retrieved)."
         return self.set_status(id, 'discarded', reason)
 
-    def archive(self, id:int, reason:str='') -> Entry:
+    def archive(self,
+                id:int, # the entry to archive
+                reason:str='', # why, recorded in the audit row
+               ) -> Entry:
         "Archive entry `id` (kept, no longer retrieved)."
         return self.set_status(id, 'archived', reason)
 
@@ -467,8 +531,11 @@ class KnowledgeBase(SqliteStore):
         return dict(total=len(self), label=by('label', LABELS, "WHERE status='online'"),
                     status=by('status', ENTRY_STATUSES, ''), label_all=by('label', LABELS, ''))
 
-    def find_near_duplicate(self, content:str, threshold:float=0.9, # minimum cosine similarity
-                                vec=None) -> Hit|None:
+    def find_near_duplicate(self,
+                            content:str, # the candidate's content, embedded unless `vec` is given
+                            threshold:float=0.9, # minimum cosine similarity
+                            vec=None, # the candidate's embedding, precomputed (None: embed `content`)
+                           ) -> Hit|None:
         "The most similar online entry to `content` if its cosine similarity is at least `threshold`."
         hits = self.retrieve(content, k=1, mode='dense', query_vec=vec)
         return hits[0] if hits and hits[0].score >= threshold else None
@@ -530,7 +597,10 @@ def _embed(self:KnowledgeBase, entries:list[Entry]):
 
 # %% ../nbs/04_store_b_kb.ipynb #e71b42dc
 @patch
-def insert_many(self:KnowledgeBase, entries:list[Entry], reason:str='insert') -> list[int]:
+def insert_many(self:KnowledgeBase,
+                entries:list[Entry], # new entries, without ids (copied: the caller's objects are left unchanged)
+                reason:str='insert', # why, recorded in each one's audit row
+               ) -> list[int]:
     "Insert `entries` (one transaction, one audit row each); returns their new ids."
     entries, now = [replace(e) for e in entries], time.time()  # copies: the caller's objects stay unchanged
     for e in entries:
@@ -584,7 +654,12 @@ def _sync(self:KnowledgeBase, before:Entry, after:Entry):
 
 # %% ../nbs/04_store_b_kb.ipynb #c93cfbc0
 @patch
-def update(self:KnowledgeBase, id:int, reason:str='', op:str='update', **changes) -> Entry:
+def update(self:KnowledgeBase,
+           id:int, # the entry to change
+           reason:str='', # why, recorded in the audit row
+           op:str='update', # the operation named in the audit row ('revise', 'promote', a status, ...)
+           **changes, # new `Entry` field values (not `created`/`updated`); a new `content` alone is re-embedded
+          ) -> Entry:
     "Change fields of entry `id` in one audited transaction; returns the entry after the change."
     ok = [c for c in SQL_COLUMNS if c not in ('created', 'updated')]
     if set(changes) - set(ok):
@@ -602,7 +677,11 @@ def update(self:KnowledgeBase, id:int, reason:str='', op:str='update', **changes
 
 # %% ../nbs/04_store_b_kb.ipynb #1c7feafc
 @patch
-def record_use(self:KnowledgeBase, ids:list[int], success:bool, reason:str='') -> list[Entry]:
+def record_use(self:KnowledgeBase,
+               ids:list[int], # the entries retrieved into one attempt
+               success:bool, # whether the attempt succeeded (a success counted for each entry)
+               reason:str='', # why, recorded in each audit row
+              ) -> list[Entry]:
     "Count one use (and a success if `success`) for each entry in `ids`, in one transaction."
     now, out = time.time(), []
     with self.transaction():
@@ -647,7 +726,12 @@ def _merge_other(self:KnowledgeBase, other:int|Entry|str, t:Entry) -> Entry:
 
 # %% ../nbs/04_store_b_kb.ipynb #97d1befc
 @patch
-def merge(self:KnowledgeBase, target_id:int, other:int|Entry|str, reason:str='', content:str|None=None) -> Entry:
+def merge(self:KnowledgeBase,
+          target_id:int, # the entry that stays and receives the merge
+          other:int|Entry|str, # an entry id (discarded once merged), a new `Entry`, or new content of the target's kind
+          reason:str='', # why, recorded in the audit rows
+          content:str|None=None, # the merged content (None: the target's extended by the other's)
+         ) -> Entry:
     "Merge `other` (an entry id, a new `Entry`, or content) into entry `target_id`."
     t = self.get(target_id)
     o = self._merge_other(other, t)
@@ -670,10 +754,10 @@ def merge(self:KnowledgeBase, target_id:int, other:int|Entry|str, reason:str='',
 @patch
 def entries(
     self:KnowledgeBase,
-    status:str|None=None,
-    label:str|None=None,
-    kind:str|None=None,
-    family:str|None=None,
+    status:str|None=None, # only entries of this status, one of `ENTRY_STATUSES` (None: any)
+    label:str|None=None, # only entries of this label, one of `LABELS` (None: any)
+    kind:str|None=None, # only entries of this kind, one of `KINDS` (None: any)
+    family:str|None=None, # only entries from this task family (None: any)
 ) -> list[Entry]:
     "Entries matching the given fields (all when none given), by id."
     conds = {k: v for k, v in dict(status=status, label=label, kind=kind, family=family).items() if v is not None}
@@ -709,7 +793,13 @@ def _sparse_hits(self:KnowledgeBase, query, k):
 
 # %% ../nbs/04_store_b_kb.ipynb #42ac5c96
 @patch
-def search(self:KnowledgeBase, query:str|None=None, k:int=3, mode:str='hybrid', query_vec=None, depth:int|None=None) -> list[tuple[int, float]]:
+def search(self:KnowledgeBase,
+           query:str|None=None, # query text: embedded for dense search (unless `query_vec`), tokenised for sparse
+           k:int=3, # most results returned
+           mode:str='hybrid', # one of `MODES`: 'dense', 'sparse' or 'hybrid'
+           query_vec=None, # precomputed query embedding (skips the embedder)
+           depth:int|None=None, # candidates per list fused in hybrid mode (None: max(4k, 20))
+          ) -> list[tuple[int, float]]:
     "Top-`k` `(id, score)` of online entries for `query` by `mode` (one of `MODES`)."
     if mode not in MODES: raise ValueError(f"retrieval mode {mode!r} not in {MODES}")
     if mode == 'dense': I, S = self._dense_hits(query, query_vec, k)
@@ -757,11 +847,11 @@ def _in_scope(e:Entry, family:str|None, exclude_sources) -> bool:
 @patch
 def retrieve_ids(
     self:KnowledgeBase,
-    query:str|None=None,
-    k:int=3,
-    mode:str='hybrid',
-    query_vec=None,
-    depth:int|None=None,
+    query:str|None=None, # query text: embedded for dense search (unless `query_vec`), tokenised for sparse
+    k:int=3, # most results returned
+    mode:str='hybrid', # one of `MODES`: 'dense', 'sparse' or 'hybrid'
+    query_vec=None, # precomputed query embedding (skips the embedder)
+    depth:int|None=None, # candidates per list fused in hybrid mode (None: max(4k, 20))
 ) -> list[tuple[int, float, str]]:
     "Top-`k` `(id, score, content)` of online entries: index search plus one content fetch."
     hits = self.search(query, k, mode, query_vec, depth)
@@ -775,7 +865,11 @@ def retrieve_ids(
 
 # %% ../nbs/04_store_b_latency.ipynb #06b283ed
 def synthetic_corpus(
-    n:int, dim:int=384, seed:int=0, vocab_size:int=5000, chunk:int=100_000
+    n:int, # number of entries generated
+    dim:int=384, # dimension of the unit vectors
+    seed:int=0, # seed of every random draw: the same seed, the same corpus
+    vocab_size:int=5000, # distinct pseudo-words the texts are drawn from
+    chunk:int=100_000, # entries generated per step (bounds the temporary memory at large `n`)
 ) -> tuple[list[str], np.ndarray]:
     "`n` seeded synthetic `(texts, unit vectors)` with topic structure shared by text and vector."
     rng = np.random.default_rng(seed)
@@ -941,9 +1035,9 @@ def bench_retrieval(
     k:int=3,  # entries retrieved
     modes:tuple=MODES,  # retrieval modes timed
     include_1m:bool=False,  # also time dense retrieval at 1,000,000 entries (~15 min on 2 cores, ~3 GB disk)
-    seed:int=0,
+    seed:int=0,  # seed of the synthetic corpus and its queries
     hnsw_threshold:int=4096,  # flat below, HNSW at or above (`kb.hnsw_threshold`)
-    M:int=32,
+    M:int=32,  # HNSW neighbours per node
     ef_search:int=64,  # HNSW parameters
     workdir:str|None=None,  # where the temporary KB files go
 ) -> list[dict]:
