@@ -79,7 +79,8 @@ class Action:
         return len(self.content) >= (1 if self.kind == 'answer' else 3) and bool(re.search(r'\w', self.content))
 
 # %% ../nbs/16_evolver.ipynb #215404cb
-def parse_actions(text:str) -> tuple[list[Action], list[str]]:
+def parse_actions(text:str, # an assistant turn (or several joined); None reads as empty
+                 ) -> tuple[list[Action], list[str]]:
     "The tagged actions in `text`, in order, and the problems found (unclosed tags)."
     text = text or ''
     acts = [Action(m[1], m[2].strip()) for m in _TAG_RE.finditer(text)]
@@ -88,14 +89,17 @@ def parse_actions(text:str) -> tuple[list[Action], list[str]]:
     return acts, problems
 
 # %% ../nbs/16_evolver.ipynb #75ef7bf4
-def strip_actions(text:str) -> str:
+def strip_actions(text:str, # an assistant turn; None reads as empty
+                 ) -> str:
     "`text` without its tagged spans (what is left for the environment's own actions)."
     return _TAG_RE.sub('', text or '').strip()
 
 # %% ../nbs/16_evolver.ipynb #32079059
 STOPS = [f'</{s}>' for s in SEARCHES] + ['</answer>']
 
-def close_stopped(text:str, finish_reason:str) -> str:
+def close_stopped(text:str, # a generated assistant turn
+                  finish_reason:str, # why generation ended: a tag is re-added only after 'stop' (stop string or end)
+                 ) -> str:
     "Re-append the closing tag a stop string removed: the last opened search/answer tag, if it is unclosed."
     if finish_reason != 'stop': return text
     opened = [m for m in _OPEN_RE.finditer(_TAG_RE.sub('', text)) if m[1] != 'think']
@@ -105,24 +109,30 @@ def close_stopped(text:str, finish_reason:str) -> str:
 # 7 and 8: as the authors' code scores them
 THINK_SCORE = {0: 0.0, 1: 0.2, 2: 0.3, 3: 0.4, 4: 0.6, 5: 0.8, 6: 1.0, 7: 0.0, 8: 0.0}
 
-def think_score(n_think:int) -> float:
+def think_score(n_think:int, # valid `<think>` actions in the trajectory, >= 0
+               ) -> float:
     """R_think: 0.2 for one valid `<think>` up to 1.0 for six; 0 for seven or eight and 0.5 above eight, as the authors'
     code scores them."""
     return THINK_SCORE[n_think] if n_think <= 8 else 0.5
 
 # %% ../nbs/16_evolver.ipynb #991f8f4e
-def search_score(n_exp:int, n_know:int) -> float:
+def search_score(n_exp:int, # valid `<search_experience>` actions in the trajectory
+                 n_know:int, # valid `<search_knowledge>` actions in the trajectory
+                ) -> float:
     "R_search: diversity (0.5 both kinds, 0.2 one) + 0.1 per search beyond the first (bonus ≤ 0.5)."
     div = 0.5 if n_exp and n_know else 0.2 if n_exp or n_know else 0.0
     return div + min(0.1 * max(n_exp + n_know - 1, 0), 0.5)
 
 # %% ../nbs/16_evolver.ipynb #05e9e96f
-def action_counts(text:str) -> Counter:
+def action_counts(text:str, # a trajectory's assistant turns, joined
+                 ) -> Counter:
     "Valid actions per kind in a trajectory's assistant text."
     return Counter(a.kind for a in parse_actions(text)[0] if a.valid)
 
 # %% ../nbs/16_evolver.ipynb #0562fb7b
-def format_reward(text:str, exp_retrieve:bool=True) -> float:
+def format_reward(text:str, # a trajectory's assistant turns, joined
+                  exp_retrieve:bool=True, # experience retrieval on; False: the ablation's all-or-nothing format check
+                 ) -> float:
     """R_format of a trajectory (its assistant turns joined): 1(complete) · (R_think + R_search) / 2; without experience
     retrieval, 1 or 0."""
     n = action_counts(text)
@@ -135,24 +145,33 @@ def format_reward(text:str, exp_retrieve:bool=True) -> float:
     )
 
 # %% ../nbs/16_evolver.ipynb #75df1a49
-def evolver_reward(em:float, fmt:float, w_o:float=1.0, w_f:float=0.1) -> float:
+def evolver_reward(em:float, # the outcome: exact match, 1 or 0 (a bool counts)
+                   fmt:float, # R_format of the trajectory, in [0, 1] (`format_reward`)
+                   w_o:float=1.0, # weight of the outcome (`evolver.w_o`)
+                   w_f:float=0.1, # weight of the format reward (`evolver.w_f`)
+                  ) -> float:
     "R(τ) = w_o · EM + w_f · R_format."
     return w_o * float(em) + w_f * float(fmt)
 
 # %% ../nbs/16_evolver.ipynb #f2e89c1a
-def metric_score(successes:int, uses:int) -> float:
+def metric_score(successes:int, # those of its `uses` whose episode succeeded
+                 uses:int, # times the principle counted as used: retrieved by a counted episode, or merged into
+                ) -> float:
     "(successes + 1) / (uses + 2)."
     return (successes + 1) / (uses + 2)
 
 # %% ../nbs/16_evolver.ipynb #7e6816a9
-def to_prune(stats:dict, threshold:float=0.3) -> list:
+def to_prune(stats:dict, # principle key -> `(successes, uses)`
+             threshold:float=0.3, # metric_score below which a principle is pruned (`evolver.prune`)
+            ) -> list:
     "Keys of `stats` (key -> (successes, uses)) whose metric_score is below `threshold`."
     return [k for k, (s, u) in stats.items() if metric_score(s, u) < threshold]
 
 # %% ../nbs/16_evolver.ipynb #3a22f03c
 def balanced_pick(outcomes:list[bool], # one prompt's rollouts: solved or not
                   ratio:float=0.25, # share kept (`evolver.choice_ratio`)
-                  rng:np.random.Generator|None=None) -> list[int]:
+                  rng:np.random.Generator|None=None, # draws the picks; None: a fresh generator seeded 0
+                 ) -> list[int]:
     "The authors' balanced buffer: `max(1, int(G·ratio))` rollouts, up to half successes, the rest failures; sorted."
     rng = rng or np.random.default_rng(0)
     k = max(1, int(len(outcomes) * ratio))
@@ -167,7 +186,9 @@ MAX_CHECKS = 3   # LLM equivalence checks per new principle at most, most simila
 
 def check_equivalent(hits:list[tuple[int, float]], # `(id, cosine)` of existing principles, most similar first
                      is_equivalent, # `is_equivalent(id) -> bool`: the LLM check
-                     threshold:float=0.85, max_checks:int=MAX_CHECKS) -> tuple[int|None, list[tuple[int, float, bool]]]:
+                     threshold:float=0.85, # cosine below which no candidate is checked (θ_sim, `evolver.dedup`)
+                     max_checks:int=MAX_CHECKS, # LLM checks at most, on the first `hits`; 0: any hit above `threshold`
+                    ) -> tuple[int|None, list[tuple[int, float, bool]]]:
     "The id of an existing equivalent principle (or None) and the `(id, cosine, verdict)` of every LLM check made."
     checks = []
     for i, s in hits[:max_checks] if max_checks else hits:
@@ -181,9 +202,9 @@ def check_equivalent(hits:list[tuple[int, float]], # `(id, cosine)` of existing 
 def find_equivalent(
     vec:np.ndarray,  # the new principle's unit embedding
     candidates:list[tuple[int, np.ndarray]],  # `(id, unit embedding)` of existing principles
-    is_equivalent,
-    threshold:float=0.85,
-    max_checks:int=MAX_CHECKS,
+    is_equivalent,  # `is_equivalent(id) -> bool`: the LLM check
+    threshold:float=0.85,  # cosine below which no candidate is checked (θ_sim, `evolver.dedup`)
+    max_checks:int=MAX_CHECKS,  # LLM checks at most, most similar first; 0: every candidate above `threshold`
 ) -> tuple[int|None, list[tuple[int, float, bool]]]:
     """`check_equivalent` over `candidates` ranked by cosine to `vec` (the store ranks its own through faiss:
     `PrincipleStore.similar`)."""
@@ -199,7 +220,9 @@ NO_CORPUS = (
     'No knowledge corpus for this family: <search_knowledge> finds nothing here. Reason with <think> and answer.'
 )
 
-def knowledge_corpus(env, task:Task) -> list[str]|None:
+def knowledge_corpus(env, # the family's environment: a tool surface over a table gives its tools and rows
+                     task:Task, # the task searched for: multi-hop QA gives its paragraphs
+                    ) -> list[str]|None:
     "The documents `<search_knowledge>` searches for `task`, or None when its family has no corpus."
     p = task.payload or {}
     if task.family == 'multihop' and p.get('paragraphs'): return [f'{t}: {x}' for t, x in p['paragraphs']]
@@ -213,7 +236,8 @@ def knowledge_corpus(env, task:Task) -> list[str]|None:
     return None
 
 # %% ../nbs/16_evolver.ipynb #b7274b51
-def user_message(task:Task) -> str:
+def user_message(task:Task, # the task to show the agent
+                ) -> str:
     "The task as the EvolveR agent sees it: the question alone where the documents are its knowledge corpus."
     p = task.payload or {}
     return p['question'] if task.family == 'multihop' and p.get('paragraphs') and p.get('question') else task.prompt
@@ -221,8 +245,14 @@ def user_message(task:Task) -> str:
 # %% ../nbs/16_evolver.ipynb #d4501eb3
 class KnowledgeSearch:
     "BM25 over each task's corpus (indexes cached per task id)."
-    def __init__(self, k:int=3): self.k, self._idx = k, {}
-    def search(self, env, task:Task, query:str) -> list[str]|None:
+    def __init__(self,
+                 k:int=3): # documents returned per search (`evolver.k`)
+        self.k, self._idx = k, {}
+    def search(self,
+               env, # the family's environment (see `knowledge_corpus`)
+               task:Task, # the task whose corpus is searched; its index is built once per task id
+               query:str, # the agent's `<search_knowledge>` query (BM25)
+              ) -> list[str]|None:
         "Top-k documents for `query` (None: the family has no corpus)."
         if task.id not in self._idx:
             docs = knowledge_corpus(env, task)
@@ -235,46 +265,57 @@ class KnowledgeSearch:
 # %% ../nbs/16_evolver.ipynb #ad2b667b
 CODE_FAMILIES = ('code', 'formal')
 
-def answer_turn(family:str, content:str) -> str:
+def answer_turn(family:str, # the task family: 'code' fences the answer, 'formal' keeps it, others 'Answer: …'
+                content:str, # the text inside the agent's `<answer>` tags
+               ) -> str:
     "The assistant turn the family's environment expects for the final answer `content`."
     if family == 'code': return content if '```' in content else f"```python\n{content}\n```"
     if family == 'formal': return content   # `extract_proof` reads a Lean block or the bare proof
     return f"Answer: {content}"
 
 # %% ../nbs/16_evolver.ipynb #d388ba0d
-def answer_like(family:str, text:str) -> bool:
+def answer_like(family:str, # the task family: code and proofs need a fenced block, others an `Answer:` line
+                text:str, # an untagged assistant turn
+               ) -> bool:
     "Whether an untagged turn already holds a final answer the environment can read."
     return ('```' in text) if family in CODE_FAMILIES else parse_answer(text) is not None
 
 # %% ../nbs/16_evolver.ipynb #420ee7b4
 _ANSWER_RE = re.compile(r'<answer>(.*?)</answer>', re.S)
 
-def answer_content(messages:list[dict]) -> str|None:
+def answer_content(messages:list[dict], # an episode's chat messages; only assistant turns are read
+                  ) -> str|None:
     "The whole content of the last `<answer>…</answer>` of the assistant turns in `messages`, stripped; else None."
     found = [m[1] for x in messages if x['role'] == 'assistant' for m in _ANSWER_RE.finditer(x['content'] or '')]
     return found[-1].strip() if found else None
 
 # %% ../nbs/16_evolver.ipynb #703fdd6f
-def gold_answer(task:Task) -> str:
+def gold_answer(task:Task, # the task whose `target` is read
+               ) -> str:
     "The gold answer as text: several values (a WikiTableQuestions answer) joined with `|`, as a reference writes them."
     t = task.target
     return '|'.join(map(str, t)) if isinstance(t, (list, tuple)) else str(t)
 
 # %% ../nbs/16_evolver.ipynb #5e417450
-def gold_answers(task:Task) -> list[str]:
+def gold_answers(task:Task, # the task whose `meta['golden_answers']`, else `target`, is read
+                ) -> list[str]:
     "The gold aliases, any of which is right: `task.meta['golden_answers']` (NQ's list; the authors' field), else one."
     aliases = (task.meta or {}).get('golden_answers')
     return [str(a) for a in aliases] if aliases else [gold_answer(task)]
 
 # %% ../nbs/16_evolver.ipynb #cb128839
-def exact_match(pred:str|None, gold:str|list[str]) -> float:
+def exact_match(pred:str|None, # the predicted answer; None: no answer
+                gold:str|list[str], # the gold answer, or a list of aliases any of which is right
+               ) -> float:
     """The paper's EM: 1.0 when `pred` equals `gold` (or any of a list of aliases) after `normalize_answer`
     (`answer_em`); no answer (None) scores 0."""
     golds = [gold] if isinstance(gold, str) else list(gold)
     return float(pred is not None and any(answer_em(pred, g) for g in golds))
 
 # %% ../nbs/16_evolver.ipynb #8609de52
-def em_feedback(messages:list[dict], task:Task) -> Feedback:
+def em_feedback(messages:list[dict], # the episode's chat messages: its last `<answer>` is the prediction
+                task:Task, # the task played: its gold answers (`gold_answers`)
+               ) -> Feedback:
     "The paper's EM of an episode as `Feedback`: the last `<answer>` of the model's turns against the gold."
     pred, golds = answer_content(messages), gold_answers(task)
     gold = golds[0] if len(golds) == 1 else ' | '.join(golds)
@@ -285,7 +326,11 @@ def em_feedback(messages:list[dict], task:Task) -> Feedback:
     return Feedback('failure', 0.0, why, 'wrong_answer')
 
 # %% ../nbs/16_evolver.ipynb #a6b8aba6
-def episode_outcome(env, task:Task, state:EpisodeState, messages:list[dict]) -> tuple[Feedback, bool|None]:
+def episode_outcome(env, # the family's environment: its `evaluate` gives the lenient verdict
+                    task:Task, # the task played
+                    state:EpisodeState, # the episode's final environment state
+                    messages:list[dict], # the episode's chat messages: its last `<answer>` is scored by EM
+                   ) -> tuple[Feedback, bool|None]:
     "`(outcome, lenient)`: EM and the evaluator's verdict (answer families); the evaluator's and None (code, proofs)."
     try: fam = env.evaluate(state)
     except Exception as ex:   # the family's bug, not the agent's fault
@@ -332,7 +377,10 @@ class PrincipleStore(SqliteStore):
         super().__init__(path)
         self.embedder = embedder
 
-    def event(self, kind:str, principle_id:int|None=None, /, **detail):
+    def event(self,
+              kind:str, # the event's kind, the audit row's `op` (e.g. 'insert', 'merge', 'prune', 'equiv_check')
+              principle_id:int|None=None, # the principle it is about; None: none (e.g. a failed distillation)
+              /, **detail): # the event's fields, stored as JSON in the audit row's `after`
         "Append an audit row: `op` the event's kind, `after` its details (inside the caller's transaction)."
         self.audit(kind, principle_id, after=detail)
 
@@ -358,20 +406,27 @@ def _principle(r) -> Principle:
 
 # %% ../nbs/16_evolver_b_experience.ipynb #b3e06b9f
 @patch
-def embed(self:PrincipleStore, texts:list[str]) -> np.ndarray:
+def embed(self:PrincipleStore,
+          texts:list[str], # principle texts or queries, embedded by the store's embedder
+         ) -> np.ndarray:
     if self.embedder is None: raise ValueError("this PrincipleStore has no embedder")
     return self.embedder.encode(texts)
 
 # %% ../nbs/16_evolver_b_experience.ipynb #e4a78beb
 @patch
-def get(self:PrincipleStore, id:int) -> Principle:
+def get(self:PrincipleStore,
+        id:int, # the principle's id (`KeyError` when there is none)
+       ) -> Principle:
     r = self.conn.execute('SELECT * FROM principles WHERE id = ?', (id,)).fetchone()
     if r is None: raise KeyError(f"no principle {id}")
     return _principle(r)
 
 # %% ../nbs/16_evolver_b_experience.ipynb #f49e6bc9
 @patch
-def principles(self:PrincipleStore, status:str|None='active', kind:str|None=None) -> list[Principle]:
+def principles(self:PrincipleStore,
+               status:str|None='active', # 'active' or 'pruned'; None: any status
+               kind:str|None=None, # 'guiding' or 'cautionary'; None: both
+              ) -> list[Principle]:
     q, a = 'SELECT * FROM principles WHERE 1=1', []
     if status:
         q += ' AND status = ?'
@@ -383,7 +438,13 @@ def principles(self:PrincipleStore, status:str|None='active', kind:str|None=None
 
 # %% ../nbs/16_evolver_b_experience.ipynb #ec98cde9
 @patch
-def insert(self:PrincipleStore, kind:str, content:str, family:str|None=None, sources:list|None=None, vec=None) -> int:
+def insert(self:PrincipleStore,
+           kind:str, # the principle's type, one of `KINDS`: 'guiding' or 'cautionary'
+           content:str, # the principle's text
+           family:str|None=None, # the task family of the episode it was distilled from; None: none
+           sources:list|None=None, # keys of the episodes it was distilled from; None: none
+           vec=None, # its unit embedding; None: embedded here from `content`
+          ) -> int:
     "Add a principle (inside the caller's transaction); returns its id."
     if kind not in KINDS: raise ValueError(f"principle kind {kind!r} not in {KINDS}")
     v = np.asarray(self.embed([content])[0] if vec is None else vec, np.float32)
@@ -399,11 +460,11 @@ def insert(self:PrincipleStore, kind:str, content:str, family:str|None=None, sou
 @patch
 def merge(
     self:PrincipleStore,
-    target:int,
-    content:str,
-    sources:list|None=None,
-    similarity:float|None=None,
-    exact:bool=False,
+    target:int,  # id of the existing principle that absorbs the new one
+    content:str,  # the absorbed principle's text, kept in the merge event
+    sources:list|None=None,  # keys of the episodes the absorbed principle came from, added to `target`'s
+    similarity:float|None=None,  # cosine of the absorbed principle to `target`, recorded; None: not known
+    exact:bool=False,  # True: the texts matched (case and spacing aside) and no judge was asked
     success:bool|None=None,  # the absorbed principle's trajectory: one more use, a success if it succeeded (EvolveR's code)
 ):
     "Absorb an equivalent new principle into `target` (inside the caller's transaction)."
@@ -417,7 +478,9 @@ def merge(
 
 # %% ../nbs/16_evolver_b_experience.ipynb #7f511519
 @patch
-def record_use(self:PrincipleStore, ids:list[int], success:bool):
+def record_use(self:PrincipleStore,
+               ids:list[int], # the principles one episode (or kept rollout) retrieved; repeats count once
+               success:bool): # whether that episode succeeded: a success is counted too
     "Count one use (and a success) for each principle in `ids` (inside the caller's transaction)."
     for i in dict.fromkeys(ids):
         self.conn.execute(
@@ -426,7 +489,9 @@ def record_use(self:PrincipleStore, ids:list[int], success:bool):
 
 # %% ../nbs/16_evolver_b_experience.ipynb #846c47e5
 @patch
-def prune(self:PrincipleStore, threshold:float=0.3) -> list[int]:
+def prune(self:PrincipleStore,
+          threshold:float=0.3, # metric_score below which a principle is pruned (`evolver.prune`)
+         ) -> list[int]:
     "Mark active principles with metric_score below `threshold` pruned (inside the caller's transaction); their ids."
     ps = {p.id: p for p in self.principles('active')}
     ids = to_prune({i: (p.successes, p.uses) for i, p in ps.items()}, threshold)
@@ -443,7 +508,11 @@ ACTIVE = {
 
 # %% ../nbs/16_evolver_b_experience.ipynb #a4645a34
 @patch
-def similar(self:PrincipleStore, vec:np.ndarray, k:int=3, kind:str|None=None) -> list[tuple[int, float]]:
+def similar(self:PrincipleStore,
+            vec:np.ndarray, # the query's unit embedding
+            k:int=3, # principles returned at most
+            kind:str|None=None, # only principles of this type ('guiding' or 'cautionary'); None: both
+           ) -> list[tuple[int, float]]:
     "`(id, cosine)` of the `k` active principles (of `kind`) most similar to the unit vector `vec`, best first."
     if not self.dim: return []
     ids, s = self.dense(ACTIVE[kind], self.dim).search(np.asarray(vec, np.float32), k)
@@ -451,7 +520,10 @@ def similar(self:PrincipleStore, vec:np.ndarray, k:int=3, kind:str|None=None) ->
 
 # %% ../nbs/16_evolver_b_experience.ipynb #5f411ce6
 @patch
-def search(self:PrincipleStore, query:str, k:int=3) -> list[tuple[Principle, float]]:
+def search(self:PrincipleStore,
+           query:str, # the agent's `<search_experience>` query, embedded here
+           k:int=3, # principles returned at most (`evolver.k`)
+          ) -> list[tuple[Principle, float]]:
     "Top-k active principles by cosine similarity to `query`."
     return [(self.get(i), s) for i, s in self.similar(self.embed([query])[0], k)]
 
@@ -480,7 +552,11 @@ def _example_reply(exp_retrieve:bool=True) -> str:
             "<search_knowledge>the entity the question is about</search_knowledge>\n\n")
 
 # %% ../nbs/16_evolver_b_experience.ipynb #5ed7d404
-def system_prompt(env_instructions:str, exp_retrieve:bool=True, max_turns:int=4, k:int=3) -> str:
+def system_prompt(env_instructions:str, # the family's instructions for the task (`env.instructions`)
+                  exp_retrieve:bool=True, # offer `<search_experience>`; False: the ablation without it
+                  max_turns:int=4, # replies the agent has before it must answer (`evolver.max_turns`)
+                  k:int=3, # results each search returns (`evolver.k`)
+                 ) -> str:
     "EvolveR's system prompt (paper Table 13) followed by the family's instructions."
     return (
         "You are a problem solver who reasons step by step and uses tools. In each reply use these actions:\n"
@@ -540,14 +616,18 @@ EQUIV_CASES = [  # hand-labelled pairs on which the equivalence judge's agreemen
 ]
 
 # %% ../nbs/16_evolver_b_experience.ipynb #95353096
-def equiv_content(a:str, b:str) -> str: return f"Principle 1: {a}\nPrinciple 2: {b}"
+def equiv_content(a:str, # the first principle's text
+                  b:str, # the second principle's text
+                 ) -> str:
+    return f"Principle 1: {a}\nPrinciple 2: {b}"
 
 # %% ../nbs/16_evolver_b_experience.ipynb #43f531ba
 def _trajectory_text(messages:list[dict]) -> str:
     return '\n'.join(m['content'] for m in messages if m['role'] == 'assistant')
 
 # %% ../nbs/16_evolver_b_experience.ipynb #72f21f01
-def render_experience(hits:list) -> str:
+def render_experience(hits:list, # `(Principle, cosine)` pairs from `PrincipleStore.search`, best first
+                     ) -> str:
     if not hits: return '<experience>\nThe experience base holds no principle yet.\n</experience>'
     return (
         '<experience>\n'
@@ -556,7 +636,8 @@ def render_experience(hits:list) -> str:
     )
 
 # %% ../nbs/16_evolver_b_experience.ipynb #bed8b788
-def render_information(docs:list[str]|None) -> str:
+def render_information(docs:list[str]|None, # documents from `KnowledgeSearch.search`; None: the family has no corpus
+                      ) -> str:
     if docs is None: return f'<information>\n{NO_CORPUS}\n</information>'
     if not docs: return '<information>\nNo document matches this query.\n</information>'
     return '<information>\n' + '\n'.join(f"Doc {j+1}: {d}" for j, d in enumerate(docs)) + '\n</information>'
@@ -570,15 +651,25 @@ BAD_FORMAT = ("No valid action found. Use <think> ... </think>, then one <search
 # %% ../nbs/16_evolver_b_experience.ipynb #9e26133a
 class EvolverAgent:
     "The EvolveR policy loop: think, search experience, search knowledge, answer."
-    def __init__(self, policy:Policy, store:PrincipleStore|None, k:int=3, max_turns:int=4, exp_retrieve:bool=True,
-                 max_new_tokens:int=96, temperature:float=0.0, seed:int|None=None):
+    def __init__(self,
+                 policy:Policy, # the policy that writes the agent's replies
+                 store:PrincipleStore|None, # the experience base searched; None: experience search is disabled
+                 k:int=3, # principles or documents per search (`evolver.k`)
+                 max_turns:int=4, # replies before an answer is forced (`evolver.max_turns`)
+                 exp_retrieve:bool=True, # offer `<search_experience>`; False: the ablation without it
+                 max_new_tokens:int=96, # tokens generated per reply at most
+                 temperature:float=0.0, # sampling temperature; 0: greedy
+                 seed:int|None=None): # sampling seed; None: unseeded
         self.policy, self.store, self.k, self.max_turns, self.exp_retrieve = policy, store, k, max_turns, exp_retrieve
         self.gen_kw = dict(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, stop=STOPS)
         self.knowledge = KnowledgeSearch(k)
 
 # %% ../nbs/16_evolver_b_experience.ipynb #ce3f2d20
 @patch
-def start(self:EvolverAgent, env, task:Task) -> dict:
+def start(self:EvolverAgent,
+          env, # the family's environment: reset for `task`, its instructions in the system prompt
+          task:Task, # the task to play
+         ) -> dict:
     "A new episode's record: environment state, first messages, counters."
     sys = system_prompt(env.instructions(task), self.exp_retrieve, self.max_turns, self.k)
     return dict(task=task, state=env.reset(task), messages=[msg('system', sys), msg('user', user_message(task))],
@@ -629,7 +720,11 @@ def _without_exp(m:str) -> str:
 
 # %% ../nbs/16_evolver_b_experience.ipynb #027ec171
 @patch
-def act(self:EvolverAgent, env, e:dict, text:str) -> str|None:
+def act(self:EvolverAgent,
+        env, # the family's environment: steps the answer or the untagged action
+        e:dict, # the episode's record, as `start` made it; its state and counters are updated
+        text:str, # the assistant turn, its stopped closing tag restored (`close_stopped`)
+       ) -> str|None:
     "Apply one assistant turn of episode `e`; the next observation, or None when the episode ends."
     acts, problems = parse_actions(text)
     _count_actions(e['info'], acts, problems)
@@ -688,7 +783,12 @@ def _failed_start(t:Task, ex:Exception) -> dict:
 
 # %% ../nbs/16_evolver_b_experience.ipynb #ff8a0fbf
 @patch
-def run(self:EvolverAgent, env, tasks:list[Task], w_o:float=1.0, w_f:float=0.1) -> list[tuple[EpisodeResult, dict]]:
+def run(self:EvolverAgent,
+        env, # the family's environment
+        tasks:list[Task], # its tasks, played together (one generation batch per turn)
+        w_o:float=1.0, # weight of the outcome in the reward (`evolver.w_o`)
+        w_f:float=0.1, # weight of the format reward (`evolver.w_f`)
+       ) -> list[tuple[EpisodeResult, dict]]:
     "Play `tasks` of one family together; `(EpisodeResult, info)` per task."
     t0, eps = time.time(), []
     for t in tasks:
@@ -711,10 +811,18 @@ class ScriptedPolicy(Policy):
     """A policy replaying fixed assistant turns: `scripts[user message]` = the turns, in order (an empty turn after the
     last)."""
     name = 'scripted'
-    def __init__(self, scripts:dict[str, list[str]]):
+    def __init__(self,
+                 scripts:dict[str, list[str]]): # a conversation's first user message -> its assistant turns, in order
         super().__init__()
         self.scripts = scripts
-    def generate(self, batch, max_new_tokens=128, temperature=0.0, top_p=1.0, stop=None, seed=None, min_new_tokens=0):
+    def generate(self,
+                 batch, # conversations (lists of chat messages); each one's first user message picks its script
+                 max_new_tokens=128, # ignored: the scripted turn comes back whole
+                 temperature=0.0, # ignored: replay is deterministic
+                 top_p=1.0, # ignored
+                 stop=None, # ignored: a scripted turn is not cut
+                 seed=None, # ignored
+                 min_new_tokens=0): # ignored
         out = []
         for m in batch:
             user = next(x['content'] for x in m if x['role'] == 'user')
@@ -722,10 +830,16 @@ class ScriptedPolicy(Policy):
             text = turns[j] if j < len(turns) else ''
             out.append(Generation(text, 0, len(text.split()), 'stop'))
         return out
-    def count_tokens(self, x) -> int: return len(str(x).split())
+    def count_tokens(self,
+                     x, # a text or chat messages: whitespace-separated words of its `str` are counted
+                    ) -> int:
+        return len(str(x).split())
 
 # %% ../nbs/16_evolver_b_experience.ipynb #b08bbe2f
-def trajectory_summary(task_text:str, messages:list[dict], max_chars:int=1200) -> str:
+def trajectory_summary(task_text:str, # the task as the agent saw it (`user_message`)
+                       messages:list[dict], # the episode's chat messages; the system prompt and task are skipped
+                       max_chars:int=1200, # the most characters kept (then ` …`)
+                      ) -> str:
     "The task and the agent's turns with their observations, capped, for the distillation prompt."
     body = '\n'.join(f"{'Agent' if m['role'] == 'assistant' else 'Observation'}: {m['content']}" for m in messages[2:])
     s = f"Task: {task_text}\n{body}"
@@ -737,7 +851,9 @@ _PREFIX = re.compile(
     re.I,
 )
 
-def parse_principle(raw:str, max_chars:int=300) -> tuple[str|None, str|None]:
+def parse_principle(raw:str, # the policy's distillation reply; only its first non-empty line is read
+                    max_chars:int=300, # the most characters of the principle kept, cut at a word
+                   ) -> tuple[str|None, str|None]:
     "`(principle, None)` from a distillation reply, or `(None, why)`."
     lines = [l.strip() for l in (raw or '').splitlines() if l.strip()]
     if not lines: return None, 'empty output'
@@ -766,8 +882,12 @@ def _distilled(kind:str, g) -> dict:
                 completion_tokens=g.completion_tokens)
 
 # %% ../nbs/16_evolver_b_experience.ipynb #e08a9bcd
-def distill(policy:Policy, rows:list[dict], # episode rows: `task` (dict), `trajectory` (messages), `success`, `message`
-            max_new_tokens:int=64, temperature:float=1.0, seed:int|None=None) -> list[dict]:
+def distill(policy:Policy, # the policy that distils (EvolveR's own, not a stronger model)
+            rows:list[dict], # episode rows: `task` (dict), `trajectory` (messages), `success`, `message`
+            max_new_tokens:int=64, # tokens per principle at most
+            temperature:float=1.0, # sampling temperature (`evolver.distill_temperature`)
+            seed:int|None=None, # sampling seed; None: unseeded
+           ) -> list[dict]:
     "One principle per trajectory by the policy itself: `kind`, `principle` (or None), `error`, `raw`, tokens."
     prompts = [_distill_prompt(r) for r in rows]
     gens = (
@@ -823,7 +943,11 @@ class EvolverMethod(Method):
             key = f'train:{n // te}'
             if not self.store.conn.execute('SELECT 1 FROM updates WHERE key = ?', (key,)).fetchone(): self.update(key)
 
-    def apply(self, r:EpisodeResult, info:dict, key:str) -> bool:
+    def apply(self,
+              r:EpisodeResult, # the episode played online; `r.retrieved` the principles it used
+              info:dict, # its info from `EvolverAgent.run`: actions, EM, lenient verdict, format reward, reward
+              key:str, # its `EpisodeKeys` key: an episode already stored under it is not applied again
+             ) -> bool:
         """Record episode `r` (its `EpisodeKeys` key) once: principle uses, its row; False if it was applied before (a
         replay after a kill)."""
         with self.store.transaction() as c:
@@ -831,7 +955,8 @@ class EvolverMethod(Method):
             self._record_episode(c, r, info, key)
         return True
 
-    def offline_phase(self, n:int):
+    def offline_phase(self,
+                      n:int): # the phase's number: due after n·`evolver.prune_every` applied episodes
         "Offline phase `n`: distil + integrate the new trajectories, then prune."
         rows = self._undistilled()
         t0 = time.time()
@@ -843,7 +968,8 @@ class EvolverMethod(Method):
         _log.info(f"offline phase {n}: {len(rows)} trajectories distilled, {len(pruned)} principles pruned; "
                   f"{self.store.counts()}")
 
-    def update(self, key:str):
+    def update(self,
+               key:str): # 'train:<j>': the j-th update, due after j·`evolver.train_every` applied episodes
         """Policy evolution: train (GRPO or SFT, `evolver.algo`) on the trajectories since the last update; hot-swap;
         record `key`."""
         c, rows, n = self.cfg, self._since_last_update(), int(key.split(':')[1])
@@ -861,7 +987,10 @@ class EvolverMethod(Method):
             why = f'{type(e).__name__}: {e}'
         self._record_update(key, n, res, why, algo=algo, examples=len(rows), **extra)
 
-    def cold_start(self, env, family:str, n_tasks:int=4):
+    def cold_start(self,
+                   env, # the family's environment: its training tasks and their reference solutions
+                   family:str, # the family's name: the update is recorded once under `cold_start:<family>`
+                   n_tasks:int=4): # training tasks whose reference solutions are replayed
         "Cold-start SFT on `family`'s reference trajectories, once (key `cold_start:<family>`)."
         key = f'cold_start:{family}'
         if self.store.conn.execute('SELECT 1 FROM updates WHERE key = ?', (key,)).fetchone(): return
@@ -945,7 +1074,9 @@ def _play_online(self:EvolverMethod, env, tasks) -> list:
 
 # %% ../nbs/16_evolver_c_method.ipynb #443f9d7d
 @patch
-def extra(self:EvolverMethod, res) -> dict:
+def extra(self:EvolverMethod,
+          res, # an episode's result from `run_batch` (its `key` set)
+         ) -> dict:
     "Fields added to the episode line: actions, EM and the lenient verdict, reward, format reward, principles used."
     r = self.store.conn.execute('SELECT info FROM episodes WHERE key = ?', (res.key,)).fetchone()
     i = json.loads(r['info']) if r else {}
@@ -963,7 +1094,10 @@ def extra(self:EvolverMethod, res) -> dict:
 
 # %% ../nbs/16_evolver_c_method.ipynb #042935c3
 @patch
-def is_equivalent(self:EvolverMethod, a:str, b:str) -> bool:
+def is_equivalent(self:EvolverMethod,
+                  a:str, # the new principle's text
+                  b:str, # an existing principle's text
+                 ) -> bool:
     "The policy's yes/no verdict: are principles `a` and `b` semantically equivalent (paper Table 16)?"
     ch = self.judge.choose(EQUIV_PROMPT, ['yes', 'no'], content=equiv_content(a, b))
     return ch.option == 'yes'
@@ -1025,7 +1159,9 @@ def _insert_distilled(self:EvolverMethod, row, d:dict, vec):
 
 # %% ../nbs/16_evolver_c_method.ipynb #10157654
 @patch
-def integrate(self:EvolverMethod, row, d:dict):
+def integrate(self:EvolverMethod,
+              row, # the distilled episode, as `_undistilled` reads it: its `key`, `family`, `success`
+              d:dict): # its `distill` result: `kind`, `principle` (None: failed), `error`, `raw`, tokens
     """Store distillation result `d` of episode `row`: failure, merge or insert; the row marked distilled; one
     transaction."""
     vec = self.store.embed([d['principle']])[0] if d['principle'] else None
@@ -1060,7 +1196,9 @@ def _prune_phase(self:EvolverMethod, n:int, distilled:int, t0:float) -> list:
 def _prompt_key(messages) -> str: return json.dumps([[m['role'], m['content']] for m in messages])
 
 # %% ../nbs/16_evolver_c_method.ipynb #c5db5d69
-def evolver_rollout(agent:EvolverAgent, envs:dict, tasks:list[Task]):
+def evolver_rollout(agent:EvolverAgent, # plays the loop: its experience base, `k`, `max_turns`, `max_new_tokens`
+                    envs:dict, # family -> its environment, for every family in `tasks`
+                    tasks:list[Task]): # the tasks to roll out, one prompt each
     """`(prompts Dataset, rollout_func)`: each task's opening messages, and a TRL rollout playing the EvolveR loop with
     the model in training."""
     by_prompt, rows = {}, []
@@ -1109,7 +1247,9 @@ def _require_episode(cols:dict):
         )
 
 # %% ../nbs/16_evolver_c_method.ipynb #c61cfe95
-def make_evolver_reward(w_o:float=1.0, w_f:float=0.1, exp_retrieve:bool=True):
+def make_evolver_reward(w_o:float=1.0, # weight of the outcome, EM (`evolver.w_o`)
+                        w_f:float=0.1, # weight of the format reward (`evolver.w_f`)
+                        exp_retrieve:bool=True): # experience retrieval on; False: the ablation's format check
     """A TRL reward function over `evolver_rollout` episodes: R = w_o·EM + w_f·R_format of the whole trajectory; counts
     in `.stats`, each rollout scored in `.rollouts`."""
     rollouts, calls = [], Counter()   # every rollout scored: its call, task, outcome and principles used
@@ -1216,7 +1356,10 @@ def _answer_turn(task:Task, last:str) -> str:
     return f"<think>I write the solution.</think>\n<answer>{last}</answer>"
 
 # %% ../nbs/16_evolver_c_method.ipynb #b5a9bb1d
-def reference_script(env, task:Task, exp_retrieve:bool=True) -> list[str]|None:
+def reference_script(env, # the family's environment: its `reference` and knowledge corpus
+                     task:Task, # the task whose reference solution is replayed
+                     exp_retrieve:bool=True, # open with a `<search_experience>`; False: the ablation without it
+                    ) -> list[str]|None:
     "EvolveR-format assistant turns replaying `env.reference(task)`, or None without a reference."
     ref = env.reference(task)
     if not ref: return None
@@ -1225,12 +1368,12 @@ def reference_script(env, task:Task, exp_retrieve:bool=True) -> list[str]|None:
 
 # %% ../nbs/16_evolver_c_method.ipynb #b46f79b4
 def cold_start_data(
-    env,
-    tasks:list[Task],
-    max_turns:int=4,
-    k:int=3,
-    store:PrincipleStore|None=None,
-    exp_retrieve:bool=True,
+    env,  # the family's environment: plays and checks the scripted episodes
+    tasks:list[Task],  # its tasks; those without a reference solution are left out
+    max_turns:int=4,  # the agent's replies, raised to the longest script (`evolver.max_turns`)
+    k:int=3,  # results per search (`evolver.k`)
+    store:PrincipleStore|None=None,  # the experience base the scripted searches query; None: experience search disabled
+    exp_retrieve:bool=True,  # search experience first; False: the ablation without it
 ) -> list[dict]:
     """Successful EvolveR-format reference trajectories of `tasks`, as SFT records (`trace`, `score`, `task_id`,
     `family`)."""
