@@ -80,7 +80,7 @@ def _state(out):
         applied = {k: json.loads(v) for k, v in con.execute('SELECT key, info FROM applied')}
         q = dict(con.execute('SELECT id, q FROM nodes'))
         qlog = con.execute('SELECT step, node, kind FROM qlog').fetchall()
-        st = json.loads(con.execute("SELECT value FROM kv WHERE key='state'").fetchone()[0])
+        st = json.loads(con.execute("SELECT value FROM meta WHERE key='state'").fetchone()[0])
         router = con.execute("SELECT value FROM blobs WHERE key='router'").fetchone()
         assert con.execute('PRAGMA integrity_check').fetchone()[0] == 'ok'
         return applied, q, qlog, st, router[0] if router else None
