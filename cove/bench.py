@@ -43,7 +43,8 @@ TARGETS = {
 }
 
 # %% ../nbs/09_bench.ipynb #b259350c
-def check_target(rec:dict) -> dict:
+def check_target(rec:dict, # a bench record: its `name`, and `value` (None: not measured)
+                ) -> dict:
     "`rec` with `target` and `met` added when its name has a target (`met` None: nothing was measured)."
     if rec['name'] not in TARGETS: return rec
     op, v = TARGETS[rec['name']]
@@ -51,7 +52,10 @@ def check_target(rec:dict) -> dict:
     return {**rec, 'target': f'{op} {v}', 'met': None if x is None else x <= v if op == '<=' else x >= v}
 
 # %% ../nbs/09_bench.ipynb #fc424309
-def machine_peaks(n:int=1024, mb:int=256, repeat:int=3) -> dict:
+def machine_peaks(n:int=1024, # side of the square fp32 matrices multiplied
+                  mb:int=256, # MiB of fp32 copied
+                  repeat:int=3, # timings of each; the best is kept
+                 ) -> dict:
     """Measured fp32 matmul GFLOP/s (an `n`³ GEMM) and memory copy GB/s (`mb` MB), best of `repeat`, with torch's
     current threads."""
     import torch
@@ -73,18 +77,24 @@ def machine_peaks(n:int=1024, mb:int=256, repeat:int=3) -> dict:
     )
 
 # %% ../nbs/09_bench.ipynb #7120b1c0
-def roofline(n_params:int, bytes_per_param:int, batch:int, peaks:dict) -> float:
+def roofline(n_params:int, # the model's parameter count
+             bytes_per_param:int, # bytes per weight (4 for fp32, 2 for bf16)
+             batch:int, # sequences decoded at once
+             peaks:dict, # `machine_peaks`: `gflops` and `gbps`
+            ) -> float:
     "Tokens/s a decode of `batch` sequences cannot exceed: min(compute roof, memory roof) for a model of `n_params`."
     compute = peaks['gflops'] * 1e9 / (2 * n_params)
     memory = batch * peaks['gbps'] * 1e9 / (n_params * bytes_per_param)
     return round(min(compute, memory), 1)
 
 # %% ../nbs/09_bench.ipynb #5f7a52a9
-def linear_shapes(model) -> Counter:
+def linear_shapes(model, # a torch model
+                 ) -> Counter:
     "`(out, in)` of the model's `Linear` weights, with how many of each: the GEMMs every token goes through."
     return Counter(tuple(m.weight.shape) for m in model.modules() if isinstance(m, torch.nn.Linear))
 
-def token_flops(model) -> dict:
+def token_flops(model, # a transformers causal LM: its `config` and `Linear` weights
+               ) -> dict:
     "FLOPs per token of `model`: `dense` (2 · Linear weights), `attn_per_ctx` (4 · layers · width, per past token)."
     c = model.config
     width = getattr(c, 'head_dim', None) or c.hidden_size // c.num_attention_heads
@@ -96,7 +106,9 @@ PREFILL_ROWS = 512   # tokens per prefill GEMM in the bound: a batch of prompts,
 
 def gemm_gflops(shapes:Counter, # `(out, in)` -> count, from `linear_shapes`
                 rows:int, # tokens per GEMM
-                dtype:torch.dtype=torch.float32, repeat:int=3) -> float:
+                dtype:torch.dtype=torch.float32, # dtype of the timed matrices
+                repeat:int=3, # timings of each shape, after one warm-up; the best is kept
+               ) -> float:
     "GFLOP/s of one pass through `shapes` (each timed best of `repeat`, times its count) at `rows`, in `dtype`."
     flops = secs = 0.0
     for (o, i), n in shapes.items():
@@ -112,7 +124,9 @@ def gemm_gflops(shapes:Counter, # `(out, in)` -> count, from `linear_shapes`
 # %% ../nbs/09_bench.ipynb #578cc74b
 def bound_s(gens:list, # `(prompt_tokens, completion_tokens)` of each generation
             flops:dict, # `token_flops`
-            prefill_gflops:float, decode_gflops:float) -> float:
+            prefill_gflops:float, # GFLOP/s of a prefill GEMM (`gemm_gflops` at `PREFILL_ROWS`)
+            decode_gflops:float, # GFLOP/s of a decode GEMM (`gemm_gflops` at the decode batch)
+           ) -> float:
     "Seconds the generations cannot take less than: prefill at `prefill_gflops`, decode at `decode_gflops`."
     d, a = flops['dense'], flops['attn_per_ctx']
     pre = sum(p * d + a * p * p / 2 for p, _ in gens)
@@ -124,7 +138,9 @@ class Breakdown:
     """Timers for a `with` block around a policy's play: the model's forward passes split into prefill (more than one
     new token) and decode, `generate`/`score_choices` wall, embedding (`Embedder.encode`), the sandbox, and the
     generations' token counts. Nothing is timed twice: a forward pass is inside `generate` or `score_choices`."""
-    def __init__(self, policy):
+    def __init__(self,
+                 policy, # the loaded policy whose play is timed (its `generate`, `score_choices`, model)
+                ):
         self.policy, self.s, self.gens, self.calls, self.seqs = policy, Counter(), [], 0, 0
         self.decodes, self.rows = 0, 0   # decode passes and their rows (`_hooks`)
 
@@ -205,7 +221,10 @@ def parts(self:Breakdown) -> dict:
                                   'batch size'})
 
 # %% ../nbs/09_bench.ipynb #e3d9d994
-def policy_records(cfg:Config, batch_sizes=(1, 16, 32), quick:bool=False) -> Iterator[dict]:
+def policy_records(cfg:Config, # profile: model, dtype, batch size, seed
+                   batch_sizes=(1, 16, 32), # generation batch sizes timed; the first is the baseline of the speedups
+                   quick:bool=False, # fewer episodes in the episode and rollout timings
+                  ) -> Iterator[dict]:
     """Load time (fresh process, and warm), generation speed per batch size (tok/s, of roofline), COVE's episode time,
     rollouts: each record as soon as it is measured, with a progress line before each."""
     name, dt = cfg['model.name'], cfg['model.dtype']
@@ -244,9 +263,11 @@ def _play_timed(cfg:Config, policy, meth:str, n:int, out:Path, families=BENCH_FA
     return m, (time.perf_counter() - t) / m['overall']['n']
 
 # %% ../nbs/09_bench.ipynb #56ef2354
-def episode_records(cfg:Config, policy, quick:bool=False,
+def episode_records(cfg:Config, # profile: model, batch size, seed, COVE settings
+                    policy, # the loaded policy both methods play
+                    quick:bool=False, # 8 episodes per family instead of 12, without `episodes`
                     episodes:int|None=None, # per family; default 8 with `quick`, else 12
-) -> list[dict]:
+                   ) -> list[dict]:
     "Base and COVE on the same stream with `policy`: wall seconds per episode of each, their ratio, and COVE's phases."
     Embedder.from_config(cfg)._load()   # once per process: not an episode's cost
     n, bs = episodes or (8 if quick else 12), policy.batch_size
@@ -269,7 +290,8 @@ def episode_records(cfg:Config, policy, quick:bool=False,
 ROLLOUT_FAMILIES = ('tableqa', 'multihop', 'math', 'code')
 
 # %% ../nbs/09_bench.ipynb #8f8a9da7
-def rollout_backends(cfg:Config) -> dict:
+def rollout_backends(cfg:Config, # profile: model name, backend settings
+                    ) -> dict:
     "Backend -> None (it can run here) or the reason it cannot; `hf` always runs."
     why = None if importlib.util.find_spec('llama_cpp') else \
         "llama-cpp-python is not installed: pip install 'cove[llamacpp]'"
@@ -319,7 +341,9 @@ def _say(msg:str):
     "A progress line on stderr (the records go to stdout)."
     print(f"cove bench [{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
-def rollout_bound(pol, bd:Breakdown) -> dict:
+def rollout_bound(pol, # the policy `bd` timed (a server-run model gives no bound)
+                  bd:Breakdown, # the `Breakdown` of its play
+                 ) -> dict:
     "The bound of the generations `bd` timed on `pol`'s model, at GEMMs measured here in its dtype, and `of_roofline`."
     model = getattr(pol, 'model', None)
     if not isinstance(model, torch.nn.Module):
@@ -332,9 +356,10 @@ def rollout_bound(pol, bd:Breakdown) -> dict:
                 prompt_tokens=sum(p for p, _ in bd.gens), completion_tokens=sum(n for _, n in bd.gens))
 
 # %% ../nbs/09_bench.ipynb #704ba989
-def iter_rollout_records(cfg:Config, quick:bool=False,
+def iter_rollout_records(cfg:Config, # profile: model, dtype, batch size, seed
+                         quick:bool=False, # 8 episodes per family instead of 16, without `episodes`
                          episodes:int|None=None, # per family; default 8 with `quick`, else 16
-) -> Iterator[dict]:
+                        ) -> Iterator[dict]:
     """Base's episodes per minute through each backend on the same stream, where its time went (`Breakdown`), its
     bound and `of_roofline`, its transcripts against hf's (and hf fp32's); then the best speedup over hf. Each record
     as soon as it is measured."""
@@ -361,7 +386,10 @@ def iter_rollout_records(cfg:Config, quick:bool=False,
                    **({'same_transcripts_as_hf_fp32': _same(traces[b], fp32)} if fp32 else {})}
     yield _speedup(rates, {b: why for b, why in backends.items() if why})
 
-def rollout_records(cfg:Config, quick:bool=False, episodes:int|None=None) -> list[dict]:
+def rollout_records(cfg:Config, # profile: model, dtype, batch size, seed
+                    quick:bool=False, # 8 episodes per family instead of 16, without `episodes`
+                    episodes:int|None=None, # per family; default 8 with `quick`, else 16
+                   ) -> list[dict]:
     "`iter_rollout_records`, as a list."
     return list(iter_rollout_records(cfg, quick, episodes))
 
@@ -441,12 +469,12 @@ def stream_records(cfg:Config, # profile: model, dtype, batch size, seed
            'note': 'the same Base runs and tasks; in bf16 an answer depends on the rows batched with it'}
 
 # %% ../nbs/09_bench.ipynb #2231f604
-def train_records(
-    cfg:Config, quick:bool=False,
-    tasks:int|None=None,  # conversations trained on; default 8 with `quick`, else 16
-    rounds:int=2,
-    held:int|None=None,  # conversations held out; default 4 with `quick`, else 8
-) -> list[dict]:
+def train_records(cfg:Config, # profile: model, train settings, micro batch
+                  quick:bool=False, # fewer conversations trained on and held out
+                  tasks:int|None=None, # conversations trained on; default 8 with `quick`, else 16
+                  rounds:int=2, # passes over the conversations
+                  held:int|None=None, # conversations held out; default 4 with `quick`, else 8
+                 ) -> list[dict]:
     """LoRA SFT tokens/s of the profile's settings and of `SFT_TRL_ALL_LAYERS_5E4`, on the same batches, with each
     step's phases and the loss after the same tokens."""
     name, now = cfg['model.name'], dict(
@@ -494,7 +522,9 @@ HFPolicy.load({name!r}, dtype={dtype!r}); lap('load (model class, weights, token
 print(json.dumps(T))"""
 
 # %% ../nbs/09_bench.ipynb #9c0503d0
-def cold_load(name:str, dtype:str='auto') -> dict:
+def cold_load(name:str, # model name or folder, as `resolve_model` takes it
+              dtype:str='auto', # dtype to load in ('auto': what `cove.llm.pick_dtype` picks)
+             ) -> dict:
     "Seconds of each phase of importing cove's policy code and loading `name` from the cache in a fresh Python process."
     import subprocess, sys
     ensure = f"from cove.models import resolve_model; resolve_model({name!r})"   # converts once, untimed
