@@ -21,18 +21,22 @@ from .tasks.surface import Surface, rename, with_surface, find_calls, split_call
 from .tasks.surface import called_names, renames_in
 from .core import fmt_num
 from .train import trajectories_to_sft, make_task_reward, prompt_dataset
-from .config import declare_key
+from .config import setting, typed_config
 
 # %% auto #0
-__all__ = ['ORIGINS', 'NO_CALL_HINT', 'FEEDBACK_HINTS', 'EXTRACT_PROMPTS', 'EXTRACTORS', 'VOLATILITY_PROMPT', 'LABEL_MODES', 'VOLATILITY_SHOTS', 'VOLATILITY_CASES', 'KPOStats', 'Candidate', 'surface_names', 'symbol_spans', 'names_in', 'symbol_names', 'question_of', 'generalise', 'hint_for', 'op_purpose', 'rule_candidates', 'uninformative', 'episode_text', 'judge_texts', 'judge_candidates', 'extract_candidates', 'volatility_prompt', 'label_candidate', 'label_candidates', 'volatility_agreement', 'KB_OPS', 'KB_OP_PROMPT', 'KB_OP_SHOTS', 'KB_OP_CASES', 'kb_op_content', 'kb_op_prompt', 'KBOp', 'neighbour', 'update_kb', 'kb_op_agreement', 'revision_counts', 'promote_revised', 'feedback_renames', 'revise_from_feedback', 'shown_tools', 'episodes_to_relearn', 'RENAME_SEED', 'rename_names', 'resurface', 'rename_volatile', 'legal_names', 'observed_names', 'RolloutPrompt', 'memory_aware_prompt', 'recitation_violations', 'anti_recitation_reward', 'rename_trace', 'anti_recitation_sft', 'rename_rollout', 'update_seed', 'rollout_grpo_rows', 'stale_name_penalty', 'memory_aware_rows', 'anti_recitation_grpo', 'fit_knowledge', 'UpdateRows', 'had_utility', 'ab_deltas', 'ab_order', 'measure_utility', 'release', 'HeldoutEval', 'KnowledgePO']
+__all__ = ['ORIGINS', 'NO_CALL_HINT', 'FEEDBACK_HINTS', 'EXTRACT_PROMPTS', 'EXTRACTORS', 'VOLATILITY_PROMPT', 'LABEL_MODES', 'VOLATILITY_SHOTS', 'VOLATILITY_CASES', 'KPOConfig', 'KPOStats', 'Candidate', 'surface_names', 'symbol_spans', 'names_in', 'symbol_names', 'question_of', 'generalise', 'hint_for', 'op_purpose', 'rule_candidates', 'uninformative', 'episode_text', 'judge_texts', 'judge_candidates', 'extract_candidates', 'volatility_prompt', 'label_candidate', 'label_candidates', 'volatility_agreement', 'KB_OPS', 'KB_OP_PROMPT', 'KB_OP_SHOTS', 'KB_OP_CASES', 'kb_op_content', 'kb_op_prompt', 'KBOp', 'neighbour', 'update_kb', 'kb_op_agreement', 'revision_counts', 'promote_revised', 'feedback_renames', 'revise_from_feedback', 'shown_tools', 'episodes_to_relearn', 'RENAME_SEED', 'rename_names', 'resurface', 'rename_volatile', 'legal_names', 'observed_names', 'RolloutPrompt', 'memory_aware_prompt', 'recitation_violations', 'anti_recitation_reward', 'rename_trace', 'anti_recitation_sft', 'rename_rollout', 'update_seed', 'rollout_grpo_rows', 'stale_name_penalty', 'memory_aware_rows', 'anti_recitation_grpo', 'fit_knowledge', 'UpdateRows', 'ReleaseConfig', 'had_utility', 'ab_deltas', 'ab_order', 'measure_utility', 'release', 'HeldoutEval', 'KnowledgePO']
 
 # %% ../nbs/12_knowledgepo.ipynb #e7681307
-declare_key('kpo.extractor', str, 'rules', 'KnowledgePO candidate extraction', ('rules', 'judge', 'both'))
-declare_key('kpo.R', int, 2, 'revisions after which a non-volatile entry is promoted to volatile')
-declare_key('kpo.lam', float, 0.5, 'anti-recitation penalty λ for stale or unobserved volatile names')
-# off: Harness-only never sees a reference, so COVE's memory would hold gold no other method gets
-declare_key('kpo.observe_references', bool, False,
-            'KnowledgePO also extracts knowledge from the cold-start reference replays of each update')
+@typed_config('kpo')
+@dataclass(frozen=True)
+class KPOConfig:
+    "KnowledgePO's settings, the keys `kpo.<field>`."
+    extractor: str = setting('rules', 'KnowledgePO candidate extraction', choices=('rules', 'judge', 'both'))
+    R: int = setting(2, 'revisions after which a non-volatile entry is promoted to volatile')
+    lam: float = setting(0.5, 'anti-recitation penalty λ for stale or unobserved volatile names')
+    # off: Harness-only never sees a reference, so COVE's memory would hold gold no other method gets
+    observe_references: bool = setting(False, 'KnowledgePO also extracts knowledge from the cold-start reference '
+                                       'replays of each update')
 
 # %% ../nbs/12_knowledgepo.ipynb #9d8e79e0
 @dataclass
@@ -1073,14 +1077,18 @@ def grpo(self:UpdateRows) -> tuple:
     return prompt_dataset(rows + ref_rows), reward, counts
 
 # %% ../nbs/12_knowledgepo_d_release.ipynb #cff52945
-declare_key('release.heldout', int, 16, 'held-out tasks per family for the memory-release A/B (paired; fewer than '
-            'release.min_tasks decide nothing)')
-declare_key('release.threshold', float, 0.0, 'a stable entry useful before training (delta_pre > 0) with A/B '
-            'delta_post at or below this is internalized (§4.4.2)', range=(None, None))
-declare_key('release.min_tasks', int, 16, 'paired held-out tasks an A/B needs to internalize or discard an entry '
-            '(fewer: every entry kept; an entry never A/B-tested is kept too)')
-declare_key('release.max_entries', int, 8, 'stable entries A/B-tested per update, most successful first (0 = all; '
-            'each costs release.heldout episodes)')
+@typed_config('release')
+@dataclass(frozen=True)
+class ReleaseConfig:
+    "Memory release's settings (§4.4.2), the keys `release.<field>`."
+    heldout: int = setting(16, 'held-out tasks per family for the memory-release A/B (paired; fewer than '
+                           'release.min_tasks decide nothing)')
+    threshold: float = setting(0.0, 'a stable entry useful before training (delta_pre > 0) with A/B delta_post at or '
+                               'below this is internalized (§4.4.2)', range=(None, None))
+    min_tasks: int = setting(16, 'paired held-out tasks an A/B needs to internalize or discard an entry (fewer: every '
+                             'entry kept; an entry never A/B-tested is kept too)')
+    max_entries: int = setting(8, 'stable entries A/B-tested per update, most successful first (0 = all; each costs '
+                               'release.heldout episodes)')
 
 # %% ../nbs/12_knowledgepo_d_release.ipynb #c500334a
 def had_utility(e:Entry) -> bool:

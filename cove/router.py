@@ -10,27 +10,31 @@ from dataclasses import dataclass, asdict, replace
 from pathlib import Path
 from fastcore.basics import patch
 from .core import Feedback, Task, append_jsonl, read_cases
-from .config import declare_key
+from .config import setting, typed_config
 
 # %% auto #0
-__all__ = ['CHANNELS', 'PARAMETRIC_CHANNELS', 'CHANNEL_DOCS', 'ROUTE_TEMPLATE', 'SIGNALS_PROMPT', 'REASON_PROMPT', 'ROUTE_SHOTS', 'SIGNAL_RE', 'check_channel', 'RouteDecision', 'clip', 'render_retrieved', 'route_content', 'route_template', 'signal_items', 'parse_signals', 'first_sentence', 'valid_reason', 'BaseRouter', 'FixedRoute', 'AlwaysBoth', 'RandomRoute', 'Router', 'INTERFACE_KINDS', 'TASK_ERROR_KINDS', 'NOT_AGENT_KINDS', 'FEEDBACK_KEYS', 'ROUTERS', 'ROUTING_CASES', 'ROUTING_KINDS', 'window_evidence', 'feedback_channel', 'memory_evidence', 'instance_channel', 'FeedbackRouter', 'make_router', 'routing_judge_cases', 'router_agreement']
+__all__ = ['CHANNELS', 'PARAMETRIC_CHANNELS', 'CHANNEL_DOCS', 'ROUTE_TEMPLATE', 'SIGNALS_PROMPT', 'REASON_PROMPT', 'ROUTE_SHOTS', 'SIGNAL_RE', 'RouterConfig', 'check_channel', 'RouteDecision', 'clip', 'render_retrieved', 'route_content', 'route_template', 'signal_items', 'parse_signals', 'first_sentence', 'valid_reason', 'BaseRouter', 'FixedRoute', 'AlwaysBoth', 'RandomRoute', 'Router', 'INTERFACE_KINDS', 'TASK_ERROR_KINDS', 'NOT_AGENT_KINDS', 'FEEDBACK_KEYS', 'ROUTERS', 'ROUTING_CASES', 'ROUTING_KINDS', 'window_evidence', 'feedback_channel', 'memory_evidence', 'instance_channel', 'FeedbackRouter', 'make_router', 'routing_judge_cases', 'router_agreement']
 
 # %% ../nbs/10_router.ipynb #fb3c7387
-declare_key('router.signals', bool, False, "COVE's router writes signals per decision (only logs hold them)")
-declare_key('router.reason', bool, False, "COVE's router writes a one-sentence reason per decision (nothing reads it)")
-declare_key('router.judge', bool, False, "route with the constrained LLM judge (`Router`) instead of the feedback router")
-declare_key('router.window', int, 8, "feedback router: a family's last episodes it reads (this one included)",
-            range=(1, None))
-declare_key('router.harness_share', float, 0.25, 'feedback router: share of interface errors that signals harness',
-            range=(0, 1))
-declare_key('router.param_share', float, 0.5, 'feedback router: share of recurring task errors that signals parametric',
-            range=(0, 1))
-declare_key('router.flat_eps', float, 0.05, 'feedback router: a success trend below this is flat (or falling)',
-            range=(0, 1))
-declare_key('router.min_episodes', int, 4, "feedback router: a family's episodes before it routes anything but harness",
-            range=(1, None))
-declare_key('router.u_min', float, 0.5, 'feedback router: success rate over its uses that makes a retrieved entry useful',
-            range=(0, 1))
+@typed_config('router')
+@dataclass(frozen=True)
+class RouterConfig:
+    "COVE's router's settings, the keys `router.<field>`."
+    # the constrained LLM judge (paper §4.2), instead of the feedback router
+    signals: bool = setting(False, "COVE's router writes signals per decision (only logs hold them)")
+    reason: bool = setting(False, "COVE's router writes a one-sentence reason per decision (nothing reads it)")
+    judge: bool = setting(False, "route with the constrained LLM judge (`Router`) instead of the feedback router")
+    # the feedback router (below, *The feedback router*)
+    window: int = setting(8, "feedback router: a family's last episodes it reads (this one included)", range=(1, None))
+    harness_share: float = setting(0.25, 'feedback router: share of interface errors that signals harness',
+                                   range=(0, 1))
+    param_share: float = setting(0.5, 'feedback router: share of recurring task errors that signals parametric',
+                                 range=(0, 1))
+    flat_eps: float = setting(0.05, 'feedback router: a success trend below this is flat (or falling)', range=(0, 1))
+    min_episodes: int = setting(4, "feedback router: a family's episodes before it routes anything but harness",
+                                range=(1, None))
+    u_min: float = setting(0.5, 'feedback router: success rate over its uses that makes a retrieved entry useful',
+                           range=(0, 1))
 
 # %% ../nbs/10_router.ipynb #f8a0e86a
 CHANNELS = ('harness_only', 'parametric_candidate', 'hybrid')

@@ -11,20 +11,24 @@ from pathlib import Path
 from fastcore.basics import patch
 from .core import append_jsonl
 from .router import CHANNELS, PARAMETRIC_CHANNELS, check_channel
-from .config import declare_key
+from .config import setting, typed_config
 
 # %% auto #0
-__all__ = ['CONDITIONS', 'ARMED', 'TRIGGER_KEYS', 'TRIGGERS', 'TriggerEvent', 'FamilyState', 'BaseTrigger', 'Trigger',
-           'NoTrigger', 'FixedInterval', 'make_trigger']
+__all__ = ['CONDITIONS', 'ARMED', 'TRIGGER_KEYS', 'TRIGGERS', 'TriggerConfig', 'TriggerEvent', 'FamilyState', 'BaseTrigger',
+           'Trigger', 'NoTrigger', 'FixedInterval', 'make_trigger']
 
 # %% ../nbs/11_trigger.ipynb #26b6f0a6
-declare_key('trigger.w', int, 20, 'plateau window (episodes)', range=(1, None))
-declare_key('trigger.eps', float, 0.01, 'plateau threshold on the change of mean success')
-declare_key('trigger.N', int, 64, 'high-quality trajectories that make data sufficient')
-declare_key('trigger.q_min', float, 1.0, 'score a trajectory needs to count as high quality', range=(0, 1))
-declare_key('trigger.k', int, 16, 'cold-start window: first k episodes of a family', range=(1, None))
-declare_key('trigger.tau_c', float, 0.05, 'cold-start failure: success rate below this', range=(0, 1))
-declare_key('trigger.every', int, 40, 'episodes between updates for the fixed-interval ablation')
+@typed_config('trigger')
+@dataclass(frozen=True)
+class TriggerConfig:
+    "COVE's trigger's settings, the keys `trigger.<field>` (cove's own defaults: the paper gives none)."
+    w: int = setting(20, 'plateau window (episodes)', range=(1, None))
+    eps: float = setting(0.01, 'plateau threshold on the change of mean success')
+    N: int = setting(64, 'high-quality trajectories that make data sufficient')
+    q_min: float = setting(1.0, 'score a trajectory needs to count as high quality', range=(0, 1))
+    k: int = setting(16, 'cold-start window: first k episodes of a family', range=(1, None))
+    tau_c: float = setting(0.05, 'cold-start failure: success rate below this', range=(0, 1))
+    every: int = setting(40, 'episodes between updates for the fixed-interval ablation')
 
 # %% ../nbs/11_trigger.ipynb #a83906c1
 # priority order: the first that holds names the event

@@ -6,15 +6,15 @@
 from __future__ import annotations
 import contextlib, math, time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, asdict
 from pathlib import Path
 from fastcore.basics import patch
 from .core import get_logger, Task, safe_path, phase
 from .method import Method, register_method
 from .tasks.base import replay_reference
-from .router import make_router, Router, PARAMETRIC_CHANNELS, FEEDBACK_KEYS
-from .trigger import make_trigger
-from .knowledgepo import KnowledgePO, KPOStats, UpdateRows, update_seed, HeldoutEval
+from .router import make_router, Router, PARAMETRIC_CHANNELS, FEEDBACK_KEYS, RouterConfig
+from .trigger import make_trigger, TriggerConfig
+from .knowledgepo import KnowledgePO, KPOStats, UpdateRows, update_seed, HeldoutEval, KPOConfig, ReleaseConfig
 from .judge import Judge
 from .store import KnowledgeBase
 from .embed import Embedder
@@ -23,8 +23,8 @@ from .llm import HFPolicy
 
 # %% auto #0
 __all__ = ['VARIANTS', 'RELEASE_OUTCOMES', 'HarnessOnly', 'ParametricOnly', 'AlwaysBothMethod', 'RandomRouteMethod',
-           'NoTriggerMethod', 'NoAntiRecitationMethod', 'NoReleaseMethod', 'CoveVariant', 'CoveMethod', 'update_steps',
-           'cove_preset']
+           'NoTriggerMethod', 'NoAntiRecitationMethod', 'NoReleaseMethod', 'CoveVariant', 'CoveConfig', 'CoveMethod',
+           'update_steps', 'cove_preset']
 
 # %% ../nbs/13_workflow.ipynb #4b6ea052
 @dataclass(frozen=True)
@@ -54,6 +54,21 @@ VARIANTS = {
 }
 _log = get_logger('workflow')
 
+# %% ../nbs/13_workflow.ipynb #b0c7c6bb
+@dataclass(frozen=True)
+class CoveConfig:
+    "COVE's own settings: the keys `router.*`, `trigger.*`, `kpo.*` and `release.*`, typed and checked."
+    router: RouterConfig = RouterConfig()
+    trigger: TriggerConfig = TriggerConfig()
+    kpo: KPOConfig = KPOConfig()
+    release: ReleaseConfig = ReleaseConfig()
+
+    @classmethod
+    def from_config(cls, cfg): # a loaded `cove.config.Config`
+        "The four parts' settings from `cfg`."
+        return cls(RouterConfig.from_config(cfg), TriggerConfig.from_config(cfg), KPOConfig.from_config(cfg),
+                   ReleaseConfig.from_config(cfg))
+
 # %% ../nbs/13_workflow.ipynb #1bc2afff
 @register_method('cove')
 class CoveMethod(Method):
@@ -66,11 +81,12 @@ class CoveMethod(Method):
                  policy=None): # the policy it plays with and trains (its adapters are hot-swapped in)
         super().__init__(cfg, Path(out), policy)
         v = VARIANTS[self.variant]
+        self.args = CoveConfig.from_config(cfg)   # `router.*`, `trigger.*`, `kpo.*`, `release.*`, typed
         self.router_name, self.memory, self.release_on = v.router, v.memory, v.release
         self.adapter_dir = self.out/'adapters'
         self.judge = self._judge()
         self.router = self._router()
-        self.trigger = make_trigger(v.trigger, cfg)
+        self.trigger = make_trigger(v.trigger, asdict(self.args.trigger))
         self.kb = self._open_kb() if self.memory else None
         self.kpo = self._kpo(v.anti_recitation) if self.memory else None
         self.applied, self.updates, self.trajectories, self.released, self.pending = {}, [], {}, [], {}
@@ -174,15 +190,15 @@ def _open_kb(self:CoveMethod):
 @patch
 def _kpo(self:CoveMethod, anti_recitation:bool=True):
     "KnowledgePO over the knowledge base, as `kpo.*` configures it (rules: no judge); `anti_recitation`: the ablation's switch."
-    c = self.cfg
-    ex = c['kpo.extractor']
+    c, a = self.cfg, self.args.kpo
+    ex = a.extractor
     return KnowledgePO(
         self.kb,
         judge=None if ex == 'rules' else self.judge,
         extractor=ex,
         label_mode='rules' if ex == 'rules' else 'judge+rules',
-        R=c['kpo.R'],
-        lam=c['kpo.lam'],
+        R=a.R,
+        lam=a.lam,
         k=c['retrieval.k'],
         mode=c['retrieval.mode'],
         anti_recitation=anti_recitation,
@@ -195,9 +211,9 @@ def _router(self:CoveMethod):
     c = self.cfg
     if self.router_name == 'random_route': return make_router('random_route', seed=c['run.seed'])
     if self.router_name != 'cove': return make_router(self.router_name)
-    if not c['router.judge']:
-        return make_router('feedback', **{k: c[f'router.{k}'] for k in FEEDBACK_KEYS})
-    kw = dict(signals=c['router.signals'], reason=c['router.reason'])
+    a = self.args.router
+    if not a.judge: return make_router('feedback', **{k: getattr(a, k) for k in FEEDBACK_KEYS})
+    kw = dict(signals=a.signals, reason=a.reason)
     # without a policy (a rerun with nothing left to play) the judge router only restores its log, for the metrics
     return make_router('cove', judge=self.judge, **kw) if self.judge else Router(None, **kw)
 
@@ -298,7 +314,7 @@ def keep_trajectory(self:CoveMethod, r, channel:str):
     `trigger.q_min` (SFT), or any rollout (GRPO). A `harness_only` episode feeds memory only."""
     if channel not in PARAMETRIC_CHANNELS or not r.messages: return
     grpo = self.cfg['train.algo'] == 'grpo'   # GRPO re-samples from every routed rollout
-    if r.feedback.score < self.cfg['trigger.q_min'] and not grpo: return
+    if r.feedback.score < self.args.trigger.q_min and not grpo: return
     self.trajectories.setdefault(r.task.family, []).append(
         dict(
             trace=r.messages,
@@ -367,7 +383,7 @@ def _utility_pre(self:CoveMethod, env, family:str) -> dict|None:
     return {
         str(k): v
         for k, v in self.kpo.measure_utility(
-            evaluate, tasks, family=family, max_entries=self.cfg['release.max_entries']
+            evaluate, tasks, family=family, max_entries=self.args.release.max_entries
         ).items()
     }
 
@@ -376,7 +392,7 @@ def _utility_pre(self:CoveMethod, env, family:str) -> dict|None:
 def observe_references(self:CoveMethod, env, family:str) -> int:
     """KnowledgePO observes each cold-start reference replay of `family` once (state saved after each); returns how many
     were new."""
-    if not (self.kpo and self.cfg['kpo.observe_references']): return 0
+    if not (self.kpo and self.args.kpo.observe_references): return 0
     n = 0
     for t in self._reference_tasks(env, family):   # the cold-start update's own reference tasks
         if t.id in self.references_seen: continue
@@ -395,7 +411,7 @@ def update_rows(self:CoveMethod, env, family:str, cold:bool=False) -> UpdateRows
     """What an update of `family` trains on (KnowledgePO's `UpdateRows`): its kept trajectories and, at cold start, the
     reference solutions of `train.reference_tasks` train tasks; without memory (no KnowledgePO), rows as played."""
     kw = dict(trajectories=self.trajectories.get(family, []), refs=self._reference_tasks(env, family) if cold else [],
-              seed=self._rename_seed(), q_min=self.cfg['trigger.q_min'])
+              seed=self._rename_seed(), q_min=self.args.trigger.q_min)
     return self.kpo.update_rows(env, family, **kw) if self.kpo else UpdateRows(env, family, **kw)
 
 @patch
@@ -456,8 +472,7 @@ def _train_sft(self:CoveMethod, env, family:str, trainee, kw:dict, cold:bool=Fal
 @patch
 def _heldout(self:CoveMethod, env):
     "`(tasks, evaluate)`: a few held-out train tasks and the `HeldoutEval` of the current policy (`cove.knowledgepo`)."
-    c = self.cfg
-    tasks = env.tasks('train', c['release.heldout'], c['run.seed'] + 1)
+    tasks = env.tasks('train', self.args.release.heldout, self.cfg['run.seed'] + 1)
     agent = self.agent(temperature=0.0)
     return tasks, HeldoutEval(agent, env)
 
@@ -466,16 +481,10 @@ def _heldout(self:CoveMethod, env):
 def release_memory(self:CoveMethod, env, family:str) -> dict:
     "A/B every releasable stable entry of `family` on a few held-out train tasks (score with vs without it)."
     tasks, evaluate = self._heldout(env)
-    c = self.cfg
-    phase(f"{family}: release A/B on {len(tasks)} held-out tasks, up to {c['release.max_entries']} entries")
-    out = self.kpo.release(
-        evaluate,
-        tasks,
-        threshold=c['release.threshold'],
-        family=family,
-        min_tasks=c['release.min_tasks'],
-        max_entries=c['release.max_entries'],
-    )
+    a = self.args.release
+    phase(f"{family}: release A/B on {len(tasks)} held-out tasks, up to {a.max_entries} entries")
+    out = self.kpo.release(evaluate, tasks, threshold=a.threshold, family=family, min_tasks=a.min_tasks,
+                           max_entries=a.max_entries)
     self.released += out['internalized']
     base = out['baseline']
     # NaN (nothing tested) -> null
@@ -539,7 +548,7 @@ def metrics(self:CoveMethod) -> dict:
         trigger_suppressed=int(self.trigger.stats.get('suppressed', 0)),
         trigger_suppressed_again=int(self.trigger.stats.get('suppressed_again', 0)),
         untrained=self.trigger.untrained_counts(),   # trainable episodes no update took, per family
-        untrained_window=self.cfg['trigger.w'],      # the bound they are reported against
+        untrained_window=self.args.trigger.w,      # the bound they are reported against
         kb=self.kb.counts() if self.kb is not None else None,
         released=len(self.released),
         release=(
