@@ -40,7 +40,9 @@ class RouterConfig:
 CHANNELS = ('harness_only', 'parametric_candidate', 'hybrid')
 PARAMETRIC_CHANNELS = ('parametric_candidate', 'hybrid')
 
-def check_channel(channel:str) -> str:
+def check_channel(
+    channel:str, # the channel name to check against `CHANNELS`
+) -> str:
     "`channel` if it is one of `CHANNELS`, else a clear error."
     if channel not in CHANNELS: raise ValueError(f"channel {channel!r} not in {CHANNELS}")
     return channel
@@ -61,7 +63,10 @@ class RouteDecision:
     def to_dict(self) -> dict: return asdict(self)
 
 # %% ../nbs/10_router.ipynb #69e60280
-def clip(s, n:int) -> str:
+def clip(
+    s, # the value to shorten (turned into a string, whitespace collapsed)
+    n:int, # the most characters kept, '...' included
+) -> str:
     "`s` on one line, cut to at most `n` characters with '...' when longer."
     s = ' '.join(str(s).split())
     return s if len(s) <= n else s[:n-3].rstrip() + '...'
@@ -81,7 +86,10 @@ def _content(e) -> str:
     return e.get('content', '') if isinstance(e, dict) else getattr(e, 'content', '')
 
 # %% ../nbs/10_router.ipynb #d8f6d710
-def render_retrieved(retrieved:list|None, n_shown:int=2) -> str:
+def render_retrieved(
+    retrieved:list|None, # entries retrieved for the episode (strings, dicts, objects or `Hit`s); None or []: 'none'
+    n_shown:int=2, # how many of the first entries have their (clipped) content shown
+) -> str:
     "One line on the retrieved entries: count, labels, and the first `n_shown` contents (clipped)."
     if not retrieved: return 'none'
     es = [getattr(r, 'entry', r) for r in retrieved]   # a `Hit` carries its entry
@@ -95,7 +103,10 @@ def _history_line(history:dict|None) -> str:
     return ', '.join(f'{k}={_fmt(v)}' for k, v in list((history or {}).items())[:6]) or 'none'
 
 # %% ../nbs/10_router.ipynb #f307bfa4
-def route_content(task:Task, feedback:Feedback, history:dict|None=None, retrieved:list|None=None,
+def route_content(task:Task, # the episode's task τ_i (its family and prompt are shown)
+                  feedback:Feedback, # the episode's execution feedback f_i (status, score, message)
+                  history:dict|None=None, # the family's history as `k=v` pairs (at most six shown); None: 'none'
+                  retrieved:list|None=None, # the entries K_r retrieved into the episode; None: 'none'
                   max_task_chars:int=400, # task prompt clipped to this
                   max_msg_chars:int=240, # feedback message clipped to this
 ) -> str:
@@ -213,28 +224,37 @@ def route_template(
 # %% ../nbs/10_router.ipynb #6b8cbf2f
 SIGNAL_RE = re.compile(r'^(?=.{2,24}$)[a-z][a-z0-9]*(_[a-z0-9]+){0,3}$')  # 2-24 chars, at most four words
 
-def signal_items(text:str) -> list[str]:
+def signal_items(
+    text:str, # the judge's raw reply listing descriptors
+) -> list[str]:
     "The comma/semicolon-separated items of `text`, normalised towards snake_case (not yet validated)."
     s = re.sub(r'^\s*(signals?|descriptors?)\s*[:=\-]\s*', '', text, flags=re.I)
     items = [re.sub(r'[\s\-]+', '_', t.strip().strip('`\'"*.()[]{}#').strip().lower()) for t in re.split(r'[,;]', s)]
     return [t for t in items if t]
 
 # %% ../nbs/10_router.ipynb #c0dbd848
-def parse_signals(text:str, max_signals:int=4) -> list[str]:
+def parse_signals(
+    text:str, # the judge's raw reply listing descriptors
+    max_signals:int=4, # the most signals kept, in order of first appearance
+) -> list[str]:
     "The signals in `text` if every item is a valid snake_case token, de-duplicated, at most `max_signals`; else `[]`."
     items = signal_items(text)
     if not items or not all(SIGNAL_RE.match(t) for t in items): return []
     return list(dict.fromkeys(items))[:max_signals]
 
 # %% ../nbs/10_router.ipynb #f29f3582
-def first_sentence(text:str) -> str:
+def first_sentence(
+    text:str, # the judge's raw reason reply
+) -> str:
     "`text` without a leading `Reason:` label, cut after its first sentence."
     s = re.sub(r'^\s*reason\s*[:=\-]\s*', '', text.strip(), flags=re.I)
     m = re.search(r'[.!?](\s|$)', s)
     return s[:m.end()].strip() if m else s
 
 # %% ../nbs/10_router.ipynb #d3c89d1c
-def valid_reason(text:str) -> bool: return len(re.findall(r'[A-Za-z]{2,}', first_sentence(text))) >= 3
+def valid_reason(
+    text:str, # the judge's raw reason reply; valid when its first sentence has three or more words
+) -> bool: return len(re.findall(r'[A-Za-z]{2,}', first_sentence(text))) >= 3
 
 # %% ../nbs/10_router.ipynb #f45558b9
 class BaseRouter:
@@ -249,8 +269,13 @@ class BaseRouter:
 
 # %% ../nbs/10_router.ipynb #7e588052
 @patch
-def decide(self:BaseRouter, task:Task, feedback:Feedback, history:dict|None=None, retrieved:list|None=None,
-           defer:bool=False) -> RouteDecision:
+def decide(self:BaseRouter,
+           task:Task, # the episode's task; its family and id go into the log
+           feedback:Feedback, # the episode's feedback; its status and score go into the log
+           history:dict|None=None, # the family's history (ignored by the ablations)
+           retrieved:list|None=None, # the entries retrieved into the episode (ignored by the ablations)
+           defer:bool=False, # queue free text for later (ignored: ablations generate none)
+) -> RouteDecision:
     "Route one episode (ablations ignore `history`, `retrieved` and `defer`: they generate no free text)."
     ch = self._pick(task, feedback)
     return self._record(task, feedback, RouteDecision(ch, [], self._why(ch), None, self.name))
@@ -270,7 +295,8 @@ def _record(self:BaseRouter, task:Task, feedback:Feedback, d:RouteDecision, writ
 # %% ../nbs/10_router.ipynb #64eed7de
 class FixedRoute(BaseRouter):
     "Ablation: every episode goes to one fixed `channel`."
-    def __init__(self, channel:str, log_path:str|Path|None=None):
+    def __init__(self, channel:str, # the channel every episode goes to, one of `CHANNELS`
+                 log_path:str|Path|None=None): # JSON-lines file every decision is appended to; None: memory only
         super().__init__(log_path)
         self.channel = check_channel(channel)
         self.name = f'fixed_{channel}'
@@ -279,7 +305,7 @@ class FixedRoute(BaseRouter):
 # %% ../nbs/10_router.ipynb #cb4a66d2
 class AlwaysBoth(FixedRoute):
     "Ablation Always-Both: every episode is routed `hybrid` (both channels)."
-    def __init__(self, log_path:str|Path|None=None):
+    def __init__(self, log_path:str|Path|None=None): # JSON-lines file every decision is appended to; None: memory only
         super().__init__('hybrid', log_path)
         self.name = 'always_both'
 
@@ -288,7 +314,8 @@ class RandomRoute(BaseRouter):
     "Ablation Random-Route: `parametric_candidate` with probability `p`, else `harness_only`, seeded per instance."
     name = 'random_route'
     def __init__(self, p:float=0.5, # probability of `parametric_candidate`
-                 seed:int=0, log_path:str|Path|None=None):
+                 seed:int=0, # seed mixed with each task's family and id, so a task always draws the same channel
+                 log_path:str|Path|None=None): # JSON-lines file every decision is appended to; None: memory only
         if not 0.0 <= p <= 1.0: raise ValueError(f"p={p!r} must be in [0, 1]")
         super().__init__(log_path)
         self.p, self.seed = p, seed
@@ -298,7 +325,9 @@ class RandomRoute(BaseRouter):
 
 # %% ../nbs/10_router.ipynb #a58ac0cd
 @patch
-def shares(self:BaseRouter, family:str|None=None) -> dict:
+def shares(self:BaseRouter,
+           family:str|None=None, # the task family whose decisions are counted; None: every family logged
+) -> dict:
     "Share of each channel among `family`'s decisions, or `{family: shares}` for every family when `family` is None."
     if family is None: return {f: self.shares(f) for f in dict.fromkeys(r['family'] for r in self.log)}
     n = Counter(r['channel'] for r in self.log if r['family'] == family)
@@ -307,7 +336,10 @@ def shares(self:BaseRouter, family:str|None=None) -> dict:
 
 # %% ../nbs/10_router.ipynb #22a2f5cd
 @patch
-def family_history(self:BaseRouter, family:str, last:int=20) -> dict:
+def family_history(self:BaseRouter,
+                   family:str, # the task family whose routed episodes are read from the log
+                   last:int=20, # how many of its most recent episodes the success rate covers
+) -> dict:
     "`{'episodes': n, 'success_rate': ...}` of `family`'s earlier routed episodes (rate over the last `last`)."
     st = [r['status'] == 'success' for r in self.log if r['family'] == family]
     return {
@@ -323,7 +355,8 @@ def state_dict(self:BaseRouter) -> dict:
 
 # %% ../nbs/10_router.ipynb #f0b252c7
 @patch
-def load_state_dict(self:BaseRouter, state:dict):
+def load_state_dict(self:BaseRouter,
+                    state:dict): # a `state_dict()` of a router with the same `name`
     "Restore `state_dict()` output (the same kind of router)."
     if state.get('name') != self.name: raise ValueError(f"state is of router {state.get('name')!r}, not {self.name!r}")
     self.log, self.stats = [dict(r) for r in state['log']], Counter(state['stats'])
@@ -342,7 +375,8 @@ class Router(BaseRouter):
                  max_signals:int=4, # signals kept per decision
                  max_reason_chars:int=200, # cap on the reason
                  history_window:int=20, # episodes in the default family-history success rate
-                 signal_tokens:int=24, reason_tokens:int=48, # generation caps for signals and reason
+                 signal_tokens:int=24, # the most new tokens generated for the signals
+                 reason_tokens:int=48, # the most new tokens generated for the reason
                  shots:int=0): # worked episodes in the channel prompt (`route_template`; 0: zero-shot)
         super().__init__(log_path)
         self.judge, self.calibrate, self.signals, self.reason = judge, calibrate, signals, reason
@@ -354,7 +388,10 @@ class Router(BaseRouter):
 
 # %% ../nbs/10_router.ipynb #08d7cac3
 @patch
-def rationale_many(self:Router, contents:list[str], channels:list[str]) -> list[tuple[list[str], str]]:
+def rationale_many(self:Router,
+                   contents:list[str], # each episode's `route_content` text
+                   channels:list[str], # the channel chosen for each episode, in the same order
+) -> list[tuple[list[str], str]]:
     "Signals `s_i` and a one-sentence reason `r_i` (those switched on) per `(content, channel)`, one generation each."
     pairs = list(zip(contents, channels))
     signals = self._signals_many(pairs) if self.signals else [[] for _ in pairs]
@@ -385,7 +422,10 @@ def _reasons_many(self:Router, pairs:list[tuple[str, str]]) -> list[str]:
 
 # %% ../nbs/10_router.ipynb #ba456dd0
 @patch
-def rationale(self:Router, content:str, channel:str) -> tuple[list[str], str]:
+def rationale(self:Router,
+              content:str, # the episode's `route_content` text
+              channel:str, # the channel chosen for it
+) -> tuple[list[str], str]:
     "Signals and reason for one `(content, channel)` (see `rationale_many`)."
     return self.rationale_many([content], [channel])[0]
 
@@ -408,7 +448,11 @@ def _defer(self:Router, task:Task, feedback:Feedback, d:RouteDecision, content:s
 
 # %% ../nbs/10_router.ipynb #e454b67b
 @patch
-def decide(self:Router, task:Task, feedback:Feedback, history:dict|None=None, retrieved:list|None=None,
+def decide(self:Router,
+           task:Task, # the episode's task τ_i
+           feedback:Feedback, # the episode's execution feedback f_i
+           history:dict|None=None, # the family's history shown to the judge; None: its `family_history` in this log
+           retrieved:list|None=None, # the entries K_r retrieved into the episode (shown to the judge)
            defer:bool=False, # queue the signals and reason for `explain_queued` (None until then)
 ) -> RouteDecision:
     "Route episode `(τ_i, f_i)`; `history` defaults to the family's routed history in this router's log."
@@ -439,7 +483,9 @@ TASK_ERROR_KINDS = ('wrong_answer', 'format', 'no_answer', 'test_failed', 'runti
 NOT_AGENT_KINDS = ('env_error', 'unavailable', 'timeout')   # not the agent's knowledge: left out of the shares
 
 # %% ../nbs/10_router_b_feedback.ipynb #9278046d
-def window_evidence(episodes:list) -> dict:
+def window_evidence(
+    episodes:list, # a family's recent episodes as `(feedback kind, success)` pairs, oldest first
+) -> dict:
     "Interface and task-error shares and the success trend of a window of `(kind, success)` episodes."
     counted = [(k, bool(s)) for k, s in episodes if k not in NOT_AGENT_KINDS]
     n, half = len(counted), len(counted) // 2
@@ -505,7 +551,7 @@ class FeedbackRouter(BaseRouter):
                  flat_eps:float=0.05, # a success trend below this is flat (or falling)
                  min_episodes:int=4, # a family's episodes before anything but `harness_only`
                  u_min:float=0.5, # success rate over its uses that makes a retrieved entry useful
-                 log_path:str|Path|None=None):
+                 log_path:str|Path|None=None): # JSON-lines file every decision is appended to; None: memory only
         if not 1 <= min_episodes <= window:
             raise ValueError(f"need 1 <= min_episodes={min_episodes} <= window={window}")
         super().__init__(log_path)
@@ -555,8 +601,13 @@ def _observe(self:FeedbackRouter, fam:str, feedback:Feedback) -> dict:
 
 # %% ../nbs/10_router_b_feedback.ipynb #e402fdf1
 @patch
-def decide(self:FeedbackRouter, task:Task, feedback:Feedback, history:dict|None=None, retrieved:list|None=None,
-           defer:bool=False) -> RouteDecision:
+def decide(self:FeedbackRouter,
+           task:Task, # the episode's task; its family picks the window
+           feedback:Feedback, # the episode's feedback; its kind and success join the family's window
+           history:dict|None=None, # unused: the router keeps its own per-family window
+           retrieved:list|None=None, # the entries retrieved into the episode (`Entry`s or dicts)
+           defer:bool=False, # unused: the reason is written at once, no model is called
+) -> RouteDecision:
     "Route episode `(τ_i, f_i, K_r)` from its own kind and `retrieved` entries and its family's last `window` episodes."
     fam = task.family
     ev = self._observe(fam, feedback)
@@ -579,7 +630,8 @@ def state_dict(self:FeedbackRouter) -> dict:
 
 # %% ../nbs/10_router_b_feedback.ipynb #e3b1fabf
 @patch
-def load_state_dict(self:FeedbackRouter, state:dict):
+def load_state_dict(self:FeedbackRouter,
+                    state:dict): # a `state_dict()` of a feedback router
     "Restore `state_dict()` output (a state without windows starts them empty)."
     BaseRouter.load_state_dict(self, state)
     self.episodes = {f: [list(e) for e in w] for f, w in state.get('episodes', {}).items()}
@@ -603,7 +655,8 @@ ROUTERS = ('cove', 'always_both', 'random_route', 'harness_only', 'parametric_on
 # %% ../nbs/10_router_b_feedback.ipynb #69b585f5
 def make_router(name:str, # one of `ROUTERS`
                 judge=None, # the judge, required by `cove`
-                **kw) -> BaseRouter:
+                **kw, # passed on to the router's constructor (e.g. `p`, `seed`, `log_path`, `calibrate`, `window`)
+) -> BaseRouter:  # the router, with no decisions yet
     "A router by name; `kw` go to its constructor (e.g. `p`, `seed`, `log_path`, `calibrate`, `window`)."
     if name == 'cove':
         if judge is None: raise ValueError("router 'cove' needs a judge (cove.judge.Judge)")
@@ -619,7 +672,10 @@ def make_router(name:str, # one of `ROUTERS`
 ROUTING_CASES: list[dict] = [_case(i, **r) for i, r in enumerate(read_cases('routing_cases'))]
 
 # %% ../nbs/10_router_b_feedback.ipynb #98455952
-def routing_judge_cases(cases:list[dict]|None=None, shots:int=0) -> list[dict]:
+def routing_judge_cases(
+    cases:list[dict]|None=None, # labelled episodes (`task`, `feedback`, `history`, `gold`); None: `ROUTING_CASES`
+    shots:int=0, # worked episodes in the channel prompt (`route_template`; 0: zero-shot)
+) -> list[dict]:
     "`ROUTING_CASES` (or `cases`) as `Judge.agreement` cases over `route_template(shots)`."
     tpl, cases = route_template(shots), ROUTING_CASES if cases is None else cases
     return [dict(prompt=tpl, content=route_content(c['task'], c['feedback'], c['history']), options=list(CHANNELS),
@@ -637,7 +693,10 @@ for _c, _k in zip(ROUTING_CASES, ROUTING_KINDS): _c['feedback'] = replace(_c['fe
 
 # %% ../nbs/10_router_b_feedback.ipynb #bba0b3a7
 @patch
-def case_channel(self:FeedbackRouter, feedback:Feedback, history:dict|None=None) -> str:
+def case_channel(self:FeedbackRouter,
+                 feedback:Feedback, # the labelled episode's feedback (its kind and success)
+                 history:dict|None=None, # the family's `episodes` and `success_rate`; None: enough episodes, rate 0
+) -> str:
     """The channel for one labelled episode, with nothing retrieved: its kind for every failure of a family succeeding
     at `history`'s rate."""
     hist = history or {}
@@ -655,7 +714,10 @@ def _case_pick(router:BaseRouter, c:dict) -> str:
     return router._pick(c['task'], c['feedback'])
 
 # %% ../nbs/10_router_b_feedback.ipynb #22728c49
-def router_agreement(router:BaseRouter, cases:list[dict]|None=None) -> dict:
+def router_agreement(
+    router:BaseRouter, # the router scored: a judge `Router`, the `FeedbackRouter` or an ablation
+    cases:list[dict]|None=None, # labelled episodes (`task`, `feedback`, `history`, `gold`); None: `ROUTING_CASES`
+) -> dict:
     """Agreement of `router`'s channel with the hand labels (`cove.judge.agreement_summary`): `n`, `agree`, `rate`, its
     `ci`, `confusion`, `majority_rate`, `predictions`."""
     cases = ROUTING_CASES if cases is None else cases
