@@ -83,13 +83,22 @@ class BaseTrigger:
 
     @property
     def params(self) -> dict: return {'q_min': self.q_min}
-    def conditions(self, family:str) -> dict: return {}   # condition -> numbers, for those that hold, in priority order
-    def plateau_value(self, success:bool, score:float) -> float: return float(success)
-    def high_quality(self, score:float) -> bool: return score >= self.q_min
+    def conditions(self,
+                   family:str, # the task family whose conditions are checked (the base holds none)
+    ) -> dict: return {}   # condition -> numbers, for those that hold, in priority order
+    def plateau_value(self,
+                      success:bool, # whether the episode succeeded (the base's plateau value, as 0/1)
+                      score:float, # the episode's score in [0, 1] (unused by the base)
+    ) -> float: return float(success)
+    def high_quality(self,
+                     score:float, # the episode's score in [0, 1], compared with `q_min`
+    ) -> bool: return score >= self.q_min
 
 # %% ../nbs/11_trigger.ipynb #8cca5c2e
 @patch
-def state(self:BaseTrigger, family:str) -> FamilyState:
+def state(self:BaseTrigger,
+          family:str, # the task family; an unseen one gets an empty `FamilyState`
+) -> FamilyState:
     "The state of `family` (created empty on first use)."
     return self.families.setdefault(family, FamilyState())
 
@@ -116,7 +125,10 @@ def _count_episode(self:BaseTrigger, family:str, success:bool, score:float, chan
 
 # %% ../nbs/11_trigger.ipynb #c30c1399
 @patch
-def trainable(self:BaseTrigger, score:float, channel:str) -> bool:
+def trainable(self:BaseTrigger,
+              score:float, # the episode's score in [0, 1], compared with `q_min`
+              channel:str, # the channel the episode was routed to
+) -> bool:
     "What the update's data rule takes: a high-quality episode (score >= `q_min`) routed to a parametric channel."
     return self.high_quality(score) and channel in PARAMETRIC_CHANNELS
 
@@ -152,7 +164,10 @@ def _record(self:BaseTrigger, ev:TriggerEvent, held:dict):
 
 # %% ../nbs/11_trigger.ipynb #5073f0c6
 @patch
-def observe(self:BaseTrigger, family:str, success:bool, score:float, # the episode's outcome
+def observe(self:BaseTrigger,
+            family:str, # the episode's task family
+            success:bool, # whether the episode succeeded
+            score:float, # the episode's score, a finite number (high quality when >= `q_min`)
             channel:str, # this episode's channel (one of `CHANNELS`)
 ) -> TriggerEvent|None:
     """Update `family` after one episode; return the event if the trigger fires (None if nothing holds or the family's
@@ -176,14 +191,18 @@ def _suppressed_again(self:BaseTrigger, ev:TriggerEvent) -> None:
 
 # %% ../nbs/11_trigger.ipynb #132e5c2d
 @patch
-def parametric_share(self:BaseTrigger, family:str) -> float:
+def parametric_share(self:BaseTrigger,
+                     family:str, # the task family whose recent channels are read
+) -> float:
     "Share of `family`'s last `channel_window` episodes routed `parametric_candidate` or `hybrid` (0 with none yet)."
     chs = self.state(family).channels
     return sum(c in PARAMETRIC_CHANNELS for c in chs) / len(chs) if chs else 0.0
 
 # %% ../nbs/11_trigger.ipynb #72ac0098
 @patch
-def family_channel(self:BaseTrigger, family:str) -> str:
+def family_channel(self:BaseTrigger,
+                   family:str, # the task family whose recent channels are read
+) -> str:
     "`family`'s channel over its window: parametric when at least half its episodes were routed there, else harness."
     if self.parametric_share(family) < 0.5: return 'harness_only'
     n = Counter(self.state(family).channels)
@@ -191,7 +210,8 @@ def family_channel(self:BaseTrigger, family:str) -> str:
 
 # %% ../nbs/11_trigger.ipynb #efae286b
 @patch
-def reset_after_update(self:BaseTrigger, family:str):
+def reset_after_update(self:BaseTrigger,
+                       family:str): # the task family whose parametric update just happened
     "A parametric update of `family` happened: start the windows and counters since the last update anew."
     st = self.state(family)
     st.since_update, st.since_plateau, st.recent, st.n_hq, st.n_trainable, st.suppressed = 0, 0, [], 0, 0, []
@@ -204,7 +224,9 @@ def reset_after_update(self:BaseTrigger, family:str):
 
 # %% ../nbs/11_trigger.ipynb #72a0470b
 @patch
-def untrained(self:BaseTrigger, family:str) -> int:
+def untrained(self:BaseTrigger,
+              family:str, # the task family; an unseen one has 0
+) -> int:
     "Trainable episodes of `family` (high quality, routed parametric) since its last update: none has trained yet."
     return self.families[family].n_trainable if family in self.families else 0
 
@@ -230,7 +252,8 @@ def _check_same(self:BaseTrigger, state:dict):
 
 # %% ../nbs/11_trigger.ipynb #dfc8d9d4
 @patch
-def load_state_dict(self:BaseTrigger, state:dict):
+def load_state_dict(self:BaseTrigger,
+                    state:dict): # a `state_dict()` of a trigger of the same kind with the same parameters
     "Restore `state_dict()` output of the same kind of trigger with the same parameters."
     self._check_same(state)
     self.families = {f: FamilyState(**s) for f, s in state['families'].items()}
@@ -256,7 +279,7 @@ class Trigger(BaseTrigger):
                  k:int=16, # ColdStartFailure: the family's first k episodes
                  tau_c:float=0.05, # ColdStartFailure: success rate below this
                  plateau_on:str='success', # plateau on mean `success` or mean `score`
-                 log_path:str|Path|None=None):
+                 log_path:str|Path|None=None): # JSON-lines file every event and reset is appended to; None: memory only
         _check_trigger_args(w, N, k, plateau_on)
         super().__init__(log_path)
         self.window, self.channel_window = 2*w, w
@@ -272,7 +295,10 @@ def params(self:Trigger) -> dict:
 
 # %% ../nbs/11_trigger.ipynb #77ab8bb5
 @patch
-def plateau_value(self:Trigger, success, score): return float(success) if self.plateau_on == 'success' else float(score)
+def plateau_value(self:Trigger,
+                  success, # whether the episode succeeded (the value when `plateau_on` is 'success')
+                  score, # the episode's score (the value when `plateau_on` is 'score')
+): return float(success) if self.plateau_on == 'success' else float(score)
 
 # %% ../nbs/11_trigger.ipynb #8e59fc62
 @patch
@@ -280,7 +306,9 @@ def __repr__(self:Trigger): return f"Trigger({', '.join(f'{k}={v!r}' for k, v in
 
 # %% ../nbs/11_trigger.ipynb #41d922a4
 @patch
-def plateau(self:Trigger, family:str) -> dict:
+def plateau(self:Trigger,
+            family:str, # the task family whose plateau windows are read
+) -> dict:
     "Plateau for `family`: `holds`, the two window means, their difference, and the episode counts it read."
     st, w = self.state(family), self.w
     out = {'holds': False, 'since_update': st.since_update, 'since_plateau': st.since_plateau, 'w': w, 'eps': self.eps}
@@ -290,7 +318,9 @@ def plateau(self:Trigger, family:str) -> dict:
 
 # %% ../nbs/11_trigger.ipynb #d9af0d17
 @patch
-def data_sufficient(self:Trigger, family:str) -> dict:
+def data_sufficient(self:Trigger,
+                    family:str, # the task family whose trainable episodes are counted
+) -> dict:
     "DataSufficient for `family`: `holds`, |D_q| (trainable since the last update), high-quality ones, `N`, `q_min`."
     st = self.state(family)
     return {
@@ -304,7 +334,9 @@ def data_sufficient(self:Trigger, family:str) -> dict:
 
 # %% ../nbs/11_trigger.ipynb #36f3a4dc
 @patch
-def cold_start_failure(self:Trigger, family:str) -> dict:
+def cold_start_failure(self:Trigger,
+                       family:str, # the task family whose first k episodes are read
+) -> dict:
     """ColdStartFailure for `family`: armed from its k-th episode while it has had no update, holds when its first-k
     success rate is < `tau_c`."""
     st = self.state(family)
@@ -314,7 +346,9 @@ def cold_start_failure(self:Trigger, family:str) -> dict:
 
 # %% ../nbs/11_trigger.ipynb #e0c72d9d
 @patch
-def conditions(self:Trigger, family:str) -> dict:
+def conditions(self:Trigger,
+               family:str, # the task family checked after its latest episode
+) -> dict:
     "The conditions that hold for `family` now, in priority order, with their numbers."
     checks = {c: getattr(self, c)(family) for c in CONDITIONS}
     return {c: n for c, n in checks.items() if n['holds']}
@@ -350,7 +384,7 @@ class FixedInterval(BaseTrigger):
     "Ablation: fires every `every` episodes since the last update, for parametric channels."
     name = 'fixed_interval'
     def __init__(self, every:int=40, # episodes between updates
-                 log_path:str|Path|None=None,
+                 log_path:str|Path|None=None, # JSON-lines file every event and reset is appended to; None: memory only
                  q_min:float=1.0): # score an episode needs to count as trainable (for `untrained`)
         if not isinstance(every, int) or every < 1: raise ValueError(f"every={every!r} must be an integer >= 1")
         super().__init__(log_path, q_min)
@@ -361,7 +395,8 @@ class FixedInterval(BaseTrigger):
 
 # %% ../nbs/11_trigger.ipynb #fccaf219
 @patch
-def conditions(self:FixedInterval, family):
+def conditions(self:FixedInterval,
+               family): # the task family: holds when its episodes since the last update are a multiple of `every`
     st = self.state(family)
     return (
         {'fixed_interval': {'holds': True, 'since_update': st.since_update, 'every': self.every}}
@@ -376,7 +411,8 @@ TRIGGERS = ('cove', 'no_trigger', 'fixed_interval')
 def make_trigger(name:str, # one of `TRIGGERS`
                  cfg=None, # a `Config` (or dict of `trigger` keys) for the thresholds; None: the `trigger.*` defaults
                  every:int|None=None, # fixed-interval period; default 2·`trigger.w`
-                 log_path:str|Path|None=None) -> BaseTrigger:
+                 log_path:str|Path|None=None, # JSON-lines file every event and reset is appended to; None: memory only
+) -> BaseTrigger:
     "A trigger by name (the ablations with the configured `q_min`, for `untrained`)."
     if name not in TRIGGERS: raise ValueError(f"unknown trigger {name!r}; choose from {TRIGGERS}")
     cove = Trigger.from_config(cfg or {}, log_path=log_path)
