@@ -243,7 +243,8 @@ def state_dict(self:CoveMethod) -> dict:
 
 # %% ../nbs/13_workflow.ipynb #74abed75
 @patch
-def load_state_dict(self:CoveMethod, s:dict):
+def load_state_dict(self:CoveMethod,
+                    s:dict): # a saved `workflow_state.json`, as `state_dict` and `save_state` wrote it
     "Restore a saved `workflow_state.json` and hot-swap the latest adapter into the policy."
     self.trigger.load_state_dict(s['trigger'])
     self.router.load_state_dict(s['router'])
@@ -267,7 +268,8 @@ def load_state_dict(self:CoveMethod, s:dict):
 # %% ../nbs/13_workflow.ipynb #af7c624e
 @patch
 @contextlib.contextmanager
-def timed(self:CoveMethod, phase:str):
+def timed(self:CoveMethod,
+          phase:str): # the `phase_s` key the block's seconds are added to (e.g. 'answer', 'train', 'ab')
     "Add the wall time of the `with` block to `phase_s[phase]`."
     t = time.perf_counter()
     try: yield
@@ -275,7 +277,8 @@ def timed(self:CoveMethod, phase:str):
 
 # %% ../nbs/13_workflow.ipynb #bec8d983
 @patch
-def update_knowledge(self:CoveMethod, r):
+def update_knowledge(self:CoveMethod,
+                     r): # the episode's `EpisodeResult` (its retrieved entry ids and success)
     "Lines 5–9 for one episode: use statistics of the retrieved entries, then KnowledgePO's extract / update / promote."
     if self.kb is not None and r.retrieved:
         self.kb.record_use([i for i in r.retrieved if i is not None], r.success, reason=f'used in {r.task.id}')
@@ -309,7 +312,9 @@ def explain(self:CoveMethod) -> int:
 
 # %% ../nbs/13_workflow.ipynb #c822d4a9
 @patch
-def keep_trajectory(self:CoveMethod, r, channel:str):
+def keep_trajectory(self:CoveMethod,
+                    r, # the episode's `EpisodeResult` (its messages, score and task)
+                    channel:str): # the channel the router chose for it; only a parametric one is kept
     """Keep a parametric-routed episode for the next update (Algorithm 1 lines 15–17): a trajectory scoring ≥
     `trigger.q_min` (SFT), or any rollout (GRPO). A `harness_only` episode feeds memory only."""
     if channel not in PARAMETRIC_CHANNELS or not r.messages: return
@@ -329,7 +334,9 @@ def keep_trajectory(self:CoveMethod, r, channel:str):
 
 # %% ../nbs/13_workflow.ipynb #b8b57f3c
 @patch
-def run_pending(self:CoveMethod, env, family:str):
+def run_pending(self:CoveMethod,
+                env, # the family's environment (the update plays its A/B and reference tasks there)
+                family:str): # the family whose pending update (if any) runs
     "Run the update a trigger event asked for (again, if a kill interrupted it), then clear it."
     key = self.pending.get(family)
     if key is None: return
@@ -340,7 +347,9 @@ def run_pending(self:CoveMethod, env, family:str):
 
 # %% ../nbs/13_workflow.ipynb #23cebbc6
 @patch
-def extra(self:CoveMethod, res) -> dict:
+def extra(self:CoveMethod,
+          res, # the episode's `EpisodeResult`, with its episode `key`
+) -> dict:
     "Fields added to the episode line: channel, signals, trigger condition, adapter of an update it triggered."
     a = self.applied.get(res.key, {})
     return dict(
@@ -389,7 +398,10 @@ def _utility_pre(self:CoveMethod, env, family:str) -> dict|None:
 
 # %% ../nbs/13_workflow.ipynb #944abecb
 @patch
-def observe_references(self:CoveMethod, env, family:str) -> int:
+def observe_references(self:CoveMethod,
+                       env, # the family's environment, in which the references are replayed
+                       family:str, # the family whose cold-start reference tasks are observed
+) -> int:
     """KnowledgePO observes each cold-start reference replay of `family` once (state saved after each); returns how many
     were new."""
     if not (self.kpo and self.args.kpo.observe_references): return 0
@@ -407,7 +419,11 @@ def _rename_seed(self:CoveMethod) -> int: return update_seed(self.cfg['run.seed'
 
 # %% ../nbs/13_workflow.ipynb #6f9c6f92
 @patch
-def update_rows(self:CoveMethod, env, family:str, cold:bool=False) -> UpdateRows:
+def update_rows(self:CoveMethod,
+                env, # the family's environment (reference tasks come from its train split)
+                family:str, # the family whose kept trajectories train
+                cold:bool=False, # a ColdStartFailure update: the gold references of `train.reference_tasks` are added
+) -> UpdateRows:
     """What an update of `family` trains on (KnowledgePO's `UpdateRows`): its kept trajectories and, at cold start, the
     reference solutions of `train.reference_tasks` train tasks; without memory (no KnowledgePO), rows as played."""
     kw = dict(trajectories=self.trajectories.get(family, []), refs=self._reference_tasks(env, family) if cold else [],
@@ -425,7 +441,10 @@ def _reference_tasks(self:CoveMethod, env, family:str) -> list[Task]:
         return []
 
 # %% ../nbs/13_workflow.ipynb #77fea369
-def update_steps(n_rows:int, cfg) -> int:
+def update_steps(
+    n_rows:int, # the number of training rows (SFT examples) of the update
+    cfg, # the run's `Config`, read for `train.epochs`, `train.batch_size` and `train.max_steps`
+) -> int:
     "Optimizer steps of an update on `n_rows` rows: `train.epochs` passes of `train.batch_size`, capped by `train.max_steps`."
     return min(cfg['train.max_steps'], max(1, math.ceil(cfg['train.epochs'] * n_rows / cfg['train.batch_size'])))
 
@@ -478,7 +497,10 @@ def _heldout(self:CoveMethod, env):
 
 # %% ../nbs/13_workflow.ipynb #51319b2a
 @patch
-def release_memory(self:CoveMethod, env, family:str) -> dict:
+def release_memory(self:CoveMethod,
+                   env, # the family's environment, whose held-out train tasks the A/B plays
+                   family:str, # the family whose releasable stable entries are tested
+) -> dict:
     "A/B every releasable stable entry of `family` on a few held-out train tasks (score with vs without it)."
     tasks, evaluate = self._heldout(env)
     a = self.args.release
