@@ -96,7 +96,9 @@ class Candidate:
 
 # %% ../nbs/12_knowledgepo.ipynb #c35ce5d9
 @patch
-def to_entry(self:Candidate, embedding=None) -> Entry:
+def to_entry(self:Candidate,
+             embedding=None, # the content's embedding vector stored with the entry (None: none given)
+            ) -> Entry:
     "The knowledge-base `Entry` for this (labelled) candidate."
     if self.label is None: raise ValueError("label the candidate (`label_candidate`) before storing it")
     return Entry(
@@ -110,7 +112,8 @@ def to_entry(self:Candidate, embedding=None) -> Entry:
     )
 
 # %% ../nbs/12_knowledgepo.ipynb #ad4b3dfa
-def surface_names(surface) -> list[str]:
+def surface_names(surface, # a `Surface`, its dict form, or an iterable of tool names (None: no names)
+                 ) -> list[str]:
     "Tool names of `surface`: a `Surface`, its dict form (a task's `payload['surface']`), or names."
     if surface is None: return []
     if isinstance(surface, Surface): return list(surface.names.values())
@@ -127,7 +130,9 @@ def _reads_as_symbol(text:str, m:re.Match) -> bool:
     return called or quoted or '_' in n or any(ch.isdigit() for ch in n)
 
 # %% ../nbs/12_knowledgepo.ipynb #316b1c97
-def symbol_spans(text:str, names) -> list[tuple[int, int, str]]:
+def symbol_spans(text:str, # the text searched
+                 names, # the symbol names looked for (any iterable of strings)
+                ) -> list[tuple[int, int, str]]:
     """`(start, end, name)` of each occurrence of `names` in `text` that reads as a symbol (called, quoted or
     identifier-like)."""
     names = sorted(set(names), key=len, reverse=True)
@@ -138,19 +143,26 @@ def symbol_spans(text:str, names) -> list[tuple[int, int, str]]:
 # %% ../nbs/12_knowledgepo.ipynb #7d78efe8
 _GENERIC = re.compile(r'`([A-Za-z_][\w.]*)`|(?<![\w.])([A-Za-z_][\w.]*)\(')
 
-def names_in(text:str, surface=None) -> list[str]:
+def names_in(
+    text:str, # the text searched (None or '': nothing found)
+    surface=None, # names looked for, any form `surface_names` takes (None: any called or backticked identifier)
+) -> list[str]:
     "Names of `surface` mentioned in `text` as symbols; without a surface, called or backticked identifiers."
     if surface is None: return list(dict.fromkeys(a or b for a, b in _GENERIC.findall(text or '')))
     return list(dict.fromkeys(n for _, _, n in symbol_spans(text, surface_names(surface))))
 
 # %% ../nbs/12_knowledgepo.ipynb #1ace88e0
-def symbol_names(text:str, surface=None) -> list[str]:
+def symbol_names(
+    text:str, # a candidate's content
+    surface=None, # the current surface, any form `surface_names` takes (None: only called or backticked names)
+) -> list[str]:
     """The volatile names a candidate carries: current surface names (`names_in`) plus any called or backticked
     identifier."""
     return list(dict.fromkeys(names_in(text, surface) + names_in(text) if surface is not None else names_in(text)))
 
 # %% ../nbs/12_knowledgepo.ipynb #f51f7679
-def question_of(task:Task) -> str:
+def question_of(task:Task, # the task whose prompt holds the question
+               ) -> str:
     "The question part of a task prompt (after `Question:`), else its last non-empty line."
     m = re.search(r'Question:\s*(.+)', task.prompt)
     return (m.group(1) if m else next((l for l in reversed(task.prompt.splitlines()) if l.strip()), '')).strip()
@@ -185,7 +197,10 @@ def _arg_slot(s:str, p:str, question:str, q:str, slots:dict) -> tuple[str, str]:
     return q, slots[k]
 
 # %% ../nbs/12_knowledgepo.ipynb #e5c895bf
-def generalise(question:str, calls:list, surface:Surface) -> tuple[str, list[tuple[str, str, list[str]]]]:
+def generalise(question:str, # the task's question (`question_of`)
+               calls:list, # the episode's successful tool calls (with `name` and `args`), in order
+               surface:Surface, # the surface the calls were made on: maps each name to its canonical operation
+              ) -> tuple[str, list[tuple[str, str, list[str]]]]:
     "`question` with call arguments found in it replaced by `<param>`, and `(op, name, args)` per call."
     q, slots, steps = question, {}, []
     for c in calls:
@@ -216,13 +231,17 @@ FEEDBACK_HINTS = {  # feedback kind -> strategic hint, family-neutral (a family'
 }
 
 # %% ../nbs/12_knowledgepo.ipynb #e15dfd33
-def hint_for(family:str, kind:str) -> str|None:
+def hint_for(family:str, # task family whose own wording (`family_hints`) is preferred
+             kind:str, # the feedback's failure kind (a key of `FEEDBACK_HINTS`) or 'no_tool_call'
+            ) -> str|None:
     "The hint for a failure of `kind` (or 'no_tool_call') in `family`: its own wording, else the neutral one."
     own = family_hints(family)
     return own[kind] if kind in own else (FEEDBACK_HINTS | {'no_tool_call': NO_CALL_HINT}).get(kind)
 
 # %% ../nbs/12_knowledgepo.ipynb #831bf604
-def op_purpose(op:str, surface:Surface) -> str:
+def op_purpose(op:str, # a canonical operation, e.g. 'count'
+               surface:Surface, # the tool surface whose toolset describes it
+              ) -> str:
     "What canonical operation `op` of `surface` does, name-free: the first clause of its tool description."
     return toolset_of(surface).purpose(op)
 
@@ -290,7 +309,10 @@ def _failure_hints(task:Task, st, fb, surface) -> list[Candidate]:
     return [_cand('memory', h, 'strategic', task, surface) for h in hints if h]
 
 # %% ../nbs/12_knowledgepo.ipynb #9a6aad66
-def rule_candidates(task:Task, result:EpisodeResult, max_candidates:int=2) -> list[Candidate]:
+def rule_candidates(task:Task, # the task the episode played
+                    result:EpisodeResult, # the episode's outcome: its state (calls, actions, observations) and feedback
+                    max_candidates:int=2, # at most this many candidates, in rule order
+                   ) -> list[Candidate]:
     """Deterministic candidates read off the episode: tool-surface memory, call-pattern skills, worked examples,
     feedback hints."""
     st, fb, surface = result.state, result.feedback, surface_of(task)
@@ -301,7 +323,11 @@ def rule_candidates(task:Task, result:EpisodeResult, max_candidates:int=2) -> li
 _JUNK = {'n/a', 'na', 'none', 'nothing', 'no lesson', 'no memory', 'unknown', 'i don\'t know', 'not applicable'}
 
 # %% ../nbs/12_knowledgepo.ipynb #7fe9c01b
-def uninformative(content:str, min_words:int=4, echo:str|None=None) -> str|None:
+def uninformative(
+    content:str, # a candidate's text
+    min_words:int=4, # fewer words (of two letters or more) than this: 'too short'
+    echo:str|None=None, # the task's question: content containing it 'restates the task' (None: not checked)
+) -> str|None:
     """Why `content` carries no storable information (`'empty'`, `'too short'`, `'no information'`, `'repetitive'`,
     `'restates the task'`), or None."""
     s = ' '.join(str(content or '').split())
@@ -326,7 +352,10 @@ def _cut(s, width:int) -> str:
     return s[:width] + ('…' if len(s) > width else '')
 
 # %% ../nbs/12_knowledgepo.ipynb #63a0c673
-def episode_text(result:EpisodeResult, max_calls:int=4, width:int=160) -> str:
+def episode_text(result:EpisodeResult, # the episode described: its task, state and feedback
+                 max_calls:int=4, # tool calls shown, the first ones
+                 width:int=160, # characters kept of each prompt, result and message
+                ) -> str:
     "A compact text of an episode for the judge: task, tool calls with results (or the last reply), feedback."
     cut = lambda s: _cut(s, width)
     t, st, fb = result.task, result.state, result.feedback
@@ -339,8 +368,12 @@ def episode_text(result:EpisodeResult, max_calls:int=4, width:int=160) -> str:
     return '\n'.join(lines)
 
 # %% ../nbs/12_knowledgepo.ipynb #070e54a6
-def judge_texts(judge:Judge, episodes:list[tuple], # `(task, result)` pairs
-                max_candidates:int=2, max_chars:int=200, max_new_tokens:int=48) -> list[list]:
+def judge_texts(judge:Judge, # the judge that writes the texts
+                episodes:list[tuple], # `(task, result)` pairs
+                max_candidates:int=2, # texts per episode: 1 the lesson (memory), 2 also the instruction (skill)
+                max_chars:int=200, # longest text kept, in characters (`Judge.texts`)
+                max_new_tokens:int=48, # generation budget of each text, in tokens
+               ) -> list[list]:
     "The judge's lesson and instruction for each episode, one generation for all: texts or `JudgeParseError`s."
     kinds = list(EXTRACT_PROMPTS)[:max_candidates]
     prompts = [EXTRACT_PROMPTS[k].replace('{episode}', episode_text(r)) for _, r in episodes for k in kinds]
@@ -350,9 +383,15 @@ def judge_texts(judge:Judge, episodes:list[tuple], # `(task, result)` pairs
     return [outs[i*len(kinds):(i+1)*len(kinds)] for i in range(len(episodes))]
 
 # %% ../nbs/12_knowledgepo.ipynb #a979bee9
-def judge_candidates(judge:Judge, task:Task, result:EpisodeResult, max_candidates:int=2, stats:KPOStats|None=None,
-                     max_chars:int=200, max_new_tokens:int=48,
-                     texts:list|None=None, # this episode's `judge_texts`, when already generated
+def judge_candidates(
+    judge:Judge, # the judge that writes the texts (unused when `texts` is given)
+    task:Task, # the task the episode played
+    result:EpisodeResult, # the episode's outcome: its state (calls, actions, observations) and feedback
+    max_candidates:int=2, # candidates written: 1 the lesson (memory), 2 also the instruction (skill)
+    stats:KPOStats|None=None, # counts unusable outputs (None: not kept)
+    max_chars:int=200, # longest text kept, in characters (`Judge.texts`)
+    max_new_tokens:int=48, # generation budget of each text, in tokens
+    texts:list|None=None, # this episode's `judge_texts`, when already generated
 ) -> list[Candidate]:
     "Candidates written by the judge (one lesson, one instruction); unusable outputs are counted, not stored."
     stats, out, surface = stats if stats is not None else KPOStats(), [], surface_of(task)
@@ -373,11 +412,14 @@ def _check_extractor(extractor:str, judge):
     if extractor != 'rules' and judge is None: raise ValueError(f"extractor={extractor!r} needs a judge")
 
 # %% ../nbs/12_knowledgepo.ipynb #46d270d4
-def extract_candidates(judge:Judge|None, task:Task, result:EpisodeResult,
-                       max_candidates:int=2, # candidates per extractor
-                       extractor:str='both', # 'judge', 'rules' or 'both'
-                       stats:KPOStats|None=None,
-                       texts:list|None=None, # this episode's `judge_texts`, when already generated
+def extract_candidates(
+    judge:Judge|None, # the judge of the 'judge' and 'both' extractors (None: 'rules' only)
+    task:Task, # the task the episode played
+    result:EpisodeResult, # the episode's outcome: its state (calls, actions, observations) and feedback
+    max_candidates:int=2, # candidates per extractor
+    extractor:str='both', # 'judge', 'rules' or 'both'
+    stats:KPOStats|None=None, # counts candidates by origin and unusable judge outputs (None: not counted)
+    texts:list|None=None, # this episode's `judge_texts`, when already generated
 ) -> list[Candidate]:
     "Candidate memory/skill entries from one episode (paper §4.4.1)."
     _check_extractor(extractor, judge)
@@ -435,11 +477,14 @@ def _judge_label(judge:Judge|None, candidate:Candidate, mode:str, named:bool, st
     return label
 
 # %% ../nbs/12_knowledgepo.ipynb #e6a58f1d
-def label_candidate(judge:Judge|None, candidate:Candidate,
-                    mode:str='judge+rules', # 'judge', 'judge+rules' or 'rules'
-                    surface=None, # current surface: its names in the content also make it volatile
-                    stats:KPOStats|None=None, calibrate:bool=True,
-                    shots:int=0, # worked examples in the judge's prompt (`volatility_prompt`)
+def label_candidate(
+    judge:Judge|None, # the volatility judge (None only with mode='rules')
+    candidate:Candidate, # the candidate labelled
+    mode:str='judge+rules', # 'judge', 'judge+rules' or 'rules'
+    surface=None, # current surface: its names in the content also make it volatile
+    stats:KPOStats|None=None, # counts labels and overrides (None: not counted)
+    calibrate:bool=True, # subtract each option's score on the content-free prompt before picking (`Judge.choose`)
+    shots:int=0, # worked examples in the judge's prompt (`volatility_prompt`)
 ) -> str:
     "The volatility label of `candidate` (paper §3.2, §4.4.1)."
     if mode not in LABEL_MODES: raise ValueError(f"label mode {mode!r} not in {LABEL_MODES}")
@@ -450,8 +495,15 @@ def label_candidate(judge:Judge|None, candidate:Candidate,
     return label
 
 # %% ../nbs/12_knowledgepo.ipynb #d8d73579
-def label_candidates(judge:Judge|None, candidates:list[Candidate], mode:str='judge+rules', surface=None,
-                     stats:KPOStats|None=None, calibrate:bool=True, shots:int=0) -> list[Candidate]:
+def label_candidates(
+    judge:Judge|None, # the volatility judge (None only with mode='rules')
+    candidates:list[Candidate], # the candidates labelled (left unchanged)
+    mode:str='judge+rules', # 'judge', 'judge+rules' or 'rules' (see `label_candidate`)
+    surface=None, # current surface: its names in a content also make it volatile
+    stats:KPOStats|None=None, # counts labels and overrides (None: not counted)
+    calibrate:bool=True, # subtract each option's score on the content-free prompt before picking (`Judge.choose`)
+    shots:int=0, # worked examples in the judge's prompt (`volatility_prompt`)
+) -> list[Candidate]:
     "Copies of `candidates` with their labels set."
     return [replace(c, label=label_candidate(judge, c, mode, surface, stats, calibrate, shots)) for c in candidates]
 
@@ -517,9 +569,12 @@ def _with_rules(cases:list, preds:list, surface) -> dict:
                 overrides=sum(p != q for p, q in zip(ruled, preds)))
 
 # %% ../nbs/12_knowledgepo.ipynb #504863f2
-def volatility_agreement(judge:Judge, cases:list=VOLATILITY_CASES, calibrate:bool=True, surface=None,
+def volatility_agreement(judge:Judge, # the judge measured
+                         cases:list=VOLATILITY_CASES, # `(content, hand label)` pairs
+                         calibrate:bool=True, # calibrate the judge's option scores (`Judge.agreement`)
+                         surface=None, # whose names the rule makes volatile (None: any called or backticked identifier)
                          shots:int=0, # worked examples in the prompt (`volatility_prompt`)
-) -> dict:
+                        ) -> dict:
     "Agreement with hand labels of the judge alone (`judge`) and with the surface-name rule (`judge+rules`)."
     ag = judge.agreement(
         [dict(prompt=volatility_prompt(shots), content=c, options=list(LABELS), gold=g) for c, g in cases], calibrate
@@ -533,7 +588,10 @@ KB_OP_PROMPT = ("A knowledge base holds an existing entry, and a new entry was p
                 "insert: they are about different things.\nAnswer with one word: insert, merge or revise.")
 
 # %% ../nbs/12_knowledgepo_b_update.ipynb #7f0a50a7
-def kb_op_content(existing:str, new:str) -> str: return f"Existing: {existing}\nNew: {new}"
+def kb_op_content(existing:str, # the existing entry's content
+                  new:str, # the proposed entry's content
+                 ) -> str:
+    return f"Existing: {existing}\nNew: {new}"
 
 # %% ../nbs/12_knowledgepo_b_update.ipynb #cff1032e
 KB_OP_SHOTS = [  # worked examples for the few-shot prompt, (existing, new, op), two per op: never measurement cases
@@ -576,7 +634,11 @@ def _matches(e:Entry, c:Candidate) -> bool:
     return e.kind == c.kind and _same_side(e, c) and (e.family == c.family or None in (e.family, c.family))
 
 # %% ../nbs/12_knowledgepo_b_update.ipynb #15590ee7
-def neighbour(kb, candidate:Candidate, k:int=8, vec=None):
+def neighbour(kb, # the knowledge base searched (it needs an embedder unless `vec` is given)
+              candidate:Candidate, # the labelled candidate whose kind, family and volatility side must match
+              k:int=8, # dense hits retrieved before filtering
+              vec=None, # the candidate's embedding when already computed (None: the store's)
+             ):
     "The most similar online entry of the same kind, family and volatility side (a store `Hit`), or None."
     if vec is None and getattr(kb, 'embedder', None) is None:
         raise ValueError("update_kb needs a knowledge base with an embedder (dense similarity)")
@@ -635,12 +697,15 @@ def _nearest(kb, candidate):
     return (h.entry, h.score, vec) if h else (None, None, vec)
 
 # %% ../nbs/12_knowledgepo_b_update.ipynb #6e2ed6ec
-def update_kb(kb, candidate:Candidate, judge:Judge|None=None, # decides ambiguous same-topic cases when given
+def update_kb(kb, # the knowledge base updated (it needs an embedder)
+              candidate:Candidate, # the labelled candidate
+              judge:Judge|None=None, # decides ambiguous same-topic cases when given
               dup_threshold:float=0.9, # cosine at or above which an entry is a near-duplicate
               topic_threshold:float=0.8, # cosine at or above which an entry is on the same topic
-              min_words:int=4, stats:KPOStats|None=None,
+              min_words:int=4, # content with fewer words is discarded as too short (`uninformative`)
+              stats:KPOStats|None=None, # counts operations and discard reasons (None: not counted)
               shots:int=0, # worked examples in the judge's prompt (`kb_op_prompt`)
-) -> KBOp:
+             ) -> KBOp:
     "Insert, merge, revise or discard for one labelled candidate (paper §4.4.1; Algorithm 1, line 7)."
     if candidate.label is None: raise ValueError("label the candidate (`label_candidate`) before `update_kb`")
     why, op = uninformative(candidate.content, min_words), None
@@ -658,21 +723,26 @@ def update_kb(kb, candidate:Candidate, judge:Judge|None=None, # decides ambiguou
 KB_OP_CASES = [(r['existing'], r['new'], r['gold']) for r in read_cases('kb_op_cases')]   # (existing, new, operation)
 
 # %% ../nbs/12_knowledgepo_b_update.ipynb #76d550da
-def kb_op_agreement(judge:Judge, cases:list=KB_OP_CASES, calibrate:bool=True,
+def kb_op_agreement(judge:Judge, # the judge measured
+                    cases:list=KB_OP_CASES, # `(existing, new, hand-labelled operation)` triples
+                    calibrate:bool=True, # calibrate the judge's option scores (`Judge.agreement`)
                     shots:int=0, # worked examples in the prompt (`kb_op_prompt`)
-) -> dict:
+                   ) -> dict:
     "Agreement of the KB-operation judge with hand labels (`Judge.agreement`)."
     q = lambda a, b, g: dict(prompt=kb_op_prompt(shots), content=kb_op_content(a, b), options=[*KB_OPS[:3]], gold=g)
     return judge.agreement([q(*c) for c in cases], calibrate)
 
 # %% ../nbs/12_knowledgepo_b_update.ipynb #9f0f7be9
-def revision_counts(kb) -> dict[int, int]:
+def revision_counts(kb, # the knowledge base whose audit log is counted
+                   ) -> dict[int, int]:
     "Audited `revise` operations (corrections) per entry id."
     return dict(kb.conn.execute("SELECT entry_id, COUNT(*) FROM audit WHERE op='revise' GROUP BY entry_id").fetchall())
 
 # %% ../nbs/12_knowledgepo_b_update.ipynb #7cb75f44
-def promote_revised(kb, R:int=2, # revisions that make a non-volatile entry volatile
-                    stats:KPOStats|None=None) -> list[int]:
+def promote_revised(kb, # the knowledge base whose online entries are checked
+                    R:int=2, # revisions that make a non-volatile entry volatile
+                    stats:KPOStats|None=None, # counts promotions (None: not counted)
+                   ) -> list[int]:
     "Promote to volatile every online non-volatile entry revised at least `R` times; returns their ids."
     n, out = revision_counts(kb), []
     for e in kb.entries(status='online'):
@@ -683,7 +753,8 @@ def promote_revised(kb, R:int=2, # revisions that make a non-volatile entry vola
     return out
 
 # %% ../nbs/12_knowledgepo_b_update.ipynb #c2988cb9
-def feedback_renames(result:EpisodeResult) -> dict[str, str]:
+def feedback_renames(result:EpisodeResult, # the episode whose observations are read
+                    ) -> dict[str, str]:
     "`{old: new}` from the deprecation notices in `result`'s observations (only what the agent saw)."
     return renames_in('\n'.join(result.state.observations))
 
@@ -691,12 +762,13 @@ def _naming(e:Entry, old:list[str]) -> list[str]:
     "The names of `old` that entry `e` carries (its `names` or a symbol occurrence in its content)."
     return [n for n in old if n in e.names or symbol_spans(e.content, [n])]
 
-def revise_from_feedback(kb, mapping:dict, # old -> new tool names, from `feedback_renames`
+def revise_from_feedback(kb, # the knowledge base whose online entries are revised
+                         mapping:dict, # old -> new tool names, from `feedback_renames`
                          family:str|None=None, # only this family's entries
-                         stats:KPOStats|None=None,
+                         stats:KPOStats|None=None, # counts the revisions and records each one (None: not counted)
                          episode:int|None=None, # the episode the notice came from (recorded)
                          source:str|None=None, # its task id
-) -> list[KBOp]:
+                        ) -> list[KBOp]:
     "Revise every online entry naming an old name of `mapping` to the new names (one versioned `revise` each)."
     out = []
     for e in kb.entries(status='online', family=family) if mapping else []:
@@ -716,7 +788,8 @@ def revise_from_feedback(kb, mapping:dict, # old -> new tool names, from `feedba
 _DOC_HEAD = re.compile(r'^Tools \(surface v(\d+)\):\s*$')
 _DOC_LINE = re.compile(r'^- ([A-Za-z_][\w.]*)\(')
 
-def shown_tools(system:str) -> tuple[int|None, list[str], str]:
+def shown_tools(system:str, # the first system message of an episode's trace (None or '': nothing shown)
+               ) -> tuple[int|None, list[str], str]:
     "`(version, tool names, memory text)` of a first system message: its tool list, and the rest of the text."
     version, names, rest, in_doc = None, [], [], False
     for line in (system or '').splitlines():
@@ -762,7 +835,9 @@ def episodes_to_relearn(records, # a run folder, its `episodes.jsonl`, or the ep
     return out
 
 # %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #2e41074b
-def rename_names(text:str, mapping:dict) -> str:
+def rename_names(text:str, # the text rewritten
+                 mapping:dict, # old -> new symbol names
+                ) -> str:
     "`text` with each symbol occurrence (see `names_in`) of a key of `mapping` replaced by its value."
     out, k = [], 0
     for s, e, n in symbol_spans(text, mapping):
@@ -771,7 +846,10 @@ def rename_names(text:str, mapping:dict) -> str:
     return ''.join(out + [text[k:]])
 
 # %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #68eba596
-def resurface(entries:list, old:Surface, new:Surface) -> tuple[list, dict]:
+def resurface(entries:list, # knowledge-base entries (`Entry`s); only volatile ones change
+              old:Surface, # the surface the entries were written for
+              new:Surface, # the surface they are rewritten to
+             ) -> tuple[list, dict]:
     """`(entries, old->new names)`: volatile entries rewritten from surface `old` to `new` (names and version); others
     as they are."""
     mapping = {old.names[op]: new.names[op] for op in new.names if op in old.names}
@@ -780,7 +858,10 @@ def resurface(entries:list, old:Surface, new:Surface) -> tuple[list, dict]:
             if e.label == 'volatile' else e for e in entries], mapping
 
 # %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #9fcad9a1
-def rename_volatile(entries:list, surface:Surface, seed:int) -> tuple[list, Surface, dict]:
+def rename_volatile(entries:list, # knowledge-base entries (`Entry`s); only volatile ones change
+                    surface:Surface, # the episode's current tool surface
+                    seed:int, # seed of `rename`, which draws the new names
+                   ) -> tuple[list, Surface, dict]:
     """`(renamed entries, new surface, old->new names)`: volatile entries renamed consistently with `rename(surface,
     seed)`."""
     new = rename(surface, seed)
@@ -788,14 +869,17 @@ def rename_volatile(entries:list, surface:Surface, seed:int) -> tuple[list, Surf
     return out, new, mapping
 
 # %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #ff83856d
-def legal_names(episode) -> set[str]:
+def legal_names(episode, # a `Task`, or anything with a `.task` (`EpisodeState`, `EpisodeResult`, `RolloutPrompt`)
+               ) -> set[str]:
     "N_i: the tool names legal in an episode (a `Task`, `EpisodeState`, `EpisodeResult` or `RolloutPrompt`)."
     task = episode if isinstance(episode, Task) else episode.task
     s = surface_of(task)
     return set(s.names.values()) if s else set()
 
 # %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #7b43e2ff
-def observed_names(task:Task, entries:list) -> set[str]:
+def observed_names(task:Task, # the episode's task (its surface is documented in the prompt)
+                   entries:list, # the entries injected into the prompt
+                  ) -> set[str]:
     "Volatile names shown in the episode's prompt: its documented surface and the names in the injected entries."
     out = legal_names(task)
     for e in entries: out |= set(getattr(e, 'names', []) or []) | set(names_in(e.content))
@@ -831,10 +915,14 @@ def _renamed(task:Task, entries:list, seed:int, stats) -> tuple[Task, list, dict
     return with_surface(task, new), entries, mapping
 
 # %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #31fd2a7e
-def memory_aware_prompt(env, task:Task, kb=None, k:int=3, # entries injected per attempt
+def memory_aware_prompt(env, # the task family's environment, which builds the messages
+                        task:Task, # the task played
+                        kb=None, # the knowledge base retrieved from (None: no entries)
+                        k:int=3, # entries injected per attempt
                         mode:str='hybrid', # retrieval mode
                         rename_seed:int|None=None, # rename volatile names for this episode (anti-recitation)
-                        stats:KPOStats|None=None) -> RolloutPrompt:
+                        stats:KPOStats|None=None, # counts renames (None: not counted)
+                       ) -> RolloutPrompt:
     "Retrieve top-`k` entries, optionally rename volatile names, and build the episode's messages (§4.4.1)."
     entries, mapping = _injected(kb, task, k, mode), {}
     if rename_seed is not None: task, entries, mapping = _renamed(task, entries, rename_seed, stats)
@@ -842,15 +930,22 @@ def memory_aware_prompt(env, task:Task, kb=None, k:int=3, # entries injected per
                          observed_names(task, entries))
 
 # %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #c0f36fad
-def recitation_violations(calls:list, legal:set, observed:set) -> list[tuple[str, str]]:
+def recitation_violations(calls:list, # the episode's calls: `ToolCall`s or names
+                          legal:set, # N_i: the names legal in the episode
+                          observed:set, # the names the episode's prompt showed
+                         ) -> list[tuple[str, str]]:
     "`(name, 'stale' | 'unobserved')` for each called name (a `ToolCall` or a string) that breaks the rule."
     names = [getattr(c, 'name', c) for c in calls]
     return [(n, 'stale' if n not in legal else 'unobserved') for n in names if n not in legal or n not in observed]
 
 # %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #b2c9702b
-def anti_recitation_reward(
-    r_task:float, calls:list, legal:set, observed:set, lam:float=0.5, stats:KPOStats|None=None
-) -> float:
+def anti_recitation_reward(r_task:float, # the task reward R_task
+                           calls:list, # the episode's calls: `ToolCall`s or names
+                           legal:set, # N_i: the names legal in the episode
+                           observed:set, # the names the episode's prompt showed
+                           lam:float=0.5, # penalty λ, subtracted once when any call breaks the rule
+                           stats:KPOStats|None=None, # counts penalties (None: not counted)
+                          ) -> float:
     "R = R_task − λ·1[a call uses a stale or unobserved volatile name] (paper §4.4.1)."
     bad = bool(recitation_violations(calls, legal, observed))
     if bad and stats is not None: stats.penalties += 1
@@ -862,7 +957,11 @@ def _new_version(t:str, old:int|None, new:int|None) -> str:
     return t if old is None else re.sub(rf'\bsurface v{old}\b', f'surface v{new}', t)
 
 # %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #4f9d5cc8
-def rename_trace(messages:list[dict], mapping:dict, old_version:int|None=None, new_version:int|None=None) -> list[dict]:
+def rename_trace(messages:list[dict], # the conversation: dicts with `role` and `content`
+                 mapping:dict, # old -> new volatile names
+                 old_version:int|None=None, # surface version replaced in the text (None: versions left as they are)
+                 new_version:int|None=None, # the surface version written instead
+                ) -> list[dict]:
     "A trajectory with every symbol occurrence of the old volatile names (and the surface version) renamed."
     ren = lambda t: _new_version(rename_names(t, mapping), old_version, new_version)
     return [dict(m, content=ren(str(m['content']))) for m in messages]
@@ -882,10 +981,17 @@ def _reference(env, rp, lam, q_min, stats) -> tuple:
     return replace(r, messages=rp.messages + r.messages[1:]), None
 
 # %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #20fa61dd
-def anti_recitation_sft(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybrid',
+def anti_recitation_sft(env, # the family's environment, which replays the references
+                        tasks:list[Task], # the tasks whose reference solutions are replayed
+                        kb=None, # the knowledge base retrieved from (None: no memory)
+                        k:int=3, # entries injected per episode
+                        mode:str='hybrid', # retrieval mode
                         seed:int=0, # episode i is renamed with seed + i
                         rename:bool=True, # False: memory-aware references with markers, names as they are
-                        lam:float=0.5, q_min:float=1.0, stats:KPOStats|None=None):
+                        lam:float=0.5, # anti-recitation penalty λ
+                        q_min:float=1.0, # the reward a reference must reach to be kept
+                        stats:KPOStats|None=None, # counts renames and penalties (None: not counted)
+                       ):
     "Memory-aware reference conversations, renamed per episode, kept when the anti-recitation reward reaches `q_min`."
     kept, why = [], Counter()
     for i, t in enumerate(tasks):
@@ -901,8 +1007,8 @@ def anti_recitation_sft(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybri
 # %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #95ca2931
 def rename_rollout(
     t:dict,  # a collected rollout: `trace` (messages) and the `surface` it was played on (a dict, or None)
-    seed:int,
-    stats:KPOStats|None=None,
+    seed:int,  # seed of `rename`, which draws the new names
+    stats:KPOStats|None=None,  # counts renames (None: not counted)
 ) -> tuple[list[dict], dict|None]:
     """`(trace, surface)`: the rollout with its volatile names renamed consistently (trace, entries, tool list) for a
     new episode; as played without a tool surface."""
@@ -915,7 +1021,9 @@ def rename_rollout(
 # %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #2678ba08
 RENAME_SEED = dict(run=7919, update=101, rollout=5000)   # the multipliers and the offset of `update_seed`
 
-def update_seed(run_seed:int, n_update:int) -> int:
+def update_seed(run_seed:int, # the run's seed
+                n_update:int, # the update's number, from 1
+               ) -> int:
     "The seed of the renames of update `n_update` (1, 2, ...) of a run seeded `run_seed`."
     return RENAME_SEED['run'] * run_seed + RENAME_SEED['update'] * n_update
 
@@ -928,7 +1036,8 @@ def _turn_rows(trace:list[dict], tid:str) -> list[dict]:
 # %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #5e1cca54
 def rollout_grpo_rows(rolls:list[dict], # saved rollouts: `trace`, `task` (a dict) and the `surface` played
                       seed:int|None, # the update's seed (`update_seed`); None: the rollouts as played
-                      stats:KPOStats|None=None) -> tuple[list[dict], dict]:
+                      stats:KPOStats|None=None, # counts renames (None: not counted)
+                     ) -> tuple[list[dict], dict]:
     "GRPO rows `(prompt, task_id)` at every assistant turn of `rolls`, each renamed for its episode: `(rows, {id: task})`."
     rows, by_id = [], {}
     for i, t in enumerate(rolls):
@@ -942,7 +1051,8 @@ def rollout_grpo_rows(rolls:list[dict], # saved rollouts: `trace`, `task` (a dic
     return rows, by_id
 
 # %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #6792048f
-def stale_name_penalty(lam:float) -> Callable:
+def stale_name_penalty(lam:float, # the penalty of a completion that calls a stale name
+                      ) -> Callable:
     "A `make_task_reward` penalty: `lam` for a completion calling a volatile name its episode's surface does not have."
     def stale(prompt, completion:str, task) -> float:
         legal = legal_names(task)
@@ -950,8 +1060,16 @@ def stale_name_penalty(lam:float) -> Callable:
     return stale
 
 # %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #42ff1b6c
-def memory_aware_rows(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybrid', seed:int=0, rename:bool=True,
-                      stats:KPOStats|None=None, tag:str='') -> tuple[list, dict, dict]:
+def memory_aware_rows(env, # the family's environment, which builds the messages
+                      tasks:list[Task], # the tasks whose first turns become rows
+                      kb=None, # the knowledge base retrieved from (None: no memory)
+                      k:int=3, # entries injected per prompt
+                      mode:str='hybrid', # retrieval mode
+                      seed:int=0, # task i is renamed with seed + i
+                      rename:bool=True, # rename volatile names per episode (False: names as they are)
+                      stats:KPOStats|None=None, # counts renames (None: not counted)
+                      tag:str='', # put in each row's task id: `{id}#{tag}{i}`
+                     ) -> tuple[list, dict, dict]:
     """GRPO rows of `tasks`' memory-aware first turns (renamed with `seed + i`): `(rows, {id: task}, {id: (legal,
     observed)})`."""
     rows, by_id, names = [], {}, {}
@@ -965,8 +1083,18 @@ def memory_aware_rows(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybrid'
     return rows, by_id, names
 
 # %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #380fb0ac
-def anti_recitation_grpo(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybrid', seed:int=0, rename:bool=True,
-                         lam:float=0.5, stats:KPOStats|None=None, step_credit:float=0.1):
+def anti_recitation_grpo(
+    env, # the family's environment: messages and the task reward
+    tasks:list[Task], # the tasks whose first turns become prompts
+    kb=None, # the knowledge base retrieved from (None: no memory)
+    k:int=3, # entries injected per prompt
+    mode:str='hybrid', # retrieval mode
+    seed:int=0, # task i is renamed with seed + i
+    rename:bool=True, # rename volatile names per episode (False: names as they are)
+    lam:float=0.5, # penalty λ of a completion calling a stale or unobserved name
+    stats:KPOStats|None=None, # counts renames (None: not counted)
+    step_credit:float=0.1, # R_task of a valid action that does not end the episode (`make_task_reward`)
+):
     """`(prompts Dataset, reward_fn)` for `train_grpo`: memory-aware renamed first turns; R = R_task −
     λ·𝟙[stale/unobserved]."""
     rows, by_id, names = memory_aware_rows(env, tasks, kb, k, mode, seed, rename, stats)
@@ -977,7 +1105,11 @@ def anti_recitation_grpo(env, tasks:list[Task], kb=None, k:int=3, mode:str='hybr
     return prompt_dataset(rows), make_task_reward(env, by_id, penalty_fn=penalty, step_credit=step_credit)
 
 # %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #ba413ec6
-def fit_knowledge(messages:list[dict], count:Callable, max_length:int) -> tuple[list[dict], int]:
+def fit_knowledge(
+    messages:list[dict], # the conversation; the system message holding `KNOWLEDGE_HEAD` carries the knowledge lines
+    count:Callable, # the length of a conversation, e.g. its tokens
+    max_length:int, # the length the conversation must fit
+) -> tuple[list[dict], int]:
     "`(messages, lines cut)`: retrieved-knowledge lines cut from the system prompt, last first, until `count` fits."
     msgs, cut = [dict(m) for m in messages], 0
     sys = next((m for m in msgs if m['role'] == 'system' and KNOWLEDGE_HEAD in str(m['content'])), None)
@@ -1009,7 +1141,10 @@ class UpdateRows:
     k: int = 3                     # entries retrieved into a memory-aware prompt
     mode: str = 'hybrid'           # how they are retrieved
 
-    def renamed(self, i:int, t:dict) -> tuple[list[dict], dict|None]:
+    def renamed(self,
+                i:int, # the trajectory's index, which offsets its rename seed
+                t:dict, # the trajectory record: its `trace` and the `surface` played
+               ) -> tuple[list[dict], dict|None]:
         "`(trace, surface)` of trajectory `i`: renamed for its episode (`rename_rollout`), else as played."
         if not self.rename: return t['trace'], t.get('surface')
         return rename_rollout(t, self.seed + RENAME_SEED['rollout'] + i, self.stats)
@@ -1027,7 +1162,9 @@ class UpdateRows:
             out.append(dict(t, trace=trace, score=score))
         return out, dropped
 
-    def references(self, memory_aware:bool=True):
+    def references(self,
+                   memory_aware:bool=True, # carry the knowledge base's entries in the prompts (False: no memory)
+                  ):
         "SFT rows of the reference solutions of `refs` that keep `q_min` under the anti-recitation reward (None: none)."
         if not self.refs: return None
         kb = self.kb if memory_aware else None
@@ -1039,9 +1176,11 @@ class UpdateRows:
 
 # %% ../nbs/12_knowledgepo_c_antirecitation.ipynb #65aa728b
 @patch
-def sft(self:UpdateRows, memory_aware:bool=True,
+def sft(self:UpdateRows,
+        memory_aware:bool=True, # carry the KB's entries in reference prompts, fitted to `max_length` (False: no memory)
         count:Callable|None=None, # a tokenizer's length of a conversation: with `max_length`, rows are fitted to it
-        max_length:int|None=None):
+        max_length:int|None=None, # the longest conversation, in `count`'s unit (needed with `count`)
+       ):
     """`(Dataset or None, counts)`: the trajectories that keep `q_min` under the anti-recitation reward + the reference
     rows, with the retrieved entries in memory-aware prompts cut to fit (`fit_knowledge`). `counts`: rows by channel,
     `reference`, `stale_dropped` (rows a stale call took under `q_min`), `knowledge_lines_cut`."""
@@ -1091,12 +1230,17 @@ class ReleaseConfig:
                                'release.heldout episodes)')
 
 # %% ../nbs/12_knowledgepo_d_release.ipynb #c500334a
-def had_utility(e:Entry) -> bool:
+def had_utility(e:Entry, # the entry: its `delta_pre` when measured, else its `successes`
+               ) -> bool:
     "Positive utility before training: `delta_pre > 0` when measured, else at least one successful use."
     return e.delta_pre > 0 if e.delta_pre is not None else e.successes > 0
 
 # %% ../nbs/12_knowledgepo_d_release.ipynb #26004dbb
-def ab_deltas(evaluate_fn:Callable, tasks:list, entries:list) -> tuple[float, dict]:
+def ab_deltas(
+    evaluate_fn:Callable, # `(tasks, entries) -> mean score`; with `many(tasks, entry_sets)`: all arms in one batch
+    tasks:list, # the held-out tasks every arm plays
+    entries:list, # the entries A/B-tested, one arm each
+) -> tuple[float, dict]:
     """`(baseline, {id: Score(with entry) − Score(without)})` over `tasks`; one batched call when `evaluate_fn` has
     `many`."""
     if not entries: return float('nan'), {}
@@ -1108,17 +1252,24 @@ def ab_deltas(evaluate_fn:Callable, tasks:list, entries:list) -> tuple[float, di
     return scores[0], {e.id: s - scores[0] for e, s in zip(entries, scores[1:])}
 
 # %% ../nbs/12_knowledgepo_d_release.ipynb #14214383
-def ab_order(entries:list, max_entries:int|None=None) -> list:
+def ab_order(entries:list, # the entries that could be tested
+             max_entries:int|None=None, # at most this many (None or 0: all)
+            ) -> list:
     """The entries an A/B tests: most successful uses first (then most uses, then oldest); at most `max_entries` (None
     or 0: all)."""
     es = sorted(entries, key=lambda e: (-e.successes, -e.uses, e.id))
     return es[:max_entries] if max_entries else es
 
 # %% ../nbs/12_knowledgepo_d_release.ipynb #e1272342
-def measure_utility(kb, evaluate_fn:Callable, tasks:list, labels:tuple=('stable',), field:str='delta_pre',
-                    family:str|None=None, # only entries extracted from this family (None: all)
-                    max_entries:int|None=None, # A/B at most this many (`ab_order`); None or 0: all
-                   ) -> dict[int, float]:
+def measure_utility(
+    kb, # the knowledge base whose online entries are measured
+    evaluate_fn:Callable, # `(tasks, entries) -> mean score`; with `many(tasks, entry_sets)`: all arms in one batch
+    tasks:list, # the held-out tasks of the A/B
+    labels:tuple=('stable',), # labels of the entries measured (promoted ones never)
+    field:str='delta_pre', # where Δ is stored: 'delta_pre' (before training) or 'delta_post'
+    family:str|None=None, # only entries extracted from this family (None: all)
+    max_entries:int|None=None, # A/B at most this many (`ab_order`); None or 0: all
+) -> dict[int, float]:
     "A/B every online entry with a label in `labels` on `tasks` and store Δ in `field` (`delta_pre` before training)."
     if field not in ('delta_pre', 'delta_post'):
         raise ValueError(f"field {field!r} must be 'delta_pre' or 'delta_post'")
@@ -1152,12 +1303,12 @@ def _settle(kb, e, d, threshold, n, out):
 
 # %% ../nbs/12_knowledgepo_d_release.ipynb #ff41177c
 def release(
-    kb,
-    evaluate_fn:Callable,
-    heldout_tasks:list,
+    kb,  # the knowledge base whose online entries are released
+    evaluate_fn:Callable,  # `(tasks, entries) -> mean score`; with `many(tasks, entry_sets)`: all arms in one batch
+    heldout_tasks:list,  # the held-out tasks of the A/B
     threshold:float=0.0,  # Δ_post at or below this: internalized
     labels:tuple=('stable',),  # labels eligible for release
-    stats:KPOStats|None=None,
+    stats:KPOStats|None=None,  # counts the releases (None: not counted)
     family:str|None=None,  # only entries extracted from this family, the one just trained (None: all)
     min_tasks:int=16,  # an A/B on fewer held-out tasks decides nothing: every entry is kept
     max_entries:int|None=None,  # A/B at most this many entries (`ab_order`); the rest stay online as `untested`
@@ -1178,12 +1329,19 @@ def release(
 # %% ../nbs/12_knowledgepo_d_release.ipynb #2cc50c4c
 class HeldoutEval:
     "The A/B evaluator of memory release: mean score of the policy on `tasks` with exactly the given entries (greedy)."
-    def __init__(self, agent, env): self.agent, self.env = agent, env   # agent: a `HarnessAgent` (temperature 0)
+    def __init__(self,
+                 agent, # a `HarnessAgent` (temperature 0)
+                 env, # the environment the tasks are played in
+                ):
+        self.agent, self.env = agent, env
     def __call__(self, tasks, entries): return self.many(tasks, [entries])[0]
 
 # %% ../nbs/12_knowledgepo_d_release.ipynb #44b17a24
 @patch
-def many(self:HeldoutEval, tasks, entry_sets):
+def many(self:HeldoutEval,
+         tasks, # the held-out tasks, played once per entry set
+         entry_sets, # lists of entries, one per arm
+        ):
     "Mean score per entry set; every (set, task) episode played in one batch."
     rs = self.agent.run(self.env, [t for _ in entry_sets for t in tasks],
                         entries=[list(es) for es in entry_sets for _ in tasks])
@@ -1205,16 +1363,16 @@ class KnowledgePO:
     "COVE's KnowledgePO over a knowledge base and a judge (paper §4.4)."
     def __init__(
         self,
-        kb,
-        judge: Judge | None = None,
+        kb,  # the knowledge base it maintains (with an embedder for `update_kb`)
+        judge: Judge | None = None,  # extracts, labels and decides KB operations (None: 'rules' for both)
         extractor: str = 'rules',  # 'judge', 'rules' or 'both'
         label_mode: str = 'judge+rules',  # 'judge', 'judge+rules' or 'rules'
         max_candidates: int = 2,  # candidates per extractor per episode
-        dup_threshold: float = 0.9,
-        topic_threshold: float = 0.8,
+        dup_threshold: float = 0.9,  # cosine at or above which a candidate is a near-duplicate (merge)
+        topic_threshold: float = 0.8,  # cosine at or above which a candidate is on its neighbour's topic
         R: int = 2,  # revisions that promote a non-volatile entry
         lam: float = 0.5,  # anti-recitation penalty λ
-        k: int = 3,
+        k: int = 3,  # entries retrieved into a memory-aware prompt
         mode: str = 'hybrid',  # retrieval for memory-aware rollouts
         op_judge: bool = True,  # let the judge decide ambiguous same-topic KB operations
         label_shots: int = 6,  # worked examples in the volatility judge's prompt (six-shot measured best on SmolLM2; 0: zero-shot)
@@ -1237,7 +1395,9 @@ def __repr__(self:KnowledgePO):
 
 # %% ../nbs/12_knowledgepo_d_release.ipynb #efcc63d4
 @patch
-def prefetch(self:KnowledgePO, results:list[EpisodeResult]) -> int:
+def prefetch(self:KnowledgePO,
+             results:list[EpisodeResult], # the batch's episodes, to be observed next
+            ) -> int:
     "The judge's candidate texts of `results`, one generation for all, kept for `observe` (earlier ones dropped)."
     self._texts = {}
     if self.extractor == 'rules' or not results: return 0
@@ -1247,9 +1407,10 @@ def prefetch(self:KnowledgePO, results:list[EpisodeResult]) -> int:
 
 # %% ../nbs/12_knowledgepo_d_release.ipynb #eb2f6870
 @patch
-def observe(self:KnowledgePO, result:EpisodeResult,
+def observe(self:KnowledgePO,
+            result:EpisodeResult, # the episode just played
             episode:int|None=None, # its index in the stream (default: episodes observed so far)
-) -> list[KBOp]:
+           ) -> list[KBOp]:
     """Harness-side update after one episode: revise entries a deprecation notice made stale (`revise_from_feedback`),
     extract candidates (judge texts from `prefetch`), label, update, promote."""
     episode = self.stats.observed if episode is None else episode
@@ -1271,20 +1432,34 @@ def observe(self:KnowledgePO, result:EpisodeResult,
 
 # %% ../nbs/12_knowledgepo_d_release.ipynb #8f582c8b
 @patch
-def prompt(self:KnowledgePO, env, task:Task, rename_seed:int|None=None) -> RolloutPrompt:
+def prompt(self:KnowledgePO,
+           env, # the task family's environment, which builds the messages
+           task:Task, # the task played
+           rename_seed:int|None=None, # rename volatile names with this seed (None: not renamed)
+          ) -> RolloutPrompt:
     "The memory-aware prompt of one episode (see `memory_aware_prompt`)."
     return memory_aware_prompt(env, task, self.kb, self.k, self.mode, rename_seed, self.stats)
 
 # %% ../nbs/12_knowledgepo_d_release.ipynb #8ab6c034
 @patch
-def reward(self:KnowledgePO, r_task:float, calls:list, prompt:RolloutPrompt) -> float:
+def reward(self:KnowledgePO,
+           r_task:float, # the task reward R_task
+           calls:list, # the episode's calls: `ToolCall`s or names
+           prompt:RolloutPrompt, # the prompt it was played from: its legal and observed names
+          ) -> float:
     "The anti-recitation reward of an episode played from `prompt`."
     return anti_recitation_reward(r_task, calls, prompt.legal, prompt.observed, self.lam, self.stats)
 
 # %% ../nbs/12_knowledgepo_d_release.ipynb #62f0d703
 @patch
-def update_rows(self:KnowledgePO, env, family:str, trajectories:list[dict], refs:list[Task], seed:int,
-                q_min:float=1.0) -> UpdateRows:
+def update_rows(self:KnowledgePO,
+                env, # the family's environment: reference replays and the GRPO reward
+                family:str, # the family updated
+                trajectories:list[dict], # the family's kept rollouts (`CoveMethod.keep_trajectory` records)
+                refs:list[Task], # train tasks whose reference solutions join the rows (cold start; else [])
+                seed:int, # the update's rename seed (`update_seed`)
+                q_min:float=1.0, # the score a row must keep to be trained on
+               ) -> UpdateRows:
     """What an update of `family` trains on: `trajectories` and the references of `refs`, with this KnowledgePO's
     memory, λ and counts; renamed and penalised unless anti-recitation is off."""
     on = self.anti_recitation
@@ -1295,13 +1470,13 @@ def update_rows(self:KnowledgePO, env, family:str, trajectories:list[dict], refs
 @patch
 def release(
     self:KnowledgePO,
-    evaluate_fn:Callable,
-    heldout_tasks:list,
-    threshold:float=0.0,
-    labels:tuple=('stable',),
-    family:str|None=None,
-    min_tasks:int=16,
-    max_entries:int|None=None,
+    evaluate_fn:Callable, # `(tasks, entries) -> mean score`; with `many(tasks, entry_sets)`: all arms in one batch
+    heldout_tasks:list, # the held-out tasks of the A/B
+    threshold:float=0.0, # Δ_post at or below this: internalized
+    labels:tuple=('stable',), # labels eligible for release
+    family:str|None=None, # only entries extracted from this family (None: all)
+    min_tasks:int=16, # an A/B on fewer held-out tasks decides nothing: every entry is kept
+    max_entries:int|None=None, # A/B at most this many entries (None or 0: all); the rest stay online
 ) -> dict:
     "Memory release after a parametric update (see `release`)."
     return release(self.kb, evaluate_fn, heldout_tasks, threshold, labels, self.stats, family, min_tasks, max_entries)
@@ -1310,11 +1485,11 @@ def release(
 @patch
 def measure_utility(
     self:KnowledgePO,
-    evaluate_fn:Callable,
-    heldout_tasks:list,
-    labels:tuple=('stable',),
-    family:str|None=None,
-    max_entries:int|None=None,
+    evaluate_fn:Callable, # `(tasks, entries) -> mean score`; with `many(tasks, entry_sets)`: all arms in one batch
+    heldout_tasks:list, # the held-out tasks of the A/B
+    labels:tuple=('stable',), # labels of the entries measured
+    family:str|None=None, # only entries extracted from this family (None: all)
+    max_entries:int|None=None, # A/B at most this many entries (`ab_order`); None or 0: all
 ) -> dict:
     "Pre-training A/B utility (`delta_pre`) of the releasable entries (see `measure_utility`)."
     return measure_utility(self.kb, evaluate_fn, heldout_tasks, labels, 'delta_pre', family, max_entries)
