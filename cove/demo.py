@@ -36,7 +36,8 @@ FULL_EPISODES = 64   # per family, `cove demo --full`
 TRIGGER_DEFAULTS = {'w': 20, 'N': 64, 'k': 16}   # the trigger's defaults, meant for ~160 episodes per family
 
 # %% ../nbs/19_demo.ipynb #b94cd931
-def demo_trigger(episodes:int) -> dict:
+def demo_trigger(episodes:int, # episodes per family in the stream
+                ) -> dict:
     """The trigger's defaults scaled to `episodes` per family (× episodes / 160, each at least 2), with N one window:
     DataSufficient fires whenever w parametric-routed successes wait, so fewer than w are left untrained at the end of
     the stream (the paper's N = 64 at w = 20 assumes an 8B model's success rate, out of reach at 32 episodes)."""
@@ -50,9 +51,10 @@ DRIFT_FAMILIES = ['tableqa']   # `--drift`: the family whose tools are renamed, 
 DRIFT_TRAIN = {'train.reference_tasks': 64, 'trigger.tau_c': 0.6}   # api_renaming's cold start on the old tools
 
 # %% ../nbs/19_demo.ipynb #506c2e0f
-def demo_overrides(episodes:int=DEMO_EPISODES, full:bool=False,
+def demo_overrides(episodes:int=DEMO_EPISODES, # episodes per family in the stream
+                   full:bool=False, # `FULL_TRAIN` instead of `DEMO_TRAIN`
                    drift:bool=False, # `full`'s training and `DRIFT_TRAIN` (for `DRIFT_FAMILIES`)
-) -> dict:
+                  ) -> dict:
     "The demo's budget for `episodes` per family; `full`: the training under which the drift can bite."
     return {**demo_trigger(episodes), 'model.batch_size': 16, **(FULL_TRAIN if full or drift else DEMO_TRAIN),
             'train.reference_tasks': 16, 'release.heldout': 16, 'release.max_entries': 1,
@@ -62,8 +64,13 @@ def demo_overrides(episodes:int=DEMO_EPISODES, full:bool=False,
 DEMO_OVERRIDES = demo_overrides()
 
 # %% ../nbs/19_demo.ipynb #1508f351
-def demo_config(profile:str|None=None, sets:list[str]|dict|None=None, env:dict|None=None,
-                episodes:int=DEMO_EPISODES, full:bool=False, drift:bool=False) -> Config:
+def demo_config(profile:str|None=None, # profile section of settings.ini (None: `$COVE_PROFILE` or `cpu`)
+                sets:list[str]|dict|None=None, # `--set` strings or a dict of keys; they win over the demo budget
+                env:dict|None=None, # environment for `COVE_*` variables (None: `os.environ`)
+                episodes:int=DEMO_EPISODES, # episodes per family in the stream
+                full:bool=False, # `FULL_TRAIN` instead of `DEMO_TRAIN`
+                drift:bool=False, # also `DRIFT_TRAIN` (and `FULL_TRAIN`)
+               ) -> Config:
     """The profile with the demo budget for `episodes` per family on top (`full`: `FULL_TRAIN`; `drift`: also
     `DRIFT_TRAIN`); `sets` win over both."""
     extra = sets if isinstance(sets, dict) else parse_sets(sets)
@@ -108,13 +115,18 @@ def _method_row(meth:str, m:dict, families:list[str]) -> dict:
     )
 
 # %% ../nbs/19_demo.ipynb #54a623fa
-def comparison_rows(metrics:dict[str, dict], families:list[str]) -> list[dict]:
+def comparison_rows(metrics:dict[str, dict], # method -> its run's `metrics.json`
+                    families:list[str], # families whose success columns the table has, in order
+                   ) -> list[dict]:
     """One Table 2 row per method from each run's `metrics.json`: success per family with its 95% interval, tokens,
     updates, memory."""
     return [_method_row(meth, m, families) for meth, m in metrics.items()]
 
 # %% ../nbs/19_demo.ipynb #d1d6c5ba
-def token_reduction(metrics:dict[str, dict], a:str='cove', b:str='parametric_only') -> dict:
+def token_reduction(metrics:dict[str, dict], # method -> its run's `metrics.json`
+                    a:str='cove', # the method whose training tokens are compared
+                    b:str='parametric_only', # the method compared with
+                   ) -> dict:
     "1 − train tokens of `a` / those of `b`, and the ratio itself, exact and modelled (None when `b` trained nothing)."
     out = {}
     for key in ('train_tokens', 'train_tokens_modelled'):
@@ -124,7 +136,8 @@ def token_reduction(metrics:dict[str, dict], a:str='cove', b:str='parametric_onl
     return out
 
 # %% ../nbs/19_demo.ipynb #9016f437
-def success_curves(runs:dict[str, Path]):
+def success_curves(runs:dict[str, Path], # method -> its run folder
+                  ):
     "A long `DataFrame` (method, family, episode of the family, running success rate) from each run's `episodes.jsonl`."
     import pandas as pd
     rows = []
@@ -139,7 +152,9 @@ def success_curves(runs:dict[str, Path]):
     return pd.DataFrame(rows, columns=['method', 'family', 'episode', 'success_rate'])
 
 # %% ../nbs/19_demo.ipynb #dd4207bd
-def plot_success(curves, path:Path) -> Path:
+def plot_success(curves, # `success_curves`: method, family, episode, success_rate
+                 path:Path, # where the PNG goes
+                ) -> Path:
     "Save the per-family running success curves to `path`: `running_success_fig`, the figure `table2_main` draws."
     import matplotlib
     matplotlib.use('Agg')
@@ -148,9 +163,10 @@ def plot_success(curves, path:Path) -> Path:
 # %% ../nbs/19_demo.ipynb #3fec27af
 DEMO_ENGINES = ('hf', 'vllm')
 
-def demo_engine(cfg:Config, engine:str|None=None,
+def demo_engine(cfg:Config, # the demo config: model, dtype, vLLM settings
+                engine:str|None=None, # `hf` or `vllm`; None: `vllm` where it runs fp32 and is installed, else `hf`
                 venv:str|None=None, # vLLM's venv (default `$COVE_VLLM_VENV`, else `.venv-vllm`)
-) -> str:
+               ) -> str:
     """The demo's rollout engine: `engine` if given (`hf` or `vllm`), else `vllm` where it runs fp32 (a CPU without
     native bf16: the same transcripts as `hf`, faster) and `make vllm` installed it, else `hf`."""
     if engine is None:
@@ -179,7 +195,10 @@ def _log_to(path:Path) -> logging.Handler:
     return fh
 
 # %% ../nbs/19_demo.ipynb #ff1b1409
-def demo_streams(cfg:Config, policy, runs:int) -> int:
+def demo_streams(cfg:Config, # the demo config: its `run.streams`
+                 policy, # the loaded policy every run plays
+                 runs:int, # how many runs the demo plays
+                ) -> int:
     """How many of the demo's `runs` play at once: `run.streams` (0: all) through one batching engine
     (`cove.batching`) on an `HFPolicy`; on another policy one after the other, said in the log."""
     from cove.llm import HFPolicy   # here: `cove --help` and `cove check` load no torch
@@ -253,25 +272,33 @@ def _write_table(
     return rows, red
 
 # %% ../nbs/19_demo.ipynb #03f59c72
-def drift_segments(recs:list[dict], split:str='test') -> list[dict]:
+def drift_segments(recs:list[dict], # episode records of a run
+                   split:str='test', # the stream's own split: an episode of another split is drifted
+                  ) -> list[dict]:
     "`recs` with each drifted episode's family shown as `family@split` (`tableqa@renamed`), so that tables split there."
     return [
         r | {'family_spec': f"{r['family_spec']}@{r['split']}"} if r.get('split', split) != split else r for r in recs
     ]
 
 # %% ../nbs/19_demo.ipynb #d3e0e2a6
-def segment_families(families:list[str], drift) -> list[str]:
+def segment_families(families:list[str], # family specs in table order
+                     drift, # `parse_drift` of `run.drift` (`family`, `split`); None: no drift
+                    ) -> list[str]:
     "`families` with the drifted family's segment after it (`['tableqa', 'tableqa@renamed', 'math']`)."
     return [g for f in families for g in ([f, f"{f}@{drift.split}"] if drift and f == drift.family else [f])]
 
 # %% ../nbs/19_demo.ipynb #1baf5468
-def stale_calls(rec:dict, old:set) -> int:
+def stale_calls(rec:dict, # an episode record with its `trace`
+                old:set, # the drifted family's tool names before the drift
+               ) -> int:
     "Tool calls in an episode's assistant turns to a name in `old` (the drifted family's names before the drift)."
     turns = [str(m.get('content', '')) for m in rec.get('trace') or [] if m.get('role') == 'assistant']
     return sum(n in old for t in turns for n in called_names(t))
 
 # %% ../nbs/19_demo.ipynb #f72dff82
-def relearn_text(rs:list[dict], family:str) -> str:
+def relearn_text(rs:list[dict], # a method's episode records
+                 family:str, # the drifted family
+                ) -> str:
     """The episodes of `family` from the rename until a method's shown memory named the new tools
     (`cove.knowledgepo.episodes_to_relearn`): `'3'`, `'never (5 stale)'`, or `'no memory shown'`."""
     from cove.knowledgepo import episodes_to_relearn, _system   # here: `cove --help` loads no torch
@@ -281,7 +308,10 @@ def relearn_text(rs:list[dict], family:str) -> str:
     shown = any(KNOWLEDGE_HEAD in _system(r) for r in rs if r.get('family') == family)
     return f"never ({len(rl['stale'])} stale)" if shown else 'no memory shown'
 
-def drift_rows(recs:dict[str, list[dict]], drift, old_names:set|None=None) -> list[dict]:
+def drift_rows(recs:dict[str, list[dict]], # method -> its run's episode records
+               drift, # `parse_drift` of `run.drift`: the family, split and point of the drift
+               old_names:set|None=None, # the family's tool names before the drift (None: no stale-name columns)
+              ) -> list[dict]:
     """Per method: success and API-call correctness of the drifted family before and after the drift, with n, the
     calls to a pre-drift name after it (`old_names`: stale-name calls), and the episodes until memory relearned."""
     rows = []
@@ -318,7 +348,9 @@ def _counted(c:dict) -> str:
     "`'plateau 2, cold_start_failure 1'`: a count by name, or '' when empty."
     return ', '.join(f'{k} {v}' for k, v in c.items())
 
-def mechanism_rows(metrics:dict[str, dict], methods:list[str]) -> list[dict]:
+def mechanism_rows(metrics:dict[str, dict], # method -> its run's `metrics.json`
+                   methods:list[str], # methods in table order, each a key of `metrics`
+                  ) -> list[dict]:
     """Per method and family (methods with a mechanism): routing shares, rows trained by source (and those a stale
     call dropped), updates with the steps each took, exact and modelled tokens, trigger events fired and suppressed,
     trainable episodes left untrained against one window, online KB entries by label, the distinct entries each release
@@ -344,7 +376,10 @@ def mechanism_rows(metrics:dict[str, dict], methods:list[str]) -> list[dict]:
     return rows
 
 # %% ../nbs/19_demo.ipynb #88fa8893
-def token_factors(metrics:dict[str, dict], a:str='cove', b:str='parametric_only') -> str:
+def token_factors(metrics:dict[str, dict], # method -> its run's `metrics.json`
+                  a:str='cove', # the method whose training tokens are factored
+                  b:str='parametric_only', # the method compared with
+                 ) -> str:
     "The exact token ratio of `a` / `b` as (updates ratio) × (tokens per update ratio), and rows × tokens per row."
     ma, mb = metrics.get(a, {}), metrics.get(b, {})
     ua, ub, ta, tb = ma.get('parametric_updates', 0), mb.get('parametric_updates', 0), ma.get('train_tokens', 0), mb.get('train_tokens', 0)
@@ -435,14 +470,18 @@ def _write_results(cfg:Config, out:Path, metrics:dict, runs:dict, methods:list[s
     return summary
 
 # %% ../nbs/19_demo.ipynb #e181fc1f
-def seeded(cfg:Config, seed:int) -> Config:
+def seeded(cfg:Config, # the config to copy
+           seed:int, # the new `run.seed`, an integer in [0, 2**31)
+          ) -> Config:
     "`cfg` with `run.seed` = `seed`: another task stream and other training randomness."
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
         raise ValueError(f"run.seed={seed!r} must be an integer in [0, 2**31)")
     src = {**cfg.sources, 'run.seed': 'cove demo --seeds'}
     return Config({**cfg.values, 'run.seed': seed}, src, cfg.profile, cfg.root)
 
-def demo_seeds(cfg:Config, k:int) -> list[int]:
+def demo_seeds(cfg:Config, # the demo config: its `run.seed` is the first seed
+               k:int, # how many seeds, 1 to 16
+              ) -> list[int]:
     "The seeds of `cove demo --seeds k`: `run.seed`, `run.seed + 1`, ..., `k` of them."
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 16:
         raise ValueError(f"--seeds {k!r}: need an integer from 1 to 16")
@@ -473,7 +512,11 @@ def pooled_rows(recs:dict, # seed -> method -> that run's episode records (`fami
 
 # %% ../nbs/19_demo.ipynb #ee842218
 def across_seeds(metrics:dict, # seed -> method -> its metrics (`per_family` success rates)
-                 methods:list[str], families:list[str], ref:str='base', focus:str='cove') -> list[dict]:
+                 methods:list[str], # methods in table order, each in every seed of `metrics`
+                 families:list[str], # families whose success rates are summarised
+                 ref:str='base', # the reference each method is compared with (where it ran)
+                 focus:str='cove', # the method each method is also compared with (where it ran)
+                ) -> list[dict]:
     """Per method: the interquartile mean of its seed × family success rates and its probability of improvement over
     `ref` and over `focus` (rliable's summaries, `cove.stats.iqm` / `prob_improvement`), each seed's overall rate."""
     sc = {m: np.array([[metrics[s][m]['per_family'][f]['success_rate'] for f in families] for s in metrics])
@@ -496,7 +539,8 @@ SEEDS_NOTE = ("Across seeds (rliable's summaries, computed with scipy): the inte
               "family success rates, and the probability that the method's rate on a family in one seed beats the "
               "reference's in another (ties count half), averaged over families.")
 
-def pooled_markdown(rows:list[dict]) -> str:
+def pooled_markdown(rows:list[dict], # rows of `pooled_rows`
+                   ) -> str:
     "The rows of `pooled_rows` as a Markdown table."
     f = lambda v: 'n/a' if v is None else f'{v:.3f}'
     return markdown_table([{'method': r['method'], 'vs': r['reference'], 'family': r['family'], 'seeds': r['seeds'],
@@ -526,8 +570,13 @@ def _write_pooled(out:Path, per:dict, runs:dict, methods:list[str], families:lis
     return dict(seeds=list(per), pooled=rows, across_seeds=seeds, per_seed=per)
 
 # %% ../nbs/19_demo.ipynb #fa28d7b2
-def run_demo(cfg:Config, out:str|Path, episodes:int=DEMO_EPISODES, methods:list[str]=DEMO_METHODS,
-             families:list[str]=DEMO_FAMILIES, policy=None, progress:bool=True,
+def run_demo(cfg:Config, # the demo config (`demo_config`): model, budget, seed
+             out:str|Path, # the demo folder, made if missing
+             episodes:int=DEMO_EPISODES, # episodes per family in each stream
+             methods:list[str]=DEMO_METHODS, # the methods played, in table order
+             families:list[str]=DEMO_FAMILIES, # the families of the stream, in order
+             policy=None, # a loaded policy to play with (None: loaded from `cfg`, or a vLLM server's)
+             progress:bool=True, # each run's progress bar
              set_aside_corrupt:bool=False, # `--set-aside-corrupt`, for each method's run
              engine:str|None=None, # rollouts on `hf` or a `vllm` server (`demo_engine`: vLLM where installed)
              seeds:int=1, # `--seeds`: streams seeded run.seed, run.seed + 1, ...; tables per seed and pooled
