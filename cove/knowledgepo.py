@@ -97,7 +97,7 @@ class Candidate:
 # %% ../nbs/12_knowledgepo.ipynb #c35ce5d9
 @patch
 def to_entry(self:Candidate,
-             embedding=None, # the content's embedding vector stored with the entry (None: none given)
+             embedding=None, # the content's embedding vector stored with the entry (None: the entry has none)
             ) -> Entry:
     "The knowledge-base `Entry` for this (labelled) candidate."
     if self.label is None: raise ValueError("label the candidate (`label_candidate`) before storing it")
@@ -388,7 +388,7 @@ def judge_candidates(
     task:Task, # the task the episode played
     result:EpisodeResult, # the episode's outcome: its state (calls, actions, observations) and feedback
     max_candidates:int=2, # candidates written: 1 the lesson (memory), 2 also the instruction (skill)
-    stats:KPOStats|None=None, # counts unusable outputs (None: not kept)
+    stats:KPOStats|None=None, # counts unusable outputs (None: not counted)
     max_chars:int=200, # longest text kept, in characters (`Judge.texts`)
     max_new_tokens:int=48, # generation budget of each text, in tokens
     texts:list|None=None, # this episode's `judge_texts`, when already generated
@@ -572,7 +572,7 @@ def _with_rules(cases:list, preds:list, surface) -> dict:
 def volatility_agreement(judge:Judge, # the judge measured
                          cases:list=VOLATILITY_CASES, # `(content, hand label)` pairs
                          calibrate:bool=True, # calibrate the judge's option scores (`Judge.agreement`)
-                         surface=None, # whose names the rule makes volatile (None: any called or backticked identifier)
+                         surface=None, # surface whose names the rule makes volatile (None: called or backticked names)
                          shots:int=0, # worked examples in the prompt (`volatility_prompt`)
                         ) -> dict:
     "Agreement with hand labels of the judge alone (`judge`) and with the surface-name rule (`judge+rules`)."
@@ -637,7 +637,7 @@ def _matches(e:Entry, c:Candidate) -> bool:
 def neighbour(kb, # the knowledge base searched (it needs an embedder unless `vec` is given)
               candidate:Candidate, # the labelled candidate whose kind, family and volatility side must match
               k:int=8, # dense hits retrieved before filtering
-              vec=None, # the candidate's embedding when already computed (None: the store's)
+              vec=None, # the candidate's embedding when already computed (None: the store embeds the content)
              ):
     "The most similar online entry of the same kind, family and volatility side (a store `Hit`), or None."
     if vec is None and getattr(kb, 'embedder', None) is None:
@@ -1364,7 +1364,7 @@ class KnowledgePO:
     def __init__(
         self,
         kb,  # the knowledge base it maintains (with an embedder for `update_kb`)
-        judge: Judge | None = None,  # extracts, labels and decides KB operations (None: 'rules' for both)
+        judge: Judge | None = None,  # extracts, labels, decides KB operations (None: extractor and label_mode 'rules')
         extractor: str = 'rules',  # 'judge', 'rules' or 'both'
         label_mode: str = 'judge+rules',  # 'judge', 'judge+rules' or 'rules'
         max_candidates: int = 2,  # candidates per extractor per episode
