@@ -222,7 +222,7 @@ def parts(self:Breakdown) -> dict:
 
 # %% ../nbs/09_bench.ipynb #e3d9d994
 def policy_records(cfg:Config, # profile: model, dtype, batch size, seed
-                   batch_sizes=(1, 16, 32), # generation batch sizes timed; the first is the baseline of the speedups
+                   batch_sizes=(1, 16, 32), # generation batch sizes timed; the first must be 1, the speedups' baseline
                    quick:bool=False, # fewer episodes in the episode and rollout timings
                   ) -> Iterator[dict]:
     """Load time (fresh process, and warm), generation speed per batch size (tok/s, of roofline), COVE's episode time,
