@@ -131,7 +131,7 @@ def _recorded_run(p:Path) -> dict:
 @patch
 def _differs(self:Run, old:dict) -> list[str]:
     "How the run recorded in `old` (a `config.json`) differs from this one: spec, config keys, then the data it plays."
-    if (had := old.get('format', 0)) != RUN_FORMAT: return [earlier_format('its config.json', had)]
+    if (had := old.get('format', 0)) != RUN_FORMAT: return [f'run format {had}, not {RUN_FORMAT}']
     diff = run_diff(old, self.spec, self.cfg)
     if (had := old.get('data_sha256')) and had != self.data_sha256:
         diff.append(f"data: the data it plays changed since it started (data_sha256 {had[:12]}... -> "
@@ -167,9 +167,12 @@ def _no_stray_metrics(out:Path) -> bool:
 # %% ../nbs/08_run.ipynb #c5cf3d30
 @patch
 def _starts_fresh(self:Run, write:bool) -> bool:
-    "Whether `out` holds no run to resume (else `run_id` is the recorded run's); refuses a folder not a cove run's."
+    """Whether `out` holds no run to resume (else `run_id` is the recorded run's); refuses a folder not a cove run's,
+    and a run of another run format."""
     if not os.path.lexists(p := self.out/'config.json'): return _no_stray_metrics(self.out)
     old = _recorded_run(p)
+    if (had := old.get('format', 0)) != RUN_FORMAT and not _holds_nothing(self.out):
+        raise ValueError(earlier_format(p, had))
     fresh, self.run_id = self._respecify(old, write), run_id_of(old)
     return fresh
 

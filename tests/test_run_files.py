@@ -1,5 +1,5 @@
 "Issue 24, item 3: run-folder files are opened without following links, regular files only; `cove check` never blocks."
-import os, subprocess, sys
+import json, os, subprocess, sys
 from pathlib import Path
 import pytest
 
@@ -103,6 +103,22 @@ def test_unrelated_config_json_is_refused(tmp_path, hostile):
     hostile.outside(int((out/'config.json').read_text() != '{"theme": "dark"}\n'))
     assert (out/'config.json').read_text() == '{"theme": "dark"}\n'
     _refused(r, 'config.json', 'not a cove run')
+    hostile.refused()
+
+def test_a_run_folder_of_another_format_is_refused(tmp_path, hostile):
+    """A run whose `config.json` records another run format (none: written before formats) is not resumed, in one
+    line, its records left as they were; `cove check` fails its `config.json` saying why."""
+    out = tmp_path/'r'
+    assert _run(out).returncode == 0
+    conf = json.loads((out/'config.json').read_text())
+    assert conf['format'] == 1
+    (out/'config.json').write_text(json.dumps({k: v for k, v in conf.items() if k != 'format'}))
+    before = (out/'episodes.jsonl').read_bytes()
+    r = _run(out)
+    hostile.outside(int((out/'episodes.jsonl').read_bytes() != before))
+    _refused(r, 'run format 0', 'a new --out')
+    c = _cove('check', str(out), timeout=60)
+    assert c.returncode == 1 and 'run format 0' in c.stdout, c.stdout
     hostile.refused()
 
 def test_check_names_odd_files_anywhere(tmp_path, hostile):
