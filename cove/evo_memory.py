@@ -6,9 +6,10 @@
 from __future__ import annotations
 import re
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from fastcore.basics import patch
-from .config import declare_key
+from .config import setting, typed_config
 from .core import Feedback, Task, msg, get_logger, redact_expected
 from .method import Method, register_method
 from .tasks.base import EpisodeResult, safe_call
@@ -16,12 +17,16 @@ from .store import KnowledgeBase, Entry
 from .embed import Embedder
 
 # %% auto #0
-__all__ = ['FUNCTION_WORDS', 'SUMMARY_SYSTEM', 'squash', 'task_gist', 'clean_summary', 'trace_digest', 'experience_text',
-           'ExperienceMemory', 'summary_messages', 'EvoMemory']
+__all__ = ['FUNCTION_WORDS', 'SUMMARY_SYSTEM', 'EvoMemoryConfig', 'squash', 'task_gist', 'clean_summary', 'trace_digest',
+           'experience_text', 'ExperienceMemory', 'summary_messages', 'EvoMemory']
 
 # %% ../nbs/17_evo_memory.ipynb #b0ba23be
-declare_key('evo_memory.k', int, 3, 'Evo-Memory (ExpRAG) experiences retrieved')
-declare_key('evo_memory.summary_tokens', int, 64, 'Evo-Memory trajectory-summary length cap (tokens)')
+@typed_config('evo_memory')
+@dataclass(frozen=True)
+class EvoMemoryConfig:
+    "Evo-Memory's settings, the keys `evo_memory.<field>`."
+    k: int = setting(3, 'Evo-Memory (ExpRAG) experiences retrieved')
+    summary_tokens: int = setting(64, 'Evo-Memory trajectory-summary length cap (tokens)')
 
 # %% ../nbs/17_evo_memory.ipynb #1fdb4815
 _log = get_logger('evo_memory')
@@ -190,6 +195,7 @@ class EvoMemory(Method):
                  out, # the run folder: Evo-Memory's memory and state
                  policy=None): # the policy it plays with
         super().__init__(cfg, Path(out), policy)
+        self.args = EvoMemoryConfig.from_config(cfg)   # `evo_memory.*`, typed
         self.memory = ExperienceMemory(self.out/'memory.sqlite', Embedder.from_config(cfg), cfg['kb.hnsw_threshold'])
         self.applied = {}
         self.load_state()
@@ -220,7 +226,7 @@ def summarise(self:EvoMemory,
     "`(summary, source, reason, tokens)` per episode; source is `policy` or `digest`."
     if not results: return []
     gens, err = safe_call(self.policy.generate, [summary_messages(r) for r in results], temperature=0.0,
-                          max_new_tokens=self.cfg['evo_memory.summary_tokens'], seed=self.cfg['run.seed'])
+                          max_new_tokens=self.args.summary_tokens, seed=self.cfg['run.seed'])
     if err: _log.warning(f"summary generation failed: {err}")
     return [_summary_of(r, gens[i] if gens else None, err) for i, r in enumerate(results)]
 
@@ -255,11 +261,10 @@ def run_batch(self:EvoMemory,
               env, # the family's environment: plays and checks its tasks
               tasks): # its tasks to play now, in stream order
     "Retrieve, play, summarise and store the experiences of a batch of one family."
-    c = self.cfg
     if self.policy is None: raise ValueError("method 'evo_memory' needs a policy to play episodes")
     keys, vecs = self.keys.keys(tasks), self.memory.key_vectors(tasks)
     limits = self._limits(keys)   # a replay sees its first play's memory
-    hits = [self.memory.retrieve(vecs[i:i+1], c['evo_memory.k'], lim)[0] for i, lim in enumerate(limits)]
+    hits = [self.memory.retrieve(vecs[i:i+1], self.args.k, lim)[0] for i, lim in enumerate(limits)]
     results = self.agent().run(env, tasks, entries=[[h.entry for h in hs] for hs in hits])
     self.keys.commit(tasks)
     self._record_new(keys, limits)   # what each episode saw is recorded before anything is written
@@ -289,7 +294,7 @@ def metrics(self:EvoMemory) -> dict:
         digest_reasons=dict(Counter(x['reason'] for x in a if x['summary'] == 'digest')),
         summary_tokens=sum(x['summary_tokens'] for x in a),
         mean_retrieved=(sum(x['retrieved'] for x in a) / len(a)) if a else None,
-        k=self.cfg['evo_memory.k'],
+        k=self.args.k,
         train_tokens=0,
         parametric_updates=0,
         ledger=self.ledger_dict(),
