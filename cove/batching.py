@@ -123,11 +123,13 @@ def _key(self:BatchEngine, r:Request) -> tuple:
 @patch
 def _next(self:BatchEngine) -> list[Request]|None:
     """Under `cv`: wait for a request, then up to `wait` seconds (from the later of the last batch's end and that
-    request) for the other live streams; take the oldest request's group. None once closed."""
+    request) for the other live streams; take the oldest request's group. None once closed (`close` fails what was
+    pending, also while this waits)."""
     while not self.pending and not self.closed: self.cv.wait()
     if not self.pending: return None
     until = max(self.free_at, self.pending[0].t) + self.wait
-    while not self._ready() and (left := until - time.monotonic()) > 0: self.cv.wait(left)
+    while not (self._ready() or self.closed) and (left := until - time.monotonic()) > 0: self.cv.wait(left)
+    if not self.pending: return None
     key = self._key(self.pending[0])
     group = [r for r in self.pending if self._key(r) == key]
     self.pending = [r for r in self.pending if self._key(r) != key]

@@ -1,7 +1,7 @@
 """Issue 54 item 2: the demo's methods play at once through one batching engine (`cove.batching`), each learning
 between its own episodes. On the tiny random Llama in fp32 the concurrent demo gives every method the same
 episodes, transcripts and training tokens as the sequential one; a run that fails fails alone, never a hang."""
-import json, threading
+import json, threading, time
 import pytest
 from cove.core import read_jsonl
 from cove.demo import run_demo, demo_config
@@ -98,3 +98,23 @@ def test_a_run_notes_only_the_files_its_own_thread_reads(tmp_path):
         assert done.wait(10)
     th.join()
     assert str(other) not in _SEEN[('family-drawn-here', 'None')]
+
+def test_closing_the_engine_while_it_waits_for_other_streams(monkeypatch):
+    "`close` while the engine waits for the other live streams: the pending request fails, the thread ends at once."
+    crashed = []
+    monkeypatch.setattr(threading, 'excepthook', lambda a: crashed.append(a.exc_type))
+    eng = BatchEngine(HFPolicy(*tiny_llama(), batch_size=8, name='tiny'), wait=30.0)
+    a, b = eng.stream('a'), eng.stream('b')   # b never asks: the engine waits up to 30 s for it
+    out = {}
+    t = threading.Thread(target=lambda: out.update(r=_try(lambda: a.generate(['Say hi.'], max_new_tokens=3))))
+    t.start()
+    while not eng.pending: threading.Event().wait(0.01)
+    t0 = time.monotonic()
+    eng.close()
+    t.join(5)
+    assert time.monotonic() - t0 < 5 and not eng.worker.is_alive() and not crashed
+    assert isinstance(out['r'], RuntimeError) and 'closed' in str(out['r'])
+
+def _try(f):
+    try: return f()
+    except Exception as e: return e
