@@ -549,8 +549,8 @@ def _serve_continuous(self:BatchEngine):
 @patch
 def _take(self:BatchEngine, dec:Decoder) -> tuple[list|None, list]:
     """Under `cv`: wait for work; then the prompts to admit as `(request, index)` pairs, oldest first, as many as
-    `max_rows` leaves room for (a request may join in parts), or a group of sampled requests to run once the decoder is
-    empty. `(None, [])` once closed."""
+    `max_rows` leaves room for (a request may join in parts; with `mixed=False`, only those of the adapter in flight),
+    or a group of sampled requests to run once the decoder is empty. `(None, [])` once closed."""
     while not self.closed and not (self.pending or len(dec)): self.cv.wait()
     while not self.closed and (self.asking or any(v.busy and not v._turn for v in self.views)):
         self.cv.wait(0.01)   # a stream that asks for the lock or the training turn goes first (locks are not fair)
@@ -563,7 +563,10 @@ def _take(self:BatchEngine, dec:Decoder) -> tuple[list|None, list]:
         self.pending = [q for q in self.pending if all(q is not g for g in group)]
         return [], group
     pairs, room = [], self.max_rows - len(dec)
+    only = dec.rows[0].req.adapter if len(dec) else None   # with mixed=False: the adapter in flight
     for q in self.pending:
+        if not self.mixed and (len(dec) or pairs) and q.adapter != only: continue   # it joins once those rows leave
+        if not (len(dec) or pairs): only = q.adapter
         k = min(room, len(q.toks) - q.admitted)
         pairs += [(q, i) for i in range(q.admitted, q.admitted + k)]
         q.admitted, room = q.admitted + k, room - k
