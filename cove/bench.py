@@ -24,7 +24,7 @@ from .batching import StreamPolicy, play_streams
 # %% auto #0
 __all__ = ['TARGETS', 'PREFILL_ROWS', 'BENCH_FAMILIES', 'ROLLOUT_FAMILIES', 'check_target', 'machine_peaks', 'roofline',
            'linear_shapes', 'token_flops', 'gemm_gflops', 'bound_s', 'Breakdown', 'policy_records', 'episode_records',
-           'rollout_backends', 'rollout_bound', 'iter_rollout_records', 'rollout_records', 'stream_records',
+           'rollout_backends', 'bound_at', 'rollout_bound', 'iter_rollout_records', 'rollout_records', 'stream_records',
            'train_records', 'cold_load', 'run_bench']
 
 # %% ../nbs/09_bench.ipynb #2f11099b
@@ -341,19 +341,29 @@ def _say(msg:str):
     "A progress line on stderr (the records go to stdout)."
     print(f"cove bench [{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
+def bound_at(model, # the model whose linear layers are timed here, in its dtype
+             gens:list, # `(prompt tokens, completion tokens)` of each generation
+             rows:int, # the mean rows of a decode pass
+             wall:float, # the seconds the generations took
+            ) -> dict: # the bound, `of_roofline` and the rates they rest on
+    "The bound of `gens` on `model`, at GEMMs timed here (prefill: `PREFILL_ROWS` rows; decode: `rows`); `of_roofline`."
+    sh, dt = linear_shapes(model), next(model.parameters()).dtype
+    pre, dec = gemm_gflops(sh, PREFILL_ROWS, dt), gemm_gflops(sh, rows, dt)
+    s = bound_s(gens, token_flops(model), pre, dec)
+    return dict(bound_s=round(s, 3), of_roofline=round(s / wall, 4), gemm_dtype=str(dt).removeprefix('torch.'),
+                prefill_gflops=pre, decode_gflops=dec, decode_rows=rows)
+
 def rollout_bound(pol, # the policy `bd` timed (a server-run model gives no bound)
                   bd:Breakdown, # the `Breakdown` of its play
                  ) -> dict:
-    "The bound of the generations `bd` timed on `pol`'s model, at GEMMs measured here in its dtype, and `of_roofline`."
+    "The bound of the generations `bd` timed on `pol`'s model (`bound_at`, at its mean rows per generate call)."
     model = getattr(pol, 'model', None)
     if not isinstance(model, torch.nn.Module):
         return {'of_roofline': None, 'bound_note': 'the model runs in a server: its shapes are not timed here'}
-    sh, dt, b = linear_shapes(model), next(model.parameters()).dtype, max(1, round(bd.seqs / max(1, bd.calls)))
-    pre, dec = gemm_gflops(sh, PREFILL_ROWS, dt), gemm_gflops(sh, b, dt)
-    s = bound_s(bd.gens, token_flops(model), pre, dec)
-    return dict(bound_s=round(s, 3), of_roofline=round(s / bd.s['wall'], 4), gemm_dtype=str(dt).removeprefix('torch.'),
-                prefill_gflops=pre, decode_gflops=dec, decode_rows=b, threads=torch.get_num_threads(),
-                prompt_tokens=sum(p for p, _ in bd.gens), completion_tokens=sum(n for _, n in bd.gens))
+    rows = max(1, round(bd.seqs / max(1, bd.calls)))
+    return bound_at(model, bd.gens, rows, bd.s['wall']) | dict(
+        threads=torch.get_num_threads(), prompt_tokens=sum(p for p, _ in bd.gens),
+        completion_tokens=sum(n for _, n in bd.gens))
 
 # %% ../nbs/09_bench.ipynb #704ba989
 def iter_rollout_records(cfg:Config, # profile: model, dtype, batch size, seed
@@ -421,14 +431,6 @@ def _base_streams(cfg:Config, folder:Path, n:int, k:int) -> dict:
         return lambda pol: Run(spec, c, folder/f'seed{s}').execute(pol, progress=False)
     return {f'base@{s}': job(s) for s in range(k)}
 
-# %% ../nbs/09_bench.ipynb #9f184601
-def _streams_bound(model, eng:_Engine) -> dict:
-    "The bound of the generations `eng` counted, at GEMMs timed here at the mean rows of its decode passes."
-    sh, dt, rows = linear_shapes(model), next(model.parameters()).dtype, max(1, round(eng.rows / max(1, eng.decodes)))
-    pre, dec = gemm_gflops(sh, PREFILL_ROWS, dt), gemm_gflops(sh, rows, dt)
-    return dict(bound_s=round(bound_s(eng.gens, token_flops(model), pre, dec), 3), decode_rows=rows,
-                prefill_gflops=pre, decode_gflops=dec, gemm_dtype=str(dt).removeprefix('torch.'))
-
 # %% ../nbs/09_bench.ipynb #be288693
 def stream_records(cfg:Config, # profile: model, dtype, batch size, seed
                    quick:bool=False, # fewer episodes
@@ -454,12 +456,12 @@ def stream_records(cfg:Config, # profile: model, dtype, batch size, seed
             ends[mode] = [r['status'] for s in range(streams)
                           for r in sorted(episode_records_of(Path(d)/mode/f'seed{s}'/'episodes.jsonl'),
                                           key=lambda r: r['episode'])]
-            rates[mode], bound = 60 * eps / wall, _streams_bound(pol.model, eng)
+            rates[mode], rows = 60 * eps / wall, max(1, round(eng.rows / max(1, eng.decodes)))
             yield {'name': f'rollout_streams_episodes_per_min_{mode}', 'value': round(rates[mode], 2),
                    'unit': 'episodes/min', 'model': cfg['model.name'], 'dtype': str(pol.dtype).removeprefix('torch.'),
                    'streams': streams, 'episodes': eps, 'families': list(ROLLOUT_FAMILIES), 'wall_s': round(wall, 2),
                    'prefill_s': round(eng.s['prefill'], 2), 'decode_s': round(eng.s['decode'], 2),
-                   'decode_passes': eng.decodes, **bound, 'of_roofline': round(bound['bound_s'] / wall, 4),
+                   'decode_passes': eng.decodes, **bound_at(pol.model, eng.gens, rows, wall),
                    'prompt_tokens': sum(p for p, _ in eng.gens), 'completion_tokens': sum(c for _, c in eng.gens),
                    'success': round(sum(m['overall']['success_rate'] * m['overall']['n'] for m in res.values()) / eps,
                                     3)}
