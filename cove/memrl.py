@@ -532,13 +532,12 @@ class MemRL(Method):
                  policy=None): # the policy it plays with
         super().__init__(cfg, Path(out), policy)
         self.args = MemRLConfig.from_config(cfg)   # `memrl.*`, typed and checked
-        self.freeze = self.args.freeze
         self.mem_path = self.out/'memrl.sqlite'
-        if self.freeze: self._attach_source()
+        if self.args.freeze: self._attach_source()
         self.embedder = Embedder.from_config(cfg)
         self.bank = MemoryBank(self.mem_path, dim=self.embedder.dim)
-        if not self.freeze: self._check_params()
-        _log.info(f"memrl {'FROZEN ' if self.freeze else ''}memory {self.bank}, {self.args.params}")
+        if not self.args.freeze: self._check_params()
+        _log.info(f"memrl {'FROZEN ' if self.args.freeze else ''}memory {self.bank}, {self.args.params}")
 
     @classmethod
     def check_config(cls, cfg): # the run's config: its `memrl.*` keys
@@ -561,15 +560,15 @@ class MemRL(Method):
         self.keys.commit(tasks)
         # the intent is the question (HotpotQA's follows ten paragraphs)
         qv = self.embedder.encode([t.query for t in tasks])
-        done = [None if self.freeze else self.bank.applied(k) for k in keys]
+        done = [None if self.args.freeze else self.bank.applied(k) for k in keys]
         plans = [d['retrieval'] if d else self._retrieve(v, k) for d, v, k in zip(done, qv, keys)]
         results = self.agent().run(env, tasks, entries=self._entries(plans))
-        learn = [i for i, r in enumerate(results) if not self.freeze and done[i] is None and learns_from(r.feedback)]
+        learn = [i for i, r in enumerate(results) if not self.args.freeze and done[i] is None and learns_from(r.feedback)]
         summ = self._summaries_at(results, learn)
-        new = [i for i, d in enumerate(done) if not self.freeze and d is None]
+        new = [i for i, d in enumerate(done) if not self.args.freeze and d is None]
         learnt = self._learn_all(keys, results, plans, qv, new, summ)
         for i, r in enumerate(results):
-            if self.freeze: info = dict(retrieval=plans[i], frozen=True)
+            if self.args.freeze: info = dict(retrieval=plans[i], frozen=True)
             elif done[i] is not None: info = dict(done[i], replayed=True)
             else: info = learnt[i]
             r.extra['memrl'] = info   # read by `extra`
@@ -842,5 +841,5 @@ def _learning_metrics(infos:list[dict]) -> dict:
 def _run_fields(self:MemRL) -> dict:
     "Pending TD targets, whether the memory is frozen, where it came from, and the run's MemRL settings."
     src = self.out/'memrl_source.json'
-    return dict(td_pending=self.bank.meta('td_pending'), frozen=self.freeze,
+    return dict(td_pending=self.bank.meta('td_pending'), frozen=self.args.freeze,
                 memory_source=json.loads(src.read_text()) if src.exists() else None, memrl_params=self.args.params)
