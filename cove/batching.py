@@ -135,6 +135,18 @@ def _next(self:BatchEngine) -> list[Request]|None:
     self.pending = [r for r in self.pending if self._key(r) != key]
     return group
 
+# %% ../nbs/02_llm_e_batching.ipynb #a149261c
+@contextlib.contextmanager
+def _rows_under(core:HFPolicy, # the shared policy
+                keys:list, # each row's adapter, by its engine-wide name (None: the base model)
+               ):
+    """Inside, the rows run under their adapters: one adapter for all is set on the model (yields None), else the
+    names peft's `adapter_names` takes per row (the base model as `__base__`)."""
+    if len(set(keys)) == 1:
+        core.set_adapter(keys[0])
+        with core._adapter_ctx(): yield None
+    else: yield [k or '__base__' for k in keys]
+
 # %% ../nbs/02_llm_e_batching.ipynb #fc3778ec
 @patch
 def _complete(self:BatchEngine, group:list[Request]) -> list[list[Generation]]:
@@ -142,14 +154,12 @@ def _complete(self:BatchEngine, group:list[Request]) -> list[list[Generation]]:
     core, kw = self.core, group[0].kw
     toks, keys = [t for r in group for t in r.toks], [r.adapter for r in group for _ in r.toks]
     cfg = core._gen_config(kw['max_new_tokens'], kw['temperature'], kw['top_p'], kw['stop'], kw['min_new_tokens'])
-    sampled, one = kw['temperature'] > 0, len(set(keys)) == 1
+    sampled = kw['temperature'] > 0
     # the training turn also keeps generation and training apart: each uses every core, and two torch computations
     # at once on a small CPU run slower than one after the other (OpenMP threads spin against each other)
     with self.turn, self.lock, torch.inference_mode():
         t = time.perf_counter()   # generation only: not the wait for the turn
-        if one: core.set_adapter(keys[0])
-        names = None if one else [k or '__base__' for k in keys]
-        with core._adapter_ctx() if one else contextlib.nullcontext(), _seeded(kw['seed'] if sampled else None):
+        with _rows_under(core, keys) as names, _seeded(kw['seed'] if sampled else None):
             gens = core._generate_toks(toks, cfg, kw['stop'], keys, names)
         self.stats['seconds'] += time.perf_counter() - t
     self.stats['batches'] += 1
@@ -466,12 +476,10 @@ class Decoder:
 @patch
 def _forward(self:Decoder, ids, mask, pos, kv, rows:list[Row]) -> tuple:
     "One forward pass of `ids` over the cache `kv`, each row under its request's adapter: last logits and the cache."
-    core, names = self.core, [r.req.adapter for r in rows]
+    core = self.core
     kw = {core._cache_arg: kv} if kv is not None else {}
-    one = len(set(names)) == 1
-    if one: core.set_adapter(names[0])
-    else: kw['adapter_names'] = [n or '__base__' for n in names]
-    with core._adapter_ctx() if one else contextlib.nullcontext():
+    with _rows_under(core, [r.req.adapter for r in rows]) as names:
+        if names: kw['adapter_names'] = names
         o = core.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1, **kw)
     return o.logits[:, -1].float(), o.get('cache') or o.get('past_key_values')
 
@@ -541,7 +549,7 @@ def _serve_continuous(self:BatchEngine):
             if pairs is None: break
         if group: self._run(group)
         else: self._decode(dec, pairs)
-    for q in dec.requests() + [q for q in self.pending]:
+    for q in dec.requests() + self.pending:
         q.error = RuntimeError("the batching engine closed before serving this request")
         q.done.set()
 
