@@ -4,15 +4,18 @@
 
 # %% ../nbs/09_bench.ipynb #bcb35414
 from __future__ import annotations
-import contextlib, importlib.util, json, platform, sys, tempfile, time
+import contextlib, importlib.util, json, os, platform, re, sys, tempfile, time
 from collections import Counter
 from typing import Iterator
-import torch
+import torch, transformers
 from pathlib import Path
 from fastcore.basics import patch
+from . import __version__ as cove_version
+from .core import get_logger, write_json
 from .config import Config
 from .llm import bench_load, bench_generation, pick_dtype
-from .models import EMBEDDED_ALIASES, resolve_model
+from .models import EMBEDDED_ALIASES, resolve_model, model_cache_dir, file_lock
+from .policy import cpu_has_native_bf16
 from .run import Run, RunSpec, load_policy
 from .check import episode_records_of
 from .embed import Embedder, bench_embed
@@ -22,10 +25,11 @@ from .serve import unservable, vllm_server, served_dtype
 from .batching import StreamPolicy, play_streams
 
 # %% auto #0
-__all__ = ['TARGETS', 'PREFILL_ROWS', 'BENCH_FAMILIES', 'ROLLOUT_FAMILIES', 'check_target', 'machine_peaks', 'roofline',
-           'linear_shapes', 'token_flops', 'gemm_gflops', 'bound_s', 'Breakdown', 'policy_records', 'episode_records',
-           'rollout_backends', 'bound_at', 'rollout_bound', 'iter_rollout_records', 'rollout_records', 'stream_records',
-           'train_records', 'cold_load', 'run_bench']
+__all__ = ['TARGETS', 'PREFILL_ROWS', 'BENCH_FAMILIES', 'ROLLOUT_FAMILIES', 'PROBE_VERSION', 'check_target', 'machine_peaks',
+           'roofline', 'linear_shapes', 'token_flops', 'gemm_gflops', 'bound_s', 'Breakdown', 'policy_records',
+           'episode_records', 'rollout_backends', 'bound_at', 'rollout_bound', 'iter_rollout_records',
+           'rollout_records', 'stream_records', 'probe_file', 'cpu_model', 'probe_key', 'choose_engine', 'engine_probe',
+           'engine_record', 'train_records', 'cold_load', 'run_bench']
 
 # %% ../nbs/09_bench.ipynb #2f11099b
 TARGETS = {
@@ -470,6 +474,127 @@ def stream_records(cfg:Config, # profile: model, dtype, batch size, seed
            'same_outcomes': f"{same}/{len(ends['grouped'])}",
            'note': 'the same Base runs and tasks; in bf16 an answer depends on the rows batched with it'}
 
+# %% ../nbs/09_bench.ipynb #ed68bf21
+PROBE_VERSION = 1   # how the probe measures and chooses: a record of another version is measured again
+
+def probe_file() -> Path:
+    "The engine probe's records: `engine-probe.json` in `$COVE_CACHE_DIR`, by default `~/.cache/cove`."
+    return model_cache_dir().parent/'engine-probe.json'
+
+def cpu_model() -> str:
+    "This CPU's model name as `lscpu` gives it (`/proc/cpuinfo`), else `platform.processor()`."
+    try: txt = Path('/proc/cpuinfo').read_text()
+    except OSError: txt = ''
+    names = re.findall(r'^model name\s*:\s*(.+)$', txt, re.M)
+    return names[0].strip() if names else (platform.processor() or platform.machine())
+
+def probe_key(cfg:Config, # the demo's config: its model, dtype and threads
+              engines:list, # the engines that can run here
+             ) -> str:
+    """What a probe's choice holds for, as one JSON string: the CPU model, cores, native bf16, threads, dtype, model,
+    the engines that can run and the versions of torch, transformers and cove."""
+    return json.dumps(dict(cpu=cpu_model(), cores=os.cpu_count(), native_bf16=cpu_has_native_bf16(),
+                           threads=cfg['run.threads'], dtype=served_dtype(cfg), model=str(cfg['model.name']),
+                           engines=sorted(engines), torch=torch.__version__, transformers=transformers.__version__,
+                           cove=cove_version, probe=PROBE_VERSION), sort_keys=True)
+
+# %% ../nbs/09_bench.ipynb #9416c385
+def _probe_play(cfg:Config, b:str, folder:Path, n:int, k:int) -> tuple[list[str], float]:
+    """Each episode's transcript (its `trace` as JSON) and the seconds of `k` Base runs of `n` episodes per rollout
+    family on engine `b`, played as the demo plays them there: on `hf` at once through one batching engine, on another
+    engine one after another. A warm-up episode per family first (the server's, the sandbox's first calls)."""
+    with _backend_policy(cfg, b) as (c, pol, _):
+        _play_timed(c, pol, 'base', 1, folder/'warm-up', ROLLOUT_FAMILIES)
+        jobs, t = _base_streams(c, folder/'timed', n, k), time.perf_counter()
+        if b == 'hf': res = play_streams(pol, jobs, wait=c['run.stream_wait'], continuous=c['run.continuous'])
+        else: res = {j: f(pol) for j, f in jobs.items()}
+        s = time.perf_counter() - t
+    if bad := {j: f'{type(e).__name__}: {e}' for j, e in res.items() if isinstance(e, BaseException)}:
+        raise RuntimeError(f"the probe's Base run(s) failed on {b}: {bad}")
+    recs = [r for i in range(k)
+            for r in sorted(episode_records_of(folder/'timed'/f'seed{i}'/'episodes.jsonl'), key=lambda r: r['episode'])]
+    return [json.dumps(r['trace'], sort_keys=True) for r in recs], s
+
+# %% ../nbs/09_bench.ipynb #b49f56f3
+def choose_engine(rates:dict, # engine -> episodes a minute in the probe
+                  same:dict, # engine -> (episodes whose transcript equals the reference's, episodes compared)
+                  ref:str='hf', # the engine of record, whose transcripts the others must give
+                  min_gain:float=1.1, # another engine replaces `ref` only this many times faster
+                 ) -> tuple[str, str]:
+    """The engine to play on and why: the fastest whose transcripts all equal `ref`'s, where it beats `ref` by
+    `min_gain` (a probe of a minute is noisy, and a server costs its start and its memory); else `ref`."""
+    said = [f"{b} {rates[b]:.1f} episodes a minute" + ('' if b == ref else
+            f" ({rates[b] / rates[ref]:.2f}x {ref}), {same[b][0]} of {same[b][1]} transcripts equal to {ref}'s")
+            for b in sorted(rates, key=lambda b: (b != ref, b))]
+    ok = {b: r for b, r in rates.items() if b != ref and same[b][0] == same[b][1]}
+    best = max(ok, key=ok.get, default=None)
+    if best is not None and rates[best] >= min_gain * rates[ref]: return best, '; '.join(said)
+    return ref, '; '.join(said)
+
+# %% ../nbs/09_bench.ipynb #538b4e8c
+def _read_probes(path:Path) -> dict:
+    "The probe records kept in `path` (key -> record); a missing file gives {}, an unreadable one {} and a warning."
+    if not path.exists(): return {}
+    try: recs = json.loads(path.read_text())
+    except (OSError, ValueError) as e: recs = e
+    if isinstance(recs, dict) and all(isinstance(v, dict) for v in recs.values()): return recs
+    get_logger('bench').warning(f"{path} holds no engine probe records ({recs!r:.80}): the engines are measured again")
+    return {}
+
+def _keep_probe(path:Path, key:str, rec:dict):
+    "Add `rec` under `key` to the records in `path`, atomically, under a lock beside it."
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with file_lock(path.with_suffix('.lock')):
+        write_json(path, _read_probes(path) | {key: rec})
+
+# %% ../nbs/09_bench.ipynb #0cb5f4d2
+def engine_probe(cfg:Config, # the demo's config: model, dtype and the `run.*` keys of the probe's runs
+                 engines:tuple=('hf', 'vllm'), # the engines considered (those that cannot run here are left out)
+                 episodes:int=2, # Base episodes per rollout family and run
+                 streams:int=4, # Base runs (seeds `run.seed`, `run.seed + 1`, ...), as many as the demo's methods
+                 refresh:bool=False, # measure again even where a record for this machine and setting exists
+                 path:Path|None=None, # the records' file (None: `probe_file()`)
+                 venv:str|None=None, # vLLM's venv (None: `$COVE_VLLM_VENV`, else `.venv-vllm`)
+                ) -> dict:
+    """Which engine plays the demo here, and why: the record kept for this machine and setting (`probe_key`), else
+    each engine that can run plays the same Base runs (`_probe_play`) and `choose_engine` picks; the record is kept.
+    Where only `hf` can run, nothing is measured. An engine that fails in the probe is not chosen, said in the record,
+    and the record is not kept (the next demo measures again)."""
+    can = rollout_backends(cfg) | {'vllm': unservable(cfg, venv)}
+    why_not = {b: can.get(b, f'no such engine (one of {sorted(can)})') for b in engines if can.get(b, 1) is not None}
+    run = ['hf'] + [b for b in engines if b != 'hf' and b not in why_not]
+    if len(run) == 1:
+        return dict(engine='hf', measured=False, why='the only engine that runs here; ' +
+                    '; '.join(f'{b}: {w}' for b, w in why_not.items()))
+    key, path = probe_key(cfg, run), Path(path or probe_file())
+    if not refresh and (rec := _read_probes(path).get(key)): return rec | dict(cached=True, file=str(path))
+    traces, rates, failed = {}, {}, {}
+    with tempfile.TemporaryDirectory() as d:
+        for b in run:
+            _say(f"engine probe: {streams} Base runs of {episodes} episodes x {len(ROLLOUT_FAMILIES)} families on {b}")
+            try: traces[b], s = _probe_play(cfg, b, Path(d)/b, episodes, streams)
+            except Exception as e:
+                if b == 'hf': raise
+                failed[b] = f'{type(e).__name__}: {e}'
+                get_logger('bench').warning(f"engine probe: {b} failed, so it is not chosen: {failed[b]}")
+                continue
+            rates[b] = 60 * len(traces[b]) / s
+    same = {b: (sum(x == y for x, y in zip(t, traces['hf'])), len(traces['hf'])) for b, t in traces.items()}
+    engine, why = choose_engine(rates, same)
+    rec = dict(engine=engine, measured=True, why=why + ''.join(f'; {b} failed: {w}' for b, w in failed.items()),
+               when=time.strftime('%Y-%m-%dT%H:%M:%S'), key=json.loads(key), episodes=len(traces['hf']),
+               episodes_per_min={b: round(r, 2) for b, r in rates.items()},
+               same_transcripts={b: f'{a} of {n}' for b, (a, n) in same.items()})
+    if not failed: _keep_probe(path, key, rec)
+    return rec | dict(cached=False, file=str(path) if not failed else None)
+
+# %% ../nbs/09_bench.ipynb #c465b8f4
+def engine_record(cfg:Config, # the demo's config
+                 ) -> dict:
+    "`cove bench --parts engine`: the engine probe measured again (`engine_probe`, `refresh`), as a bench record."
+    rec = engine_probe(cfg, refresh=True)
+    return {'name': 'engine_probe', 'value': rec.pop('engine'), 'unit': 'engine', **rec}
+
 # %% ../nbs/09_bench.ipynb #2231f604
 def train_records(cfg:Config, # profile: model, train settings, micro batch
                   quick:bool=False, # fewer conversations trained on and held out
@@ -550,7 +675,7 @@ def run_bench(cfg:Config, # profile: model, dtype, batch size
              ) -> list[dict]:
     """Run the benchmarks: each record printed as a JSON line as soon as it is measured, with progress lines on
     stderr, and `out/bench.json` rewritten after each (`complete` false until the last), so a stopped run keeps them."""
-    known = ('retrieval', 'embed', 'policy', 'streams', 'train')
+    known = ('retrieval', 'embed', 'policy', 'streams', 'train', 'engine')
     unknown = set(parts) - set(known)
     if unknown:
         raise ValueError(f"unknown benchmark part(s) {sorted(unknown)}; choose from {', '.join(known)}")
@@ -564,7 +689,7 @@ def run_bench(cfg:Config, # profile: model, dtype, batch size
         tmp.replace(out/'bench.json')
     gens = {'retrieval': lambda: bench_retrieval(include_1m=not quick), 'embed': lambda: [bench_embed()],
             'policy': lambda: policy_records(cfg, quick=quick), 'streams': lambda: stream_records(cfg, quick),
-            'train': lambda: train_records(cfg, quick)}
+            'train': lambda: train_records(cfg, quick), 'engine': lambda: [engine_record(cfg)]}
     for p in [p for p in known if p in parts]:
         _say(f"part {p}")
         for r in gens[p]():

@@ -140,7 +140,8 @@ def _demo_where_options(p):
     "The options of `cove demo` saying where it writes and what plays the rollouts: `--out` and `--engine`."
     p.add_argument('--out', default=None, help='folder (default outputs/demo/<run_id>; an existing one resumes)')
     p.add_argument('--engine', choices=('hf', 'vllm'), default=None,
-                   help='rollout engine (default vllm where `make vllm` installed it, else hf; docs/demo.md)')
+                   help='rollout engine (default: the engine probe\'s choice for this machine, measured once and '
+                        'kept: the fastest that gives hf\'s transcripts; docs/demo.md)')
 
 # %% ../nbs/90_cli.ipynb #474da6dd
 def _demo_what_options(p):
@@ -232,7 +233,8 @@ def _bench_parts_option(p):
     p.add_argument('--parts', default='retrieval,embed,policy,streams,train',
                    help='comma-separated: retrieval, embed, policy (load, generation, roofline, COVE episode time, '
                         'rollouts per backend), streams (Base runs at once through the batching engine, grouped and '
-                        'continuous), train (LoRA SFT throughput) (default: all five)')
+                        'continuous), train (LoRA SFT throughput) (default: all five); engine (which rollout engine '
+                        '`cove demo` plays on: the probe, measured again and kept)')
 
 # %% ../nbs/90_cli.ipynb #fe079fed
 def _add_bench(sub):

@@ -5,6 +5,7 @@
 # %% ../nbs/19_demo.ipynb #6b17f1cc
 from __future__ import annotations
 import contextlib, functools, json, logging, time
+from typing import Callable
 from pathlib import Path
 from .core import get_logger, read_jsonl
 from .config import Config, load_config, parse_sets
@@ -164,22 +165,28 @@ def plot_success(curves, # `success_curves`: method, family, episode, success_ra
 DEMO_ENGINES = ('hf', 'vllm')
 
 def demo_engine(cfg:Config, # the demo config: model, dtype, vLLM settings
-                engine:str|None=None, # `hf` or `vllm`; None: `vllm` where it runs fp32 and is installed, else `hf`
+                engine:str|None=None, # `hf` or `vllm`; None: the engine probe's choice for this machine
                 venv:str|None=None, # vLLM's venv (default `$COVE_VLLM_VENV`, else `.venv-vllm`)
-               ) -> str:
-    """The demo's rollout engine: `engine` if given (`hf` or `vllm`), else `vllm` where it runs fp32 (a CPU without
-    native bf16: the same transcripts as `hf`, faster) and `make vllm` installed it, else `hf`."""
+                probe:Callable|None=None, # `cfg -> record` (None: `cove.bench.engine_probe`)
+               ) -> tuple[str, str]: # the engine, and why it plays
+    """The demo's rollout engine and why: `engine` if given (`hf` or `vllm`), else the engine probe's choice, the
+    fastest engine here that gives `hf`'s transcripts (`cove.bench.engine_probe`: measured once per machine and
+    setting, then kept); where only `hf` can run, `hf`."""
     if engine is None:
-        if served_dtype(cfg) != 'float32': return 'hf'
-        if why := unservable(cfg, venv):
-            get_logger('demo').warning(f"rollouts on hf, slower in fp32 than vLLM (docs/demo.md): {why}")
-            return 'hf'
-        return 'vllm'
+        if served_dtype(cfg) == 'float32' and (why := unservable(cfg, venv)):
+            get_logger('demo').warning(f"rollouts on hf, slower in fp32 than on vLLM (docs/demo.md): {why}")
+        if probe is None:
+            from cove.bench import engine_probe   # here: the probe loads torch; `cove --help` and `cove check` do not
+            probe = functools.partial(engine_probe, venv=venv)
+        rec = probe(cfg)
+        kept = f" (kept in {rec['file']} from {rec['when']})" if rec.get('cached') else ''
+        how = 'the engine probe' if rec.get('measured', True) else 'the engine probe, without measuring'
+        return rec['engine'], f"chosen by {how}{kept}: {rec['why']}"
     if engine not in DEMO_ENGINES: raise ValueError(f"engine {engine!r} not in {DEMO_ENGINES}")
     if engine == 'vllm':
         vllm_python(venv)   # a one-line ServeError naming `make vllm` where it is absent
         if cfg['model.name'] == 'tiny': raise ValueError("the tiny test model lives in memory; vLLM needs a model folder")
-    return engine
+    return engine, 'asked for with --engine'
 
 # %% ../nbs/19_demo.ipynb #a086143d
 def _log_to(path:Path) -> logging.Handler:
@@ -240,6 +247,7 @@ def _write_table(
     served:str|None=None, # the dtype the vLLM server was started in
     note:str='', # why the engine is not the one chosen, e.g. vLLM did not start
     streams:int=1, # methods played at once through one batching engine
+    why:str='', # why the engine plays (`demo_engine`)
 ) -> tuple[list[dict], dict]:
     """Write `table.csv` and `table.md` (the setting, the table, COVE's training-token ratio); returns the rows and the
     token reduction."""
@@ -253,6 +261,7 @@ def _write_table(
     drift = f" Drift: {cfg['run.drift']}." if cfg['run.drift'] else ''
     served = f' (a vLLM server in {served}; training in transformers)' if engine == 'vllm' else ''
     ran += f" Rollouts on {engine}{served}" + (f" ({note})" if note else '') + "." if engine else ''
+    ran += f" The engine: {why}." if why else ''
     ran += (f" {streams} runs played at once through one batching engine (`run.streams`)." if streams > 1
             else " The runs played one after the other.")
     head = (
@@ -449,9 +458,9 @@ def _pre_drift_names(cfg:Config, drift) -> set|None:
 
 # %% ../nbs/19_demo.ipynb #d8de8e10
 def _write_results(cfg:Config, out:Path, metrics:dict, runs:dict, methods:list[str], families:list[str],
-                   episodes:int, engine:str, dtype, note:str, streams:int) -> dict:
+                   episodes:int, engine:str, dtype, note:str, streams:int, why:str='') -> dict:
     "One seed's tables, figure and `summary.json` in `out` (its runs in `runs`); the summary."
-    rows, red = _write_table(cfg, out, metrics, methods, families, episodes, engine, dtype, note, streams)
+    rows, red = _write_table(cfg, out, metrics, methods, families, episodes, engine, dtype, note, streams, why)
     drift = parse_drift(cfg['run.drift'])
     paired = _write_paired(out, runs, methods, families, drift)
     drifted = _write_drift(out, runs, drift, _pre_drift_names(cfg, drift))
@@ -464,6 +473,7 @@ def _write_results(cfg:Config, out:Path, metrics:dict, runs:dict, methods:list[s
                    runtime=metrics[methods[0]].get('runtime'), engine=engine,
                    streams=streams,   # runs played at once through one batching engine (`run.streams`)
                    engine_note=note or None,   # why the rollouts did not run on the engine chosen
+                   engine_why=why or None,   # why that engine was chosen (`demo_engine`: the probe, or --engine)
                    served_dtype=dtype if engine == 'vllm' else None, token_reduction=red,
                    details={m: {k: metrics[m].get(k) for k in keys} for m in methods})
     write_json(safe_path(out, 'summary.json'), summary)
@@ -578,7 +588,7 @@ def run_demo(cfg:Config, # the demo config (`demo_config`): model, budget, seed
              policy=None, # a loaded policy to play with (None: loaded from `cfg`, or a vLLM server's)
              progress:bool=True, # each run's progress bar
              set_aside_corrupt:bool=False, # `--set-aside-corrupt`, for each method's run
-             engine:str|None=None, # rollouts on `hf` or a `vllm` server (`demo_engine`: vLLM where installed)
+             engine:str|None=None, # rollouts on `hf` or a `vllm` server (None: the probe's choice, `demo_engine`)
              seeds:int=1, # `--seeds`: streams seeded run.seed, run.seed + 1, ...; tables per seed and pooled
             ) -> dict:
     """Play `methods` on one stream (per seed); write `table.csv`, `table.md`, `paired.csv`, a figure, `summary.json`,
@@ -591,7 +601,9 @@ def run_demo(cfg:Config, # the demo config (`demo_config`): model, budget, seed
     served = contextlib.ExitStack()
     try:
         t0 = time.time()
-        asked, engine = engine, 'given' if policy is not None else demo_engine(cfg, engine)
+        asked = engine
+        engine, why = ('given', 'a policy passed in') if policy is not None else demo_engine(cfg, engine)
+        probe_s = time.time() - t0   # the engine probe's first measurement on this machine, else about nothing
         note, dtype = '', served_dtype(cfg)   # the dtype the server starts in, recorded as it was
         if engine == 'vllm':
             try: policy = served.enter_context(served_policy(cfg, log=safe_path(out, 'vllm.log'), dtype=dtype))
@@ -608,9 +620,9 @@ def run_demo(cfg:Config, # the demo config (`demo_config`): model, budget, seed
         streams = demo_streams(cfg, policy, len(jobs))
         played = _play_jobs(jobs, policy, streams, cfg['run.stream_wait'], cfg['run.continuous'])
         per = {s: _write_results(cfgs[s], homes[s], {m: played[f'{m}@{s}'] for m in methods}, runs[s], methods,
-                                 families, episodes, engine, dtype, note, streams) for s in ss}
+                                 families, episodes, engine, dtype, note, streams, why) for s in ss}
         summary = per[ss[0]] if len(ss) == 1 else _write_pooled(out, per, runs, methods, families, cfg)
-        summary = summary | dict(wall_s=time.time() - t0)
+        summary = summary | dict(wall_s=time.time() - t0, probe_s=round(probe_s, 1))
         write_json(safe_path(out, 'summary.json'), summary)
         return summary
     finally:
