@@ -341,9 +341,9 @@ def _speedup(rates:dict, missing:dict) -> dict:
 def _same(a:list, b:list) -> float: return round(sum(x == y for x, y in zip(a, b)) / max(1, len(a)), 3)
 
 # %% ../nbs/09_bench.ipynb #9afe733c
-def _say(msg:str):
-    "A progress line on stderr (the records go to stdout)."
-    print(f"cove bench [{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+def _say(msg:str, who:str='cove bench'):
+    "A progress line on stderr (the records go to stdout), from `who`."
+    print(f"{who} [{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 def bound_at(model, # the model whose linear layers are timed here, in its dtype
              gens:list, # `(prompt tokens, completion tokens)` of each generation
@@ -571,7 +571,8 @@ def engine_probe(cfg:Config, # the demo's config: model, dtype and the `run.*` k
     traces, rates, failed = {}, {}, {}
     with tempfile.TemporaryDirectory() as d:
         for b in run:
-            _say(f"engine probe: {streams} Base runs of {episodes} episodes x {len(ROLLOUT_FAMILIES)} families on {b}")
+            _say(f"{streams} Base runs of {episodes} episodes x {len(ROLLOUT_FAMILIES)} families on {b}, to choose the "
+                 f"rollout engine for this machine (once; kept in {path})", 'cove engine probe')
             try: traces[b], s = _probe_play(cfg, b, Path(d)/b, episodes, streams)
             except Exception as e:
                 if b == 'hf': raise

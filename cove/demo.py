@@ -32,7 +32,7 @@ __all__ = ['DEMO_METHODS', 'DEMO_FAMILIES', 'DEMO_EPISODES', 'FULL_EPISODES', 'T
 # %% ../nbs/19_demo.ipynb #2bac9cee
 DEMO_METHODS = ['base', 'harness_only', 'parametric_only', 'cove']
 DEMO_FAMILIES = ['tableqa', 'multihop', 'math', 'code']
-DEMO_EPISODES = 32   # per family: the largest n whose demo fits 20 minutes here (docs/demo.md)
+DEMO_EPISODES = 32   # per family (its minutes on each CPU: docs/demo.md)
 FULL_EPISODES = 64   # per family, `cove demo --full`
 TRIGGER_DEFAULTS = {'w': 20, 'N': 64, 'k': 16}   # the trigger's defaults, meant for ~160 episodes per family
 
