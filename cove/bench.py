@@ -4,7 +4,7 @@
 
 # %% ../nbs/09_bench.ipynb #bcb35414
 from __future__ import annotations
-import contextlib, importlib.util, json, os, platform, re, sys, tempfile, time
+import contextlib, importlib.util, json, platform, re, sys, tempfile, time
 from collections import Counter
 from typing import Iterator
 import torch, transformers
@@ -14,7 +14,7 @@ from . import __version__ as cove_version
 from .core import get_logger, write_json
 from .config import Config
 from .llm import bench_load, bench_generation, pick_dtype
-from .models import EMBEDDED_ALIASES, resolve_model, model_cache_dir, file_lock
+from .models import EMBEDDED_ALIASES, resolve_model, model_cache_dir, file_lock, available_cores
 from .policy import cpu_has_native_bf16
 from .run import Run, RunSpec, load_policy
 from .check import episode_records_of
@@ -491,9 +491,9 @@ def cpu_model() -> str:
 def probe_key(cfg:Config, # the demo's config: its model, dtype and threads
               engines:list, # the engines that can run here
              ) -> str:
-    """What a probe's choice holds for, as one JSON string: the CPU model, cores, native bf16, threads, dtype, model,
+    """What a probe's choice holds for, as one JSON string: the CPU model, the cores this process may use, native bf16, threads, dtype, model,
     the engines that can run and the versions of torch, transformers and cove."""
-    return json.dumps(dict(cpu=cpu_model(), cores=os.cpu_count(), native_bf16=cpu_has_native_bf16(),
+    return json.dumps(dict(cpu=cpu_model(), cores=available_cores(), native_bf16=cpu_has_native_bf16(),
                            threads=cfg['run.threads'], dtype=served_dtype(cfg), model=str(cfg['model.name']),
                            engines=sorted(engines), torch=torch.__version__, transformers=transformers.__version__,
                            cove=cove_version, probe=PROBE_VERSION), sort_keys=True)
