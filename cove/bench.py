@@ -491,8 +491,8 @@ def cpu_model() -> str:
 def probe_key(cfg:Config, # the demo's config: its model, dtype and threads
               engines:list, # the engines that can run here
              ) -> str:
-    """What a probe's choice holds for, as one JSON string: the CPU model, the cores this process may use, native bf16, threads, dtype, model,
-    the engines that can run and the versions of torch, transformers and cove."""
+    """What a probe's choice holds for, as one JSON string: the CPU model, the cores this process may use, native bf16,
+    threads, dtype, model, the engines that can run and the versions of torch, transformers and cove."""
     return json.dumps(dict(cpu=cpu_model(), cores=available_cores(), native_bf16=cpu_has_native_bf16(),
                            threads=cfg['run.threads'], dtype=served_dtype(cfg), model=str(cfg['model.name']),
                            engines=sorted(engines), torch=torch.__version__, transformers=transformers.__version__,
@@ -541,11 +541,18 @@ def _read_probes(path:Path) -> dict:
     get_logger('bench').warning(f"{path} holds no engine probe records ({recs!r:.80}): the engines are measured again")
     return {}
 
-def _keep_probe(path:Path, key:str, rec:dict):
-    "Add `rec` under `key` to the records in `path`, atomically, under a lock beside it."
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with file_lock(path.with_suffix('.lock')):
-        write_json(path, _read_probes(path) | {key: rec})
+def _keep_probe(path:Path, key:str, rec:dict) -> bool:
+    """Add `rec` under `key` to the records in `path`, atomically, under a lock beside it; False, with a warning, where
+    it cannot be written (the next demo measures again)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with file_lock(path.with_suffix('.lock')):
+            write_json(path, _read_probes(path) | {key: rec})
+        return True
+    except OSError as e:
+        get_logger('bench').warning(f"the engine probe's record could not be kept in {path} ({e}): it is measured "
+                                    "again next time")
+        return False
 
 # %% ../nbs/09_bench.ipynb #0cb5f4d2
 def engine_probe(cfg:Config, # the demo's config: model, dtype and the `run.*` keys of the probe's runs
@@ -586,8 +593,8 @@ def engine_probe(cfg:Config, # the demo's config: model, dtype and the `run.*` k
                when=time.strftime('%Y-%m-%dT%H:%M:%S'), key=json.loads(key), episodes=len(traces['hf']),
                episodes_per_min={b: round(r, 2) for b, r in rates.items()},
                same_transcripts={b: f'{a} of {n}' for b, (a, n) in same.items()})
-    if not failed: _keep_probe(path, key, rec)
-    return rec | dict(cached=False, file=str(path) if not failed else None)
+    kept = not failed and _keep_probe(path, key, rec)
+    return rec | dict(cached=False, file=str(path) if kept else None)
 
 # %% ../nbs/09_bench.ipynb #c465b8f4
 def engine_record(cfg:Config, # the demo's config

@@ -62,3 +62,11 @@ def test_a_corrupt_record_file_is_measured_again(engines, caplog):
     plays.update(hf=(['a'], 1.0), vllm=(['a'], 0.5))
     assert bench.engine_probe(_cfg())['engine'] == 'vllm' and calls == ['hf', 'vllm']
     assert 'holds no engine probe records' in caplog.text and len(json.loads(f.read_text())) == 1
+
+def test_a_record_that_cannot_be_kept_is_said_and_the_choice_stands(engines, monkeypatch, tmp_path, caplog):
+    plays, _, _ = engines
+    (tmp_path/'a-file').write_text('')
+    monkeypatch.setattr(bench, 'probe_file', lambda: tmp_path/'a-file'/'engine-probe.json')   # its folder is a file
+    plays.update(hf=(['a'], 1.0), vllm=(['a'], 0.5))
+    r = bench.engine_probe(_cfg())
+    assert (r['engine'], r['file']) == ('vllm', None) and 'could not be kept' in caplog.text
