@@ -368,10 +368,11 @@ TRIGGER_KEYS = ('w', 'eps', 'N', 'q_min', 'k', 'tau_c')
 
 # %% ../nbs/11_trigger.ipynb #e68e1e8f
 @patch(cls_method=True)
-def from_config(cls:Trigger, cfg, # a `cove.config.Config`, or a dict of the `trigger` section's keys
+def from_config(cls:Trigger, cfg, # a `TriggerConfig`, a `cove.config.Config`, or a dict of the `trigger` keys
                 **kw) -> Trigger:
     "A `Trigger` with the thresholds of `cfg`'s `trigger` section (`kw` override or add, e.g. `log_path`)."
-    sec = cfg.section('trigger') if hasattr(cfg, 'section') else dict(cfg)
+    if isinstance(cfg, TriggerConfig): sec = asdict(cfg)
+    else: sec = cfg.section('trigger') if hasattr(cfg, 'section') else dict(cfg)
     return cls(**{k: sec[k] for k in TRIGGER_KEYS if k in sec}, **kw)
 
 # %% ../nbs/11_trigger.ipynb #11c74eca
@@ -409,7 +410,7 @@ TRIGGERS = ('cove', 'no_trigger', 'fixed_interval')
 
 # %% ../nbs/11_trigger.ipynb #3650ba70
 def make_trigger(name:str, # one of `TRIGGERS`
-                 cfg=None, # a `Config` (or dict of `trigger` keys) for the thresholds; None: the `trigger.*` defaults
+                 cfg=None, # a `TriggerConfig`, `Config` or dict of `trigger` keys; None: the `trigger.*` defaults
                  every:int|None=None, # fixed-interval period; default 2·`trigger.w`
                  log_path:str|Path|None=None, # JSON-lines file every event and reset is appended to; None: memory only
 ) -> BaseTrigger:

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import contextlib, math, time
 from collections import Counter
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass
 from pathlib import Path
 from fastcore.basics import patch
 from .core import get_logger, Task, safe_path, phase
@@ -86,7 +86,7 @@ class CoveMethod(Method):
         self.adapter_dir = self.out/'adapters'
         self.judge = self._judge()
         self.router = self._router()
-        self.trigger = make_trigger(v.trigger, asdict(self.args.trigger))
+        self.trigger = make_trigger(v.trigger, self.args.trigger)
         self.kb = self._open_kb() if self.memory else None
         self.kpo = self._kpo(v.anti_recitation) if self.memory else None
         self.applied, self.updates, self.trajectories, self.released, self.pending = {}, [], {}, [], {}
