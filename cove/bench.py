@@ -4,7 +4,7 @@
 
 # %% ../nbs/09_bench.ipynb #bcb35414
 from __future__ import annotations
-import contextlib, importlib.util, json, platform, re, sys, tempfile, time
+import contextlib, importlib.util, json, platform, sys, tempfile, time
 from collections import Counter
 from typing import Iterator
 import torch, transformers
@@ -12,10 +12,9 @@ from pathlib import Path
 from fastcore.basics import patch
 from . import __version__ as cove_version
 from .core import get_logger, write_json
-from .config import Config
+from .config import Config, cpu_info
 from .llm import bench_load, bench_generation, pick_dtype
-from .models import EMBEDDED_ALIASES, resolve_model, model_cache_dir, file_lock, available_cores
-from .policy import cpu_has_native_bf16
+from .models import EMBEDDED_ALIASES, resolve_model, model_cache_dir, file_lock
 from .run import Run, RunSpec, load_policy
 from .check import episode_records_of
 from .embed import Embedder, bench_embed
@@ -28,7 +27,7 @@ from .batching import StreamPolicy, play_streams
 __all__ = ['TARGETS', 'PREFILL_ROWS', 'BENCH_FAMILIES', 'ROLLOUT_FAMILIES', 'PROBE_VERSION', 'check_target', 'machine_peaks',
            'roofline', 'linear_shapes', 'token_flops', 'gemm_gflops', 'bound_s', 'Breakdown', 'policy_records',
            'episode_records', 'rollout_backends', 'bound_at', 'rollout_bound', 'iter_rollout_records',
-           'rollout_records', 'stream_records', 'probe_file', 'cpu_model', 'probe_key', 'choose_engine', 'engine_probe',
+           'rollout_records', 'stream_records', 'probe_file', 'probe_key', 'choose_engine', 'engine_probe',
            'engine_record', 'train_records', 'cold_load', 'run_bench']
 
 # %% ../nbs/09_bench.ipynb #2f11099b
@@ -481,20 +480,12 @@ def probe_file() -> Path:
     "The engine probe's records: `engine-probe.json` in `$COVE_CACHE_DIR`, by default `~/.cache/cove`."
     return model_cache_dir().parent/'engine-probe.json'
 
-def cpu_model() -> str:
-    "This CPU's model name as `lscpu` gives it (`/proc/cpuinfo`), else `platform.processor()`."
-    try: txt = Path('/proc/cpuinfo').read_text()
-    except OSError: txt = ''
-    names = re.findall(r'^model name\s*:\s*(.+)$', txt, re.M)
-    return names[0].strip() if names else (platform.processor() or platform.machine())
-
 def probe_key(cfg:Config, # the demo's config: its model, dtype and threads
               engines:list, # the engines that can run here
              ) -> str:
-    """What a probe's choice holds for, as one JSON string: the CPU model, the cores this process may use, native bf16,
+    """What a probe's choice holds for, as one JSON string: the CPU's model, flags and usable cores (`cpu_info`),
     threads, dtype, model, the engines that can run and the versions of torch, transformers and cove."""
-    return json.dumps(dict(cpu=cpu_model(), cores=available_cores(), native_bf16=cpu_has_native_bf16(),
-                           threads=cfg['run.threads'], dtype=served_dtype(cfg), model=str(cfg['model.name']),
+    return json.dumps(dict(**cpu_info(), threads=cfg['run.threads'], dtype=served_dtype(cfg), model=str(cfg['model.name']),
                            engines=sorted(engines), torch=torch.__version__, transformers=transformers.__version__,
                            cove=cove_version, probe=PROBE_VERSION), sort_keys=True)
 
