@@ -193,6 +193,7 @@ class HFPolicy(TokenizerPolicy):
         name:str|None=None, # the policy's name; None: the model's `name_or_path`, else its class name
         template_kw:dict|None=None,  # extra chat-template args, e.g. `{'enable_thinking': False}`
         prefix_cache_tokens:int=32768,  # tokens of KV kept for reuse across turns (`PrefixCache`), fp32 weights only; 0: off
+        prefill_alone:bool|None=None, # prefill each prompt on its own, then decode the rows together; None: on a CPU
     ):
         super().__init__()
         self.model, self.tokenizer, self.batch_size = model.eval(), tokenizer, batch_size
@@ -207,6 +208,8 @@ class HFPolicy(TokenizerPolicy):
         half = next(model.parameters()).dtype in (torch.bfloat16, torch.float16)
         if half and prefix_cache_tokens: _log.info('prefix cache off: with bf16 or fp16 weights it changes greedy answers')
         self.prefix_cache = PrefixCache(0 if half else prefix_cache_tokens)
+        # on a CPU a padded batch prefilled slower than its rows one by one (`_prefill_alone`); a GPU keeps the batch's
+        self.prefill_alone = self.device.type == 'cpu' if prefill_alone is None else prefill_alone
 
 # %% ../nbs/02_llm_b_hf.ipynb #065bfa61
 @patch(as_prop=True)
@@ -424,6 +427,29 @@ def _reused_cache(hits:list, C:int):
         layers.append((K, V))
     return DynamicCache(layers)
 
+# %% ../nbs/02_llm_b_hf.ipynb #c81ae41a
+@patch
+def _prefill_alone(self:HFPolicy, toks:list[list[int]], # each row's prompt (token ids)
+                   hits:list, # each row's cached prefix: `(kv, length)` (`_cache_hits`)
+                   adapter_names:list[str]|None=None, # each row's peft adapter, for a batch of mixed adapters
+                  ) -> list[tuple[list|None, int]]:
+    """Each prompt but its last token prefilled on its own, over its cached prefix: `(kv, len - 1)` per row, `kv` as
+    `[(k, v)]` per layer (heads x tokens x dim); a row with nothing to prefill keeps its hit."""
+    from transformers import DynamicCache
+    out = []
+    for b, (t, (kv, n)) in enumerate(zip(toks, hits)):
+        if len(t) - 1 <= n:
+            out.append((kv, n))
+            continue
+        kw = {'cache': DynamicCache([(k[None, :, :n], v[None, :, :n]) for k, v in kv])} if n else {}
+        if adapter_names: kw['adapter_names'] = [adapter_names[b]]
+        o = self.model(input_ids=torch.tensor([t[n:-1]], device=self.device), use_cache=True, logits_to_keep=1, **kw)
+        if (rows := self._kv_rows(o.get('cache') or o.get('past_key_values'), [(0, list(range(len(t) - 1)))])) is None:
+            self.prefill_alone = False   # not plain per-layer KV: `_kv_rows` said so; the batch prefills from here on
+            return hits
+        out.append((rows[0], len(t) - 1))
+    return out
+
 # %% ../nbs/02_llm_b_hf.ipynb #59417330
 @patch
 def _keep_rows(self:HFPolicy, toks:list[list[int]], new:list[list[int]], gens:list[Generation], cache, mask, start:int,
@@ -450,8 +476,10 @@ def _stopping(self:HFPolicy, stop, start:int):
 @patch
 def _generate_rows(self:HFPolicy, toks:list[list[int]], hits:list, cfg, stop, keys:list|None=None,
                    adapter_names:list[str]|None=None) -> list[Generation]:
-    """Generate one chunk of rows, reusing each row's cached prefix (`keys`: each row's cache key), and keep each row's
-    KV for the next turn; `adapter_names`: each row's peft adapter, for a batch of mixed adapters."""
+    """Generate one chunk of rows, reusing each row's cached prefix (`keys`: each row's cache key), each prompt
+    prefilled alone first where `prefill_alone`, and keep each row's KV for the next turn; `adapter_names`: each row's
+    peft adapter, for a batch of mixed adapters."""
+    if self.prefill_alone: hits = self._prefill_alone(toks, hits, adapter_names)
     cs = [n for _, n in hits]
     ids, mask = _chunk_layout(toks, cs, self.tokenizer.pad_token_id)
     kw = {'cache': _reused_cache(hits, max(cs))} if max(cs) else {}
