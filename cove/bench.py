@@ -440,18 +440,21 @@ def stream_records(cfg:Config, # profile: model, dtype, batch size, seed
                    streams:int=4, # Base runs at once (the demo plays four methods)
                    episodes:int|None=None, # per family and run; default 4 with `quick`, else 8
 ) -> Iterator[dict]:
-    """Base runs at once through one batching engine, grouped and then continuous, on the same tasks: episodes a
-    minute, prefill and decode seconds, the bound and `of_roofline` of each; then the speedup. Each record as soon as it
-    is measured."""
+    """Base runs at once through one batching engine, grouped, continuous, and grouped with each batch prefilled whole
+    (`prefill_alone=False`), on the same tasks: episodes a minute, prefill and decode seconds, the bound and
+    `of_roofline` of each; then the speedups. Each record as soon as it is measured."""
     n, pol, ends = episodes or (4 if quick else 8), load_policy(_with(cfg, model__backend='hf')), {}
     Embedder.from_config(cfg)._load()   # once per process: not an episode's cost
     rates = {}
     with tempfile.TemporaryDirectory() as d:
-        for mode in ('grouped', 'continuous'):
+        for mode in ('grouped', 'continuous', 'batch_prefill'):
             _say(f"{streams} Base runs at once, {mode}: {n} episodes x {len(ROLLOUT_FAMILIES)} families each")
+            alone, pol.prefill_alone = pol.prefill_alone, pol.prefill_alone and mode != 'batch_prefill'
             with _Engine(pol.model) as eng:
                 t = time.perf_counter()
-                res = play_streams(pol, _base_streams(cfg, Path(d)/mode, n, streams), continuous=mode == 'continuous')
+                jobs = _base_streams(cfg, Path(d)/mode, n, streams)
+                try: res = play_streams(pol, jobs, continuous=mode == 'continuous')
+                finally: pol.prefill_alone = alone
                 wall = time.perf_counter() - t
             if bad := {k: f'{type(e).__name__}: {e}' for k, e in res.items() if isinstance(e, BaseException)}:
                 raise RuntimeError(f"stream(s) failed in the {mode} engine: {bad}")
@@ -468,10 +471,11 @@ def stream_records(cfg:Config, # profile: model, dtype, batch size, seed
                    'prompt_tokens': sum(p for p, _ in eng.gens), 'completion_tokens': sum(c for _, c in eng.gens),
                    'success': round(sum(m['overall']['success_rate'] * m['overall']['n'] for m in res.values()) / eps,
                                     3)}
-    same = sum(a == b for a, b in zip(ends['grouped'], ends['continuous']))
-    yield {'name': 'streams_continuous_speedup', 'value': round(rates['continuous'] / rates['grouped'], 2), 'unit': 'x',
-           'same_outcomes': f"{same}/{len(ends['grouped'])}",
-           'note': 'the same Base runs and tasks; in bf16 an answer depends on the rows batched with it'}
+    for mode, ref in (('continuous', 'grouped'), ('grouped', 'batch_prefill')):
+        same = sum(a == b for a, b in zip(ends[mode], ends[ref]))
+        yield {'name': f'streams_{mode}_speedup', 'value': round(rates[mode] / rates[ref], 2), 'unit': 'x', 'over': ref,
+               'same_outcomes': f"{same}/{len(ends[ref])}",
+               'note': 'the same Base runs and tasks; in bf16 an answer depends on the rows batched with it'}
 
 # %% ../nbs/09_bench.ipynb #ed68bf21
 PROBE_VERSION = 1   # how the probe measures and chooses: a record of another version is measured again
