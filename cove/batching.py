@@ -450,10 +450,8 @@ class Decoder:
         "Prefill the prompts `pairs` name, take each one's first token, and add their rows to the batch."
         rows = [Row(q, i, q.toks[i]) for q, i in pairs]
         for q, _ in pairs: self.outs.setdefault(id(q), [None]*len(q.toks))
-        ids, mask = _chunk_layout([r.prompt for r in rows], [0]*len(rows), self.core.tokenizer.pad_token_id)
-        pos = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)   # as `generate` numbers left-padded rows
-        logits, kv = self._forward(ids, mask, pos, None, rows)
-        self._merge(rows, [(l.keys, l.values) for l in kv.layers], mask)
+        logits, layers, mask = self._prefill(rows)
+        self._merge(rows, layers, mask)
         self._advance(rows, self._greedy(logits, rows))
 
     def step(self):
@@ -471,6 +469,28 @@ class Decoder:
         complete = [q for q in {id(r.req): r.req for r in done}.values() if None not in self.outs[id(q)]]
         for q in complete: q.out = self.outs.pop(id(q))
         return complete
+
+# %% ../nbs/02_llm_f_continuous.ipynb #59916cd0
+@patch
+def _prefill(self:Decoder, rows:list[Row]) -> tuple:
+    """The prompts of `rows` prefilled, each alone where the policy's `prefill_alone`, else as one padded batch: the
+    last logits, the keys and values of each layer left-padded to one length, and the mask."""
+    pad = self.core.tokenizer.pad_token_id
+    if not self.core.prefill_alone:
+        ids, mask = _chunk_layout([r.prompt for r in rows], [0]*len(rows), pad)
+        pos = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)   # as `generate` numbers left-padded rows
+        logits, kv = self._forward(ids, mask, pos, None, rows)
+        return logits, [(l.keys, l.values) for l in kv.layers], mask
+    outs = []
+    for r in rows:
+        ids = torch.tensor([r.prompt])
+        logits, kv = self._forward(ids, torch.ones_like(ids), torch.arange(len(r.prompt))[None], None, [r])
+        outs.append((logits, [(l.keys, l.values) for l in kv.layers]))
+    n = max(len(r.prompt) for r in rows)
+    mask = torch.stack([_pad_left(torch.ones(len(r.prompt), dtype=torch.long), n, 0) for r in rows])
+    def stack(l, j): return torch.cat([_pad_left(kv[l][j], n, 2) for _, kv in outs])
+    layers = [(stack(l, 0), stack(l, 1)) for l in range(len(outs[0][1]))]
+    return torch.cat([lg for lg, _ in outs]), layers, mask
 
 # %% ../nbs/02_llm_f_continuous.ipynb #f2b48e81
 @patch

@@ -69,6 +69,14 @@ _declare(
         'tokens of KV the `hf` backend keeps to reuse across turns (`cove.llm.PrefixCache`), with fp32 weights only (in bf16 '
         'it changed greedy answers); 0 = off',
     ),
+    Key(
+        'model.prefill',
+        str,
+        'auto',
+        "how the `hf` backend prefills a batch: `alone` (each prompt on its own, then the rows decode together; faster on "
+        "a CPU), `batch` (one padded tensor); `auto` = alone on a CPU",
+        ('auto', 'alone', 'batch'),
+    ),
     Key('model.temperature', float, 0.0, 'sampling temperature for rollouts (0 = greedy)'),
     Key('model.base_url', str, '', 'OpenAI-compatible endpoint for the `openai` backend'),
     Key('model.timeout', float, 120.0, 'seconds within which a served answer must be whole (`openai` backend)'),

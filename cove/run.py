@@ -273,7 +273,8 @@ def _served_policy(c:dict):
 def _local_policy(c:dict):
     "The in-process policy (`hf`, ...) for the profile's `model` section `c`."
     from cove.llm import make_policy   # here: `cove check` and `cove --help` load no torch
-    extra = {'prefix_cache_tokens': c['prefix_cache_tokens']} if c['backend'] == 'hf' else {}
+    prefill = {'auto': None, 'alone': True, 'batch': False}[c['prefill']]
+    extra = dict(prefix_cache_tokens=c['prefix_cache_tokens'], prefill_alone=prefill) if c['backend'] == 'hf' else {}
     return make_policy(c['backend'], c['name'], dtype=c['dtype'], device=c['device'], batch_size=c['batch_size'],
                        allow_download=c['allow_download'], **extra)
 
