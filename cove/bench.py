@@ -426,11 +426,11 @@ class _Engine(Breakdown):
         self.undo()
 
 # %% ../nbs/09_bench.ipynb #bcbffae3
-def _base_streams(cfg:Config, folder:Path, n:int, k:int) -> dict:
-    "`k` Base runs of `n` episodes per rollout family, seeds `run.seed` to `run.seed + k - 1`, as `play_streams` jobs."
+def _base_streams(cfg:Config, folder:Path, n:int, k:int, families:tuple=ROLLOUT_FAMILIES) -> dict:
+    "`k` Base runs (seeds `run.seed` to `run.seed + k - 1`) of `n` episodes per family: `play_streams` jobs."
     def job(s:int):
         c = _with(cfg, run__seed=cfg['run.seed'] + s, run__family_chunk=1)
-        spec = RunSpec('base', list(ROLLOUT_FAMILIES), n, 'test', c['run.seed'])
+        spec = RunSpec('base', list(families), n, 'test', c['run.seed'])
         return lambda pol: Run(spec, c, folder/f'seed{s}').execute(pol, progress=False)
     return {f'base@{s}': job(s) for s in range(k)}
 
@@ -439,6 +439,7 @@ def stream_records(cfg:Config, # profile: model, dtype, batch size, seed
                    quick:bool=False, # fewer episodes
                    streams:int=4, # Base runs at once (the demo plays four methods)
                    episodes:int|None=None, # per family and run; default 4 with `quick`, else 8
+                   families:tuple=ROLLOUT_FAMILIES, # the families each run plays
 ) -> Iterator[dict]:
     """Base runs at once through one batching engine, grouped, continuous, and grouped with each batch prefilled whole
     (`prefill_alone=False`), on the same tasks: episodes a minute, prefill and decode seconds, the bound and
@@ -448,11 +449,11 @@ def stream_records(cfg:Config, # profile: model, dtype, batch size, seed
     rates = {}
     with tempfile.TemporaryDirectory() as d:
         for mode in ('grouped', 'continuous', 'batch_prefill'):
-            _say(f"{streams} Base runs at once, {mode}: {n} episodes x {len(ROLLOUT_FAMILIES)} families each")
+            _say(f"{streams} Base runs at once, {mode}: {n} episodes x {len(families)} families each")
             alone, pol.prefill_alone = pol.prefill_alone, pol.prefill_alone and mode != 'batch_prefill'
             with _Engine(pol.model) as eng:
                 t = time.perf_counter()
-                jobs = _base_streams(cfg, Path(d)/mode, n, streams)
+                jobs = _base_streams(cfg, Path(d)/mode, n, streams, families)
                 try: res = play_streams(pol, jobs, continuous=mode == 'continuous')
                 finally: pol.prefill_alone = alone
                 wall = time.perf_counter() - t
@@ -465,7 +466,7 @@ def stream_records(cfg:Config, # profile: model, dtype, batch size, seed
             rates[mode], rows = 60 * eps / wall, max(1, round(eng.rows / max(1, eng.decodes)))
             yield {'name': f'rollout_streams_episodes_per_min_{mode}', 'value': round(rates[mode], 2),
                    'unit': 'episodes/min', 'model': cfg['model.name'], 'dtype': str(pol.dtype).removeprefix('torch.'),
-                   'streams': streams, 'episodes': eps, 'families': list(ROLLOUT_FAMILIES), 'wall_s': round(wall, 2),
+                   'streams': streams, 'episodes': eps, 'families': list(families), 'wall_s': round(wall, 2),
                    'prefill_s': round(eng.s['prefill'], 2), 'decode_s': round(eng.s['decode'], 2),
                    'decode_passes': eng.decodes, **bound_at(pol.model, eng.gens, rows, wall),
                    'prompt_tokens': sum(p for p, _ in eng.gens), 'completion_tokens': sum(c for _, c in eng.gens),
