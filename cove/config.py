@@ -73,8 +73,8 @@ _declare(
         'model.prefill',
         str,
         'auto',
-        "how the `hf` backend prefills a batch: `alone` (each prompt on its own, then the rows decode together; faster on "
-        "a CPU), `batch` (one padded tensor); `auto` = alone on a CPU",
+        "how the `hf` backend prefills a batch: `alone` (each prompt on its own, then the rows decode together; "
+        "faster on a CPU), `batch` (one padded tensor); `auto` = alone on a CPU",
         ('auto', 'alone', 'batch'),
     ),
     Key('model.temperature', float, 0.0, 'sampling temperature for rollouts (0 = greedy)'),

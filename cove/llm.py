@@ -208,7 +208,8 @@ class HFPolicy(TokenizerPolicy):
         half = next(model.parameters()).dtype in (torch.bfloat16, torch.float16)
         if half and prefix_cache_tokens: _log.info('prefix cache off: with bf16 or fp16 weights it changes greedy answers')
         self.prefix_cache = PrefixCache(0 if half else prefix_cache_tokens)
-        # on a CPU a padded batch prefilled slower than its rows one by one (`_prefill_alone`); a GPU keeps the batch's
+        # on a CPU a padded batch prefilled slower than its rows one by one (`_prefill_alone`, docs/small-model.md); on
+        # a GPU, where that was not measured, `generate` prefills the batch
         self.prefill_alone = self.device.type == 'cpu' if prefill_alone is None else prefill_alone
 
 # %% ../nbs/02_llm_b_hf.ipynb #065bfa61
