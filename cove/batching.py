@@ -11,7 +11,7 @@ from fastcore.basics import patch
 from .core import get_logger
 from .config import declare_key
 from .policy import Generation, Policy, adapter_folder, cut_at_stop
-from .llm import HFPolicy, _chunk_layout, _seeded
+from .llm import HFPolicy, _chunk_layout, _reused_cache, _seeded
 
 _log = get_logger('batching')
 
@@ -473,24 +473,19 @@ class Decoder:
 # %% ../nbs/02_llm_f_continuous.ipynb #59916cd0
 @patch
 def _prefill(self:Decoder, rows:list[Row]) -> tuple:
-    """The prompts of `rows` prefilled, each alone where the policy's `prefill_alone`, else as one padded batch: the
-    last logits, the keys and values of each layer left-padded to one length, and the mask."""
-    pad = self.core.tokenizer.pad_token_id
-    if not self.core.prefill_alone:
-        ids, mask = _chunk_layout([r.prompt for r in rows], [0]*len(rows), pad)
-        pos = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)   # as `generate` numbers left-padded rows
-        logits, kv = self._forward(ids, mask, pos, None, rows)
-        return logits, [(l.keys, l.values) for l in kv.layers], mask
-    outs = []
-    for r in rows:
-        ids = torch.tensor([r.prompt])
-        logits, kv = self._forward(ids, torch.ones_like(ids), torch.arange(len(r.prompt))[None], None, [r])
-        outs.append((logits, [(l.keys, l.values) for l in kv.layers]))
-    n = max(len(r.prompt) for r in rows)
-    mask = torch.stack([_pad_left(torch.ones(len(r.prompt), dtype=torch.long), n, 0) for r in rows])
-    def stack(l, j): return torch.cat([_pad_left(kv[l][j], n, 2) for _, kv in outs])
-    layers = [(stack(l, 0), stack(l, 1)) for l in range(len(outs[0][1]))]
-    return torch.cat([lg for lg, _ in outs]), layers, mask
+    """The prompts of `rows` prefilled, each alone (`HFPolicy._prefill_alone`, as `generate` does) where the policy's
+    `prefill_alone`, else as one padded batch: the last logits, the keys and values of each layer left-padded to one
+    length, and the mask."""
+    core, prompts = self.core, [r.prompt for r in rows]
+    hits = [(None, 0)]*len(rows)
+    if core.prefill_alone:
+        with _rows_under(core, [r.req.adapter for r in rows]) as names: hits = core._prefill_alone(prompts, hits, names)
+    C = max(n for _, n in hits)
+    ids, mask = _chunk_layout(prompts, [n for _, n in hits], core.tokenizer.pad_token_id)
+    pos = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)   # as `generate` numbers left-padded rows
+    kv = _reused_cache(hits, C) if C else None
+    logits, kv = self._forward(ids[:, C:], mask, pos[:, C:], kv, rows)   # each row's last token, over its own prefill
+    return logits, [(l.keys, l.values) for l in kv.layers], mask
 
 # %% ../nbs/02_llm_f_continuous.ipynb #f2b48e81
 @patch
