@@ -473,13 +473,13 @@ class Decoder:
 # %% ../nbs/02_llm_f_continuous.ipynb #59916cd0
 @patch
 def _prefill(self:Decoder, rows:list[Row]) -> tuple:
-    """The prompts of `rows` prefilled, each alone (`HFPolicy._prefill_alone`, as `generate` does) where the policy's
-    `prefill_alone`, else as one padded batch: the last logits, the keys and values of each layer left-padded to one
-    length, and the mask."""
+    """The prompts of `rows` prefilled, each alone (`HFPolicy._prefill_alone`, as `generate` does; in half precision
+    over its cached prefix) where the policy's `prefill_alone`, else as one padded batch: the last logits, the keys
+    and values of each layer left-padded to one length, and the mask."""
     core, prompts = self.core, [r.prompt for r in rows]
-    hits = [(None, 0)]*len(rows)
+    hits, keys = [(None, 0)]*len(rows), [r.req.adapter for r in rows]
     if core.prefill_alone:
-        with _rows_under(core, [r.req.adapter for r in rows]) as names: hits = core._prefill_alone(prompts, hits, names)
+        with _rows_under(core, keys) as names: hits = core._prefill_alone(prompts, hits, names, keys)
     C = max(n for _, n in hits)
     ids, mask = _chunk_layout(prompts, [n for _, n in hits], core.tokenizer.pad_token_id)
     pos = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)   # as `generate` numbers left-padded rows

@@ -479,9 +479,9 @@ def stream_records(cfg:Config, # profile: model, dtype, batch size, seed
                'note': 'the same Base runs and tasks; in bf16 an answer depends on the rows batched with it'}
 
 # %% ../nbs/09_bench.ipynb #ed68bf21
-# how the probe measures and chooses, and how `hf` plays (2: each prompt prefilled alone): a record of another version
-# is measured again
-PROBE_VERSION = 2
+# how the probe measures and chooses, and how `hf` plays (2: each prompt prefilled alone; 3: in bf16, cut at message
+# starts and reused from the prefix cache): a record of another version is measured again
+PROBE_VERSION = 3
 
 def probe_file() -> Path:
     "The engine probe's records: `engine-probe.json` in `$COVE_CACHE_DIR`, by default `~/.cache/cove`."

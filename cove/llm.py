@@ -23,7 +23,7 @@ _all_ = ['Generation', 'Policy', 'as_messages', 'choice_token_spans', 'count_tok
          'make_policy']
 
 # %% auto #0
-__all__ = ['DTYPES', 'MODELLED_TOKENS_PER_INSTANCE', 'MODELLED_STEPS_PER_INSTANCE', 'pick_dtype', 'torch_threads', 'set_threads', 'tiny_llama', 'load_model', 'modelled_train_cost', 'PrefixCache', 'Generation', 'Policy', 'as_messages', 'choice_token_spans', 'count_tokens_with', 'cpu_has_native_bf16', 'render_chat', 'smollm2_tokenizer', 'stop_patterns', 'stop_strings', 'BACKENDS', 'make_policy', 'HFPolicy', 'PatternStop', 'client_stop', 'make_test_adapter', 'bench_generation', 'bench_load']
+__all__ = ['DTYPES', 'MODELLED_TOKENS_PER_INSTANCE', 'MODELLED_STEPS_PER_INSTANCE', 'pick_dtype', 'torch_threads', 'set_threads', 'tiny_llama', 'load_model', 'modelled_train_cost', 'PrefixCache', 'exact_chunk_ends', 'message_start_id', 'Generation', 'Policy', 'as_messages', 'choice_token_spans', 'count_tokens_with', 'cpu_has_native_bf16', 'render_chat', 'smollm2_tokenizer', 'stop_patterns', 'stop_strings', 'BACKENDS', 'make_policy', 'HFPolicy', 'PatternStop', 'client_stop', 'make_test_adapter', 'bench_generation', 'bench_load']
 
 # %% ../nbs/02_llm.ipynb #0d2f39ff
 DTYPES = {'float32': torch.float32, 'fp32': torch.float32, 'bfloat16': torch.bfloat16, 'bf16': torch.bfloat16,
@@ -121,10 +121,11 @@ def _common_prefix(seqs:list[list[int]]) -> int:
 # %% ../nbs/02_llm.ipynb #71987469
 class PrefixCache:
     """Per-row KV caches of recent prompts, reused for the longest common token prefix (LRU, at most `max_tokens`
-    tokens)."""
+    tokens). A row kept with its chunk `ends` (`exact_chunk_ends`) serves only up to an end that the prompt looked up
+    shares."""
     def __init__(self, max_tokens:int=32768): # most tokens of KV kept, over all rows; 0 disables the cache
         if max_tokens < 0: raise ValueError(f"max_tokens must be >= 0 (0 disables the cache), got {max_tokens}")
-        # rows: (key, ids as an int64 array, [(k, v) per layer] with k, v: heads x tokens x dim)
+        # rows: (key, ids as an int64 array, [(k, v) per layer] with k, v: heads x tokens x dim, chunk ends or None)
         self.max_tokens, self.rows = max_tokens, []
         self.stats = dict(lookups=0, hits=0, reused_tokens=0, prompt_tokens=0)
 
@@ -144,13 +145,14 @@ def __repr__(self:PrefixCache):
 def add(self:PrefixCache,
         key, # what the row's KV was computed under (the adapter's name; None: the base model); lookups match it
         ids:list[int], # the row's token ids; an empty row, or one longer than `max_tokens`, is not kept
-        kv:list): # the row's keys and values: `[(k, v)]` per layer, each heads x len(ids) x dim
+        kv:list, # the row's keys and values: `[(k, v)]` per layer, each heads x len(ids) x dim
+        ends:list[int]|None=None): # where the row's prefill was cut (the last: `len(ids)`); None: any prefix serves
     """Keep a row's ids and KV (`[(k, v)]` per layer, each heads x len(ids) x dim); evicts the oldest rows beyond
     `max_tokens`."""
     if not ids or len(ids) > self.max_tokens: return
     if any(k.shape[-2] != len(ids) for k, _ in kv):
         raise ValueError(f"KV length {kv[0][0].shape[-2]} != {len(ids)} ids")
-    self.rows.append((key, np.asarray(ids, dtype=np.int64), kv))
+    self.rows.append((key, np.asarray(ids, dtype=np.int64), kv, None if ends is None else frozenset(ends)))
     while self.tokens > self.max_tokens: self.rows.pop(0)
 
 # %% ../nbs/02_llm.ipynb #0cb29e55
@@ -160,18 +162,26 @@ def _prefix_len(kept:np.ndarray, a:np.ndarray) -> int:
     eq = kept[:m] == a[:m]
     return m if eq.all() else int(eq.argmin())
 
+# %% ../nbs/02_llm.ipynb #88054d62
+def _served(row_ends:frozenset|None, ends:list[int]|None, n:int) -> int:
+    """How much of a common prefix of `n` tokens a kept row serves: all of it if the row was kept without cuts, else
+    the last of its cuts at or before `n` that is one of the prompt's (`ends`; None: any)."""
+    if row_ends is None: return n
+    return max((e for e in row_ends if e <= n and (ends is None or e in ends)), default=0)
+
 # %% ../nbs/02_llm.ipynb #c723ffd3
 @patch
 def lookup(self:PrefixCache,
            key, # only rows kept under this key (the adapter's name; None: the base model) are reused
            ids:list[int], # the prompt's token ids
+           ends:list[int]|None=None, # the prompt's chunk ends: a row kept with ends serves up to one both share
           ) -> tuple[list|None, int]:
-    """The kept row (its per-layer KV) sharing the longest prefix with `ids` under `key`, and that length (at most
+    """The kept row (its per-layer KV) that serves the longest prefix of `ids` under `key`, and that length (at most
     `len(ids) - 1`)."""
     a, best, n = np.asarray(ids, dtype=np.int64), None, 0
     for j, r in enumerate(self.rows):
         if r[0] != key: continue
-        k = _prefix_len(r[1], a)
+        k = _served(r[3], ends, _prefix_len(r[1], a))
         if k > n: best, n = j, k
     self.stats['lookups'] += 1
     self.stats['prompt_tokens'] += len(ids)
@@ -181,6 +191,33 @@ def lookup(self:PrefixCache,
     self.stats['hits'] += 1
     self.stats['reused_tokens'] += n
     return best[2], n
+
+# %% ../nbs/02_llm.ipynb #12e6931c
+def exact_chunk_ends(ids:list[int], # a prompt's token ids
+                     start:int, # the token that opens each chat message (`message_start_id`)
+                     min_tokens:int=64, # fewest tokens from one cut to a message start that is cut too
+                    ) -> list[int]:
+    """Where the prefill of `ids[:-1]` is cut: at message starts at least `min_tokens` after the previous cut, and at
+    `len(ids) - 1`. Each cut depends only on the tokens before it."""
+    out, last = [], 0
+    for p in np.flatnonzero(np.asarray(ids[:-1], dtype=np.int64) == start).tolist():
+        if p - last >= min_tokens:
+            out.append(p)
+            last = p
+    return out + [len(ids) - 1] if len(ids) - 1 > last else out
+
+# %% ../nbs/02_llm.ipynb #df918fcc
+def message_start_id(tokenizer, # a transformers tokenizer with a chat template
+                     template_kw:dict|None=None, # extra chat-template arguments
+                    ) -> int|None:
+    "The special token that opens each chat message (ChatML's `<|im_start|>`); None if the template has none."
+    m = [{'role': 'user', 'content': 'x'}]
+    try:
+        a, b = (tokenizer(render_chat(tokenizer, m, g, **(template_kw or {})), add_special_tokens=False)['input_ids']
+                for g in (False, True))
+    except ValueError: return None   # no chat template
+    if len(b) <= len(a) or b[:len(a)] != a: return None
+    return b[len(a)] if b[len(a)] in tokenizer.all_special_ids else None
 
 # %% ../nbs/02_llm_b_hf.ipynb #52097ba5
 class HFPolicy(TokenizerPolicy):
@@ -192,8 +229,9 @@ class HFPolicy(TokenizerPolicy):
         batch_size:int=16,  # rows per forward pass
         name:str|None=None, # the policy's name; None: the model's `name_or_path`, else its class name
         template_kw:dict|None=None,  # extra chat-template args, e.g. `{'enable_thinking': False}`
-        prefix_cache_tokens:int=32768,  # tokens of KV kept for reuse across turns (`PrefixCache`), fp32 weights only; 0: off
+        prefix_cache_tokens:int=32768,  # tokens of KV kept for reuse across turns (`PrefixCache`); 0: off
         prefill_alone:bool|None=None, # prefill each prompt on its own, then decode the rows together; None: on a CPU
+        chunk_tokens:int=64, # in half precision, fewest tokens between two cuts of a prefill (`exact_chunk_ends`)
     ):
         super().__init__()
         self.model, self.tokenizer, self.batch_size = model.eval(), tokenizer, batch_size
@@ -203,14 +241,19 @@ class HFPolicy(TokenizerPolicy):
         tokenizer.padding_side = 'left'
         eos = model.generation_config.eos_token_id
         self.eos_ids = {tokenizer.eos_token_id, *(eos if isinstance(eos, list) else [eos])} - {None}
-        # result-neutral in fp32 only: in bf16 a prompt served from cached keys and values got another greedy answer
-        # than the same prompt prefilled whole (memrl_epochs' No Memory, docs/experiments.md), so half precision has none
-        half = next(model.parameters()).dtype in (torch.bfloat16, torch.float16)
-        if half and prefix_cache_tokens: _log.info('prefix cache off: with bf16 or fp16 weights it changes greedy answers')
-        self.prefix_cache = PrefixCache(0 if half else prefix_cache_tokens)
         # on a CPU a padded batch prefilled slower than its rows one by one (`_prefill_alone`, docs/small-model.md); on
         # a GPU, where that was not measured, `generate` prefills the batch
         self.prefill_alone = self.device.type == 'cpu' if prefill_alone is None else prefill_alone
+        # in bf16 a prompt served from cached keys and values got another greedy answer than the same prompt prefilled
+        # whole (memrl_epochs' No Memory, docs/experiments.md): in half precision a prompt prefilled alone is cut at
+        # fixed places (`exact_chunk_ends`) whether a prefix is cached or not, and only those cuts are reused
+        half = next(model.parameters()).dtype in (torch.bfloat16, torch.float16)
+        self.chunk_start = message_start_id(tokenizer, self.template_kw) if half else None
+        self.chunk_tokens = chunk_tokens
+        if half and prefix_cache_tokens and self.chunk_start is None:
+            _log.info('prefix cache off: with bf16 or fp16 weights and no chat message token to cut prompts at, it '
+                      'would change greedy answers')
+        self.prefix_cache = PrefixCache(0 if half and self.chunk_start is None else prefix_cache_tokens)
 
 # %% ../nbs/02_llm_b_hf.ipynb #065bfa61
 @patch(as_prop=True)
@@ -363,11 +406,18 @@ def _shared_len(toks:list[list[int]]) -> int:
 
 # %% ../nbs/02_llm_b_hf.ipynb #9af55db3
 @patch
+def _chunk_ends(self:HFPolicy, t:list[int]) -> list[int]:
+    "Where the prefill of prompt `t` is cut: at `exact_chunk_ends` in half precision, else only before its last token."
+    if self.chunk_start is None: return [len(t) - 1] if len(t) > 1 else []
+    return exact_chunk_ends(t, self.chunk_start, self.chunk_tokens)
+
+@patch
 def _cache_hits(self:HFPolicy, toks:list[list[int]], keys:list|None=None) -> list[tuple[list|None, int]]:
     """For each prompt, the kept KV (under its key in `keys`, default the active adapter) and the length of the prefix
-    it covers; a prefix shared by all prompts of one key is prefilled once first."""
+    it covers; a prefix shared by all prompts of one key is prefilled once first. None in half precision, where
+    `_prefill_alone` looks each prompt up as it comes to it."""
     pc, keys = self.prefix_cache, keys or [self._active]*len(toks)
-    if not pc.max_tokens: return [(None, 0)]*len(toks)
+    if not pc.max_tokens or self.chunk_start is not None: return [(None, 0)]*len(toks)
     hits = [pc.lookup(k, t) for k, t in zip(keys, toks)]
     shared = _shared_len(toks) if len(set(keys)) == 1 else 0   # a mixed batch has no one model state to prefill with
     if shared >= 16 and any(n < shared for _, n in hits):
@@ -433,22 +483,34 @@ def _reused_cache(hits:list, C:int):
 def _prefill_alone(self:HFPolicy, toks:list[list[int]], # each row's prompt (token ids)
                    hits:list, # each row's cached prefix: `(kv, length)` (`_cache_hits`)
                    adapter_names:list[str]|None=None, # each row's peft adapter, for a batch of mixed adapters
+                   keys:list|None=None, # each row's prefix-cache key (default: the active adapter)
                   ) -> list[tuple[list|None, int]]:
-    """Each prompt but its last token prefilled on its own, over its cached prefix: `(kv, len - 1)` per row, `kv` as
-    `[(k, v)]` per layer (heads x tokens x dim); a row with nothing to prefill keeps its hit."""
+    """Each prompt but its last token prefilled on its own, over its cached prefix, in the chunks `_chunk_ends` cuts:
+    `(kv, len - 1)` per row, `kv` as `[(k, v)]` per layer (heads x tokens x dim); a row with nothing to prefill keeps
+    its hit. In half precision each prompt is looked up in the prefix cache as it comes (so it reuses one prefilled
+    before it in this batch), only at its cuts, and kept there with them."""
     from transformers import DynamicCache
-    out = []
+    out, keys = [], keys or [self._active]*len(toks)
     for b, (t, (kv, n)) in enumerate(zip(toks, hits)):
+        ends = self._chunk_ends(t)
+        if self.chunk_start is not None and self.prefix_cache.max_tokens:
+            kv, n = self.prefix_cache.lookup(keys[b], t, ends)
         if len(t) - 1 <= n:
             out.append((kv, n))
             continue
         kw = {'cache': DynamicCache([(k[None, :, :n], v[None, :, :n]) for k, v in kv])} if n else {}
         if adapter_names: kw['adapter_names'] = [adapter_names[b]]
-        o = self.model(input_ids=torch.tensor([t[n:-1]], device=self.device), use_cache=True, logits_to_keep=1, **kw)
-        if (rows := self._kv_rows(o.get('cache') or o.get('past_key_values'), [(0, list(range(len(t) - 1)))])) is None:
+        at = n
+        for e in ends:
+            if e <= at: continue
+            ids = torch.tensor([t[at:e]], device=self.device)
+            o = self.model(input_ids=ids, use_cache=True, logits_to_keep=1, **kw)
+            kw['cache'], at = o.get('cache') or o.get('past_key_values'), e
+        if (rows := self._kv_rows(kw['cache'], [(0, list(range(len(t) - 1)))])) is None:
             self.prefill_alone = False   # not plain per-layer KV: `_kv_rows` said so; the batch prefills from here on
             return hits
         out.append((rows[0], len(t) - 1))
+        if self.chunk_start is not None: self.prefix_cache.add(keys[b], t[:-1], rows[0], ends)
     return out
 
 # %% ../nbs/02_llm_b_hf.ipynb #59417330
@@ -478,9 +540,9 @@ def _stopping(self:HFPolicy, stop, start:int):
 def _generate_rows(self:HFPolicy, toks:list[list[int]], hits:list, cfg, stop, keys:list|None=None,
                    adapter_names:list[str]|None=None) -> list[Generation]:
     """Generate one chunk of rows, reusing each row's cached prefix (`keys`: each row's cache key), each prompt
-    prefilled alone first where `prefill_alone`, and keep each row's KV for the next turn; `adapter_names`: each row's
-    peft adapter, for a batch of mixed adapters."""
-    if self.prefill_alone: hits = self._prefill_alone(toks, hits, adapter_names)
+    prefilled alone first where `prefill_alone`, and keep each row's KV for the next turn (in full precision: in half
+    precision `_prefill_alone` keeps the prompts); `adapter_names`: each row's peft adapter, for mixed adapters."""
+    if self.prefill_alone: hits = self._prefill_alone(toks, hits, adapter_names, keys)
     cs = [n for _, n in hits]
     ids, mask = _chunk_layout(toks, cs, self.tokenizer.pad_token_id)
     kw = {'cache': _reused_cache(hits, max(cs))} if max(cs) else {}
@@ -496,7 +558,8 @@ def _generate_rows(self:HFPolicy, toks:list[list[int]], hits:list, cfg, stop, ke
     )
     new = res.sequences[:, start:].tolist()
     gens = [self._finish(row, len(t), stop) for t, row in zip(toks, new)]
-    if self.prefix_cache.max_tokens:   # no cache back from `generate`: `_kv_rows` warns and turns the prefix cache off
+    # in half precision a decoded token's keys and values depend on the rows batched with it: only prefills are kept
+    if self.prefix_cache.max_tokens and self.chunk_start is None:   # no cache back: `_kv_rows` turns the cache off
         self._keep_rows(toks, new, gens, res.get('cache') or res.get('past_key_values'), mask, start, keys)
     return gens
 
