@@ -195,16 +195,14 @@ def lookup(self:PrefixCache,
 # %% ../nbs/02_llm.ipynb #12e6931c
 def exact_chunk_ends(ids:list[int], # a prompt's token ids
                      start:int, # the token that opens each chat message (`message_start_id`)
-                     min_tokens:int=64, # fewest tokens from one cut to a message start that is cut too
+                     min_tokens:int=128, # fewest tokens of a first message that is cut off on its own
                     ) -> list[int]:
-    """Where the prefill of `ids[:-1]` is cut: at message starts at least `min_tokens` after the previous cut, and at
-    `len(ids) - 1`. Each cut depends only on the tokens before it."""
-    out, last = [], 0
-    for p in np.flatnonzero(np.asarray(ids[:-1], dtype=np.int64) == start).tolist():
-        if p - last >= min_tokens:
-            out.append(p)
-            last = p
-    return out + [len(ids) - 1] if len(ids) - 1 > last else out
+    """Where the prefill of `ids[:-1]` is cut: where the second message starts, if at least `min_tokens` in, and at
+    `len(ids) - 1`. The first cut depends only on the tokens before it."""
+    if len(ids) < 2: return []
+    at = np.flatnonzero(np.asarray(ids[1:-1], dtype=np.int64) == start)   # message starts after the first token
+    cut = [int(at[0]) + 1] if len(at) and at[0] + 1 >= min_tokens else []
+    return cut + [len(ids) - 1]
 
 # %% ../nbs/02_llm.ipynb #df918fcc
 def message_start_id(tokenizer, # a transformers tokenizer with a chat template
@@ -231,7 +229,7 @@ class HFPolicy(TokenizerPolicy):
         template_kw:dict|None=None,  # extra chat-template args, e.g. `{'enable_thinking': False}`
         prefix_cache_tokens:int=32768,  # tokens of KV kept for reuse across turns (`PrefixCache`); 0: off
         prefill_alone:bool|None=None, # prefill each prompt on its own, then decode the rows together; None: on a CPU
-        chunk_tokens:int=64, # in half precision, fewest tokens between two cuts of a prefill (`exact_chunk_ends`)
+        chunk_tokens:int=128, # in half precision, the shortest system prompt prefilled on its own (`exact_chunk_ends`)
     ):
         super().__init__()
         self.model, self.tokenizer, self.batch_size = model.eval(), tokenizer, batch_size
@@ -245,8 +243,8 @@ class HFPolicy(TokenizerPolicy):
         # a GPU, where that was not measured, `generate` prefills the batch
         self.prefill_alone = self.device.type == 'cpu' if prefill_alone is None else prefill_alone
         # in bf16 a prompt served from cached keys and values got another greedy answer than the same prompt prefilled
-        # whole (memrl_epochs' No Memory, docs/experiments.md): in half precision a prompt prefilled alone is cut at
-        # fixed places (`exact_chunk_ends`) whether a prefix is cached or not, and only those cuts are reused
+        # whole (memrl_epochs' No Memory, docs/experiments.md): in half precision a prompt prefilled alone is cut at a
+        # fixed place (`exact_chunk_ends`) whether a prefix is cached or not, and only there is it served from the cache
         half = next(model.parameters()).dtype in (torch.bfloat16, torch.float16)
         self.chunk_start = message_start_id(tokenizer, self.template_kw) if half else None
         self.chunk_tokens = chunk_tokens
@@ -491,6 +489,7 @@ def _prefill_alone(self:HFPolicy, toks:list[list[int]], # each row's prompt (tok
     before it in this batch), only at its cuts, and kept there with them."""
     from transformers import DynamicCache
     out, keys = [], keys or [self._active]*len(toks)
+    none = torch.empty(0, dtype=torch.long, device=self.device)   # no logits: the keys and values are what is kept
     for b, (t, (kv, n)) in enumerate(zip(toks, hits)):
         ends = self._chunk_ends(t)
         if self.chunk_start is not None and self.prefix_cache.max_tokens:
@@ -504,7 +503,7 @@ def _prefill_alone(self:HFPolicy, toks:list[list[int]], # each row's prompt (tok
         for e in ends:
             if e <= at: continue
             ids = torch.tensor([t[at:e]], device=self.device)
-            o = self.model(input_ids=ids, use_cache=True, logits_to_keep=1, **kw)
+            o = self.model(input_ids=ids, use_cache=True, logits_to_keep=none, **kw)
             kw['cache'], at = o.get('cache') or o.get('past_key_values'), e
         if (rows := self._kv_rows(kw['cache'], [(0, list(range(len(t) - 1)))])) is None:
             self.prefill_alone = False   # not plain per-layer KV: `_kv_rows` said so; the batch prefills from here on
