@@ -294,13 +294,14 @@ ROLLOUT_FAMILIES = ('tableqa', 'multihop', 'math', 'code')
 
 # %% ../nbs/09_bench.ipynb #8f8a9da7
 def rollout_backends(cfg:Config, # profile: model name, backend settings
+                     venv:str|None=None, # vLLM's venv (None: `$COVE_VLLM_VENV`, else `.venv-vllm`)
                     ) -> dict:
     "Backend -> None (it can run here) or the reason it cannot; `hf` always runs."
     why = None if importlib.util.find_spec('llama_cpp') else \
         "llama-cpp-python is not installed: pip install 'cove[llamacpp]'"
     if why is None and not (cfg['model.name'] in EMBEDDED_ALIASES or str(cfg['model.name']).endswith('.gguf')):
         why = f"the llamacpp backend runs the embedded model or a .gguf file, not {cfg['model.name']!r}"
-    return {'hf': None, 'llamacpp': why, 'vllm': unservable(cfg)}
+    return {'hf': None, 'llamacpp': why, 'vllm': unservable(cfg, venv)}
 
 # %% ../nbs/09_bench.ipynb #ed8b0821
 def _with(cfg:Config, **kv) -> Config:
@@ -492,9 +493,10 @@ def probe_key(cfg:Config, # the demo's config: its model, dtype and threads
              ) -> str:
     """What a probe's choice holds for, as one JSON string: the CPU's model, flags and usable cores (`cpu_info`),
     threads, dtype, model, the engines that can run and the versions of torch, transformers and cove."""
-    return json.dumps(dict(**cpu_info(), threads=cfg['run.threads'], dtype=served_dtype(cfg), model=str(cfg['model.name']),
-                           engines=sorted(engines), torch=torch.__version__, transformers=transformers.__version__,
-                           cove=cove_version, probe=PROBE_VERSION), sort_keys=True)
+    return json.dumps(dict(**cpu_info(), threads=cfg['run.threads'], dtype=served_dtype(cfg),
+                           model=str(cfg['model.name']), engines=sorted(engines), torch=torch.__version__,
+                           transformers=transformers.__version__, cove=cove_version, probe=PROBE_VERSION),
+                      sort_keys=True)
 
 # %% ../nbs/09_bench.ipynb #9416c385
 def _probe_play(cfg:Config, b:str, folder:Path, n:int, k:int) -> tuple[list[str], float]:
@@ -565,7 +567,7 @@ def engine_probe(cfg:Config, # the demo's config: model, dtype and the `run.*` k
     each engine that can run plays the same Base runs (`_probe_play`) and `choose_engine` picks; the record is kept.
     Where only `hf` can run, nothing is measured. An engine that fails in the probe is not chosen, said in the record,
     and the record is not kept (the next demo measures again)."""
-    can = rollout_backends(cfg) | {'vllm': unservable(cfg, venv)}
+    can = rollout_backends(cfg, venv)
     why_not = {b: can.get(b, f'no such engine (one of {sorted(can)})') for b in engines if can.get(b, 1) is not None}
     run = ['hf'] + [b for b in engines if b != 'hf' and b not in why_not]
     if len(run) == 1:

@@ -134,6 +134,10 @@ class PrefixCache:
 def tokens(self:PrefixCache) -> int: return sum(len(r[1]) for r in self.rows)
 @patch
 def clear(self:PrefixCache): self.rows = []
+@patch
+def drop(self:PrefixCache, key):
+    "Forget the rows kept under `key` (an adapter reloaded or unloaded: its KV came from other weights)."
+    self.rows = [r for r in self.rows if r[0] != key]
 
 # %% ../nbs/02_llm.ipynb #54f66b79
 @patch
@@ -165,9 +169,9 @@ def _prefix_len(kept:np.ndarray, a:np.ndarray) -> int:
 # %% ../nbs/02_llm.ipynb #88054d62
 def _served(row_ends:frozenset|None, ends:list[int]|None, n:int) -> int:
     """How much of a common prefix of `n` tokens a kept row serves: all of it if the row was kept without cuts, else
-    the last of its cuts at or before `n` that is one of the prompt's (`ends`; None: any)."""
+    the last of its cuts at or before `n` that is one of the prompt's `ends`."""
     if row_ends is None: return n
-    return max((e for e in row_ends if e <= n and (ends is None or e in ends)), default=0)
+    return max((e for e in row_ends if e <= n and e in (ends or ())), default=0)
 
 # %% ../nbs/02_llm.ipynb #c723ffd3
 @patch
@@ -248,10 +252,11 @@ class HFPolicy(TokenizerPolicy):
         half = next(model.parameters()).dtype in (torch.bfloat16, torch.float16)
         self.chunk_start = message_start_id(tokenizer, self.template_kw) if half else None
         self.chunk_tokens = chunk_tokens
-        if half and prefix_cache_tokens and self.chunk_start is None:
-            _log.info('prefix cache off: with bf16 or fp16 weights and no chat message token to cut prompts at, it '
-                      'would change greedy answers')
-        self.prefix_cache = PrefixCache(0 if half and self.chunk_start is None else prefix_cache_tokens)
+        off = None
+        if half and self.chunk_start is None: off = 'there is no chat message token to cut prompts at'
+        elif half and not self.prefill_alone: off = 'only prompts prefilled alone are kept, and prefill_alone is off'
+        if off and prefix_cache_tokens: _log.info(f'prefix cache off: with bf16 or fp16 weights {off}')
+        self.prefix_cache = PrefixCache(0 if off else prefix_cache_tokens)
 
 # %% ../nbs/02_llm_b_hf.ipynb #065bfa61
 @patch(as_prop=True)
@@ -437,15 +442,19 @@ def _cache_off(self:HFPolicy, cache, layers):
 
 # %% ../nbs/02_llm_b_hf.ipynb #64244e0d
 @patch
-def _kv_rows(self:HFPolicy, cache, rows:list[tuple[int, list[int]]]) -> list[list]|None:
-    """Copies of the keys and values at positions `pos` of batch row `b`, for each `(b, pos)`; None (and the cache off)
-    for caches other than plain per-layer KV."""
+def _kv_rows(self:HFPolicy, cache, rows:list[tuple[int, list[int]|None]]) -> list[list]|None:
+    """Copies of the keys and values at positions `pos` of batch row `b`, for each `(b, pos)` (`pos` None: all of
+    them, not copied: for a cache of one row, whose tensors nothing else holds); None (and the cache off) for caches
+    other than plain per-layer KV."""
     layers = getattr(cache, 'layers', None)
     if not layers or any(type(l).__name__ != 'DynamicLayer' for l in layers):
         self._cache_off(cache, layers)
         return None
     out = []
     for b, pos in rows:
+        if pos is None:
+            out.append([(l.keys[b], l.values[b]) for l in layers])
+            continue
         p = torch.tensor(pos, device=self.device)
         out.append([(l.keys[b][:, p], l.values[b][:, p]) for l in layers])
     return out
@@ -505,7 +514,7 @@ def _prefill_alone(self:HFPolicy, toks:list[list[int]], # each row's prompt (tok
             ids = torch.tensor([t[at:e]], device=self.device)
             o = self.model(input_ids=ids, use_cache=True, logits_to_keep=none, **kw)
             kw['cache'], at = o.get('cache') or o.get('past_key_values'), e
-        if (rows := self._kv_rows(kw['cache'], [(0, list(range(len(t) - 1)))])) is None:
+        if (rows := self._kv_rows(kw['cache'], [(0, None)])) is None:   # all len(t) - 1 positions of its one row
             self.prefill_alone = False   # not plain per-layer KV: `_kv_rows` said so; the batch prefills from here on
             return hits
         out.append((rows[0], len(t) - 1))
@@ -673,7 +682,7 @@ def load_adapter(self:HFPolicy,
     from peft import PeftModel
     path = adapter_folder(path)
     name = name or path.name
-    self.prefix_cache.clear()   # kept KV was computed with the weights before this load
+    self.prefix_cache.drop(name)   # KV kept under this name came from the weights before this load
     with warnings.catch_warnings():
         warnings.simplefilter('ignore', FutureWarning)
         if not isinstance(self.model, PeftModel):
@@ -698,7 +707,7 @@ def _drop(self:HFPolicy, name:str):
 def unload_adapter(self:HFPolicy, name:str): # the name of a loaded adapter
     "Remove a loaded adapter; the base model becomes active if it was the active one."
     if name not in self.adapters: raise KeyError(f"adapter {name!r} not loaded; loaded: {self.adapters}")
-    self.prefix_cache.clear()
+    self.prefix_cache.drop(name)
     if len(self.adapters) == 1:
         self.model, self._active = self.model.unload(), None
         return  # back to the plain model
