@@ -492,8 +492,10 @@ def probe_key(cfg:Config, # the demo's config: its model, dtype and threads
               engines:list, # the engines that can run here
              ) -> str:
     """What a probe's choice holds for, as one JSON string: the CPU's model, flags and usable cores (`cpu_info`),
-    threads, dtype, model, the engines that can run and the versions of torch, transformers and cove."""
+    threads, dtype, how `hf`'s engine decodes (`run.continuous`), model, the engines that can run and the versions of
+    torch, transformers and cove."""
     return json.dumps(dict(**cpu_info(), threads=cfg['run.threads'], dtype=served_dtype(cfg),
+                           continuous=cfg['run.continuous'],
                            model=str(cfg['model.name']), engines=sorted(engines), torch=torch.__version__,
                            transformers=transformers.__version__, cove=cove_version, probe=PROBE_VERSION),
                       sort_keys=True)

@@ -262,8 +262,9 @@ def _write_table(
     served = f' (a vLLM server in {served}; training in transformers)' if engine == 'vllm' else ''
     ran += f" Rollouts on {engine}{served}" + (f" ({note})" if note else '') + "." if engine else ''
     ran += f" The engine: {why}." if why else ''
-    ran += (f" {streams} runs played at once through one batching engine (`run.streams`)." if streams > 1
-            else " The runs played one after the other.")
+    how = ('rows joining and leaving between tokens' if cfg['run.continuous'] else 'one generate per group of requests')
+    ran += (f" {streams} runs played at once through one batching engine (`run.streams`; {how}: `run.continuous`)."
+            if streams > 1 else " The runs played one after the other.")
     head = (
         f"Model {cfg['model.name']} ({cfg.profile} profile), {episodes} episodes per family, seed {cfg['run.seed']}, "
         f"split test; trigger k={cfg['trigger.k']} N={cfg['trigger.N']} w={cfg['trigger.w']}; an update takes "
