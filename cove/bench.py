@@ -452,6 +452,7 @@ def stream_records(cfg:Config, # profile: model, dtype, batch size, seed
         for mode in ('grouped', 'continuous', 'batch_prefill'):
             _say(f"{streams} Base runs at once, {mode}: {n} episodes x {len(families)} families each")
             alone, pol.prefill_alone = pol.prefill_alone, pol.prefill_alone and mode != 'batch_prefill'
+            pol.prefix_cache.clear()   # the modes play the same prompts: none may be served from the mode before
             with _Engine(pol.model) as eng:
                 t = time.perf_counter()
                 jobs = _base_streams(cfg, Path(d)/mode, n, streams, families)
