@@ -254,6 +254,10 @@ _declare(
     Key('run.continuous', bool, True, "the batching engine decodes the playing runs' greedy requests as one "
         "continuous batch, rows joining and leaving between tokens (false: one generate per group of requests; "
         "the demo took 21.2 minutes with it against 25.3 without on an AMD EPYC in bf16: docs/demo.md)"),
+    Key('run.workers', int, 1, "processes the demo's runs are dealt to (`hf` backend), each with its own model, "
+        "batching engine and share of this process's torch threads; 0 = one per thread (`run.threads`, "
+        "`run.jobs`), at most one per run; 1 = every run in this process (on 2 cores in bf16 two workers took the "
+        "demo longer, 22.4 minutes against 21.2: they decode faster and train at half the speed; docs/demo.md)"),
 )
 
 # %% ../nbs/01_config.ipynb #5ef55f83
@@ -313,7 +317,7 @@ _ranges(0, 3, 'tableqa.difficulty', why='the levels of cove.tasks.tableqa.DIFFIC
 _ranges(0, 2, 'multihop.difficulty', 'math.difficulty', 'code.difficulty', why='the levels of the family')
 _ranges(0, 2**31 - 1, 'run.seed', why="numpy's generators take no negative seed, transformers' set_seed "
         "(training) takes at most 2**32-1, and cove adds small offsets (seed+1, seed+round)")
-_ranges(0, 1024, 'run.threads', 'run.jobs', 'run.streams',
+_ranges(0, 1024, 'run.threads', 'run.jobs', 'run.streams', 'run.workers',
         why='one OS thread or process each: more than any machine has cores '
         '(10**5 threads crashed the interpreter)')
 _ranges(1, 1000, 'run.epochs', why='the stream is held in memory, run.epochs plays of it')

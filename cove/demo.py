@@ -4,7 +4,8 @@
 
 # %% ../nbs/19_demo.ipynb #6b17f1cc
 from __future__ import annotations
-import contextlib, functools, json, logging, time
+import contextlib, functools, json, logging, os, pickle, time
+from dataclasses import dataclass
 from typing import Callable
 from pathlib import Path
 from .core import get_logger, read_jsonl
@@ -25,9 +26,9 @@ from .agent import KNOWLEDGE_HEAD
 __all__ = ['DEMO_METHODS', 'DEMO_FAMILIES', 'DEMO_EPISODES', 'FULL_EPISODES', 'TRIGGER_DEFAULTS', 'DEMO_TRAIN', 'FULL_TRAIN',
            'DRIFT_FAMILIES', 'DRIFT_TRAIN', 'DEMO_OVERRIDES', 'DEMO_ENGINES', 'NO_PAIRS', 'POOLED_NOTE', 'SEEDS_NOTE',
            'demo_trigger', 'demo_overrides', 'demo_config', 'comparison_rows', 'token_reduction', 'success_curves',
-           'plot_success', 'demo_engine', 'demo_streams', 'drift_segments', 'segment_families', 'stale_calls',
-           'relearn_text', 'drift_rows', 'mechanism_rows', 'token_factors', 'seeded', 'demo_seeds', 'pooled_rows',
-           'across_seeds', 'pooled_markdown', 'run_demo']
+           'plot_success', 'demo_engine', 'demo_streams', 'MethodJob', 'demo_workers', 'deal_runs', 'drift_segments',
+           'segment_families', 'stale_calls', 'relearn_text', 'drift_rows', 'mechanism_rows', 'token_factors', 'seeded',
+           'demo_seeds', 'pooled_rows', 'across_seeds', 'pooled_markdown', 'run_demo']
 
 # %% ../nbs/19_demo.ipynb #2bac9cee
 DEMO_METHODS = ['base', 'harness_only', 'parametric_only', 'cove']
@@ -217,28 +218,125 @@ def demo_streams(cfg:Config, # the demo config: its `run.streams`
     return max(1, n)
 
 # %% ../nbs/19_demo.ipynb #d2c4a191
-def _method_job(cfg:Config, folder:Path, meth:str, families:list[str], episodes:int, progress:bool,
-                set_aside_corrupt:bool=False):
-    "One method's run on `cfg`'s stream into `folder`, as a job `f(policy) -> metrics with wall_s` (a failure raises)."
-    def play(pol):
-        spec = RunSpec(meth, families, episodes, 'test', cfg['run.seed'])
-        m = play_fresh(pol, spec, cfg, folder, progress=progress, set_aside_corrupt=set_aside_corrupt, failures='raise')
-        get_logger('demo').info(f"{meth} (seed {cfg['run.seed']}): success {m['overall']['success_rate']}, train "
-                                f"tokens {m.get('train_tokens', 0)}, {m['wall_s']:.0f} s")
-        return m
-    return play
+@dataclass
+class MethodJob:
+    """One method's run on `cfg`'s stream into `folder`: `job(policy) -> metrics with wall_s` (a failure raises).
+    Plain data, so that a worker process (`run.workers`) can be handed it."""
+    cfg: Config
+    folder: Path
+    meth: str
+    families: list
+    episodes: int
+    progress: bool
+    set_aside_corrupt: bool = False
 
-def _play_jobs(jobs:dict, policy, streams:int=1, wait:float=0.5, continuous:bool=False) -> dict:
-    """`{tag: metrics}` of `jobs` (`tag -> f(policy)`), `streams` at once through one batching engine (`play_streams`);
-    a failure ends the demo, with streams once the runs playing beside it are done."""
-    if streams <= 1: return {tag: f(policy) for tag, f in jobs.items()}
-    from cove.batching import play_streams   # here: `cove --help` and `cove check` load no torch
-    metrics = play_streams(policy, jobs, streams, wait, continuous=continuous)
+    def __call__(self, pol):
+        spec = RunSpec(self.meth, self.families, self.episodes, 'test', self.cfg['run.seed'])
+        m = play_fresh(pol, spec, self.cfg, self.folder, progress=self.progress,
+                       set_aside_corrupt=self.set_aside_corrupt, failures='raise')
+        get_logger('demo').info(f"{self.meth} (seed {self.cfg['run.seed']}): success {m['overall']['success_rate']}, "
+                                f"train tokens {m.get('train_tokens', 0)}, {m['wall_s']:.0f} s")
+        return m
+
+def _play_here(jobs:dict, policy, streams:int=1, wait:float=0.5, continuous:bool=False) -> dict:
+    """`{tag: metrics, or the exception its run raised}` of `jobs` (`tag -> f(policy)`), `streams` at once through one
+    batching engine (`play_streams`), else one after the other up to the first that fails."""
+    if streams > 1:
+        from cove.batching import play_streams   # here: `cove --help` and `cove check` load no torch
+        return play_streams(policy, jobs, streams, wait, continuous=continuous)
+    out = {}
+    for tag, f in jobs.items():
+        try: out[tag] = f(policy)
+        except Exception as e:
+            out[tag] = e
+            break
+    return out
+
+def _raise_failed(metrics:dict) -> dict:
+    "`metrics`, unless a run failed: then the log names each failed run and the first one's exception is raised."
     if failed := [t for t, m in metrics.items() if isinstance(m, BaseException)]:
         get_logger('demo').error('failed: ' + ', '.join(f'{t} ({type(metrics[t]).__name__}: {metrics[t]})'
                                                          for t in failed))
         raise metrics[failed[0]]
     return metrics
+
+def _play_jobs(jobs:dict, policy, streams:int=1, wait:float=0.5, continuous:bool=False) -> dict:
+    """`{tag: metrics}` of `jobs` (`tag -> f(policy)`), `streams` at once through one batching engine (`play_streams`);
+    a failure ends the demo, once the runs playing beside it are done."""
+    return _raise_failed(_play_here(jobs, policy, streams, wait, continuous))
+
+# %% ../nbs/19_demo.ipynb #3c9c6a5e
+def demo_workers(cfg:Config, # the demo config: its `run.workers`, `run.threads`, `run.jobs`
+                 runs:int, # how many runs the demo plays
+                ) -> tuple[int, int]:
+    """`(processes, torch threads each)` the demo's `runs` are dealt to (`run.workers`; 0: one per torch thread this
+    process would use), at most one per run. On 2 cores two processes of one thread each played four Base runs a third
+    faster than one process of two threads (at 135M a decode step is mostly work too small to split over threads), but
+    each trains at about half the speed: the whole demo took longer, so the default is 1 (docs/demo.md)."""
+    from cove.llm import torch_threads   # here: `cove --help` and `cove check` load no torch
+    threads = torch_threads(cfg['run.threads'], cfg['run.jobs'])
+    n = max(1, min(cfg['run.workers'] or threads, runs))
+    return n, max(1, threads // n)
+
+def deal_runs(tags:list, # the runs' tags in table order (per seed: Base, Harness-only, Parametric-only, COVE)
+              k:int, # how many workers
+             ) -> list[list]:
+    """`tags` dealt to `k` workers back and forth (0, 1, ..., k-1, k-1, ..., 0, 0, 1, ...): in table order the cheapest
+    run (Base) and the dearest (COVE, which trains and tests releases) share a worker."""
+    turn = [i % (2*k) for i in range(len(tags))]
+    return [[t for t, j in zip(tags, turn) if min(j, 2*k - 1 - j) == w] for w in range(k)]
+
+# %% ../nbs/19_demo.ipynb #0ed61960
+def _die_with_parent(parent:int): # the demo's pid
+    "In a worker process: the kernel ends it (SIGKILL) when the demo's process ends, however that ends (Linux)."
+    import ctypes, signal
+    libc = ctypes.CDLL(None)
+    if not hasattr(libc, 'prctl'):
+        get_logger('demo').warning("no prctl here: a worker outlives a demo that is killed (end it by hand)")
+        return
+    libc.prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+    if os.getppid() != parent: os._exit(1)   # the demo ended before the line above
+
+def _sendable(m):
+    "`m`, or, for an exception that does not pickle back to the demo, a `RuntimeError` naming it."
+    if not isinstance(m, BaseException): return m
+    try: return pickle.loads(pickle.dumps(m))
+    except Exception: return RuntimeError(f"{type(m).__name__}: {m}")
+
+def _worker(cfg:Config, jobs:dict, log:str) -> dict:
+    """In a worker process: its own policy from `cfg`, and its `jobs` (`tag -> MethodJob`) at once through its own
+    batching engine; `{tag: metrics, or the exception its run raised}`, logging to `log` beside the demo."""
+    fh = _log_to(Path(log))
+    try:
+        policy = load_policy(cfg)
+        out = _play_here(jobs, policy, demo_streams(cfg, policy, len(jobs)), cfg['run.stream_wait'],
+                         cfg['run.continuous'])
+    finally: fh.close()
+    return {t: _sendable(m) for t, m in out.items()}
+
+# %% ../nbs/19_demo.ipynb #d5d1e35d
+def _play_workers(cfg:Config, # the demo config: the model each worker loads, `run.streams`, `run.continuous`
+                  groups:list[list], # the tags each worker plays (`deal_runs`)
+                  jobs:dict, # tag -> `MethodJob`
+                  threads:int, # torch threads of each worker
+                  log:Path, # the demo's log, which the workers write to as well
+                 ) -> dict:
+    """`{tag: metrics}` of `jobs`, each group in its own worker process (spawned: a fresh interpreter, which the kernel
+    ends with the demo); a failure ends the demo once the other workers are done."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+    c = Config({**cfg.values, 'run.threads': threads}, cfg.sources, cfg.profile, cfg.root)
+    spawn = multiprocessing.get_context('spawn')
+    with ProcessPoolExecutor(len(groups), spawn, _die_with_parent, (os.getpid(),)) as ex:
+        futs = [ex.submit(_worker, c, {t: jobs[t] for t in g}, str(log)) for g in groups]
+        played = {}
+        for f in futs:
+            try: played |= f.result()
+            except BrokenProcessPool:
+                raise RuntimeError(f"a demo worker process died (killed, or out of memory?): {log}") from None
+    _raise_failed(played)
+    return {t: played[t] for t in jobs}
 
 # %% ../nbs/19_demo.ipynb #d2e5d2be
 def _write_table(
@@ -246,8 +344,10 @@ def _write_table(
     engine:str|None=None, # what played the rollouts: `hf`, `vllm` or `given` (a policy passed in)
     served:str|None=None, # the dtype the vLLM server was started in
     note:str='', # why the engine is not the one chosen, e.g. vLLM did not start
-    streams:int=1, # methods played at once through one batching engine
+    streams:int=1, # methods played at once (through one batching engine in each worker)
     why:str='', # why the engine plays (`demo_engine`)
+    workers:int=1, # processes the runs were dealt to, each with its own model and engine (`run.workers`)
+    threads:int=0, # torch threads of each worker
 ) -> tuple[list[dict], dict]:
     """Write `table.csv` and `table.md` (the setting, the table, COVE's training-token ratio); returns the rows and the
     token reduction."""
@@ -263,7 +363,9 @@ def _write_table(
     ran += f" Rollouts on {engine}{served}" + (f" ({note})" if note else '') + "." if engine else ''
     ran += f" The engine: {why}." if why else ''
     how = ('rows joining and leaving between tokens' if cfg['run.continuous'] else 'one generate per group of requests')
-    ran += (f" {streams} runs played at once through one batching engine (`run.streams`; {how}: `run.continuous`)."
+    where = (f"in {workers} processes of {threads} torch thread{'s' * (threads > 1)}, each with its own batching "
+             f"engine (`run.workers`)" if workers > 1 else "through one batching engine")
+    ran += (f" {streams} runs played at once {where} (`run.streams`; {how}: `run.continuous`)."
             if streams > 1 else " The runs played one after the other.")
     head = (
         f"Model {cfg['model.name']} ({cfg.profile} profile), {episodes} episodes per family, seed {cfg['run.seed']}, "
@@ -459,9 +561,9 @@ def _pre_drift_names(cfg:Config, drift) -> set|None:
 
 # %% ../nbs/19_demo.ipynb #d8de8e10
 def _write_results(cfg:Config, out:Path, metrics:dict, runs:dict, methods:list[str], families:list[str],
-                   episodes:int, engine:str, dtype, note:str, streams:int, why:str='') -> dict:
+                   episodes:int, engine:str, dtype, note:str, how:dict, why:str='') -> dict:
     "One seed's tables, figure and `summary.json` in `out` (its runs in `runs`); the summary."
-    rows, red = _write_table(cfg, out, metrics, methods, families, episodes, engine, dtype, note, streams, why)
+    rows, red = _write_table(cfg, out, metrics, methods, families, episodes, engine, dtype, note, why=why, **how)
     drift = parse_drift(cfg['run.drift'])
     paired = _write_paired(out, runs, methods, families, drift)
     drifted = _write_drift(out, runs, drift, _pre_drift_names(cfg, drift))
@@ -472,7 +574,9 @@ def _write_results(cfg:Config, out:Path, metrics:dict, runs:dict, methods:list[s
     summary = dict(config=cfg.values, profile=cfg.profile, seed=cfg['run.seed'], episodes=episodes, families=families,
                    methods=methods, rows=rows, paired=paired, drift=drifted, mechanism=mechanism,
                    runtime=metrics[methods[0]].get('runtime'), engine=engine,
-                   streams=streams,   # runs played at once through one batching engine (`run.streams`)
+                   streams=how['streams'],   # runs played at once (`run.streams`, in each worker)
+                   workers=how['workers'],   # processes they were dealt to, each with its own engine (`run.workers`)
+                   threads=how['threads'] or None,   # torch threads of each worker (None: this process's)
                    engine_note=note or None,   # why the rollouts did not run on the engine chosen
                    engine_why=why or None,   # why that engine was chosen (`demo_engine`: the probe, or --engine)
                    served_dtype=dtype if engine == 'vllm' else None, token_reduction=red,
@@ -612,16 +716,24 @@ def run_demo(cfg:Config, # the demo config (`demo_config`): model, budget, seed
                 if asked: raise
                 get_logger('demo').warning(f"vLLM did not start, so the rollouts run on hf: {e}")
                 engine, note = 'hf', 'vLLM did not start: vllm.log'
-        policy = policy or load_policy(cfg)
         cfgs = {s: seeded(cfg, s) for s in ss}
         homes = {s: out if len(ss) == 1 else out/f'seed{s}' for s in ss}
         runs = {s: {m: homes[s]/m for m in methods} for s in ss}
-        jobs = {f'{m}@{s}': _method_job(cfgs[s], runs[s][m], m, families, episodes, progress, set_aside_corrupt)
+        jobs = {f'{m}@{s}': MethodJob(cfgs[s], runs[s][m], m, families, episodes, progress, set_aside_corrupt)
                 for s in ss for m in methods}
-        streams = demo_streams(cfg, policy, len(jobs))
-        played = _play_jobs(jobs, policy, streams, cfg['run.stream_wait'], cfg['run.continuous'])
+        # processes only where each can load its own hf model: not for a policy passed in, nor a vLLM server's
+        workers, threads = demo_workers(cfg, len(jobs)) if policy is None and engine == 'hf' else (1, 0)
+        if workers > 1:
+            groups = deal_runs(list(jobs), workers)
+            played = _play_workers(cfg, groups, jobs, threads, safe_path(out, 'demo.log'))
+            streams = sum(min(cfg['run.streams'] or len(g), len(g)) for g in groups)
+        else:
+            policy = policy or load_policy(cfg)
+            streams = demo_streams(cfg, policy, len(jobs))
+            played = _play_jobs(jobs, policy, streams, cfg['run.stream_wait'], cfg['run.continuous'])
+        how = dict(streams=streams, workers=workers, threads=threads)
         per = {s: _write_results(cfgs[s], homes[s], {m: played[f'{m}@{s}'] for m in methods}, runs[s], methods,
-                                 families, episodes, engine, dtype, note, streams, why) for s in ss}
+                                 families, episodes, engine, dtype, note, how, why) for s in ss}
         summary = per[ss[0]] if len(ss) == 1 else _write_pooled(out, per, runs, methods, families, cfg)
         summary = summary | dict(wall_s=time.time() - t0, probe_s=round(probe_s, 1))
         write_json(safe_path(out, 'summary.json'), summary)

@@ -1,7 +1,9 @@
 """Issue 54 item 2: the demo's methods play at once through one batching engine (`cove.batching`), each learning
 between its own episodes. On the tiny random Llama in fp32 the concurrent demo gives every method the same
-episodes, transcripts and training tokens as the sequential one; a run that fails fails alone, never a hang."""
-import json, threading, time
+episodes, transcripts and training tokens as the sequential one, in one process or dealt to worker processes
+(`run.workers`); a run that fails fails alone, never a hang; a demo killed with SIGKILL leaves no worker behind."""
+import json, signal, subprocess, sys, threading, time
+from pathlib import Path
 import pytest
 from cove.core import read_jsonl
 from cove.demo import run_demo, demo_config
@@ -12,9 +14,9 @@ SETS = {'model.name': 'tiny', 'model.dtype': 'float32', 'trigger.k': 2, 'model.b
         'model.max_new_tokens': 12, 'release.heldout': 1}
 METHODS, FAMILIES = ['base', 'parametric_only', 'cove'], ['math', 'tableqa']
 
-def _demo(out, streams:int, continuous:bool=False):
-    cfg = demo_config(sets={**SETS, 'run.streams': streams, 'run.stream_wait': 2.0, 'run.continuous': continuous},
-                      env={}, episodes=2)
+def _demo(out, streams:int, continuous:bool=False, workers:int=1):
+    cfg = demo_config(sets={**SETS, 'run.streams': streams, 'run.stream_wait': 2.0, 'run.continuous': continuous,
+                            'run.workers': workers, 'run.threads': 1}, env={}, episodes=2)
     return run_demo(cfg, out, episodes=2, methods=METHODS, families=FAMILIES, progress=False, engine='hf')
 
 def _played(d, meth):
@@ -118,3 +120,47 @@ def test_closing_the_engine_while_it_waits_for_other_streams(monkeypatch):
 def _try(f):
     try: return f()
     except Exception as e: return e
+
+def test_workers_play_the_demo_as_one_process(demos, tmp_path):
+    "`run.workers=2`: two processes of one thread, each with its own model and engine, give the sequential tables."
+    (d1, s1), d2 = demos[1], tmp_path/'w2'
+    s2 = _demo(d2, 0, workers=2)
+    assert (s1['workers'], s2['workers'], s2['threads']) == (1, 2, 1)
+    for meth in METHODS: assert _played(d2, meth) == _played(d1, meth), meth
+    keys = ('method', 'overall', 'episodes', 'prompt_tokens', 'train_tokens', 'updates', 'trigger_events')
+    assert [{k: r[k] for k in keys} for r in s2['rows']] == [{k: r[k] for k in keys} for r in s1['rows']]
+    assert 'in 2 processes of 1 torch thread' in (d2/'table.md').read_text()
+    log = (d2/'demo.log').read_text()   # both workers wrote to the demo's log
+    assert log.count('torch threads: 1') == 2 and all(f'{m} (seed 0): success' in log for m in METHODS), log
+
+def _children(pid:int) -> list[int]:
+    "The pids whose parent is `pid` (from /proc)."
+    out = []
+    for p in Path('/proc').iterdir():
+        try: st = (p/'status').read_text()
+        except (OSError, ValueError): continue
+        if p.name.isdigit() and f'\nPPid:\t{pid}\n' in st: out.append(int(p.name))
+    return out
+
+def _alive(pid:int) -> bool:
+    try: return 'State:\tZ' not in Path(f'/proc/{pid}/status').read_text()
+    except OSError: return False
+
+@pytest.mark.skipif(not Path('/proc/self/status').exists(), reason='reads /proc (Linux)')
+def test_a_killed_demo_leaves_no_worker(tmp_path):
+    sets = [a for k, v in {**SETS, 'run.workers': 2, 'run.threads': 1, 'model.max_new_tokens': 64}.items() for a in ('--set', f'{k}={v}')]
+    demo = subprocess.Popen([sys.executable, '-c', 'from cove.cli import main; main()', 'demo', '--out', str(tmp_path/'d'), '--engine', 'hf',
+                             '--episodes', '50', '--families', 'math', *sets],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        t = time.time()
+        while time.time() - t < 120 and not any('torch threads' in p.read_text() for p in tmp_path.glob('d/demo.log')):
+            assert demo.poll() is None, 'the demo ended before its workers started'
+            time.sleep(0.5)
+        workers = [p for p in _children(demo.pid) if 'spawn_main' in Path(f'/proc/{p}/cmdline').read_text()]
+        assert len(workers) == 2, workers
+    finally: demo.send_signal(signal.SIGKILL)
+    demo.wait()
+    t = time.time()
+    while time.time() - t < 30 and any(map(_alive, workers)): time.sleep(0.2)
+    assert not [p for p in workers if _alive(p)], 'a worker outlived the killed demo'
