@@ -722,7 +722,12 @@ def run_demo(cfg:Config, # the demo config (`demo_config`): model, budget, seed
         jobs = {f'{m}@{s}': MethodJob(cfgs[s], runs[s][m], m, families, episodes, progress, set_aside_corrupt)
                 for s in ss for m in methods}
         # processes only where each can load its own hf model: not for a policy passed in, nor a vLLM server's
-        workers, threads = demo_workers(cfg, len(jobs)) if policy is None and engine == 'hf' else (1, 0)
+        own = policy is None and engine == 'hf'
+        workers, threads = demo_workers(cfg, len(jobs)) if own else (1, 0)
+        if cfg['run.workers'] != 1 and not own and len(jobs) > 1:
+            on = 'a policy passed in' if engine == 'given' else f'rollouts on {engine}'
+            get_logger('demo').warning(f"run.workers={cfg['run.workers']}: the runs play in this process ({on}: "
+                                       f"worker processes each load their own hf model)")
         if workers > 1:
             groups = deal_runs(list(jobs), workers)
             played = _play_workers(cfg, groups, jobs, threads, safe_path(out, 'demo.log'))
